@@ -1,0 +1,42 @@
+//! Build script: generates the C header and gives the shared object its SONAME.
+//!
+//! The header is generated into `$OUT_DIR/gmp.h`; `tests/header.rs` fails when the
+//! committed `include/gmp.h` differs from it (run `scripts/bless-header.sh` to update).
+
+use std::env;
+use std::path::PathBuf;
+
+/// The shared object's SONAME. GNU MP's is `libgmp.so.10`; ours must never equal it.
+const SONAME: &str = "libgmp.so.0";
+
+fn main() {
+    let crate_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+
+    println!("cargo:rerun-if-changed=src/ffi");
+    println!("cargo:rerun-if-changed=cbindgen.toml");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{SONAME}");
+
+    // Programs linked against target/<profile>/libgmp.so record the SONAME as
+    // DT_NEEDED; give the loader a file of that name beside the library.
+    // OUT_DIR is target/<profile>/build/gmp-<hash>/out.
+    if let Some(profile_dir) = out_dir.ancestors().nth(3) {
+        let link = profile_dir.join(SONAME);
+        if std::fs::symlink_metadata(&link).is_err() {
+            let _ = std::os::unix::fs::symlink("libgmp.so", &link);
+        }
+    }
+
+    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml"))
+        .expect("cbindgen.toml must parse");
+    match cbindgen::Builder::new()
+        .with_crate(&crate_dir)
+        .with_config(config)
+        .generate()
+    {
+        Ok(bindings) => {
+            bindings.write_to_file(out_dir.join("gmp.h"));
+        }
+        Err(e) => panic!("cbindgen failed: {e}"),
+    }
+}

@@ -1,0 +1,3 @@
+//! The scheduler.
+
+pub mod runq;
