@@ -1,1 +1,346 @@
-//! (module under construction)
+//! The C ABI: every `extern "C"` function of the library, and nothing else.
+//!
+//! Each function checks its arguments, runs its body inside [`boundary`] (a Rust panic
+//! never crosses into C: it aborts with a `gmp:` message), and reports failure as a
+//! negative errno value (DESIGN.md decision 7). The doc comments become `include/gmp.h`.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::rt;
+use crate::stack;
+use crate::sync::waitgroup::WaitGroup;
+
+/// Runs `f`; a panic inside it is a bug in the library, reported as `gmp: panic in NAME`
+/// before aborting (unwinding into C is undefined behaviour).
+#[inline(always)]
+fn boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => {
+            crate::sys::write_stderr(b"gmp: panic in ");
+            crate::sys::write_stderr(name.as_bytes());
+            crate::sys::write_stderr(b"\n");
+            // SAFETY: abort has no preconditions.
+            unsafe { libc::abort() }
+        }
+    }
+}
+
+/// A goroutine's function: called once with the argument given to gmp_go.
+pub type gmp_func = Option<unsafe extern "C" fn(arg: *mut c_void)>;
+
+/// Flag for `gmp_attr.flags`: the goroutine runs only on the first OS thread that runs it
+/// (its `gettid()` never changes), so it may keep the address of `errno` or of `__thread`
+/// variables across calls that switch. That thread serves only this goroutine while it
+/// lives; when the goroutine ends, the thread returns to the pool.
+pub const GMP_GO_PINNED: u32 = 1;
+
+/// Smallest and largest stack size `gmp_attr.stack_size` accepts (bytes).
+pub const GMP_MIN_STACK: usize = stack::MIN_STACK;
+pub const GMP_MAX_STACK: usize = stack::MAX_STACK;
+
+/// Largest value `gmp_maxprocs` accepts.
+pub const GMP_MAX_PROCS: c_int = rt::MAX_PROCS as c_int;
+
+/// Attributes for `gmp_go_attr`. Zero-initialise it (`gmp_attr a = {0};`) and set what
+/// you need.
+#[repr(C)]
+pub struct gmp_attr {
+    /// Usable stack bytes; 0 means the default (256 KiB, or GMP_STACK_SIZE, or
+    /// gmp_set_default_stack_size). Rounded up to whole pages. A guard page below the stack
+    /// turns an overflow into "gmp: goroutine N: stack overflow" and an abort.
+    pub stack_size: usize,
+    /// 0 or GMP_GO_PINNED.
+    pub flags: u32,
+}
+
+/// A WaitGroup (Go's sync.WaitGroup): a counter of outstanding work and the waiters for it
+/// to reach zero. Initialise with GMP_WG_INIT (or zero it); it needs no destruction. It must
+/// not be copied or moved while in use. Any thread may add, finish or wait.
+#[repr(C)]
+pub struct gmp_wg {
+    /// Private: counter (high 32 bits) and waiter count (low 32 bits).
+    pub state: u64,
+    /// Private: the semaphore waiters sleep on.
+    pub sema: u32,
+    /// Private: zero.
+    pub reserved: u32,
+}
+
+/// Scheduler statistics, as in Go's schedtrace line, plus counters since start.
+#[repr(C)]
+pub struct gmp_stats {
+    /// Current GOMAXPROCS.
+    pub gomaxprocs: i32,
+    /// Ps without an M (idle).
+    pub idleprocs: i32,
+    /// OS threads the scheduler created (Ms).
+    pub threads: i32,
+    /// Ms looking for work.
+    pub spinningthreads: i32,
+    /// 1 when a wakeup found no idle P and asked for a spinning M.
+    pub needspinning: i32,
+    /// Ms asleep with nothing to do.
+    pub idlethreads: i32,
+    /// Length of the global run queue.
+    pub runqueue: i64,
+    /// Live goroutines.
+    pub goroutines: i64,
+    /// Goroutines taken by work stealing since start.
+    pub steals: u64,
+    /// Goroutines created since start.
+    pub spawned: u64,
+    /// Sum of all Ps' schedtick (goroutines scheduled).
+    pub schedticks: u64,
+}
+
+fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, pinned: bool) -> i64 {
+    let Some(f) = f else { return -(libc::EINVAL as i64) };
+    match rt::newproc(f, arg, stack_size, pinned) {
+        Ok(id) => id as i64,
+        Err(rt::StartError::BadStackSize) => -(libc::EINVAL as i64),
+        Err(rt::StartError::NoMemory) => -(libc::ENOMEM as i64),
+    }
+}
+
+/// Starts `fn(arg)` as a new goroutine.
+///
+/// Returns the goroutine's id (> 0), -EINVAL if `fn` is NULL, -ENOMEM if no stack could
+/// be allocated. The caller keeps ownership of whatever `arg` points to and must keep it
+/// alive until the goroutine is done with it. From a goroutine, the new one runs next on
+/// the caller's processor (unless another processor steals it first); from any other
+/// thread it goes to the global run queue. The runtime starts on the first call.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_go(func: gmp_func, arg: *mut c_void) -> i64 {
+    boundary("gmp_go", || start(func, arg, 0, false))
+}
+
+/// Starts `fn(arg)` as a new goroutine with attributes (`attr` may be NULL: defaults).
+///
+/// Returns the goroutine's id (> 0); -EINVAL if `fn` is NULL, `attr->flags` has unknown
+/// bits, or `attr->stack_size` is nonzero and outside [GMP_MIN_STACK, GMP_MAX_STACK];
+/// -ENOMEM if the stack could not be allocated. `attr` is only read during the call.
+///
+/// # Safety
+/// `attr` is NULL or points to a readable `gmp_attr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_go_attr(func: gmp_func, arg: *mut c_void, attr: *const gmp_attr) -> i64 {
+    boundary("gmp_go_attr", || {
+        // SAFETY: the caller passes NULL or a readable gmp_attr.
+        let (size, flags) = match unsafe { attr.as_ref() } {
+            None => (0, 0),
+            Some(a) => (a.stack_size, a.flags),
+        };
+        if flags & !GMP_GO_PINNED != 0 {
+            return -(libc::EINVAL as i64);
+        }
+        if size != 0 && !(GMP_MIN_STACK..=GMP_MAX_STACK).contains(&size) {
+            return -(libc::EINVAL as i64);
+        }
+        start(func, arg, size, flags & GMP_GO_PINNED != 0)
+    })
+}
+
+/// Yields the processor (Go's runtime.Gosched): the calling goroutine goes to the back of
+/// the global run queue and others run. Returns 0. On a thread that is not a goroutine,
+/// yields the OS thread (sched_yield). The goroutine may resume on another OS thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_yield() -> c_int {
+    boundary("gmp_yield", || {
+        rt::gosched();
+        0
+    })
+}
+
+/// Ends the calling goroutine (Go's runtime.Goexit); does not return. C frames between the
+/// goroutine's function and this call are abandoned, not unwound: release what they hold
+/// first. On a thread that is not a goroutine, returns -EPERM.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_goexit() -> c_int {
+    boundary("gmp_goexit", || {
+        if rt::getg().is_null() {
+            return -libc::EPERM;
+        }
+        rt::goexit()
+    })
+}
+
+/// The calling goroutine's id (> 0), or 0 on a thread that is not a goroutine.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_goid() -> i64 {
+    boundary("gmp_goid", || {
+        let gp = rt::getg();
+        if gp.is_null() {
+            0
+        } else {
+            // SAFETY: getg() returned the live G running on this thread.
+            unsafe { (*gp).goid() as i64 }
+        }
+    })
+}
+
+/// Queries (n <= 0) or sets GOMAXPROCS, the number of OS threads that run goroutines at
+/// once. Returns the previous value, or -EINVAL if n > GMP_MAX_PROCS.
+///
+/// Changing it takes effect while goroutines run: new processors start work at once; a
+/// removed processor moves its runnable goroutines to the global queue and stops when its
+/// current goroutine next enters the scheduler (yields, waits or ends).
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_maxprocs(n: c_int) -> c_int {
+    boundary("gmp_maxprocs", || {
+        rt::init();
+        if n > GMP_MAX_PROCS {
+            return -libc::EINVAL;
+        }
+        if n <= 0 {
+            return rt::SCHED.gomaxprocs.load(Ordering::Relaxed);
+        }
+        rt::procresize(n)
+    })
+}
+
+/// Number of live goroutines.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_num_goroutine() -> i64 {
+    boundary("gmp_num_goroutine", || rt::SCHED.ngoroutines.load(Ordering::Relaxed))
+}
+
+/// Number of CPUs the process may run on (its affinity mask).
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_num_cpu() -> c_int {
+    boundary("gmp_num_cpu", rt::num_cpu)
+}
+
+/// Sets the stack size of goroutines started without an explicit size. Returns 0, or
+/// -EINVAL if `bytes` is outside [GMP_MIN_STACK, GMP_MAX_STACK]. Goroutines already running
+/// keep their stacks.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_set_default_stack_size(bytes: usize) -> c_int {
+    boundary("gmp_set_default_stack_size", || {
+        if !(GMP_MIN_STACK..=GMP_MAX_STACK).contains(&bytes) {
+            return -libc::EINVAL;
+        }
+        rt::init();
+        let page = crate::sys::page_size();
+        rt::SCHED.default_stack.store(bytes.div_ceil(page) * page, Ordering::Relaxed);
+        0
+    })
+}
+
+/// Sets the thread-count fuse (default 10,000; GMP_MAX_THREADS): creating more OS threads
+/// than this aborts with "gmp: thread exhaustion", as Go does. Returns the previous value,
+/// or -EINVAL if n < 1.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_set_max_threads(n: c_int) -> c_int {
+    boundary("gmp_set_max_threads", || {
+        if n < 1 {
+            return -libc::EINVAL;
+        }
+        rt::init();
+        rt::SCHED.maxmcount.swap(n, Ordering::Relaxed)
+    })
+}
+
+/// Borrows the two atomic words of a gmp_wg.
+///
+/// # Safety
+/// `wg` is non-null, aligned and valid for the returned lifetime.
+unsafe fn wg_ref<'a>(wg: *mut gmp_wg) -> WaitGroup<'a> {
+    // SAFETY: caller contract; the fields are plain integers with the alignment of the
+    // corresponding atomics, and all concurrent access to them goes through atomics.
+    unsafe {
+        WaitGroup {
+            state: AtomicU64::from_ptr(core::ptr::addr_of_mut!((*wg).state)),
+            sema: AtomicU32::from_ptr(core::ptr::addr_of_mut!((*wg).sema)),
+        }
+    }
+}
+
+/// Adds `delta` (may be negative) to the WaitGroup counter. When it reaches zero, all
+/// waiters are released. Returns 0; -EINVAL if `wg` is NULL or misaligned, or `delta` is
+/// outside the 32-bit range. Aborts with "gmp: sync: negative WaitGroup counter" if the
+/// counter would go below zero (Go panics).
+///
+/// # Safety
+/// `wg` is NULL or points to a live gmp_wg.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_wg_add(wg: *mut gmp_wg, delta: i64) -> c_int {
+    boundary("gmp_wg_add", || {
+        if wg.is_null() || !wg.is_aligned() || delta < i32::MIN as i64 || delta > i32::MAX as i64 {
+            return -libc::EINVAL;
+        }
+        // SAFETY: checked non-null and aligned; the caller promises it is live.
+        unsafe { wg_ref(wg) }.add(delta as i32);
+        0
+    })
+}
+
+/// Decrements the WaitGroup counter by one (gmp_wg_add(wg, -1)).
+///
+/// # Safety
+/// `wg` is NULL or points to a live gmp_wg.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_wg_done(wg: *mut gmp_wg) -> c_int {
+    // SAFETY: same contract as gmp_wg_add.
+    unsafe { gmp_wg_add(wg, -1) }
+}
+
+/// Blocks until the WaitGroup counter is zero: a goroutine parks, any other thread sleeps
+/// on a futex. Returns 0; -EINVAL if `wg` is NULL or misaligned.
+///
+/// # Safety
+/// `wg` is NULL or points to a live gmp_wg.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_wg_wait(wg: *mut gmp_wg) -> c_int {
+    boundary("gmp_wg_wait", || {
+        if wg.is_null() || !wg.is_aligned() {
+            return -libc::EINVAL;
+        }
+        rt::init();
+        // SAFETY: checked non-null and aligned; the caller promises it is live.
+        unsafe { wg_ref(wg) }.wait();
+        0
+    })
+}
+
+/// Fills `*out` with scheduler statistics and, when `runq_lens` is not NULL, writes the
+/// local run queue length of each processor (up to `n` of them) to `runq_lens[0..]`.
+/// Returns how many lengths were written (min(n, GOMAXPROCS), 0 if `runq_lens` is NULL),
+/// or -EINVAL if `out` is NULL. The numbers are a snapshot taken without stopping anything.
+///
+/// # Safety
+/// `out` is NULL or writable; `runq_lens` is NULL or writable for `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_stats(out: *mut gmp_stats, runq_lens: *mut u32, n: usize) -> c_int {
+    boundary("gmp_stats", || {
+        if out.is_null() {
+            return -libc::EINVAL;
+        }
+        let lens: &mut [u32] = if runq_lens.is_null() || n == 0 {
+            &mut []
+        } else {
+            // SAFETY: the caller promises runq_lens is writable for n elements.
+            unsafe { core::slice::from_raw_parts_mut(runq_lens, n) }
+        };
+        let mut s = rt::trace::Stats::default();
+        let written = rt::trace::stats(&mut s, lens);
+        // SAFETY: out is non-null and writable (caller contract).
+        unsafe {
+            out.write(gmp_stats {
+                gomaxprocs: s.gomaxprocs,
+                idleprocs: s.idleprocs,
+                threads: s.threads,
+                spinningthreads: s.spinningthreads,
+                needspinning: s.needspinning,
+                idlethreads: s.idlethreads,
+                runqueue: s.runqueue,
+                goroutines: s.goroutines,
+                steals: s.steals,
+                spawned: s.spawned,
+                schedticks: s.schedticks,
+            })
+        };
+        written as c_int
+    })
+}

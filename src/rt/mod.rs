@@ -1,3 +1,556 @@
-//! The scheduler.
+//! The scheduler: Go's G/M/P model (seeds 000–004, DESIGN.md decisions 1–3, 8, 9, 11).
+//!
+//! - [`G`]: a goroutine — a stack, the stack pointer saved while it is not running, and
+//!   its status word. Gs are never freed: a dead G keeps its stack and waits on a free
+//!   list (per P, then global) for the next `gmp_go`.
+//! - [`M`]: an OS thread. It runs the scheduler loop on its own thread stack ("g0") and
+//!   switches to goroutines from there. It runs goroutine code only while it holds a P.
+//! - [`P`]: a logical processor, the permit to run goroutines, carrying the local run
+//!   queue. There are GOMAXPROCS of them.
+//!
+//! Files, in the order proc.go has them: `sched.rs` (schedule, find_runnable, the spinning
+//! protocol, startm/stopm/handoff_p, procresize), `proc.rs` (newproc, goexit, the G free
+//! lists), `park.rs` (gopark/goready, gosched, and the foreign-thread fallbacks),
+//! `trace.rs` (schedtrace and gmp_stats), `config.rs` (environment, CPU count).
+//!
+//! # Ownership by status (who may touch what)
+//!
+//! A `G`'s plain (non-atomic) fields belong to whoever owns the G, and ownership follows
+//! its status; moving a G between owners goes through a release/acquire pair (a run
+//! queue's tail, the scheduler lock, a status CAS), so the next owner sees the writes of
+//! the previous one.
+//!
+//! | status         | meaning                                 | owner of the G and its stack             | who may leave the state |
+//! |----------------|-----------------------------------------|-------------------------------------------|-------------------------|
+//! | `G_IDLE`       | just allocated                           | the allocating thread                     | `newproc` → RUNNABLE    |
+//! | `G_RUNNABLE`   | on exactly one run queue                  | the queue; the stack is not owned         | the M that dequeues it (`execute`) → RUNNING |
+//! | `G_RUNNING`    | executing user code                       | its M (`g.m`, `m.curg == g`, `m.p != 0`)  | its M: `gopark` → WAITING, `gosched` → RUNNABLE, `goexit` → DEAD |
+//! | `G_WAITING`    | parked in a wait queue (sema, channel…)  | the wait queue; nobody runs it             | the waker (`goready`) → RUNNABLE |
+//! | `G_DEAD`       | finished, on a free list                  | the free list (stack kept)                | `newproc` reusing it → RUNNABLE |
+//!
+//! `G_SYSCALL` and `G_PREEMPTED` come with the syscall and preemption issues.
+//!
+//! A `P`'s status: `P_IDLE` (on the idle list, no M; only a holder of `SCHED.lock` moves it
+//! off), `P_RUNNING` (owned by `p.m`, which alone moves it), `P_DEAD` (not among the first
+//! GOMAXPROCS; only `procresize` under `SCHED.lock` revives it).
+//!
+//! An `M` has no status word; its state is the combination of fields (seed 003, "The Full
+//! M State Machine"): running a G (`curg != 0, p != 0`), in the scheduler (`curg == 0,
+//! p != 0`), spinning (`spinning`, holds a P), idle (on `SCHED.midle`, `p == 0`, asleep on
+//! `park`), or locked-idle (`lockedg != 0`, asleep on `park` until its G is runnable).
+//!
+//! # Lock order
+//!
+//! `SCHED.lock` → `SCHED.gfree_lock` → a semaphore root's lock. Nothing else is ever held
+//! while taking one of these, and none is held across a goroutine switch (gopark's unlock
+//! function releases the lock a parking goroutine took, on the scheduler stack).
 
 pub mod runq;
+
+mod config;
+mod park;
+mod proc;
+mod sched;
+pub mod trace;
+
+use core::cell::UnsafeCell;
+use core::ffi::c_void;
+use core::ptr::null_mut;
+use core::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize,
+    Ordering,
+};
+
+use crate::stack::Stack;
+use crate::sys::{Lock, Note};
+use runq::RunQueue;
+
+pub use config::{default_maxprocs, num_cpu};
+pub use park::{GoParkUnlock, gopark, goready, gosched};
+pub use proc::{StartError, goexit, newproc};
+pub use sched::procresize;
+
+/// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).
+pub const MAX_PROCS: usize = 1024;
+
+/// Default thread-count fuse (Go's `maxmcount`): past it the runtime aborts with
+/// `gmp: thread exhaustion` rather than let a runaway program exhaust the system.
+pub const DEFAULT_MAX_THREADS: i32 = 10_000;
+
+// G statuses (Go's values, so scheddetail output reads the same).
+pub const G_IDLE: u32 = 0;
+pub const G_RUNNABLE: u32 = 1;
+pub const G_RUNNING: u32 = 2;
+pub const G_WAITING: u32 = 4;
+pub const G_DEAD: u32 = 6;
+
+// P statuses.
+pub const P_IDLE: u32 = 0;
+pub const P_RUNNING: u32 = 1;
+pub const P_DEAD: u32 = 4;
+
+/// A goroutine's entry function, as C sees it.
+pub type GoFn = unsafe extern "C" fn(*mut c_void);
+
+/// Why a goroutine is waiting (scheddetail prints it in parentheses, as Go does).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum WaitReason {
+    None = 0,
+    Semacquire = 1,
+    WaitGroupWait = 2,
+}
+
+impl WaitReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitReason::None => "",
+            WaitReason::Semacquire => "semacquire",
+            WaitReason::WaitGroupWait => "sync.WaitGroup.Wait",
+        }
+    }
+    fn from_u8(v: u8) -> WaitReason {
+        match v {
+            1 => WaitReason::Semacquire,
+            2 => WaitReason::WaitGroupWait,
+            _ => WaitReason::None,
+        }
+    }
+}
+
+/// A cell whose contents only its owner touches; who the owner is, each field's doc says.
+/// It exists so that structs shared between threads (`&M`, `&P`) can carry owner-only
+/// state without pretending it is atomic.
+pub struct Owned<T>(UnsafeCell<T>);
+
+// SAFETY: every access goes through `get`/`set`/`ptr`, whose callers promise (and
+// document) that they are the field's owner, so there is never a concurrent access.
+unsafe impl<T: Send> Sync for Owned<T> {}
+
+impl<T> Owned<T> {
+    pub const fn new(v: T) -> Self {
+        Owned(UnsafeCell::new(v))
+    }
+    /// # Safety
+    /// The caller is the owner the field's documentation names.
+    #[inline]
+    pub unsafe fn ptr(&self) -> *mut T {
+        self.0.get()
+    }
+}
+
+impl<T: Copy> Owned<T> {
+    /// # Safety
+    /// The caller is the owner the field's documentation names.
+    #[inline]
+    pub unsafe fn get(&self) -> T {
+        // SAFETY: the caller owns the field (no concurrent writer).
+        unsafe { *self.0.get() }
+    }
+    /// # Safety
+    /// The caller is the owner the field's documentation names.
+    #[inline]
+    pub unsafe fn set(&self, v: T) {
+        // SAFETY: the caller owns the field (no concurrent access).
+        unsafe { *self.0.get() = v }
+    }
+}
+
+/// A goroutine.
+pub struct G {
+    /// Stack pointer saved by `arch::switch` while the G is not running. Owner: the G's
+    /// owner per its status (table above).
+    pub sp: Owned<usize>,
+    /// One of the `G_*` statuses; changed only by `casgstatus`.
+    pub status: AtomicU32,
+    /// Goroutine id; set by `newproc` before the G is published. Atomic because trace reads it.
+    pub goid: AtomicU64,
+    /// The stack. Owner: the G's owner. `None` only for a dead G whose stack was released.
+    pub stack: Owned<Option<Stack>>,
+    /// What to run and its argument. Owner: the G's owner.
+    pub entry: Owned<Option<GoFn>>,
+    pub arg: Owned<*mut c_void>,
+    /// Link in the global run queue and in the free lists. Owner: whoever holds the list's lock.
+    pub schedlink: Owned<*mut G>,
+    /// The M running it (RUNNING only), for the triangle invariant and scheddetail.
+    pub m: AtomicPtr<M>,
+    /// The M this G is locked to (started with `GMP_GO_PINNED`): only that M runs it.
+    pub lockedm: AtomicPtr<M>,
+    /// Lock to the first M that runs it (attribute of `gmp_go`). Owner: the G's owner.
+    pub pinned: Owned<bool>,
+    /// Why it waits (WAITING only).
+    pub waitreason: AtomicU8,
+    /// Link in `SCHED.allg` (append-only, never changes once set).
+    pub alllink: AtomicPtr<G>,
+    /// Debug builds: whether the G sits on a run queue (seed 003 invariant 3: exactly one).
+    #[cfg(debug_assertions)]
+    pub queued: AtomicBool,
+}
+
+// SAFETY: a G moves between threads by design; its non-atomic fields are `Owned`, whose
+// access discipline is the status table above.
+unsafe impl Send for G {}
+// SAFETY: as above.
+unsafe impl Sync for G {}
+
+impl G {
+    fn new() -> G {
+        G {
+            sp: Owned::new(0),
+            status: AtomicU32::new(G_IDLE),
+            goid: AtomicU64::new(0),
+            stack: Owned::new(None),
+            entry: Owned::new(None),
+            arg: Owned::new(null_mut()),
+            schedlink: Owned::new(null_mut()),
+            m: AtomicPtr::new(null_mut()),
+            lockedm: AtomicPtr::new(null_mut()),
+            pinned: Owned::new(false),
+            waitreason: AtomicU8::new(0),
+            alllink: AtomicPtr::new(null_mut()),
+            #[cfg(debug_assertions)]
+            queued: AtomicBool::new(false),
+        }
+    }
+
+    pub fn goid(&self) -> u64 {
+        self.goid.load(Ordering::Relaxed)
+    }
+
+    pub fn waitreason(&self) -> WaitReason {
+        WaitReason::from_u8(self.waitreason.load(Ordering::Relaxed))
+    }
+}
+
+/// Changes `gp`'s status from `old` to `new`; any other current status is a broken
+/// invariant. acq-rel: the new owner sees the old owner's writes to the G's fields.
+#[inline]
+pub fn casgstatus(gp: &G, old: u32, new: u32) {
+    if gp
+        .status
+        .compare_exchange(old, new, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        throw("casgstatus: bad incoming status");
+    }
+}
+
+/// What a goroutine asks its M's scheduler loop to do when it switches to g0 (the value
+/// passed through `arch::switch`).
+pub(crate) mod action {
+    /// `gopark`: mark it waiting, run the unlock function.
+    pub const PARK: usize = 1;
+    /// `gosched`: put it on the global run queue.
+    pub const GOSCHED: usize = 2;
+    /// `goexit`: it is finished.
+    pub const EXIT: usize = 3;
+}
+
+/// The unlock function `gopark` runs on the scheduler stack once the goroutine's context
+/// is saved; returning false cancels the park (the goroutine resumes at once).
+pub type UnlockFn = unsafe fn(gp: *mut G, arg: usize) -> bool;
+
+/// An OS thread.
+pub struct M {
+    pub id: i64,
+    /// The scheduler context's stack pointer, saved while a goroutine runs on this M.
+    /// Owner: this M's thread.
+    pub g0_sp: Owned<usize>,
+    /// The goroutine running on this M, or null while in the scheduler.
+    pub curg: AtomicPtr<G>,
+    /// The attached P. Written by this M only (acquirep/releasep); read by trace.
+    pub p: AtomicPtr<P>,
+    /// A P handed to this M by `startm`/`startlockedm` before waking it; taken by the M.
+    pub nextp: AtomicPtr<P>,
+    /// Whether the M is spinning (looking for work while holding a P, counted in
+    /// `SCHED.nmspinning`). Written by this M, or by `startm` before the M is woken.
+    pub spinning: AtomicBool,
+    /// Asleep on `park` (for scheddetail).
+    pub blocked: AtomicBool,
+    /// Where this M sleeps when idle (stopm) or locked-idle (stoplockedm).
+    pub park: Note,
+    /// Link in `SCHED.midle`. Owner: holder of `SCHED.lock`.
+    pub schedlink: Owned<*mut M>,
+    /// The G locked to this M (pinned), or null.
+    pub lockedg: AtomicPtr<G>,
+    /// gopark's unlock function and its argument. Owner: this M's thread.
+    pub waitunlockf: Owned<Option<UnlockFn>>,
+    pub waitlock: Owned<usize>,
+    /// Random state for the steal order. Owner: this M's thread.
+    pub fastrand: Owned<u64>,
+    /// Kernel thread id (for scheddetail and tests).
+    pub tid: AtomicI32,
+    /// Link in `SCHED.allm` (append-only).
+    pub alllink: AtomicPtr<M>,
+}
+
+// SAFETY: an M is shared through raw pointers between threads; its non-atomic fields are
+// `Owned` and documented with their owner.
+unsafe impl Sync for M {}
+// SAFETY: as above.
+unsafe impl Send for M {}
+
+/// A logical processor.
+pub struct P {
+    pub id: i32,
+    /// One of the `P_*` statuses.
+    pub status: AtomicU32,
+    /// The M holding this P (P_RUNNING), or null. Reciprocal with `m.p` (invariant 7).
+    pub m: AtomicPtr<M>,
+    /// The local run queue (owner: the holding M; thieves steal through its API).
+    pub runq: RunQueue<G>,
+    /// Incremented each time the holding M schedules a G without inheriting a time slice.
+    /// Written by the owner only; atomic so that trace can read it.
+    pub schedtick: AtomicU32,
+    /// Link in `SCHED.pidle`. Owner: holder of `SCHED.lock`.
+    pub link: Owned<*mut P>,
+    /// Dead Gs with stacks, for reuse by `newproc` on this P. Owner: the holding M.
+    pub gfree: Owned<GList>,
+    /// Length of `gfree`, readable by trace.
+    pub gfreecnt: AtomicI32,
+}
+
+// SAFETY: non-atomic fields are `Owned` with documented owners.
+unsafe impl Sync for P {}
+// SAFETY: as above.
+unsafe impl Send for P {}
+
+/// An intrusive singly linked stack of Gs through `schedlink`.
+pub struct GList {
+    head: *mut G,
+    len: i32,
+}
+
+impl GList {
+    pub const fn new() -> GList {
+        GList { head: null_mut(), len: 0 }
+    }
+    /// # Safety
+    /// `gp` is valid and owned by the list's owner; it is on no other list.
+    pub unsafe fn push(&mut self, gp: *mut G) {
+        // SAFETY: the caller owns gp and this list.
+        unsafe { (*gp).schedlink.set(self.head) };
+        self.head = gp;
+        self.len += 1;
+    }
+    /// # Safety
+    /// The caller owns the list.
+    pub unsafe fn pop(&mut self) -> Option<*mut G> {
+        if self.head.is_null() {
+            return None;
+        }
+        let gp = self.head;
+        // SAFETY: gp is on this list, which the caller owns.
+        self.head = unsafe { (*gp).schedlink.get() };
+        self.len -= 1;
+        Some(gp)
+    }
+    pub fn len(&self) -> i32 {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+}
+
+/// A FIFO queue of Gs through `schedlink` (the global run queue).
+pub struct GQueue {
+    head: *mut G,
+    tail: *mut G,
+}
+
+impl GQueue {
+    pub const fn new() -> GQueue {
+        GQueue { head: null_mut(), tail: null_mut() }
+    }
+    /// # Safety
+    /// `gp` is valid, owned by the caller and on no other list; the caller holds the queue's lock.
+    pub unsafe fn push_back(&mut self, gp: *mut G) {
+        // SAFETY: the caller owns gp and the queue.
+        unsafe {
+            (*gp).schedlink.set(null_mut());
+            if self.tail.is_null() {
+                self.head = gp;
+            } else {
+                (*self.tail).schedlink.set(gp);
+            }
+        }
+        self.tail = gp;
+    }
+    /// # Safety
+    /// The caller holds the queue's lock.
+    pub unsafe fn pop_front(&mut self) -> Option<*mut G> {
+        if self.head.is_null() {
+            return None;
+        }
+        let gp = self.head;
+        // SAFETY: gp is on this queue, which the caller owns.
+        self.head = unsafe { (*gp).schedlink.get() };
+        if self.head.is_null() {
+            self.tail = null_mut();
+        }
+        Some(gp)
+    }
+}
+
+/// Global scheduler state (Go's `schedt`).
+pub struct Sched {
+    /// The scheduler lock (Go's `sched.lock`). Guards `synced`.
+    pub lock: Lock,
+    /// The part of the scheduler that only a holder of `lock` may touch.
+    synced: Owned<Synced>,
+    /// Number of Ps on the idle list. Written under `lock`; read lock-free.
+    pub npidle: AtomicI32,
+    /// Number of spinning Ms (seed 003, "The Spinning M Protocol").
+    pub nmspinning: AtomicI32,
+    /// Set when a wakeup found no idle P: the next M about to drop its P spins instead.
+    pub needspinning: AtomicU32,
+    /// Length of the global run queue. Written under `lock`; read lock-free as a hint.
+    pub runqsize: AtomicI32,
+    /// Current GOMAXPROCS. Written under `lock` by `procresize`.
+    pub gomaxprocs: AtomicI32,
+    /// Number of idle Ms and of all Ms (mirrors of `synced` for lock-free reads).
+    pub nmidle: AtomicI32,
+    pub mcount: AtomicI32,
+    /// The thread-count fuse.
+    pub maxmcount: AtomicI32,
+    /// All Ps ever created, indexed by id; entries are never freed or replaced.
+    pub allp: [AtomicPtr<P>; MAX_PROCS],
+    /// Heads of the append-only lists of all Ms and all Gs ever created.
+    pub allm: AtomicPtr<M>,
+    pub allg: AtomicPtr<G>,
+    /// Counters.
+    pub goidgen: AtomicU64,
+    pub mnext: AtomicI64,
+    pub ngoroutines: AtomicI64,
+    pub spawned: AtomicU64,
+    pub steals: AtomicU64,
+    /// Default usable stack size for new goroutines.
+    pub default_stack: AtomicUsize,
+    /// Dead Gs beyond the per-P caches (Go's `sched.gFree`), under `gfree_lock`.
+    pub gfree_lock: Lock,
+    gfree: Owned<GFreeGlobal>,
+    /// Process start, for schedtrace's "SCHED Nms".
+    pub start_ns: AtomicI64,
+}
+
+/// `SCHED.synced`: only a holder of `SCHED.lock` may touch it.
+pub struct Synced {
+    /// Idle Ms (Go's `midle`).
+    pub midle: *mut M,
+    /// Idle Ps (Go's `pidle`).
+    pub pidle: *mut P,
+    /// The global run queue.
+    pub runq: GQueue,
+}
+
+/// Global dead-G cache: Gs with a default-size stack, and Gs whose stack was released.
+pub struct GFreeGlobal {
+    pub stack: GList,
+    pub nostack: GList,
+}
+
+/// The scheduler. One per process (DESIGN.md decision 11).
+pub static SCHED: Sched = Sched {
+    lock: Lock::new(),
+    synced: Owned::new(Synced { midle: null_mut(), pidle: null_mut(), runq: GQueue::new() }),
+    npidle: AtomicI32::new(0),
+    nmspinning: AtomicI32::new(0),
+    needspinning: AtomicU32::new(0),
+    runqsize: AtomicI32::new(0),
+    gomaxprocs: AtomicI32::new(0),
+    nmidle: AtomicI32::new(0),
+    mcount: AtomicI32::new(0),
+    maxmcount: AtomicI32::new(DEFAULT_MAX_THREADS),
+    allp: [const { AtomicPtr::new(null_mut()) }; MAX_PROCS],
+    allm: AtomicPtr::new(null_mut()),
+    allg: AtomicPtr::new(null_mut()),
+    goidgen: AtomicU64::new(0),
+    mnext: AtomicI64::new(0),
+    ngoroutines: AtomicI64::new(0),
+    spawned: AtomicU64::new(0),
+    steals: AtomicU64::new(0),
+    default_stack: AtomicUsize::new(crate::stack::DEFAULT_STACK),
+    gfree_lock: Lock::new(),
+    gfree: Owned::new(GFreeGlobal { stack: GList::new(), nostack: GList::new() }),
+    start_ns: AtomicI64::new(0),
+};
+
+/// Proof that the holder has `SCHED.lock`; derefs to the lock-protected state (the tokio
+/// `Synced` pattern: functions that need the lock take `&mut SchedGuard`).
+pub struct SchedGuard(());
+
+impl SchedGuard {
+    #[inline]
+    pub fn synced(&mut self) -> &mut Synced {
+        // SAFETY: a SchedGuard exists only while SCHED.lock is held, and `&mut self`
+        // makes this the only live reference.
+        unsafe { &mut *SCHED.synced.ptr() }
+    }
+}
+
+impl Drop for SchedGuard {
+    #[inline]
+    fn drop(&mut self) {
+        SCHED.lock.unlock();
+    }
+}
+
+/// Takes the scheduler lock.
+#[inline]
+pub fn lock_sched() -> SchedGuard {
+    SCHED.lock.lock();
+    SchedGuard(())
+}
+
+/// Runs `f` with the global dead-G cache locked.
+pub fn with_gfree<R>(f: impl FnOnce(&mut GFreeGlobal) -> R) -> R {
+    SCHED.gfree_lock.lock();
+    // SAFETY: we hold gfree_lock, which guards SCHED.gfree; the reference does not escape f.
+    let r = f(unsafe { &mut *SCHED.gfree.ptr() });
+    SCHED.gfree_lock.unlock();
+    r
+}
+
+/// The M running on this thread, or null on a foreign thread (C main, a Python thread).
+///
+/// Read from the initial-exec TLS slot with non-pure asm (DESIGN.md decision 8): the
+/// compiler cannot cache it across a goroutine switch, after which the same code may be
+/// running on another thread.
+#[inline]
+pub fn getm() -> *mut M {
+    crate::arch::tls_get() as *mut M
+}
+
+/// The goroutine running on this thread, or null on a foreign thread.
+#[inline]
+pub fn getg() -> *mut G {
+    let m = getm();
+    if m.is_null() {
+        return null_mut();
+    }
+    // SAFETY: a non-null TLS slot always holds this thread's live M (Ms are never freed).
+    unsafe { (*m).curg.load(Ordering::Relaxed) }
+}
+
+/// Ensures the runtime is started (idempotent, thread-safe).
+pub fn init() {
+    sched::init_once();
+}
+
+/// A broken invariant: prints `gmp: <msg>` to stderr and aborts (Go's `throw`).
+#[cold]
+#[inline(never)]
+pub fn throw(msg: &str) -> ! {
+    crate::sys::write_stderr(b"gmp: ");
+    crate::sys::write_stderr(msg.as_bytes());
+    crate::sys::write_stderr(b"\n");
+    // SAFETY: abort has no preconditions.
+    unsafe { libc::abort() }
+}
+
+/// `throw` for a misuse Go reports with panic (negative WaitGroup counter, …).
+#[cold]
+pub fn fatal(msg: &str) -> ! {
+    throw(msg)
+}

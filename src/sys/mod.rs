@@ -1,1 +1,351 @@
-//! (module under construction)
+//! Thin wrappers over the kernel: futex, thread ids, raw writes to stderr, and the two
+//! futex-based primitives every scheduler thread uses: [`Note`] (Go's `note`, a one-shot
+//! wake-up) and [`Lock`] (Go's runtime `mutex`: spin briefly, then sleep on a futex).
+//!
+//! Nothing here allocates or touches thread-local storage: these functions run on
+//! goroutine stacks that migrate between threads, inside signal handlers' callees, and
+//! on the scheduler's own stacks.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use core::time::Duration;
+
+pub mod futex {
+    use super::*;
+
+    /// Sleeps while `*word == val`, for at most `timeout`. Spurious wake-ups are allowed:
+    /// the caller re-checks its condition.
+    pub fn wait(word: &AtomicU32, val: u32, timeout: Option<Duration>) {
+        let ts;
+        let tsp = match timeout {
+            Some(d) => {
+                ts = libc::timespec {
+                    tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+                    tv_nsec: d.subsec_nanos() as libc::c_long,
+                };
+                &ts as *const libc::timespec
+            }
+            None => core::ptr::null(),
+        };
+        // SAFETY: `word` is a live, aligned u32 for the duration of the call; FUTEX_WAIT only
+        // reads it. A private futex suffices: every waiter is in this process.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                val,
+                tsp,
+            );
+        }
+    }
+
+    /// Wakes at most `n` threads sleeping on `word`.
+    pub fn wake(word: &AtomicU32, n: i32) {
+        // SAFETY: FUTEX_WAKE does not dereference `word` beyond using its address as a key.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                n,
+            );
+        }
+    }
+}
+
+/// The calling thread's kernel thread id.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Writes all of `buf` to fd 2 with raw write(2): no allocation, no locks, no TLS, so it is
+/// usable while the runtime is broken.
+pub fn write_stderr(mut buf: &[u8]) {
+    while !buf.is_empty() {
+        // SAFETY: buf is a valid slice; write(2) reads at most buf.len() bytes.
+        let n = unsafe { libc::write(2, buf.as_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            // EINTR: retry; anything else: nothing better to do with a diagnostic.
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            return;
+        }
+        buf = &buf[n as usize..];
+    }
+}
+
+fn errno() -> i32 {
+    // SAFETY: __errno_location always returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Number of CPUs in the calling thread's affinity mask (at least 1).
+pub fn affinity_cpus() -> usize {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills at most size_of::<cpu_set_t>().
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        if libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            let n = libc::CPU_COUNT(&set);
+            if n > 0 {
+                return n as usize;
+            }
+        }
+    }
+    1
+}
+
+/// The system page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 { n as usize } else { 4096 }
+}
+
+/// Monotonic nanoseconds since an arbitrary origin.
+pub fn nanotime() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+}
+
+/// Spins with the CPU's pause hint `n` times (Go's procyield).
+#[inline]
+pub fn procyield(n: u32) {
+    for _ in 0..n {
+        core::hint::spin_loop();
+    }
+}
+
+/// Gives up the CPU to another runnable thread (Go's osyield).
+#[inline]
+pub fn osyield() {
+    // SAFETY: sched_yield has no preconditions.
+    unsafe { libc::sched_yield() };
+}
+
+/// A one-shot wake-up, Go's `note`: one thread sleeps until another wakes it.
+///
+/// States of `key`: `CLEAR` (nobody woke it yet, sleeper not in the kernel), `SLEEPING`
+/// (the sleeper is, or is about to be, in FUTEX_WAIT: the waker must FUTEX_WAKE), `WOKEN`.
+/// The sleeper moves CLEAR → SLEEPING; the waker moves CLEAR|SLEEPING → WOKEN and makes the
+/// syscall only when it saw SLEEPING (DESIGN.md: a FUTEX_WAKE with no waiter costs ~130 ns).
+/// `clear` (WOKEN → CLEAR) is done by the sleeper after it wakes, before the note is reused.
+pub struct Note {
+    key: AtomicU32,
+}
+
+const NOTE_CLEAR: u32 = 0;
+const NOTE_WOKEN: u32 = 1;
+const NOTE_SLEEPING: u32 = 2;
+
+/// How long a sleeper polls before entering the kernel: 16 × 30 = 480 pause instructions,
+/// 2–25 µs depending on the CPU's pause latency (10–140 cycles). A wake-up that lands in that window costs ~0.3 µs instead of the 5–10 µs of
+/// a futex wake across CPUs (DESIGN.md, "Parking"); longer spins burn a core that an idle
+/// machine should give back.
+const NOTE_SPINS: u32 = 16;
+const NOTE_SPIN_PAUSES: u32 = 30;
+
+impl Note {
+    pub const fn new() -> Note {
+        Note { key: AtomicU32::new(NOTE_CLEAR) }
+    }
+
+    /// Resets a woken note for its next use. Only the sleeper calls this.
+    pub fn clear(&self) {
+        self.key.store(NOTE_CLEAR, Ordering::Relaxed);
+    }
+
+    /// Wakes the sleeper (now or when it next sleeps). At most once per `clear`.
+    pub fn wakeup(&self) {
+        // acq-rel: release publishes what the waker wrote before (m.nextp, a readied G);
+        // pairs with the acquire in `sleep`.
+        match self.key.swap(NOTE_WOKEN, Ordering::AcqRel) {
+            NOTE_CLEAR => {}
+            NOTE_SLEEPING => futex::wake(&self.key, 1),
+            _ => crate::rt::throw("notewakeup - double wakeup"),
+        }
+    }
+
+    /// Sleeps until `wakeup`. Returns immediately if it already happened.
+    pub fn sleep(&self) {
+        self.sleep_timeout(None);
+    }
+
+    /// Sleeps until `wakeup` or until `timeout` passes; returns whether it was woken.
+    pub fn sleep_timeout(&self, timeout: Option<Duration>) -> bool {
+        for _ in 0..NOTE_SPINS {
+            // load-acquire pairs with the swap in `wakeup`.
+            if self.key.load(Ordering::Acquire) == NOTE_WOKEN {
+                return true;
+            }
+            procyield(NOTE_SPIN_PAUSES);
+        }
+        let deadline = timeout.map(|d| nanotime().saturating_add(d.as_nanos().min(i64::MAX as u128) as i64));
+        loop {
+            match self.key.compare_exchange(
+                NOTE_CLEAR,
+                NOTE_SLEEPING,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) | Err(NOTE_SLEEPING) => {}
+                Err(_) => return true, // WOKEN
+            }
+            let left = match deadline {
+                None => None,
+                Some(dl) => {
+                    let left = dl - nanotime();
+                    if left <= 0 {
+                        // Withdraw: SLEEPING → CLEAR unless a waker got there first.
+                        return self
+                            .key
+                            .compare_exchange(NOTE_SLEEPING, NOTE_CLEAR, Ordering::Acquire, Ordering::Acquire)
+                            .is_err();
+                    }
+                    Some(Duration::from_nanos(left as u64))
+                }
+            };
+            futex::wait(&self.key, NOTE_SLEEPING, left);
+            if self.key.load(Ordering::Acquire) == NOTE_WOKEN {
+                return true;
+            }
+        }
+    }
+}
+
+impl Default for Note {
+    fn default() -> Self {
+        Note::new()
+    }
+}
+
+/// A mutual-exclusion lock for runtime data, Go's runtime `mutex`: a few rounds of spinning,
+/// then sleeping on a futex (Drepper's "mutex 2": 0 unlocked, 1 locked, 2 locked with
+/// sleepers). Unlike `std::sync::Mutex` it has explicit `lock`/`unlock`, so a lock taken on a
+/// goroutine's stack can be released by `gopark`'s unlock function on the scheduler stack.
+///
+/// Never held across a goroutine switch: the M that takes it releases it before it switches.
+pub struct Lock {
+    state: AtomicU32,
+}
+
+const LOCK_SPINS: u32 = 4;
+const LOCK_SPIN_PAUSES: u32 = 30;
+
+impl Lock {
+    pub const fn new() -> Lock {
+        Lock { state: AtomicU32::new(0) }
+    }
+
+    #[inline]
+    pub fn lock(&self) {
+        // acquire: pairs with the release in `unlock`, so the holder sees the previous
+        // holder's writes.
+        if self
+            .state
+            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_slow();
+        }
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        for _ in 0..LOCK_SPINS {
+            procyield(LOCK_SPIN_PAUSES);
+            if self.state.load(Ordering::Relaxed) == 0
+                && self
+                    .state
+                    .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+        }
+        osyield();
+        // From here on we announce a sleeper (2) whenever we take the lock, so that our
+        // unlock wakes whoever queued behind us.
+        while self.state.swap(2, Ordering::Acquire) != 0 {
+            futex::wait(&self.state, 2, None);
+        }
+    }
+
+    #[inline]
+    pub fn unlock(&self) {
+        // release: publishes the critical section; pairs with the acquire in `lock`.
+        match self.state.swap(0, Ordering::Release) {
+            1 => {}
+            2 => futex::wake(&self.state, 1),
+            _ => crate::rt::throw("unlock of unlocked lock"),
+        }
+    }
+
+    /// Whether some thread holds the lock (for assertions only).
+    pub fn is_locked(&self) -> bool {
+        self.state.load(Ordering::Relaxed) != 0
+    }
+}
+
+impl Default for Lock {
+    fn default() -> Self {
+        Lock::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn note_wakes_sleeper() {
+        let n = Arc::new(Note::new());
+        let n2 = n.clone();
+        let t = std::thread::spawn(move || {
+            n2.sleep();
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        n.wakeup();
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn note_times_out() {
+        let n = Note::new();
+        let t0 = nanotime();
+        assert!(!n.sleep_timeout(Some(Duration::from_millis(20))));
+        assert!(nanotime() - t0 >= 20_000_000);
+        n.wakeup();
+        assert!(n.sleep_timeout(Some(Duration::from_millis(20))));
+    }
+
+    #[test]
+    fn lock_excludes() {
+        struct Shared(Lock, core::cell::UnsafeCell<u64>);
+        // SAFETY: the u64 is only touched under the lock.
+        unsafe impl Sync for Shared {}
+        let s = Arc::new(Shared(Lock::new(), core::cell::UnsafeCell::new(0)));
+        let ts: Vec<_> = (0..4)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100_000 {
+                        s.0.lock();
+                        // SAFETY: we hold the lock.
+                        unsafe { *s.1.get() += 1 };
+                        s.0.unlock();
+                    }
+                })
+            })
+            .collect();
+        for t in ts {
+            t.join().unwrap();
+        }
+        // SAFETY: all threads have joined.
+        assert_eq!(unsafe { *s.1.get() }, 400_000);
+    }
+}

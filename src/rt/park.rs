@@ -1,0 +1,135 @@
+//! Parking and readying goroutines: `gopark`/`goready` (seed 003, "How gopark and goready
+//! Tie G to the Scheduler"), `gosched`, and what the scheduler stack does after a goroutine
+//! switched to it (`after_switch`: Go's park_m, gosched_m, goexit0).
+//!
+//! A goroutine leaves the CPU by switching to its M's scheduler context ("g0") with an
+//! action code. Everything that publishes the goroutine to other threads — marking it
+//! waiting and releasing the lock of the wait queue it is on (gopark's unlock function),
+//! or putting it on a run queue (gosched) — happens on g0, after the switch has saved the
+//! goroutine's registers. So a waker that finds the goroutine can resume it at once.
+
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
+
+use super::*;
+use crate::arch;
+
+/// Unlock function for `gopark`: called on the scheduler stack with the parked G and the
+/// argument given to `gopark`; returns false to cancel the park.
+pub type GoParkUnlock = UnlockFn;
+
+/// Switches from the running goroutine to its M's scheduler loop with `act`. Returns when
+/// the goroutine is resumed — possibly on another M.
+///
+/// # Safety
+/// Called on a goroutine (not a foreign thread, not g0).
+#[inline(never)]
+unsafe fn mcall(act: usize) {
+    let m = getm();
+    // SAFETY: caller contract: we run on a goroutine, so m is this thread's M and curg is us.
+    unsafe {
+        let gp = (*m).curg.load(Ordering::Relaxed);
+        arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), act);
+    }
+}
+
+/// Parks the calling goroutine: it stops running until some thread calls `goready` on it.
+/// `unlockf(gp, arg)` runs on the scheduler stack after the goroutine is marked waiting,
+/// typically to release the lock that protects the wait queue the goroutine put itself on;
+/// if it returns false the goroutine resumes immediately.
+///
+/// # Safety
+/// Called on a goroutine. The goroutine must be findable by whoever will ready it (on a
+/// wait queue) before `unlockf` publishes it; it must hold no lock other than the one
+/// `unlockf` releases (seed 003 invariant 8).
+pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) {
+    let m = getm();
+    // SAFETY: on a goroutine (caller contract): m is live and ours.
+    unsafe {
+        let gp = (*m).curg.load(Ordering::Relaxed);
+        if (*gp).status.load(Ordering::Relaxed) != G_RUNNING {
+            throw("gopark: bad g status");
+        }
+        (*m).waitunlockf.set(unlockf);
+        (*m).waitlock.set(arg);
+        (*gp).waitreason.store(reason as u8, Ordering::Relaxed);
+        mcall(action::PARK);
+    }
+}
+
+/// Makes a parked goroutine runnable. From a goroutine it goes to the caller's P's
+/// `runnext`, so that it runs next on this P (seed 001: ping-pong locality); from a
+/// foreign thread, to the global queue. Wakes an M if none is looking for work.
+///
+/// # Safety
+/// `gp` is a WAITING goroutine that the caller just removed from the wait queue it was on
+/// (so no one else readies it).
+pub unsafe fn goready(gp: *mut G) {
+    // SAFETY: caller contract; Gs are never freed.
+    unsafe {
+        (*gp).waitreason.store(WaitReason::None as u8, Ordering::Relaxed);
+        casgstatus(&*gp, G_WAITING, G_RUNNABLE);
+    }
+    sched::ready_put(gp, true);
+}
+
+/// Yields the processor (Go's Gosched): the goroutine goes to the global run queue and
+/// runs again later. On a foreign thread, yields the OS thread.
+pub fn gosched() {
+    if getg().is_null() {
+        crate::sys::osyield();
+        return;
+    }
+    // SAFETY: getg() is non-null, so we are on a goroutine.
+    unsafe { mcall(action::GOSCHED) };
+}
+
+/// Runs on the scheduler stack after the goroutine `m.curg` switched to it with `act`.
+/// Returns a G to run at once (a park whose unlock function declined), else None.
+///
+/// # Safety
+/// On `m`'s own thread, right after `execute` returned `act`.
+pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
+    let gp = m.curg.load(Ordering::Relaxed);
+    // SAFETY: gp just ran on this M and is ours until we publish it below.
+    let g = unsafe { &*gp };
+    match act {
+        action::PARK => {
+            casgstatus(g, G_RUNNING, G_WAITING);
+            dropg(m, g);
+            // SAFETY: m's thread owns these fields.
+            let (f, arg) = unsafe { (m.waitunlockf.get(), m.waitlock.get()) };
+            // SAFETY: as above.
+            unsafe {
+                m.waitunlockf.set(None);
+                m.waitlock.set(0);
+            }
+            if let Some(f) = f {
+                // SAFETY: the parking goroutine supplied f and arg for exactly this call.
+                if !unsafe { f(gp, arg) } {
+                    casgstatus(g, G_WAITING, G_RUNNABLE);
+                    return Some((gp, true));
+                }
+            }
+            None
+        }
+        action::GOSCHED => {
+            casgstatus(g, G_RUNNING, G_RUNNABLE);
+            dropg(m, g);
+            sched::ready_put_global(gp);
+            None
+        }
+        action::EXIT => {
+            // SAFETY: m's thread; g is finished.
+            unsafe { proc::goexit0(m, gp) };
+            None
+        }
+        _ => throw("schedule: unknown action"),
+    }
+}
+
+/// Breaks the M–G association of a G that stopped running.
+fn dropg(m: &M, g: &G) {
+    m.curg.store(null_mut(), Ordering::Relaxed);
+    g.m.store(null_mut(), Ordering::Relaxed);
+}

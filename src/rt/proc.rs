@@ -1,0 +1,260 @@
+//! Creating and ending goroutines (Go's newproc, goexit0) and the dead-G caches (gfput,
+//! gfget): a finished G keeps its stack and goes to its P's free list, then to the global
+//! one, and `newproc` reuses it, so a steady state of spawning allocates nothing.
+
+use core::ffi::c_void;
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
+
+use super::*;
+use crate::arch;
+use crate::stack::{self, Stack};
+
+/// A P keeps at most this many dead Gs; past it, half go to the global cache (Go: 64/32).
+const GFREE_LOCAL_MAX: i32 = 64;
+const GFREE_BATCH: i32 = 32;
+/// The global cache keeps stacks for at most this many dead Gs; beyond that, a dead G's
+/// stack is returned to the stack pool (which releases its memory), so that a burst of a
+/// million goroutines does not pin a million touched stacks after it ends.
+const GFREE_GLOBAL_STACKS_MAX: i32 = 4096;
+
+/// Why `newproc` could not start a goroutine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartError {
+    /// No memory for the stack (mmap failed).
+    NoMemory,
+    /// Stack size outside [MIN_STACK, MAX_STACK].
+    BadStackSize,
+}
+
+/// Starts `entry(arg)` as a new goroutine and returns its id. `stack_size` 0 means the
+/// default. From a goroutine the new G goes to the caller's P's `runnext` (it runs next
+/// there, unless stolen); from a foreign thread to the global queue.
+pub fn newproc(entry: GoFn, arg: *mut c_void, stack_size: usize, pinned: bool) -> Result<u64, StartError> {
+    init();
+    let size = if stack_size == 0 { SCHED.default_stack.load(Ordering::Relaxed) } else { stack_size };
+    if !(stack::MIN_STACK..=stack::MAX_STACK).contains(&size) {
+        return Err(StartError::BadStackSize);
+    }
+    let m = getm();
+    // SAFETY: a non-null TLS slot is this thread's M; while a goroutine runs on it, its P
+    // is held by this thread.
+    let pp = if m.is_null() { null_mut() } else { unsafe { (*m).p.load(Ordering::Relaxed) } };
+    // SAFETY: pp, if non-null, is held by this thread.
+    let gp = unsafe { gfget(pp, size) }?;
+    // SAFETY: gp is DEAD or IDLE and ours alone (just taken off a free list or allocated).
+    unsafe {
+        let g = &*gp;
+        let top = (*g.stack.ptr()).as_ref().map(Stack::top).unwrap_or_else(|| throw("newproc: G without stack"));
+        g.sp.set(arch::init_stack(top, goentry));
+        g.entry.set(Some(entry));
+        g.arg.set(arg);
+        g.pinned.set(pinned);
+        g.lockedm.store(null_mut(), Ordering::Relaxed);
+        let goid = SCHED.goidgen.fetch_add(1, Ordering::Relaxed) + 1;
+        g.goid.store(goid, Ordering::Relaxed);
+        SCHED.ngoroutines.fetch_add(1, Ordering::Relaxed);
+        SCHED.spawned.fetch_add(1, Ordering::Relaxed);
+        let old = g.status.load(Ordering::Relaxed);
+        casgstatus(g, old, G_RUNNABLE);
+        sched::ready_put(gp, true);
+        Ok(goid)
+    }
+}
+
+/// First frame of every goroutine, on its own stack: runs the entry function, then exits.
+unsafe extern "C" fn goentry(_arg: usize) -> ! {
+    let gp = getg();
+    // SAFETY: execute switched to this fresh stack for gp, which is running on this M.
+    let (entry, arg) = unsafe { ((*gp).entry.get(), (*gp).arg.get()) };
+    if let Some(f) = entry {
+        // A C function cannot unwind; a Rust callback that panics is a bug we report
+        // rather than unwind into the scheduler.
+        // SAFETY: f and arg were given together to gmp_go, whose contract is that f may
+        // be called with arg on a goroutine.
+        if std::panic::catch_unwind(|| unsafe { f(arg) }).is_err() {
+            throw("goroutine panicked");
+        }
+    }
+    goexit();
+}
+
+/// Ends the calling goroutine (Go's Goexit); never returns. C frames above it are
+/// abandoned, not unwound.
+///
+/// Must be called on a goroutine (the FFI layer checks).
+pub fn goexit() -> ! {
+    if getg().is_null() {
+        throw("goexit called off a goroutine");
+    }
+    // SAFETY: we are on a goroutine.
+    let m = getm();
+    // SAFETY: m is this thread's M and curg is us.
+    unsafe {
+        let gp = (*m).curg.load(Ordering::Relaxed);
+        arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), action::EXIT);
+    }
+    throw("goexit: dead goroutine resumed");
+}
+
+/// On the scheduler stack: `gp` finished. Mark it dead and cache it for reuse.
+///
+/// # Safety
+/// On `m`'s own thread, right after `gp` switched to it with EXIT.
+pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
+    // SAFETY: gp is ours (it just exited on this M).
+    let g = unsafe { &*gp };
+    casgstatus(g, G_RUNNING, G_DEAD);
+    SCHED.ngoroutines.fetch_sub(1, Ordering::Relaxed);
+    m.curg.store(null_mut(), Ordering::Relaxed);
+    g.m.store(null_mut(), Ordering::Relaxed);
+    if !g.lockedm.load(Ordering::Relaxed).is_null() {
+        // A pinned goroutine releases its thread when it ends; the thread goes back to the
+        // pool (unlike LockOSThread, which takes the thread with it).
+        g.lockedm.store(null_mut(), Ordering::Relaxed);
+        m.lockedg.store(null_mut(), Ordering::Relaxed);
+    }
+    // SAFETY: gp is dead and ours.
+    unsafe {
+        g.entry.set(None);
+        g.arg.set(null_mut());
+        g.pinned.set(false);
+        gfput(m.p.load(Ordering::Relaxed), gp);
+    }
+}
+
+/// Caches dead G `gp` on P `pp` (or globally when `pp` is null).
+///
+/// # Safety
+/// `gp` is DEAD and ours; `pp`, if non-null, is held by this thread.
+unsafe fn gfput(pp: *mut P, gp: *mut G) {
+    let default = SCHED.default_stack.load(Ordering::Relaxed);
+    // SAFETY: gp is ours.
+    unsafe {
+        let st = &mut *(*gp).stack.ptr();
+        if st.as_ref().is_some_and(|s| s.size() != default) {
+            // Odd-sized stacks are not cached with the G.
+            if let Some(s) = st.take() {
+                stack::free(s);
+            }
+        }
+    }
+    if pp.is_null() {
+        with_gfree(|gf| {
+            // SAFETY: gp is ours; the global list is locked.
+            unsafe { put_global(gf, gp) }
+        });
+        return;
+    }
+    // SAFETY: pp is held by this thread, so its gfree is ours.
+    let p = unsafe { &*pp };
+    let list = unsafe { &mut *p.gfree.ptr() };
+    // SAFETY: gp is ours.
+    unsafe { list.push(gp) };
+    if list.len() >= GFREE_LOCAL_MAX {
+        with_gfree(|gf| {
+            while list.len() > GFREE_LOCAL_MAX - GFREE_BATCH {
+                // SAFETY: our list; the global one is locked.
+                if let Some(g) = unsafe { list.pop() } {
+                    unsafe { put_global(gf, g) };
+                }
+            }
+        });
+    }
+    p.gfreecnt.store(list.len(), Ordering::Relaxed);
+}
+
+/// Puts a dead G on the global cache, releasing its stack when enough are cached already.
+///
+/// # Safety
+/// `gp` is DEAD and ours; `gf` is the locked global cache.
+unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G) {
+    // SAFETY: gp is ours.
+    unsafe {
+        let st = &mut *(*gp).stack.ptr();
+        if st.is_some() && gf.stack.len() < GFREE_GLOBAL_STACKS_MAX {
+            gf.stack.push(gp);
+        } else {
+            if let Some(s) = st.take() {
+                stack::free(s);
+            }
+            gf.nostack.push(gp);
+        }
+    }
+}
+
+/// Takes a dead G for a new goroutine with a `size`-byte stack: from P `pp`'s cache, the
+/// global cache, or freshly allocated.
+///
+/// # Safety
+/// `pp`, if non-null, is held by this thread.
+unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
+    let default = SCHED.default_stack.load(Ordering::Relaxed);
+    let mut gp = None;
+    if size == default {
+        if pp.is_null() {
+            gp = with_gfree(|gf| {
+                // SAFETY: the global list is locked.
+                unsafe { gf.stack.pop().or_else(|| gf.nostack.pop()) }
+            });
+        } else {
+            // SAFETY: pp is held by this thread, so its gfree is ours.
+            let p = unsafe { &*pp };
+            let list = unsafe { &mut *p.gfree.ptr() };
+            if list.is_empty() {
+                with_gfree(|gf| {
+                    for _ in 0..GFREE_BATCH {
+                        // SAFETY: our list; the global one is locked.
+                        match unsafe { gf.stack.pop().or_else(|| gf.nostack.pop()) } {
+                            Some(g) => unsafe { list.push(g) },
+                            None => break,
+                        }
+                    }
+                });
+            }
+            // SAFETY: our list.
+            gp = unsafe { list.pop() };
+            p.gfreecnt.store(list.len(), Ordering::Relaxed);
+        }
+    } else if pp.is_null() {
+        gp = with_gfree(|gf| unsafe { gf.nostack.pop() });
+    }
+    let gp = match gp {
+        Some(gp) => gp,
+        None => new_g(),
+    };
+    // SAFETY: gp is ours (off a free list or new).
+    unsafe {
+        let st = &mut *(*gp).stack.ptr();
+        if st.as_ref().is_some_and(|s| s.size() != size) {
+            if let Some(s) = st.take() {
+                stack::free(s);
+            }
+        }
+        if st.is_none() {
+            match stack::alloc(size) {
+                Ok(s) => *st = Some(s),
+                Err(e) => {
+                    // Give the G back so it is not lost.
+                    with_gfree(|gf| gf.nostack.push(gp));
+                    return Err(if e == libc::EINVAL { StartError::BadStackSize } else { StartError::NoMemory });
+                }
+            }
+        }
+    }
+    Ok(gp)
+}
+
+/// Allocates a new G (never freed) and links it on `SCHED.allg`.
+fn new_g() -> *mut G {
+    let gp = Box::into_raw(Box::new(G::new()));
+    let mut head = SCHED.allg.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: gp is ours until published.
+        unsafe { (*gp).alllink.store(head, Ordering::Relaxed) };
+        match SCHED.allg.compare_exchange_weak(head, gp, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return gp,
+            Err(h) => head = h,
+        }
+    }
+}

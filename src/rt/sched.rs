@@ -1,0 +1,1091 @@
+//! The scheduler loop: `schedule`, `find_runnable`, the spinning-M protocol, starting and
+//! stopping Ms, P hand-off, and `procresize` (Go's proc.go, same names in snake case).
+//!
+//! # Worker parking and unparking (the protocol of proc.go's header)
+//!
+//! We must balance keeping enough Ms running to use the available parallelism against
+//! parking excess ones to save CPU. Two facts make it hard: scheduler state is distributed
+//! (per-P run queues), so "is there work?" cannot be answered atomically; and parking or
+//! unparking an M costs a futex call (5–10 µs across CPUs), so doing it at every readying
+//! kills throughput.
+//!
+//! The rejected designs, as in Go: (1) centralise all state (a global queue and lock: no
+//! scalability); (2) hand a readied G straight to an idle M/P (thrashing: the waker is about
+//! to block and would have run it, and locality is lost); (3) unpark an extra M whenever a G
+//! is readied and an idle P exists, without any handshake (Ms park and unpark constantly).
+//!
+//! What we do: an M that finds no local work becomes *spinning* — it looks in the global
+//! queue and steals — before it parks. At most half of the busy Ps may have spinning Ms
+//! (`2*nmspinning < gomaxprocs - npidle`). When a G is readied or created, `wakep` unparks
+//! one more M only if no M is spinning (`nmspinning == 0`). A spinning M that finds work
+//! stops spinning and calls `wakep` in turn, so exactly one M is looking at any time while
+//! work is arriving, and a burst of work ramps up parallelism one M per found G.
+//!
+//! No wakeup may be lost: the submitter writes the work, then (StoreLoad, the SeqCst
+//! operations on `nmspinning`) checks `nmspinning`; the spinning M that gives up decrements
+//! `nmspinning`, then (StoreLoad) re-checks every run queue. One of the two sees the other.
+//!
+//! Nothing in here runs on a goroutine stack except `wakep`, `ready_put` and the
+//! `runq_put` family, which goroutines call directly: they never switch.
+
+use core::ptr::null_mut;
+use core::sync::atomic::{Ordering, fence};
+
+use super::runq::RUNQ_SIZE;
+use super::*;
+use crate::arch;
+
+// ---------------------------------------------------------------------------------------
+// Start-up.
+
+static INIT: std::sync::Once = std::sync::Once::new();
+
+pub(super) fn init_once() {
+    INIT.call_once(|| {
+        let cfg = config::Config::from_env();
+        SCHED.start_ns.store(crate::sys::nanotime(), Ordering::Relaxed);
+        SCHED.maxmcount.store(cfg.max_threads, Ordering::Relaxed);
+        SCHED.default_stack.store(cfg.stack_size, Ordering::Relaxed);
+        crate::stack::install_overflow_handler(stack_overflow_goid);
+        {
+            let mut g = lock_sched();
+            grow_procs(&mut g, 0, cfg.maxprocs);
+            SCHED.gomaxprocs.store(cfg.maxprocs, Ordering::SeqCst);
+        }
+        if let Some(t) = cfg.trace {
+            trace::start(t);
+        }
+    });
+}
+
+/// The stack-overflow handler's question: is `addr` in the guard page of the goroutine
+/// running on this thread? Runs in a signal handler: no locks, no allocation.
+fn stack_overflow_goid(addr: usize) -> Option<u64> {
+    let gp = getg();
+    if gp.is_null() {
+        return None;
+    }
+    // SAFETY: gp is this thread's running G; its stack does not change while it runs, and
+    // the signal interrupted that very G.
+    let stack = unsafe { &*(*gp).stack.ptr() };
+    let (lo, hi) = stack.as_ref()?.guard_range();
+    // Also count faults just below the guard (a frame larger than a page jumps it).
+    if addr >= lo.saturating_sub(64 * 1024) && addr < hi {
+        // SAFETY: as above.
+        return Some(unsafe { (*gp).goid() });
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------
+// Ps: acquire, release, idle list.
+
+/// Associates P `pp` with M `m`. The P must be idle and unowned.
+///
+/// # Safety
+/// Called by `m`'s own thread; `pp` came off the idle list or was handed over via `nextp`.
+unsafe fn acquirep(m: &M, pp: *mut P) {
+    // SAFETY: Ps are never freed.
+    let p = unsafe { &*pp };
+    if !p.m.load(Ordering::Relaxed).is_null() || p.status.load(Ordering::Relaxed) != P_IDLE {
+        throw("acquirep: invalid p state");
+    }
+    p.m.store(m as *const M as *mut M, Ordering::Relaxed);
+    // acquire: pairs with the release in releasep, so we see the previous owner's writes
+    // to the P's owner-only fields (gfree, the runq tail).
+    p.status.store(P_RUNNING, Ordering::Release);
+    fence(Ordering::Acquire);
+    m.p.store(pp, Ordering::Relaxed);
+}
+
+/// Disassociates `m` from its P and returns the P (now P_IDLE, unowned).
+///
+/// # Safety
+/// Called by `m`'s own thread while it holds a P.
+unsafe fn releasep(m: &M) -> *mut P {
+    let pp = m.p.load(Ordering::Relaxed);
+    if pp.is_null() {
+        throw("releasep: invalid arg");
+    }
+    // SAFETY: Ps are never freed.
+    let p = unsafe { &*pp };
+    if p.m.load(Ordering::Relaxed) != m as *const M as *mut M
+        || p.status.load(Ordering::Relaxed) != P_RUNNING
+    {
+        throw("releasep: invalid p state");
+    }
+    m.p.store(null_mut(), Ordering::Relaxed);
+    p.m.store(null_mut(), Ordering::Relaxed);
+    // release: publishes our writes to the P's owner-only state to its next owner.
+    p.status.store(P_IDLE, Ordering::Release);
+    pp
+}
+
+/// Puts an unowned P on the idle list — or retires it if it is beyond GOMAXPROCS.
+fn pidleput(g: &mut SchedGuard, pp: *mut P) {
+    // SAFETY: Ps are never freed; the caller released pp, so only the lock holder touches
+    // its link.
+    let p = unsafe { &*pp };
+    if !p.runq.is_empty() {
+        throw("pidleput: P has non-empty run queue");
+    }
+    if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) {
+        p.status.store(P_DEAD, Ordering::Release);
+        return;
+    }
+    let s = g.synced();
+    // SAFETY: we hold SCHED.lock, the owner of `link`.
+    unsafe { p.link.set(s.pidle) };
+    s.pidle = pp;
+    SCHED.npidle.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Takes a P off the idle list.
+fn pidleget(g: &mut SchedGuard) -> Option<*mut P> {
+    let s = g.synced();
+    let pp = s.pidle;
+    if pp.is_null() {
+        return None;
+    }
+    // SAFETY: pp is on the idle list, whose links the lock holder owns.
+    s.pidle = unsafe { (*pp).link.get() };
+    SCHED.npidle.fetch_sub(1, Ordering::SeqCst);
+    Some(pp)
+}
+
+/// `pidleget` for an M about to spin: when there is no idle P, record that a spinning M
+/// is needed, so the next M about to drop its P spins instead (Go's pidlegetSpinning).
+fn pidleget_spinning(g: &mut SchedGuard) -> Option<*mut P> {
+    let pp = pidleget(g);
+    if pp.is_none() {
+        SCHED.needspinning.store(1, Ordering::SeqCst);
+    }
+    pp
+}
+
+// ---------------------------------------------------------------------------------------
+// Run queues.
+
+/// Marks `gp` as entering a run queue (debug builds: seed 003 invariant 3).
+#[inline]
+fn enqueued(gp: *mut G) {
+    #[cfg(debug_assertions)]
+    // SAFETY: Gs are never freed.
+    if unsafe { (*gp).queued.swap(true, Ordering::Relaxed) } {
+        throw("runqput: G already on a run queue");
+    }
+    let _ = gp;
+}
+
+/// Marks `gp` as taken off the run queues to be run.
+#[inline]
+fn dequeued(gp: *mut G) {
+    #[cfg(debug_assertions)]
+    // SAFETY: Gs are never freed.
+    if unsafe { !(*gp).queued.swap(false, Ordering::Relaxed) } {
+        throw("schedule: G taken from a run queue it was not on");
+    }
+    let _ = gp;
+}
+
+/// Puts `gp` on the global run queue.
+fn globrunqput(g: &mut SchedGuard, gp: *mut G) {
+    // SAFETY: the caller owns gp (it is RUNNABLE and on no queue); we hold the lock.
+    unsafe { g.synced().runq.push_back(gp) };
+    SCHED.runqsize.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Takes a batch from the global run queue for `pp`: returns one G to run and puts the rest
+/// on `pp`'s local queue. `max == 0` means no limit other than a fair share.
+///
+/// # Safety
+/// Called by `pp`'s owner, whose local run queue has room (it just found it empty, or
+/// `max == 1`).
+unsafe fn globrunqget(g: &mut SchedGuard, pp: &P, max: i32) -> Option<*mut G> {
+    let size = SCHED.runqsize.load(Ordering::Relaxed);
+    if size == 0 {
+        return None;
+    }
+    let procs = SCHED.gomaxprocs.load(Ordering::Relaxed).max(1);
+    let mut n = (size / procs + 1).min(size);
+    if max > 0 && n > max {
+        n = max;
+    }
+    n = n.min(RUNQ_SIZE as i32 / 2);
+    SCHED.runqsize.fetch_sub(n, Ordering::SeqCst);
+    let s = g.synced();
+    // SAFETY: we hold the lock; runqsize said there are at least n.
+    let first = unsafe { s.runq.pop_front() }.unwrap_or_else(|| throw("globrunqget: queue shorter than runqsize"));
+    for _ in 1..n {
+        // SAFETY: as above.
+        let gp = unsafe { s.runq.pop_front() }.unwrap_or_else(|| throw("globrunqget: queue shorter than runqsize"));
+        // SAFETY: we own pp (caller contract); at most RUNQ_SIZE/2 Gs go into a queue
+        // that had room, so overflow is impossible.
+        unsafe {
+            pp.runq
+                .put(core::ptr::NonNull::new_unchecked(gp), false, |_| throw("globrunqget: local run queue overflow"))
+        };
+    }
+    Some(first)
+}
+
+/// Puts a runnable G on `pp`'s local queue (`next`: into runnext), spilling half of a full
+/// queue to the global one.
+///
+/// # Safety
+/// Called by `pp`'s owner; `gp` is RUNNABLE and on no queue.
+pub(super) unsafe fn runq_put(pp: &P, gp: *mut G, next: bool) {
+    enqueued(gp);
+    // SAFETY: caller contract; the overflow batch is moved (not copied) to the global queue.
+    unsafe {
+        pp.runq.put(core::ptr::NonNull::new_unchecked(gp), next, |batch| {
+            let mut g = lock_sched();
+            for gp in batch {
+                globrunqput(&mut g, gp.as_ptr());
+            }
+        })
+    };
+}
+
+/// Makes a RUNNABLE G (owned by the caller, on no queue) findable: the current P's local
+/// queue when there is one (runnext when `next`), else the global queue; then wakes an M if
+/// none is looking (Go's `ready` minus the status change).
+pub(super) fn ready_put(gp: *mut G, next: bool) {
+    let m = getm();
+    // SAFETY: a non-null TLS slot is this thread's M; its `p` is ours while we run on it.
+    let pp = if m.is_null() { null_mut() } else { unsafe { (*m).p.load(Ordering::Relaxed) } };
+    if pp.is_null() {
+        enqueued(gp);
+        let mut g = lock_sched();
+        globrunqput(&mut g, gp);
+    } else {
+        // SAFETY: this thread holds pp; gp is ours to queue.
+        unsafe { runq_put(&*pp, gp, next) };
+    }
+    wakep();
+}
+
+/// Puts a G that yielded on the global run queue (Go's goschedImpl) and wakes an M if none
+/// is looking.
+pub(super) fn ready_put_global(gp: *mut G) {
+    enqueued(gp);
+    {
+        let mut g = lock_sched();
+        globrunqput(&mut g, gp);
+    }
+    wakep();
+}
+
+// ---------------------------------------------------------------------------------------
+// Ms: create, start, stop.
+
+/// Tries to add one more spinning M if there are idle Ps and nobody is spinning. Called
+/// after work is made runnable (the submit → StoreLoad → check-nmspinning half of the
+/// protocol; the SeqCst load is the StoreLoad barrier).
+pub(super) fn wakep() {
+    // Be conservative: start a spinning M only if none exists already.
+    if SCHED.nmspinning.load(Ordering::SeqCst) != 0
+        || SCHED
+            .nmspinning
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let pp = {
+        let mut g = lock_sched();
+        match pidleget_spinning(&mut g) {
+            Some(pp) => pp,
+            None => {
+                if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
+                    throw("wakep: negative nmspinning");
+                }
+                return;
+            }
+        }
+    };
+    startm(pp, true);
+}
+
+/// Runs P `pp` on an idle M, or on a new one. `spinning`: the M starts spinning (the
+/// caller already counted it in `nmspinning`).
+fn startm(pp: *mut P, spinning: bool) {
+    let nmp = {
+        let mut g = lock_sched();
+        mget(&mut g)
+    };
+    match nmp {
+        None => newm(pp, spinning),
+        Some(nmp) => {
+            // SAFETY: Ms are never freed; nmp is idle (asleep or about to sleep on park), so
+            // only we write its spinning/nextp until the wakeup publishes them.
+            let m = unsafe { &*nmp };
+            if m.spinning.load(Ordering::Relaxed) {
+                throw("startm: m is spinning");
+            }
+            if !m.nextp.load(Ordering::Relaxed).is_null() {
+                throw("startm: m has p");
+            }
+            m.spinning.store(spinning, Ordering::Relaxed);
+            m.nextp.store(pp, Ordering::Relaxed);
+            m.park.wakeup();
+        }
+    }
+}
+
+/// Puts `m` on the idle list.
+fn mput(g: &mut SchedGuard, m: *mut M) {
+    let s = g.synced();
+    // SAFETY: m is the caller's own M about to sleep; schedlink is owned by the lock holder.
+    unsafe { (*m).schedlink.set(s.midle) };
+    s.midle = m;
+    SCHED.nmidle.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Takes an M off the idle list.
+fn mget(g: &mut SchedGuard) -> Option<*mut M> {
+    let s = g.synced();
+    let m = s.midle;
+    if m.is_null() {
+        return None;
+    }
+    // SAFETY: m is on the idle list; its schedlink is owned by the lock holder.
+    unsafe {
+        s.midle = (*m).schedlink.get();
+        #[cfg(debug_assertions)]
+        if !(*m).p.load(Ordering::Relaxed).is_null() || !(*m).curg.load(Ordering::Relaxed).is_null() {
+            throw("mget: idle m has a p or a g"); // seed 003 invariant 6
+        }
+    }
+    SCHED.nmidle.fetch_sub(1, Ordering::Relaxed);
+    Some(m)
+}
+
+/// Stack size of an M's own thread (g0): the scheduler loop and the unlock functions of
+/// gopark run there, never user code.
+const G0_STACK: usize = 512 * 1024;
+
+/// Creates a new M (an OS thread) that will run P `pp`.
+fn newm(pp: *mut P, spinning: bool) {
+    let count = SCHED.mcount.fetch_add(1, Ordering::SeqCst) + 1;
+    let max = SCHED.maxmcount.load(Ordering::Relaxed);
+    if count > max {
+        let mut buf = [0u8; 96];
+        let msg = fmt_msg(&mut buf, &[b"program exceeds ", &fmt_u64(max as u64), b"-thread limit"]);
+        crate::sys::write_stderr(b"gmp: ");
+        crate::sys::write_stderr(msg);
+        crate::sys::write_stderr(b"\n");
+        throw("thread exhaustion");
+    }
+    let m = Box::into_raw(Box::new(M {
+        id: SCHED.mnext.fetch_add(1, Ordering::Relaxed),
+        g0_sp: Owned::new(0),
+        curg: AtomicPtr::new(null_mut()),
+        p: AtomicPtr::new(null_mut()),
+        nextp: AtomicPtr::new(pp),
+        spinning: AtomicBool::new(spinning),
+        blocked: AtomicBool::new(false),
+        park: Note::new(),
+        schedlink: Owned::new(null_mut()),
+        lockedg: AtomicPtr::new(null_mut()),
+        waitunlockf: Owned::new(None),
+        waitlock: Owned::new(0),
+        fastrand: Owned::new(0x9E37_79B9_7F4A_7C15 ^ (count as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)),
+        tid: AtomicI32::new(0),
+        alllink: AtomicPtr::new(null_mut()),
+    }));
+    // Publish on allm (lock-free push; entries are never removed).
+    let mut head = SCHED.allm.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: m is ours until published.
+        unsafe { (*m).alllink.store(head, Ordering::Relaxed) };
+        match SCHED.allm.compare_exchange_weak(head, m, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(h) => head = h,
+        }
+    }
+    // SAFETY: plain pthread calls on a zeroed attr; mstart_trampoline receives the M
+    // pointer, which stays valid forever (Ms are never freed).
+    unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setstacksize(&mut attr, G0_STACK);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let mut tid: libc::pthread_t = 0;
+        let rc = libc::pthread_create(&mut tid, &attr, mstart_trampoline, m.cast());
+        libc::pthread_attr_destroy(&mut attr);
+        if rc != 0 {
+            throw("newm: failed to create an OS thread (pthread_create)");
+        }
+    }
+}
+
+extern "C" fn mstart_trampoline(arg: *mut libc::c_void) -> *mut libc::c_void {
+    let m = arg as *mut M;
+    // SAFETY: newm passed a live M that belongs to this new thread from now on.
+    unsafe { mstart(&*m) }
+}
+
+/// The body of every M: bind the thread to its M, take the P it was started for, and run
+/// the scheduler loop forever.
+///
+/// # Safety
+/// Called once, on `m`'s new thread.
+unsafe fn mstart(m: &M) -> ! {
+    arch::tls_set(m as *const M as usize);
+    crate::stack::ensure_altstack();
+    m.tid.store(crate::sys::gettid(), Ordering::Relaxed);
+    let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
+    // SAFETY: this is m's thread; pp was handed to this M by its creator.
+    unsafe { acquirep(m, pp) };
+    // A panic inside the scheduler is a runtime bug: never unwind off the thread.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: on m's own thread, holding a P.
+        unsafe { schedule_loop(m) }
+    }));
+    let _ = r;
+    throw("scheduler loop panicked");
+}
+
+/// Stops the current M until new work is available; returns holding the P it was handed.
+///
+/// # Safety
+/// Called by `m`'s own thread, which holds no P and is not spinning.
+unsafe fn stopm(m: &M) {
+    if !m.p.load(Ordering::Relaxed).is_null() {
+        throw("stopm holding p");
+    }
+    if m.spinning.load(Ordering::Relaxed) {
+        throw("stopm spinning");
+    }
+    {
+        let mut g = lock_sched();
+        mput(&mut g, m as *const M as *mut M);
+    }
+    m.blocked.store(true, Ordering::Relaxed);
+    m.park.sleep();
+    m.park.clear();
+    m.blocked.store(false, Ordering::Relaxed);
+    let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
+    // SAFETY: we are m's thread; whoever woke us handed us pp.
+    unsafe { acquirep(m, pp) };
+}
+
+/// Hands off P `pp` from an M that is about to block (Go's handoffp): runs it on another M
+/// if there is work or nobody is looking for work, else puts it on the idle list.
+fn handoff_p(pp: *mut P) {
+    // SAFETY: Ps are never freed; pp was just released by the caller.
+    let p = unsafe { &*pp };
+    // If it has local work, start it straight away.
+    if !p.runq.is_empty() || SCHED.runqsize.load(Ordering::SeqCst) != 0 {
+        startm(pp, false);
+        return;
+    }
+    // No local work: if no M is spinning or idle-with-a-P, our help is needed.
+    if SCHED.nmspinning.load(Ordering::SeqCst) + SCHED.npidle.load(Ordering::SeqCst) == 0
+        && SCHED
+            .nmspinning
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    {
+        SCHED.needspinning.store(0, Ordering::SeqCst);
+        startm(pp, true);
+        return;
+    }
+    let mut g = lock_sched();
+    if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
+        drop(g);
+        startm(pp, false);
+        return;
+    }
+    pidleput(&mut g, pp);
+}
+
+/// Marks `m` spinning (it holds a P and looks for work).
+fn become_spinning(m: &M) {
+    m.spinning.store(true, Ordering::Relaxed);
+    SCHED.nmspinning.fetch_add(1, Ordering::SeqCst);
+    SCHED.needspinning.store(0, Ordering::SeqCst);
+    #[cfg(debug_assertions)]
+    {
+        // Seed 003 invariant 5, in the form that holds exactly: every spinning M holds a
+        // P (the bound on entering, 2*nmspinning < gomaxprocs - npidle, keeps it at about
+        // half the busy Ps).
+        let n = SCHED.nmspinning.load(Ordering::Relaxed);
+        if n > SCHED.gomaxprocs.load(Ordering::Relaxed).max(1) + 1 {
+            throw("become_spinning: more spinning Ms than Ps");
+        }
+    }
+}
+
+/// A spinning M found work: stop spinning, and since it may have been the only one looking,
+/// wake another M to keep looking (Go's resetspinning).
+fn reset_spinning(m: &M) {
+    m.spinning.store(false, Ordering::Relaxed);
+    if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
+        throw("findrunnable: negative nmspinning");
+    }
+    wakep();
+}
+
+// ---------------------------------------------------------------------------------------
+// The scheduler loop.
+
+/// Runs goroutines forever. Each iteration finds a G, switches to it, and handles what it
+/// asked for when it switched back (park, gosched, exit).
+///
+/// # Safety
+/// Called once per M, on its own thread, holding a P.
+unsafe fn schedule_loop(m: &M) -> ! {
+    let mut next: Option<(*mut G, bool)> = None;
+    loop {
+        // SAFETY: on m's own thread (caller contract).
+        let (gp, inherit) = match next.take() {
+            Some(x) => x,
+            None => unsafe { schedule(m) },
+        };
+        // SAFETY: gp is RUNNABLE and ours to run; we hold a P.
+        let act = unsafe { execute(m, gp, inherit) };
+        // SAFETY: gp switched back to us with `act`; we are m's thread.
+        next = unsafe { super::park::after_switch(m, act) };
+    }
+}
+
+/// Finds a runnable G for this M (Go's schedule minus execute). Blocks until there is one.
+///
+/// # Safety
+/// Called on `m`'s own thread.
+unsafe fn schedule(m: &M) -> (*mut G, bool) {
+    // An M locked to a G runs nothing else: wait for it to become runnable.
+    let lg = m.lockedg.load(Ordering::Relaxed);
+    if !lg.is_null() {
+        // SAFETY: m's thread.
+        unsafe { stoplockedm(m) };
+        return (lg, false);
+    }
+    loop {
+        let pp = m.p.load(Ordering::Relaxed);
+        // SAFETY: this M holds pp (P–M reciprocity is checked in debug builds).
+        let p = unsafe { &*pp };
+        debug_assert!(p.m.load(Ordering::Relaxed) == m as *const M as *mut M, "gmp: P-M reciprocity");
+        // SAFETY: m's thread, holding pp.
+        if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) && unsafe { retire_p(m) } {
+            continue;
+        }
+        let mut found = None;
+        // Fairness: check the global queue once in a while, so that two goroutines
+        // re-spawning each other on the local queue cannot starve it.
+        if p.schedtick.load(Ordering::Relaxed) % 61 == 0 && SCHED.runqsize.load(Ordering::Relaxed) > 0 {
+            let mut g = lock_sched();
+            // SAFETY: we own pp; max = 1 puts nothing on the local queue.
+            found = unsafe { globrunqget(&mut g, p, 1) }.map(|gp| (gp, false));
+        }
+        if found.is_none() {
+            // SAFETY: we own pp.
+            found = unsafe { p.runq.get() }.map(|(gp, inherit)| (gp.as_ptr(), inherit));
+        }
+        let (gp, inherit) = match found {
+            Some(x) => x,
+            // SAFETY: m's thread, holding a P.
+            None => match unsafe { find_runnable(m) } {
+                Some(x) => x,
+                None => continue, // our P was retired and we got another one: start over
+            },
+        };
+        dequeued(gp);
+        // This thread is going to run a G now, so it is no longer spinning; if it was the
+        // last spinning M, another one must start looking.
+        if m.spinning.load(Ordering::Relaxed) {
+            reset_spinning(m);
+        }
+        // A G locked to another M: hand that M our P and wait for new work ourselves.
+        // SAFETY: Gs are never freed.
+        let lm = unsafe { (*gp).lockedm.load(Ordering::Relaxed) };
+        if !lm.is_null() && lm != m as *const M as *mut M {
+            // SAFETY: m's thread, holding a P.
+            unsafe { startlockedm(m, lm) };
+            continue;
+        }
+        return (gp, inherit);
+    }
+}
+
+/// Switches to `gp` and runs it until it switches back; returns what it asked for.
+///
+/// # Safety
+/// On `m`'s own thread holding a P; `gp` is RUNNABLE, taken off every run queue, and ours.
+unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
+    let pp = m.p.load(Ordering::Relaxed);
+    // SAFETY: gp is ours (caller contract); Ps and Gs are never freed.
+    unsafe {
+        let g = &*gp;
+        m.curg.store(gp, Ordering::Relaxed);
+        g.m.store(m as *const M as *mut M, Ordering::Relaxed);
+        casgstatus(g, G_RUNNABLE, G_RUNNING);
+        if !inherit {
+            let p = &*pp;
+            p.schedtick.store(p.schedtick.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        }
+        if g.pinned.get() && g.lockedm.load(Ordering::Relaxed).is_null() {
+            g.lockedm.store(m as *const M as *mut M, Ordering::Relaxed);
+            m.lockedg.store(gp, Ordering::Relaxed);
+        }
+        #[cfg(debug_assertions)]
+        {
+            // Seed 003 invariants 2 (triangle) and 7 (P–M reciprocity).
+            if g.m.load(Ordering::Relaxed) != m as *const M as *mut M
+                || m.curg.load(Ordering::Relaxed) != gp
+                || pp.is_null()
+                || (*pp).m.load(Ordering::Relaxed) != m as *const M as *mut M
+            {
+                throw("execute: triangle invariant broken");
+            }
+            if g.queued.load(Ordering::Relaxed) {
+                throw("execute: running G is still on a run queue");
+            }
+        }
+        arch::switch(m.g0_sp.ptr(), g.sp.get(), 0)
+    }
+}
+
+/// The slow path of `schedule`: the local queue is empty. Looks in the global queue, steals
+/// from other Ps, and if there is nothing, drops the P and parks the M. Returns `None` when
+/// the M woke up holding a different P that must be re-checked by `schedule`.
+///
+/// # Safety
+/// Called on `m`'s own thread, holding a P.
+unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
+    loop {
+        let pp = m.p.load(Ordering::Relaxed);
+        // SAFETY: we hold pp.
+        let p = unsafe { &*pp };
+        if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) {
+            return None;
+        }
+
+        // 1. Local run queue.
+        // SAFETY: we own pp.
+        if let Some((gp, inherit)) = unsafe { p.runq.get() } {
+            return Some((gp.as_ptr(), inherit));
+        }
+
+        // 2. Global run queue.
+        if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
+            let mut g = lock_sched();
+            // SAFETY: we own pp and its queue is empty.
+            if let Some(gp) = unsafe { globrunqget(&mut g, p, 0) } {
+                return Some((gp, false));
+            }
+        }
+
+        // 3. (netpoll comes with the netpoller issue.)
+
+        // 4. Steal, if spinning is allowed: limit the number of spinning Ms to half the
+        // busy Ps, so that a machine with GOMAXPROCS=64 and one busy goroutine does not
+        // burn 63 cores looking for work.
+        let procs = SCHED.gomaxprocs.load(Ordering::Relaxed);
+        if m.spinning.load(Ordering::Relaxed)
+            || 2 * SCHED.nmspinning.load(Ordering::SeqCst) < procs - SCHED.npidle.load(Ordering::SeqCst)
+        {
+            if !m.spinning.load(Ordering::Relaxed) {
+                become_spinning(m);
+            }
+            // SAFETY: we own pp.
+            if let Some(gp) = unsafe { steal_work(m, p) } {
+                return Some((gp, false));
+            }
+        }
+
+        // 5. Nothing found: drop the P.
+        let was_spinning;
+        {
+            let mut g = lock_sched();
+            if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
+                // SAFETY: we own pp and its queue is empty.
+                if let Some(gp) = unsafe { globrunqget(&mut g, p, 0) } {
+                    return Some((gp, false));
+                }
+            }
+            if !m.spinning.load(Ordering::Relaxed) && SCHED.needspinning.load(Ordering::SeqCst) == 1 {
+                // A wakeup found no idle P and asked for a spinner: be it.
+                become_spinning(m);
+                continue;
+            }
+            // SAFETY: m's thread, holding pp.
+            let released = unsafe { releasep(m) };
+            debug_assert!(released == pp);
+            pidleput(&mut g, pp);
+            was_spinning = m.spinning.load(Ordering::Relaxed);
+        }
+
+        // 6. The delicate dance: we stop spinning, then look everywhere once more. If we did
+        // it the other way round, work submitted after our last look but before our
+        // decrement would find nmspinning > 0, not wake anyone, and sit until someone else
+        // happened to look. The SeqCst RMW is the StoreLoad barrier pairing with wakep's.
+        if was_spinning {
+            m.spinning.store(false, Ordering::Relaxed);
+            if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
+                throw("findrunnable: negative nmspinning");
+            }
+            if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
+                let mut g = lock_sched();
+                if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
+                    if let Some(pp2) = pidleget_spinning(&mut g) {
+                        // SAFETY: we are m's thread and took pp2 off the idle list.
+                        unsafe { acquirep(m, pp2) };
+                        become_spinning(m);
+                        // SAFETY: we own pp2 and an idle P's queue is empty.
+                        if let Some(gp) = unsafe { globrunqget(&mut g, &*pp2, 0) } {
+                            return Some((gp, false));
+                        }
+                        continue;
+                    }
+                }
+            }
+            if let Some(pp2) = check_runqs_no_p() {
+                // SAFETY: we are m's thread and took pp2 off the idle list.
+                unsafe { acquirep(m, pp2) };
+                become_spinning(m);
+                continue;
+            }
+        }
+
+        // 7. Park until someone hands us a P.
+        // SAFETY: m's thread, no P, not spinning.
+        unsafe { stopm(m) };
+        // Woken with a P (and maybe spinning): loop, re-checking that P.
+    }
+}
+
+/// After dropping our P: if any P's local queue has work, take an idle P to go get it.
+fn check_runqs_no_p() -> Option<*mut P> {
+    let procs = SCHED.gomaxprocs.load(Ordering::SeqCst) as usize;
+    for i in 0..procs {
+        let pp = SCHED.allp[i].load(Ordering::Acquire);
+        // SAFETY: entries of allp are never freed.
+        if !pp.is_null() && unsafe { !(*pp).runq.is_empty() } {
+            let mut g = lock_sched();
+            return pidleget_spinning(&mut g);
+        }
+    }
+    None
+}
+
+/// Steals half of a random other P's run queue: four passes over all Ps in a random order,
+/// taking a victim's `runnext` only on the last pass (it is about to run there anyway).
+///
+/// # Safety
+/// Called by `p`'s owner `m`, spinning.
+unsafe fn steal_work(m: &M, p: &P) -> Option<*mut G> {
+    const STEAL_TRIES: usize = 4;
+    let n = SCHED.gomaxprocs.load(Ordering::Relaxed) as u32;
+    if n <= 1 {
+        return None;
+    }
+    for i in 0..STEAL_TRIES {
+        let steal_runnext = i == STEAL_TRIES - 1;
+        // SAFETY: m's own thread owns fastrand.
+        let r = unsafe { fastrand(m) };
+        let mut order = StealOrder::new(n, r);
+        while let Some(pos) = order.next() {
+            let vp = SCHED.allp[pos as usize].load(Ordering::Acquire);
+            if vp.is_null() || vp == p as *const P as *mut P {
+                continue;
+            }
+            // SAFETY: we own p's queue; vp is a live P (never freed) whose queue supports
+            // concurrent stealing.
+            if let Some((gp, count)) = unsafe { p.runq.steal(&(*vp).runq, steal_runnext) } {
+                SCHED.steals.fetch_add(count as u64, Ordering::Relaxed);
+                return Some(gp.as_ptr());
+            }
+        }
+    }
+    None
+}
+
+/// Visits 0..n in a random order: a random start and a random stride coprime with n.
+struct StealOrder {
+    n: u32,
+    pos: u32,
+    inc: u32,
+    left: u32,
+}
+
+impl StealOrder {
+    fn new(n: u32, r: u64) -> StealOrder {
+        let mut inc = ((r >> 32) as u32 % n).max(1);
+        while gcd(inc, n) != 1 {
+            inc = inc % n + 1;
+        }
+        StealOrder { n, pos: (r as u32) % n, inc, left: n }
+    }
+}
+
+impl Iterator for StealOrder {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        if self.left == 0 {
+            return None;
+        }
+        let cur = self.pos;
+        self.pos = (self.pos + self.inc) % self.n;
+        self.left -= 1;
+        Some(cur)
+    }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// xorshift64* on the M's own state.
+///
+/// # Safety
+/// Called on `m`'s own thread.
+unsafe fn fastrand(m: &M) -> u64 {
+    // SAFETY: caller contract: we are the owner of fastrand.
+    let mut x = unsafe { m.fastrand.get() };
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    // SAFETY: as above.
+    unsafe { m.fastrand.set(x) };
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+// ---------------------------------------------------------------------------------------
+// Locked (pinned) goroutines.
+
+/// Our G is locked to us and not runnable: hand our P off and sleep until someone finds the
+/// G runnable and hands us a P to run it with (Go's stoplockedm).
+///
+/// # Safety
+/// On `m`'s own thread.
+unsafe fn stoplockedm(m: &M) {
+    if !m.p.load(Ordering::Relaxed).is_null() {
+        // SAFETY: m's thread, holding a P.
+        let pp = unsafe { releasep(m) };
+        handoff_p(pp);
+    }
+    if m.spinning.load(Ordering::Relaxed) {
+        throw("stoplockedm: spinning");
+    }
+    m.blocked.store(true, Ordering::Relaxed);
+    m.park.sleep();
+    m.park.clear();
+    m.blocked.store(false, Ordering::Relaxed);
+    let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
+    // SAFETY: m's thread; startlockedm handed us pp.
+    unsafe { acquirep(m, pp) };
+}
+
+/// We dequeued a G locked to M `lm`: hand our P to `lm`, wake it, and stop (Go's
+/// startlockedm).
+///
+/// # Safety
+/// On `m`'s own thread, holding a P.
+unsafe fn startlockedm(m: &M, lm: *mut M) {
+    // SAFETY: m's thread.
+    let pp = unsafe { releasep(m) };
+    // SAFETY: Ms are never freed; lm is asleep in stoplockedm (or about to be) and takes
+    // nextp only after our wakeup, which publishes it.
+    unsafe {
+        (*lm).nextp.store(pp, Ordering::Relaxed);
+        (*lm).park.wakeup();
+        stopm(m);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// GOMAXPROCS.
+
+/// Creates or revives Ps `from..to` and puts them on the idle list.
+fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
+    for i in from..to {
+        let mut pp = SCHED.allp[i as usize].load(Ordering::Acquire);
+        if pp.is_null() {
+            pp = Box::into_raw(Box::new(P {
+                id: i,
+                status: AtomicU32::new(P_DEAD),
+                m: AtomicPtr::new(null_mut()),
+                runq: RunQueue::new(),
+                schedtick: AtomicU32::new(0),
+                link: Owned::new(null_mut()),
+                gfree: Owned::new(GList::new()),
+                gfreecnt: AtomicI32::new(0),
+            }));
+            SCHED.allp[i as usize].store(pp, Ordering::Release);
+        }
+        // SAFETY: Ps are never freed.
+        let p = unsafe { &*pp };
+        // A P still P_RUNNING was being retired and its M has not noticed yet: it simply
+        // stays in service.
+        if p.status.load(Ordering::Acquire) == P_DEAD {
+            p.status.store(P_IDLE, Ordering::Release);
+            // pidleput retires Ps beyond gomaxprocs; the new value is stored after this
+            // loop, so link directly.
+            let s = g.synced();
+            // SAFETY: we hold SCHED.lock, the owner of `link`.
+            unsafe { p.link.set(s.pidle) };
+            s.pidle = pp;
+            SCHED.npidle.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Changes GOMAXPROCS to `n` (1..=MAX_PROCS) while goroutines run; returns the old value.
+///
+/// Growing creates idle Ps and wakes an M to use them. Shrinking retires idle Ps at once
+/// and running ones at their M's next pass through the scheduler: that M moves the P's
+/// runnable Gs to the global queue and goes idle. Without preemption, a P whose goroutine
+/// never yields keeps running until it does (Go stops the world, which needs preemption).
+pub fn procresize(n: i32) -> i32 {
+    init_once();
+    if n < 1 || n as usize > MAX_PROCS {
+        throw("procresize: invalid arg");
+    }
+    let old;
+    {
+        let mut g = lock_sched();
+        old = SCHED.gomaxprocs.load(Ordering::Relaxed);
+        if n > old {
+            grow_procs(&mut g, old, n);
+            SCHED.gomaxprocs.store(n, Ordering::SeqCst);
+        } else if n < old {
+            SCHED.gomaxprocs.store(n, Ordering::SeqCst);
+            // Retire idle Ps beyond n now.
+            let s = g.synced();
+            let mut keep: *mut P = null_mut();
+            let mut cur = s.pidle;
+            s.pidle = null_mut();
+            while !cur.is_null() {
+                // SAFETY: idle-list Ps; their links are ours under the lock.
+                let next = unsafe { (*cur).link.get() };
+                // SAFETY: as above.
+                let p = unsafe { &*cur };
+                if p.id >= n {
+                    SCHED.npidle.fetch_sub(1, Ordering::SeqCst);
+                    p.status.store(P_DEAD, Ordering::Release);
+                } else {
+                    // SAFETY: as above.
+                    unsafe { p.link.set(keep) };
+                    keep = cur;
+                }
+                cur = next;
+            }
+            s.pidle = keep;
+        }
+    }
+    if n > old {
+        wakep();
+    }
+    old
+}
+
+/// Our P is beyond GOMAXPROCS: move its runnable and dead Gs to the global lists, retire
+/// it, and stop. Returns false if GOMAXPROCS grew back in the meantime (the P stays).
+///
+/// # Safety
+/// On `m`'s own thread, holding the P.
+unsafe fn retire_p(m: &M) -> bool {
+    let pp = m.p.load(Ordering::Relaxed);
+    // SAFETY: we hold pp.
+    let p = unsafe { &*pp };
+    // Free Gs first (their lock ranks below SCHED.lock, so not while holding it).
+    // SAFETY: we own pp's gfree.
+    let mut moved = unsafe { core::mem::replace(&mut *p.gfree.ptr(), GList::new()) };
+    p.gfreecnt.store(0, Ordering::Relaxed);
+    with_gfree(|gf| {
+        // SAFETY: the list was ours; the global list is locked.
+        while let Some(gp) = unsafe { moved.pop() } {
+            unsafe { gf.stack.push(gp) };
+        }
+    });
+    {
+        let mut g = lock_sched();
+        if p.id < SCHED.gomaxprocs.load(Ordering::Relaxed) {
+            return false;
+        }
+        // SAFETY: we own pp's queue; the Gs move to the global queue keeping their
+        // "queued" mark.
+        unsafe { p.runq.drain(|gp| globrunqput(&mut g, gp.as_ptr())) };
+        // SAFETY: m's thread, holding pp.
+        unsafe { releasep(m) };
+        p.status.store(P_DEAD, Ordering::Release);
+    }
+    if m.spinning.load(Ordering::Relaxed) {
+        m.spinning.store(false, Ordering::Relaxed);
+        SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst);
+    }
+    wakep();
+    // SAFETY: m's thread, no P, not spinning.
+    unsafe { stopm(m) };
+    true
+}
+
+/// Formats a u64 in decimal into a fixed buffer (for messages written without allocating).
+pub(crate) fn fmt_u64(mut v: u64) -> FmtBuf {
+    let mut b = FmtBuf { buf: [0; 20], start: 20 };
+    loop {
+        b.start -= 1;
+        b.buf[b.start] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    b
+}
+
+pub(crate) struct FmtBuf {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl core::ops::Deref for FmtBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+/// Concatenates `parts` into `buf` (truncating), returning the written prefix.
+pub(crate) fn fmt_msg<'a>(buf: &'a mut [u8], parts: &[&[u8]]) -> &'a [u8] {
+    let mut n = 0;
+    for part in parts {
+        let k = part.len().min(buf.len() - n);
+        buf[n..n + k].copy_from_slice(&part[..k]);
+        n += k;
+    }
+    &buf[..n]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steal_order_visits_every_p_once() {
+        for n in 1..=17u32 {
+            for r in [0u64, 1, 7, 0xdead_beef_1234_5678, u64::MAX] {
+                let mut seen = vec![false; n as usize];
+                for pos in StealOrder::new(n, r) {
+                    assert!(!seen[pos as usize]);
+                    seen[pos as usize] = true;
+                }
+                assert!(seen.iter().all(|&s| s));
+            }
+        }
+    }
+
+    #[test]
+    fn fmt_helpers() {
+        assert_eq!(&*fmt_u64(0), b"0");
+        assert_eq!(&*fmt_u64(10000), b"10000");
+        let mut buf = [0u8; 8];
+        assert_eq!(fmt_msg(&mut buf, &[b"abc", b"defgh", b"ij"]), b"abcdefgh");
+    }
+}
