@@ -1,0 +1,510 @@
+//! The context switch, the fresh-stack trampoline and the runtime's TLS slot for x86_64
+//! (System V ABI, Linux).
+//!
+//! # What a switch saves
+//!
+//! A switch is an ordinary `extern "C"` call as far as the compiler of the caller knows, so
+//! only the callee-saved state has to survive it: rbx, rbp, r12–r15, rsp, and the control
+//! parts of the floating-point environment (the MXCSR control bits and the x87 control
+//! word, which the ABI also makes callee-saved). Everything else is caller-saved and already
+//! spilled by the caller if it is live.
+//!
+//! The MXCSR and the x87 control word are saved on every switch (`stmxcsr`/`fnstcw` are
+//! cheap) but reloaded only when the resumed context's *control* bits differ from the
+//! current ones: `ldmxcsr` and `fldcw` serialize the pipeline, and the sticky exception
+//! flags (MXCSR bits 0–5) differ between goroutines all the time, so reloading
+//! unconditionally cost ~90 ns per switch on this machine (DESIGN.md, "Context
+//! switching"). The consequence: the sticky exception flags are per thread, not per
+//! goroutine (as in Go, which does not preserve them either).
+//!
+//! # Why `pop` + `jmp` and not `ret`
+//!
+//! The return address popped belongs to the *other* context's call of `switch`; a `ret`
+//! there would never match the `call` the return-stack buffer predicted and mispredicts on
+//! every switch. An indirect `jmp` is predicted by the branch target buffer instead.
+//!
+//! # Stack layouts (addresses grow upwards, the stack grows downwards)
+//!
+//! A suspended context, `*save_sp` pointing at its lowest word:
+//!
+//! ```text
+//!         +---------------------------------+  higher addresses
+//!         | ...caller of switch's frame...  |
+//!  sp+56  | return address into the caller  |  popped into rcx, then `jmp rcx`
+//!  sp+48  | rbp                             |
+//!  sp+40  | rbx                             |
+//!  sp+32  | r12                             |
+//!  sp+24  | r13                             |
+//!  sp+16  | r14                             |
+//!  sp+8   | r15                             |
+//!  sp+4   | x87 control word (16 bits) | 0  |
+//!  sp+0   | MXCSR (32 bits)                 |  <- saved sp
+//!         +---------------------------------+  lower addresses
+//! ```
+//!
+//! A fresh stack made by [`init_stack`], `top` being `stack_top` rounded down to 16:
+//!
+//! ```text
+//!  top-8   | 0                               |  padding; keeps the trampoline's rsp at
+//!  top-16  | 0                               |  top-16, 16-byte aligned before its call
+//!  top-24  | address of TRAMPOLINE           |  the "return address" the switch jumps to
+//!  top-32  | rbp = 0                         |  ends frame-pointer walks
+//!  top-40  | rbx = 0                         |
+//!  top-48  | r12 = entry                     |  the trampoline calls r12
+//!  top-56  | r13 = 0                         |
+//!  top-64  | r14 = 0                         |
+//!  top-72  | r15 = 0                         |
+//!  top-80  | MXCSR 0x1F80, x87 CW 0x037F     |  <- returned sp
+//! ```
+//!
+//! A fresh goroutine thus starts with the ABI's default floating-point environment
+//! (round to nearest, all exceptions masked, 64-bit x87 precision), like a new thread.
+//! The switch into it pops the frame above and jumps to the trampoline with rax = `arg`
+//! and rsp = top-16; the trampoline moves `arg` to rdi and calls `entry`, so `entry` starts
+//! with rsp = top-24, i.e. rsp+8 16-aligned, exactly as after a normal call.
+//!
+//! A running context has no saved state: its registers are live and its sp is in rsp.
+//!
+//! # Unwind information
+//!
+//! `switch` carries CFI for its whole body. After the pushes the frame is described as
+//! "CFA = rsp+64, registers at fixed offsets"; the switch of rsp keeps that description
+//! true, because the resumed stack holds the same layout (for the resumed context), and the
+//! pops then undo it one by one. The trampoline's frame marks the end of the call chain
+//! with `.cfi_undefined rip`, so gdb's `bt` from inside a goroutine stops cleanly there.
+
+use core::arch::{asm, global_asm, naked_asm};
+
+/// MXCSR bits compared before reloading: DAZ (6), exception masks (7–12), rounding
+/// control (13–14), flush-to-zero (15). Bits 0–5 are the sticky exception flags.
+const MXCSR_CONTROL_MASK: u32 = 0xFFC0;
+
+/// The floating-point environment a fresh stack starts with: MXCSR 0x1F80 in the low 32
+/// bits, x87 control word 0x037F in bits 32–47 (the slot's layout, see the diagram).
+const INITIAL_FP_SLOT: usize = 0x037F << 32 | 0x1F80;
+
+/// Bytes of the initial frame written by [`init_stack`] below the aligned top.
+const INITIAL_FRAME: usize = 80;
+
+/// Switches stacks: pushes the callee-saved state of the current context on its stack,
+/// stores the resulting stack pointer to `*save_sp`, loads `to_sp`, restores that context
+/// and resumes it; the resumed side's own `switch` call returns `arg`. (A fresh stack made
+/// by [`init_stack`] receives `arg` as its entry function's argument instead.)
+///
+/// # Safety
+///
+/// - `save_sp` must be valid for a write of one `usize`. The old stack is not touched after
+///   that store, so the suspended context may be resumed as soon as another thread sees
+///   the value; the scheduler must publish it with its own release/acquire pair (the store
+///   itself is a plain one).
+/// - `to_sp` must be a stack pointer previously stored by `switch` or returned by
+///   [`init_stack`], for a context that is not running anywhere and is resumed at most once
+///   per suspension.
+/// - The stack behind `to_sp` must stay mapped while that context runs.
+#[unsafe(naked)]
+pub unsafe extern "C" fn switch(save_sp: *mut usize, to_sp: usize, arg: usize) -> usize {
+    // rdi = save_sp, rsi = to_sp, rdx = arg. Scratch: rax, rcx, r8–r10 (caller-saved).
+    naked_asm!(
+        ".cfi_startproc",
+        // On entry the CIE's default rule holds: CFA = rsp+8, return address at CFA-8.
+        "push rbp",                        // save the callee-saved registers...
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset rbp, -16",
+        "push rbx",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset rbx, -24",
+        "push r12",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r12, -32",
+        "push r13",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r13, -40",
+        "push r14",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r14, -48",
+        "push r15",                        // ...in the order of the diagram
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r15, -56",
+        "sub rsp, 8",                      // one slot for MXCSR + x87 CW
+        ".cfi_adjust_cfa_offset 8",        // CFA = rsp+64 from here to the first pop
+        "stmxcsr dword ptr [rsp]",         // save MXCSR (control bits and sticky flags)
+        "fnstcw word ptr [rsp + 4]",       // save the x87 control word
+        "mov r8d, dword ptr [rsp]",        // r8d = current MXCSR, for the compare below
+        "movzx r9d, word ptr [rsp + 4]",   // r9d = current x87 CW
+        "mov qword ptr [rdi], rsp",        // *save_sp = sp: this context is now suspended
+        // From here on rsp is the resumed context's; its stack holds the same layout, so
+        // the CFI above describes the resumed context's frame.
+        "mov rsp, rsi",                    // load the resumed context's sp
+        "mov r10d, dword ptr [rsp]",       // r10d = resumed context's MXCSR
+        "xor r10d, r8d",                   // bits that differ from the current MXCSR
+        "test r10d, {mxcsr_mask}",         // ...among the control bits only?
+        "jz 2f",                           // none: keep the current MXCSR (fast path)
+        "ldmxcsr dword ptr [rsp]",         // some: load the resumed context's MXCSR
+        "2:",
+        "movzx r10d, word ptr [rsp + 4]",  // r10d = resumed context's x87 CW
+        "cmp r10d, r9d",                   // same as the current one?
+        "je 3f",                           // yes: skip the serializing fldcw
+        "fldcw word ptr [rsp + 4]",        // no: load the resumed context's x87 CW
+        "3:",
+        "add rsp, 8",                      // drop the MXCSR/CW slot
+        ".cfi_adjust_cfa_offset -8",
+        "pop r15",                         // restore the callee-saved registers
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore r15",
+        "pop r14",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore r14",
+        "pop r13",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore r13",
+        "pop r12",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore r12",
+        "pop rbx",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore rbx",
+        "pop rbp",
+        ".cfi_adjust_cfa_offset -8",
+        ".cfi_restore rbp",
+        "pop rcx",                         // the resumed context's return address
+        ".cfi_adjust_cfa_offset -8",       // CFA = rsp: the caller's rsp after its call
+        ".cfi_register rip, rcx",          // the return address now lives in rcx
+        "mov rax, rdx",                    // the resumed `switch` returns arg (a fresh
+                                           // stack's trampoline takes it from rax too)
+        "jmp rcx",                         // resume (not `ret`: see the module doc)
+        ".cfi_endproc",
+        mxcsr_mask = const MXCSR_CONTROL_MASK,
+    )
+}
+
+// The outermost frame of every goroutine stack. Never called: `init_stack` stores the
+// address of the label `__gmp_arch_trampoline` (one byte in, after the `nop`) as the return
+// address of a fresh stack's initial frame, and the first `switch` into that stack jumps
+// there with rax = arg and r12 = entry.
+//
+// The `nop` before the label matters to unwinders: they look up the frame of a return
+// address `ra` at `ra - 1`, which must fall inside this function's CFI (the saved return
+// address of a suspended, never-started context is the label itself).
+//
+// Written as `global_asm!` rather than a naked function so that it is always emitted:
+// nothing in Rust calls it, and an unused naked function may be dropped.
+global_asm!(
+    ".pushsection .text.__gmp_arch_trampoline,\"ax\",@progbits",
+    ".p2align 4",
+    ".globl __gmp_arch_trampoline_fn",  // global and hidden: never exported from the cdylib
+    ".hidden __gmp_arch_trampoline_fn",
+    ".type __gmp_arch_trampoline_fn, @function",
+    "__gmp_arch_trampoline_fn:",
+    ".cfi_startproc",
+    ".cfi_undefined rip",               // end of the call chain: no caller to unwind to
+    "nop",                              // see above
+    ".globl __gmp_arch_trampoline",     // the resume point init_stack stores
+    ".hidden __gmp_arch_trampoline",
+    "__gmp_arch_trampoline:",
+    "mov rdi, rax",                     // entry's argument: the arg of the first switch
+    "call r12",                         // entry(arg); rsp is 16-aligned before the call
+    "call {returned}",                  // entry returned: abort with a message
+    "ud2",                              // not reached (entry_returned never returns)
+    ".cfi_endproc",
+    ".size __gmp_arch_trampoline_fn, . - __gmp_arch_trampoline_fn",
+    ".popsection",
+    returned = sym entry_returned,
+);
+
+/// Called by the trampoline if a goroutine's entry function returns, which it must not:
+/// there is no frame above it to return to.
+extern "C" fn entry_returned() -> ! {
+    const MSG: &[u8] = b"gmp: goroutine entry returned\n";
+    // SAFETY: write(2) on fd 2 from a valid static buffer of MSG.len() bytes; abort(3) is
+    // always safe to call. No allocation: the goroutine's state is unknown here.
+    unsafe {
+        libc::write(2, MSG.as_ptr().cast(), MSG.len());
+        libc::abort()
+    }
+}
+
+/// Prepares a fresh stack whose highest usable address (exclusive) is `stack_top` (rounded
+/// down to 16 here), such that `switch(&mut x, returned_sp, arg)` starts running
+/// `entry(arg)` on that stack with a correctly aligned frame (as after a call: rsp+8
+/// 16-aligned). `entry` never returns (if it did, the process aborts with
+/// "gmp: goroutine entry returned").
+///
+/// The frame written is 80 bytes (see the diagram in the module doc); `entry` starts with
+/// 24 bytes of the stack used.
+///
+/// # Safety
+///
+/// The 80 bytes below `stack_top & !15` must be writable memory owned by the caller, with
+/// room below them for whatever `entry` needs, and must stay mapped while the stack is in
+/// use.
+pub unsafe fn init_stack(stack_top: usize, entry: unsafe extern "C" fn(usize) -> !) -> usize {
+    let top = stack_top & !15;
+    let sp = top - INITIAL_FRAME;
+    let resume: usize;
+    // SAFETY: computes the address of the hidden label defined in `trampoline`'s asm; no
+    // memory is accessed.
+    unsafe {
+        asm!(
+            "lea {r}, [rip + __gmp_arch_trampoline]",
+            r = out(reg) resume,
+            options(pure, nomem, nostack, preserves_flags),
+        );
+    }
+    let frame: [usize; INITIAL_FRAME / 8] = [
+        INITIAL_FP_SLOT, // sp+0:  MXCSR, x87 CW
+        0,               // sp+8:  r15
+        0,               // sp+16: r14
+        0,               // sp+24: r13
+        entry as usize,  // sp+32: r12, called by the trampoline
+        0,               // sp+40: rbx
+        0,               // sp+48: rbp, ends frame-pointer chains
+        resume,          // sp+56: return address of the first switch
+        0,               // sp+64: padding
+        0,               // sp+72: padding
+    ];
+    // SAFETY: the caller guarantees [top - 80, top) is writable memory it owns; `sp` is
+    // 16-aligned because `top` is, so the usize writes are aligned.
+    unsafe {
+        core::ptr::copy_nonoverlapping(frame.as_ptr(), sp as *mut usize, frame.len());
+    }
+    sp
+}
+
+// The runtime's per-thread slot: one initial-exec TLS word in .tbss (zero on every new
+// thread). Defined in assembly so that the compiler never sees a TLS variable whose address
+// it could compute once and keep across a call that switches threads (DESIGN.md, decision 8,
+// "TLS in a cdylib"). Global (so every codegen unit can name it) but hidden (never
+// exported, and bound locally in the shared object).
+global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".p2align 3",
+    ".globl __gmp_tls_slot",
+    ".hidden __gmp_tls_slot",
+    ".type __gmp_tls_slot, @object",
+    ".size __gmp_tls_slot, 8",
+    "__gmp_tls_slot:",
+    ".zero 8",
+    ".popsection",
+);
+
+/// Reads the calling thread's runtime TLS slot (0 on a thread that never set it).
+///
+/// The read is a non-`pure` asm block, so each call reads the slot of the thread running
+/// it at that moment, also after a switch moved the caller to another thread.
+#[inline]
+pub fn tls_get() -> usize {
+    let v: usize;
+    // SAFETY: reads the thread's own 8-byte TLS slot defined above: the GOT entry holds its
+    // offset from the thread pointer (fs base), set up by the loader for every thread.
+    // Not `pure`: the result depends on the current thread, which may change across any
+    // call that switches.
+    unsafe {
+        asm!(
+            "mov {r}, qword ptr [rip + __gmp_tls_slot@GOTTPOFF]", // offset of the slot from fs
+            "mov {r}, qword ptr fs:[{r}]",                         // the slot of this thread
+            r = out(reg) v,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    v
+}
+
+/// Writes the calling thread's runtime TLS slot.
+#[inline]
+pub fn tls_set(v: usize) {
+    // SAFETY: writes the thread's own 8-byte TLS slot defined above (see `tls_get`); no
+    // other memory is touched.
+    unsafe {
+        asm!(
+            "mov {t}, qword ptr [rip + __gmp_tls_slot@GOTTPOFF]", // offset of the slot from fs
+            "mov qword ptr fs:[{t}], {v}",                         // store into this thread's
+            t = out(reg) _,
+            v = in(reg) v,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack;
+    use std::hint::black_box;
+
+    fn mxcsr() -> u32 {
+        let mut v = 0u32;
+        // SAFETY: stores MXCSR into a local.
+        unsafe { asm!("stmxcsr [{p}]", p = in(reg) &mut v, options(nostack, preserves_flags)) };
+        v
+    }
+
+    fn set_mxcsr(v: u32) {
+        // SAFETY: loads a valid MXCSR value (no reserved bits set by the tests).
+        unsafe { asm!("ldmxcsr [{p}]", p = in(reg) &v, options(nostack, preserves_flags)) };
+    }
+
+    fn x87_cw() -> u16 {
+        let mut v = 0u16;
+        // SAFETY: stores the x87 control word into a local.
+        unsafe { asm!("fnstcw [{p}]", p = in(reg) &mut v, options(nostack, preserves_flags)) };
+        v
+    }
+
+    fn set_x87_cw(v: u16) {
+        // SAFETY: loads a valid x87 control word.
+        unsafe { asm!("fldcw [{p}]", p = in(reg) &v, options(nostack, preserves_flags)) };
+    }
+
+    const DEFAULT_MXCSR: u32 = 0x1F80;
+    const RC_DOWN: u32 = 0x2000;
+    const RC_ZERO: u32 = 0x6000;
+
+    /// The saved sps of the test's context and the coroutine's.
+    #[repr(C)]
+    struct Pair {
+        main_sp: usize,
+        co_sp: usize,
+    }
+
+    fn start(pair: &mut Pair, entry: unsafe extern "C" fn(usize) -> !) -> (stack::Stack, usize) {
+        let s = stack::alloc(stack::DEFAULT_STACK).expect("stack alloc");
+        // SAFETY: the stack is ours and mapped until the test frees it.
+        pair.co_sp = unsafe { init_stack(s.top(), entry) };
+        let arg = pair as *mut Pair as usize;
+        (s, arg)
+    }
+
+    fn resume(pair: &mut Pair, v: usize) -> usize {
+        let p: *mut Pair = pair;
+        // SAFETY: co_sp is the coroutine's suspended sp; it switches back through main_sp.
+        unsafe { switch(&raw mut (*p).main_sp, (*p).co_sp, v) }
+    }
+
+    /// # Safety
+    /// `pair` is the Pair the test resumed us through, and the test is suspended.
+    unsafe fn yield_back(pair: *mut Pair, v: usize) -> usize {
+        // SAFETY: per the contract, main_sp is the suspended test's sp.
+        unsafe { switch(&raw mut (*pair).co_sp, (*pair).main_sp, v) }
+    }
+
+    /// -1/3 in single precision: its last bit shows the rounding mode in force.
+    fn third() -> u32 {
+        (black_box(-1.0f32) / black_box(3.0f32)).to_bits()
+    }
+
+    unsafe extern "C" fn fp_entry(arg: usize) -> ! {
+        let pair = arg as *mut Pair;
+        // Report the environment a fresh stack starts with, then pick our own.
+        let fresh = (mxcsr() & MXCSR_CONTROL_MASK) as usize | (x87_cw() as usize) << 32;
+        set_mxcsr(DEFAULT_MXCSR | RC_DOWN);
+        set_x87_cw(0x027F); // double precision instead of extended
+        // SAFETY: the test resumed us through `pair` and is suspended.
+        unsafe { yield_back(pair, fresh) };
+        loop {
+            let report = (mxcsr() & MXCSR_CONTROL_MASK) as usize
+                | (x87_cw() as usize) << 16
+                | (third() as usize) << 32;
+            // SAFETY: as above.
+            unsafe { yield_back(pair, report) };
+        }
+    }
+
+    #[test]
+    fn mxcsr_and_x87_control_preserved_per_context() {
+        let saved_mxcsr = mxcsr();
+        let saved_cw = x87_cw();
+        set_mxcsr(DEFAULT_MXCSR | RC_ZERO);
+        let mut pair = Pair { main_sp: 0, co_sp: 0 };
+        let (s, arg) = start(&mut pair, fp_entry);
+        let fresh = resume(&mut pair, arg);
+        assert_eq!(fresh, 0x037F << 32 | DEFAULT_MXCSR as usize, "ABI default on a fresh stack");
+        let main_third = third();
+        for _ in 0..100 {
+            let report = resume(&mut pair, 0);
+            assert_eq!(report & 0xFFFF, (DEFAULT_MXCSR | RC_DOWN) as usize, "coroutine MXCSR");
+            assert_eq!(report >> 16 & 0xFFFF, 0x027F, "coroutine x87 CW");
+            let co_third = (report >> 32) as u32;
+            assert_eq!(co_third, main_third + 1, "rounding down gives a larger magnitude");
+            assert_eq!(mxcsr() & MXCSR_CONTROL_MASK, DEFAULT_MXCSR | RC_ZERO, "our MXCSR");
+            assert_eq!(x87_cw(), saved_cw, "our x87 CW");
+            assert_eq!(third(), main_third);
+        }
+        set_mxcsr(saved_mxcsr);
+        stack::free(s);
+    }
+
+    unsafe extern "C" fn flags_entry(arg: usize) -> ! {
+        let pair = arg as *mut Pair;
+        set_mxcsr(DEFAULT_MXCSR); // same control bits as the test, no sticky flags
+        // SAFETY: the test resumed us through `pair` and is suspended.
+        unsafe { yield_back(pair, 0) };
+        loop {
+            // SAFETY: as above.
+            unsafe { yield_back(pair, mxcsr() as usize) };
+        }
+    }
+
+    /// Contexts whose MXCSRs differ only in sticky exception flags do not reload MXCSR:
+    /// the flags stay those of the thread (visible on the other side), and the control bits
+    /// are right on both sides.
+    #[test]
+    fn sticky_flags_do_not_force_reload() {
+        let saved = mxcsr();
+        set_mxcsr(DEFAULT_MXCSR);
+        let mut pair = Pair { main_sp: 0, co_sp: 0 };
+        let (s, arg) = start(&mut pair, flags_entry);
+        resume(&mut pair, arg);
+        for flags in [0x01u32, 0x04, 0x20, 0x3F] {
+            set_mxcsr(DEFAULT_MXCSR | flags); // invalid/div-by-zero/precision... raised
+            let seen = resume(&mut pair, 0) as u32;
+            assert_eq!(seen & MXCSR_CONTROL_MASK, DEFAULT_MXCSR, "control bits unchanged");
+            assert_eq!(seen & 0x3F, flags, "fast path: MXCSR not reloaded");
+            assert_eq!(mxcsr(), DEFAULT_MXCSR | flags);
+        }
+        // A real computation setting the precision flag keeps working across switches.
+        set_mxcsr(DEFAULT_MXCSR);
+        let x = black_box(1.0f64) / black_box(3.0f64);
+        resume(&mut pair, 0);
+        assert_eq!(x * 3.0, 1.0);
+        assert_eq!(mxcsr() & MXCSR_CONTROL_MASK, DEFAULT_MXCSR);
+        set_mxcsr(saved);
+        stack::free(s);
+    }
+
+    /// Entry point that records rsp as it is on entry, then tail-jumps to the real entry.
+    #[unsafe(naked)]
+    unsafe extern "C" fn rsp_probe_entry(arg: usize) -> ! {
+        naked_asm!(
+            "mov rsi, rsp",       // second argument: rsp on entry
+            "jmp {real}",         // same frame: real sees the same return address slot
+            real = sym rsp_probe_real,
+        )
+    }
+
+    unsafe extern "C" fn rsp_probe_real(arg: usize, rsp: usize) -> ! {
+        let pair = arg as *mut Pair;
+        // SAFETY: the test resumed us through `pair` and is suspended.
+        unsafe { yield_back(pair, rsp) };
+        unreachable!("resumed after the test finished");
+    }
+
+    #[test]
+    fn fresh_stack_entry_is_aligned_like_after_a_call() {
+        let mut pair = Pair { main_sp: 0, co_sp: 0 };
+        let (s, arg) = start(&mut pair, rsp_probe_entry);
+        let rsp = resume(&mut pair, arg);
+        assert_eq!((rsp + 8) % 16, 0, "rsp+8 16-aligned at entry");
+        assert_eq!(rsp, s.top() - 24, "24 bytes used above entry's frame");
+        stack::free(s);
+    }
+
+    #[test]
+    fn init_stack_rounds_top_down_to_16() {
+        let s = stack::alloc(stack::MIN_STACK).expect("stack alloc");
+        // SAFETY: the stack is ours; only the initial frame is written.
+        let sp = unsafe { init_stack(s.top() - 9, rsp_probe_entry) };
+        assert_eq!(sp % 16, 0);
+        assert_eq!(sp, s.top() - 16 - INITIAL_FRAME);
+        stack::free(s);
+    }
+}
