@@ -4,6 +4,8 @@
 //! never crosses into C: it aborts with a `gmp:` message), and reports failure as a
 //! negative errno value (DESIGN.md decision 7). The doc comments become `include/gmp.h`.
 
+#![allow(non_camel_case_types)]
+
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -37,11 +39,13 @@ pub type gmp_func = Option<unsafe extern "C" fn(arg: *mut c_void)>;
 pub const GMP_GO_PINNED: u32 = 1;
 
 /// Smallest and largest stack size `gmp_attr.stack_size` accepts (bytes).
-pub const GMP_MIN_STACK: usize = stack::MIN_STACK;
-pub const GMP_MAX_STACK: usize = stack::MAX_STACK;
+pub const GMP_MIN_STACK: usize = 16384;
+pub const GMP_MAX_STACK: usize = 1073741824;
+const _: () = assert!(GMP_MIN_STACK == stack::MIN_STACK && GMP_MAX_STACK == stack::MAX_STACK);
 
 /// Largest value `gmp_maxprocs` accepts.
-pub const GMP_MAX_PROCS: c_int = rt::MAX_PROCS as c_int;
+pub const GMP_MAX_PROCS: c_int = 1024;
+const _: () = assert!(GMP_MAX_PROCS as usize == rt::MAX_PROCS);
 
 /// Attributes for `gmp_go_attr`. Zero-initialise it (`gmp_attr a = {0};`) and set what
 /// you need.
@@ -70,7 +74,7 @@ pub struct gmp_wg {
 
 /// Scheduler statistics, as in Go's schedtrace line, plus counters since start.
 #[repr(C)]
-pub struct gmp_stats {
+pub struct gmp_sched_stats {
     /// Current GOMAXPROCS.
     pub gomaxprocs: i32,
     /// Ps without an M (idle).
@@ -312,7 +316,7 @@ pub unsafe extern "C" fn gmp_wg_wait(wg: *mut gmp_wg) -> c_int {
 /// # Safety
 /// `out` is NULL or writable; `runq_lens` is NULL or writable for `n` elements.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gmp_stats(out: *mut gmp_stats, runq_lens: *mut u32, n: usize) -> c_int {
+pub unsafe extern "C" fn gmp_stats(out: *mut gmp_sched_stats, runq_lens: *mut u32, n: usize) -> c_int {
     boundary("gmp_stats", || {
         if out.is_null() {
             return -libc::EINVAL;
@@ -327,7 +331,7 @@ pub unsafe extern "C" fn gmp_stats(out: *mut gmp_stats, runq_lens: *mut u32, n: 
         let written = rt::trace::stats(&mut s, lens);
         // SAFETY: out is non-null and writable (caller contract).
         unsafe {
-            out.write(gmp_stats {
+            out.write(gmp_sched_stats {
                 gomaxprocs: s.gomaxprocs,
                 idleprocs: s.idleprocs,
                 threads: s.threads,

@@ -71,23 +71,23 @@ pub use proc::{StartError, goexit, newproc};
 pub use sched::procresize;
 
 /// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).
-pub const MAX_PROCS: usize = 1024;
+pub(crate) const MAX_PROCS: usize = 1024;
 
 /// Default thread-count fuse (Go's `maxmcount`): past it the runtime aborts with
 /// `gmp: thread exhaustion` rather than let a runaway program exhaust the system.
-pub const DEFAULT_MAX_THREADS: i32 = 10_000;
+pub(crate) const DEFAULT_MAX_THREADS: i32 = 10_000;
 
 // G statuses (Go's values, so scheddetail output reads the same).
-pub const G_IDLE: u32 = 0;
-pub const G_RUNNABLE: u32 = 1;
-pub const G_RUNNING: u32 = 2;
-pub const G_WAITING: u32 = 4;
-pub const G_DEAD: u32 = 6;
+pub(crate) const G_IDLE: u32 = 0;
+pub(crate) const G_RUNNABLE: u32 = 1;
+pub(crate) const G_RUNNING: u32 = 2;
+pub(crate) const G_WAITING: u32 = 4;
+pub(crate) const G_DEAD: u32 = 6;
 
 // P statuses.
-pub const P_IDLE: u32 = 0;
-pub const P_RUNNING: u32 = 1;
-pub const P_DEAD: u32 = 4;
+pub(crate) const P_IDLE: u32 = 0;
+pub(crate) const P_RUNNING: u32 = 1;
+pub(crate) const P_DEAD: u32 = 4;
 
 /// A goroutine's entry function, as C sees it.
 pub type GoFn = unsafe extern "C" fn(*mut c_void);
@@ -125,7 +125,7 @@ pub struct Owned<T>(UnsafeCell<T>);
 
 // SAFETY: every access goes through `get`/`set`/`ptr`, whose callers promise (and
 // document) that they are the field's owner, so there is never a concurrent access.
-unsafe impl<T: Send> Sync for Owned<T> {}
+unsafe impl<T> Sync for Owned<T> {}
 
 impl<T> Owned<T> {
     pub const fn new(v: T) -> Self {
@@ -239,11 +239,11 @@ pub fn casgstatus(gp: &G, old: u32, new: u32) {
 /// passed through `arch::switch`).
 pub(crate) mod action {
     /// `gopark`: mark it waiting, run the unlock function.
-    pub const PARK: usize = 1;
+    pub(crate) const PARK: usize = 1;
     /// `gosched`: put it on the global run queue.
-    pub const GOSCHED: usize = 2;
+    pub(crate) const GOSCHED: usize = 2;
     /// `goexit`: it is finished.
-    pub const EXIT: usize = 3;
+    pub(crate) const EXIT: usize = 3;
 }
 
 /// The unlock function `gopark` runs on the scheduler stack once the goroutine's context
