@@ -7,6 +7,8 @@
  *
  *   RESULT workload=<w> impl=c procs=<P> n=<ops> ns_per_op=<f> wall_ms=<f> maxrss_kib=<k> [key=value ...]
  *
+ * maxrss_kib is the peak RSS (VmHWM), see bench_maxrss_kib.
+ *
  * Command line: "-name value" or "-name=value" (one or two leading dashes), the
  * same spelling Go's flag package accepts. Unknown flags are an error (exit 2).
  * "-procs P" (P > 0) sets GOMAXPROCS with gmp_maxprocs(P) before timing starts;
@@ -118,12 +120,26 @@ static inline int64_t bench_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Peak RSS in KiB: VmHWM from /proc/self/status. Not getrusage's ru_maxrss, which
+ * Linux carries across execve: a child started by a big parent (the Python runner
+ * starts it with vfork) would report the parent's peak. getrusage only as fallback. */
 static inline long bench_maxrss_kib(void)
 {
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        return -1;
-    return ru.ru_maxrss; /* KiB on Linux */
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f != NULL) {
+        char line[256];
+        while (fgets(line, sizeof line, f) != NULL)
+            if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+                break;
+        fclose(f);
+    }
+    if (kib < 0) {
+        struct rusage ru;
+        if (getrusage(RUSAGE_SELF, &ru) == 0)
+            kib = ru.ru_maxrss;
+    }
+    return kib;
 }
 
 /* Prints the RESULT line; extra is "" or " key=value ..." (leading space). */

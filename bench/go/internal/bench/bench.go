@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -36,8 +38,23 @@ func SetupProcs(workload string, procs int64) int {
 	return now
 }
 
-// MaxRSSKiB is getrusage(RUSAGE_SELF).ru_maxrss (KiB on Linux), -1 on error.
+// MaxRSSKiB is the peak RSS in KiB: VmHWM from /proc/self/status. Not getrusage's
+// ru_maxrss, which Linux carries across execve: a child started by a big parent (the
+// Python runner starts it with vfork) would report the parent's peak. Getrusage only
+// as fallback.
 func MaxRSSKiB() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				f := strings.Fields(rest)
+				if len(f) == 2 && f[1] == "kB" {
+					if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+						return v
+					}
+				}
+			}
+		}
+	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return -1
