@@ -113,6 +113,10 @@ def build(progs: list[str], impls: list[str], cargo: bool) -> bool:
         if not lib.exists():
             log(f"missing {lib}")
             return False
+        header = ROOT / "include" / "gmp.h"
+        if not header.exists():  # else cc would find GNU MP's /usr/include/gmp.h
+            log(f"missing {header}")
+            return False
         for prog in progs:
             # Link the library by path: -lgmp would be GNU MP.
             ok &= sh(["cc", *CC_FLAGS, "-I", "include", f"bench/c/{prog}.c",

@@ -30,6 +30,11 @@
 
 #include "gmp.h"
 
+/* GNU MP installs a gmp.h too: refuse it (libgmp's header guard is GMP_SCHED_H). */
+#if !defined(GMP_SCHED_H) || defined(__GNU_MP__)
+#error "this is not libgmp's include/gmp.h (GNU MP's?): compile with -I include"
+#endif
+
 /* One integer flag: its name (without dashes), its value (holds the default). */
 typedef struct bench_flag {
     const char *name;
