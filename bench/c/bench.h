@@ -1,0 +1,161 @@
+/*
+ * bench.h -- shared helpers for the C side of the libgmp benchmarks.
+ *
+ * Each bench/c/<name>.c includes this header (the only file shared by the C
+ * programs); bench/go/internal/bench is its Go mirror. The two must print the
+ * same RESULT line:
+ *
+ *   RESULT workload=<w> impl=c procs=<P> n=<ops> ns_per_op=<f> wall_ms=<f> maxrss_kib=<k> [key=value ...]
+ *
+ * maxrss_kib is the peak RSS (VmHWM), see bench_maxrss_kib.
+ *
+ * Command line: "-name value" or "-name=value" (one or two leading dashes), the
+ * same spelling Go's flag package accepts. Unknown flags are an error (exit 2).
+ * "-procs P" (P > 0) sets GOMAXPROCS with gmp_maxprocs(P) before timing starts;
+ * that first call also starts the runtime, so start-up is never timed.
+ */
+#ifndef GMP_BENCH_H
+#define GMP_BENCH_H
+
+#define _POSIX_C_SOURCE 200809L
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "gmp.h"
+
+/* GNU MP installs a gmp.h too: refuse it (libgmp's header guard is GMP_SCHED_H). */
+#if !defined(GMP_SCHED_H) || defined(__GNU_MP__)
+#error "this is not libgmp's include/gmp.h (GNU MP's?): compile with -I include"
+#endif
+
+/* One integer flag: its name (without dashes), its value (holds the default). */
+typedef struct bench_flag {
+    const char *name;
+    int64_t *value;
+    const char *help;
+} bench_flag;
+
+static inline void bench_usage(const char *prog, const bench_flag *flags, size_t nflags)
+{
+    fprintf(stderr, "usage: %s", prog);
+    for (size_t i = 0; i < nflags; i++)
+        fprintf(stderr, " [-%s N]", flags[i].name);
+    fprintf(stderr, "\n");
+    for (size_t i = 0; i < nflags; i++)
+        fprintf(stderr, "  -%s N\t%s (default %" PRId64 ")\n", flags[i].name, flags[i].help,
+                *flags[i].value);
+}
+
+/* Parses argv into flags; exits 2 on a malformed or unknown flag. */
+static inline void bench_parse(int argc, char **argv, const bench_flag *flags, size_t nflags)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-')
+            goto bad;
+        a++;
+        if (a[0] == '-')
+            a++;
+        if (strcmp(a, "h") == 0 || strcmp(a, "help") == 0) {
+            bench_usage(argv[0], flags, nflags);
+            exit(0);
+        }
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        const bench_flag *f = NULL;
+        for (size_t j = 0; j < nflags; j++)
+            if (strlen(flags[j].name) == len && strncmp(flags[j].name, a, len) == 0)
+                f = &flags[j];
+        if (f == NULL || val == NULL || val[0] == '\0')
+            goto bad;
+        char *end;
+        long long v = strtoll(val, &end, 10);
+        if (*end != '\0')
+            goto bad;
+        *f->value = (int64_t)v;
+        continue;
+    bad:
+        fprintf(stderr, "%s: bad argument '%s'\n", argv[0], argv[i]);
+        bench_usage(argv[0], flags, nflags);
+        exit(2);
+    }
+}
+
+/* Prints "FAIL <workload>: <message>" to stderr and exits 1. */
+_Noreturn static inline void bench_fail(const char *workload, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "FAIL %s impl=c: ", workload);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+/* Applies -procs (when > 0) and returns the GOMAXPROCS now in effect. Always calls
+ * into the library, which starts the runtime before anything is timed. */
+static inline int bench_setup_procs(const char *workload, int64_t procs)
+{
+    if (procs > 0) {
+        int prev = gmp_maxprocs((int)procs);
+        if (prev < 0)
+            bench_fail(workload, "gmp_maxprocs(%" PRId64 ") = %d", procs, prev);
+    }
+    int now = gmp_maxprocs(0);
+    if (now <= 0)
+        bench_fail(workload, "gmp_maxprocs(0) = %d", now);
+    if (procs > 0 && now != procs)
+        bench_fail(workload, "asked for %" PRId64 " procs, runtime has %d", procs, now);
+    return now;
+}
+
+static inline int64_t bench_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Peak RSS in KiB: VmHWM from /proc/self/status. Not getrusage's ru_maxrss, which
+ * Linux carries across execve: a child started by a big parent (the Python runner
+ * starts it with vfork) would report the parent's peak. getrusage only as fallback. */
+static inline long bench_maxrss_kib(void)
+{
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f != NULL) {
+        char line[256];
+        while (fgets(line, sizeof line, f) != NULL)
+            if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+                break;
+        fclose(f);
+    }
+    if (kib < 0) {
+        struct rusage ru;
+        if (getrusage(RUSAGE_SELF, &ru) == 0)
+            kib = ru.ru_maxrss;
+    }
+    return kib;
+}
+
+/* Prints the RESULT line; extra is "" or " key=value ..." (leading space). */
+static inline void bench_result(const char *workload, int procs, int64_t n, int64_t wall_ns,
+                         const char *extra)
+{
+    printf("RESULT workload=%s impl=c procs=%d n=%" PRId64 " ns_per_op=%.3f wall_ms=%.3f "
+           "maxrss_kib=%ld%s\n",
+           workload, procs, n, (double)wall_ns / (double)n, (double)wall_ns / 1e6,
+           bench_maxrss_kib(), extra);
+    fflush(stdout);
+}
+
+#endif /* GMP_BENCH_H */

@@ -1,0 +1,53 @@
+/*
+ * spawn: N goroutines spawned from the main thread; each bumps an atomic counter
+ * and signals a WaitGroup; main waits. Reports ns per goroutine (spawn + run + join).
+ * Check: counter == N. Mirror: bench/go/spawn/main.go.
+ */
+#include "bench.h"
+
+#include <stdatomic.h>
+
+static const char *const WORKLOAD = "spawn";
+
+static gmp_wg wg = GMP_WG_INIT;
+static atomic_int_least64_t counter;
+
+static void worker(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed);
+    gmp_wg_done(&wg);
+}
+
+int main(int argc, char **argv)
+{
+    int64_t n = 1000000, procs = 0;
+    const bench_flag flags[] = {
+        {"n", &n, "goroutines to spawn"},
+        {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+    };
+    bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
+    if (n <= 0 || n > INT32_MAX)
+        bench_fail(WORKLOAD, "-n %" PRId64 " out of range", n);
+    int p = bench_setup_procs(WORKLOAD, procs);
+
+    int64_t t0 = bench_now_ns();
+    int rc = gmp_wg_add(&wg, n);
+    if (rc < 0)
+        bench_fail(WORKLOAD, "gmp_wg_add = %d", rc);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = gmp_go(worker, NULL);
+        if (id <= 0)
+            bench_fail(WORKLOAD, "gmp_go #%" PRId64 " = %" PRId64, i, id);
+    }
+    rc = gmp_wg_wait(&wg);
+    if (rc < 0)
+        bench_fail(WORKLOAD, "gmp_wg_wait = %d", rc);
+    int64_t wall = bench_now_ns() - t0;
+
+    int64_t got = atomic_load(&counter);
+    if (got != n)
+        bench_fail(WORKLOAD, "counter = %" PRId64 ", want %" PRId64, got, n);
+    bench_result(WORKLOAD, p, n, wall, "");
+    return 0;
+}

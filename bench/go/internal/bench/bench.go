@@ -1,0 +1,70 @@
+// Package bench holds the helpers shared by the Go side of the libgmp benchmarks;
+// it mirrors bench/c/bench.h. Both print the same RESULT line:
+//
+//	RESULT workload=<w> impl=go procs=<P> n=<ops> ns_per_op=<f> wall_ms=<f> maxrss_kib=<k> [key=value ...]
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ProcsFlag registers -procs, applied by SetupProcs.
+func ProcsFlag() *int64 {
+	return flag.Int64("procs", 0, "GOMAXPROCS (0: leave the runtime's default)")
+}
+
+// Fail prints "FAIL <workload> impl=go: <message>" to stderr and exits 1.
+func Fail(workload string, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "FAIL %s impl=go: %s\n", workload, fmt.Sprintf(format, args...))
+	os.Exit(1)
+}
+
+// SetupProcs applies -procs (when > 0) and returns the GOMAXPROCS now in effect.
+func SetupProcs(workload string, procs int64) int {
+	if procs > 0 {
+		runtime.GOMAXPROCS(int(procs))
+	}
+	now := runtime.GOMAXPROCS(0)
+	if procs > 0 && int64(now) != procs {
+		Fail(workload, "asked for %d procs, runtime has %d", procs, now)
+	}
+	return now
+}
+
+// MaxRSSKiB is the peak RSS in KiB: VmHWM from /proc/self/status. Not getrusage's
+// ru_maxrss, which Linux carries across execve: a child started by a big parent (the
+// Python runner starts it with vfork) would report the parent's peak. Getrusage only
+// as fallback.
+func MaxRSSKiB() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				f := strings.Fields(rest)
+				if len(f) == 2 && f[1] == "kB" {
+					if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+						return v
+					}
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return int64(ru.Maxrss)
+}
+
+// Result prints the RESULT line; extra is "" or " key=value ..." (leading space).
+func Result(workload string, procs int, n int64, wall time.Duration, extra string) {
+	ns := wall.Nanoseconds()
+	fmt.Printf("RESULT workload=%s impl=go procs=%d n=%d ns_per_op=%.3f wall_ms=%.3f maxrss_kib=%d%s\n",
+		workload, procs, n, float64(ns)/float64(n), float64(ns)/1e6, MaxRSSKiB(), extra)
+}

@@ -1,0 +1,535 @@
+#!/usr/bin/env python3
+"""Runs the libgmp-vs-Go benchmark pairs and reports libgmp/Go ratios.
+
+    python3 bench/run.py [--quick] [--reps 5] [--only spawn,yield2] [--procs 1,2]
+                         [--out bench/results] [--build-only] [--timeout SECONDS]
+                         [--impls c,go] [--no-cargo] [--list]
+
+Builds the library (cargo build --release), every C program against it and every
+Go program; then runs each (workload, GOMAXPROCS) pair alternately
+(c, go, c, go, ...) --reps times as separate processes, and prints median and
+min-max time per operation of each side and the ratio libgmp/Go of the medians.
+Writes <out>/results.md (table), <out>/ratio.svg (chart) and <out>/results.json
+(every run). Exits non-zero when a build fails or a run fails (non-zero exit,
+timeout, missing or mismatched RESULT line).
+
+Adding a workload: write bench/c/<prog>.c and bench/go/<prog>/main.go (both print
+the RESULT line, see bench/c/bench.h) and add one Workload entry to WORKLOADS.
+Python 3.11 standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import html
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+BIN = BENCH / "bin"
+GO_DIR = BENCH / "go"
+LIB_DIR = ROOT / "target" / "release"
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    name: str     # row name; the programs print it as workload=<name>
+    prog: str     # bench/c/<prog>.c and bench/go/<prog>/main.go
+    args: dict    # full-size flags, passed as -key value
+    quick: dict   # --quick flags (tiny: CI runs these so the benchmarks cannot rot)
+    target: float  # goal for libgmp/Go time per op (lower is better)
+    what: str     # one line for the report
+
+
+# The workload table: one entry per row of the report.
+WORKLOADS = [
+    Workload("spawn", "spawn", {"n": 1_000_000}, {"n": 2_000}, 0.5,
+             "N goroutines spawned from main, each signals a WaitGroup; ns per goroutine"),
+    Workload("yield2", "yield", {"g": 2, "n": 10_000_000}, {"g": 2, "n": 20_000}, 0.5,
+             "2 goroutines yield (Gosched) n/2 times each; ns per yield"),
+    Workload("yield100", "yield", {"g": 100, "n": 10_000_000}, {"g": 100, "n": 20_000}, 0.5,
+             "100 goroutines yield (Gosched) n/100 times each; ns per yield"),
+]
+
+IMPL_LABEL = {"c": "libgmp", "go": "Go"}
+CC_FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-pthread"]
+RESULT_RE = re.compile(r"^RESULT(?: \S+=\S*)+\s*$")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def sh(cmd: list[str], cwd: Path, env: dict | None = None) -> bool:
+    log(f"$ {shlex.join(cmd)}" + (f"   (in {cwd.relative_to(ROOT) or '.'})" if cwd != ROOT else ""))
+    try:
+        r = subprocess.run(cmd, cwd=cwd, env=env)
+    except OSError as e:
+        log(f"  cannot run {cmd[0]}: {e}")
+        return False
+    if r.returncode != 0:
+        log(f"  FAILED (exit {r.returncode})")
+    return r.returncode == 0
+
+
+def capture(cmd: list[str], cwd: Path = ROOT) -> str:
+    try:
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
+                              timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+# ---------------------------------------------------------------------------- build
+
+def c_binary(prog: str) -> Path:
+    return BIN / prog
+
+
+def go_binary(prog: str) -> Path:
+    return BIN / f"{prog}-go"
+
+
+def build(progs: list[str], impls: list[str], cargo: bool) -> bool:
+    BIN.mkdir(parents=True, exist_ok=True)
+    ok = True
+    if "c" in impls:
+        if cargo and not sh(["cargo", "build", "--release"], ROOT):
+            return False
+        lib = LIB_DIR / "libgmp.so"
+        if not lib.exists():
+            log(f"missing {lib}")
+            return False
+        header = ROOT / "include" / "gmp.h"
+        if not header.exists():  # else cc would find GNU MP's /usr/include/gmp.h
+            log(f"missing {header}")
+            return False
+        for prog in progs:
+            # Link the library by path: -lgmp would be GNU MP.
+            ok &= sh(["cc", *CC_FLAGS, "-I", "include", f"bench/c/{prog}.c",
+                      str(lib.relative_to(ROOT)), f"-Wl,-rpath,{LIB_DIR}",
+                      "-o", str(c_binary(prog).relative_to(ROOT))], ROOT)
+    if "go" in impls:
+        for prog in progs:
+            ok &= sh(["go", "build", "-o", str(go_binary(prog)), f"./{prog}"], GO_DIR)
+    return ok
+
+
+# ---------------------------------------------------------------------------- run
+
+@dataclasses.dataclass
+class Run:
+    workload: str
+    impl: str
+    procs: int
+    rep: int
+    ok: bool
+    ns_per_op: float | None = None
+    wall_ms: float | None = None
+    maxrss_kib: int | None = None
+    n: int | None = None
+    error: str = ""
+    cmd: str = ""
+
+
+def parse_result(stdout: str) -> dict | None:
+    lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
+    if len(lines) != 1 or not RESULT_RE.match(lines[0]):
+        return None
+    return dict(kv.split("=", 1) for kv in lines[0].split()[1:])
+
+
+def run_one(w: Workload, impl: str, procs: int, rep: int, args: dict, timeout: float) -> Run:
+    exe = c_binary(w.prog) if impl == "c" else go_binary(w.prog)
+    cmd = [str(exe)] + [f"-{k}={v}" for k, v in args.items()] + [f"-procs={procs}"]
+    env = dict(os.environ, GOMAXPROCS=str(procs), GMP_MAXPROCS=str(procs))
+    run = Run(w.name, impl, procs, rep, ok=False,
+              cmd=shlex.join([str(exe.relative_to(ROOT)), *cmd[1:]]))
+    try:
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        run.error = f"timeout after {timeout:g} s"
+        return run
+    except OSError as e:
+        run.error = f"cannot run: {e}"
+        return run
+    res = parse_result(r.stdout)
+    if r.returncode != 0:
+        tail = " | ".join(r.stderr.strip().splitlines()[-3:])
+        how = (f"killed by {signal.Signals(-r.returncode).name}" if r.returncode < 0
+               else f"exit {r.returncode}")
+        run.error = how + (f": {tail}" if tail else "")
+    elif res is None:
+        run.error = "no (single, well-formed) RESULT line on stdout"
+    elif (res.get("workload"), res.get("impl"), res.get("procs")) != (w.name, impl, str(procs)):
+        run.error = (f"RESULT says workload={res.get('workload')} impl={res.get('impl')} "
+                     f"procs={res.get('procs')}")
+    else:
+        try:
+            run.ns_per_op = float(res["ns_per_op"])
+            run.wall_ms = float(res["wall_ms"])
+            run.maxrss_kib = int(res["maxrss_kib"])
+            run.n = int(res["n"])
+            run.ok = math.isfinite(run.ns_per_op) and run.ns_per_op > 0
+            if not run.ok:
+                run.error = f"bad ns_per_op={res['ns_per_op']}"
+        except (KeyError, ValueError) as e:
+            run.error = f"bad RESULT line: {e}"
+    return run
+
+
+@dataclasses.dataclass
+class Row:
+    w: Workload
+    procs: int
+    runs: dict  # impl -> list[Run]
+
+    def stats(self, impl: str) -> tuple[float, float, float] | None:
+        xs = [r.ns_per_op for r in self.runs.get(impl, []) if r.ok]
+        return (statistics.median(xs), min(xs), max(xs)) if xs else None
+
+    def rss(self, impl: str) -> int | None:
+        xs = [r.maxrss_kib for r in self.runs.get(impl, []) if r.ok]
+        return int(statistics.median(xs)) if xs else None
+
+    @property
+    def failed(self) -> bool:
+        return any(not r.ok for rs in self.runs.values() for r in rs)
+
+    @property
+    def ratio(self) -> float | None:
+        c, g = self.stats("c"), self.stats("go")
+        if self.failed or c is None or g is None:
+            return None
+        return c[0] / g[0]
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "FAILED"
+        if self.ratio is None:
+            return "n/a"
+        return "yes" if self.ratio <= self.w.target else "no"
+
+
+# ---------------------------------------------------------------------------- report
+
+def fmt_ns(x: float) -> str:
+    return f"{x:.0f}" if x >= 1000 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def fmt_stats(s: tuple[float, float, float] | None) -> str:
+    if s is None:
+        return "-"
+    return f"{fmt_ns(s[0])} ({fmt_ns(s[1])}–{fmt_ns(s[2])})"
+
+
+HEADER = ["workload", "procs", "libgmp ns/op median (min–max)", "Go ns/op median (min–max)",
+          "ratio libgmp/Go", "target", "met?"]
+
+
+def table_rows(rows: list[Row]) -> list[list[str]]:
+    out = []
+    for r in rows:
+        ratio = r.ratio
+        out.append([r.w.name, str(r.procs), fmt_stats(r.stats("c")), fmt_stats(r.stats("go")),
+                    f"{ratio:.3f}" if ratio is not None else "-", f"≤{r.w.target:g}", r.status])
+    return out
+
+
+def print_table(rows: list[Row]) -> None:
+    body = table_rows(rows)
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(HEADER)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    print(line(HEADER))
+    print(line(["-" * w for w in widths]))
+    for b in body:
+        print(line(b))
+
+
+def machine_info() -> dict:
+    cpu = "unknown CPU"
+    try:
+        for l in Path("/proc/cpuinfo").read_text().splitlines():
+            if l.startswith("model name"):
+                cpu = l.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        for l in Path("/proc/meminfo").read_text().splitlines():
+            if l.startswith("MemTotal:"):
+                mem = f"{int(l.split()[1]) / 2**20:.0f} GiB"
+    except (OSError, ValueError):
+        pass
+    commit = capture(["git", "rev-parse", "--short", "HEAD"])
+    if commit and capture(["git", "status", "--porcelain", "--untracked-files=no"]):
+        commit += " (dirty)"
+    return {
+        "cpu": cpu,
+        "cores": len(os.sched_getaffinity(0)),
+        "memory": mem,
+        "kernel": f"{platform.system()} {platform.release()}",
+        "go": capture(["go", "env", "GOVERSION"]) or "go ?",
+        "rustc": capture(["rustc", "--version"]),
+        "cc": capture(["cc", "--version"]).split("\n")[0],
+        "commit": commit,
+        "date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+    }
+
+
+def write_markdown(path: Path, rows: list[Row], m: dict, opts: dict) -> None:
+    md = ["# libgmp vs Go: benchmark results", ""]
+    md.append(f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, {m['kernel']}.  ")
+    md.append(f"Toolchains: {m['go']}, {m['rustc']}, {m['cc']}.  ")
+    md.append(f"Commit {m['commit'] or 'unknown'}, {m['date']}.  ")
+    md.append(f"Command: `{opts['command']}` ({opts['reps']} alternating runs per side, "
+              f"each a separate process; ratio = libgmp median / Go median of ns per op, "
+              f"lower is better).")
+    md.append("")
+    body = table_rows(rows)
+    hdr = HEADER + ["libgmp maxrss KiB", "Go maxrss KiB"]
+    md.append("| " + " | ".join(hdr) + " |")
+    md.append("|" + "|".join("---:" if i in (1, 4) else "---" for i in range(len(hdr))) + "|")
+    for r, b in zip(rows, body):
+        rss = [str(r.rss(i)) if r.rss(i) is not None else "-" for i in ("c", "go")]
+        md.append("| " + " | ".join(b + rss) + " |")
+    md.append("")
+    md.append("![libgmp/Go ratio per workload](ratio.svg)")
+    md.append("")
+    md.append("Workloads:")
+    md.append("")
+    seen = set()
+    for r in rows:
+        if r.w.name not in seen:
+            seen.add(r.w.name)
+            args = " ".join(f"-{k} {v}" for k, v in opts["args"][r.w.name].items())
+            md.append(f"- `{r.w.name}` ({args}): {r.w.what}.")
+    fails = [run for r in rows for rs in r.runs.values() for run in rs if not run.ok]
+    if fails:
+        md.append("")
+        md.append("Failed runs:")
+        md.append("")
+        for f in fails:
+            md.append(f"- {f.workload} {IMPL_LABEL[f.impl]} procs={f.procs} rep {f.rep}: "
+                      f"{f.error} (`{f.cmd}`)")
+    path.write_text("\n".join(md) + "\n")
+
+
+PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948"]
+
+
+def nice_step(span: float) -> float:
+    raw = span / 6
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+
+
+def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
+    names = list(dict.fromkeys(r.w.name for r in rows))
+    procs = sorted({r.procs for r in rows})
+    ratios = [r.ratio for r in rows if r.ratio is not None]
+    targets = [r.w.target for r in rows]
+    top = max([1.25, *(t * 1.2 for t in targets), *(x * 1.15 for x in ratios)])
+    top = min(top, 4.0)  # taller bars are clipped and labelled with their value
+    step = nice_step(top)
+    top = math.ceil(top / step) * step
+
+    bar_w, gap_in = 34, 6
+    group_w = len(procs) * bar_w + (len(procs) - 1) * gap_in
+    left, right, top_pad, bottom = 70, 30, 90, 70
+    plot_h = 320
+    plot_w = max(560, len(names) * (group_w + 40) + 40)
+    gap_out = (plot_w - len(names) * group_w) / (len(names) + 1)
+    width, height = left + plot_w + right, top_pad + plot_h + bottom
+    y = lambda v: top_pad + plot_h - (min(v, top) / top) * plot_h
+    esc = lambda s: html.escape(str(s), quote=True)
+
+    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+         f'viewBox="0 0 {width} {height}" font-family="Helvetica, Arial, sans-serif" '
+         f'font-size="12">',
+         f'<rect width="{width}" height="{height}" fill="white"/>',
+         f'<text x="{width / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">'
+         f'libgmp / Go, time per op{" (--quick sizes, not a measurement)" if quick else ""}'
+         f'</text>',
+         f'<text x="{width / 2}" y="44" text-anchor="middle" fill="#444">'
+         f'{esc(m["cpu"])}, {m["cores"]} cores · {esc(m["go"])} · {esc(m["date"])}</text>']
+    # legend
+    lx = left
+    for i, p in enumerate(procs):
+        s.append(f'<rect x="{lx}" y="58" width="12" height="12" fill="{PALETTE[i % len(PALETTE)]}"/>'
+                 f'<text x="{lx + 16}" y="68">GOMAXPROCS={p}</text>')
+        lx += 130
+    s.append(f'<line x1="{lx}" y1="64" x2="{lx + 22}" y2="64" stroke="#c00" '
+             f'stroke-dasharray="5,3" stroke-width="2"/><text x="{lx + 26}" y="68">target</text>')
+    # grid and axis
+    v = 0.0
+    while v <= top + 1e-9:
+        s.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + plot_w}" y2="{y(v):.1f}" '
+                 f'stroke="#e5e5e5"/><text x="{left - 6}" y="{y(v) + 4:.1f}" '
+                 f'text-anchor="end">{v:g}</text>')
+        v += step
+    s.append(f'<text x="18" y="{top_pad + plot_h / 2}" text-anchor="middle" '
+             f'transform="rotate(-90 18 {top_pad + plot_h / 2})">libgmp / Go (ns per op)</text>')
+    s.append(f'<line x1="{left}" y1="{top_pad}" x2="{left}" y2="{top_pad + plot_h}" stroke="#333"/>')
+    s.append(f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{left + plot_w}" '
+             f'y2="{top_pad + plot_h}" stroke="#333"/>')
+    # bars
+    by_key = {(r.w.name, r.procs): r for r in rows}
+    for gi, name in enumerate(names):
+        gx = left + gap_out + gi * (group_w + gap_out)
+        tgt = by_key.get((name, procs[0])) or next(r for r in rows if r.w.name == name)
+        ty = y(tgt.w.target)
+        s.append(f'<line x1="{gx - 6}" y1="{ty:.1f}" x2="{gx + group_w + 6}" y2="{ty:.1f}" '
+                 f'stroke="#c00" stroke-dasharray="5,3" stroke-width="2"/>')
+        for pi, p in enumerate(procs):
+            r = by_key.get((name, p))
+            if r is None:
+                continue
+            x = gx + pi * (bar_w + gap_in)
+            cx = x + bar_w / 2
+            if r.ratio is None:
+                s.append(f'<text x="{cx}" y="{top_pad + plot_h - 6}" text-anchor="middle" '
+                         f'fill="#c00" font-size="10" transform="rotate(-90 {cx} '
+                         f'{top_pad + plot_h - 6})" dx="0" dy="4">{esc(r.status)}</text>')
+                continue
+            yt = y(r.ratio)
+            s.append(f'<rect x="{x}" y="{yt:.1f}" width="{bar_w}" height="{top_pad + plot_h - yt:.1f}" '
+                     f'fill="{PALETTE[pi % len(PALETTE)]}"><title>{esc(name)} procs={p}: '
+                     f'{r.ratio:.3f}</title></rect>')
+            clipped = r.ratio > top
+            if clipped:
+                s.append(f'<path d="M{x} {yt + 10:.1f} l{bar_w} -6 M{x} {yt + 16:.1f} l{bar_w} -6" '
+                         f'stroke="white" stroke-width="3"/>')
+            weight = ' font-weight="bold"' if clipped else ""
+            s.append(f'<text x="{cx}" y="{yt - 4:.1f}" text-anchor="middle" font-size="11" '
+                     f'paint-order="stroke" stroke="white" stroke-width="3"{weight}>'
+                     f'{r.ratio:.2f}</text>')
+        s.append(f'<text x="{gx + group_w / 2}" y="{top_pad + plot_h + 20}" text-anchor="middle" '
+                 f'font-size="13">{esc(name)}</text>')
+    # Go = 1.0
+    s.append(f'<line x1="{left}" y1="{y(1):.1f}" x2="{left + plot_w}" y2="{y(1):.1f}" '
+             f'stroke="#000" stroke-width="1.5"/>')
+    s.append(f'<text x="{left + plot_w - 4}" y="{y(1) - 5:.1f}" text-anchor="end" '
+             f'font-weight="bold">Go = 1.0</text>')
+    s.append(f'<text x="{left}" y="{height - 14}" fill="#666" font-size="11">Bar = median libgmp '
+             f'ns/op ÷ median Go ns/op (alternating separate-process runs). Lower is better.</text>')
+    s.append("</svg>")
+    path.write_text("\n".join(s) + "\n")
+
+
+# ---------------------------------------------------------------------------- main
+
+def csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny sizes, 1 rep (CI: keeps the benchmarks from rotting); "
+                         "default --out bench/out/quick")
+    ap.add_argument("--reps", type=int, help="runs per side per row (default 5, --quick 1)")
+    ap.add_argument("--only", type=csv, help="comma-separated workloads (default all)")
+    ap.add_argument("--procs", type=csv, default=["1", "2"], help="GOMAXPROCS values (default 1,2)")
+    ap.add_argument("--out", type=Path, help="report folder (default bench/results)")
+    ap.add_argument("--build-only", action="store_true", help="build everything, run nothing")
+    ap.add_argument("--timeout", type=float, help="seconds per run (default 300, --quick 60)")
+    ap.add_argument("--impls", type=csv, default=["c", "go"],
+                    help="sides to build and run: c,go (default both; 'go' alone records a Go baseline)")
+    ap.add_argument("--no-cargo", action="store_true",
+                    help="do not run cargo build (use the existing target/release/libgmp.so)")
+    ap.add_argument("--list", action="store_true", help="list the workloads and exit")
+    a = ap.parse_args()
+
+    if a.list:
+        for w in WORKLOADS:
+            print(f"{w.name:10} prog={w.prog:8} args={w.args} quick={w.quick} "
+                  f"target<={w.target:g}  {w.what}")
+        return 0
+    known = {w.name: w for w in WORKLOADS}
+    bad = [x for x in (a.only or []) if x not in known]
+    if bad:
+        ap.error(f"unknown workload(s) {', '.join(bad)}; known: {', '.join(known)}")
+    if not a.impls or any(i not in IMPL_LABEL for i in a.impls):
+        ap.error("--impls takes c, go or c,go")
+    try:
+        procs = [int(p) for p in a.procs]
+        assert procs and all(p > 0 for p in procs)
+    except (ValueError, AssertionError):
+        ap.error("--procs takes positive integers, e.g. 1,2")
+    workloads = [w for w in WORKLOADS if a.only is None or w.name in a.only]
+    reps = a.reps if a.reps is not None else (1 if a.quick else 5)
+    if reps < 1:
+        ap.error("--reps must be >= 1")
+    timeout = a.timeout or (60.0 if a.quick else 300.0)
+    out = a.out or (BENCH / "out" / "quick" if a.quick else BENCH / "results")
+    impls = [i for i in ("c", "go") if i in a.impls]
+
+    progs = list(dict.fromkeys(w.prog for w in workloads))
+    if not build(progs, impls, cargo=not a.no_cargo):
+        log("build FAILED")
+        return 1
+    if a.build_only:
+        log("build OK")
+        return 0
+
+    rows = []
+    all_args = {w.name: (w.quick if a.quick else w.args) for w in workloads}
+    t_start = time.monotonic()
+    for w in workloads:
+        for p in procs:
+            row = Row(w, p, {i: [] for i in impls})
+            for rep in range(1, reps + 1):
+                for impl in impls:  # alternate: c, go, c, go, ...
+                    run = run_one(w, impl, p, rep, all_args[w.name], timeout)
+                    row.runs[impl].append(run)
+                    log(f"  {w.name:10} procs={p} {IMPL_LABEL[impl]:6} rep {rep}/{reps}: "
+                        + (f"{fmt_ns(run.ns_per_op)} ns/op, {run.wall_ms:.0f} ms, "
+                           f"{run.maxrss_kib} KiB" if run.ok else f"FAILED: {run.error}"))
+            rows.append(row)
+    log(f"runs took {time.monotonic() - t_start:.0f} s")
+
+    m = machine_info()
+    print()
+    print(f"{m['cpu']}, {m['cores']} cores, {m['go']}, {m['date']}"
+          f"{' (--quick sizes: not a measurement)' if a.quick else ''}")
+    print_table(rows)
+
+    out.mkdir(parents=True, exist_ok=True)
+    opts = {"command": shlex.join(["python3", "bench/run.py", *sys.argv[1:]]), "reps": reps,
+            "args": all_args}
+    write_markdown(out / "results.md", rows, m, opts)
+    write_svg(out / "ratio.svg", rows, m, a.quick)
+    (out / "results.json").write_text(json.dumps({
+        "machine": m, "options": opts, "quick": a.quick,
+        "targets": {w.name: w.target for w in workloads},
+        "runs": [dataclasses.asdict(run) for r in rows for rs in r.runs.values() for run in rs],
+    }, indent=1) + "\n")
+    print(f"\nwrote {out / 'results.md'}, {out / 'ratio.svg'}, {out / 'results.json'}")
+
+    failed = [r for r in rows if r.failed]
+    if failed:
+        log(f"{len(failed)} row(s) FAILED: " + ", ".join(f"{r.w.name}/procs={r.procs}" for r in failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
