@@ -481,6 +481,16 @@ fn nonnull<T>(p: *mut T, msg: &str) -> NonNull<T> {
 /// locks, no unwinding. (Belongs in `crate::rt` as `throw`; local until that exists.)
 #[cold]
 fn throw(msg: &str) -> ! {
+    // Under loom, a panic lets the model report the interleaving that broke the invariant.
+    #[cfg(loom)]
+    panic!("gmp: {msg}");
+    #[cfg(not(loom))]
+    throw_abort(msg)
+}
+
+#[cfg(not(loom))]
+#[cold]
+fn throw_abort(msg: &str) -> ! {
     const PREFIX: &[u8] = b"gmp: ";
     let iov = [
         libc::iovec { iov_base: PREFIX.as_ptr() as *mut libc::c_void, iov_len: PREFIX.len() },
@@ -920,5 +930,207 @@ mod tests {
         done.store(true, O::Relaxed);
         observer.join().unwrap();
         assert!(looks.load(O::Relaxed) > 0, "the observer never looked");
+    }
+}
+
+/// Loom models, with RUNQ_SIZE = 4 so that wrap-around and overflow are reached in a few
+/// operations. Elements are pointers into a static array; every model checks conservation:
+/// each element comes out exactly once, from the owner, a thief or the overflow batch.
+/// Run by `tests/loom.rs` (`RUSTFLAGS="--cfg loom" cargo test --release --lib loom_tests`).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    static ITEMS: [u8; 16] = [0; 16];
+
+    fn g(i: usize) -> NonNull<u8> {
+        NonNull::from(&ITEMS[i])
+    }
+
+    fn index(g: NonNull<u8>) -> usize {
+        let i = (g.as_ptr() as usize).wrapping_sub(ITEMS.as_ptr() as usize);
+        assert!(i < ITEMS.len(), "foreign pointer");
+        i
+    }
+
+    /// Each of 0..n exactly once.
+    fn assert_each_once(n: usize, seen: &[usize]) {
+        let mut count = [0u32; 16];
+        for &i in seen {
+            count[i] += 1;
+        }
+        for (i, &c) in count[..n].iter().enumerate() {
+            assert_eq!(c, 1, "element {i} seen {c} times in {seen:?}");
+        }
+        assert!(count[n..].iter().all(|&c| c == 0));
+    }
+
+    fn model(preemption_bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        if b.preemption_bound.is_none() {
+            b.preemption_bound = preemption_bound;
+        }
+        b.check(f);
+    }
+
+    /// A thief: one steal into its own queue, then everything from its own queue.
+    fn thief(victim: Arc<RunQueue<u8>>, steal_runnext: bool) -> thread::JoinHandle<Vec<usize>> {
+        thread::spawn(move || {
+            let own = RunQueue::<u8>::new();
+            let mut seen = Vec::new();
+            // SAFETY: this thread owns `own`, which is empty when it steals.
+            unsafe {
+                if let Some((x, n)) = own.steal(&victim, steal_runnext) {
+                    assert!(n >= 1 && n as usize <= RUNQ_SIZE / 2);
+                    seen.push(index(x));
+                }
+                while let Some((x, inherit)) = own.get() {
+                    assert!(!inherit);
+                    seen.push(index(x));
+                }
+            }
+            assert!(own.is_empty());
+            seen
+        })
+    }
+
+    /// (a) The owner puts and gets past the wrap of the ring while a thief steals.
+    #[test]
+    fn put_get_vs_steal() {
+        model(Some(3), || {
+            const COUNT: usize = 6;
+            let q = Arc::new(RunQueue::<u8>::new());
+            let t = thief(q.clone(), false);
+            let mut seen = Vec::new();
+            // SAFETY: this thread owns `q`.
+            unsafe {
+                for i in 0..COUNT {
+                    q.put(g(i), false, |b| seen.extend(b.iter().map(|&x| index(x))));
+                    if i % 2 == 1 {
+                        if let Some((x, _)) = q.get() {
+                            seen.push(index(x));
+                        }
+                    }
+                }
+                while let Some((x, _)) = q.get() {
+                    seen.push(index(x));
+                }
+            }
+            seen.extend(t.join().unwrap());
+            assert_each_once(COUNT, &seen);
+            assert!(q.is_empty());
+        });
+    }
+
+    /// (b) The owner fills the ring and overflows while a thief steals: the batch is FIFO and
+    /// of the right size, or the owner retried the fast path because the thief made room.
+    #[test]
+    fn overflow_vs_steal() {
+        model(Some(3), || {
+            const COUNT: usize = RUNQ_SIZE + 2;
+            let q = Arc::new(RunQueue::<u8>::new());
+            let t = thief(q.clone(), false);
+            let mut seen = Vec::new();
+            let mut batches = 0;
+            // SAFETY: this thread owns `q`.
+            unsafe {
+                for i in 0..COUNT {
+                    q.put(g(i), false, |b| {
+                        assert_eq!(b.len(), RUNQ_SIZE / 2 + 1);
+                        let ix: Vec<usize> = b.iter().map(|&x| index(x)).collect();
+                        assert!(ix.windows(2).all(|w| w[0] < w[1]), "batch not FIFO: {ix:?}");
+                        assert_eq!(*ix.last().unwrap(), i, "the new G ends the batch");
+                        seen.extend(ix);
+                        batches += 1;
+                    });
+                }
+                q.drain(|x| seen.push(index(x)));
+            }
+            let stolen = t.join().unwrap();
+            if stolen.is_empty() {
+                assert!(batches >= 1, "a full ring must overflow");
+            }
+            seen.extend(stolen);
+            assert_each_once(COUNT, &seen);
+        });
+    }
+
+    /// (c) runnext kicked to the ring and taken by the owner while a thief steals with
+    /// steal_runnext.
+    #[test]
+    fn runnext_vs_steal() {
+        model(Some(3), || {
+            let q = Arc::new(RunQueue::<u8>::new());
+            // SAFETY: this thread owns `q` (before and after the thief's lifetime too).
+            unsafe { q.put(g(0), true, |_| unreachable!()) };
+            let t = thief(q.clone(), true);
+            let mut seen = Vec::new();
+            // SAFETY: this thread owns `q`.
+            unsafe {
+                q.put(g(1), true, |_| unreachable!()); // kicks 0 to the ring, if still there
+                if let Some((x, _)) = q.get() {
+                    seen.push(index(x));
+                }
+                q.put(g(2), true, |_| unreachable!());
+                while let Some((x, _)) = q.get() {
+                    seen.push(index(x));
+                }
+            }
+            seen.extend(t.join().unwrap());
+            assert_each_once(3, &seen);
+            assert!(q.is_empty());
+        });
+    }
+
+    /// (d) Two thieves against one owner that puts, overflows and gets.
+    #[test]
+    fn two_thieves() {
+        model(Some(2), || {
+            const COUNT: usize = RUNQ_SIZE + 1;
+            let q = Arc::new(RunQueue::<u8>::new());
+            let t1 = thief(q.clone(), true);
+            let t2 = thief(q.clone(), false);
+            let mut seen = Vec::new();
+            // SAFETY: this thread owns `q`.
+            unsafe {
+                for i in 0..COUNT {
+                    q.put(g(i), i == COUNT - 1, |b| seen.extend(b.iter().map(|&x| index(x))));
+                }
+                if let Some((x, _)) = q.get() {
+                    seen.push(index(x));
+                }
+                q.drain(|x| seen.push(index(x)));
+            }
+            seen.extend(t1.join().unwrap());
+            seen.extend(t2.join().unwrap());
+            assert_each_once(COUNT, &seen);
+        });
+    }
+
+    /// The runqempty race: the queue always holds one or two Gs while the owner kicks
+    /// runnext into the ring and takes runnext back; an observer must never see it empty.
+    #[test]
+    fn is_empty_vs_runnext_kick() {
+        model(None, || {
+            let q = Arc::new(RunQueue::<u8>::new());
+            // SAFETY: this thread owns `q`.
+            unsafe { q.put(g(0), true, |_| unreachable!()) };
+            let observer = {
+                let q = q.clone();
+                thread::spawn(move || {
+                    assert!(!q.is_empty(), "falsely empty");
+                    let n = q.len();
+                    assert!((1..=2).contains(&n), "len {n}");
+                })
+            };
+            // SAFETY: this thread owns `q`.
+            unsafe {
+                q.put(g(1), true, |_| unreachable!()); // runnext = 1, ring = [0]
+                assert_eq!(q.get(), Some((g(1), true))); // ring = [0]
+            }
+            observer.join().unwrap();
+        });
     }
 }
