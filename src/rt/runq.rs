@@ -743,11 +743,10 @@ mod tests {
             // SAFETY: this thread owns `q`.
             unsafe {
                 q.put(it.g(i), i % 5 == 0, |b| seen.extend(b.iter().map(|&g| it.index(g))));
-                if i % 3 == 0 {
-                    if let Some((g, _)) = q.get() {
+                if i % 3 == 0
+                    && let Some((g, _)) = q.get() {
                         seen.push(it.index(g));
                     }
-                }
             }
         }
         done.store(true, O::Release);
@@ -789,7 +788,7 @@ mod tests {
                     let run = |i: usize| {
                         if !requeued[i].swap(true, O::Relaxed) {
                             // SAFETY: this thread owns `own`.
-                            unsafe { own.put(it.g(i), i % 2 == 0, overflow) };
+                            unsafe { own.put(it.g(i), i.is_multiple_of(2), overflow) };
                         } else {
                             assert_eq!(retired[i].fetch_add(1, O::Relaxed), 0, "G {i} retired twice");
                             total.fetch_add(1, O::Relaxed);
@@ -818,7 +817,7 @@ mod tests {
                         rng ^= rng << 5;
                         let victim = (w + 1 + rng as usize % (WORKERS - 1)) % WORKERS;
                         // SAFETY: this thread owns `own`, whose ring is empty (get said so).
-                        match unsafe { own.steal(&queues[victim], pass % 4 == 0) } {
+                        match unsafe { own.steal(&queues[victim], pass.is_multiple_of(4)) } {
                             Some((g, _)) => run(it.index(g)),
                             None => thread::yield_now(),
                         }
