@@ -220,7 +220,10 @@ impl<T> RunQueue<T> {
         let mut batch = [g; RUNQ_SIZE / 2 + 1];
         for (i, b) in (0..n).zip(batch.iter_mut()) {
             // Relaxed: we wrote these slots ourselves.
-            *b = nonnull(self.slot(h.wrapping_add(i)).load(Relaxed), "runqputslow: empty slot");
+            *b = nonnull(
+                self.slot(h.wrapping_add(i)).load(Relaxed),
+                "runqputslow: empty slot",
+            );
         }
         // CAS-release, commits the consumption of slots h..h+n (pairs with the load-acquire
         // of head in put/steal: the owner overwrites these slots only after our reads).
@@ -263,7 +266,11 @@ impl<T> RunQueue<T> {
             let g = self.slot(h).load(Relaxed);
             // CAS-release, commits the consumption (pairs with the load-acquire of head in
             // put/steal before a slot is overwritten).
-            if self.head.compare_exchange(h, h.wrapping_add(1), Release, Relaxed).is_ok() {
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(1), Release, Relaxed)
+                .is_ok()
+            {
                 return Some((nonnull(g, "runqget: empty slot"), false));
             }
             // A thief took it: retry.
@@ -281,7 +288,11 @@ impl<T> RunQueue<T> {
     /// Only the owner of `self` (the thief's own queue) may call it, and `self`'s ring must
     /// have room for half a ring: Go steals only after `get` found the local queue empty.
     /// `victim` may be any other queue.
-    pub unsafe fn steal(&self, victim: &RunQueue<T>, steal_runnext: bool) -> Option<(NonNull<T>, u32)> {
+    pub unsafe fn steal(
+        &self,
+        victim: &RunQueue<T>,
+        steal_runnext: bool,
+    ) -> Option<(NonNull<T>, u32)> {
         if ptr::eq(self, victim) {
             throw("runqsteal: stealing from own runq");
         }
@@ -301,7 +312,10 @@ impl<T> RunQueue<T> {
         }
         let last = n - 1;
         // Relaxed: grab wrote this slot, in this thread.
-        let g = nonnull(self.slot(t.wrapping_add(last)).load(Relaxed), "runqsteal: empty slot");
+        let g = nonnull(
+            self.slot(t.wrapping_add(last)).load(Relaxed),
+            "runqsteal: empty slot",
+        );
         if last > 0 {
             // store-release, makes the other stolen Gs available for consumption from self
             // (pairs with the load-acquire of tail in grab and len).
@@ -365,7 +379,11 @@ impl<T> RunQueue<T> {
             }
             // CAS-release, commits the consumption of h..h+n (pairs with the load-acquire of
             // head in put/steal: the owner overwrites these slots only after our reads).
-            if self.head.compare_exchange(h, h.wrapping_add(n), Release, Relaxed).is_ok() {
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(n), Release, Relaxed)
+                .is_ok()
+            {
                 return n;
             }
             // Another consumer took some of them: what we copied is garbage, retry.
@@ -465,7 +483,10 @@ impl<T> Default for RunQueue<T> {
 impl<T> core::fmt::Debug for RunQueue<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let (ring, next) = self.snapshot();
-        f.debug_struct("RunQueue").field("ring", &ring).field("runnext", &next).finish()
+        f.debug_struct("RunQueue")
+            .field("ring", &ring)
+            .field("runnext", &next)
+            .finish()
     }
 }
 
@@ -493,9 +514,18 @@ fn throw(msg: &str) -> ! {
 fn throw_abort(msg: &str) -> ! {
     const PREFIX: &[u8] = b"gmp: ";
     let iov = [
-        libc::iovec { iov_base: PREFIX.as_ptr() as *mut libc::c_void, iov_len: PREFIX.len() },
-        libc::iovec { iov_base: msg.as_ptr() as *mut libc::c_void, iov_len: msg.len() },
-        libc::iovec { iov_base: b"\n".as_ptr() as *mut libc::c_void, iov_len: 1 },
+        libc::iovec {
+            iov_base: PREFIX.as_ptr() as *mut libc::c_void,
+            iov_len: PREFIX.len(),
+        },
+        libc::iovec {
+            iov_base: msg.as_ptr() as *mut libc::c_void,
+            iov_len: msg.len(),
+        },
+        libc::iovec {
+            iov_base: b"\n".as_ptr() as *mut libc::c_void,
+            iov_len: 1,
+        },
     ];
     // SAFETY: the iovecs point to live, readable buffers of the stated lengths; writev only
     // reads them. A failed or short write is ignored: we are about to abort anyway.
@@ -523,7 +553,9 @@ mod tests {
 
     impl Items {
         fn new(n: usize) -> Arc<Items> {
-            Arc::new(Items { bytes: vec![0u8; n].into_boxed_slice() })
+            Arc::new(Items {
+                bytes: vec![0u8; n].into_boxed_slice(),
+            })
         }
         fn g(&self, i: usize) -> NonNull<u8> {
             NonNull::from(&self.bytes[i])
@@ -589,7 +621,9 @@ mod tests {
             }
             assert_eq!(q.len() as usize, RUNQ_SIZE);
             let mut batch = Vec::new();
-            q.put(it.g(RUNQ_SIZE), false, |b| batch.extend(b.iter().map(|&g| it.index(g))));
+            q.put(it.g(RUNQ_SIZE), false, |b| {
+                batch.extend(b.iter().map(|&g| it.index(g)))
+            });
             let expect: Vec<usize> = (0..RUNQ_SIZE / 2).chain([RUNQ_SIZE]).collect();
             assert_eq!(batch, expect);
             assert_eq!(q.len() as usize, RUNQ_SIZE / 2);
@@ -694,7 +728,11 @@ mod tests {
         let mut seen = Vec::new();
         for i in 0..COUNT {
             // SAFETY: this thread owns `q`.
-            unsafe { q.put(it.g(i), i % 7 == 0, |b| seen.extend(b.iter().map(|&g| it.index(g)))) };
+            unsafe {
+                q.put(it.g(i), i % 7 == 0, |b| {
+                    seen.extend(b.iter().map(|&g| it.index(g)))
+                })
+            };
         }
         done.store(true, O::Release);
         let stolen = thief.join().unwrap();
@@ -742,11 +780,14 @@ mod tests {
         for i in 0..COUNT {
             // SAFETY: this thread owns `q`.
             unsafe {
-                q.put(it.g(i), i % 5 == 0, |b| seen.extend(b.iter().map(|&g| it.index(g))));
+                q.put(it.g(i), i % 5 == 0, |b| {
+                    seen.extend(b.iter().map(|&g| it.index(g)))
+                });
                 if i % 3 == 0
-                    && let Some((g, _)) = q.get() {
-                        seen.push(it.index(g));
-                    }
+                    && let Some((g, _)) = q.get()
+                {
+                    seen.push(it.index(g));
+                }
             }
         }
         done.store(true, O::Release);
@@ -768,19 +809,33 @@ mod tests {
         const COUNT: usize = 300_000;
         const WORKERS: usize = 4;
         let it = Items::new(COUNT);
-        let queues: Arc<Vec<RunQueue<u8>>> = Arc::new((0..WORKERS).map(|_| RunQueue::new()).collect());
+        let queues: Arc<Vec<RunQueue<u8>>> =
+            Arc::new((0..WORKERS).map(|_| RunQueue::new()).collect());
         let global = Arc::new(Mutex::new(VecDeque::<usize>::new()));
-        let requeued: Arc<Vec<AtomicBool>> = Arc::new((0..COUNT).map(|_| AtomicBool::new(false)).collect());
-        let retired: Arc<Vec<StdAtomicU32>> = Arc::new((0..COUNT).map(|_| StdAtomicU32::new(0)).collect());
+        let requeued: Arc<Vec<AtomicBool>> =
+            Arc::new((0..COUNT).map(|_| AtomicBool::new(false)).collect());
+        let retired: Arc<Vec<StdAtomicU32>> =
+            Arc::new((0..COUNT).map(|_| StdAtomicU32::new(0)).collect());
         let total = Arc::new(AtomicUsize::new(0));
 
         let workers: Vec<_> = (0..WORKERS)
             .map(|w| {
-                let (it, queues, global, requeued, retired, total) =
-                    (it.clone(), queues.clone(), global.clone(), requeued.clone(), retired.clone(), total.clone());
+                let (it, queues, global, requeued, retired, total) = (
+                    it.clone(),
+                    queues.clone(),
+                    global.clone(),
+                    requeued.clone(),
+                    retired.clone(),
+                    total.clone(),
+                );
                 thread::spawn(move || {
                     let own = &queues[w];
-                    let overflow = |b: &[NonNull<u8>]| global.lock().unwrap().extend(b.iter().map(|&g| it.index(g)));
+                    let overflow = |b: &[NonNull<u8>]| {
+                        global
+                            .lock()
+                            .unwrap()
+                            .extend(b.iter().map(|&g| it.index(g)))
+                    };
                     let mut produced = 0;
                     let mut pass = 0usize;
                     let mut rng = 0x9e37_79b9u32.wrapping_mul(w as u32 + 1);
@@ -790,7 +845,11 @@ mod tests {
                             // SAFETY: this thread owns `own`.
                             unsafe { own.put(it.g(i), i.is_multiple_of(2), overflow) };
                         } else {
-                            assert_eq!(retired[i].fetch_add(1, O::Relaxed), 0, "G {i} retired twice");
+                            assert_eq!(
+                                retired[i].fetch_add(1, O::Relaxed),
+                                0,
+                                "G {i} retired twice"
+                            );
                             total.fetch_add(1, O::Relaxed);
                         }
                     };
@@ -1095,7 +1154,9 @@ mod loom_tests {
             // SAFETY: this thread owns `q`.
             unsafe {
                 for i in 0..COUNT {
-                    q.put(g(i), i == COUNT - 1, |b| seen.extend(b.iter().map(|&x| index(x))));
+                    q.put(g(i), i == COUNT - 1, |b| {
+                        seen.extend(b.iter().map(|&x| index(x)))
+                    });
                 }
                 if let Some((x, _)) = q.get() {
                     seen.push(index(x));
