@@ -220,7 +220,10 @@ impl<T> RunQueue<T> {
         let mut batch = [g; RUNQ_SIZE / 2 + 1];
         for (i, b) in (0..n).zip(batch.iter_mut()) {
             // Relaxed: we wrote these slots ourselves.
-            *b = nonnull(self.slot(h.wrapping_add(i)).load(Relaxed), "runqputslow: empty slot");
+            *b = nonnull(
+                self.slot(h.wrapping_add(i)).load(Relaxed),
+                "runqputslow: empty slot",
+            );
         }
         // CAS-release, commits the consumption of slots h..h+n (pairs with the load-acquire
         // of head in put/steal: the owner overwrites these slots only after our reads).
@@ -263,7 +266,11 @@ impl<T> RunQueue<T> {
             let g = self.slot(h).load(Relaxed);
             // CAS-release, commits the consumption (pairs with the load-acquire of head in
             // put/steal before a slot is overwritten).
-            if self.head.compare_exchange(h, h.wrapping_add(1), Release, Relaxed).is_ok() {
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(1), Release, Relaxed)
+                .is_ok()
+            {
                 return Some((nonnull(g, "runqget: empty slot"), false));
             }
             // A thief took it: retry.
@@ -281,7 +288,11 @@ impl<T> RunQueue<T> {
     /// Only the owner of `self` (the thief's own queue) may call it, and `self`'s ring must
     /// have room for half a ring: Go steals only after `get` found the local queue empty.
     /// `victim` may be any other queue.
-    pub unsafe fn steal(&self, victim: &RunQueue<T>, steal_runnext: bool) -> Option<(NonNull<T>, u32)> {
+    pub unsafe fn steal(
+        &self,
+        victim: &RunQueue<T>,
+        steal_runnext: bool,
+    ) -> Option<(NonNull<T>, u32)> {
         if ptr::eq(self, victim) {
             throw("runqsteal: stealing from own runq");
         }
@@ -301,7 +312,10 @@ impl<T> RunQueue<T> {
         }
         let last = n - 1;
         // Relaxed: grab wrote this slot, in this thread.
-        let g = nonnull(self.slot(t.wrapping_add(last)).load(Relaxed), "runqsteal: empty slot");
+        let g = nonnull(
+            self.slot(t.wrapping_add(last)).load(Relaxed),
+            "runqsteal: empty slot",
+        );
         if last > 0 {
             // store-release, makes the other stolen Gs available for consumption from self
             // (pairs with the load-acquire of tail in grab and len).
@@ -365,7 +379,11 @@ impl<T> RunQueue<T> {
             }
             // CAS-release, commits the consumption of h..h+n (pairs with the load-acquire of
             // head in put/steal: the owner overwrites these slots only after our reads).
-            if self.head.compare_exchange(h, h.wrapping_add(n), Release, Relaxed).is_ok() {
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(n), Release, Relaxed)
+                .is_ok()
+            {
                 return n;
             }
             // Another consumer took some of them: what we copied is garbage, retry.
@@ -465,7 +483,10 @@ impl<T> Default for RunQueue<T> {
 impl<T> core::fmt::Debug for RunQueue<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let (ring, next) = self.snapshot();
-        f.debug_struct("RunQueue").field("ring", &ring).field("runnext", &next).finish()
+        f.debug_struct("RunQueue")
+            .field("ring", &ring)
+            .field("runnext", &next)
+            .finish()
     }
 }
 
@@ -481,11 +502,30 @@ fn nonnull<T>(p: *mut T, msg: &str) -> NonNull<T> {
 /// locks, no unwinding. (Belongs in `crate::rt` as `throw`; local until that exists.)
 #[cold]
 fn throw(msg: &str) -> ! {
+    // Under loom, a panic lets the model report the interleaving that broke the invariant.
+    #[cfg(loom)]
+    panic!("gmp: {msg}");
+    #[cfg(not(loom))]
+    throw_abort(msg)
+}
+
+#[cfg(not(loom))]
+#[cold]
+fn throw_abort(msg: &str) -> ! {
     const PREFIX: &[u8] = b"gmp: ";
     let iov = [
-        libc::iovec { iov_base: PREFIX.as_ptr() as *mut libc::c_void, iov_len: PREFIX.len() },
-        libc::iovec { iov_base: msg.as_ptr() as *mut libc::c_void, iov_len: msg.len() },
-        libc::iovec { iov_base: b"\n".as_ptr() as *mut libc::c_void, iov_len: 1 },
+        libc::iovec {
+            iov_base: PREFIX.as_ptr() as *mut libc::c_void,
+            iov_len: PREFIX.len(),
+        },
+        libc::iovec {
+            iov_base: msg.as_ptr() as *mut libc::c_void,
+            iov_len: msg.len(),
+        },
+        libc::iovec {
+            iov_base: b"\n".as_ptr() as *mut libc::c_void,
+            iov_len: 1,
+        },
     ];
     // SAFETY: the iovecs point to live, readable buffers of the stated lengths; writev only
     // reads them. A failed or short write is ignored: we are about to abort anyway.
@@ -513,7 +553,9 @@ mod tests {
 
     impl Items {
         fn new(n: usize) -> Arc<Items> {
-            Arc::new(Items { bytes: vec![0u8; n].into_boxed_slice() })
+            Arc::new(Items {
+                bytes: vec![0u8; n].into_boxed_slice(),
+            })
         }
         fn g(&self, i: usize) -> NonNull<u8> {
             NonNull::from(&self.bytes[i])
@@ -579,7 +621,9 @@ mod tests {
             }
             assert_eq!(q.len() as usize, RUNQ_SIZE);
             let mut batch = Vec::new();
-            q.put(it.g(RUNQ_SIZE), false, |b| batch.extend(b.iter().map(|&g| it.index(g))));
+            q.put(it.g(RUNQ_SIZE), false, |b| {
+                batch.extend(b.iter().map(|&g| it.index(g)))
+            });
             let expect: Vec<usize> = (0..RUNQ_SIZE / 2).chain([RUNQ_SIZE]).collect();
             assert_eq!(batch, expect);
             assert_eq!(q.len() as usize, RUNQ_SIZE / 2);
@@ -684,7 +728,11 @@ mod tests {
         let mut seen = Vec::new();
         for i in 0..COUNT {
             // SAFETY: this thread owns `q`.
-            unsafe { q.put(it.g(i), i % 7 == 0, |b| seen.extend(b.iter().map(|&g| it.index(g)))) };
+            unsafe {
+                q.put(it.g(i), i % 7 == 0, |b| {
+                    seen.extend(b.iter().map(|&g| it.index(g)))
+                })
+            };
         }
         done.store(true, O::Release);
         let stolen = thief.join().unwrap();
@@ -732,11 +780,13 @@ mod tests {
         for i in 0..COUNT {
             // SAFETY: this thread owns `q`.
             unsafe {
-                q.put(it.g(i), i % 5 == 0, |b| seen.extend(b.iter().map(|&g| it.index(g))));
-                if i % 3 == 0 {
-                    if let Some((g, _)) = q.get() {
-                        seen.push(it.index(g));
-                    }
+                q.put(it.g(i), i % 5 == 0, |b| {
+                    seen.extend(b.iter().map(|&g| it.index(g)))
+                });
+                if i % 3 == 0
+                    && let Some((g, _)) = q.get()
+                {
+                    seen.push(it.index(g));
                 }
             }
         }
@@ -759,19 +809,33 @@ mod tests {
         const COUNT: usize = 300_000;
         const WORKERS: usize = 4;
         let it = Items::new(COUNT);
-        let queues: Arc<Vec<RunQueue<u8>>> = Arc::new((0..WORKERS).map(|_| RunQueue::new()).collect());
+        let queues: Arc<Vec<RunQueue<u8>>> =
+            Arc::new((0..WORKERS).map(|_| RunQueue::new()).collect());
         let global = Arc::new(Mutex::new(VecDeque::<usize>::new()));
-        let requeued: Arc<Vec<AtomicBool>> = Arc::new((0..COUNT).map(|_| AtomicBool::new(false)).collect());
-        let retired: Arc<Vec<StdAtomicU32>> = Arc::new((0..COUNT).map(|_| StdAtomicU32::new(0)).collect());
+        let requeued: Arc<Vec<AtomicBool>> =
+            Arc::new((0..COUNT).map(|_| AtomicBool::new(false)).collect());
+        let retired: Arc<Vec<StdAtomicU32>> =
+            Arc::new((0..COUNT).map(|_| StdAtomicU32::new(0)).collect());
         let total = Arc::new(AtomicUsize::new(0));
 
         let workers: Vec<_> = (0..WORKERS)
             .map(|w| {
-                let (it, queues, global, requeued, retired, total) =
-                    (it.clone(), queues.clone(), global.clone(), requeued.clone(), retired.clone(), total.clone());
+                let (it, queues, global, requeued, retired, total) = (
+                    it.clone(),
+                    queues.clone(),
+                    global.clone(),
+                    requeued.clone(),
+                    retired.clone(),
+                    total.clone(),
+                );
                 thread::spawn(move || {
                     let own = &queues[w];
-                    let overflow = |b: &[NonNull<u8>]| global.lock().unwrap().extend(b.iter().map(|&g| it.index(g)));
+                    let overflow = |b: &[NonNull<u8>]| {
+                        global
+                            .lock()
+                            .unwrap()
+                            .extend(b.iter().map(|&g| it.index(g)))
+                    };
                     let mut produced = 0;
                     let mut pass = 0usize;
                     let mut rng = 0x9e37_79b9u32.wrapping_mul(w as u32 + 1);
@@ -779,9 +843,13 @@ mod tests {
                     let run = |i: usize| {
                         if !requeued[i].swap(true, O::Relaxed) {
                             // SAFETY: this thread owns `own`.
-                            unsafe { own.put(it.g(i), i % 2 == 0, overflow) };
+                            unsafe { own.put(it.g(i), i.is_multiple_of(2), overflow) };
                         } else {
-                            assert_eq!(retired[i].fetch_add(1, O::Relaxed), 0, "G {i} retired twice");
+                            assert_eq!(
+                                retired[i].fetch_add(1, O::Relaxed),
+                                0,
+                                "G {i} retired twice"
+                            );
                             total.fetch_add(1, O::Relaxed);
                         }
                     };
@@ -808,7 +876,7 @@ mod tests {
                         rng ^= rng << 5;
                         let victim = (w + 1 + rng as usize % (WORKERS - 1)) % WORKERS;
                         // SAFETY: this thread owns `own`, whose ring is empty (get said so).
-                        match unsafe { own.steal(&queues[victim], pass % 4 == 0) } {
+                        match unsafe { own.steal(&queues[victim], pass.is_multiple_of(4)) } {
                             Some((g, _)) => run(it.index(g)),
                             None => thread::yield_now(),
                         }
@@ -920,5 +988,209 @@ mod tests {
         done.store(true, O::Relaxed);
         observer.join().unwrap();
         assert!(looks.load(O::Relaxed) > 0, "the observer never looked");
+    }
+}
+
+/// Loom models, with RUNQ_SIZE = 4 so that wrap-around and overflow are reached in a few
+/// operations. Elements are pointers into a static array; every model checks conservation:
+/// each element comes out exactly once, from the owner, a thief or the overflow batch.
+/// Run by `tests/loom.rs` (`RUSTFLAGS="--cfg loom" cargo test --release --lib loom_tests`).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    static ITEMS: [u8; 16] = [0; 16];
+
+    fn g(i: usize) -> NonNull<u8> {
+        NonNull::from(&ITEMS[i])
+    }
+
+    fn index(g: NonNull<u8>) -> usize {
+        let i = (g.as_ptr() as usize).wrapping_sub(ITEMS.as_ptr() as usize);
+        assert!(i < ITEMS.len(), "foreign pointer");
+        i
+    }
+
+    /// Each of 0..n exactly once.
+    fn assert_each_once(n: usize, seen: &[usize]) {
+        let mut count = [0u32; 16];
+        for &i in seen {
+            count[i] += 1;
+        }
+        for (i, &c) in count[..n].iter().enumerate() {
+            assert_eq!(c, 1, "element {i} seen {c} times in {seen:?}");
+        }
+        assert!(count[n..].iter().all(|&c| c == 0));
+    }
+
+    fn model(preemption_bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        if b.preemption_bound.is_none() {
+            b.preemption_bound = preemption_bound;
+        }
+        b.check(f);
+    }
+
+    /// A thief: one steal into its own queue, then everything from its own queue.
+    fn thief(victim: Arc<RunQueue<u8>>, steal_runnext: bool) -> thread::JoinHandle<Vec<usize>> {
+        thread::spawn(move || {
+            let own = RunQueue::<u8>::new();
+            let mut seen = Vec::new();
+            // SAFETY: this thread owns `own`, which is empty when it steals.
+            unsafe {
+                if let Some((x, n)) = own.steal(&victim, steal_runnext) {
+                    assert!(n >= 1 && n as usize <= RUNQ_SIZE / 2);
+                    seen.push(index(x));
+                }
+                while let Some((x, inherit)) = own.get() {
+                    assert!(!inherit);
+                    seen.push(index(x));
+                }
+            }
+            assert!(own.is_empty());
+            seen
+        })
+    }
+
+    /// (a) The owner puts and gets past the wrap of the ring while a thief steals.
+    #[test]
+    fn put_get_vs_steal() {
+        model(Some(3), || {
+            const COUNT: usize = 6;
+            let q = Arc::new(RunQueue::<u8>::new());
+            let t = thief(q.clone(), false);
+            let mut seen = Vec::new();
+            // SAFETY: this thread owns `q`.
+            unsafe {
+                for i in 0..COUNT {
+                    q.put(g(i), false, |b| seen.extend(b.iter().map(|&x| index(x))));
+                    if i % 2 == 1 {
+                        if let Some((x, _)) = q.get() {
+                            seen.push(index(x));
+                        }
+                    }
+                }
+                while let Some((x, _)) = q.get() {
+                    seen.push(index(x));
+                }
+            }
+            seen.extend(t.join().unwrap());
+            assert_each_once(COUNT, &seen);
+            assert!(q.is_empty());
+        });
+    }
+
+    /// (b) The owner fills the ring and overflows while a thief steals: the batch is FIFO and
+    /// of the right size, or the owner retried the fast path because the thief made room.
+    #[test]
+    fn overflow_vs_steal() {
+        model(Some(3), || {
+            const COUNT: usize = RUNQ_SIZE + 2;
+            let q = Arc::new(RunQueue::<u8>::new());
+            let t = thief(q.clone(), false);
+            let mut seen = Vec::new();
+            let mut batches = 0;
+            // SAFETY: this thread owns `q`.
+            unsafe {
+                for i in 0..COUNT {
+                    q.put(g(i), false, |b| {
+                        assert_eq!(b.len(), RUNQ_SIZE / 2 + 1);
+                        let ix: Vec<usize> = b.iter().map(|&x| index(x)).collect();
+                        assert!(ix.windows(2).all(|w| w[0] < w[1]), "batch not FIFO: {ix:?}");
+                        assert_eq!(*ix.last().unwrap(), i, "the new G ends the batch");
+                        seen.extend(ix);
+                        batches += 1;
+                    });
+                }
+                q.drain(|x| seen.push(index(x)));
+            }
+            let stolen = t.join().unwrap();
+            if stolen.is_empty() {
+                assert!(batches >= 1, "a full ring must overflow");
+            }
+            seen.extend(stolen);
+            assert_each_once(COUNT, &seen);
+        });
+    }
+
+    /// (c) runnext kicked to the ring and taken by the owner while a thief steals with
+    /// steal_runnext.
+    #[test]
+    fn runnext_vs_steal() {
+        model(Some(3), || {
+            let q = Arc::new(RunQueue::<u8>::new());
+            // SAFETY: this thread owns `q` (before and after the thief's lifetime too).
+            unsafe { q.put(g(0), true, |_| unreachable!()) };
+            let t = thief(q.clone(), true);
+            let mut seen = Vec::new();
+            // SAFETY: this thread owns `q`.
+            unsafe {
+                q.put(g(1), true, |_| unreachable!()); // kicks 0 to the ring, if still there
+                if let Some((x, _)) = q.get() {
+                    seen.push(index(x));
+                }
+                q.put(g(2), true, |_| unreachable!());
+                while let Some((x, _)) = q.get() {
+                    seen.push(index(x));
+                }
+            }
+            seen.extend(t.join().unwrap());
+            assert_each_once(3, &seen);
+            assert!(q.is_empty());
+        });
+    }
+
+    /// (d) Two thieves against one owner that puts, overflows and gets.
+    #[test]
+    fn two_thieves() {
+        model(Some(2), || {
+            const COUNT: usize = RUNQ_SIZE + 1;
+            let q = Arc::new(RunQueue::<u8>::new());
+            let t1 = thief(q.clone(), true);
+            let t2 = thief(q.clone(), false);
+            let mut seen = Vec::new();
+            // SAFETY: this thread owns `q`.
+            unsafe {
+                for i in 0..COUNT {
+                    q.put(g(i), i == COUNT - 1, |b| {
+                        seen.extend(b.iter().map(|&x| index(x)))
+                    });
+                }
+                if let Some((x, _)) = q.get() {
+                    seen.push(index(x));
+                }
+                q.drain(|x| seen.push(index(x)));
+            }
+            seen.extend(t1.join().unwrap());
+            seen.extend(t2.join().unwrap());
+            assert_each_once(COUNT, &seen);
+        });
+    }
+
+    /// The runqempty race: the queue always holds one or two Gs while the owner kicks
+    /// runnext into the ring and takes runnext back; an observer must never see it empty.
+    #[test]
+    fn is_empty_vs_runnext_kick() {
+        model(None, || {
+            let q = Arc::new(RunQueue::<u8>::new());
+            // SAFETY: this thread owns `q`.
+            unsafe { q.put(g(0), true, |_| unreachable!()) };
+            let observer = {
+                let q = q.clone();
+                thread::spawn(move || {
+                    assert!(!q.is_empty(), "falsely empty");
+                    let n = q.len();
+                    assert!((1..=2).contains(&n), "len {n}");
+                })
+            };
+            // SAFETY: this thread owns `q`.
+            unsafe {
+                q.put(g(1), true, |_| unreachable!()); // runnext = 1, ring = [0]
+                assert_eq!(q.get(), Some((g(1), true))); // ring = [0]
+            }
+            observer.join().unwrap();
+        });
     }
 }
