@@ -73,6 +73,10 @@ pub use sched::procresize;
 /// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).
 pub(crate) const MAX_PROCS: usize = 1024;
 
+/// A goroutine that has run this long without passing through the scheduler is asked to
+/// yield at its next safe point (Go's `forcePreemptNS`).
+pub(crate) const FORCE_PREEMPT_NS: i64 = 10_000_000;
+
 /// Default thread-count fuse (Go's `maxmcount`): past it the runtime aborts with
 /// `gmp: thread exhaustion` rather than let a runaway program exhaust the system.
 pub(crate) const DEFAULT_MAX_THREADS: i32 = 10_000;
@@ -308,6 +312,12 @@ pub struct P {
     pub gfree: Owned<GList>,
     /// Length of `gfree`, readable by trace.
     pub gfreecnt: AtomicI32,
+    /// Time-slice accounting for preemption at safe points (Go's sysmon `schedtick`/
+    /// `schedwhen` pair): the schedtick last seen and when it was first seen. Owner: the
+    /// holding M.
+    pub schedwhen: Owned<(u32, i64)>,
+    /// Safe points passed since the last clock read. Owner: the holding M.
+    pub safepoints: Owned<u32>,
 }
 
 // SAFETY: non-atomic fields are `Owned` with documented owners.

@@ -16,7 +16,7 @@ const GFREE_BATCH: i32 = 32;
 /// The global cache keeps stacks for at most this many dead Gs; beyond that, a dead G's
 /// stack is returned to the stack pool (which releases its memory), so that a burst of a
 /// million goroutines does not pin a million touched stacks after it ends.
-const GFREE_GLOBAL_STACKS_MAX: i32 = 4096;
+const GFREE_GLOBAL_STACKS_MAX: i32 = 16384;
 
 /// Why `newproc` could not start a goroutine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,8 +58,46 @@ pub fn newproc(entry: GoFn, arg: *mut c_void, stack_size: usize, pinned: bool) -
         let old = g.status.load(Ordering::Relaxed);
         casgstatus(g, old, G_RUNNABLE);
         sched::ready_put(gp, true);
+        if !pp.is_null() {
+            safepoint(&*pp);
+        }
         Ok(goid)
     }
+}
+
+/// How many safe points pass between two clock reads: a clock read costs ~20 ns, a spawn
+/// ~100 ns, so reading every 64th keeps the check under 1% and still notices a 10 ms
+/// slice within ~10 µs.
+const SAFEPOINT_CLOCK_EVERY: u32 = 64;
+
+/// A safe point of the running goroutine (a `gmp_*` call that may switch): if it has held
+/// its P for more than `FORCE_PREEMPT_NS` without passing through the scheduler, yield, as
+/// Go's preemption would. This keeps a goroutine that spawns in a loop from queueing an
+/// unbounded backlog at GOMAXPROCS=1. The slice is measured the way Go's sysmon does it:
+/// the P's schedtick unchanged since the time it was first seen.
+///
+/// # Safety
+/// Called on a goroutine running on the M that holds `p`.
+unsafe fn safepoint(p: &P) {
+    // SAFETY: the holding M owns these fields (caller contract).
+    unsafe {
+        let n = p.safepoints.get().wrapping_add(1);
+        p.safepoints.set(n);
+        if n % SAFEPOINT_CLOCK_EVERY != 0 {
+            return;
+        }
+        let tick = p.schedtick.load(Ordering::Relaxed);
+        let now = crate::sys::nanotime();
+        let (seen, since) = p.schedwhen.get();
+        if seen != tick {
+            p.schedwhen.set((tick, now));
+            return;
+        }
+        if now - since < FORCE_PREEMPT_NS {
+            return;
+        }
+    }
+    super::gosched();
 }
 
 /// First frame of every goroutine, on its own stack: runs the entry function, then exits.

@@ -498,41 +498,14 @@ fn nonnull<T>(p: *mut T, msg: &str) -> NonNull<T> {
     }
 }
 
-/// Reports a broken invariant and aborts: "gmp: {msg}". Raw `writev`, no allocation, no
-/// locks, no unwinding. (Belongs in `crate::rt` as `throw`; local until that exists.)
+/// Reports a broken invariant: `crate::rt::throw` (abort with "gmp: {msg}"), except under
+/// loom, where a panic lets the model print the interleaving that broke it.
 #[cold]
 fn throw(msg: &str) -> ! {
-    // Under loom, a panic lets the model report the interleaving that broke the invariant.
     #[cfg(loom)]
     panic!("gmp: {msg}");
     #[cfg(not(loom))]
-    throw_abort(msg)
-}
-
-#[cfg(not(loom))]
-#[cold]
-fn throw_abort(msg: &str) -> ! {
-    const PREFIX: &[u8] = b"gmp: ";
-    let iov = [
-        libc::iovec {
-            iov_base: PREFIX.as_ptr() as *mut libc::c_void,
-            iov_len: PREFIX.len(),
-        },
-        libc::iovec {
-            iov_base: msg.as_ptr() as *mut libc::c_void,
-            iov_len: msg.len(),
-        },
-        libc::iovec {
-            iov_base: b"\n".as_ptr() as *mut libc::c_void,
-            iov_len: 1,
-        },
-    ];
-    // SAFETY: the iovecs point to live, readable buffers of the stated lengths; writev only
-    // reads them. A failed or short write is ignored: we are about to abort anyway.
-    unsafe {
-        libc::writev(libc::STDERR_FILENO, iov.as_ptr(), iov.len() as libc::c_int);
-        libc::abort();
-    }
+    crate::rt::throw(msg)
 }
 
 /// Stress tests with real threads. Elements are pointers into one byte array; a G's

@@ -916,6 +916,8 @@ fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 link: Owned::new(null_mut()),
                 gfree: Owned::new(GList::new()),
                 gfreecnt: AtomicI32::new(0),
+                schedwhen: Owned::new((0, 0)),
+                safepoints: Owned::new(0),
             }));
             SCHED.allp[i as usize].store(pp, Ordering::Release);
         }
