@@ -2,10 +2,12 @@
 //! built, one `#[test]` per program (or per program and misuse case).
 //!
 //! Conventions:
-//! - The library is `target/<profile>/libgmp.so`: the profile directory is the parent of
-//!   the `deps` directory holding this test executable. Programs link it **by path**
-//!   (never `-lgmp`, which is GNU MP) with an rpath to that directory, where `build.rs`
-//!   puts the `libgmp.so.0` symlink the SONAME asks for.
+//! - The library is the `libgmp.so` cargo built for this run, in the `deps` directory
+//!   beside this test executable: `cargo test` builds the cdylib there but copies it up
+//!   to `target/<profile>/` only on `cargo build`, so the copy up there may be stale
+//!   (it is used only when `deps` has none). Programs link it **by path** (never
+//!   `-lgmp`, which is GNU MP), with an rpath to `CARGO_TARGET_TMPDIR/c-tests/lib`,
+//!   where a `libgmp.so.0` symlink (the SONAME) points at it.
 //! - Each program is compiled with `cc -std=c11 -Wall -Wextra -Werror -Wpedantic -O2
 //!   -pthread -I include` into `CARGO_TARGET_TMPDIR/c-tests/`, run with a clean `GMP_*`
 //!   environment plus what the test sets, killed after [`TIMEOUT`], and must exit 0; a
@@ -45,13 +47,27 @@ fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `target/<profile>/`: the parent of the `deps` directory holding this executable.
-fn profile_dir() -> PathBuf {
+/// The `libgmp.so` to test: `deps/libgmp.so` beside this executable (what this
+/// `cargo test` built), else `target/<profile>/libgmp.so`.
+fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let deps = exe.parent().expect("test executable has a parent directory");
-    let dir = deps.parent().expect("deps has a parent directory").to_path_buf();
-    let lib = dir.join("libgmp.so");
-    assert!(lib.exists(), "{} not found: cargo should have built the cdylib", lib.display());
+    let profile = deps.parent().expect("deps has a parent directory");
+    for lib in [deps.join("libgmp.so"), profile.join("libgmp.so")] {
+        if lib.exists() {
+            return lib;
+        }
+    }
+    panic!("no libgmp.so in {} or {}: cargo should have built the cdylib", deps.display(), profile.display())
+}
+
+/// A directory holding only `libgmp.so.0 -> <library()>`, for the programs' rpath.
+fn soname_dir() -> PathBuf {
+    let dir = out_dir().join("lib");
+    std::fs::create_dir_all(&dir).expect("create c-tests/lib");
+    let link = dir.join("libgmp.so.0");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(library(), &link).expect("symlink libgmp.so.0");
     dir
 }
 
@@ -132,15 +148,14 @@ fn compile(name: &str) -> PathBuf {
     if set.contains(name) {
         return exe;
     }
-    let profile = profile_dir();
     let src = manifest_dir().join("c-tests").join(format!("{name}.c"));
     let mut cmd = Command::new("cc");
     cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-O2", "-pthread"])
         .arg("-I")
         .arg(manifest_dir().join("include"))
         .arg(&src)
-        .arg(profile.join("libgmp.so"))
-        .arg(format!("-Wl,-rpath,{}", profile.display()))
+        .arg(library())
+        .arg(format!("-Wl,-rpath,{}", soname_dir().display()))
         .arg("-o")
         .arg(&exe);
     let outcome = run_with_timeout(cmd, &format!("cc {name}.c"));
