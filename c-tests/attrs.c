@@ -1,0 +1,157 @@
+/*
+ * attrs.c -- goroutine attributes: stack size and GMP_GO_PINNED.
+ *
+ * Scenario 1: a goroutine started with stack_size = 1 MiB uses a 512 KiB local array,
+ * writing and reading back every byte (the default 256 KiB stack could not hold it).
+ *
+ * Scenario 2: at GMP_MAXPROCS=2, a pinned goroutine yields 1,000 times and parks 100
+ * times on a WaitGroup completed by a helper goroutine (so it is made ready from
+ * another thread's P), while 4 default goroutines yield 10,000 times each. Checks: the
+ * pinned goroutine's gettid() never changes; the default goroutines do migrate (at
+ * least one of them is seen on two or more threads: Gosched puts a goroutine on the
+ * global run queue, where either P takes it).
+ */
+#include "check.h"
+
+#include <gmp.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static long tid(void)
+{
+    return (long)syscall(SYS_gettid);
+}
+
+/* ---- scenario 1 ---- */
+
+#define BIG (512 * 1024)
+
+static void big_frame(void *arg)
+{
+    volatile unsigned char buf[BIG];
+    for (size_t i = 0; i < BIG; i++)
+        buf[i] = (unsigned char)(i * 7);
+    unsigned long sum = 0, expect = 0;
+    for (size_t i = 0; i < BIG; i++) {
+        sum += buf[i];
+        expect += (unsigned char)(i * 7);
+    }
+    CHECK_EQ(sum, expect);
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void scenario_big_stack(void)
+{
+    struct gmp_wg wg = GMP_WG_INIT;
+    struct gmp_go_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.stack_size = 1024 * 1024;
+    CHECK_OK(gmp_wg_add(&wg, 1));
+    CHECK(gmp_go_attr(big_frame, &wg, &attr) > 0);
+    CHECK_OK(gmp_wg_wait(&wg));
+}
+
+/* ---- scenario 2 ---- */
+
+#define PIN_YIELDS 1000
+#define PIN_PARKS 100
+#define OTHERS 4
+#define OTHER_YIELDS 10000
+#define MAX_TIDS 16
+
+static atomic_long pinned_moves;
+static long pinned_tid;
+
+struct other {
+    long tids[MAX_TIDS];
+    int ntids;
+    struct gmp_wg *wg;
+};
+
+static void note_tid(struct other *o)
+{
+    long t = tid();
+    for (int i = 0; i < o->ntids; i++)
+        if (o->tids[i] == t)
+            return;
+    if (o->ntids < MAX_TIDS)
+        o->tids[o->ntids++] = t;
+}
+
+static void other_main(void *arg)
+{
+    struct other *o = arg;
+    note_tid(o);
+    for (int i = 0; i < OTHER_YIELDS; i++) {
+        CHECK_EQ(gmp_yield(), 0);
+        note_tid(o);
+    }
+    CHECK_OK(gmp_wg_done(o->wg));
+}
+
+static void helper(void *arg)
+{
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(gmp_yield(), 0);
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void pinned_main(void *arg)
+{
+    long t0 = tid();
+    pinned_tid = t0;
+    for (int i = 0; i < PIN_YIELDS; i++) {
+        CHECK_EQ(gmp_yield(), 0);
+        if (tid() != t0)
+            atomic_fetch_add(&pinned_moves, 1);
+    }
+    for (int i = 0; i < PIN_PARKS; i++) {
+        struct gmp_wg wg = GMP_WG_INIT;
+        CHECK_OK(gmp_wg_add(&wg, 1));
+        CHECK(gmp_go(helper, &wg) > 0);
+        CHECK_OK(gmp_wg_wait(&wg));
+        if (tid() != t0)
+            atomic_fetch_add(&pinned_moves, 1);
+    }
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void scenario_pinned(void)
+{
+    CHECK_OK(gmp_maxprocs(2));
+    struct gmp_wg wg = GMP_WG_INIT;
+    static struct other others[OTHERS];
+    CHECK_OK(gmp_wg_add(&wg, OTHERS + 1));
+    for (int i = 0; i < OTHERS; i++) {
+        others[i].ntids = 0;
+        others[i].wg = &wg;
+        CHECK(gmp_go(other_main, &others[i]) > 0);
+    }
+    struct gmp_go_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.flags = GMP_GO_PINNED;
+    CHECK(gmp_go_attr(pinned_main, &wg, &attr) > 0);
+    CHECK_OK(gmp_wg_wait(&wg));
+
+    int most = 0;
+    for (int i = 0; i < OTHERS; i++) {
+        printf("attrs: default goroutine %d ran on %d thread(s)\n", i, others[i].ntids);
+        if (others[i].ntids > most)
+            most = others[i].ntids;
+    }
+    printf("attrs: pinned goroutine stayed on tid %ld, moved %ld times\n", pinned_tid,
+           atomic_load(&pinned_moves));
+    CHECK(pinned_tid > 0);
+    CHECK_EQ(atomic_load(&pinned_moves), 0);
+    CHECK(most >= 2);
+}
+
+int main(void)
+{
+    scenario_big_stack();
+    scenario_pinned();
+    return 0;
+}

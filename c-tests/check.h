@@ -1,0 +1,88 @@
+/*
+ * check.h -- the assertion helpers shared by the C tests in c-tests/.
+ *
+ * A failed check prints "file:line: CHECK failed: <expression>" (with both values for
+ * the _EQ form) to stderr and ends the process with status 1, from any thread or
+ * goroutine: _exit, not exit, so that no atexit handler runs on a goroutine stack while
+ * the runtime's threads are still running.
+ */
+#ifndef GMP_CTESTS_CHECK_H
+#define GMP_CTESTS_CHECK_H
+
+/* Include this header first: the tests use POSIX and Linux calls (clock_gettime,
+ * nanosleep, syscall) that -std=c11 hides without a feature macro. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline void check_fail(const char *file, int line, const char *expr)
+{
+    fprintf(stderr, "%s:%d: CHECK failed: %s\n", file, line, expr);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(1);
+}
+
+static inline void check_fail_eq(const char *file, int line, const char *a_expr,
+                                 const char *b_expr, long long a, long long b)
+{
+    fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", file, line,
+            a_expr, b_expr, a, b);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(1);
+}
+
+static inline void check_fail_neg(const char *file, int line, const char *expr, long long r)
+{
+    fprintf(stderr, "%s:%d: CHECK failed: %s >= 0 (returned %lld)\n", file, line, expr, r);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(1);
+}
+
+/* Asserts a condition. */
+#define CHECK(expr)                                                                \
+    do {                                                                           \
+        if (!(expr))                                                               \
+            check_fail(__FILE__, __LINE__, #expr);                                 \
+    } while (0)
+
+/* Asserts that two integer expressions are equal; prints both values if not. */
+#define CHECK_EQ(a, b)                                                             \
+    do {                                                                           \
+        long long check_a_ = (long long)(a), check_b_ = (long long)(b);            \
+        if (check_a_ != check_b_)                                                  \
+            check_fail_eq(__FILE__, __LINE__, #a, #b, check_a_, check_b_);         \
+    } while (0)
+
+/* Asserts that a gmp_* call succeeded (returned a non-negative value). */
+#define CHECK_OK(call)                                                             \
+    do {                                                                           \
+        long long check_r_ = (long long)(call);                                    \
+        if (check_r_ < 0)                                                          \
+            check_fail_neg(__FILE__, __LINE__, #call, check_r_);                  \
+    } while (0)
+
+/* CLOCK_MONOTONIC in seconds. */
+static inline double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Sleeps for the given number of milliseconds (a foreign thread only: it blocks the
+ * thread, not just the goroutine). */
+static inline void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * maxprocs.c -- GOMAXPROCS from the environment, and resizing it with work in flight.
+ *
+ * Scenario: the harness runs this with GMP_MAXPROCS=3; the first call into the library
+ * must see it. Then WORKERS goroutines loop on gmp_yield() until told to stop (and at
+ * least MIN_YIELDS times), so they are all in flight while GOMAXPROCS is changed
+ * 1 -> 4 -> 1 -> 2 ... first ROUNDS times from the foreign main thread, then ROUNDS times
+ * from inside a goroutine (Go's procresize from a running G). Checks: each set returns
+ * the previous value, gmp_maxprocs(0), gmp_maxprocs(-1) and gmp_stats().gomaxprocs follow
+ * it, every worker finishes with the right id sum and yield count, the bounds (1024 is
+ * accepted, 1025 is -EINVAL and leaves the value alone).
+ */
+#include "check.h"
+
+#include <errno.h>
+#include <gmp.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define WORKERS 10000L
+#define MIN_YIELDS 20L
+#define ROUNDS 40
+
+static const int sizes[] = {1, 4, 1, 2, 4, 3};
+#define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
+
+static atomic_int stop;
+static atomic_llong id_sum;
+static atomic_llong yields;
+static atomic_long finished;
+static struct gmp_wg workers_wg = GMP_WG_INIT;
+
+static void worker(void *arg)
+{
+    long id = (long)(intptr_t)arg;
+    long n = 0;
+    while (n < MIN_YIELDS || !atomic_load_explicit(&stop, memory_order_relaxed)) {
+        CHECK_EQ(gmp_yield(), 0);
+        n++;
+    }
+    atomic_fetch_add(&yields, n);
+    atomic_fetch_add(&id_sum, id);
+    atomic_fetch_add(&finished, 1);
+    CHECK_OK(gmp_wg_done(&workers_wg));
+}
+
+/* Sets n, checking the value returned and every way of reading it back. `current` is
+ * what GOMAXPROCS is now (only one resizer runs at a time). */
+static void resize(int *current, int n)
+{
+    CHECK_EQ(gmp_maxprocs(n), *current);
+    *current = n;
+    CHECK_EQ(gmp_maxprocs(0), n);
+    CHECK_EQ(gmp_maxprocs(-1), n);
+    struct gmp_stats st;
+    uint32_t lens[8];
+    CHECK_EQ(gmp_stats(&st, lens, 8), n < 8 ? n : 8);
+    CHECK_EQ(st.gomaxprocs, n);
+}
+
+static struct gmp_wg resizer_wg = GMP_WG_INIT;
+static int current;
+
+static void resizer(void *arg)
+{
+    (void)arg;
+    for (int r = 0; r < ROUNDS; r++) {
+        resize(&current, sizes[r % NSIZES]);
+        for (int i = 0; i < 10; i++)
+            CHECK_EQ(gmp_yield(), 0);
+    }
+    CHECK_OK(gmp_wg_done(&resizer_wg));
+}
+
+static void noop(void *arg)
+{
+    atomic_fetch_add((atomic_long *)arg, 1);
+}
+
+int main(void)
+{
+    const char *env = getenv("GMP_MAXPROCS");
+    int first = gmp_maxprocs(0); /* the first call: starts the runtime */
+    if (env != NULL)
+        CHECK_EQ(first, atoi(env));
+    else
+        CHECK(first >= 1);
+    current = first;
+
+    CHECK_OK(gmp_wg_add(&workers_wg, WORKERS));
+    for (long i = 0; i < WORKERS; i++)
+        CHECK(gmp_go(worker, (void *)(intptr_t)i) > 0);
+
+    /* Resizes from the foreign thread. */
+    for (int r = 0; r < ROUNDS; r++) {
+        resize(&current, sizes[r % NSIZES]);
+        sleep_ms(2);
+    }
+    /* Resizes from a goroutine. */
+    CHECK_OK(gmp_wg_add(&resizer_wg, 1));
+    CHECK(gmp_go(resizer, NULL) > 0);
+    CHECK_OK(gmp_wg_wait(&resizer_wg));
+    CHECK_EQ(atomic_load(&finished), 0); /* all were in flight during every resize */
+
+    atomic_store(&stop, 1);
+    CHECK_OK(gmp_wg_wait(&workers_wg));
+    CHECK_EQ(atomic_load(&finished), WORKERS);
+    CHECK_EQ(atomic_load(&id_sum), (long long)WORKERS * (WORKERS - 1) / 2);
+    CHECK(atomic_load(&yields) >= WORKERS * MIN_YIELDS);
+
+    /* Bounds. */
+    CHECK_EQ(gmp_maxprocs(1025), -EINVAL);
+    CHECK_EQ(gmp_maxprocs(0), current);
+    resize(&current, 1024);
+    {
+        atomic_long ran = 0;
+        for (int i = 0; i < 100; i++)
+            CHECK(gmp_go(noop, &ran) > 0);
+        double deadline = now_sec() + 10.0;
+        while (atomic_load(&ran) < 100 && now_sec() < deadline)
+            sleep_ms(1);
+        CHECK_EQ(atomic_load(&ran), 100);
+    }
+    resize(&current, 2);
+
+    printf("maxprocs: %d resizes under %ld workers, %lld yields\n", 2 * ROUNDS, WORKERS,
+           (long long)atomic_load(&yields));
+    return 0;
+}

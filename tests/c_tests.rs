@@ -1,0 +1,565 @@
+//! Compiles and runs the C programs in `c-tests/` against the library `cargo test` just
+//! built, one `#[test]` per program (or per program and misuse case).
+//!
+//! Conventions:
+//! - The library is the `libgmp.so` cargo built for this run, in the `deps` directory
+//!   beside this test executable: `cargo test` builds the cdylib there but copies it up
+//!   to `target/<profile>/` only on `cargo build`, so the copy up there may be stale
+//!   (it is used only when `deps` has none). Programs link it **by path** (never
+//!   `-lgmp`, which is GNU MP), with an rpath to `CARGO_TARGET_TMPDIR/c-tests/lib`,
+//!   where a `libgmp.so.0` symlink (the SONAME) points at it.
+//! - Each program is compiled with `cc -std=c11 -Wall -Wextra -Werror -Wpedantic -O2
+//!   -pthread -I include` into `CARGO_TARGET_TMPDIR/c-tests/`, run with a clean `GMP_*`
+//!   environment plus what the test sets, killed after [`TIMEOUT`], and must exit 0; a
+//!   failure prints its stdout and stderr.
+//! - Misuse cases: a program given `argv[1]` runs one misuse and must die by SIGABRT
+//!   with the expected `gmp:` message on stderr (core dumps are switched off for them).
+//! - The machine has two cores and one of the programs measures a parallel speed-up, so
+//!   every test here (compiling included) holds [`C_TESTS`]: C programs run one at a
+//!   time, beside at most the Rust unit tests of other binaries.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A program still running after this long is killed and its test fails.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Serialises the C tests (see the module doc).
+static C_TESTS: Mutex<()> = Mutex::new(());
+
+/// Programs already compiled by this test process (always accessed under [`C_TESTS`]).
+static COMPILED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// The `GMP_*` variables a program must not inherit from whoever runs `cargo test`.
+const GMP_ENV: &[&str] = &["GMP_MAXPROCS", "GMP_STACK_SIZE", "GMP_MAX_THREADS", "GMP_DEBUG"];
+
+fn lock() -> MutexGuard<'static, ()> {
+    // A failed test poisons the lock; the others must still run.
+    C_TESTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The `libgmp.so` to test: `deps/libgmp.so` beside this executable (what this
+/// `cargo test` built), else `target/<profile>/libgmp.so`.
+fn library() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("test executable has a parent directory");
+    let profile = deps.parent().expect("deps has a parent directory");
+    for lib in [deps.join("libgmp.so"), profile.join("libgmp.so")] {
+        if lib.exists() {
+            return lib;
+        }
+    }
+    panic!("no libgmp.so in {} or {}: cargo should have built the cdylib", deps.display(), profile.display())
+}
+
+/// A directory holding only `libgmp.so.0 -> <library()>`, for the programs' rpath.
+fn soname_dir() -> PathBuf {
+    let dir = out_dir().join("lib");
+    std::fs::create_dir_all(&dir).expect("create c-tests/lib");
+    let link = dir.join("libgmp.so.0");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(library(), &link).expect("symlink libgmp.so.0");
+    dir
+}
+
+fn out_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-tests");
+    std::fs::create_dir_all(&dir).expect("create CARGO_TARGET_TMPDIR/c-tests");
+    dir
+}
+
+/// What a finished program left behind.
+struct Outcome {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Outcome {
+    fn report(&self, what: &str) -> String {
+        format!(
+            "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `cmd` to completion with piped output, killing it after [`TIMEOUT`].
+fn run_with_timeout(mut cmd: Command, what: &str) -> Outcome {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe and touches only the child's own limits.
+    unsafe {
+        cmd.pre_exec(|| {
+            let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: spawn failed: {e}"));
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout piped")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr piped")));
+
+    let deadline = Instant::now() + TIMEOUT;
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            let _ = child.kill();
+            break child.wait().expect("wait after kill");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let outcome = Outcome {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    };
+    if timed_out {
+        panic!("{}", outcome.report(&format!("{what} timed out after {TIMEOUT:?} and was killed")));
+    }
+    outcome
+}
+
+/// Compiles `c-tests/<name>.c` once per test process; returns the executable.
+/// The caller holds [`C_TESTS`].
+fn compile(name: &str) -> PathBuf {
+    let exe = out_dir().join(name);
+    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    let set = compiled.get_or_insert_with(HashSet::new);
+    if set.contains(name) {
+        return exe;
+    }
+    let src = manifest_dir().join("c-tests").join(format!("{name}.c"));
+    let mut cmd = Command::new("cc");
+    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-O2", "-pthread"])
+        .arg("-I")
+        .arg(manifest_dir().join("include"))
+        .arg(&src)
+        .arg(library())
+        .arg(format!("-Wl,-rpath,{}", soname_dir().display()))
+        .arg("-o")
+        .arg(&exe);
+    let outcome = run_with_timeout(cmd, &format!("cc {name}.c"));
+    assert!(outcome.status.success(), "{}", outcome.report(&format!("compiling {name}.c failed")));
+    set.insert(name.to_string());
+    exe
+}
+
+/// Compiles and runs a C test with `args` and `env` (on top of a clean `GMP_*` set).
+fn run_c(name: &str, args: &[&str], env: &[(&str, &str)]) -> Outcome {
+    let _serial = lock();
+    let exe = compile(name);
+    let mut cmd = Command::new(&exe);
+    cmd.args(args).current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_with_timeout(cmd, &format!("{name} {}", args.join(" ")))
+}
+
+/// Runs a C test that must exit 0.
+fn expect_success(name: &str, env: &[(&str, &str)]) -> Outcome {
+    let outcome = run_c(name, &[], env);
+    assert!(outcome.status.success(), "{}", outcome.report(&format!("{name} failed")));
+    print!("{}", outcome.stdout);
+    outcome
+}
+
+/// Runs misuse `case` of a C test: it must die by SIGABRT with every one of `needles`
+/// on stderr.
+fn expect_abort(name: &str, case: &str, needles: &[&str]) {
+    let outcome = run_c(name, &[case], &[]);
+    let what = format!("{name} {case}");
+    assert_eq!(
+        outcome.status.signal(),
+        Some(libc::SIGABRT),
+        "{}",
+        outcome.report(&format!("{what} should have died by SIGABRT"))
+    );
+    for needle in needles {
+        assert!(
+            outcome.stderr.contains(needle),
+            "{}",
+            outcome.report(&format!("{what}: stderr lacks {needle:?}"))
+        );
+    }
+}
+
+#[test]
+fn spawn_million() {
+    expect_success("spawn_million", &[]);
+}
+
+#[test]
+fn nested_spawn() {
+    expect_success("nested_spawn", &[]);
+}
+
+#[test]
+fn foreign_wait() {
+    expect_success("foreign_wait", &[]);
+}
+
+#[test]
+fn maxprocs() {
+    // The program checks that its first gmp_maxprocs(0) returns GMP_MAXPROCS.
+    expect_success("maxprocs", &[("GMP_MAXPROCS", "3")]);
+}
+
+#[test]
+fn parallel_speedup() {
+    expect_success("parallel_speedup", &[]);
+}
+
+#[test]
+fn steals() {
+    expect_success("steals", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn attrs() {
+    expect_success("attrs", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn yield_fairness() {
+    expect_success("yield_fairness", &[]);
+}
+
+#[test]
+fn goexit() {
+    expect_success("goexit", &[]);
+}
+
+#[test]
+fn bad_input() {
+    expect_success("bad_input", &[]);
+}
+
+#[test]
+fn bad_input_negative_wg() {
+    expect_abort("bad_input", "negative_wg", &["gmp: sync: negative WaitGroup counter"]);
+}
+
+#[test]
+fn bad_input_negative_wg_goroutine() {
+    expect_abort("bad_input", "negative_wg_goroutine", &["gmp: sync: negative WaitGroup counter"]);
+}
+
+#[test]
+fn bad_input_stack_overflow() {
+    expect_abort("bad_input", "stack_overflow", &["gmp: goroutine ", "stack overflow"]);
+}
+
+#[test]
+fn bad_input_thread_fuse() {
+    expect_abort("bad_input", "thread_fuse", &["gmp:", "thread"]);
+}
+
+// ---- schedtrace ----
+
+/// GOMAXPROCS the schedtrace runs use.
+const TRACE_PROCS: usize = 2;
+
+/// One `SCHED` line, parsed field by field in Go's order.
+#[derive(Debug)]
+struct SchedLine {
+    ms: u64,
+    gomaxprocs: usize,
+    idleprocs: u64,
+    threads: u64,
+    spinningthreads: u64,
+    idlethreads: u64,
+    /// Per-P local run queue lengths (plain format only).
+    runq: Vec<u64>,
+    /// Per-P schedtick (plain format only).
+    schedticks: Vec<u64>,
+}
+
+/// Takes `key=value` off the front of `tokens`, checking the key.
+fn field<'a>(tokens: &mut impl Iterator<Item = &'a str>, key: &str) -> Result<&'a str, String> {
+    let tok = tokens.next().ok_or_else(|| format!("missing {key}="))?;
+    tok.strip_prefix(key)
+        .and_then(|t| t.strip_prefix('='))
+        .ok_or_else(|| format!("expected {key}=, found {tok:?}"))
+}
+
+fn num(s: &str) -> Result<u64, String> {
+    s.parse().map_err(|_| format!("{s:?} is not a number"))
+}
+
+fn boolean(s: &str) -> Result<bool, String> {
+    match s {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("{s:?} is not true/false")),
+    }
+}
+
+/// Parses `[ a b c ]` (the opening token already taken) up to the closing `]`.
+fn list<'a>(tokens: &mut impl Iterator<Item = &'a str>) -> Result<Vec<u64>, String> {
+    let mut v = Vec::new();
+    loop {
+        match tokens.next() {
+            Some("]") => return Ok(v),
+            Some(t) => v.push(num(t)?),
+            None => return Err("unterminated [ list ]".into()),
+        }
+    }
+}
+
+/// Parses a `SCHED` line in Go's format: the plain one
+/// `SCHED 101ms: gomaxprocs=2 idleprocs=0 threads=4 spinningthreads=0 needspinning=1
+/// idlethreads=1 runqueue=1 [ 0 1 ] schedticks=[ 7 8 ]` or, with `scheddetail=1`, the
+/// same up to `runqueue=` followed by `gcwaiting=false nmidlelocked=0 stopwait=0
+/// sysmonwait=false`. Single spaces throughout, as Go prints them.
+fn parse_sched(line: &str, detailed: bool) -> Result<SchedLine, String> {
+    let rest = line.strip_prefix("SCHED ").ok_or("no SCHED prefix")?;
+    let (ms, rest) = rest.split_once("ms: ").ok_or("no \"<N>ms: \"")?;
+    if rest.contains("  ") || rest.ends_with(' ') || rest.starts_with(' ') {
+        return Err("fields must be separated by single spaces".into());
+    }
+    let mut t = rest.split(' ');
+    let mut s = SchedLine {
+        ms: num(ms)?,
+        gomaxprocs: num(field(&mut t, "gomaxprocs")?)? as usize,
+        idleprocs: num(field(&mut t, "idleprocs")?)?,
+        threads: num(field(&mut t, "threads")?)?,
+        spinningthreads: num(field(&mut t, "spinningthreads")?)?,
+        idlethreads: 0,
+        runq: Vec::new(),
+        schedticks: Vec::new(),
+    };
+    num(field(&mut t, "needspinning")?)?;
+    s.idlethreads = num(field(&mut t, "idlethreads")?)?;
+    num(field(&mut t, "runqueue")?)?;
+    if detailed {
+        boolean(field(&mut t, "gcwaiting")?)?;
+        num(field(&mut t, "nmidlelocked")?)?;
+        num(field(&mut t, "stopwait")?)?;
+        boolean(field(&mut t, "sysmonwait")?)?;
+    } else {
+        match t.next() {
+            Some("[") => s.runq = list(&mut t)?,
+            other => return Err(format!("expected \"[\", found {other:?}")),
+        }
+        match t.next() {
+            Some("schedticks=[") => s.schedticks = list(&mut t)?,
+            other => return Err(format!("expected \"schedticks=[\", found {other:?}")),
+        }
+    }
+    match t.next() {
+        None => Ok(s),
+        Some(extra) => Err(format!("unexpected {extra:?} at the end")),
+    }
+}
+
+/// Checks the `key=value` keys of a detail line after its `  X<n>: ` label, in order.
+fn check_keys(body: &str, keys: &[&str]) -> Result<(), String> {
+    let found: Vec<&str> = body.split(' ').map(|kv| kv.split('=').next().unwrap_or("")).collect();
+    if found == keys {
+        Ok(())
+    } else {
+        Err(format!("keys {found:?}, expected {keys:?}"))
+    }
+}
+
+/// Splits `  X<n>: body` into (n, body).
+fn detail_label<'a>(line: &'a str, letter: char) -> Result<(u64, &'a str), String> {
+    let rest = line
+        .strip_prefix("  ")
+        .and_then(|l| l.strip_prefix(letter))
+        .ok_or_else(|| format!("not a {letter} line"))?;
+    let (n, body) = rest.split_once(": ").ok_or("no \": \"")?;
+    Ok((num(n)?, body))
+}
+
+fn bad_detail<T>(line: &str, e: String) -> T {
+    panic!("bad detail line {line:?}: {e}")
+}
+
+/// A `SCHED` line with the detail lines that follow it.
+struct Block<'a> {
+    sched: &'a str,
+    details: Vec<&'a str>,
+}
+
+/// Groups complete lines of `stderr` into blocks; lines before the first `SCHED` and
+/// lines that are neither `SCHED` nor two-space-indented detail lines are ignored. A
+/// last line without its newline (the process exited mid-print) is dropped.
+fn blocks(stderr: &str) -> Vec<Block<'_>> {
+    let complete = match stderr.rfind('\n') {
+        Some(i) => &stderr[..i],
+        None => "",
+    };
+    let mut out: Vec<Block> = Vec::new();
+    for line in complete.lines() {
+        if line.starts_with("SCHED ") {
+            out.push(Block { sched: line, details: Vec::new() });
+        } else if line.starts_with("  ") {
+            if let Some(b) = out.last_mut() {
+                b.details.push(line);
+            }
+        }
+    }
+    out
+}
+
+fn stdout_gomaxprocs(outcome: &Outcome) -> usize {
+    let line = outcome.stdout.lines().find_map(|l| l.strip_prefix("gomaxprocs="));
+    num(line.expect("schedtrace prints gomaxprocs=N")).expect("gomaxprocs=N") as usize
+}
+
+#[test]
+fn schedtrace() {
+    let procs = TRACE_PROCS.to_string();
+    let outcome = expect_success(
+        "schedtrace",
+        &[("GMP_MAXPROCS", procs.as_str()), ("GMP_DEBUG", "schedtrace=50")],
+    );
+    assert_eq!(stdout_gomaxprocs(&outcome), TRACE_PROCS);
+    let blocks = blocks(&outcome.stderr);
+    assert!(blocks.len() >= 3, "{}", outcome.report("fewer than 3 SCHED lines in ~400 ms at 50 ms"));
+    let mut last_ms = 0;
+    let mut ticks = 0;
+    for b in &blocks {
+        let s = parse_sched(b.sched, false)
+            .unwrap_or_else(|e| panic!("bad SCHED line {:?}: {e}", b.sched));
+        assert!(b.details.is_empty(), "detail lines without scheddetail=1: {:?}", b.details);
+        assert_eq!(s.gomaxprocs, TRACE_PROCS, "{:?}", b.sched);
+        assert_eq!(s.runq.len(), TRACE_PROCS, "one run queue length per P: {:?}", b.sched);
+        assert_eq!(s.schedticks.len(), TRACE_PROCS, "one schedtick per P: {:?}", b.sched);
+        assert!(s.idleprocs <= TRACE_PROCS as u64, "{:?}", b.sched);
+        assert!(s.threads >= 1, "{:?}", b.sched);
+        assert!(s.idlethreads <= s.threads && s.spinningthreads <= s.threads, "{:?}", b.sched);
+        assert!(s.ms >= last_ms, "time went backwards at {:?}", b.sched);
+        last_ms = s.ms;
+        ticks = ticks.max(s.schedticks.iter().sum::<u64>());
+    }
+    assert!(ticks > 0, "no P ever ticked:\n{}", outcome.stderr);
+}
+
+#[test]
+fn schedtrace_detail() {
+    let procs = TRACE_PROCS.to_string();
+    let outcome = expect_success(
+        "schedtrace",
+        &[("GMP_MAXPROCS", procs.as_str()), ("GMP_DEBUG", "schedtrace=50,scheddetail=1")],
+    );
+    let blocks = blocks(&outcome.stderr);
+    assert!(blocks.len() >= 3, "{}", outcome.report("fewer than 3 SCHED lines in ~400 ms at 50 ms"));
+    const P_KEYS: &[&str] =
+        &["status", "schedtick", "syscalltick", "m", "runqsize", "gfreecnt", "timerslen"];
+    const M_KEYS: &[&str] = &[
+        "p", "curg", "mallocing", "throwing", "preemptoff", "locks", "dying", "spinning",
+        "blocked", "lockedg",
+    ];
+    const G_KEYS: &[&str] = &["status", "m", "lockedm"];
+    let mut m_lines = 0;
+    // The last block may have been cut short by the exit; every earlier one is whole.
+    for (i, b) in blocks.iter().enumerate() {
+        let s = parse_sched(b.sched, true)
+            .unwrap_or_else(|e| panic!("bad detailed SCHED line {:?}: {e}", b.sched));
+        assert_eq!(s.gomaxprocs, TRACE_PROCS, "{:?}", b.sched);
+        let mut ps = 0;
+        for line in &b.details {
+            if line.starts_with("  P") {
+                let (n, body) = detail_label(line, 'P').unwrap_or_else(|e| bad_detail(line, e));
+                assert_eq!(n, ps, "P lines out of order: {line:?}");
+                assert!(body.starts_with("status="), "{line:?}");
+                check_keys(body, P_KEYS).unwrap_or_else(|e| bad_detail(line, e));
+                ps += 1;
+            } else if line.starts_with("  M") {
+                let (_, body) = detail_label(line, 'M').unwrap_or_else(|e| bad_detail(line, e));
+                check_keys(body, M_KEYS).unwrap_or_else(|e| bad_detail(line, e));
+                m_lines += 1;
+            } else if line.starts_with("  G") {
+                let (_, body) = detail_label(line, 'G').unwrap_or_else(|e| bad_detail(line, e));
+                check_keys(body, G_KEYS).unwrap_or_else(|e| bad_detail(line, e));
+            } else {
+                panic!("unknown detail line {line:?}");
+            }
+        }
+        if i + 1 < blocks.len() {
+            assert_eq!(ps, TRACE_PROCS as u64, "block {:?} lists {ps} Ps", b.sched);
+        }
+    }
+    assert!(
+        outcome.stderr.contains("\n  P0: status="),
+        "{}",
+        outcome.report("no \"  P0: status=\" line")
+    );
+    assert!(m_lines > 0, "{}", outcome.report("no \"  M<id>: \" line"));
+}
+
+#[test]
+fn schedtrace_parser_accepts_go_format() {
+    // The examples of notes/api.md, which are Go's own output.
+    let plain = "SCHED 101ms: gomaxprocs=2 idleprocs=0 threads=4 spinningthreads=0 \
+                 needspinning=1 idlethreads=1 runqueue=1 [ 0 1 ] schedticks=[ 7 8 ]";
+    let s = parse_sched(plain, false).expect("plain line");
+    assert_eq!((s.ms, s.gomaxprocs, s.runq, s.schedticks), (101, 2, vec![0, 1], vec![7, 8]));
+    let detailed = "SCHED 203ms: gomaxprocs=2 idleprocs=0 threads=5 spinningthreads=0 \
+                    needspinning=1 idlethreads=2 runqueue=2 gcwaiting=false nmidlelocked=0 \
+                    stopwait=0 sysmonwait=false";
+    parse_sched(detailed, true).expect("detailed line");
+    assert!(parse_sched(plain, true).is_err());
+    assert!(parse_sched(detailed, false).is_err());
+    assert!(parse_sched(&plain.replace("[ 0 1 ]", "[0 1]"), false).is_err());
+    let b = blocks("SCHED 1ms: x\n  P0: status=1\nSCHED 2ms: y\n  P0: sta");
+    assert_eq!(b.len(), 2);
+    assert!(b[1].details.is_empty(), "an unterminated last line is dropped");
+}
+
+// ---- the header on its own ----
+
+fn compile_header(compiler: &str, std: &str, ext: &str) {
+    let _serial = lock();
+    let tu = out_dir().join(format!("header_only.{ext}"));
+    // Included twice: the include guard must hold.
+    std::fs::write(&tu, "#include \"gmp.h\"\n#include \"gmp.h\"\nint main(void) { return 0; }\n")
+        .expect("write translation unit");
+    let mut cmd = Command::new(compiler);
+    cmd.arg(format!("-std={std}"))
+        .args(["-Wall", "-Wextra", "-Werror", "-Wpedantic", "-fsyntax-only", "-I"])
+        .arg(manifest_dir().join("include"))
+        .arg(&tu);
+    let outcome = run_with_timeout(cmd, compiler);
+    assert!(
+        outcome.status.success(),
+        "{}",
+        outcome.report(&format!("include/gmp.h does not compile as {std}"))
+    );
+}
+
+#[test]
+fn header_compiles_as_c11() {
+    compile_header("cc", "c11", "c");
+}
+
+#[test]
+fn header_compiles_as_cxx17() {
+    compile_header("c++", "c++17", "cpp");
+}

@@ -1,0 +1,211 @@
+//! What `libgmp.so` exports, and that it can live beside GNU MP (`libgmp.so.10`).
+//!
+//! The library checked is the one `cargo test` built: `deps/libgmp.so` beside this test
+//! executable (cargo copies it up to `target/<profile>/` only on `cargo build`), else
+//! `target/<profile>/libgmp.so`. Uses binutils' `nm` and `readelf`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// GNU MP's libgmp.so.10, present wherever gcc is installed on Debian.
+const GNU_MP: &str = "/usr/lib/x86_64-linux-gnu/libgmp.so.10";
+
+/// Our SONAME (build.rs); GNU MP's is `libgmp.so.10`.
+const SONAME: &str = "libgmp.so.0";
+
+/// Symbols outside the `gmp_` prefix that the library exports on purpose. Empty until
+/// LD_PRELOAD mode exports the intercepted libc functions (`read`, `write`, ...): each
+/// must then be listed here with the reason.
+const ALLOWED_NON_GMP: &[&str] = &[];
+
+/// GNU MP's public `gmp_*` names (functions, variables and the macros that rename them
+/// to `__gmp_*`), from its manual's function index. Our `gmp_*` names must avoid them all:
+/// a program may include both headers or link both libraries.
+const GNU_MP_NAMES: &[&str] = &[
+    "gmp_version",
+    "gmp_errno",
+    "gmp_bits_per_limb",
+    "gmp_randinit",
+    "gmp_randinit_default",
+    "gmp_randinit_lc_2exp",
+    "gmp_randinit_lc_2exp_size",
+    "gmp_randinit_mt",
+    "gmp_randinit_set",
+    "gmp_randseed",
+    "gmp_randseed_ui",
+    "gmp_randclear",
+    "gmp_urandomb_ui",
+    "gmp_urandomm_ui",
+    "gmp_printf",
+    "gmp_fprintf",
+    "gmp_sprintf",
+    "gmp_snprintf",
+    "gmp_asprintf",
+    "gmp_obstack_printf",
+    "gmp_vprintf",
+    "gmp_vfprintf",
+    "gmp_vsprintf",
+    "gmp_vsnprintf",
+    "gmp_vasprintf",
+    "gmp_obstack_vprintf",
+    "gmp_printf_funs",
+    "gmp_scanf",
+    "gmp_fscanf",
+    "gmp_sscanf",
+    "gmp_vscanf",
+    "gmp_vfscanf",
+    "gmp_vsscanf",
+    "gmp_set_memory_functions",
+    "gmp_get_memory_functions",
+    "gmp_randstate_t",
+    "gmp_randstate_ptr",
+    "gmp_randstate_srcptr",
+    "gmp_randalg_t",
+];
+
+fn library() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("test executable has a parent directory");
+    let profile = deps.parent().expect("deps has a parent directory");
+    for lib in [deps.join("libgmp.so"), profile.join("libgmp.so")] {
+        if lib.exists() {
+            return lib;
+        }
+    }
+    panic!("no libgmp.so in {} or {}", deps.display(), profile.display())
+}
+
+fn tool(program: &str, args: &[&str], file: &Path) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e} (binutils installed?)"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?} {} failed: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// `(type letter, name)` of every defined dynamic symbol (`nm -D --defined-only`), with
+/// any `@VERSION` suffix removed.
+fn dynamic_symbols(lib: &Path) -> Vec<(char, String)> {
+    tool("nm", &["-D", "--defined-only"], lib)
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace().rev();
+            let name = f.next()?;
+            let kind = f.next()?.chars().next()?;
+            Some((kind, name.split('@').next().unwrap_or(name).to_string()))
+        })
+        .collect()
+}
+
+/// Exported code and data (nm types T, W, D, B, R, V, i; lowercase is local).
+fn exported(lib: &Path) -> BTreeSet<String> {
+    dynamic_symbols(lib)
+        .into_iter()
+        .filter(|(kind, _)| matches!(kind, 'T' | 'W' | 'D' | 'B' | 'R' | 'V' | 'i'))
+        .map(|(_, name)| name)
+        .collect()
+}
+
+#[test]
+fn only_gmp_symbols_exported() {
+    let lib = library();
+    let names = exported(&lib);
+    // rustc's cdylib version script keeps everything but #[no_mangle] items local, and
+    // no linker-generated symbol (_init, _fini, _edata, __bss_start...) is exported as
+    // code or data here (those nm prints are absolute: type A, not listed above).
+    let stray: Vec<&String> = names
+        .iter()
+        .filter(|n| !n.starts_with("gmp_") && !ALLOWED_NON_GMP.contains(&n.as_str()))
+        .collect();
+    assert!(stray.is_empty(), "{} exports non-gmp_ symbols: {stray:?}", lib.display());
+    assert!(names.contains("gmp_go"), "{} does not export gmp_go: {names:?}", lib.display());
+}
+
+#[test]
+fn api_functions_exported() {
+    // The functions notes/api.md promises for the runtime core.
+    let names = exported(&library());
+    for f in [
+        "gmp_go",
+        "gmp_go_attr",
+        "gmp_yield",
+        "gmp_goexit",
+        "gmp_goid",
+        "gmp_maxprocs",
+        "gmp_num_goroutine",
+        "gmp_num_cpu",
+        "gmp_set_default_stack_size",
+        "gmp_set_max_threads",
+        "gmp_wg_add",
+        "gmp_wg_done",
+        "gmp_wg_wait",
+        "gmp_stats",
+    ] {
+        assert!(names.contains(f), "{f} is not exported");
+    }
+}
+
+#[test]
+fn soname_is_not_gnu_mp() {
+    let lib = library();
+    let dynamic = tool("readelf", &["-d", "-W"], &lib);
+    let sonames: Vec<&str> = dynamic
+        .lines()
+        .filter(|l| l.contains("(SONAME)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next())
+        .collect();
+    assert_eq!(sonames, [SONAME], "SONAME of {}:\n{dynamic}", lib.display());
+    assert_ne!(SONAME, "libgmp.so.10");
+}
+
+#[test]
+fn soname_symlink_beside_library() {
+    // build.rs puts target/<profile>/libgmp.so.0 -> libgmp.so for programs linked
+    // against target/<profile>/libgmp.so.
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let link = profile.join(SONAME);
+    let target = std::fs::read_link(&link)
+        .unwrap_or_else(|e| panic!("{} is not a symlink: {e}", link.display()));
+    assert_eq!(target, Path::new("libgmp.so"));
+}
+
+#[test]
+fn no_gnu_mp_name_clash() {
+    let ours = exported(&library());
+    let mut theirs: BTreeSet<String> = GNU_MP_NAMES.iter().map(|s| s.to_string()).collect();
+    if Path::new(GNU_MP).exists() {
+        for (_, name) in dynamic_symbols(Path::new(GNU_MP)) {
+            // GNU MP's header renames its public gmp_x to the exported __gmp_x.
+            if let Some(public) = name.strip_prefix("__") {
+                theirs.insert(public.to_string());
+            }
+            theirs.insert(name);
+        }
+    }
+    let clash: Vec<&String> = ours.intersection(&theirs).collect();
+    assert!(clash.is_empty(), "names shared with GNU MP: {clash:?}");
+}
+
+#[test]
+fn gnu_mp_name_list_is_real() {
+    // Keeps the hard-coded list honest where GNU MP is installed: its exported
+    // functions are those names with the __ prefix its header adds.
+    if !Path::new(GNU_MP).exists() {
+        eprintln!("{GNU_MP} not installed: skipped");
+        return;
+    }
+    let theirs: BTreeSet<String> =
+        dynamic_symbols(Path::new(GNU_MP)).into_iter().map(|(_, n)| n).collect();
+    for name in ["gmp_version", "gmp_errno", "gmp_printf", "gmp_randinit_mt", "gmp_urandomb_ui"] {
+        assert!(theirs.contains(&format!("__{name}")), "{GNU_MP} lacks __{name}");
+    }
+}
