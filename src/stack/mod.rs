@@ -550,6 +550,12 @@ mod tests {
     }
 
     #[test]
+    fn stack_is_send() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Stack>();
+    }
+
+    #[test]
     fn alloc_free_reuse() {
         // A class no other test uses, so the free list is ours.
         let size = MIN_STACK + 3 * page_size();
