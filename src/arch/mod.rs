@@ -82,7 +82,11 @@ mod tests {
 
     #[test]
     fn ping_pong() {
-        let mut pair = Pair { main_sp: 0, co_sp: 0, seen: 0 };
+        let mut pair = Pair {
+            main_sp: 0,
+            co_sp: 0,
+            seen: 0,
+        };
         let s = coroutine(&mut pair, ping_pong_entry);
         let arg = &raw mut pair as usize;
         assert_eq!(resume(&mut pair, arg), 0);
@@ -123,7 +127,11 @@ mod tests {
 
     #[test]
     fn fresh_stack_entry_receives_arg() {
-        let mut pair = Pair { main_sp: 0, co_sp: 0, seen: 0 };
+        let mut pair = Pair {
+            main_sp: 0,
+            co_sp: 0,
+            seen: 0,
+        };
         let s = coroutine(&mut pair, record_arg_entry);
         let arg = &raw mut pair as usize;
         let local_addr = resume(&mut pair, arg);
@@ -171,7 +179,11 @@ mod tests {
     #[test]
     fn tls_survives_switch_same_thread() {
         tls_set(0xABC);
-        let mut pair = Pair { main_sp: 0, co_sp: 0, seen: 0 };
+        let mut pair = Pair {
+            main_sp: 0,
+            co_sp: 0,
+            seen: 0,
+        };
         let s = coroutine(&mut pair, tls_entry);
         let arg = &raw mut pair as usize;
         assert_eq!(resume(&mut pair, arg), 0xABC, "same thread, same slot");
@@ -185,7 +197,11 @@ mod tests {
     #[test]
     fn tls_read_after_migration() {
         struct Shared(Pair, stack::Stack);
-        let mut pair = Pair { main_sp: 0, co_sp: 0, seen: 0 };
+        let mut pair = Pair {
+            main_sp: 0,
+            co_sp: 0,
+            seen: 0,
+        };
         let s = coroutine(&mut pair, tls_entry);
         let shared = std::sync::Arc::new(std::sync::Mutex::new(Shared(pair, s)));
         for (round, v) in [100usize, 200, 300].into_iter().enumerate() {

@@ -414,18 +414,37 @@ mod tests {
         let saved_mxcsr = mxcsr();
         let saved_cw = x87_cw();
         set_mxcsr(DEFAULT_MXCSR | RC_ZERO);
-        let mut pair = Pair { main_sp: 0, co_sp: 0 };
+        let mut pair = Pair {
+            main_sp: 0,
+            co_sp: 0,
+        };
         let (s, arg) = start(&mut pair, fp_entry);
         let fresh = resume(&mut pair, arg);
-        assert_eq!(fresh, 0x037F << 32 | DEFAULT_MXCSR as usize, "ABI default on a fresh stack");
+        assert_eq!(
+            fresh,
+            0x037F << 32 | DEFAULT_MXCSR as usize,
+            "ABI default on a fresh stack"
+        );
         let main_third = third();
         for _ in 0..100 {
             let report = resume(&mut pair, 0);
-            assert_eq!(report & 0xFFFF, (DEFAULT_MXCSR | RC_DOWN) as usize, "coroutine MXCSR");
+            assert_eq!(
+                report & 0xFFFF,
+                (DEFAULT_MXCSR | RC_DOWN) as usize,
+                "coroutine MXCSR"
+            );
             assert_eq!(report >> 16 & 0xFFFF, 0x027F, "coroutine x87 CW");
             let co_third = (report >> 32) as u32;
-            assert_eq!(co_third, main_third + 1, "rounding down gives a larger magnitude");
-            assert_eq!(mxcsr() & MXCSR_CONTROL_MASK, DEFAULT_MXCSR | RC_ZERO, "our MXCSR");
+            assert_eq!(
+                co_third,
+                main_third + 1,
+                "rounding down gives a larger magnitude"
+            );
+            assert_eq!(
+                mxcsr() & MXCSR_CONTROL_MASK,
+                DEFAULT_MXCSR | RC_ZERO,
+                "our MXCSR"
+            );
             assert_eq!(x87_cw(), saved_cw, "our x87 CW");
             assert_eq!(third(), main_third);
         }
@@ -451,13 +470,20 @@ mod tests {
     fn sticky_flags_do_not_force_reload() {
         let saved = mxcsr();
         set_mxcsr(DEFAULT_MXCSR);
-        let mut pair = Pair { main_sp: 0, co_sp: 0 };
+        let mut pair = Pair {
+            main_sp: 0,
+            co_sp: 0,
+        };
         let (s, arg) = start(&mut pair, flags_entry);
         resume(&mut pair, arg);
         for flags in [0x01u32, 0x04, 0x20, 0x3F] {
             set_mxcsr(DEFAULT_MXCSR | flags); // invalid/div-by-zero/precision... raised
             let seen = resume(&mut pair, 0) as u32;
-            assert_eq!(seen & MXCSR_CONTROL_MASK, DEFAULT_MXCSR, "control bits unchanged");
+            assert_eq!(
+                seen & MXCSR_CONTROL_MASK,
+                DEFAULT_MXCSR,
+                "control bits unchanged"
+            );
             assert_eq!(seen & 0x3F, flags, "fast path: MXCSR not reloaded");
             assert_eq!(mxcsr(), DEFAULT_MXCSR | flags);
         }
@@ -490,7 +516,10 @@ mod tests {
 
     #[test]
     fn fresh_stack_entry_is_aligned_like_after_a_call() {
-        let mut pair = Pair { main_sp: 0, co_sp: 0 };
+        let mut pair = Pair {
+            main_sp: 0,
+            co_sp: 0,
+        };
         let (s, arg) = start(&mut pair, rsp_probe_entry);
         let rsp = resume(&mut pair, arg);
         assert_eq!((rsp + 8) % 16, 0, "rsp+8 16-aligned at entry");

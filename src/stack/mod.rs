@@ -163,7 +163,9 @@ unsafe fn install_guard(addr: usize) -> Result<(), i32> {
 
 /// The calling thread's errno (read right after a failed libc call).
 fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 /// True when guard pages are installed with `MADV_GUARD_INSTALL` (advice 102, kernel ≥
@@ -216,7 +218,9 @@ pub fn alloc(size: usize) -> Result<Stack, i32> {
     // A poisoned lock only means another thread panicked holding it; the free lists are
     // always consistent (a push or a pop), so keep going.
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    let class = pool.entry(size).or_insert_with(|| Class { free: Vec::new() });
+    let class = pool
+        .entry(size)
+        .or_insert_with(|| Class { free: Vec::new() });
     if let Some(lo) = class.free.pop() {
         return Ok(Stack { lo, size });
     }
@@ -226,8 +230,13 @@ pub fn alloc(size: usize) -> Result<Stack, i32> {
     // Hand out the lowest stack; the others go to the free list, highest first popped last,
     // so consecutive allocations walk up the slab.
     class.free.reserve(n - 1);
-    class.free.extend((1..n).rev().map(|i| slab + i * stride + page));
-    Ok(Stack { lo: slab + page, size })
+    class
+        .free
+        .extend((1..n).rev().map(|i| slab + i * stride + page));
+    Ok(Stack {
+        lo: slab + page,
+        size,
+    })
 }
 
 /// Maps a slab of `n` stacks of `size` bytes, each above a guard page. Returns its base.
@@ -313,7 +322,10 @@ pub fn install_overflow_handler(hook: fn(usize) -> Option<u64>) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let mut previous = [empty_sigaction(), empty_sigaction()];
-        for (sig, old) in [libc::SIGSEGV, libc::SIGBUS].into_iter().zip(previous.iter_mut()) {
+        for (sig, old) in [libc::SIGSEGV, libc::SIGBUS]
+            .into_iter()
+            .zip(previous.iter_mut())
+        {
             // SAFETY: queries the current action into a valid sigaction.
             unsafe { libc::sigaction(sig, std::ptr::null(), old) };
         }
@@ -523,4 +535,271 @@ thread_local! {
     static ALTSTACK_OWNER: AltstackOwner = const {
         AltstackOwner { mapping: std::cell::Cell::new((0, 0)) }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch;
+
+    fn maps_lines() -> usize {
+        std::fs::read_to_string("/proc/self/maps")
+            .expect("read /proc/self/maps")
+            .lines()
+            .count()
+    }
+
+    #[test]
+    fn stack_is_send() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Stack>();
+    }
+
+    #[test]
+    fn alloc_free_reuse() {
+        // A class no other test uses, so the free list is ours.
+        let size = MIN_STACK + 3 * page_size();
+        let a = alloc(size).expect("alloc");
+        let lo = a.lo();
+        free(a);
+        let b = alloc(size).expect("alloc again");
+        assert_eq!(b.lo(), lo, "the freed stack is reused first");
+        let c = alloc(size).expect("alloc a second one");
+        assert_ne!(c.lo(), b.lo());
+        free(b);
+        free(c);
+    }
+
+    #[test]
+    fn alignment_and_layout() {
+        let page = page_size();
+        for size in [MIN_STACK, MIN_STACK + 1, 100_000, DEFAULT_STACK] {
+            let s = alloc(size).expect("alloc");
+            assert_eq!(s.lo() % page, 0);
+            assert_eq!(s.top() % 16, 0);
+            assert_eq!(s.size() % page, 0);
+            assert!(s.size() >= size && s.size() < size + page);
+            assert_eq!(s.top(), s.lo() + s.size());
+            assert_eq!(s.guard_range(), (s.lo() - page, s.lo()));
+            free(s);
+        }
+    }
+
+    #[test]
+    fn size_classes() {
+        let page = page_size();
+        assert_eq!(alloc(MIN_STACK - 1).err(), Some(libc::EINVAL));
+        assert_eq!(alloc(MAX_STACK + 1).err(), Some(libc::EINVAL));
+        assert_eq!(alloc(0).err(), Some(libc::EINVAL));
+        let small = alloc(MIN_STACK + 5 * page).expect("small");
+        let rounded = alloc(MIN_STACK + 5 * page - 100).expect("rounds up to the same class");
+        let big = alloc(4 << 20).expect("4 MiB");
+        assert_eq!(small.size(), rounded.size());
+        assert_eq!(big.size(), 4 << 20);
+        // Same class: consecutive stacks of one slab, a guard page apart.
+        assert_eq!(rounded.lo(), small.top() + page);
+        free(small);
+        free(rounded);
+        free(big);
+        let huge = alloc(MAX_STACK).expect("1 GiB, lazily committed");
+        assert_eq!(huge.size(), MAX_STACK);
+        free(huge);
+    }
+
+    #[test]
+    fn top_and_bottom_bytes_are_usable() {
+        let s = alloc(DEFAULT_STACK).expect("alloc");
+        let (lo, hi) = (s.lo() as *mut u8, (s.top() - 1) as *mut u8);
+        // SAFETY: both bytes lie inside the stack we own.
+        unsafe {
+            lo.write_volatile(0xA5);
+            hi.write_volatile(0x5A);
+            assert_eq!(lo.read_volatile(), 0xA5);
+            assert_eq!(hi.read_volatile(), 0x5A);
+        }
+        free(s);
+        let s = alloc(DEFAULT_STACK).expect("alloc again");
+        // SAFETY: as above; freed pages below the kept top read back as zero.
+        unsafe {
+            if s.lo() == lo as usize {
+                assert_eq!((s.lo() as *const u8).read_volatile(), 0, "released by free");
+            }
+        }
+        free(s);
+    }
+
+    /// The guard page cannot be read: write(2) from it fails with EFAULT instead of
+    /// crashing the test.
+    #[test]
+    fn guard_page_is_inaccessible() {
+        let s = alloc(MIN_STACK).expect("alloc");
+        let mut fds = [0; 2];
+        // SAFETY: a valid array of two fds for pipe(2).
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (g, _) = s.guard_range();
+        // SAFETY: write(2) only reads the buffer, and reports EFAULT for unreadable memory.
+        let r = unsafe { libc::write(fds[1], g as *const libc::c_void, 1) };
+        assert_eq!(r, -1);
+        assert_eq!(errno(), libc::EFAULT);
+        // SAFETY: lo is readable: this one succeeds.
+        let r = unsafe { libc::write(fds[1], s.lo() as *const libc::c_void, 1) };
+        assert_eq!(r, 1);
+        // SAFETY: closing the two fds made above.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        free(s);
+    }
+
+    #[test]
+    fn many_live_stacks_keep_maps_small() {
+        const N: usize = 100_000;
+        let before = maps_lines();
+        let stacks: Vec<Stack> = (0..N).map(|_| alloc(MIN_STACK).expect("alloc")).collect();
+        let after = maps_lines();
+        let grown = after.saturating_sub(before);
+        if guards_are_madvise() {
+            // 100,000 / 64 = 1,563 slabs, merged by the kernel when adjacent; far from the
+            // 200,000 VMAs of mprotect'ed guards.
+            assert!(grown < 2_000, "/proc/self/maps grew by {grown} lines");
+        } else {
+            eprintln!("mprotect guards: /proc/self/maps grew by {grown} lines");
+        }
+        let mut los: Vec<usize> = stacks.iter().map(Stack::lo).collect();
+        los.sort_unstable();
+        los.dedup();
+        assert_eq!(los.len(), N, "distinct stacks");
+        for s in stacks {
+            free(s);
+        }
+    }
+
+    #[test]
+    fn guards_use_madvise_on_this_kernel() {
+        // DESIGN.md: this machine runs 6.18, which has MADV_GUARD_INSTALL.
+        let mut u: libc::utsname = unsafe_zeroed_utsname();
+        // SAFETY: a valid utsname buffer.
+        assert_eq!(unsafe { libc::uname(&mut u) }, 0);
+        // SAFETY: uname NUL-terminates release.
+        let rel = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy();
+        let mut it = rel
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|x| x.parse::<u32>().ok());
+        let (maj, min) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+        if (maj, min) >= (6, 13) {
+            assert!(guards_are_madvise(), "kernel {rel} has MADV_GUARD_INSTALL");
+        }
+    }
+
+    fn unsafe_zeroed_utsname() -> libc::utsname {
+        // SAFETY: utsname is arrays of c_char; all zeroes is valid.
+        unsafe { std::mem::zeroed() }
+    }
+
+    #[test]
+    fn format_u64_digits() {
+        let mut b = [0u8; 20];
+        for v in [0u64, 7, 42, 1000, u64::MAX] {
+            let n = format_u64(v, &mut b);
+            assert_eq!(std::str::from_utf8(&b[..n]).expect("ascii"), v.to_string());
+        }
+    }
+
+    #[test]
+    fn altstack_is_installed_and_big_enough() {
+        std::thread::spawn(|| {
+            ensure_altstack();
+            let mut cur = libc::stack_t {
+                ss_sp: std::ptr::null_mut(),
+                ss_flags: 0,
+                ss_size: 0,
+            };
+            // SAFETY: queries into a valid stack_t.
+            assert_eq!(unsafe { libc::sigaltstack(std::ptr::null(), &mut cur) }, 0);
+            assert_eq!(cur.ss_flags & libc::SS_DISABLE, 0);
+            assert!(cur.ss_size >= ALTSTACK_SIZE);
+            let sp = cur.ss_sp;
+            ensure_altstack(); // idempotent
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::sigaltstack(std::ptr::null(), &mut cur) }, 0);
+            assert_eq!(cur.ss_sp, sp);
+        })
+        .join()
+        .expect("altstack thread");
+    }
+
+    /// The env var that makes `overflow_child` overflow a goroutine stack for real.
+    const CHILD_ENV: &str = "GMP_TEST_STACK_OVERFLOW_CHILD";
+
+    /// Guard range of the stack `overflow_child` overflows, for its hook.
+    static CHILD_GUARD: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+    fn child_hook(addr: usize) -> Option<u64> {
+        let (g0, g1) = (
+            CHILD_GUARD[0].load(Ordering::Relaxed),
+            CHILD_GUARD[1].load(Ordering::Relaxed),
+        );
+        (g0..g1).contains(&addr).then_some(42)
+    }
+
+    #[allow(unconditional_recursion)]
+    #[inline(never)]
+    fn recurse(depth: usize) -> usize {
+        let frame = std::hint::black_box([depth as u8; 256]);
+        recurse(depth + 1) + frame[depth % 256] as usize
+    }
+
+    unsafe extern "C" fn overflow_entry(_arg: usize) -> ! {
+        let n = recurse(0);
+        panic!("recursion returned {n}");
+    }
+
+    /// Does nothing unless run by `stack_overflow_is_reported` as its child process.
+    #[test]
+    fn overflow_child() {
+        if std::env::var_os(CHILD_ENV).is_none() {
+            return;
+        }
+        ensure_altstack();
+        let s = alloc(MIN_STACK).expect("alloc");
+        let (g0, g1) = s.guard_range();
+        CHILD_GUARD[0].store(g0, Ordering::Relaxed);
+        CHILD_GUARD[1].store(g1, Ordering::Relaxed);
+        install_overflow_handler(child_hook);
+        let mut main_sp = 0usize;
+        // SAFETY: the stack is ours; the coroutine never switches back (it overflows).
+        unsafe {
+            let sp = arch::init_stack(s.top(), overflow_entry);
+            arch::switch(&mut main_sp, sp, 0);
+        }
+        unreachable!("the overflow should have aborted the process");
+    }
+
+    #[test]
+    fn stack_overflow_is_reported() {
+        use std::os::unix::process::ExitStatusExt;
+        let exe = std::env::current_exe().expect("current_exe");
+        let out = std::process::Command::new(exe)
+            .args([
+                "--exact",
+                "stack::tests::overflow_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, "1")
+            .output()
+            .expect("run the child");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGABRT),
+            "child: {:?}\n{stderr}",
+            out.status
+        );
+        assert!(
+            stderr.contains("gmp: goroutine 42: stack overflow\n"),
+            "child stderr: {stderr}"
+        );
+    }
 }
