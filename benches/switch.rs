@@ -81,7 +81,16 @@ unsafe extern "C" fn bare_echo(arg: usize) -> ! {
 fn bare_init(top: usize, entry: unsafe extern "C" fn(usize) -> !) -> usize {
     let top = top & !15;
     let sp = top - 64;
-    let frame = [0, 0, 0, entry as usize, 0, 0, bare_trampoline as *const () as usize, 0];
+    let frame = [
+        0,
+        0,
+        0,
+        entry as usize,
+        0,
+        0,
+        bare_trampoline as *const () as usize,
+        0,
+    ];
     // SAFETY: [top - 64, top) lies in a stack owned by the caller.
     unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), sp as *mut usize, frame.len()) };
     sp

@@ -45,8 +45,8 @@ static void big_frame(void *arg)
 
 static void scenario_big_stack(void)
 {
-    struct gmp_wg wg = GMP_WG_INIT;
-    struct gmp_go_attr attr;
+    gmp_wg wg = GMP_WG_INIT;
+    gmp_attr attr;
     memset(&attr, 0, sizeof attr);
     attr.stack_size = 1024 * 1024;
     CHECK_OK(gmp_wg_add(&wg, 1));
@@ -68,7 +68,7 @@ static long pinned_tid;
 struct other {
     long tids[MAX_TIDS];
     int ntids;
-    struct gmp_wg *wg;
+    gmp_wg *wg;
 };
 
 static void note_tid(struct other *o)
@@ -109,7 +109,7 @@ static void pinned_main(void *arg)
             atomic_fetch_add(&pinned_moves, 1);
     }
     for (int i = 0; i < PIN_PARKS; i++) {
-        struct gmp_wg wg = GMP_WG_INIT;
+        gmp_wg wg = GMP_WG_INIT;
         CHECK_OK(gmp_wg_add(&wg, 1));
         CHECK(gmp_go(helper, &wg) > 0);
         CHECK_OK(gmp_wg_wait(&wg));
@@ -122,7 +122,7 @@ static void pinned_main(void *arg)
 static void scenario_pinned(void)
 {
     CHECK_OK(gmp_maxprocs(2));
-    struct gmp_wg wg = GMP_WG_INIT;
+    gmp_wg wg = GMP_WG_INIT;
     static struct other others[OTHERS];
     CHECK_OK(gmp_wg_add(&wg, OTHERS + 1));
     for (int i = 0; i < OTHERS; i++) {
@@ -130,7 +130,7 @@ static void scenario_pinned(void)
         others[i].wg = &wg;
         CHECK(gmp_go(other_main, &others[i]) > 0);
     }
-    struct gmp_go_attr attr;
+    gmp_attr attr;
     memset(&attr, 0, sizeof attr);
     attr.flags = GMP_GO_PINNED;
     CHECK(gmp_go_attr(pinned_main, &wg, &attr) > 0);

@@ -28,7 +28,7 @@ static atomic_long ran;
 
 static void count(void *arg)
 {
-    struct gmp_wg *wg = arg;
+    gmp_wg *wg = arg;
     CHECK(gmp_goid() > 0);
     CHECK_EQ(gmp_yield(), 0);
     atomic_fetch_add(&ran, 1);
@@ -37,8 +37,8 @@ static void count(void *arg)
 
 static void check_go_attr(size_t stack_size, uint32_t flags, int64_t expect_err)
 {
-    struct gmp_wg wg = GMP_WG_INIT;
-    struct gmp_go_attr attr;
+    gmp_wg wg = GMP_WG_INIT;
+    gmp_attr attr;
     memset(&attr, 0, sizeof attr);
     attr.stack_size = stack_size;
     attr.flags = flags;
@@ -58,7 +58,7 @@ static void check_go_attr(size_t stack_size, uint32_t flags, int64_t expect_err)
 
 static void argument_errors(void)
 {
-    struct gmp_wg wg = GMP_WG_INIT;
+    gmp_wg wg = GMP_WG_INIT;
     int dummy = 0;
 
     /* Foreign-thread answers (this is the C main thread). */
@@ -71,7 +71,7 @@ static void argument_errors(void)
     /* gmp_go / gmp_go_attr. */
     CHECK_EQ(gmp_go(NULL, &dummy), -EINVAL);
     CHECK_EQ(gmp_go_attr(NULL, &dummy, NULL), -EINVAL);
-    struct gmp_go_attr zero;
+    gmp_attr zero;
     memset(&zero, 0, sizeof zero);
     CHECK_EQ(gmp_go_attr(NULL, &dummy, &zero), -EINVAL);
     check_go_attr(1, 0, -EINVAL);
@@ -106,7 +106,7 @@ static void argument_errors(void)
     uint32_t lens[4];
     CHECK_EQ(gmp_stats(NULL, NULL, 0), -EINVAL);
     CHECK_EQ(gmp_stats(NULL, lens, 4), -EINVAL);
-    struct gmp_stats st;
+    gmp_sched_stats st;
     CHECK_OK(gmp_stats(&st, NULL, 0));
     CHECK_OK(gmp_stats(&st, NULL, 4)); /* no array: nothing written */
     CHECK_EQ(gmp_stats(&st, lens, 0), 0);
@@ -139,7 +139,7 @@ static void argument_errors(void)
 static void negative_wg_in_goroutine(void *arg)
 {
     (void)arg;
-    struct gmp_wg wg = GMP_WG_INIT;
+    gmp_wg wg = GMP_WG_INIT;
     gmp_wg_done(&wg);
     fprintf(stderr, "gmp_wg_done on a zero WaitGroup returned\n");
     _exit(1);
@@ -178,21 +178,21 @@ static void busy(void *arg)
 static int misuse(const char *which)
 {
     if (strcmp(which, "negative_wg") == 0) {
-        struct gmp_wg wg = GMP_WG_INIT;
+        gmp_wg wg = GMP_WG_INIT;
         gmp_wg_add(&wg, -1);
         fprintf(stderr, "gmp_wg_add(-1) on a zero WaitGroup returned\n");
         return 1;
     }
     if (strcmp(which, "negative_wg_goroutine") == 0) {
-        struct gmp_wg wg = GMP_WG_INIT;
+        gmp_wg wg = GMP_WG_INIT;
         CHECK_OK(gmp_wg_add(&wg, 1));
         CHECK(gmp_go(negative_wg_in_goroutine, NULL) > 0);
         gmp_wg_wait(&wg); /* never completed: the goroutine aborts the process */
         return 1;
     }
     if (strcmp(which, "stack_overflow") == 0) {
-        struct gmp_wg wg = GMP_WG_INIT;
-        struct gmp_go_attr attr;
+        gmp_wg wg = GMP_WG_INIT;
+        gmp_attr attr;
         long result = 0;
         memset(&attr, 0, sizeof attr);
         attr.stack_size = 64 * 1024;
@@ -202,7 +202,7 @@ static int misuse(const char *which)
         return 1;
     }
     if (strcmp(which, "thread_fuse") == 0) {
-        struct gmp_wg wg = GMP_WG_INIT;
+        gmp_wg wg = GMP_WG_INIT;
         CHECK_OK(gmp_set_max_threads(2));
         CHECK_OK(gmp_maxprocs(4));
         CHECK_OK(gmp_wg_add(&wg, 4));

@@ -24,7 +24,7 @@
 struct slot {
     int64_t returned; /* written by the spawning thread */
     int64_t seen;     /* written by the goroutine */
-    struct gmp_wg *wg;
+    gmp_wg *wg;
 };
 
 static struct slot slots[THREADS][PER_THREAD];
@@ -39,7 +39,7 @@ static void record_goid(void *arg)
 static void *spawner_thread(void *arg)
 {
     struct slot *mine = arg;
-    struct gmp_wg wg = GMP_WG_INIT;
+    gmp_wg wg = GMP_WG_INIT;
     CHECK_EQ(gmp_goid(), 0);
     CHECK_OK(gmp_wg_add(&wg, PER_THREAD));
     for (int i = 0; i < PER_THREAD; i++) {
@@ -83,8 +83,8 @@ static void scenario_goroutine_to_foreign(void)
         CHECK(ids[i] != ids[i - 1]);
 }
 
-static struct gmp_wg gate = GMP_WG_INIT;     /* completed by the pthread */
-static struct gmp_wg finished = GMP_WG_INIT; /* waiter and ticker -> main */
+static gmp_wg gate = GMP_WG_INIT;     /* completed by the pthread */
+static gmp_wg finished = GMP_WG_INIT; /* waiter and ticker -> main */
 static atomic_int waiter_blocking;           /* the waiter is about to wait on gate */
 static atomic_int released;                  /* set by the pthread before gmp_wg_done */
 static atomic_int stop_ticker;

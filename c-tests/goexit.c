@@ -17,7 +17,7 @@
 
 static atomic_long reached;
 static atomic_long after;
-static struct gmp_wg wg = GMP_WG_INIT;
+static gmp_wg wg = GMP_WG_INIT;
 
 static void level3(void)
 {

@@ -28,7 +28,7 @@ static atomic_int stop;
 static atomic_llong id_sum;
 static atomic_llong yields;
 static atomic_long finished;
-static struct gmp_wg workers_wg = GMP_WG_INIT;
+static gmp_wg workers_wg = GMP_WG_INIT;
 
 static void worker(void *arg)
 {
@@ -52,13 +52,13 @@ static void resize(int *current, int n)
     *current = n;
     CHECK_EQ(gmp_maxprocs(0), n);
     CHECK_EQ(gmp_maxprocs(-1), n);
-    struct gmp_stats st;
+    gmp_sched_stats st;
     uint32_t lens[8];
     CHECK_EQ(gmp_stats(&st, lens, 8), n < 8 ? n : 8);
     CHECK_EQ(st.gomaxprocs, n);
 }
 
-static struct gmp_wg resizer_wg = GMP_WG_INIT;
+static gmp_wg resizer_wg = GMP_WG_INIT;
 static int current;
 
 static void resizer(void *arg)

@@ -22,7 +22,7 @@ struct node {
     long id;
     int depth;
     long subtree; /* written by the node before it signals its parent */
-    struct gmp_wg *parent_wg;
+    gmp_wg *parent_wg;
 };
 
 static atomic_long nodes_run;
@@ -36,7 +36,7 @@ static void node_main(void *arg)
 
     long subtree = 1;
     if (self->depth < DEPTH) {
-        struct gmp_wg wg = GMP_WG_INIT;
+        gmp_wg wg = GMP_WG_INIT;
         struct node kids[FANOUT];
         CHECK_OK(gmp_wg_add(&wg, FANOUT));
         for (int i = 0; i < FANOUT; i++) {
@@ -62,7 +62,7 @@ int main(void)
     for (int d = 0; d <= DEPTH; d++, level *= FANOUT)
         expect += level;
 
-    struct gmp_wg wg = GMP_WG_INIT;
+    gmp_wg wg = GMP_WG_INIT;
     struct node root = {0, 0, -1, &wg};
     CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK(gmp_go(node_main, &root) > 0);

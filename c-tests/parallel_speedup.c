@@ -20,7 +20,7 @@ struct job {
     uint64_t seed;
     uint64_t iters;
     uint64_t result;
-    struct gmp_wg *wg;
+    gmp_wg *wg;
 };
 
 /* A dependent chain of multiply-xorshift steps: neither vectorisable nor foldable. */
@@ -46,7 +46,7 @@ static double time_pair(uint64_t iters, int procs)
 {
     CHECK_OK(gmp_maxprocs(procs));
     CHECK_EQ(gmp_maxprocs(0), procs);
-    struct gmp_wg wg = GMP_WG_INIT;
+    gmp_wg wg = GMP_WG_INIT;
     struct job jobs[2] = {{1, iters, 0, &wg}, {2, iters, 0, &wg}};
     CHECK_OK(gmp_wg_add(&wg, 2));
     double t0 = now_sec();

@@ -20,7 +20,7 @@ static volatile uint64_t sink;
 
 static void worker(void *arg)
 {
-    struct gmp_wg *wg = arg;
+    gmp_wg *wg = arg;
     uint64_t x = 7;
     double t0 = now_sec();
     while (now_sec() - t0 < RUN_SEC) {
@@ -37,7 +37,7 @@ int main(void)
 {
     int procs = gmp_maxprocs(0);
     CHECK(procs >= 1);
-    struct gmp_wg wg = GMP_WG_INIT;
+    gmp_wg wg = GMP_WG_INIT;
     CHECK_OK(gmp_wg_add(&wg, WORKERS));
     for (int i = 0; i < WORKERS; i++)
         CHECK(gmp_go(worker, &wg) > 0);

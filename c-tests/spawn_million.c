@@ -15,7 +15,7 @@
 #define N 1000000L
 
 static atomic_long counter;
-static struct gmp_wg wg = GMP_WG_INIT;
+static gmp_wg wg = GMP_WG_INIT;
 
 static void body(void *arg)
 {
@@ -47,7 +47,7 @@ int main(void)
         sleep_ms(1);
     CHECK_EQ(gmp_num_goroutine(), 0);
 
-    struct gmp_stats st;
+    gmp_sched_stats st;
     CHECK_OK(gmp_stats(&st, NULL, 0));
     CHECK((long long)st.spawned >= N);
     CHECK_EQ(st.goroutines, 0);

@@ -27,7 +27,7 @@ static volatile uint64_t sink; /* keeps the children's arithmetic */
 
 static void child(void *arg)
 {
-    struct gmp_wg *wg = arg;
+    gmp_wg *wg = arg;
     uint64_t x = (uint64_t)(uintptr_t)arg;
     double t0 = now_sec();
     while (now_sec() - t0 < 20e-6)
@@ -40,13 +40,13 @@ static void child(void *arg)
 
 static void spawner(void *arg)
 {
-    struct gmp_wg *done = arg;
+    gmp_wg *done = arg;
     for (int b = 0; b < BATCHES; b++) {
-        struct gmp_wg wg = GMP_WG_INIT;
+        gmp_wg wg = GMP_WG_INIT;
         CHECK_OK(gmp_wg_add(&wg, BATCH));
         for (int i = 0; i < BATCH; i++)
             CHECK(gmp_go(child, &wg) > 0);
-        struct gmp_stats st;
+        gmp_sched_stats st;
         uint32_t lens[4] = {SENTINEL, SENTINEL, SENTINEL, SENTINEL};
         CHECK_EQ(gmp_stats(&st, lens, 4), 2);
         CHECK_EQ(lens[2], SENTINEL);
@@ -63,7 +63,7 @@ int main(void)
     CHECK_OK(gmp_maxprocs(2));
     CHECK_EQ(gmp_maxprocs(0), 2);
 
-    struct gmp_wg wg = GMP_WG_INIT;
+    gmp_wg wg = GMP_WG_INIT;
     CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK(gmp_go(spawner, &wg) > 0);
     CHECK_OK(gmp_wg_wait(&wg));
@@ -74,7 +74,7 @@ int main(void)
         sleep_ms(1);
     CHECK_EQ(gmp_num_goroutine(), 0);
 
-    struct gmp_stats st;
+    gmp_sched_stats st;
     uint32_t lens[3] = {SENTINEL, SENTINEL, SENTINEL};
     CHECK_EQ(gmp_stats(&st, lens, 1), 1); /* n < gomaxprocs */
     CHECK_EQ(lens[1], SENTINEL);

@@ -17,7 +17,7 @@
 static atomic_int arrived;
 static atomic_long total;
 static long counts[N]; /* each written by its own goroutine, read after the wait */
-static struct gmp_wg wg = GMP_WG_INIT;
+static gmp_wg wg = GMP_WG_INIT;
 
 static void looper(void *arg)
 {

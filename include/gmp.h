@@ -47,21 +47,6 @@
 #define GMP_MAX_PROCS 1024
 
 /*
- `gopark`: mark it waiting, run the unlock function.
- */
-#define PARK 1
-
-/*
- `gosched`: put it on the global run queue.
- */
-#define GOSCHED 2
-
-/*
- `goexit`: it is finished.
- */
-#define EXIT 3
-
-/*
  A goroutine's function: called once with the argument given to gmp_go.
  */
 typedef void (*gmp_func)(void *arg);
@@ -235,8 +220,8 @@ int gmp_set_max_threads(int n);
 
 /*
  Adds `delta` (may be negative) to the WaitGroup counter. When it reaches zero, all
- waiters are released. Returns 0; -EINVAL if `wg` is NULL or misaligned, or `delta` is
- outside the 32-bit range. Aborts with "gmp: sync: negative WaitGroup counter" if the
+ waiters are released. Returns 0; -EINVAL if `wg` is NULL or misaligned, or |delta| >
+ INT32_MAX. Aborts with "gmp: sync: negative WaitGroup counter" if the
  counter would go below zero (Go panics).
 
  # Safety

@@ -36,7 +36,12 @@ static C_TESTS: Mutex<()> = Mutex::new(());
 static COMPILED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
 /// The `GMP_*` variables a program must not inherit from whoever runs `cargo test`.
-const GMP_ENV: &[&str] = &["GMP_MAXPROCS", "GMP_STACK_SIZE", "GMP_MAX_THREADS", "GMP_DEBUG"];
+const GMP_ENV: &[&str] = &[
+    "GMP_MAXPROCS",
+    "GMP_STACK_SIZE",
+    "GMP_MAX_THREADS",
+    "GMP_DEBUG",
+];
 
 fn lock() -> MutexGuard<'static, ()> {
     // A failed test poisons the lock; the others must still run.
@@ -51,14 +56,20 @@ fn manifest_dir() -> &'static Path {
 /// `cargo test` built), else `target/<profile>/libgmp.so`.
 fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("test executable has a parent directory");
+    let deps = exe
+        .parent()
+        .expect("test executable has a parent directory");
     let profile = deps.parent().expect("deps has a parent directory");
     for lib in [deps.join("libgmp.so"), profile.join("libgmp.so")] {
         if lib.exists() {
             return lib;
         }
     }
-    panic!("no libgmp.so in {} or {}: cargo should have built the cdylib", deps.display(), profile.display())
+    panic!(
+        "no libgmp.so in {} or {}: cargo should have built the cdylib",
+        deps.display(),
+        profile.display()
+    )
 }
 
 /// A directory holding only `libgmp.so.0 -> <library()>`, for the programs' rpath.
@@ -95,16 +106,23 @@ impl Outcome {
 
 /// Runs `cmd` to completion with piped output, killing it after [`TIMEOUT`].
 fn run_with_timeout(mut cmd: Command, what: &str) -> Outcome {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     // SAFETY: setrlimit is async-signal-safe and touches only the child's own limits.
     unsafe {
         cmd.pre_exec(|| {
-            let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
             libc::setrlimit(libc::RLIMIT_CORE, &no_core);
             Ok(())
         });
     }
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: spawn failed: {e}"));
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: spawn failed: {e}"));
     let drain = |mut pipe: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -134,7 +152,12 @@ fn run_with_timeout(mut cmd: Command, what: &str) -> Outcome {
         stderr: err.join().expect("stderr reader"),
     };
     if timed_out {
-        panic!("{}", outcome.report(&format!("{what} timed out after {TIMEOUT:?} and was killed")));
+        panic!(
+            "{}",
+            outcome.report(&format!(
+                "{what} timed out after {TIMEOUT:?} and was killed"
+            ))
+        );
     }
     outcome
 }
@@ -150,16 +173,28 @@ fn compile(name: &str) -> PathBuf {
     }
     let src = manifest_dir().join("c-tests").join(format!("{name}.c"));
     let mut cmd = Command::new("cc");
-    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-O2", "-pthread"])
-        .arg("-I")
-        .arg(manifest_dir().join("include"))
-        .arg(&src)
-        .arg(library())
-        .arg(format!("-Wl,-rpath,{}", soname_dir().display()))
-        .arg("-o")
-        .arg(&exe);
+    cmd.args([
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-Wpedantic",
+        "-O2",
+        "-pthread",
+    ])
+    .arg("-I")
+    .arg(manifest_dir().join("include"))
+    .arg(&src)
+    .arg(library())
+    .arg(format!("-Wl,-rpath,{}", soname_dir().display()))
+    .arg("-o")
+    .arg(&exe);
     let outcome = run_with_timeout(cmd, &format!("cc {name}.c"));
-    assert!(outcome.status.success(), "{}", outcome.report(&format!("compiling {name}.c failed")));
+    assert!(
+        outcome.status.success(),
+        "{}",
+        outcome.report(&format!("compiling {name}.c failed"))
+    );
     set.insert(name.to_string());
     exe
 }
@@ -182,7 +217,11 @@ fn run_c(name: &str, args: &[&str], env: &[(&str, &str)]) -> Outcome {
 /// Runs a C test that must exit 0.
 fn expect_success(name: &str, env: &[(&str, &str)]) -> Outcome {
     let outcome = run_c(name, &[], env);
-    assert!(outcome.status.success(), "{}", outcome.report(&format!("{name} failed")));
+    assert!(
+        outcome.status.success(),
+        "{}",
+        outcome.report(&format!("{name} failed"))
+    );
     print!("{}", outcome.stdout);
     outcome
 }
@@ -260,17 +299,29 @@ fn bad_input() {
 
 #[test]
 fn bad_input_negative_wg() {
-    expect_abort("bad_input", "negative_wg", &["gmp: sync: negative WaitGroup counter"]);
+    expect_abort(
+        "bad_input",
+        "negative_wg",
+        &["gmp: sync: negative WaitGroup counter"],
+    );
 }
 
 #[test]
 fn bad_input_negative_wg_goroutine() {
-    expect_abort("bad_input", "negative_wg_goroutine", &["gmp: sync: negative WaitGroup counter"]);
+    expect_abort(
+        "bad_input",
+        "negative_wg_goroutine",
+        &["gmp: sync: negative WaitGroup counter"],
+    );
 }
 
 #[test]
 fn bad_input_stack_overflow() {
-    expect_abort("bad_input", "stack_overflow", &["gmp: goroutine ", "stack overflow"]);
+    expect_abort(
+        "bad_input",
+        "stack_overflow",
+        &["gmp: goroutine ", "stack overflow"],
+    );
 }
 
 #[test]
@@ -378,7 +429,10 @@ fn parse_sched(line: &str, detailed: bool) -> Result<SchedLine, String> {
 
 /// Checks the `key=value` keys of a detail line after its `  X<n>: ` label, in order.
 fn check_keys(body: &str, keys: &[&str]) -> Result<(), String> {
-    let found: Vec<&str> = body.split(' ').map(|kv| kv.split('=').next().unwrap_or("")).collect();
+    let found: Vec<&str> = body
+        .split(' ')
+        .map(|kv| kv.split('=').next().unwrap_or(""))
+        .collect();
     if found == keys {
         Ok(())
     } else {
@@ -417,7 +471,10 @@ fn blocks(stderr: &str) -> Vec<Block<'_>> {
     let mut out: Vec<Block> = Vec::new();
     for line in complete.lines() {
         if line.starts_with("SCHED ") {
-            out.push(Block { sched: line, details: Vec::new() });
+            out.push(Block {
+                sched: line,
+                details: Vec::new(),
+            });
         } else if line.starts_with("  ") {
             if let Some(b) = out.last_mut() {
                 b.details.push(line);
@@ -428,7 +485,10 @@ fn blocks(stderr: &str) -> Vec<Block<'_>> {
 }
 
 fn stdout_gomaxprocs(outcome: &Outcome) -> usize {
-    let line = outcome.stdout.lines().find_map(|l| l.strip_prefix("gomaxprocs="));
+    let line = outcome
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("gomaxprocs="));
     num(line.expect("schedtrace prints gomaxprocs=N")).expect("gomaxprocs=N") as usize
 }
 
@@ -437,23 +497,48 @@ fn schedtrace() {
     let procs = TRACE_PROCS.to_string();
     let outcome = expect_success(
         "schedtrace",
-        &[("GMP_MAXPROCS", procs.as_str()), ("GMP_DEBUG", "schedtrace=50")],
+        &[
+            ("GMP_MAXPROCS", procs.as_str()),
+            ("GMP_DEBUG", "schedtrace=50"),
+        ],
     );
     assert_eq!(stdout_gomaxprocs(&outcome), TRACE_PROCS);
     let blocks = blocks(&outcome.stderr);
-    assert!(blocks.len() >= 3, "{}", outcome.report("fewer than 3 SCHED lines in ~400 ms at 50 ms"));
+    assert!(
+        blocks.len() >= 3,
+        "{}",
+        outcome.report("fewer than 3 SCHED lines in ~400 ms at 50 ms")
+    );
     let mut last_ms = 0;
     let mut ticks = 0;
     for b in &blocks {
         let s = parse_sched(b.sched, false)
             .unwrap_or_else(|e| panic!("bad SCHED line {:?}: {e}", b.sched));
-        assert!(b.details.is_empty(), "detail lines without scheddetail=1: {:?}", b.details);
+        assert!(
+            b.details.is_empty(),
+            "detail lines without scheddetail=1: {:?}",
+            b.details
+        );
         assert_eq!(s.gomaxprocs, TRACE_PROCS, "{:?}", b.sched);
-        assert_eq!(s.runq.len(), TRACE_PROCS, "one run queue length per P: {:?}", b.sched);
-        assert_eq!(s.schedticks.len(), TRACE_PROCS, "one schedtick per P: {:?}", b.sched);
+        assert_eq!(
+            s.runq.len(),
+            TRACE_PROCS,
+            "one run queue length per P: {:?}",
+            b.sched
+        );
+        assert_eq!(
+            s.schedticks.len(),
+            TRACE_PROCS,
+            "one schedtick per P: {:?}",
+            b.sched
+        );
         assert!(s.idleprocs <= TRACE_PROCS as u64, "{:?}", b.sched);
         assert!(s.threads >= 1, "{:?}", b.sched);
-        assert!(s.idlethreads <= s.threads && s.spinningthreads <= s.threads, "{:?}", b.sched);
+        assert!(
+            s.idlethreads <= s.threads && s.spinningthreads <= s.threads,
+            "{:?}",
+            b.sched
+        );
         assert!(s.ms >= last_ms, "time went backwards at {:?}", b.sched);
         last_ms = s.ms;
         ticks = ticks.max(s.schedticks.iter().sum::<u64>());
@@ -466,15 +551,37 @@ fn schedtrace_detail() {
     let procs = TRACE_PROCS.to_string();
     let outcome = expect_success(
         "schedtrace",
-        &[("GMP_MAXPROCS", procs.as_str()), ("GMP_DEBUG", "schedtrace=50,scheddetail=1")],
+        &[
+            ("GMP_MAXPROCS", procs.as_str()),
+            ("GMP_DEBUG", "schedtrace=50,scheddetail=1"),
+        ],
     );
     let blocks = blocks(&outcome.stderr);
-    assert!(blocks.len() >= 3, "{}", outcome.report("fewer than 3 SCHED lines in ~400 ms at 50 ms"));
-    const P_KEYS: &[&str] =
-        &["status", "schedtick", "syscalltick", "m", "runqsize", "gfreecnt", "timerslen"];
+    assert!(
+        blocks.len() >= 3,
+        "{}",
+        outcome.report("fewer than 3 SCHED lines in ~400 ms at 50 ms")
+    );
+    const P_KEYS: &[&str] = &[
+        "status",
+        "schedtick",
+        "syscalltick",
+        "m",
+        "runqsize",
+        "gfreecnt",
+        "timerslen",
+    ];
     const M_KEYS: &[&str] = &[
-        "p", "curg", "mallocing", "throwing", "preemptoff", "locks", "dying", "spinning",
-        "blocked", "lockedg",
+        "p",
+        "curg",
+        "mallocing",
+        "throwing",
+        "preemptoff",
+        "locks",
+        "dying",
+        "spinning",
+        "blocked",
+        "lockedg",
     ];
     const G_KEYS: &[&str] = &["status", "m", "lockedm"];
     let mut m_lines = 0;
@@ -520,7 +627,10 @@ fn schedtrace_parser_accepts_go_format() {
     let plain = "SCHED 101ms: gomaxprocs=2 idleprocs=0 threads=4 spinningthreads=0 \
                  needspinning=1 idlethreads=1 runqueue=1 [ 0 1 ] schedticks=[ 7 8 ]";
     let s = parse_sched(plain, false).expect("plain line");
-    assert_eq!((s.ms, s.gomaxprocs, s.runq, s.schedticks), (101, 2, vec![0, 1], vec![7, 8]));
+    assert_eq!(
+        (s.ms, s.gomaxprocs, s.runq, s.schedticks),
+        (101, 2, vec![0, 1], vec![7, 8])
+    );
     let detailed = "SCHED 203ms: gomaxprocs=2 idleprocs=0 threads=5 spinningthreads=0 \
                     needspinning=1 idlethreads=2 runqueue=2 gcwaiting=false nmidlelocked=0 \
                     stopwait=0 sysmonwait=false";
@@ -530,7 +640,10 @@ fn schedtrace_parser_accepts_go_format() {
     assert!(parse_sched(&plain.replace("[ 0 1 ]", "[0 1]"), false).is_err());
     let b = blocks("SCHED 1ms: x\n  P0: status=1\nSCHED 2ms: y\n  P0: sta");
     assert_eq!(b.len(), 2);
-    assert!(b[1].details.is_empty(), "an unterminated last line is dropped");
+    assert!(
+        b[1].details.is_empty(),
+        "an unterminated last line is dropped"
+    );
 }
 
 // ---- the header on its own ----
@@ -539,11 +652,21 @@ fn compile_header(compiler: &str, std: &str, ext: &str) {
     let _serial = lock();
     let tu = out_dir().join(format!("header_only.{ext}"));
     // Included twice: the include guard must hold.
-    std::fs::write(&tu, "#include \"gmp.h\"\n#include \"gmp.h\"\nint main(void) { return 0; }\n")
-        .expect("write translation unit");
+    std::fs::write(
+        &tu,
+        "#include \"gmp.h\"\n#include \"gmp.h\"\nint main(void) { return 0; }\n",
+    )
+    .expect("write translation unit");
     let mut cmd = Command::new(compiler);
     cmd.arg(format!("-std={std}"))
-        .args(["-Wall", "-Wextra", "-Werror", "-Wpedantic", "-fsyntax-only", "-I"])
+        .args([
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wpedantic",
+            "-fsyntax-only",
+            "-I",
+        ])
         .arg(manifest_dir().join("include"))
         .arg(&tu);
     let outcome = run_with_timeout(cmd, compiler);

@@ -66,14 +66,20 @@ const GNU_MP_NAMES: &[&str] = &[
 
 fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("test executable has a parent directory");
+    let deps = exe
+        .parent()
+        .expect("test executable has a parent directory");
     let profile = deps.parent().expect("deps has a parent directory");
     for lib in [deps.join("libgmp.so"), profile.join("libgmp.so")] {
         if lib.exists() {
             return lib;
         }
     }
-    panic!("no libgmp.so in {} or {}", deps.display(), profile.display())
+    panic!(
+        "no libgmp.so in {} or {}",
+        deps.display(),
+        profile.display()
+    )
 }
 
 fn tool(program: &str, args: &[&str], file: &Path) -> String {
@@ -125,8 +131,16 @@ fn only_gmp_symbols_exported() {
         .iter()
         .filter(|n| !n.starts_with("gmp_") && !ALLOWED_NON_GMP.contains(&n.as_str()))
         .collect();
-    assert!(stray.is_empty(), "{} exports non-gmp_ symbols: {stray:?}", lib.display());
-    assert!(names.contains("gmp_go"), "{} does not export gmp_go: {names:?}", lib.display());
+    assert!(
+        stray.is_empty(),
+        "{} exports non-gmp_ symbols: {stray:?}",
+        lib.display()
+    );
+    assert!(
+        names.contains("gmp_go"),
+        "{} does not export gmp_go: {names:?}",
+        lib.display()
+    );
 }
 
 #[test]
@@ -171,7 +185,10 @@ fn soname_symlink_beside_library() {
     // build.rs puts target/<profile>/libgmp.so.0 -> libgmp.so for programs linked
     // against target/<profile>/libgmp.so.
     let exe = std::env::current_exe().expect("current_exe");
-    let profile = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
     let link = profile.join(SONAME);
     let target = std::fs::read_link(&link)
         .unwrap_or_else(|e| panic!("{} is not a symlink: {e}", link.display()));
@@ -203,9 +220,20 @@ fn gnu_mp_name_list_is_real() {
         eprintln!("{GNU_MP} not installed: skipped");
         return;
     }
-    let theirs: BTreeSet<String> =
-        dynamic_symbols(Path::new(GNU_MP)).into_iter().map(|(_, n)| n).collect();
-    for name in ["gmp_version", "gmp_errno", "gmp_printf", "gmp_randinit_mt", "gmp_urandomb_ui"] {
-        assert!(theirs.contains(&format!("__{name}")), "{GNU_MP} lacks __{name}");
+    let theirs: BTreeSet<String> = dynamic_symbols(Path::new(GNU_MP))
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect();
+    for name in [
+        "gmp_version",
+        "gmp_errno",
+        "gmp_printf",
+        "gmp_randinit_mt",
+        "gmp_urandomb_ui",
+    ] {
+        assert!(
+            theirs.contains(&format!("__{name}")),
+            "{GNU_MP} lacks __{name}"
+        );
     }
 }

@@ -8,7 +8,9 @@ use std::process::Command;
 const GNU_MP_HEADER: &str = "/usr/include/x86_64-linux-gnu/gmp.h";
 
 fn committed() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("include").join("gmp.h")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("include")
+        .join("gmp.h")
 }
 
 fn read(path: &Path) -> String {
@@ -43,7 +45,9 @@ fn prototypes(lines: &[&str]) -> Vec<(usize, String)> {
             continue;
         }
         let Some(open) = l.find('(') else { continue };
-        let name = l[..open].rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next();
+        let name = l[..open]
+            .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .next();
         if let Some(name) = name.filter(|n| n.starts_with("gmp_")) {
             out.push((i, name.to_string()));
         }
@@ -56,14 +60,24 @@ fn header_documents_every_function() {
     let text = read(&committed());
     let lines: Vec<&str> = text.lines().collect();
     let protos = prototypes(&lines);
-    assert!(!protos.is_empty(), "no gmp_ prototypes found in include/gmp.h");
+    assert!(
+        !protos.is_empty(),
+        "no gmp_ prototypes found in include/gmp.h"
+    );
     let mut undocumented = Vec::new();
     for (i, name) in &protos {
         // The doc comment ends on the line just above the prototype and says something.
-        let above = lines[..*i].iter().rev().map(|l| l.trim()).find(|l| !l.is_empty());
+        let above = lines[..*i]
+            .iter()
+            .rev()
+            .map(|l| l.trim())
+            .find(|l| !l.is_empty());
         let documented = match above {
             Some(l) if l.ends_with("*/") => {
-                let start = lines[..*i].iter().rposition(|l| l.contains("/*")).unwrap_or(0);
+                let start = lines[..*i]
+                    .iter()
+                    .rposition(|l| l.contains("/*"))
+                    .unwrap_or(0);
                 let comment: String = lines[start..*i].concat();
                 comment.chars().filter(|c| c.is_alphabetic()).count() >= 3
             }
@@ -74,7 +88,10 @@ fn header_documents_every_function() {
             undocumented.push(name.as_str());
         }
     }
-    assert!(undocumented.is_empty(), "include/gmp.h: no doc comment on {undocumented:?}");
+    assert!(
+        undocumented.is_empty(),
+        "include/gmp.h: no doc comment on {undocumented:?}"
+    );
 }
 
 #[test]
@@ -98,12 +115,29 @@ fn compile_with_gnu_mp(ours_first: bool) {
     std::fs::create_dir_all(&dir).expect("create CARGO_TARGET_TMPDIR/header");
     let ours = format!("#include \"{}\"\n", committed().display());
     let theirs = format!("#include \"{GNU_MP_HEADER}\"\n");
-    let (first, second) = if ours_first { (&ours, &theirs) } else { (&theirs, &ours) };
-    let tu = dir.join(format!("with_gnu_mp_{}.c", if ours_first { "after" } else { "before" }));
-    std::fs::write(&tu, format!("#include <stdio.h>\n{first}{second}int main(void) {{ return 0; }}\n"))
-        .expect("write translation unit");
+    let (first, second) = if ours_first {
+        (&ours, &theirs)
+    } else {
+        (&theirs, &ours)
+    };
+    let tu = dir.join(format!(
+        "with_gnu_mp_{}.c",
+        if ours_first { "after" } else { "before" }
+    ));
+    std::fs::write(
+        &tu,
+        format!("#include <stdio.h>\n{first}{second}int main(void) {{ return 0; }}\n"),
+    )
+    .expect("write translation unit");
     let out = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-fsyntax-only"])
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wpedantic",
+            "-fsyntax-only",
+        ])
         .arg(&tu)
         .output()
         .expect("run cc");

@@ -100,7 +100,9 @@ pub struct gmp_sched_stats {
 }
 
 fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, pinned: bool) -> i64 {
-    let Some(f) = f else { return -(libc::EINVAL as i64) };
+    let Some(f) = f else {
+        return -(libc::EINVAL as i64);
+    };
     match rt::newproc(f, arg, stack_size, pinned) {
         Ok(id) => id as i64,
         Err(rt::StartError::BadStackSize) => -(libc::EINVAL as i64),
@@ -129,7 +131,11 @@ pub extern "C" fn gmp_go(func: gmp_func, arg: *mut c_void) -> i64 {
 /// # Safety
 /// `attr` is NULL or points to a readable `gmp_attr`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gmp_go_attr(func: gmp_func, arg: *mut c_void, attr: *const gmp_attr) -> i64 {
+pub unsafe extern "C" fn gmp_go_attr(
+    func: gmp_func,
+    arg: *mut c_void,
+    attr: *const gmp_attr,
+) -> i64 {
     boundary("gmp_go_attr", || {
         // SAFETY: the caller passes NULL or a readable gmp_attr.
         let (size, flags) = match unsafe { attr.as_ref() } {
@@ -207,7 +213,9 @@ pub extern "C" fn gmp_maxprocs(n: c_int) -> c_int {
 /// Number of live goroutines.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_num_goroutine() -> i64 {
-    boundary("gmp_num_goroutine", || rt::SCHED.ngoroutines.load(Ordering::Relaxed))
+    boundary("gmp_num_goroutine", || {
+        rt::SCHED.ngoroutines.load(Ordering::Relaxed)
+    })
 }
 
 /// Number of CPUs the process may run on (its affinity mask).
@@ -227,7 +235,9 @@ pub extern "C" fn gmp_set_default_stack_size(bytes: usize) -> c_int {
         }
         rt::init();
         let page = crate::sys::page_size();
-        rt::SCHED.default_stack.store(bytes.div_ceil(page) * page, Ordering::Relaxed);
+        rt::SCHED
+            .default_stack
+            .store(bytes.div_ceil(page) * page, Ordering::Relaxed);
         0
     })
 }
@@ -262,8 +272,8 @@ unsafe fn wg_ref<'a>(wg: *mut gmp_wg) -> WaitGroup<'a> {
 }
 
 /// Adds `delta` (may be negative) to the WaitGroup counter. When it reaches zero, all
-/// waiters are released. Returns 0; -EINVAL if `wg` is NULL or misaligned, or `delta` is
-/// outside the 32-bit range. Aborts with "gmp: sync: negative WaitGroup counter" if the
+/// waiters are released. Returns 0; -EINVAL if `wg` is NULL or misaligned, or |delta| >
+/// INT32_MAX. Aborts with "gmp: sync: negative WaitGroup counter" if the
 /// counter would go below zero (Go panics).
 ///
 /// # Safety
@@ -271,7 +281,8 @@ unsafe fn wg_ref<'a>(wg: *mut gmp_wg) -> WaitGroup<'a> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gmp_wg_add(wg: *mut gmp_wg, delta: i64) -> c_int {
     boundary("gmp_wg_add", || {
-        if wg.is_null() || !wg.is_aligned() || delta < i32::MIN as i64 || delta > i32::MAX as i64 {
+        if wg.is_null() || !wg.is_aligned() || delta < -(i32::MAX as i64) || delta > i32::MAX as i64
+        {
             return -libc::EINVAL;
         }
         // SAFETY: checked non-null and aligned; the caller promises it is live.
@@ -316,7 +327,11 @@ pub unsafe extern "C" fn gmp_wg_wait(wg: *mut gmp_wg) -> c_int {
 /// # Safety
 /// `out` is NULL or writable; `runq_lens` is NULL or writable for `n` elements.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gmp_stats(out: *mut gmp_sched_stats, runq_lens: *mut u32, n: usize) -> c_int {
+pub unsafe extern "C" fn gmp_stats(
+    out: *mut gmp_sched_stats,
+    runq_lens: *mut u32,
+    n: usize,
+) -> c_int {
     boundary("gmp_stats", || {
         if out.is_null() {
             return -libc::EINVAL;

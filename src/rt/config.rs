@@ -99,11 +99,17 @@ fn cgroup_cpu_limit() -> Option<i32> {
         let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         let limits = if id == "0" && controllers.is_empty() {
             walk_up("/sys/fs/cgroup", path, |dir| {
-                std::fs::read_to_string(format!("{dir}/cpu.max")).ok().and_then(|s| parse_cpu_max(&s))
+                std::fs::read_to_string(format!("{dir}/cpu.max"))
+                    .ok()
+                    .and_then(|s| parse_cpu_max(&s))
             })
         } else if controllers.split(',').any(|c| c == "cpu") {
             let mut r = None;
-            for mount in ["/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct,cpu"] {
+            for mount in [
+                "/sys/fs/cgroup/cpu,cpuacct",
+                "/sys/fs/cgroup/cpu",
+                "/sys/fs/cgroup/cpuacct,cpu",
+            ] {
                 r = walk_up(mount, path, |dir| {
                     let q = std::fs::read_to_string(format!("{dir}/cpu.cfs_quota_us")).ok()?;
                     let p = std::fs::read_to_string(format!("{dir}/cpu.cfs_period_us")).ok()?;

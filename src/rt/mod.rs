@@ -333,7 +333,10 @@ pub struct GList {
 
 impl GList {
     pub const fn new() -> GList {
-        GList { head: null_mut(), len: 0 }
+        GList {
+            head: null_mut(),
+            len: 0,
+        }
     }
     /// # Safety
     /// `gp` is valid and owned by the list's owner; it is on no other list.
@@ -371,7 +374,10 @@ pub struct GQueue {
 
 impl GQueue {
     pub const fn new() -> GQueue {
-        GQueue { head: null_mut(), tail: null_mut() }
+        GQueue {
+            head: null_mut(),
+            tail: null_mut(),
+        }
     }
     /// # Safety
     /// `gp` is valid, owned by the caller and on no other list; the caller holds the queue's lock.
@@ -463,7 +469,11 @@ pub struct GFreeGlobal {
 /// The scheduler. One per process (DESIGN.md decision 11).
 pub static SCHED: Sched = Sched {
     lock: Lock::new(),
-    synced: Owned::new(Synced { midle: null_mut(), pidle: null_mut(), runq: GQueue::new() }),
+    synced: Owned::new(Synced {
+        midle: null_mut(),
+        pidle: null_mut(),
+        runq: GQueue::new(),
+    }),
     npidle: AtomicI32::new(0),
     nmspinning: AtomicI32::new(0),
     needspinning: AtomicU32::new(0),
@@ -482,7 +492,10 @@ pub static SCHED: Sched = Sched {
     steals: AtomicU64::new(0),
     default_stack: AtomicUsize::new(crate::stack::DEFAULT_STACK),
     gfree_lock: Lock::new(),
-    gfree: Owned::new(GFreeGlobal { stack: GList::new(), nostack: GList::new() }),
+    gfree: Owned::new(GFreeGlobal {
+        stack: GList::new(),
+        nostack: GList::new(),
+    }),
     start_ns: AtomicI64::new(0),
 };
 

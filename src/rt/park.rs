@@ -67,7 +67,9 @@ pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) 
 pub unsafe fn goready(gp: *mut G) {
     // SAFETY: caller contract; Gs are never freed.
     unsafe {
-        (*gp).waitreason.store(WaitReason::None as u8, Ordering::Relaxed);
+        (*gp)
+            .waitreason
+            .store(WaitReason::None as u8, Ordering::Relaxed);
         casgstatus(&*gp, G_WAITING, G_RUNNABLE);
     }
     sched::ready_put(gp, true);

@@ -30,22 +30,38 @@ pub enum StartError {
 /// Starts `entry(arg)` as a new goroutine and returns its id. `stack_size` 0 means the
 /// default. From a goroutine the new G goes to the caller's P's `runnext` (it runs next
 /// there, unless stolen); from a foreign thread to the global queue.
-pub fn newproc(entry: GoFn, arg: *mut c_void, stack_size: usize, pinned: bool) -> Result<u64, StartError> {
+pub fn newproc(
+    entry: GoFn,
+    arg: *mut c_void,
+    stack_size: usize,
+    pinned: bool,
+) -> Result<u64, StartError> {
     init();
-    let size = if stack_size == 0 { SCHED.default_stack.load(Ordering::Relaxed) } else { stack_size };
+    let size = if stack_size == 0 {
+        SCHED.default_stack.load(Ordering::Relaxed)
+    } else {
+        stack_size
+    };
     if !(stack::MIN_STACK..=stack::MAX_STACK).contains(&size) {
         return Err(StartError::BadStackSize);
     }
     let m = getm();
     // SAFETY: a non-null TLS slot is this thread's M; while a goroutine runs on it, its P
     // is held by this thread.
-    let pp = if m.is_null() { null_mut() } else { unsafe { (*m).p.load(Ordering::Relaxed) } };
+    let pp = if m.is_null() {
+        null_mut()
+    } else {
+        unsafe { (*m).p.load(Ordering::Relaxed) }
+    };
     // SAFETY: pp, if non-null, is held by this thread.
     let gp = unsafe { gfget(pp, size) }?;
     // SAFETY: gp is DEAD or IDLE and ours alone (just taken off a free list or allocated).
     unsafe {
         let g = &*gp;
-        let top = (*g.stack.ptr()).as_ref().map(Stack::top).unwrap_or_else(|| throw("newproc: G without stack"));
+        let top = (*g.stack.ptr())
+            .as_ref()
+            .map(Stack::top)
+            .unwrap_or_else(|| throw("newproc: G without stack"));
         g.sp.set(arch::init_stack(top, goentry));
         g.entry.set(Some(entry));
         g.arg.set(arg);
@@ -275,7 +291,11 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
                 Err(e) => {
                     // Give the G back so it is not lost.
                     with_gfree(|gf| gf.nostack.push(gp));
-                    return Err(if e == libc::EINVAL { StartError::BadStackSize } else { StartError::NoMemory });
+                    return Err(if e == libc::EINVAL {
+                        StartError::BadStackSize
+                    } else {
+                        StartError::NoMemory
+                    });
                 }
             }
         }
@@ -290,7 +310,10 @@ fn new_g() -> *mut G {
     loop {
         // SAFETY: gp is ours until published.
         unsafe { (*gp).alllink.store(head, Ordering::Relaxed) };
-        match SCHED.allg.compare_exchange_weak(head, gp, Ordering::Release, Ordering::Relaxed) {
+        match SCHED
+            .allg
+            .compare_exchange_weak(head, gp, Ordering::Release, Ordering::Relaxed)
+        {
             Ok(_) => return gp,
             Err(h) => head = h,
         }

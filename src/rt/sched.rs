@@ -43,7 +43,9 @@ static INIT: std::sync::Once = std::sync::Once::new();
 pub(super) fn init_once() {
     INIT.call_once(|| {
         let cfg = config::Config::from_env();
-        SCHED.start_ns.store(crate::sys::nanotime(), Ordering::Relaxed);
+        SCHED
+            .start_ns
+            .store(crate::sys::nanotime(), Ordering::Relaxed);
         SCHED.maxmcount.store(cfg.max_threads, Ordering::Relaxed);
         SCHED.default_stack.store(cfg.stack_size, Ordering::Relaxed);
         crate::stack::install_overflow_handler(stack_overflow_goid);
@@ -215,15 +217,19 @@ unsafe fn globrunqget(g: &mut SchedGuard, pp: &P, max: i32) -> Option<*mut G> {
     SCHED.runqsize.fetch_sub(n, Ordering::SeqCst);
     let s = g.synced();
     // SAFETY: we hold the lock; runqsize said there are at least n.
-    let first = unsafe { s.runq.pop_front() }.unwrap_or_else(|| throw("globrunqget: queue shorter than runqsize"));
+    let first = unsafe { s.runq.pop_front() }
+        .unwrap_or_else(|| throw("globrunqget: queue shorter than runqsize"));
     for _ in 1..n {
         // SAFETY: as above.
-        let gp = unsafe { s.runq.pop_front() }.unwrap_or_else(|| throw("globrunqget: queue shorter than runqsize"));
+        let gp = unsafe { s.runq.pop_front() }
+            .unwrap_or_else(|| throw("globrunqget: queue shorter than runqsize"));
         // SAFETY: we own pp (caller contract); at most RUNQ_SIZE/2 Gs go into a queue
         // that had room, so overflow is impossible.
         unsafe {
             pp.runq
-                .put(core::ptr::NonNull::new_unchecked(gp), false, |_| throw("globrunqget: local run queue overflow"))
+                .put(core::ptr::NonNull::new_unchecked(gp), false, |_| {
+                    throw("globrunqget: local run queue overflow")
+                })
         };
     }
     Some(first)
@@ -238,12 +244,13 @@ pub(super) unsafe fn runq_put(pp: &P, gp: *mut G, next: bool) {
     enqueued(gp);
     // SAFETY: caller contract; the overflow batch is moved (not copied) to the global queue.
     unsafe {
-        pp.runq.put(core::ptr::NonNull::new_unchecked(gp), next, |batch| {
-            let mut g = lock_sched();
-            for gp in batch {
-                globrunqput(&mut g, gp.as_ptr());
-            }
-        })
+        pp.runq
+            .put(core::ptr::NonNull::new_unchecked(gp), next, |batch| {
+                let mut g = lock_sched();
+                for gp in batch {
+                    globrunqput(&mut g, gp.as_ptr());
+                }
+            })
     };
 }
 
@@ -253,7 +260,11 @@ pub(super) unsafe fn runq_put(pp: &P, gp: *mut G, next: bool) {
 pub(super) fn ready_put(gp: *mut G, next: bool) {
     let m = getm();
     // SAFETY: a non-null TLS slot is this thread's M; its `p` is ours while we run on it.
-    let pp = if m.is_null() { null_mut() } else { unsafe { (*m).p.load(Ordering::Relaxed) } };
+    let pp = if m.is_null() {
+        null_mut()
+    } else {
+        unsafe { (*m).p.load(Ordering::Relaxed) }
+    };
     if pp.is_null() {
         enqueued(gp);
         let mut g = lock_sched();
@@ -353,7 +364,8 @@ fn mget(g: &mut SchedGuard) -> Option<*mut M> {
     unsafe {
         s.midle = (*m).schedlink.get();
         #[cfg(debug_assertions)]
-        if !(*m).p.load(Ordering::Relaxed).is_null() || !(*m).curg.load(Ordering::Relaxed).is_null() {
+        if !(*m).p.load(Ordering::Relaxed).is_null() || !(*m).curg.load(Ordering::Relaxed).is_null()
+        {
             throw("mget: idle m has a p or a g"); // seed 003 invariant 6
         }
     }
@@ -371,7 +383,10 @@ fn newm(pp: *mut P, spinning: bool) {
     let max = SCHED.maxmcount.load(Ordering::Relaxed);
     if count > max {
         let mut buf = [0u8; 96];
-        let msg = fmt_msg(&mut buf, &[b"program exceeds ", &fmt_u64(max as u64), b"-thread limit"]);
+        let msg = fmt_msg(
+            &mut buf,
+            &[b"program exceeds ", &fmt_u64(max as u64), b"-thread limit"],
+        );
         crate::sys::write_stderr(b"gmp: ");
         crate::sys::write_stderr(msg);
         crate::sys::write_stderr(b"\n");
@@ -390,7 +405,9 @@ fn newm(pp: *mut P, spinning: bool) {
         lockedg: AtomicPtr::new(null_mut()),
         waitunlockf: Owned::new(None),
         waitlock: Owned::new(0),
-        fastrand: Owned::new(0x9E37_79B9_7F4A_7C15 ^ (count as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)),
+        fastrand: Owned::new(
+            0x9E37_79B9_7F4A_7C15 ^ (count as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
+        ),
         tid: AtomicI32::new(0),
         alllink: AtomicPtr::new(null_mut()),
     }));
@@ -399,7 +416,10 @@ fn newm(pp: *mut P, spinning: bool) {
     loop {
         // SAFETY: m is ours until published.
         unsafe { (*m).alllink.store(head, Ordering::Relaxed) };
-        match SCHED.allm.compare_exchange_weak(head, m, Ordering::Release, Ordering::Relaxed) {
+        match SCHED
+            .allm
+            .compare_exchange_weak(head, m, Ordering::Release, Ordering::Relaxed)
+        {
             Ok(_) => break,
             Err(h) => head = h,
         }
@@ -567,7 +587,10 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         let pp = m.p.load(Ordering::Relaxed);
         // SAFETY: this M holds pp (P–M reciprocity is checked in debug builds).
         let p = unsafe { &*pp };
-        debug_assert!(p.m.load(Ordering::Relaxed) == m as *const M as *mut M, "gmp: P-M reciprocity");
+        debug_assert!(
+            p.m.load(Ordering::Relaxed) == m as *const M as *mut M,
+            "gmp: P-M reciprocity"
+        );
         // SAFETY: m's thread, holding pp.
         if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) && unsafe { retire_p(m) } {
             continue;
@@ -575,7 +598,9 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         let mut found = None;
         // Fairness: check the global queue once in a while, so that two goroutines
         // re-spawning each other on the local queue cannot starve it.
-        if p.schedtick.load(Ordering::Relaxed) % 61 == 0 && SCHED.runqsize.load(Ordering::Relaxed) > 0 {
+        if p.schedtick.load(Ordering::Relaxed) % 61 == 0
+            && SCHED.runqsize.load(Ordering::Relaxed) > 0
+        {
             let mut g = lock_sched();
             // SAFETY: we own pp; max = 1 puts nothing on the local queue.
             found = unsafe { globrunqget(&mut g, p, 1) }.map(|gp| (gp, false));
@@ -624,7 +649,10 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         casgstatus(g, G_RUNNABLE, G_RUNNING);
         if !inherit {
             let p = &*pp;
-            p.schedtick.store(p.schedtick.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+            p.schedtick.store(
+                p.schedtick.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Relaxed,
+            );
         }
         if g.pinned.get() && g.lockedm.load(Ordering::Relaxed).is_null() {
             g.lockedm.store(m as *const M as *mut M, Ordering::Relaxed);
@@ -685,7 +713,8 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
         // burn 63 cores looking for work.
         let procs = SCHED.gomaxprocs.load(Ordering::Relaxed);
         if m.spinning.load(Ordering::Relaxed)
-            || 2 * SCHED.nmspinning.load(Ordering::SeqCst) < procs - SCHED.npidle.load(Ordering::SeqCst)
+            || 2 * SCHED.nmspinning.load(Ordering::SeqCst)
+                < procs - SCHED.npidle.load(Ordering::SeqCst)
         {
             if !m.spinning.load(Ordering::Relaxed) {
                 become_spinning(m);
@@ -706,7 +735,8 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
                     return Some((gp, false));
                 }
             }
-            if !m.spinning.load(Ordering::Relaxed) && SCHED.needspinning.load(Ordering::SeqCst) == 1 {
+            if !m.spinning.load(Ordering::Relaxed) && SCHED.needspinning.load(Ordering::SeqCst) == 1
+            {
                 // A wakeup found no idle P and asked for a spinner: be it.
                 become_spinning(m);
                 continue;
@@ -817,7 +847,12 @@ impl StealOrder {
         while gcd(inc, n) != 1 {
             inc = inc % n + 1;
         }
-        StealOrder { n, pos: (r as u32) % n, inc, left: n }
+        StealOrder {
+            n,
+            pos: (r as u32) % n,
+            inc,
+            left: n,
+        }
     }
 }
 
@@ -1030,7 +1065,10 @@ unsafe fn retire_p(m: &M) -> bool {
 
 /// Formats a u64 in decimal into a fixed buffer (for messages written without allocating).
 pub(crate) fn fmt_u64(mut v: u64) -> FmtBuf {
-    let mut b = FmtBuf { buf: [0; 20], start: 20 };
+    let mut b = FmtBuf {
+        buf: [0; 20],
+        start: 20,
+    };
     loop {
         b.start -= 1;
         b.buf[b.start] = b'0' + (v % 10) as u8;

@@ -29,23 +29,28 @@ impl TraceConfig {
                 _ => {}
             }
         }
-        Ok((interval > 0).then_some(TraceConfig { interval_ms: interval, detail }))
+        Ok((interval > 0).then_some(TraceConfig {
+            interval_ms: interval,
+            detail,
+        }))
     }
 }
 
 /// Starts the trace thread.
 pub(super) fn start(cfg: TraceConfig) {
-    let r = std::thread::Builder::new().name("gmp-schedtrace".into()).spawn(move || {
-        let mut next = crate::sys::nanotime();
-        loop {
-            crate::sys::write_stderr(schedtrace(cfg.detail).as_bytes());
-            next += cfg.interval_ms as i64 * 1_000_000;
-            let left = next - crate::sys::nanotime();
-            if left > 0 {
-                std::thread::sleep(core::time::Duration::from_nanos(left as u64));
+    let r = std::thread::Builder::new()
+        .name("gmp-schedtrace".into())
+        .spawn(move || {
+            let mut next = crate::sys::nanotime();
+            loop {
+                crate::sys::write_stderr(schedtrace(cfg.detail).as_bytes());
+                next += cfg.interval_ms as i64 * 1_000_000;
+                let left = next - crate::sys::nanotime();
+                if left > 0 {
+                    std::thread::sleep(core::time::Duration::from_nanos(left as u64));
+                }
             }
-        }
-    });
+        });
     if r.is_err() {
         crate::sys::write_stderr(b"gmp: could not start the schedtrace thread\n");
     }
@@ -89,12 +94,20 @@ fn all_gs() -> impl Iterator<Item = &'static G> {
 
 fn m_id(m: *mut M) -> String {
     // SAFETY: Ms are never freed.
-    if m.is_null() { "nil".into() } else { unsafe { (*m).id.to_string() } }
+    if m.is_null() {
+        "nil".into()
+    } else {
+        unsafe { (*m).id.to_string() }
+    }
 }
 
 fn g_id(g: *mut G) -> String {
     // SAFETY: Gs are never freed.
-    if g.is_null() { "nil".into() } else { unsafe { (*g).goid().to_string() } }
+    if g.is_null() {
+        "nil".into()
+    } else {
+        unsafe { (*g).goid().to_string() }
+    }
 }
 
 /// One schedtrace record, Go's format, ending in a newline.
@@ -141,7 +154,11 @@ pub fn schedtrace(detail: bool) -> String {
     for m in all_ms() {
         let pp = m.p.load(Ordering::Relaxed);
         // SAFETY: Ps are never freed.
-        let pid = if pp.is_null() { "nil".to_string() } else { unsafe { (*pp).id.to_string() } };
+        let pid = if pp.is_null() {
+            "nil".to_string()
+        } else {
+            unsafe { (*pp).id.to_string() }
+        };
         let _ = writeln!(
             s,
             "  M{}: p={} curg={} mallocing=0 throwing=0 preemptoff= locks=0 dying=0 spinning={} blocked={} lockedg={}",
@@ -202,7 +219,9 @@ pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
         goroutines: SCHED.ngoroutines.load(Ordering::Relaxed),
         steals: SCHED.steals.load(Ordering::Relaxed),
         spawned: SCHED.spawned.load(Ordering::Relaxed),
-        schedticks: procs().map(|p| p.schedtick.load(Ordering::Relaxed) as u64).sum(),
+        schedticks: procs()
+            .map(|p| p.schedtick.load(Ordering::Relaxed) as u64)
+            .sum(),
     };
     let mut n = 0;
     for (slot, p) in runq_lens.iter_mut().zip(procs()) {
@@ -218,10 +237,19 @@ mod tests {
 
     #[test]
     fn parse_debug() {
-        assert_eq!(TraceConfig::parse("schedtrace=100"), Ok(Some(TraceConfig { interval_ms: 100, detail: false })));
+        assert_eq!(
+            TraceConfig::parse("schedtrace=100"),
+            Ok(Some(TraceConfig {
+                interval_ms: 100,
+                detail: false
+            }))
+        );
         assert_eq!(
             TraceConfig::parse("scheddetail=1,schedtrace=50"),
-            Ok(Some(TraceConfig { interval_ms: 50, detail: true }))
+            Ok(Some(TraceConfig {
+                interval_ms: 50,
+                detail: true
+            }))
         );
         assert_eq!(TraceConfig::parse("other=3"), Ok(None));
         assert_eq!(TraceConfig::parse("schedtrace=x"), Err(()));

@@ -128,7 +128,12 @@ pub fn semacquire(addr: &AtomicU32, reason: WaitReason) {
         return;
     }
     let root = root(addr);
-    let mut w = Waiter { addr: addr as *const AtomicU32 as usize, g: rt::getg(), note: Note::new(), next: null_mut() };
+    let mut w = Waiter {
+        addr: addr as *const AtomicU32 as usize,
+        g: rt::getg(),
+        note: Note::new(),
+        next: null_mut(),
+    };
     loop {
         root.lock.lock();
         // Count ourselves before the last check, so a concurrent semrelease either sees

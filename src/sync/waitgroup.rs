@@ -19,7 +19,10 @@ pub struct WaitGroup<'a> {
 impl WaitGroup<'_> {
     /// Adds `delta` (which may be negative) to the counter.
     pub fn add(&self, delta: i32) {
-        let state = self.state.fetch_add((delta as i64 as u64) << 32, Ordering::AcqRel).wrapping_add((delta as i64 as u64) << 32);
+        let state = self
+            .state
+            .fetch_add((delta as i64 as u64) << 32, Ordering::AcqRel)
+            .wrapping_add((delta as i64 as u64) << 32);
         let v = (state >> 32) as i32;
         let w = state as u32;
         if v < 0 {

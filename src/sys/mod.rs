@@ -105,7 +105,10 @@ pub fn page_size() -> usize {
 
 /// Monotonic nanoseconds since an arbitrary origin.
 pub fn nanotime() -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
@@ -150,7 +153,9 @@ const NOTE_SPIN_PAUSES: u32 = 30;
 
 impl Note {
     pub const fn new() -> Note {
-        Note { key: AtomicU32::new(NOTE_CLEAR) }
+        Note {
+            key: AtomicU32::new(NOTE_CLEAR),
+        }
     }
 
     /// Resets a woken note for its next use. Only the sleeper calls this.
@@ -183,7 +188,8 @@ impl Note {
             }
             procyield(NOTE_SPIN_PAUSES);
         }
-        let deadline = timeout.map(|d| nanotime().saturating_add(d.as_nanos().min(i64::MAX as u128) as i64));
+        let deadline =
+            timeout.map(|d| nanotime().saturating_add(d.as_nanos().min(i64::MAX as u128) as i64));
         loop {
             match self.key.compare_exchange(
                 NOTE_CLEAR,
@@ -202,7 +208,12 @@ impl Note {
                         // Withdraw: SLEEPING → CLEAR unless a waker got there first.
                         return self
                             .key
-                            .compare_exchange(NOTE_SLEEPING, NOTE_CLEAR, Ordering::Acquire, Ordering::Acquire)
+                            .compare_exchange(
+                                NOTE_SLEEPING,
+                                NOTE_CLEAR,
+                                Ordering::Acquire,
+                                Ordering::Acquire,
+                            )
                             .is_err();
                     }
                     Some(Duration::from_nanos(left as u64))
@@ -237,7 +248,9 @@ const LOCK_SPIN_PAUSES: u32 = 30;
 
 impl Lock {
     pub const fn new() -> Lock {
-        Lock { state: AtomicU32::new(0) }
+        Lock {
+            state: AtomicU32::new(0),
+        }
     }
 
     #[inline]
