@@ -213,9 +213,7 @@ pub extern "C" fn gmp_maxprocs(n: c_int) -> c_int {
 /// Number of live goroutines.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_num_goroutine() -> i64 {
-    boundary("gmp_num_goroutine", || {
-        rt::SCHED.ngoroutines.load(Ordering::Relaxed)
-    })
+    boundary("gmp_num_goroutine", || rt::goroutine_count())
 }
 
 /// Number of CPUs the process may run on (its affinity mask).

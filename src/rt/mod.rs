@@ -260,6 +260,10 @@ pub struct M {
     /// The scheduler context's stack pointer, saved while a goroutine runs on this M.
     /// Owner: this M's thread.
     pub g0_sp: Owned<usize>,
+    /// The scheduler context's floating-point control state (`arch::fpenv_current` at
+    /// `mstart`; the scheduler never changes it), so that `execute` can switch without
+    /// reading it. Owner: this M's thread.
+    pub g0_fpenv: Owned<u64>,
     /// The goroutine running on this M, or null while in the scheduler.
     pub curg: AtomicPtr<G>,
     /// The attached P. Written by this M only (acquirep/releasep); read by trace.
@@ -318,6 +322,50 @@ pub struct P {
     pub schedwhen: Owned<(u32, i64)>,
     /// Safe points passed since the last clock read. Owner: the holding M.
     pub safepoints: Owned<u32>,
+    /// Goroutine ids reserved for this P, `[next, end)` (Go's goidcache: one shared
+    /// atomic add per `GOID_CACHE_BATCH` spawns). Owner: the holding M.
+    pub goidcache: Owned<(u64, u64)>,
+    /// Goroutines started minus goroutines ended on this P, and goroutines started on it.
+    /// Written by the holding M only (load + store, no read-modify-write); summed by
+    /// `goroutine_count` and `trace::stats`.
+    pub ngoroutines: AtomicI64,
+    pub nspawned: AtomicU64,
+}
+
+/// Goroutine ids a P reserves at a time (Go's `_GoidCacheBatch`).
+pub(crate) const GOID_CACHE_BATCH: u64 = 16;
+
+/// Adds `d` to a counter that only the caller writes (a P's, by its holding M): a plain
+/// load and store, which is cheaper than an atomic add and exact for a single writer.
+#[inline]
+pub(crate) fn owner_add_i64(c: &AtomicI64, d: i64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed);
+}
+
+/// Iterates over every P ever created (Ps are created in id order and never freed).
+pub(crate) fn all_ps() -> impl Iterator<Item = &'static P> {
+    SCHED.allp.iter().map_while(|a| {
+        let pp = a.load(Ordering::Acquire);
+        // SAFETY: Ps are never freed.
+        (!pp.is_null()).then(|| unsafe { &*pp })
+    })
+}
+
+/// Live goroutines: the foreign threads' count plus every P's. A snapshot taken without
+/// stopping anything, exact once the program is quiet.
+pub fn goroutine_count() -> i64 {
+    SCHED.ngoroutines.load(Ordering::Relaxed)
+        + all_ps()
+            .map(|p| p.ngoroutines.load(Ordering::Relaxed))
+            .sum::<i64>()
+}
+
+/// Goroutines started since the runtime started.
+pub fn spawned_count() -> u64 {
+    SCHED.spawned.load(Ordering::Relaxed)
+        + all_ps()
+            .map(|p| p.nspawned.load(Ordering::Relaxed))
+            .sum::<u64>()
 }
 
 // SAFETY: non-atomic fields are `Owned` with documented owners.
@@ -438,6 +486,8 @@ pub struct Sched {
     /// Counters.
     pub goidgen: AtomicU64,
     pub mnext: AtomicI64,
+    /// Goroutines started minus ended, and started, by threads without a P (foreign
+    /// threads); the Ps keep their own counts.
     pub ngoroutines: AtomicI64,
     pub spawned: AtomicU64,
     pub steals: AtomicU64,

@@ -67,10 +67,24 @@ pub fn newproc(
         g.arg.set(arg);
         g.pinned.set(pinned);
         g.lockedm.store(null_mut(), Ordering::Relaxed);
-        let goid = SCHED.goidgen.fetch_add(1, Ordering::Relaxed) + 1;
+        let goid = if pp.is_null() {
+            SCHED.ngoroutines.fetch_add(1, Ordering::Relaxed);
+            SCHED.spawned.fetch_add(1, Ordering::Relaxed);
+            SCHED.goidgen.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            let p = &*pp;
+            owner_add_i64(&p.ngoroutines, 1);
+            p.nspawned
+                .store(p.nspawned.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            let (mut next, mut end) = p.goidcache.get();
+            if next == end {
+                next = SCHED.goidgen.fetch_add(GOID_CACHE_BATCH, Ordering::Relaxed) + 1;
+                end = next + GOID_CACHE_BATCH;
+            }
+            p.goidcache.set((next + 1, end));
+            next
+        };
         g.goid.store(goid, Ordering::Relaxed);
-        SCHED.ngoroutines.fetch_add(1, Ordering::Relaxed);
-        SCHED.spawned.fetch_add(1, Ordering::Relaxed);
         let old = g.status.load(Ordering::Relaxed);
         casgstatus(g, old, G_RUNNABLE);
         sched::ready_put(gp, true);
@@ -159,7 +173,8 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
     // SAFETY: gp is ours (it just exited on this M).
     let g = unsafe { &*gp };
     casgstatus(g, G_RUNNING, G_DEAD);
-    SCHED.ngoroutines.fetch_sub(1, Ordering::Relaxed);
+    // SAFETY: the scheduler loop runs holding a P.
+    owner_add_i64(unsafe { &(*m.p.load(Ordering::Relaxed)).ngoroutines }, -1);
     m.curg.store(null_mut(), Ordering::Relaxed);
     g.m.store(null_mut(), Ordering::Relaxed);
     if !g.lockedm.load(Ordering::Relaxed).is_null() {

@@ -395,6 +395,7 @@ fn newm(pp: *mut P, spinning: bool) {
     let m = Box::into_raw(Box::new(M {
         id: SCHED.mnext.fetch_add(1, Ordering::Relaxed),
         g0_sp: Owned::new(0),
+        g0_fpenv: Owned::new(0),
         curg: AtomicPtr::new(null_mut()),
         p: AtomicPtr::new(null_mut()),
         nextp: AtomicPtr::new(pp),
@@ -453,6 +454,8 @@ extern "C" fn mstart_trampoline(arg: *mut libc::c_void) -> *mut libc::c_void {
 /// Called once, on `m`'s new thread.
 unsafe fn mstart(m: &M) -> ! {
     arch::tls_set(m as *const M as usize);
+    // SAFETY: m's own thread owns g0_fpenv.
+    unsafe { m.g0_fpenv.set(arch::fpenv_current()) };
     crate::stack::ensure_altstack();
     m.tid.store(crate::sys::gettid(), Ordering::Relaxed);
     let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
@@ -672,7 +675,8 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
                 throw("execute: running G is still on a run queue");
             }
         }
-        arch::switch(m.g0_sp.ptr(), g.sp.get(), 0)
+        // The scheduler's FP control state is constant, so the switch need not read it.
+        arch::switch_from_g0(m.g0_sp.ptr(), g.sp.get(), 0, m.g0_fpenv.get())
     }
 }
 
@@ -953,6 +957,9 @@ fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 gfreecnt: AtomicI32::new(0),
                 schedwhen: Owned::new((0, 0)),
                 safepoints: Owned::new(0),
+                goidcache: Owned::new((0, 0)),
+                ngoroutines: AtomicI64::new(0),
+                nspawned: AtomicU64::new(0),
             }));
             SCHED.allp[i as usize].store(pp, Ordering::Release);
         }

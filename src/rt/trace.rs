@@ -216,9 +216,9 @@ pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
         needspinning: SCHED.needspinning.load(Ordering::Relaxed) as i32,
         idlethreads: SCHED.nmidle.load(Ordering::Relaxed),
         runqueue: SCHED.runqsize.load(Ordering::Relaxed) as i64,
-        goroutines: SCHED.ngoroutines.load(Ordering::Relaxed),
+        goroutines: goroutine_count(),
         steals: SCHED.steals.load(Ordering::Relaxed),
-        spawned: SCHED.spawned.load(Ordering::Relaxed),
+        spawned: spawned_count(),
         schedticks: procs()
             .map(|p| p.schedtick.load(Ordering::Relaxed) as u64)
             .sum(),
