@@ -87,8 +87,12 @@ pub fn newproc(
         g.goid.store(goid, Ordering::Relaxed);
         let old = g.status.load(Ordering::Relaxed);
         casgstatus(g, old, G_RUNNABLE);
-        sched::ready_put(gp, true);
-        if !pp.is_null() {
+        let spilled = sched::ready_put(gp, true);
+        if spilled {
+            // The caller has filled its P's run queue: a safe point to let the queued
+            // goroutines run (see `safepoint`).
+            super::gosched();
+        } else if !pp.is_null() {
             safepoint(&*pp);
         }
         Ok(goid)

@@ -236,28 +236,32 @@ unsafe fn globrunqget(g: &mut SchedGuard, pp: &P, max: i32) -> Option<*mut G> {
 }
 
 /// Puts a runnable G on `pp`'s local queue (`next`: into runnext), spilling half of a full
-/// queue to the global one.
+/// queue to the global one (Go's runqputslow). Returns whether it spilled.
 ///
 /// # Safety
 /// Called by `pp`'s owner; `gp` is RUNNABLE and on no queue.
-pub(super) unsafe fn runq_put(pp: &P, gp: *mut G, next: bool) {
+pub(super) unsafe fn runq_put(pp: &P, gp: *mut G, next: bool) -> bool {
     enqueued(gp);
+    let mut spilled = false;
     // SAFETY: caller contract; the overflow batch is moved (not copied) to the global queue.
     unsafe {
         pp.runq
             .put(core::ptr::NonNull::new_unchecked(gp), next, |batch| {
+                spilled = true;
                 let mut g = lock_sched();
                 for gp in batch {
                     globrunqput(&mut g, gp.as_ptr());
                 }
             })
     };
+    spilled
 }
 
 /// Makes a RUNNABLE G (owned by the caller, on no queue) findable: the current P's local
 /// queue when there is one (runnext when `next`), else the global queue; then wakes an M if
-/// none is looking (Go's `ready` minus the status change).
-pub(super) fn ready_put(gp: *mut G, next: bool) {
+/// none is looking (Go's `ready` minus the status change). Returns whether the local queue
+/// overflowed into the global one.
+pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
     let m = getm();
     // SAFETY: a non-null TLS slot is this thread's M; its `p` is ours while we run on it.
     let pp = if m.is_null() {
@@ -265,15 +269,17 @@ pub(super) fn ready_put(gp: *mut G, next: bool) {
     } else {
         unsafe { (*m).p.load(Ordering::Relaxed) }
     };
-    if pp.is_null() {
+    let spilled = if pp.is_null() {
         enqueued(gp);
         let mut g = lock_sched();
         globrunqput(&mut g, gp);
+        false
     } else {
         // SAFETY: this thread holds pp; gp is ours to queue.
-        unsafe { runq_put(&*pp, gp, next) };
-    }
+        unsafe { runq_put(&*pp, gp, next) }
+    };
     wakep();
+    spilled
 }
 
 /// Puts a G that yielded on the global run queue (Go's goschedImpl) and wakes an M if none
