@@ -160,7 +160,9 @@ impl<T: Copy> Owned<T> {
     }
 }
 
-/// A goroutine.
+/// A goroutine. Aligned so that two Gs running on different Ms never share a cache line
+/// (`sp` and `status` are written at every switch).
+#[repr(align(128))]
 pub struct G {
     /// Stack pointer saved by `arch::switch` while the G is not running. Owner: the G's
     /// owner per its status (table above).
@@ -244,17 +246,22 @@ pub fn casgstatus(gp: &G, old: u32, new: u32) {
 pub(crate) mod action {
     /// `gopark`: mark it waiting, run the unlock function.
     pub(crate) const PARK: usize = 1;
-    /// `gosched`: put it on the global run queue.
+    /// `gosched` (gmp_yield): put it at the back of the local run queue (Go's goyield).
     pub(crate) const GOSCHED: usize = 2;
     /// `goexit`: it is finished.
     pub(crate) const EXIT: usize = 3;
+    /// Preemption at a safe point: put it on the global run queue, behind everything
+    /// waiting there (Go's gopreempt_m).
+    pub(crate) const PREEMPT: usize = 4;
 }
 
 /// The unlock function `gopark` runs on the scheduler stack once the goroutine's context
 /// is saved; returning false cancels the park (the goroutine resumes at once).
 pub type UnlockFn = unsafe fn(gp: *mut G, arg: usize) -> bool;
 
-/// An OS thread.
+/// An OS thread. Aligned so that two Ms' per-switch fields (`g0_sp`, `curg`) never share a
+/// cache line.
+#[repr(align(128))]
 pub struct M {
     pub id: i64,
     /// The scheduler context's stack pointer, saved while a goroutine runs on this M.
@@ -298,7 +305,9 @@ unsafe impl Sync for M {}
 // SAFETY: as above.
 unsafe impl Send for M {}
 
-/// A logical processor.
+/// A logical processor. Aligned so that one P's owner-written fields never share a cache
+/// line with another P's run-queue indices, which thieves read.
+#[repr(align(128))]
 pub struct P {
     pub id: i32,
     /// One of the `P_*` statuses.
@@ -457,22 +466,37 @@ impl GQueue {
     }
 }
 
+/// Keeps a field on a cache line (pair) of its own: the scheduler lock and the counters
+/// every M reads on every pass (`nmspinning`, `npidle`, `runqsize`, `gomaxprocs`) would
+/// otherwise share lines, and each lock acquisition would evict them from the readers.
+/// 128 bytes: the adjacent-line prefetcher pairs 64-byte lines.
+#[repr(align(128))]
+pub struct Padded<T>(pub T);
+
+impl<T> core::ops::Deref for Padded<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// Global scheduler state (Go's `schedt`).
 pub struct Sched {
     /// The scheduler lock (Go's `sched.lock`). Guards `synced`.
-    pub lock: Lock,
+    pub lock: Padded<Lock>,
     /// The part of the scheduler that only a holder of `lock` may touch.
-    synced: Owned<Synced>,
+    synced: Padded<Owned<Synced>>,
     /// Number of Ps on the idle list. Written under `lock`; read lock-free.
-    pub npidle: AtomicI32,
+    pub npidle: Padded<AtomicI32>,
     /// Number of spinning Ms (seed 003, "The Spinning M Protocol").
-    pub nmspinning: AtomicI32,
+    pub nmspinning: Padded<AtomicI32>,
     /// Set when a wakeup found no idle P: the next M about to drop its P spins instead.
-    pub needspinning: AtomicU32,
+    pub needspinning: Padded<AtomicU32>,
     /// Length of the global run queue. Written under `lock`; read lock-free as a hint.
-    pub runqsize: AtomicI32,
+    pub runqsize: Padded<AtomicI32>,
     /// Current GOMAXPROCS. Written under `lock` by `procresize`.
-    pub gomaxprocs: AtomicI32,
+    pub gomaxprocs: Padded<AtomicI32>,
     /// Number of idle Ms and of all Ms (mirrors of `synced` for lock-free reads).
     pub nmidle: AtomicI32,
     pub mcount: AtomicI32,
@@ -494,7 +518,7 @@ pub struct Sched {
     /// Default usable stack size for new goroutines.
     pub default_stack: AtomicUsize,
     /// Dead Gs beyond the per-P caches (Go's `sched.gFree`), under `gfree_lock`.
-    pub gfree_lock: Lock,
+    pub gfree_lock: Padded<Lock>,
     gfree: Owned<GFreeGlobal>,
     /// Process start, for schedtrace's "SCHED Nms".
     pub start_ns: AtomicI64,
@@ -518,17 +542,17 @@ pub struct GFreeGlobal {
 
 /// The scheduler. One per process (DESIGN.md decision 11).
 pub static SCHED: Sched = Sched {
-    lock: Lock::new(),
-    synced: Owned::new(Synced {
+    lock: Padded(Lock::new()),
+    synced: Padded(Owned::new(Synced {
         midle: null_mut(),
         pidle: null_mut(),
         runq: GQueue::new(),
-    }),
-    npidle: AtomicI32::new(0),
-    nmspinning: AtomicI32::new(0),
-    needspinning: AtomicU32::new(0),
-    runqsize: AtomicI32::new(0),
-    gomaxprocs: AtomicI32::new(0),
+    })),
+    npidle: Padded(AtomicI32::new(0)),
+    nmspinning: Padded(AtomicI32::new(0)),
+    needspinning: Padded(AtomicU32::new(0)),
+    runqsize: Padded(AtomicI32::new(0)),
+    gomaxprocs: Padded(AtomicI32::new(0)),
     nmidle: AtomicI32::new(0),
     mcount: AtomicI32::new(0),
     maxmcount: AtomicI32::new(DEFAULT_MAX_THREADS),
@@ -541,7 +565,7 @@ pub static SCHED: Sched = Sched {
     spawned: AtomicU64::new(0),
     steals: AtomicU64::new(0),
     default_stack: AtomicUsize::new(crate::stack::DEFAULT_STACK),
-    gfree_lock: Lock::new(),
+    gfree_lock: Padded(Lock::new()),
     gfree: Owned::new(GFreeGlobal {
         stack: GList::new(),
         nostack: GList::new(),

@@ -75,8 +75,9 @@ pub unsafe fn goready(gp: *mut G) {
     sched::ready_put(gp, true);
 }
 
-/// Yields the processor (Go's Gosched): the goroutine goes to the global run queue and
-/// runs again later. On a foreign thread, yields the OS thread.
+/// Yields the processor (Go's Gosched): the goroutine goes to the back of its P's run
+/// queue (where Go's goyield puts it; see `after_switch`) and runs again after the
+/// goroutines queued there. On a foreign thread, yields the OS thread.
 pub fn gosched() {
     if getg().is_null() {
         crate::sys::osyield();
@@ -84,6 +85,17 @@ pub fn gosched() {
     }
     // SAFETY: getg() is non-null, so we are on a goroutine.
     unsafe { mcall(action::GOSCHED) };
+}
+
+/// Preempts the calling goroutine at a safe point (Go's gopreempt_m): it goes to the back
+/// of the global run queue, so that what waits there — the work it has been creating,
+/// spilled from its P's full queue — runs first.
+///
+/// # Safety
+/// Called on a goroutine.
+pub(super) unsafe fn gopreempt() {
+    // SAFETY: caller contract.
+    unsafe { mcall(action::PREEMPT) };
 }
 
 /// Runs on the scheduler stack after the goroutine `m.curg` switched to it with `act`.
@@ -116,6 +128,19 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
             None
         }
         action::GOSCHED => {
+            casgstatus(g, G_RUNNING, G_RUNNABLE);
+            dropg(m, g);
+            // To the back of the local queue, as Go's goyield does, not to the global queue
+            // as Go's Gosched does: the global queue's lock is the one lock every P contends
+            // for, and a yield loop on two Ps spent most of its time there (perf: 30% in
+            // lock_slow, ~2x Go's cost at GOMAXPROCS=2). Nothing starves: thieves take from
+            // the local queue, and the 61-tick check keeps serving the global queue.
+            // SAFETY: we hold m's P; gp is RUNNABLE and ours.
+            unsafe { sched::runq_put(&*m.p.load(Ordering::Relaxed), gp, false) };
+            sched::wakep();
+            None
+        }
+        action::PREEMPT => {
             casgstatus(g, G_RUNNING, G_RUNNABLE);
             dropg(m, g);
             sched::ready_put_global(gp);

@@ -91,7 +91,8 @@ pub fn newproc(
         if spilled {
             // The caller has filled its P's run queue: a safe point to let the queued
             // goroutines run (see `safepoint`).
-            super::gosched();
+            // (Spilling needs a P, so we are on a goroutine: gopreempt's contract.)
+            park::gopreempt();
         } else if !pp.is_null() {
             safepoint(&*pp);
         }
@@ -131,7 +132,8 @@ unsafe fn safepoint(p: &P) {
             return;
         }
     }
-    super::gosched();
+    // SAFETY: caller contract: on a goroutine.
+    unsafe { park::gopreempt() };
 }
 
 /// First frame of every goroutine, on its own stack: runs the entry function, then exits.

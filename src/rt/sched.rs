@@ -282,8 +282,8 @@ pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
     spilled
 }
 
-/// Puts a G that yielded on the global run queue (Go's goschedImpl) and wakes an M if none
-/// is looking.
+/// Puts a preempted G on the global run queue and wakes an M if none is looking (Go's
+/// goschedImpl).
 pub(super) fn ready_put_global(gp: *mut G) {
     enqueued(gp);
     {
@@ -301,6 +301,23 @@ pub(super) fn ready_put_global(gp: *mut G) {
 /// protocol; the SeqCst load is the StoreLoad barrier).
 pub(super) fn wakep() {
     // Be conservative: start a spinning M only if none exists already.
+    if SCHED.nmspinning.load(Ordering::SeqCst) != 0 {
+        return;
+    }
+    // No idle P: no M to start, but the next M about to drop its P must spin instead
+    // (needspinning). Go sets the flag under SCHED.lock; doing it without the lock saves
+    // the busiest path (every ready and spawn while all Ps run) a lock round trip. The
+    // race that opens — an M checked the flag, we set it, then the M put its P on the
+    // idle list — is closed by the M re-reading the flag after its pidleput (SeqCst on
+    // both sides: either our re-read of npidle sees its P, or its re-read sees our flag).
+    if SCHED.npidle.load(Ordering::SeqCst) == 0 {
+        if SCHED.needspinning.load(Ordering::Relaxed) == 0 {
+            SCHED.needspinning.store(1, Ordering::SeqCst);
+        }
+        if SCHED.npidle.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+    }
     if SCHED.nmspinning.load(Ordering::SeqCst) != 0
         || SCHED
             .nmspinning
@@ -528,6 +545,11 @@ fn handoff_p(pp: *mut P) {
         return;
     }
     pidleput(&mut g, pp);
+    drop(g);
+    // A wakep that saw no idle P may have asked for a spinner meanwhile (see wakep).
+    if SCHED.needspinning.load(Ordering::SeqCst) == 1 {
+        wakep();
+    }
 }
 
 /// Marks `m` spinning (it holds a P and looks for work).
@@ -783,6 +805,21 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
                 }
             }
             if let Some(pp2) = check_runqs_no_p() {
+                // SAFETY: we are m's thread and took pp2 off the idle list.
+                unsafe { acquirep(m, pp2) };
+                become_spinning(m);
+                continue;
+            }
+        }
+
+        // A wakep that saw no idle P may have asked for a spinner after we checked
+        // needspinning under the lock (see wakep): with our P now idle, look again.
+        if SCHED.needspinning.load(Ordering::SeqCst) == 1 {
+            let pp2 = {
+                let mut g = lock_sched();
+                pidleget_spinning(&mut g)
+            };
+            if let Some(pp2) = pp2 {
                 // SAFETY: we are m's thread and took pp2 off the idle list.
                 unsafe { acquirep(m, pp2) };
                 become_spinning(m);
