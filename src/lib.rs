@@ -14,6 +14,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod arch;
+pub mod chan;
 pub mod ffi;
 pub mod rt;
 pub mod stack;

@@ -9,6 +9,10 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+mod chan;
+mod sync;
+mod time;
+
 use crate::rt;
 use crate::stack;
 use crate::sync::waitgroup::WaitGroup;
@@ -16,7 +20,7 @@ use crate::sync::waitgroup::WaitGroup;
 /// Runs `f`; a panic inside it is a bug in the library, reported as `gmp: panic in NAME`
 /// before aborting (unwinding into C is undefined behaviour).
 #[inline(always)]
-fn boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
+pub(crate) fn boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {

@@ -51,6 +51,7 @@ mod config;
 mod park;
 mod proc;
 mod sched;
+pub mod timer;
 pub mod trace;
 
 use core::cell::UnsafeCell;

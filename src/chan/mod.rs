@@ -1,0 +1,1 @@
+//! Channels and select (Go's chan.go, select.go). Under construction.

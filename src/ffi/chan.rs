@@ -1,0 +1,1 @@
+//! C API for channels and select.

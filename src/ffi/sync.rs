@@ -1,0 +1,1 @@
+//! C API for the sync primitives (mutex, rwmutex, cond, once).

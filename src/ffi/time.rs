@@ -1,0 +1,1 @@
+//! C API for time (gmp_now, gmp_sleep).

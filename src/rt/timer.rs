@@ -1,0 +1,1 @@
+//! Timers (Go's time.go): per-P heaps run by the scheduler.
