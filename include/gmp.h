@@ -257,6 +257,19 @@ int gmp_wg_wait(struct gmp_wg *wg);
  */
 int gmp_stats(struct gmp_sched_stats *out, uint32_t *runq_lens, size_t n);
 
+/*
+ Monotonic time in nanoseconds (CLOCK_MONOTONIC): the clock of every timeout in this
+ library.
+ */
+int64_t gmp_now(void);
+
+/*
+ Sleeps for `ns` nanoseconds. A goroutine parks on a timer (its processor runs other
+ goroutines meanwhile); any other thread sleeps in the kernel. `ns <= 0` only yields.
+ Returns 0.
+ */
+int32_t gmp_sleep(int64_t ns);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

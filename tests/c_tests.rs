@@ -293,6 +293,11 @@ fn goexit() {
 }
 
 #[test]
+fn timers() {
+    expect_success("timers", &[]);
+}
+
+#[test]
 fn bad_input() {
     expect_success("bad_input", &[]);
 }

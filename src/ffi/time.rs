@@ -1,1 +1,23 @@
-//! C API for time (gmp_now, gmp_sleep).
+//! C API for time: the monotonic clock and sleeping.
+
+use super::boundary;
+use crate::rt;
+
+/// Monotonic time in nanoseconds (CLOCK_MONOTONIC): the clock of every timeout in this
+/// library.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_now() -> i64 {
+    boundary("gmp_now", crate::sys::nanotime)
+}
+
+/// Sleeps for `ns` nanoseconds. A goroutine parks on a timer (its processor runs other
+/// goroutines meanwhile); any other thread sleeps in the kernel. `ns <= 0` only yields.
+/// Returns 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_sleep(ns: i64) -> i32 {
+    boundary("gmp_sleep", || {
+        rt::init();
+        rt::timer::sleep(ns);
+        0
+    })
+}

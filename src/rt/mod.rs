@@ -104,6 +104,7 @@ pub enum WaitReason {
     None = 0,
     Semacquire = 1,
     WaitGroupWait = 2,
+    Sleep = 3,
 }
 
 impl WaitReason {
@@ -112,12 +113,14 @@ impl WaitReason {
             WaitReason::None => "",
             WaitReason::Semacquire => "semacquire",
             WaitReason::WaitGroupWait => "sync.WaitGroup.Wait",
+            WaitReason::Sleep => "sleep",
         }
     }
     fn from_u8(v: u8) -> WaitReason {
         match v {
             1 => WaitReason::Semacquire,
             2 => WaitReason::WaitGroupWait,
+            3 => WaitReason::Sleep,
             _ => WaitReason::None,
         }
     }
@@ -340,6 +343,8 @@ pub struct P {
     /// `goroutine_count` and `trace::stats`.
     pub ngoroutines: AtomicI64,
     pub nspawned: AtomicU64,
+    /// This P's timer heap (see timer.rs).
+    pub timers: timer::Timers,
 }
 
 /// Goroutine ids a P reserves at a time (Go's `_GoidCacheBatch`).
@@ -523,6 +528,10 @@ pub struct Sched {
     gfree: Owned<GFreeGlobal>,
     /// Process start, for schedtrace's "SCHED Nms".
     pub start_ns: AtomicI64,
+    /// The idle M sleeping until the earliest timer (at most one), and until when
+    /// (`i64::MAX` when there is none). See timer.rs.
+    pub timer_m: AtomicPtr<M>,
+    pub timer_m_until: AtomicI64,
 }
 
 /// `SCHED.synced`: only a holder of `SCHED.lock` may touch it.
@@ -572,6 +581,8 @@ pub static SCHED: Sched = Sched {
         nostack: GList::new(),
     }),
     start_ns: AtomicI64::new(0),
+    timer_m: AtomicPtr::new(null_mut()),
+    timer_m_until: AtomicI64::new(i64::MAX),
 };
 
 /// Proof that the holder has `SCHED.lock`; derefs to the lock-protected state (the tokio

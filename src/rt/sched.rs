@@ -626,6 +626,7 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) && unsafe { retire_p(m) } {
             continue;
         }
+        check_timers(p);
         let mut found = None;
         // Fairness: check the global queue once in a while, so that two goroutines
         // re-spawning each other on the local queue cannot starve it.
@@ -722,6 +723,9 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
         if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) {
             return None;
         }
+
+        // 0. Due timers (they may make goroutines runnable on this P).
+        check_timers(p);
 
         // 1. Local run queue.
         // SAFETY: we own pp.
@@ -827,10 +831,57 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             }
         }
 
-        // 7. Park until someone hands us a P.
+        // 7. Park until someone hands us a P (or, as the timer M, until a timer is due).
         // SAFETY: m's thread, no P, not spinning.
-        unsafe { stopm(m) };
+        unsafe { park_idle(m) };
         // Woken with a P (and maybe spinning): loop, re-checking that P.
+    }
+}
+
+/// Runs `p`'s due timers; reads the clock only when `p` has a timer.
+#[inline]
+fn check_timers(p: &P) {
+    let next = p.timers.timer0_when.load(Ordering::Relaxed);
+    if next != 0 {
+        let now = crate::sys::nanotime();
+        if now >= next {
+            timer::run_due(p, now);
+        }
+    }
+}
+
+/// Parks an M that holds no P until it is handed one. While any timer is pending, one such
+/// M (the timer M) sleeps only until the earliest deadline, then runs the due timers —
+/// holding an idle P if it can get one, so the goroutines they ready come to it.
+///
+/// # Safety
+/// On `m`'s own thread, no P, not spinning.
+unsafe fn park_idle(m: &M) {
+    loop {
+        let next = timer::earliest();
+        // SAFETY: m's thread, no P.
+        if next == 0 || !unsafe { timer::sleep_as_timer_m(m, next) } {
+            // SAFETY: m's thread, no P, not spinning.
+            unsafe { stopm(m) };
+            return;
+        }
+        let pp = {
+            let mut g = lock_sched();
+            pidleget(&mut g)
+        };
+        match pp {
+            Some(pp) => {
+                // SAFETY: m's thread; pp came off the idle list.
+                unsafe { acquirep(m, pp) };
+                timer::run_all_due(crate::sys::nanotime());
+                return;
+            }
+            // Every P is busy: run the due timers anyway (their goroutines go to the
+            // global queue, where the busy Ps find them).
+            None => {
+                timer::run_all_due(crate::sys::nanotime());
+            }
+        }
     }
 }
 
@@ -868,6 +919,15 @@ unsafe fn steal_work(m: &M, p: &P) -> Option<*mut G> {
             let vp = SCHED.allp[pos as usize].load(Ordering::Acquire);
             if vp.is_null() || vp == p as *const P as *mut P {
                 continue;
+            }
+            if steal_runnext {
+                // Last pass: run the victim's due timers too (their goroutines come to us).
+                // SAFETY: Ps are never freed.
+                check_timers(unsafe { &*vp });
+                // SAFETY: we own p.
+                if let Some((gp, _)) = unsafe { p.runq.get() } {
+                    return Some(gp.as_ptr());
+                }
             }
             // SAFETY: we own p's queue; vp is a live P (never freed) whose queue supports
             // concurrent stealing.
@@ -1003,6 +1063,7 @@ fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 goidcache: Owned::new((0, 0)),
                 ngoroutines: AtomicI64::new(0),
                 nspawned: AtomicU64::new(0),
+                timers: timer::Timers::new(),
             }));
             SCHED.allp[i as usize].store(pp, Ordering::Release);
         }
@@ -1103,6 +1164,8 @@ unsafe fn retire_p(m: &M) -> bool {
         unsafe { releasep(m) };
         p.status.store(P_DEAD, Ordering::Release);
     }
+    // Its timers go to P0, which is always in service (GOMAXPROCS >= 1).
+    timer::move_all(p, SCHED.allp[0].load(Ordering::Acquire));
     if m.spinning.load(Ordering::Relaxed) {
         m.spinning.store(false, Ordering::Relaxed);
         SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst);

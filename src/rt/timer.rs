@@ -1,1 +1,422 @@
-//! Timers (Go's time.go): per-P heaps run by the scheduler.
+//! Timers (Go's time.go): a min-heap of timers per P, run by the scheduler.
+//!
+//! - `start` puts a timer on the current P's heap; `stop` takes it off whichever heap it is
+//!   on. Each heap has its own lock, and a timer's callback runs *with that lock held*, so
+//!   `stop` is exact: when it returns false the callback has already run to completion,
+//!   and the timer's memory (often on a goroutine's stack) may be reused at once.
+//! - Who runs due timers: an M in `schedule` checks its own P (one clock read, only when
+//!   that P has a timer); a spinning M runs due timers of the Ps it steals from; and an M
+//!   with nothing to do becomes the *timer M*: it sleeps until the earliest deadline of all
+//!   heaps (each P publishes its earliest in `timer0_when`) instead of indefinitely. A timer
+//!   started earlier than the timer M's wake-up time wakes it to recompute.
+//! - Callbacks run on an M's scheduler stack (g0), possibly without a P (the timer M when
+//!   every P is busy); they may call `goready` (which then uses the global queue) and must
+//!   not block.
+//!
+//! # Lock order
+//! A P's timer lock → `SCHED.lock` (a callback's goready may take it). Never take a timer
+//! lock while holding `SCHED.lock`.
+//!
+//! # Who may touch a Timer
+//! Its owner (the code that started it) until `start`; the heap (under the heap's lock)
+//! while it is armed; its owner again once `stop` returned or the callback ran.
+
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicI64, AtomicPtr, Ordering};
+
+use super::*;
+
+/// A timer. Must not move while armed (it is usually on the stack of a parked goroutine).
+pub struct Timer {
+    /// Deadline, `nanotime` clock. Owner: see the module doc.
+    when: i64,
+    /// The callback and its argument.
+    f: unsafe fn(arg: usize),
+    arg: usize,
+    /// The P whose heap holds the timer, or null. Written under that heap's lock; read
+    /// without it by `stop` to find the heap (then re-checked under the lock).
+    pp: AtomicPtr<P>,
+    /// Index in that heap. Owner: the heap's lock.
+    idx: usize,
+}
+
+// SAFETY: a Timer is handed between threads only through the heap locks.
+unsafe impl Send for Timer {}
+
+impl Timer {
+    pub const fn new(f: unsafe fn(usize), arg: usize) -> Timer {
+        Timer {
+            when: 0,
+            f,
+            arg,
+            pp: AtomicPtr::new(null_mut()),
+            idx: 0,
+        }
+    }
+}
+
+/// A P's timer heap.
+pub struct Timers {
+    pub lock: Lock,
+    heap: Owned<Vec<*mut Timer>>,
+    /// The earliest deadline in the heap, 0 when empty (Go's timer0When): read lock-free
+    /// by the scheduler to decide whether to look at all.
+    pub timer0_when: AtomicI64,
+    /// Heap length, for scheddetail.
+    pub len: AtomicI32,
+}
+
+impl Timers {
+    pub const fn new() -> Timers {
+        Timers {
+            lock: Lock::new(),
+            heap: Owned::new(Vec::new()),
+            timer0_when: AtomicI64::new(0),
+            len: AtomicI32::new(0),
+        }
+    }
+
+    /// # Safety
+    /// `self.lock` is held.
+    unsafe fn heap(&self) -> &mut Vec<*mut Timer> {
+        // SAFETY: caller holds the lock that owns the heap.
+        unsafe { &mut *self.heap.ptr() }
+    }
+
+    /// # Safety
+    /// Lock held.
+    unsafe fn publish(&self) {
+        // SAFETY: lock held.
+        let h = unsafe { self.heap() };
+        // SAFETY: heap entries are armed timers, alive while on the heap.
+        let w = h.first().map_or(0, |&t| unsafe { (*t).when });
+        self.timer0_when.store(w, Ordering::SeqCst);
+        self.len.store(h.len() as i32, Ordering::Relaxed);
+    }
+
+    /// Adds `t` (lock held, `t` not on any heap).
+    unsafe fn push(&self, pp: *mut P, t: *mut Timer) {
+        // SAFETY: lock held; t is owned by the caller until it is on the heap.
+        unsafe {
+            let h = self.heap();
+            (*t).idx = h.len();
+            (*t).pp.store(pp, Ordering::Release);
+            h.push(t);
+            let last = h.len() - 1;
+            sift_up(h, last);
+            self.publish();
+        }
+    }
+
+    /// Removes `t`, which is on this heap (lock held).
+    unsafe fn remove(&self, t: *mut Timer) {
+        // SAFETY: lock held; t is on this heap.
+        unsafe {
+            let h = self.heap();
+            let i = (*t).idx;
+            let last = h
+                .pop()
+                .unwrap_or_else(|| throw("timer: remove from empty heap"));
+            if i < h.len() {
+                h[i] = last;
+                (*last).idx = i;
+                sift_down(h, i);
+                sift_up(h, i);
+            }
+            (*t).pp.store(null_mut(), Ordering::Release);
+            self.publish();
+        }
+    }
+}
+
+/// # Safety
+/// Entries are live timers.
+unsafe fn sift_up(h: &mut [*mut Timer], mut i: usize) {
+    // SAFETY: caller contract.
+    unsafe {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if (*h[parent]).when <= (*h[i]).when {
+                break;
+            }
+            h.swap(parent, i);
+            (*h[parent]).idx = parent;
+            (*h[i]).idx = i;
+            i = parent;
+        }
+    }
+}
+
+/// # Safety
+/// Entries are live timers.
+unsafe fn sift_down(h: &mut [*mut Timer], mut i: usize) {
+    // SAFETY: caller contract.
+    unsafe {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < h.len() && (*h[l]).when < (*h[m]).when {
+                m = l;
+            }
+            if r < h.len() && (*h[r]).when < (*h[m]).when {
+                m = r;
+            }
+            if m == i {
+                break;
+            }
+            h.swap(i, m);
+            (*h[i]).idx = i;
+            (*h[m]).idx = m;
+            i = m;
+        }
+    }
+}
+
+/// Arms `t` to run its callback at `when` (`nanotime` clock) or soon after.
+///
+/// # Safety
+/// Called on an M holding a P (a goroutine, or g0 inside gopark's unlock function); `t` is
+/// not armed and stays alive and unmoved until its callback has run or `stop` returned true.
+pub unsafe fn start(t: *mut Timer, when: i64) {
+    let m = getm();
+    // SAFETY: caller contract: this thread's M holds a P.
+    let pp = unsafe { (*m).p.load(Ordering::Relaxed) };
+    if pp.is_null() {
+        throw("timer start without a P");
+    }
+    // SAFETY: Ps are never freed; t is ours (caller contract).
+    unsafe {
+        (*t).when = when;
+        let timers = &(*pp).timers;
+        timers.lock.lock();
+        timers.push(pp, t);
+        timers.lock.unlock();
+    }
+    // If the timer M sleeps past this deadline, wake it; if there is no timer M, an idle M
+    // may be asleep without a deadline: start one to look.
+    let until = SCHED.timer_m_until.load(Ordering::SeqCst);
+    if when < until {
+        wake_timer_m();
+    } else if SCHED.timer_m.load(Ordering::SeqCst).is_null() {
+        sched::wakep();
+    }
+}
+
+/// Disarms `t`. Returns true if it was armed (its callback will not run), false if it was
+/// not armed or its callback already ran (and has returned).
+///
+/// # Safety
+/// `t` is alive. May be called from any thread.
+pub unsafe fn stop(t: *mut Timer) -> bool {
+    loop {
+        // SAFETY: t is alive (caller contract).
+        let pp = unsafe { (*t).pp.load(Ordering::Acquire) };
+        if pp.is_null() {
+            return false;
+        }
+        // SAFETY: Ps are never freed.
+        let timers = unsafe { &(*pp).timers };
+        timers.lock.lock();
+        // Re-check under the lock: the timer may have fired or moved to another P.
+        // SAFETY: t is alive.
+        if unsafe { (*t).pp.load(Ordering::Relaxed) } == pp {
+            // SAFETY: lock held and t is on this heap.
+            unsafe { timers.remove(t) };
+            timers.lock.unlock();
+            return true;
+        }
+        timers.lock.unlock();
+    }
+}
+
+/// Runs the timers of `p` that are due at `now`; returns how many ran. Lock-free and
+/// clock-free when the P has no timer due.
+///
+/// Called on an M's scheduler stack; the callbacks' goready goes to the M's P if it holds
+/// one, else to the global queue.
+pub(crate) fn run_due(p: &P, now: i64) -> usize {
+    let next = p.timers.timer0_when.load(Ordering::SeqCst);
+    if next == 0 || next > now {
+        return 0;
+    }
+    let timers = &p.timers;
+    let mut n = 0;
+    timers.lock.lock();
+    loop {
+        // SAFETY: lock held.
+        let h = unsafe { timers.heap() };
+        let Some(&t) = h.first() else { break };
+        // SAFETY: heap entries are armed, live timers.
+        unsafe {
+            if (*t).when > now {
+                break;
+            }
+            timers.remove(t);
+            // Run with the lock held: `stop` then never returns while the callback runs.
+            ((*t).f)((*t).arg);
+        }
+        n += 1;
+    }
+    timers.lock.unlock();
+    n
+}
+
+/// The earliest timer deadline of all Ps in service, 0 if none.
+pub(crate) fn earliest() -> i64 {
+    let procs = SCHED.gomaxprocs.load(Ordering::Relaxed) as usize;
+    let mut best = 0i64;
+    for p in all_ps().take(procs) {
+        let w = p.timers.timer0_when.load(Ordering::SeqCst);
+        if w != 0 && (best == 0 || w < best) {
+            best = w;
+        }
+    }
+    best
+}
+
+/// Runs every due timer of every P in service; returns how many ran.
+pub(crate) fn run_all_due(now: i64) -> usize {
+    let procs = SCHED.gomaxprocs.load(Ordering::Relaxed) as usize;
+    all_ps().take(procs).map(|p| run_due(p, now)).sum()
+}
+
+/// Moves all timers of `from` (a P being retired) to `to`.
+pub(crate) fn move_all(from: &P, to: *mut P) {
+    if core::ptr::eq(from, to) {
+        return;
+    }
+    // SAFETY: Ps are never freed.
+    let dst = unsafe { &(*to).timers };
+    // Lock order between two heap locks: by address.
+    let (a, b) = if (from as *const P as usize) < to as usize {
+        (&from.timers, dst)
+    } else {
+        (dst, &from.timers)
+    };
+    a.lock.lock();
+    b.lock.lock();
+    // SAFETY: both locks held; the timers move from one heap to the other.
+    unsafe {
+        while let Some(&t) = from.timers.heap().first() {
+            from.timers.remove(t);
+            dst.push(to, t);
+        }
+    }
+    b.lock.unlock();
+    a.lock.unlock();
+}
+
+/// Wakes the timer M (if any) so that it recomputes its deadline.
+fn wake_timer_m() {
+    let tm = SCHED.timer_m.load(Ordering::SeqCst);
+    if tm.is_null() {
+        return;
+    }
+    // Claim it: only the claimer wakes it (a note takes one wakeup per sleep).
+    if SCHED
+        .timer_m
+        .compare_exchange(tm, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
+        .is_ok()
+    {
+        SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
+        // SAFETY: Ms are never freed; tm sleeps on its note until this wakeup.
+        unsafe { (*tm).park.wakeup() };
+    }
+}
+
+/// Sleeps as the timer M until `deadline` or until `wake_timer_m`. Returns false when
+/// another M is the timer M already (the caller parks normally).
+///
+/// # Safety
+/// On `m`'s own thread, holding no P.
+pub(crate) unsafe fn sleep_as_timer_m(m: &M, deadline: i64) -> bool {
+    let me = m as *const M as *mut M;
+    if SCHED
+        .timer_m
+        .compare_exchange(null_mut(), me, Ordering::SeqCst, Ordering::Relaxed)
+        .is_err()
+    {
+        return false;
+    }
+    SCHED.timer_m_until.store(deadline, Ordering::SeqCst);
+    // A timer may have been started before we published our deadline, without seeing us.
+    let e = earliest();
+    let deadline = if e != 0 && e < deadline { e } else { deadline };
+    let left = deadline - crate::sys::nanotime();
+    m.blocked.store(true, Ordering::Relaxed);
+    let woken = left > 0
+        && m.park
+            .sleep_timeout(Some(core::time::Duration::from_nanos(left as u64)));
+    if SCHED
+        .timer_m
+        .compare_exchange(me, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
+        .is_ok()
+    {
+        SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
+    } else if !woken {
+        // wake_timer_m claimed us and is about to wake (or woke) the note: consume it.
+        m.park.sleep();
+    }
+    m.park.clear();
+    m.blocked.store(false, Ordering::Relaxed);
+    true
+}
+
+// ---------------------------------------------------------------------------------------
+// Sleeping.
+
+/// gopark's unlock function for `sleep`: arms the timer now that the goroutine is parked,
+/// so that it cannot fire before (Go's resetForSleep).
+unsafe fn arm_sleep(_gp: *mut G, t: usize) -> bool {
+    let t = t as *mut Timer;
+    // SAFETY: t lives on the parked goroutine's stack, which does not run until the timer
+    // fires; we are on g0 holding a P.
+    unsafe { start(t, (*t).when) };
+    true
+}
+
+/// The sleep timer's callback: readies the sleeping goroutine.
+unsafe fn wake_sleeper(gp: usize) {
+    // SAFETY: the goroutine parked in `sleep` and only this timer readies it.
+    unsafe { goready(gp as *mut G) };
+}
+
+/// Blocks the caller for `ns` nanoseconds: a goroutine parks on a timer; a foreign thread
+/// sleeps in the kernel. `ns <= 0` yields.
+pub fn sleep(ns: i64) {
+    let gp = getg();
+    if gp.is_null() {
+        if ns <= 0 {
+            crate::sys::osyield();
+            return;
+        }
+        let deadline = crate::sys::nanotime().saturating_add(ns);
+        loop {
+            let left = deadline - crate::sys::nanotime();
+            if left <= 0 {
+                return;
+            }
+            let ts = libc::timespec {
+                tv_sec: (left / 1_000_000_000) as libc::time_t,
+                tv_nsec: (left % 1_000_000_000) as libc::c_long,
+            };
+            // SAFETY: ts is valid; a null remainder is allowed. EINTR loops.
+            unsafe { libc::nanosleep(&ts, null_mut()) };
+        }
+    }
+    if ns <= 0 {
+        gosched();
+        return;
+    }
+    let mut t = Timer::new(wake_sleeper, gp as usize);
+    t.when = crate::sys::nanotime().saturating_add(ns);
+    // SAFETY: on a goroutine; the timer lives in this frame until it fired, which is what
+    // resumes us.
+    unsafe {
+        gopark(
+            Some(arm_sleep),
+            &mut t as *mut Timer as usize,
+            WaitReason::Sleep,
+        )
+    };
+}

@@ -142,13 +142,14 @@ pub fn schedtrace(detail: bool) -> String {
     for p in procs() {
         let _ = writeln!(
             s,
-            "  P{}: status={} schedtick={} syscalltick=0 m={} runqsize={} gfreecnt={} timerslen=0",
+            "  P{}: status={} schedtick={} syscalltick=0 m={} runqsize={} gfreecnt={} timerslen={}",
             p.id,
             p.status.load(Ordering::Relaxed),
             p.schedtick.load(Ordering::Relaxed),
             m_id(p.m.load(Ordering::Relaxed)),
             p.runq.len(),
             p.gfreecnt.load(Ordering::Relaxed),
+            p.timers.len.load(Ordering::Relaxed),
         );
     }
     for m in all_ms() {
