@@ -55,10 +55,10 @@ func main() {
 		bench.Fail(workload, "-producers %d -consumers %d -cap %d out of range", *np, *nc, *capacity)
 	}
 	k := *n / *np
-	if k <= 0 || k > 1<<40 {
+	total := *np * k // total(total+1)/2 must fit in int64
+	if k <= 0 || total > 1<<31 {
 		bench.Fail(workload, "-n %d out of range", *n)
 	}
-	total := *np * k
 	p := bench.SetupProcs(workload, *procs)
 
 	ch := make(chan int64, *capacity)

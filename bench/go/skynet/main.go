@@ -37,7 +37,7 @@ func main() {
 	div := flag.Int64("div", 10, "children per node")
 	procs := bench.ProcsFlag()
 	flag.Parse()
-	if *div < 2 || *div > 1000 {
+	if *div < 2 || *div > 64 {
 		bench.Fail(workload, "-div %d out of range", *div)
 	}
 	if *n <= 0 || *n > 1<<31 {
@@ -52,8 +52,8 @@ func main() {
 	}
 	p := bench.SetupProcs(workload, *procs)
 
-	c := make(chan int64, 1)
 	t0 := time.Now()
+	c := make(chan int64, 1)
 	go skynet(c, 0, *n, *div)
 	got := <-c
 	wall := time.Since(t0)
