@@ -79,6 +79,25 @@ WORKLOADS = [
              "2 goroutines yield (Gosched) n/2 times each; ns per yield"),
     Workload("yield100", "yield", {"g": 100, "n": 10_000_000}, {"g": 100, "n": 20_000}, 0.5,
              "100 goroutines yield (Gosched) n/100 times each; ns per yield"),
+    Workload("pingpong", "pingpong", {"n": 1_000_000}, {"n": 5_000}, {1: 0.5, 2: 1.0},
+             "main and an echo goroutine bounce an int64 over two unbuffered channels; "
+             "ns per round trip"),
+    Workload("chan_mpmc", "chan_mpmc", {"n": 10_000_000}, {"n": 20_000}, 1.0,
+             "4 producers send distinct int64s on one channel (cap 1024), 4 consumers sum "
+             "them until it is closed; ns per item"),
+    Workload("skynet", "skynet", {"n": 1_000_000}, {"n": 1_000}, 0.5,
+             "Go's skynet: a 10-ary tree of goroutines, each node sums its children's "
+             "numbers from its own channel (cap 10); ns per leaf"),
+    Workload("mutex", "mutex", {"n": 1_000_000}, {"n": 20_000}, 1.0,
+             "8 goroutines lock/increment/unlock one mutex n/8 times each; "
+             "ns per lock/unlock"),
+    Workload("sleep_many", "sleep_many", {"n": 100_000}, {"n": 2_000}, 1.0,
+             "N goroutines each sleep 10 ms, main waits for all; wall time",
+             metric="wall_ms"),
+    Workload("parked_rss", "parked_rss", {"n": 1_000_000}, {"n": 10_000}, 1.6,
+             "N goroutines blocked receiving on one channel; KiB of RSS per parked "
+             "goroutine, then close wakes all",
+             metric="kib_per_g"),
 ]
 
 IMPL_LABEL = {"c": "libgmp", "go": "Go"}
