@@ -437,6 +437,7 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
              f'y2="{top_pad + plot_h}" stroke="#333"/>')
     # bars
     by_key = {(r.w.name, r.procs): r for r in rows}
+    target_lines = []  # drawn over the bars
     for gi, name in enumerate(names):
         gx = left + gap_out + gi * (group_w + gap_out)
         for pi, p in enumerate(procs):
@@ -446,8 +447,9 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
             x = gx + pi * (bar_w + gap_in)
             cx = x + bar_w / 2
             ty = y(r.target)  # dashed target over each bar (it may differ per procs)
-            s.append(f'<line x1="{x - 3}" y1="{ty:.1f}" x2="{x + bar_w + 3}" y2="{ty:.1f}" '
-                     f'stroke="#c00" stroke-dasharray="5,3" stroke-width="2"/>')
+            target_lines.append(f'<line x1="{x - 3}" y1="{ty:.1f}" x2="{x + bar_w + 3}" '
+                                f'y2="{ty:.1f}" stroke="#c00" stroke-dasharray="5,3" '
+                                f'stroke-width="2"/>')
             if r.ratio is None:
                 s.append(f'<text x="{cx}" y="{top_pad + plot_h - 6}" text-anchor="middle" '
                          f'fill="#c00" font-size="10" transform="rotate(-90 {cx} '
@@ -472,9 +474,10 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
              f'stroke="#000" stroke-width="1.5"/>')
     s.append(f'<text x="{left + plot_w - 4}" y="{y(1) - 5:.1f}" text-anchor="end" '
              f'font-weight="bold">Go = 1.0</text>')
+    s.extend(target_lines)  # over the bars and the Go line
     s.append(f'<text x="{left}" y="{height - 14}" fill="#666" font-size="11">Bar = median libgmp '
-             f'÷ median Go of the row\'s metric (ns/op unless the table says otherwise; '
-             f'alternating separate-process runs). Lower is better.</text>')
+             f'÷ median Go of the row\'s metric (ns/op, or see the table). '
+             f'Lower is better.</text>')
     s.append("</svg>")
     path.write_text("\n".join(s) + "\n")
 
