@@ -50,8 +50,25 @@ class Workload:
     prog: str     # bench/c/<prog>.c and bench/go/<prog>/main.go
     args: dict    # full-size flags, passed as -key value
     quick: dict   # --quick flags (tiny: CI runs these so the benchmarks cannot rot)
-    target: float  # goal for libgmp/Go time per op (lower is better)
+    target: float | dict  # goal for libgmp/Go (lower is better); or {procs: goal}
     what: str     # one line for the report
+    # The RESULT key the ratio compares (median libgmp / median Go). Most rows use
+    # ns_per_op; a row may compare wall time or an extra key such as kib_per_g.
+    metric: str = "ns_per_op"
+
+    def target_for(self, procs: int) -> float:
+        if isinstance(self.target, dict):
+            return self.target.get(procs, max(self.target.values()))
+        return self.target
+
+    def target_text(self) -> str:
+        if isinstance(self.target, dict):
+            return ", ".join(f"procs={p}: ≤{t:g}" for p, t in sorted(self.target.items()))
+        return f"≤{self.target:g}"
+
+
+# What each metric is, for the table header of a row.
+METRIC_UNIT = {"ns_per_op": "ns/op", "wall_ms": "ms wall", "kib_per_g": "KiB/goroutine"}
 
 
 # The workload table: one entry per row of the report.
@@ -62,6 +79,25 @@ WORKLOADS = [
              "2 goroutines yield (Gosched) n/2 times each; ns per yield"),
     Workload("yield100", "yield", {"g": 100, "n": 10_000_000}, {"g": 100, "n": 20_000}, 0.5,
              "100 goroutines yield (Gosched) n/100 times each; ns per yield"),
+    Workload("pingpong", "pingpong", {"n": 1_000_000}, {"n": 5_000}, {1: 0.5, 2: 1.0},
+             "main and an echo goroutine bounce an int64 over two unbuffered channels; "
+             "ns per round trip"),
+    Workload("chan_mpmc", "chan_mpmc", {"n": 10_000_000}, {"n": 20_000}, 1.0,
+             "4 producers send distinct int64s on one channel (cap 1024), 4 consumers sum "
+             "them until it is closed; ns per item"),
+    Workload("skynet", "skynet", {"n": 1_000_000}, {"n": 1_000}, 0.5,
+             "Go's skynet: a 10-ary tree of goroutines, each node sums its children's "
+             "numbers from its own channel (cap 10); ns per leaf"),
+    Workload("mutex", "mutex", {"n": 1_000_000}, {"n": 20_000}, 1.0,
+             "8 goroutines lock/increment/unlock one mutex n/8 times each; "
+             "ns per lock/unlock"),
+    Workload("sleep_many", "sleep_many", {"n": 100_000}, {"n": 2_000}, 1.0,
+             "N goroutines each sleep 10 ms, main waits for all; wall time",
+             metric="wall_ms"),
+    Workload("parked_rss", "parked_rss", {"n": 1_000_000}, {"n": 10_000}, 1.6,
+             "N goroutines blocked receiving on one channel; KiB of RSS per parked "
+             "goroutine, then close wakes all",
+             metric="kib_per_g"),
 ]
 
 IMPL_LABEL = {"c": "libgmp", "go": "Go"}
@@ -141,6 +177,8 @@ class Run:
     wall_ms: float | None = None
     maxrss_kib: int | None = None
     n: int | None = None
+    value: float | None = None  # the row's metric (Workload.metric)
+    extra: dict = dataclasses.field(default_factory=dict)  # the other RESULT keys
     error: str = ""
     cmd: str = ""
 
@@ -184,9 +222,12 @@ def run_one(w: Workload, impl: str, procs: int, rep: int, args: dict, timeout: f
             run.wall_ms = float(res["wall_ms"])
             run.maxrss_kib = int(res["maxrss_kib"])
             run.n = int(res["n"])
-            run.ok = math.isfinite(run.ns_per_op) and run.ns_per_op > 0
+            run.value = float(res[w.metric])
+            run.extra = {k: v for k, v in res.items() if k not in (
+                "workload", "impl", "procs", "n", "ns_per_op", "wall_ms", "maxrss_kib")}
+            run.ok = all(math.isfinite(x) and x > 0 for x in (run.ns_per_op, run.value))
             if not run.ok:
-                run.error = f"bad ns_per_op={res['ns_per_op']}"
+                run.error = f"bad ns_per_op={res['ns_per_op']} or {w.metric}={res[w.metric]}"
         except (KeyError, ValueError) as e:
             run.error = f"bad RESULT line: {e}"
     return run
@@ -199,7 +240,7 @@ class Row:
     runs: dict  # impl -> list[Run]
 
     def stats(self, impl: str) -> tuple[float, float, float] | None:
-        xs = [r.ns_per_op for r in self.runs.get(impl, []) if r.ok]
+        xs = [r.value for r in self.runs.get(impl, []) if r.ok]
         return (statistics.median(xs), min(xs), max(xs)) if xs else None
 
     def rss(self, impl: str) -> int | None:
@@ -223,7 +264,11 @@ class Row:
             return "FAILED"
         if self.ratio is None:
             return "n/a"
-        return "yes" if self.ratio <= self.w.target else "no"
+        return "yes" if self.ratio <= self.target else "no"
+
+    @property
+    def target(self) -> float:
+        return self.w.target_for(self.procs)
 
 
 # ---------------------------------------------------------------------------- report
@@ -238,7 +283,7 @@ def fmt_stats(s: tuple[float, float, float] | None) -> str:
     return f"{fmt_ns(s[0])} ({fmt_ns(s[1])}–{fmt_ns(s[2])})"
 
 
-HEADER = ["workload", "procs", "libgmp ns/op median (min–max)", "Go ns/op median (min–max)",
+HEADER = ["workload", "procs", "metric", "libgmp median (min–max)", "Go median (min–max)",
           "ratio libgmp/Go", "target", "met?"]
 
 
@@ -246,8 +291,9 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
     out = []
     for r in rows:
         ratio = r.ratio
-        out.append([r.w.name, str(r.procs), fmt_stats(r.stats("c")), fmt_stats(r.stats("go")),
-                    f"{ratio:.3f}" if ratio is not None else "-", f"≤{r.w.target:g}", r.status])
+        out.append([r.w.name, str(r.procs), METRIC_UNIT.get(r.w.metric, r.w.metric),
+                    fmt_stats(r.stats("c")), fmt_stats(r.stats("go")),
+                    f"{ratio:.3f}" if ratio is not None else "-", f"≤{r.target:g}", r.status])
     return out
 
 
@@ -299,13 +345,13 @@ def write_markdown(path: Path, rows: list[Row], m: dict, opts: dict) -> None:
     md.append(f"Toolchains: {m['go']}, {m['rustc']}, {m['cc']}.  ")
     md.append(f"Commit {m['commit'] or 'unknown'}, {m['date']}.  ")
     md.append(f"Command: `{opts['command']}` ({opts['reps']} alternating runs per side, "
-              f"each a separate process; ratio = libgmp median / Go median of ns per op, "
-              f"lower is better).")
+              f"each a separate process; ratio = libgmp median / Go median of the row's "
+              f"metric (ns per op unless stated), lower is better).")
     md.append("")
     body = table_rows(rows)
     hdr = HEADER + ["libgmp maxrss KiB", "Go maxrss KiB"]
     md.append("| " + " | ".join(hdr) + " |")
-    md.append("|" + "|".join("---:" if i in (1, 4) else "---" for i in range(len(hdr))) + "|")
+    md.append("|" + "|".join("---:" if i in (1, 5) else "---" for i in range(len(hdr))) + "|")
     for r, b in zip(rows, body):
         rss = [str(r.rss(i)) if r.rss(i) is not None else "-" for i in ("c", "go")]
         md.append("| " + " | ".join(b + rss) + " |")
@@ -344,7 +390,7 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
     names = list(dict.fromkeys(r.w.name for r in rows))
     procs = sorted({r.procs for r in rows})
     ratios = [r.ratio for r in rows if r.ratio is not None]
-    targets = [r.w.target for r in rows]
+    targets = [r.target for r in rows]
     top = max([1.25, *(t * 1.2 for t in targets), *(x * 1.15 for x in ratios)])
     top = min(top, 4.0)  # taller bars are clipped and labelled with their value
     step = nice_step(top)
@@ -365,7 +411,7 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
          f'font-size="12">',
          f'<rect width="{width}" height="{height}" fill="white"/>',
          f'<text x="{width / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">'
-         f'libgmp / Go, time per op{" (--quick sizes, not a measurement)" if quick else ""}'
+         f'libgmp / Go{" (--quick sizes, not a measurement)" if quick else ""}'
          f'</text>',
          f'<text x="{width / 2}" y="44" text-anchor="middle" fill="#444">'
          f'{esc(m["cpu"])}, {m["cores"]} cores · {esc(m["go"])} · {esc(m["date"])}</text>']
@@ -385,24 +431,25 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
                  f'text-anchor="end">{v:g}</text>')
         v += step
     s.append(f'<text x="18" y="{top_pad + plot_h / 2}" text-anchor="middle" '
-             f'transform="rotate(-90 18 {top_pad + plot_h / 2})">libgmp / Go (ns per op)</text>')
+             f'transform="rotate(-90 18 {top_pad + plot_h / 2})">libgmp / Go (row metric)</text>')
     s.append(f'<line x1="{left}" y1="{top_pad}" x2="{left}" y2="{top_pad + plot_h}" stroke="#333"/>')
     s.append(f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{left + plot_w}" '
              f'y2="{top_pad + plot_h}" stroke="#333"/>')
     # bars
     by_key = {(r.w.name, r.procs): r for r in rows}
+    target_lines = []  # drawn over the bars
     for gi, name in enumerate(names):
         gx = left + gap_out + gi * (group_w + gap_out)
-        tgt = by_key.get((name, procs[0])) or next(r for r in rows if r.w.name == name)
-        ty = y(tgt.w.target)
-        s.append(f'<line x1="{gx - 6}" y1="{ty:.1f}" x2="{gx + group_w + 6}" y2="{ty:.1f}" '
-                 f'stroke="#c00" stroke-dasharray="5,3" stroke-width="2"/>')
         for pi, p in enumerate(procs):
             r = by_key.get((name, p))
             if r is None:
                 continue
             x = gx + pi * (bar_w + gap_in)
             cx = x + bar_w / 2
+            ty = y(r.target)  # dashed target over each bar (it may differ per procs)
+            target_lines.append(f'<line x1="{x - 3}" y1="{ty:.1f}" x2="{x + bar_w + 3}" '
+                                f'y2="{ty:.1f}" stroke="#c00" stroke-dasharray="5,3" '
+                                f'stroke-width="2"/>')
             if r.ratio is None:
                 s.append(f'<text x="{cx}" y="{top_pad + plot_h - 6}" text-anchor="middle" '
                          f'fill="#c00" font-size="10" transform="rotate(-90 {cx} '
@@ -427,8 +474,10 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
              f'stroke="#000" stroke-width="1.5"/>')
     s.append(f'<text x="{left + plot_w - 4}" y="{y(1) - 5:.1f}" text-anchor="end" '
              f'font-weight="bold">Go = 1.0</text>')
+    s.extend(target_lines)  # over the bars and the Go line
     s.append(f'<text x="{left}" y="{height - 14}" fill="#666" font-size="11">Bar = median libgmp '
-             f'ns/op ÷ median Go ns/op (alternating separate-process runs). Lower is better.</text>')
+             f'÷ median Go of the row\'s metric (ns/op, or see the table). '
+             f'Lower is better.</text>')
     s.append("</svg>")
     path.write_text("\n".join(s) + "\n")
 
@@ -461,7 +510,7 @@ def main() -> int:
     if a.list:
         for w in WORKLOADS:
             print(f"{w.name:10} prog={w.prog:8} args={w.args} quick={w.quick} "
-                  f"target<={w.target:g}  {w.what}")
+                  f"metric={w.metric} target {w.target_text()}  {w.what}")
         return 0
     known = {w.name: w for w in WORKLOADS}
     bad = [x for x in (a.only or []) if x not in known]
@@ -502,7 +551,10 @@ def main() -> int:
                     row.runs[impl].append(run)
                     log(f"  {w.name:10} procs={p} {IMPL_LABEL[impl]:6} rep {rep}/{reps}: "
                         + (f"{fmt_ns(run.ns_per_op)} ns/op, {run.wall_ms:.0f} ms, "
-                           f"{run.maxrss_kib} KiB" if run.ok else f"FAILED: {run.error}"))
+                           f"{run.maxrss_kib} KiB"
+                           + (f", {w.metric}={run.value:g}"
+                              if w.metric not in ("ns_per_op", "wall_ms") else "")
+                           if run.ok else f"FAILED: {run.error}"))
             rows.append(row)
     log(f"runs took {time.monotonic() - t_start:.0f} s")
 
@@ -519,7 +571,8 @@ def main() -> int:
     write_svg(out / "ratio.svg", rows, m, a.quick)
     (out / "results.json").write_text(json.dumps({
         "machine": m, "options": opts, "quick": a.quick,
-        "targets": {w.name: w.target for w in workloads},
+        "targets": {w.name: {str(p): w.target_for(p) for p in procs} for w in workloads},
+        "metrics": {w.name: w.metric for w in workloads},
         "runs": [dataclasses.asdict(run) for r in rows for rs in r.runs.values() for run in rs],
     }, indent=1) + "\n")
     print(f"\nwrote {out / 'results.md'}, {out / 'ratio.svg'}, {out / 'results.json'}")

@@ -7,7 +7,8 @@
  *
  *   RESULT workload=<w> impl=c procs=<P> n=<ops> ns_per_op=<f> wall_ms=<f> maxrss_kib=<k> [key=value ...]
  *
- * maxrss_kib is the peak RSS (VmHWM), see bench_maxrss_kib.
+ * maxrss_kib is the peak RSS (VmHWM), see bench_maxrss_kib; bench_rss_kib is the
+ * current RSS (VmRSS).
  *
  * Command line: "-name value" or "-name=value" (one or two leading dashes), the
  * same spelling Go's flag package accepts. Unknown flags are an error (exit 2).
@@ -125,26 +126,41 @@ static inline int64_t bench_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The "<field>: <n> kB" line of /proc/self/status, in KiB; -1 if absent. */
+static inline long bench_status_kib(const char *field)
+{
+    long kib = -1;
+    size_t len = strlen(field);
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f != NULL) {
+        char line[256];
+        while (fgets(line, sizeof line, f) != NULL)
+            if (strncmp(line, field, len) == 0 && line[len] == ':' &&
+                sscanf(line + len + 1, " %ld kB", &kib) == 1)
+                break;
+        fclose(f);
+    }
+    return kib;
+}
+
 /* Peak RSS in KiB: VmHWM from /proc/self/status. Not getrusage's ru_maxrss, which
  * Linux carries across execve: a child started by a big parent (the Python runner
  * starts it with vfork) would report the parent's peak. getrusage only as fallback. */
 static inline long bench_maxrss_kib(void)
 {
-    long kib = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f != NULL) {
-        char line[256];
-        while (fgets(line, sizeof line, f) != NULL)
-            if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
-                break;
-        fclose(f);
-    }
+    long kib = bench_status_kib("VmHWM");
     if (kib < 0) {
         struct rusage ru;
         if (getrusage(RUSAGE_SELF, &ru) == 0)
             kib = ru.ru_maxrss;
     }
     return kib;
+}
+
+/* Current RSS in KiB: VmRSS from /proc/self/status (-1 if unavailable). */
+static inline long bench_rss_kib(void)
+{
+    return bench_status_kib("VmRSS");
 }
 
 /* Prints the RESULT line; extra is "" or " key=value ..." (leading space). */

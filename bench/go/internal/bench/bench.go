@@ -38,28 +38,43 @@ func SetupProcs(workload string, procs int64) int {
 	return now
 }
 
+// statusKiB is the "<field>: <n> kB" line of /proc/self/status in KiB, -1 if absent.
+func statusKiB(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return v
+				}
+			}
+		}
+	}
+	return -1
+}
+
 // MaxRSSKiB is the peak RSS in KiB: VmHWM from /proc/self/status. Not getrusage's
 // ru_maxrss, which Linux carries across execve: a child started by a big parent (the
 // Python runner starts it with vfork) would report the parent's peak. Getrusage only
 // as fallback.
 func MaxRSSKiB() int64 {
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				f := strings.Fields(rest)
-				if len(f) == 2 && f[1] == "kB" {
-					if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-						return v
-					}
-				}
-			}
-		}
+	if v := statusKiB("VmHWM"); v >= 0 {
+		return v
 	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return -1
 	}
 	return int64(ru.Maxrss)
+}
+
+// RSSKiB is the current RSS in KiB: VmRSS from /proc/self/status (-1 if unavailable).
+func RSSKiB() int64 {
+	return statusKiB("VmRSS")
 }
 
 // Result prints the RESULT line; extra is "" or " key=value ..." (leading space).

@@ -1,0 +1,87 @@
+/*
+ * mutex: G goroutines (8) each lock one gmp_mutex, increment a shared counter and
+ * unlock, K times, K = n / G. A root goroutine (Go's main) spawns them and waits; the C
+ * main thread only waits for the root. Reports ns per lock/unlock pair (wall / (G*K)).
+ * Check: counter == G*K. Mirror: bench/go/mutex/main.go.
+ */
+#include "bench.h"
+
+#include <stdatomic.h>
+
+static const char *const WORKLOAD = "mutex";
+
+static gmp_mutex mu = GMP_MUTEX_INIT;
+static int64_t counter; /* guarded by mu */
+static int64_t g = 8, k;
+static gmp_wg wg = GMP_WG_INIT;
+static gmp_wg root_done = GMP_WG_INIT;
+static atomic_int errors;
+static int64_t spawn_error;
+
+static void worker(void *arg)
+{
+    (void)arg;
+    for (int64_t i = 0; i < k; i++) {
+        if (gmp_mutex_lock(&mu) != 0) {
+            atomic_fetch_add(&errors, 1);
+            break;
+        }
+        counter++;
+        gmp_mutex_unlock(&mu);
+    }
+    gmp_wg_done(&wg);
+}
+
+/* The goroutine that plays Go's main. */
+static void root(void *arg)
+{
+    (void)arg;
+    gmp_wg_add(&wg, g);
+    for (int64_t i = 0; i < g; i++) {
+        int64_t id = gmp_go(worker, NULL);
+        if (id <= 0) {
+            spawn_error = id;
+            gmp_wg_done(&wg);
+        }
+    }
+    gmp_wg_wait(&wg);
+    gmp_wg_done(&root_done);
+}
+
+int main(int argc, char **argv)
+{
+    int64_t n = 1000000, procs = 0;
+    const bench_flag flags[] = {
+        {"n", &n, "lock/unlock pairs in total, split evenly over the goroutines"},
+        {"g", &g, "goroutines"},
+        {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+    };
+    bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
+    if (g <= 0 || g > 1000000)
+        bench_fail(WORKLOAD, "-g %" PRId64 " out of range", g);
+    k = n / g;
+    if (k <= 0)
+        bench_fail(WORKLOAD, "-n %" PRId64 " gives no iterations per goroutine", n);
+    int p = bench_setup_procs(WORKLOAD, procs);
+
+    int64_t t0 = bench_now_ns();
+    gmp_wg_add(&root_done, 1);
+    int64_t id = gmp_go(root, NULL);
+    if (id <= 0)
+        bench_fail(WORKLOAD, "gmp_go(root) = %" PRId64, id);
+    int rc = gmp_wg_wait(&root_done);
+    if (rc < 0)
+        bench_fail(WORKLOAD, "gmp_wg_wait = %d", rc);
+    int64_t wall = bench_now_ns() - t0;
+
+    if (spawn_error != 0)
+        bench_fail(WORKLOAD, "gmp_go = %" PRId64, spawn_error);
+    if (atomic_load(&errors) != 0)
+        bench_fail(WORKLOAD, "gmp_mutex_lock failed %d times", atomic_load(&errors));
+    if (counter != g * k)
+        bench_fail(WORKLOAD, "counter = %" PRId64 ", want %" PRId64, counter, g * k);
+    char extra[64];
+    snprintf(extra, sizeof extra, " g=%" PRId64 " k=%" PRId64, g, k);
+    bench_result(WORKLOAD, p, g * k, wall, extra);
+    return 0;
+}
