@@ -74,7 +74,7 @@ METRIC_UNIT = {"ns_per_op": "ns/op", "wall_ms": "ms wall", "kib_per_g": "KiB/gor
 # The workload table: one entry per row of the report.
 WORKLOADS = [
     Workload("spawn", "spawn", {"n": 1_000_000}, {"n": 2_000}, 0.5,
-             "N goroutines spawned from main, each signals a WaitGroup; ns per goroutine"),
+             "N goroutines spawned by one goroutine, each signals a WaitGroup; ns per goroutine"),
     Workload("yield2", "yield", {"g": 2, "n": 10_000_000}, {"g": 2, "n": 20_000}, 0.5,
              "2 goroutines yield (Gosched) n/2 times each; ns per yield"),
     Workload("yield100", "yield", {"g": 100, "n": 10_000_000}, {"g": 100, "n": 20_000}, 0.5,
