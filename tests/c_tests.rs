@@ -329,6 +329,87 @@ fn bad_input_thread_fuse() {
     expect_abort("bad_input", "thread_fuse", &["gmp:", "thread"]);
 }
 
+// ---- sync: mutex, rwmutex, cond, once ----
+
+#[test]
+fn sync_mutex() {
+    expect_success("sync_mutex", &[]);
+}
+
+#[test]
+fn sync_rwmutex() {
+    expect_success("sync_rwmutex", &[]);
+}
+
+#[test]
+fn sync_cond() {
+    expect_success("sync_cond", &[]);
+}
+
+#[test]
+fn sync_once() {
+    expect_success("sync_once", &[]);
+}
+
+#[test]
+fn sync_misuse() {
+    expect_success("sync_misuse", &[]);
+}
+
+#[test]
+fn sync_misuse_mutex_unlock_unlocked() {
+    expect_abort(
+        "sync_misuse",
+        "mutex_unlock_unlocked",
+        &["gmp: sync: unlock of unlocked mutex"],
+    );
+}
+
+#[test]
+fn sync_misuse_mutex_unlock_goroutine() {
+    expect_abort(
+        "sync_misuse",
+        "mutex_unlock_goroutine",
+        &["gmp: sync: unlock of unlocked mutex"],
+    );
+}
+
+#[test]
+fn sync_misuse_rwmutex_runlock_unlocked() {
+    expect_abort(
+        "sync_misuse",
+        "rwmutex_runlock_unlocked",
+        &["gmp: sync: RUnlock of unlocked RWMutex"],
+    );
+}
+
+#[test]
+fn sync_misuse_rwmutex_runlock_writer() {
+    expect_abort(
+        "sync_misuse",
+        "rwmutex_runlock_writer",
+        &["gmp: sync: RUnlock of unlocked RWMutex"],
+    );
+}
+
+#[test]
+fn sync_misuse_rwmutex_unlock_unlocked() {
+    expect_abort(
+        "sync_misuse",
+        "rwmutex_unlock_unlocked",
+        &["gmp: sync: Unlock of unlocked RWMutex"],
+    );
+}
+
+#[test]
+fn sync_misuse_cond_wait_unlocked() {
+    expect_abort(
+        "sync_misuse",
+        "cond_wait_unlocked",
+        &["gmp: sync: unlock of unlocked mutex"],
+    );
+}
+
 // ---- schedtrace ----
 
 /// GOMAXPROCS the schedtrace runs use.
