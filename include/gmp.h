@@ -25,6 +25,11 @@
 #include <stdint.h>
 /* Static initializer for gmp_wg: `gmp_wg wg = GMP_WG_INIT;` */
 #define GMP_WG_INIT {0, 0, 0}
+/* Static initializers for the sync primitives: `gmp_mutex m = GMP_MUTEX_INIT;` ... */
+#define GMP_MUTEX_INIT {0, 0}
+#define GMP_RWMUTEX_INIT {GMP_MUTEX_INIT, 0, 0, 0, 0}
+#define GMP_COND_INIT {0, 0, 0, 0, NULL, NULL}
+#define GMP_ONCE_INIT {0, GMP_MUTEX_INIT}
 
 /*
  Flag for `gmp_attr.flags`: the goroutine runs only on the first OS thread that runs it
@@ -137,6 +142,102 @@ typedef struct gmp_sched_stats {
    */
   uint64_t schedticks;
 } gmp_sched_stats;
+
+/*
+ A mutual-exclusion lock (Go's sync.Mutex) that parks goroutines instead of blocking
+ their thread; foreign threads sleep on a futex. Initialise with GMP_MUTEX_INIT (or zero
+ it); it needs no destruction. Must not be copied or moved while in use. Not recursive;
+ not owned by a thread: any thread or goroutine may unlock a locked mutex. Fair under
+ contention: a waiter blocked for more than 1 ms gets the mutex handed to it.
+ */
+typedef struct gmp_mutex {
+  /*
+   Private: locked bit, woken bit, starvation bit, waiter count.
+   */
+  int32_t state;
+  /*
+   Private: the semaphore waiters sleep on.
+   */
+  uint32_t sema;
+} gmp_mutex;
+
+/*
+ A reader/writer lock (Go's sync.RWMutex): any number of readers or one writer. A
+ writer waiting for the lock keeps new readers out. Initialise with GMP_RWMUTEX_INIT (or
+ zero it); it needs no destruction. Must not be copied or moved while in use. A reader
+ must not take the read lock recursively (a pending writer would deadlock it).
+ */
+typedef struct gmp_rwmutex {
+  /*
+   Private: held by the pending or active writer.
+   */
+  struct gmp_mutex w;
+  /*
+   Private: the semaphore a writer waits on for departing readers.
+   */
+  uint32_t writer_sem;
+  /*
+   Private: the semaphore readers wait on for the writer.
+   */
+  uint32_t reader_sem;
+  /*
+   Private: readers in or waiting, minus 2^30 while a writer is pending.
+   */
+  int32_t reader_count;
+  /*
+   Private: departing readers a pending writer waits for.
+   */
+  int32_t reader_wait;
+} gmp_rwmutex;
+
+/*
+ A condition variable (Go's sync.Cond) used with a gmp_mutex. Waiters are woken in
+ FIFO order. Initialise with GMP_COND_INIT (or zero it); it needs no destruction, but
+ must outlive its waiters and must not be copied or moved while in use.
+ */
+typedef struct gmp_cond {
+  /*
+   Private: next wait ticket.
+   */
+  uint32_t wait;
+  /*
+   Private: next ticket to notify.
+   */
+  uint32_t notify;
+  /*
+   Private: lock word of the waiter list.
+   */
+  uint32_t lock;
+  /*
+   Private: zero.
+   */
+  uint32_t reserved;
+  /*
+   Private: first waiter (records live on the waiters' stacks).
+   */
+  void *head;
+  /*
+   Private: last waiter.
+   */
+  void *tail;
+} gmp_cond;
+
+/*
+ Runs a function exactly once (Go's sync.Once). Initialise with GMP_ONCE_INIT (or zero
+ it); it needs no destruction. Must not be copied or moved while in use. Named
+ gmp_once_t, not gmp_once: C gives a typedef and a function one namespace, and the
+ function is gmp_once.
+ */
+typedef struct gmp_once_t {
+  /*
+   Private: 1 once the function has returned.
+   */
+  uint32_t done;
+  /*
+   Private: serialises the first callers.
+   */
+  struct gmp_mutex m;
+} gmp_once_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -256,6 +357,120 @@ int gmp_wg_wait(struct gmp_wg *wg);
  `out` is NULL or writable; `runq_lens` is NULL or writable for `n` elements.
  */
 int gmp_stats(struct gmp_sched_stats *out, uint32_t *runq_lens, size_t n);
+
+/*
+ Locks `m`, waiting while another holder has it: a goroutine parks (its thread runs
+ other goroutines), any other thread sleeps on a futex. Returns 0; -EINVAL if `m` is
+ NULL or misaligned. Locking a mutex the caller already holds deadlocks, as in Go.
+
+ # Safety
+ `m` is NULL or points to a live gmp_mutex.
+ */
+int gmp_mutex_lock(struct gmp_mutex *m);
+
+/*
+ Locks `m` if it is free, without waiting. Returns 0 if the caller now holds it, -EBUSY
+ if it is locked (or being handed to a waiter), -EINVAL if `m` is NULL or misaligned.
+
+ # Safety
+ `m` is NULL or points to a live gmp_mutex.
+ */
+int gmp_mutex_trylock(struct gmp_mutex *m);
+
+/*
+ Unlocks `m` and wakes a waiter if there is one. Any thread or goroutine may unlock a
+ locked mutex. Returns 0; -EINVAL if `m` is NULL or misaligned. Aborts with
+ "gmp: sync: unlock of unlocked mutex" if `m` is not locked (Go panics).
+
+ # Safety
+ `m` is NULL or points to a live gmp_mutex.
+ */
+int gmp_mutex_unlock(struct gmp_mutex *m);
+
+/*
+ Locks `rw` for reading: waits (parks, or sleeps on a futex) while a writer holds it or
+ waits for it. Returns 0; -EINVAL if `rw` is NULL or misaligned.
+
+ # Safety
+ `rw` is NULL or points to a live gmp_rwmutex.
+ */
+int gmp_rwmutex_rlock(struct gmp_rwmutex *rw);
+
+/*
+ Undoes one gmp_rwmutex_rlock; the last reader out lets a waiting writer in. Returns 0;
+ -EINVAL if `rw` is NULL or misaligned. Aborts with "gmp: sync: RUnlock of unlocked
+ RWMutex" if no reader holds it.
+
+ # Safety
+ `rw` is NULL or points to a live gmp_rwmutex.
+ */
+int gmp_rwmutex_runlock(struct gmp_rwmutex *rw);
+
+/*
+ Locks `rw` for writing: waits for the other writers, then keeps new readers out and
+ waits for the readers inside to leave. Returns 0; -EINVAL if `rw` is NULL or
+ misaligned.
+
+ # Safety
+ `rw` is NULL or points to a live gmp_rwmutex.
+ */
+int gmp_rwmutex_lock(struct gmp_rwmutex *rw);
+
+/*
+ Unlocks `rw` held for writing; the readers that waited go in before the next writer.
+ Any thread may unlock it. Returns 0; -EINVAL if `rw` is NULL or misaligned. Aborts with
+ "gmp: sync: Unlock of unlocked RWMutex" if no writer holds it.
+
+ # Safety
+ `rw` is NULL or points to a live gmp_rwmutex.
+ */
+int gmp_rwmutex_unlock(struct gmp_rwmutex *rw);
+
+/*
+ Atomically unlocks `m` and waits on `c` until gmp_cond_signal or gmp_cond_broadcast
+ wakes the caller, then locks `m` again before returning. The caller must hold `m`
+ (otherwise: abort "gmp: sync: unlock of unlocked mutex"). There are no spurious
+ wakeups in this implementation, but as with any condition variable, re-check the
+ condition in a loop: another party may change it before `m` is re-taken. A goroutine
+ parks and may resume on another OS thread; any other thread sleeps on a futex.
+ Returns 0; -EINVAL if `c` or `m` is NULL or misaligned.
+
+ # Safety
+ `c` and `m` are NULL or point to a live gmp_cond and gmp_mutex; `c` stays alive while
+ the caller waits.
+ */
+int gmp_cond_wait(struct gmp_cond *c, struct gmp_mutex *m);
+
+/*
+ Wakes the longest-waiting waiter of `c`, if any. The caller need not hold the mutex.
+ Returns 0; -EINVAL if `c` is NULL or misaligned.
+
+ # Safety
+ `c` is NULL or points to a live gmp_cond.
+ */
+int gmp_cond_signal(struct gmp_cond *c);
+
+/*
+ Wakes every waiter of `c`. The caller need not hold the mutex. Returns 0; -EINVAL if
+ `c` is NULL or misaligned.
+
+ # Safety
+ `c` is NULL or points to a live gmp_cond.
+ */
+int gmp_cond_broadcast(struct gmp_cond *c);
+
+/*
+ Calls `fn(arg)` if no call on `o` has done so yet; every caller, concurrent ones
+ included, returns only after that one call of `fn` has returned, and sees what it
+ wrote. Callers wait by parking (goroutines) or sleeping on a futex (other threads).
+ `fn` must return normally: calling gmp_goexit in it, or gmp_once on the same `o`,
+ blocks the other callers forever (Go deadlocks alike). Returns 0; -EINVAL if `o` is
+ NULL or misaligned or `fn` is NULL. `arg` is only passed to `fn`.
+
+ # Safety
+ `o` is NULL or points to a live gmp_once_t.
+ */
+int gmp_once(struct gmp_once_t *o, gmp_func func, void *arg);
 
 /*
  Monotonic time in nanoseconds (CLOCK_MONOTONIC): the clock of every timeout in this

@@ -208,6 +208,9 @@ fn run_c(name: &str, args: &[&str], env: &[(&str, &str)]) -> Outcome {
     for var in GMP_ENV {
         cmd.env_remove(var);
     }
+    // cargo points LD_LIBRARY_PATH at target/<profile>, whose libgmp.so.0 link may lead to
+    // a stale copy of the library; the programs' rpath names the one this test built.
+    cmd.env_remove("LD_LIBRARY_PATH");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -332,6 +335,87 @@ fn bad_input_stack_overflow() {
 #[test]
 fn bad_input_thread_fuse() {
     expect_abort("bad_input", "thread_fuse", &["gmp:", "thread"]);
+}
+
+// ---- sync: mutex, rwmutex, cond, once ----
+
+#[test]
+fn sync_mutex() {
+    expect_success("sync_mutex", &[]);
+}
+
+#[test]
+fn sync_rwmutex() {
+    expect_success("sync_rwmutex", &[]);
+}
+
+#[test]
+fn sync_cond() {
+    expect_success("sync_cond", &[]);
+}
+
+#[test]
+fn sync_once() {
+    expect_success("sync_once", &[]);
+}
+
+#[test]
+fn sync_misuse() {
+    expect_success("sync_misuse", &[]);
+}
+
+#[test]
+fn sync_misuse_mutex_unlock_unlocked() {
+    expect_abort(
+        "sync_misuse",
+        "mutex_unlock_unlocked",
+        &["gmp: sync: unlock of unlocked mutex"],
+    );
+}
+
+#[test]
+fn sync_misuse_mutex_unlock_goroutine() {
+    expect_abort(
+        "sync_misuse",
+        "mutex_unlock_goroutine",
+        &["gmp: sync: unlock of unlocked mutex"],
+    );
+}
+
+#[test]
+fn sync_misuse_rwmutex_runlock_unlocked() {
+    expect_abort(
+        "sync_misuse",
+        "rwmutex_runlock_unlocked",
+        &["gmp: sync: RUnlock of unlocked RWMutex"],
+    );
+}
+
+#[test]
+fn sync_misuse_rwmutex_runlock_writer() {
+    expect_abort(
+        "sync_misuse",
+        "rwmutex_runlock_writer",
+        &["gmp: sync: RUnlock of unlocked RWMutex"],
+    );
+}
+
+#[test]
+fn sync_misuse_rwmutex_unlock_unlocked() {
+    expect_abort(
+        "sync_misuse",
+        "rwmutex_unlock_unlocked",
+        &["gmp: sync: Unlock of unlocked RWMutex"],
+    );
+}
+
+#[test]
+fn sync_misuse_cond_wait_unlocked() {
+    expect_abort(
+        "sync_misuse",
+        "cond_wait_unlocked",
+        &["gmp: sync: unlock of unlocked mutex"],
+    );
 }
 
 // ---- schedtrace ----

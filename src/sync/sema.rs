@@ -11,6 +11,17 @@
 //! takes the record off the list under the lock and reads what it needs *before* waking
 //! the waiter, because the record dies as soon as the waiter runs again.
 //!
+//! # Mutex support: LIFO queueing and hand-off (Go's semacquire1/semrelease1)
+//! - `lifo`: a waiter that has already waited once (the mutex re-queues a woken waiter that
+//!   lost the race for the lock) goes to the head of the list, so it is the first of its
+//!   address to be woken next time.
+//! - `handoff`: the releaser takes the count on behalf of the waiter it dequeued (sets
+//!   the waiter's `ticket`), so that no newcomer can steal it between the wakeup and the
+//!   waiter running; a releasing goroutine then yields so that the waiter, which `goready`
+//!   put in this P's `runnext`, runs at once and inherits the rest of the time slice. Go
+//!   does this only in the mutex's starvation mode: otherwise another waiter may take the
+//!   count while we yield, and the yield is wasted (Go issue 33747).
+//!
 //! # Invariants
 //! - `root.nwait` counts the waiters on that root's list plus those about to enqueue; it is
 //!   incremented before the waiter's last `can_acquire` (both under the lock), so a releaser
@@ -30,6 +41,9 @@ struct Waiter {
     /// The parked goroutine, or null for a foreign thread (which sleeps on `note`).
     g: *mut G,
     note: Note,
+    /// 1 when the releaser took the count for us (hand-off). Written by the releaser after
+    /// dequeueing us and before waking us (the wakeup publishes it); read by us after.
+    ticket: AtomicU32,
     next: *mut Waiter,
 }
 
@@ -71,9 +85,19 @@ fn can_acquire(addr: &AtomicU32) -> bool {
 impl SemaRoot {
     /// # Safety
     /// Lock held; `w` lives until it is dequeued.
-    unsafe fn enqueue(&self, w: *mut Waiter) {
+    unsafe fn enqueue(&self, w: *mut Waiter, lifo: bool) {
         // SAFETY: we hold the lock, the owner of head/tail and of queued waiters' links.
         unsafe {
+            if lifo {
+                // At the head of the whole list, hence first among the waiters for its
+                // address (dequeue takes the first match).
+                (*w).next = self.head.get();
+                if (*w).next.is_null() {
+                    self.tail.set(w);
+                }
+                self.head.set(w);
+                return;
+            }
             (*w).next = null_mut();
             let tail = self.tail.get();
             if tail.is_null() {
@@ -123,7 +147,20 @@ unsafe fn unlock_root(_gp: *mut G, arg: usize) -> bool {
 }
 
 /// Waits until `*addr > 0`, then decrements it. Parks a goroutine; sleeps a foreign thread.
+/// FIFO among the waiters for `addr`.
 pub fn semacquire(addr: &AtomicU32, reason: WaitReason) {
+    semacquire1(addr, false, reason);
+}
+
+/// Increments `*addr` and wakes one waiter, if any (no hand-off).
+pub fn semrelease(addr: &AtomicU32) {
+    semrelease1(addr, false);
+}
+
+/// [`semacquire`] with Go's `lifo` flag: queue at the head of the waiters for `addr`
+/// (the mutex passes true for a waiter that has already waited, see the module doc).
+/// Returns once the count was decremented for us — by us, or by a hand-off releaser.
+pub fn semacquire1(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
     if can_acquire(addr) {
         return;
     }
@@ -132,6 +169,7 @@ pub fn semacquire(addr: &AtomicU32, reason: WaitReason) {
         addr: addr as *const AtomicU32 as usize,
         g: rt::getg(),
         note: Note::new(),
+        ticket: AtomicU32::new(0),
         next: null_mut(),
     };
     loop {
@@ -146,7 +184,7 @@ pub fn semacquire(addr: &AtomicU32, reason: WaitReason) {
         }
         // SAFETY: lock held; w lives on our stack until a releaser dequeues it, and we do
         // not return before that (we wait for its wakeup below).
-        unsafe { root.enqueue(&mut w) };
+        unsafe { root.enqueue(&mut w, lifo) };
         if w.g.is_null() {
             root.lock.unlock();
             w.note.sleep();
@@ -156,15 +194,18 @@ pub fn semacquire(addr: &AtomicU32, reason: WaitReason) {
             // unlock function releases the one lock we hold.
             unsafe { rt::gopark(Some(unlock_root), root as *const SemaRoot as usize, reason) };
         }
-        if can_acquire(addr) {
+        // acquire: pairs with the releaser's store (also ordered by the wakeup itself).
+        if w.ticket.load(Ordering::Acquire) != 0 || can_acquire(addr) {
             return;
         }
         // Someone else took the count first (no hand-off): wait again.
     }
 }
 
-/// Increments `*addr` and wakes one waiter, if any.
-pub fn semrelease(addr: &AtomicU32) {
+/// Increments `*addr` and wakes one waiter, if any. With `handoff` (the mutex in
+/// starvation mode), the count goes straight to that waiter, and a releasing goroutine
+/// yields its P to it (see the module doc).
+pub fn semrelease1(addr: &AtomicU32, handoff: bool) {
     // release: publishes the releaser's writes to the acquirer (pairs with can_acquire).
     // SeqCst: the StoreLoad before reading nwait (pairs with semacquire's increment).
     addr.fetch_add(1, Ordering::SeqCst);
@@ -184,20 +225,32 @@ pub fn semrelease(addr: &AtomicU32) {
         return;
     }
     root.nwait.fetch_sub(1, Ordering::SeqCst);
-    // Read the waiter before waking it: its record dies once it runs.
-    // SAFETY: w was on the queue, so it is alive; we just removed it under the lock, so it
-    // is ours until the wakeup below.
-    let g = unsafe { (*w).g };
+    root.lock.unlock();
+    // Everything we need from the waiter is read or written before waking it: its record
+    // dies once it runs.
+    // SAFETY: we dequeued w under the lock, so it is ours alone until the wakeup below,
+    // and its owner does not return before that wakeup.
+    let (g, ticket) = unsafe { ((*w).g, &(*w).ticket) };
+    if ticket.load(Ordering::Relaxed) != 0 {
+        rt::throw("corrupted semaphore ticket");
+    }
+    let handed = handoff && can_acquire(addr);
+    if handed {
+        // Published by the wakeup below (note release / goready's queue release).
+        ticket.store(1, Ordering::Release);
+    }
     if g.is_null() {
-        // The note outlives the lock release: the waiter sleeps until this wakeup.
-        root.lock.unlock();
-        // SAFETY: the waiter does not return before this wakeup, so w is alive.
+        // SAFETY: the waiter sleeps on its note until this wakeup, so w is alive.
         unsafe { (*w).note.wakeup() };
     } else {
-        root.lock.unlock();
         // SAFETY: g is parked (gopark published it only after marking it waiting and the
         // unlock function released the lock we then took), and we dequeued it, so we alone
         // ready it.
         unsafe { rt::goready(g) };
+    }
+    if handed && !rt::getg().is_null() {
+        // Direct hand-off: goready put the waiter in our P's runnext; yielding (to the back
+        // of our P's queue, Go's goyield) runs it now. A foreign thread has no P to give.
+        rt::gosched();
     }
 }

@@ -1,0 +1,259 @@
+//! Go's sync.Mutex over a C struct (`gmp_mutex`: an `int32_t` state word and a `uint32_t`
+//! semaphore word, both zero when unlocked, so `{0, 0}` is a valid static initializer).
+//!
+//! # The state word
+//! ```text
+//!   bit 0        LOCKED    someone holds the mutex
+//!   bit 1        WOKEN     a waiter was woken (or a spinner announced itself): unlock
+//!                          need not wake another
+//!   bit 2        STARVING  starvation mode (below)
+//!   bits 3..31   waiters   goroutines/threads blocked (or about to block) on `sema`
+//! ```
+//!
+//! # Two modes (Go's mutex.go)
+//! - **Normal**: waiters queue FIFO on the semaphore, but a woken waiter does not own the
+//!   mutex: it competes with newcomers, which already run on a CPU and usually win. A newly
+//!   arriving goroutine may spin a little (`can_spin`) before it blocks. A waiter that lost
+//!   goes back to the *head* of the queue (`semacquire1(.., lifo = true, ..)`).
+//! - **Starvation**: entered when a waiter has waited more than [`STARVATION_THRESHOLD_NS`]
+//!   (1 ms). Unlock hands the mutex directly to the first waiter (`semrelease1(..,
+//!   handoff = true)`); newcomers neither spin nor take it, they queue at the tail. The
+//!   LOCKED bit stays clear while the mutex is in flight: the waiter that receives it sets
+//!   LOCKED and drops its own waiter count in one add. The mode ends when that waiter is the
+//!   last one or waited less than 1 ms.
+//!
+//! Normal mode is much faster (a goroutine can take the mutex several times in a row even
+//! with waiters); starvation mode bounds the tail latency.
+//!
+//! The mutex is not tied to a goroutine or thread: any caller may unlock a locked mutex.
+//! Unlocking an unlocked one aborts with Go's panic text.
+
+use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+
+use crate::rt::{self, WaitReason, fatal, throw};
+use crate::sync::sema::{semacquire1, semrelease1};
+use crate::sys::{nanotime, procyield};
+
+const MUTEX_LOCKED: i32 = 1;
+const MUTEX_WOKEN: i32 = 2;
+const MUTEX_STARVING: i32 = 4;
+const MUTEX_WAITER_SHIFT: u32 = 3;
+const ONE_WAITER: i32 = 1 << MUTEX_WAITER_SHIFT;
+
+/// A waiter that waited longer than this switches the mutex to starvation mode (Go's
+/// starvationThresholdNs). 1 ms is ~10^4 uncontended lock/unlock pairs: long enough that
+/// normal mode's throughput wins in ordinary contention, short enough to bound a waiter's
+/// latency when one goroutine keeps relocking.
+const STARVATION_THRESHOLD_NS: i64 = 1_000_000;
+
+/// Spin iterations before blocking, and pauses per iteration (Go's active_spin and
+/// active_spin_cnt): 4 × 30 pauses ≈ 0.5–5 µs, the order of a short critical section held
+/// by a goroutine running on another P, and well below a park/unpark round trip.
+const ACTIVE_SPIN: u32 = 4;
+const ACTIVE_SPIN_CNT: u32 = 30;
+
+/// Go's sync_runtime_canSpin: spinning pays only if the holder may be running on another
+/// CPU right now and nobody else needs ours. So: on a goroutine (a foreign thread has no P
+/// and its caller decides how it waits), at most [`ACTIVE_SPIN`] iterations, GOMAXPROCS > 1
+/// and at least one other P running (not idle, not a spinning M without work).
+///
+/// Approximation: Go also requires more than one CPU and this P's local run queue to be
+/// empty (spinning while runnable goroutines wait delays them). We skip both checks:
+/// GOMAXPROCS defaults to the CPU count, and reading our P's queue from here would reach
+/// into the scheduler's internals for a 4-iteration spin.
+fn can_spin(iter: u32) -> bool {
+    if iter >= ACTIVE_SPIN || rt::getg().is_null() {
+        return false;
+    }
+    let procs = rt::SCHED.gomaxprocs.load(Ordering::Relaxed);
+    let idle = rt::SCHED.npidle.load(Ordering::Relaxed);
+    let spinning = rt::SCHED.nmspinning.load(Ordering::Relaxed);
+    procs > 1 && procs > idle + spinning + 1
+}
+
+/// The two words of a `gmp_mutex`.
+pub struct Mutex<'a> {
+    pub state: &'a AtomicI32,
+    pub sema: &'a AtomicU32,
+}
+
+impl Mutex<'_> {
+    /// Locks the mutex, blocking (a goroutine parks, a foreign thread sleeps) until it is
+    /// free.
+    #[inline]
+    pub fn lock(&self) {
+        // acquire: pairs with the release in `unlock`, so we see the previous holder's writes.
+        if self
+            .state
+            .compare_exchange(0, MUTEX_LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_slow();
+        }
+    }
+
+    /// Takes the mutex if that needs no waiting. Fails when it is locked or in starvation
+    /// mode (then it belongs to the first waiter).
+    pub fn try_lock(&self) -> bool {
+        let old = self.state.load(Ordering::Relaxed);
+        if old & (MUTEX_LOCKED | MUTEX_STARVING) != 0 {
+            return false;
+        }
+        self.state
+            .compare_exchange(
+                old,
+                old | MUTEX_LOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        let mut wait_start: i64 = 0;
+        let mut starving = false;
+        // We were woken from the semaphore (or set WOKEN while spinning): the WOKEN bit is
+        // ours to clear.
+        let mut awoke = false;
+        let mut iter = 0;
+        let mut old = self.state.load(Ordering::Relaxed);
+        loop {
+            // Spin only in normal mode while the mutex is held: in starvation mode it goes
+            // to the first waiter, so spinning cannot win it.
+            if old & (MUTEX_LOCKED | MUTEX_STARVING) == MUTEX_LOCKED && can_spin(iter) {
+                // Announce ourselves (WOKEN), so that unlock does not wake a sleeper that
+                // would only compete with us.
+                if !awoke
+                    && old & MUTEX_WOKEN == 0
+                    && old >> MUTEX_WAITER_SHIFT != 0
+                    && self
+                        .state
+                        .compare_exchange(
+                            old,
+                            old | MUTEX_WOKEN,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok()
+                {
+                    awoke = true;
+                }
+                procyield(ACTIVE_SPIN_CNT);
+                iter += 1;
+                old = self.state.load(Ordering::Relaxed);
+                continue;
+            }
+            let mut new = old;
+            // Do not take a starving mutex: it belongs to the waiters; queue instead.
+            if old & MUTEX_STARVING == 0 {
+                new |= MUTEX_LOCKED;
+            }
+            if old & (MUTEX_LOCKED | MUTEX_STARVING) != 0 {
+                new = new.wrapping_add(ONE_WAITER);
+            }
+            // We waited too long: switch to starvation mode, but only while the mutex is
+            // held. If it is free we take it now, and would leave a starving mutex that
+            // may have no waiters, while unlock in starvation mode hands it to one.
+            if starving && old & MUTEX_LOCKED != 0 {
+                new |= MUTEX_STARVING;
+            }
+            if awoke {
+                if new & MUTEX_WOKEN == 0 {
+                    throw("sync: inconsistent mutex state");
+                }
+                new &= !MUTEX_WOKEN;
+            }
+            // acq-rel: acquire when this takes the lock (pairs with unlock's release).
+            if let Err(cur) =
+                self.state
+                    .compare_exchange(old, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                old = cur;
+                continue;
+            }
+            if old & (MUTEX_LOCKED | MUTEX_STARVING) == 0 {
+                return; // locked it with the CAS
+            }
+            // A waiter that has already waited goes to the head of the queue.
+            let lifo = wait_start != 0;
+            if wait_start == 0 {
+                wait_start = nanotime();
+            }
+            semacquire1(self.sema, lifo, WaitReason::Semacquire);
+            starving = starving || nanotime() - wait_start > STARVATION_THRESHOLD_NS;
+            old = self.state.load(Ordering::Relaxed);
+            if old & MUTEX_STARVING != 0 {
+                // The mutex was handed to us: it is unlocked (LOCKED clear), nobody else
+                // was woken, and we are still counted as a waiter.
+                if old & (MUTEX_LOCKED | MUTEX_WOKEN) != 0 || old >> MUTEX_WAITER_SHIFT == 0 {
+                    throw("sync: inconsistent mutex state");
+                }
+                let mut delta = MUTEX_LOCKED - ONE_WAITER;
+                if !starving || old >> MUTEX_WAITER_SHIFT == 1 {
+                    // Leave starvation mode: we waited briefly, or we are the last waiter
+                    // (staying starving with no waiters would hand the next unlock to
+                    // nobody).
+                    delta -= MUTEX_STARVING;
+                }
+                // acq-rel: the hand-off's semaphore already ordered us after the unlocker;
+                // release keeps our later critical section after this take.
+                self.state.fetch_add(delta, Ordering::AcqRel);
+                return;
+            }
+            awoke = true;
+            iter = 0;
+        }
+    }
+
+    /// Unlocks the mutex. Aborts with "gmp: sync: unlock of unlocked mutex" if it is not
+    /// locked.
+    #[inline]
+    pub fn unlock(&self) {
+        // release: publishes the critical section to the next locker (pairs with `lock`).
+        let new = self
+            .state
+            .fetch_sub(MUTEX_LOCKED, Ordering::Release)
+            .wrapping_sub(MUTEX_LOCKED);
+        if new != 0 {
+            // Waiters, or a misuse.
+            self.unlock_slow(new);
+        }
+    }
+
+    #[cold]
+    fn unlock_slow(&self, new: i32) {
+        if new.wrapping_add(MUTEX_LOCKED) & MUTEX_LOCKED == 0 {
+            fatal("sync: unlock of unlocked mutex");
+        }
+        if new & MUTEX_STARVING != 0 {
+            // Starvation mode: hand the mutex to the first waiter and our P with it. WOKEN
+            // stays clear: the waiter sets LOCKED itself, and until then newcomers see
+            // STARVING and queue instead of taking it.
+            semrelease1(self.sema, true);
+            return;
+        }
+        let mut old = new;
+        loop {
+            // Nobody to wake, or someone is already awake / took the lock / the mode
+            // changed: that party handles the waiters.
+            if old >> MUTEX_WAITER_SHIFT == 0
+                || old & (MUTEX_LOCKED | MUTEX_WOKEN | MUTEX_STARVING) != 0
+            {
+                return;
+            }
+            // Take one waiter off the count and mark it woken, then wake it.
+            let next = old.wrapping_sub(ONE_WAITER) | MUTEX_WOKEN;
+            match self
+                .state
+                .compare_exchange(old, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    semrelease1(self.sema, false);
+                    return;
+                }
+                Err(cur) => old = cur,
+            }
+        }
+    }
+}
