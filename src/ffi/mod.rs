@@ -107,7 +107,9 @@ fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, pinned: bool) -> i64 
     let Some(f) = f else {
         return -(libc::EINVAL as i64);
     };
-    match rt::newproc(f, arg, stack_size, pinned) {
+    // SAFETY: gmp_go's contract: the caller promises fn may be called with arg on a
+    // goroutine.
+    match unsafe { rt::newproc(f, arg, stack_size, pinned) } {
         Ok(id) => id as i64,
         Err(rt::StartError::BadStackSize) => -(libc::EINVAL as i64),
         Err(rt::StartError::NoMemory) => -(libc::ENOMEM as i64),
@@ -217,7 +219,7 @@ pub extern "C" fn gmp_maxprocs(n: c_int) -> c_int {
 /// Number of live goroutines.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_num_goroutine() -> i64 {
-    boundary("gmp_num_goroutine", || rt::goroutine_count())
+    boundary("gmp_num_goroutine", rt::goroutine_count)
 }
 
 /// Number of CPUs the process may run on (its affinity mask).

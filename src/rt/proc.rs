@@ -30,7 +30,10 @@ pub enum StartError {
 /// Starts `entry(arg)` as a new goroutine and returns its id. `stack_size` 0 means the
 /// default. From a goroutine the new G goes to the caller's P's `runnext` (it runs next
 /// there, unless stolen); from a foreign thread to the global queue.
-pub fn newproc(
+///
+/// # Safety
+/// `entry(arg)` must be sound to call once, on any thread, at any later time.
+pub unsafe fn newproc(
     entry: GoFn,
     arg: *mut c_void,
     stack_size: usize,
@@ -118,7 +121,7 @@ unsafe fn safepoint(p: &P) {
     unsafe {
         let n = p.safepoints.get().wrapping_add(1);
         p.safepoints.set(n);
-        if n % SAFEPOINT_CLOCK_EVERY != 0 {
+        if !n.is_multiple_of(SAFEPOINT_CLOCK_EVERY) {
             return;
         }
         let tick = p.schedtick.load(Ordering::Relaxed);

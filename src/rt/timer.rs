@@ -77,7 +77,8 @@ impl Timers {
     }
 
     /// # Safety
-    /// `self.lock` is held.
+    /// `self.lock` is held, and no other reference to the heap is live.
+    #[allow(clippy::mut_from_ref)]
     unsafe fn heap(&self) -> &mut Vec<*mut Timer> {
         // SAFETY: caller holds the lock that owns the heap.
         unsafe { &mut *self.heap.ptr() }
