@@ -52,6 +52,28 @@
 #define GMP_MAX_PROCS 1024
 
 /*
+ Largest element size gmp_chan_make accepts, in bytes.
+ */
+#define GMP_CHAN_MAX_ELEM 65536
+
+/*
+ gmp_select_case.op: send `buf` on the channel.
+ */
+#define GMP_SEND 1
+
+/*
+ gmp_select_case.op: receive from the channel into `buf`.
+ */
+#define GMP_RECV 2
+
+/*
+ A channel (Go's chan): a FIFO of fixed-size elements, buffered or not, shared by
+ goroutines and other threads. Opaque and reference counted: gmp_chan_make returns it
+ holding one reference; gmp_chan_retain adds one, gmp_chan_release drops one.
+ */
+typedef struct gmp_chan gmp_chan;
+
+/*
  A goroutine's function: called once with the argument given to gmp_go.
  */
 typedef void (*gmp_func)(void *arg);
@@ -142,6 +164,30 @@ typedef struct gmp_sched_stats {
    */
   uint64_t schedticks;
 } gmp_sched_stats;
+
+/*
+ One case of gmp_select.
+ */
+typedef struct gmp_select_case {
+  /*
+   The channel; NULL disables the case (Go's nil channel).
+   */
+  struct gmp_chan *chan;
+  /*
+   GMP_SEND or GMP_RECV.
+   */
+  uint32_t op;
+  /*
+   GMP_SEND: the element to send; GMP_RECV: where to store the element received
+   (may be NULL: discarded).
+   */
+  void *buf;
+  /*
+   Out, set on the case that fired only: 0, or -EPIPE (GMP_RECV: the channel is closed
+   and drained, `buf` zeroed; GMP_SEND: the channel is closed, nothing was sent).
+   */
+  int32_t status;
+} gmp_select_case;
 
 /*
  A mutual-exclusion lock (Go's sync.Mutex) that parks goroutines instead of blocking
@@ -357,6 +403,152 @@ int gmp_wg_wait(struct gmp_wg *wg);
  `out` is NULL or writable; `runq_lens` is NULL or writable for `n` elements.
  */
 int gmp_stats(struct gmp_sched_stats *out, uint32_t *runq_lens, size_t n);
+
+/*
+ Makes a channel of elements of `elem_size` bytes (0 allowed: a signal channel) with a
+ buffer of `cap` elements (0: unbuffered, every send waits for its receiver).
+
+ Returns 0 and stores in `*out` a new channel holding one reference, which the caller
+ owns and must give back with gmp_chan_release. -EINVAL if `out` is NULL, `elem_size` >
+ GMP_CHAN_MAX_ELEM, `cap` > 2^31 or `elem_size * cap` overflows; -ENOMEM if the buffer
+ cannot be allocated. `*out` is untouched on failure.
+
+ # Safety
+ `out` is NULL or writable.
+ */
+int gmp_chan_make(struct gmp_chan **out, size_t elem_size, size_t cap);
+
+/*
+ Adds a reference to `c` (for another owner, e.g. a goroutine the channel is passed
+ to). Returns 0, or -EINVAL if `c` is NULL.
+
+ # Safety
+ `c` is NULL or a channel the caller holds a reference to.
+ */
+int gmp_chan_retain(struct gmp_chan *c);
+
+/*
+ Drops a reference to `c`; the channel is freed when the last one goes. Whoever holds a
+ reference may release it once. The last release must happen when no operation on the
+ channel is in progress or will start (blocked senders or receivers included). Closing
+ is not required before. Returns 0, or -EINVAL if `c` is NULL.
+
+ # Safety
+ `c` is NULL or a channel the caller holds a reference to, which it gives up.
+ */
+int gmp_chan_release(struct gmp_chan *c);
+
+/*
+ Sends the element at `elem` (`elem_size` bytes, copied) on `c`, waiting until a
+ receiver takes it or the buffer has room. Values are received in the order they were
+ sent; blocked senders are served first come, first served.
+
+ Returns 0; -EPIPE if the channel is closed, also when it is closed while the caller
+ waits (the value was not sent); -EINVAL if `c` is NULL, or `elem` is NULL and the
+ element size is not 0. May switch goroutines.
+
+ # Safety
+ `c` is NULL or a live channel; `elem` is NULL or readable for the element size.
+ */
+int gmp_chan_send(struct gmp_chan *c, const void *elem);
+
+/*
+ Receives an element from `c` into `out` (`elem_size` bytes; `out` may be NULL to
+ discard it), waiting until one is available.
+
+ Returns 0; -EPIPE once the channel is closed and its buffer drained (`out` is zeroed),
+ also when it is closed while the caller waits; -EINVAL if `c` is NULL. May switch
+ goroutines.
+
+ # Safety
+ `c` is NULL or a live channel; `out` is NULL or writable for the element size.
+ */
+int gmp_chan_recv(struct gmp_chan *c, void *out);
+
+/*
+ gmp_chan_send without waiting: -EAGAIN if no receiver waits and the buffer is full.
+
+ # Safety
+ As gmp_chan_send.
+ */
+int gmp_chan_try_send(struct gmp_chan *c, const void *elem);
+
+/*
+ gmp_chan_recv without waiting: -EAGAIN if no sender waits and the buffer is empty
+ (and the channel is not closed).
+
+ # Safety
+ As gmp_chan_recv.
+ */
+int gmp_chan_try_recv(struct gmp_chan *c, void *out);
+
+/*
+ gmp_chan_send waiting at most `timeout_ns` nanoseconds: -ETIMEDOUT when it passes
+ (the value was not sent). `timeout_ns` 0 does not wait (-ETIMEDOUT if it would);
+ negative waits without limit.
+
+ # Safety
+ As gmp_chan_send.
+ */
+int gmp_chan_send_timeout(struct gmp_chan *c, const void *elem, int64_t timeout_ns);
+
+/*
+ gmp_chan_recv waiting at most `timeout_ns` nanoseconds: -ETIMEDOUT when it passes
+ (`out` untouched). `timeout_ns` 0 does not wait (-ETIMEDOUT if it would); negative
+ waits without limit.
+
+ # Safety
+ As gmp_chan_recv.
+ */
+int gmp_chan_recv_timeout(struct gmp_chan *c, void *out, int64_t timeout_ns);
+
+/*
+ Closes `c`: no value can be sent any more; receivers drain the buffer, then get
+ -EPIPE. Every blocked receiver and sender is woken (with -EPIPE). Returns 0; -EPIPE if
+ it was already closed (Go panics); -EINVAL if `c` is NULL.
+
+ # Safety
+ `c` is NULL or a live channel.
+ */
+int gmp_chan_close(struct gmp_chan *c);
+
+/*
+ The number of elements in the buffer (a snapshot); -EINVAL if `c` is NULL.
+
+ # Safety
+ `c` is NULL or a live channel.
+ */
+int64_t gmp_chan_len(struct gmp_chan *c);
+
+/*
+ The buffer's capacity (0: unbuffered); -EINVAL if `c` is NULL.
+
+ # Safety
+ `c` is NULL or a live channel.
+ */
+int64_t gmp_chan_cap(struct gmp_chan *c);
+
+/*
+ Waits until one of the `n` cases can proceed, performs it, sets its `status` and
+ returns its index (Go's select). When several are ready, each is chosen with equal
+ probability. A case whose `chan` is NULL never fires; a channel may appear in several
+ cases.
+
+ `timeout_ns` < 0: no timeout; 0: do not wait (Go's default case): -EAGAIN if no case is
+ ready; > 0: -ETIMEDOUT after that many nanoseconds. On -EAGAIN/-ETIMEDOUT no case was
+ performed and no status written.
+
+ -EINVAL: `cases` NULL with `n` > 0; `n` > 65536; an `op` other than GMP_SEND or
+ GMP_RECV; a GMP_SEND case with a channel, a NULL `buf` and a nonzero element size;
+ `n` == 0 or every `chan` NULL with `timeout_ns` < 0 (it would wait forever).
+ May switch goroutines.
+
+ # Safety
+ `cases` is NULL or points to `n` cases, which the caller does not touch during the
+ call; each non-NULL `chan` is live; each `buf` is valid for its channel's element size
+ (GMP_RECV: writable or NULL; GMP_SEND: readable).
+ */
+int gmp_select(struct gmp_select_case *cases, size_t n, int64_t timeout_ns);
 
 /*
  Locks `m`, waiting while another holder has it: a goroutine parks (its thread runs

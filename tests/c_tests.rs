@@ -781,3 +781,18 @@ fn header_compiles_as_c11() {
 fn header_compiles_as_cxx17() {
     compile_header("c++", "c++17", "cpp");
 }
+
+#[test]
+fn chan_basic() {
+    expect_success("chan_basic", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn select_basic() {
+    expect_success("select_basic", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn chan_stress() {
+    expect_success("chan_stress", &[]);
+}

@@ -1,1 +1,20 @@
-//! Channels and select (Go's chan.go, select.go). Under construction.
+//! Channels and select (Go's chan.go and select.go).
+//!
+//! - [`hchan`]: the channel — ring buffer, wait queues, send/receive/close with direct
+//!   hand-off between a sender and a blocked receiver (and back);
+//! - [`select`]: selectgo — random poll order, address lock order, one sudog per case;
+//! - [`sudog`]: the waiter records (on the waiter's stack), the wait queues, the done flag
+//!   that arbitrates between wakers and timeouts, and blocking (gopark for goroutines, a
+//!   futex `Note` for foreign threads).
+//!
+//! # Lock order
+//! Channel locks (several only in select: ascending address, each once) → a P's timer lock
+//! (a timeout armed by gopark's unlock function) → `SCHED.lock` (goready). A timer
+//! callback never takes a channel lock; wake-ups (goready, Note::wakeup) happen after the
+//! channel locks are released, except a timeout's goready, which runs under the timer lock.
+
+pub mod hchan;
+pub mod select;
+pub(crate) mod sudog;
+
+pub use hchan::{Chan, ChanError, Mode};

@@ -105,6 +105,9 @@ pub enum WaitReason {
     Semacquire = 1,
     WaitGroupWait = 2,
     Sleep = 3,
+    ChanSend = 4,
+    ChanRecv = 5,
+    Select = 6,
 }
 
 impl WaitReason {
@@ -114,6 +117,9 @@ impl WaitReason {
             WaitReason::Semacquire => "semacquire",
             WaitReason::WaitGroupWait => "sync.WaitGroup.Wait",
             WaitReason::Sleep => "sleep",
+            WaitReason::ChanSend => "chan send",
+            WaitReason::ChanRecv => "chan receive",
+            WaitReason::Select => "select",
         }
     }
     fn from_u8(v: u8) -> WaitReason {
@@ -121,6 +127,9 @@ impl WaitReason {
             1 => WaitReason::Semacquire,
             2 => WaitReason::WaitGroupWait,
             3 => WaitReason::Sleep,
+            4 => WaitReason::ChanSend,
+            5 => WaitReason::ChanRecv,
+            6 => WaitReason::Select,
             _ => WaitReason::None,
         }
     }

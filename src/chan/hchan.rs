@@ -1,0 +1,480 @@
+//! The channel (Go's hchan, chan.go): a lock, a ring buffer of `cap` elements of
+//! `elem_size` bytes, and the queues of blocked receivers and senders.
+//!
+//! # Invariants (under `lock`)
+//! - At least one of `recvq` and `sendq` is empty, except for a select waiting on both
+//!   directions of one channel (its own sudogs never match each other: it is parked).
+//! - Buffered: `sendq` is non-empty only if the buffer is full; `recvq` only if it is empty.
+//! - Unbuffered: `qcount == 0`; a value goes straight from the sender's `elem` to the
+//!   receiver's `out` (one copy, done by whichever side arrives second).
+//! - `closed` never reverts; once set, both queues are empty (the closer drained them) and
+//!   nobody enqueues again.
+//!
+//! A blocked operation is woken by the party that claims its waiter (see `sudog`); the
+//! transfer is done by that party under the lock, and the wake-up after the lock is
+//! released, as Go does.
+
+use core::cell::UnsafeCell;
+use core::ptr::null;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use super::sudog::{self, Sudog, WaitQ, Waiter};
+use crate::rt::WaitReason;
+use crate::sys::{self, Lock};
+
+/// Why an operation did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChanError {
+    /// The channel is closed (receive: and drained).
+    Closed,
+    /// The non-blocking form would have blocked.
+    WouldBlock,
+    /// The deadline passed first.
+    TimedOut,
+}
+
+/// How long an operation may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Block,
+    /// Never wait: `WouldBlock`.
+    Try,
+    /// Wait until this `nanotime` deadline: then `TimedOut`.
+    Until(i64),
+}
+
+impl Mode {
+    /// The mode of a C timeout: < 0 none, 0 do not wait (reported as timed out), else
+    /// relative nanoseconds.
+    pub fn from_timeout(ns: i64) -> Mode {
+        if ns < 0 {
+            Mode::Block
+        } else {
+            Mode::Until(sys::nanotime().saturating_add(ns))
+        }
+    }
+
+    /// The error for "would have to wait" if this mode may not, else the deadline to wait
+    /// for (None: forever).
+    pub(crate) fn wait_for(self) -> Result<Option<i64>, ChanError> {
+        match self {
+            Mode::Block => Ok(None),
+            Mode::Try => Err(ChanError::WouldBlock),
+            Mode::Until(d) if d <= sys::nanotime() => Err(ChanError::TimedOut),
+            Mode::Until(d) => Ok(Some(d)),
+        }
+    }
+}
+
+/// The lock-protected half of a channel.
+pub(crate) struct Synced {
+    qcount: usize,
+    sendx: usize,
+    recvx: usize,
+    pub closed: bool,
+    pub recvq: WaitQ,
+    pub sendq: WaitQ,
+}
+
+/// A channel. Reference counted; freed by the last `release`.
+pub struct Chan {
+    pub(crate) lock: Lock,
+    /// Owner: the holder of `lock`.
+    synced: UnsafeCell<Synced>,
+    /// Copy of `qcount` for `len` (written under the lock, read without it).
+    len: AtomicUsize,
+    refs: AtomicUsize,
+    elem_size: usize,
+    cap: usize,
+    /// `elem_size * cap` bytes (null when that is 0).
+    buf: *mut u8,
+}
+
+// SAFETY: the mutable state is behind `lock` (Synced), atomics, or immutable after make.
+unsafe impl Sync for Chan {}
+// SAFETY: as above; the buffer is owned by the channel.
+unsafe impl Send for Chan {}
+
+/// Outcome of an operation attempted with the lock held.
+pub(crate) enum Now {
+    /// Done; the waiter to wake once the lock is released (null if none).
+    Done(*const Waiter),
+    /// The channel is closed (receive: drained, `out` zeroed).
+    Closed,
+    /// It would block.
+    Blocked,
+}
+
+const BUF_ALIGN: usize = 16;
+
+// Limits (private: cbindgen would copy any `pub` constant, even an associated one, into
+// the C header; the C names are in ffi).
+/// Largest element size.
+const MAX_ELEM: usize = 65536;
+/// Largest capacity.
+const MAX_CAP: usize = 1 << 31;
+
+impl Chan {
+    /// Largest element size (GMP_CHAN_MAX_ELEM).
+    pub const fn max_elem() -> usize {
+        MAX_ELEM
+    }
+
+    /// A new channel holding one reference, or the reason it cannot be made.
+    pub fn make(elem_size: usize, cap: usize) -> Result<*mut Chan, i32> {
+        if elem_size > MAX_ELEM || cap > MAX_CAP {
+            return Err(libc::EINVAL);
+        }
+        let bytes = elem_size.checked_mul(cap).ok_or(libc::EINVAL)?;
+        let buf = if bytes == 0 {
+            core::ptr::null_mut()
+        } else {
+            let layout =
+                std::alloc::Layout::from_size_align(bytes, BUF_ALIGN).map_err(|_| libc::EINVAL)?;
+            // SAFETY: layout has a nonzero size.
+            let p = unsafe { std::alloc::alloc(layout) };
+            if p.is_null() {
+                return Err(libc::ENOMEM);
+            }
+            p
+        };
+        Ok(Box::into_raw(Box::new(Chan {
+            lock: Lock::new(),
+            synced: UnsafeCell::new(Synced {
+                qcount: 0,
+                sendx: 0,
+                recvx: 0,
+                closed: false,
+                recvq: WaitQ::new(),
+                sendq: WaitQ::new(),
+            }),
+            len: AtomicUsize::new(0),
+            refs: AtomicUsize::new(1),
+            elem_size,
+            cap,
+            buf,
+        })))
+    }
+
+    pub fn retain(&self) {
+        // relaxed: a new reference is made from an existing one (as Arc::clone).
+        self.refs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops a reference; frees the channel at zero.
+    ///
+    /// # Safety
+    /// `c` came from `make` and the caller owns one reference; if it is the last, no
+    /// operation is in progress or will start.
+    pub unsafe fn release(c: *mut Chan) {
+        // SAFETY: caller contract.
+        unsafe {
+            // release/acquire: every use of the channel happens before the free (as Arc).
+            if (*c).refs.fetch_sub(1, Ordering::Release) != 1 {
+                return;
+            }
+            core::sync::atomic::fence(Ordering::Acquire);
+            let ch = Box::from_raw(c);
+            if !ch.buf.is_null() {
+                let layout =
+                    std::alloc::Layout::from_size_align_unchecked(ch.elem_size * ch.cap, BUF_ALIGN);
+                std::alloc::dealloc(ch.buf, layout);
+            }
+        }
+    }
+
+    pub fn elem_size(&self) -> usize {
+        self.elem_size
+    }
+
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Buffered elements (a snapshot).
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// # Safety
+    /// `lock` is held, and the returned borrow ends before it is released.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn synced(&self) -> &mut Synced {
+        // SAFETY: caller holds the lock that owns it.
+        unsafe { &mut *self.synced.get() }
+    }
+
+    /// Slot `i` of the ring buffer.
+    fn slot(&self, i: usize) -> *mut u8 {
+        // i < cap, so the offset is inside the buffer (or 0 for zero-size elements).
+        self.buf.wrapping_add(i * self.elem_size)
+    }
+
+    /// Copies one element; no-op for zero-size elements or a null destination.
+    ///
+    /// # Safety
+    /// `src` readable and `dst` writable for `elem_size` bytes (unless null/zero).
+    unsafe fn copy(&self, src: *const u8, dst: *mut u8) {
+        if self.elem_size != 0 && !dst.is_null() {
+            // SAFETY: caller contract. `copy`, not `copy_nonoverlapping`: a C caller may
+            // send from the buffer another thread receives into.
+            unsafe { core::ptr::copy(src, dst, self.elem_size) };
+        }
+    }
+
+    /// Zeroes one element at `dst` (if non-null).
+    ///
+    /// # Safety
+    /// `dst` writable for `elem_size` bytes, or null.
+    pub(crate) unsafe fn zero(&self, dst: *mut u8) {
+        if self.elem_size != 0 && !dst.is_null() {
+            // SAFETY: caller contract.
+            unsafe { core::ptr::write_bytes(dst, 0, self.elem_size) };
+        }
+    }
+
+    /// Sends without blocking (Go's chansend up to the point where it would park).
+    ///
+    /// # Safety
+    /// Lock held, `s` is this channel's `synced()`; `elem` readable for `elem_size` bytes.
+    pub(crate) unsafe fn send_locked(&self, s: &mut Synced, elem: *const u8) -> Now {
+        if s.closed {
+            return Now::Closed;
+        }
+        // SAFETY: lock held; a dequeued sudog's waiter is ours until we wake it.
+        unsafe {
+            let sg = s.recvq.dequeue();
+            if !sg.is_null() {
+                // Direct hand-off into the blocked receiver's buffer (Go's sendDirect).
+                self.copy(elem, (*sg).elem.get());
+                return Now::Done(self.complete(sg, true));
+            }
+            if s.qcount < self.cap {
+                self.copy(elem, self.slot(s.sendx));
+                s.sendx += 1;
+                if s.sendx == self.cap {
+                    s.sendx = 0;
+                }
+                s.qcount += 1;
+                self.len.store(s.qcount, Ordering::Relaxed);
+                return Now::Done(null());
+            }
+        }
+        Now::Blocked
+    }
+
+    /// Receives without blocking (Go's chanrecv up to the point where it would park).
+    ///
+    /// # Safety
+    /// Lock held, `s` is this channel's `synced()`; `out` writable for `elem_size` bytes,
+    /// or null.
+    pub(crate) unsafe fn recv_locked(&self, s: &mut Synced, out: *mut u8) -> Now {
+        // SAFETY: lock held; a dequeued sudog's waiter is ours until we wake it.
+        unsafe {
+            if s.closed {
+                if s.qcount == 0 {
+                    self.zero(out);
+                    return Now::Closed;
+                }
+            } else {
+                let sg = s.sendq.dequeue();
+                if !sg.is_null() {
+                    if self.cap == 0 {
+                        // Straight from the blocked sender (Go's recvDirect).
+                        self.copy((*sg).elem.get(), out);
+                    } else {
+                        // The buffer is full: take its head, and put the sender's value in
+                        // the freed slot, which becomes the tail.
+                        let slot = self.slot(s.recvx);
+                        self.copy(slot, out);
+                        self.copy((*sg).elem.get(), slot);
+                        s.recvx += 1;
+                        if s.recvx == self.cap {
+                            s.recvx = 0;
+                        }
+                        s.sendx = s.recvx;
+                    }
+                    return Now::Done(self.complete(sg, true));
+                }
+            }
+            if s.qcount > 0 {
+                self.copy(self.slot(s.recvx), out);
+                s.recvx += 1;
+                if s.recvx == self.cap {
+                    s.recvx = 0;
+                }
+                s.qcount -= 1;
+                self.len.store(s.qcount, Ordering::Relaxed);
+                return Now::Done(null());
+            }
+        }
+        Now::Blocked
+    }
+
+    /// Records the outcome in a claimed sudog; returns its waiter, to wake after unlock.
+    ///
+    /// # Safety
+    /// Lock held; `sg` was just dequeued and its waiter claimed by the caller.
+    unsafe fn complete(&self, sg: *const Sudog, success: bool) -> *const Waiter {
+        // SAFETY: caller contract: sg and its waiter are alive until the wake-up.
+        unsafe {
+            (*sg).success.set(success);
+            let w = (*sg).waiter.get();
+            // relaxed: published by the wake-up's release (goready / Note::wakeup).
+            (*w).fired.store(sg as *mut Sudog, Ordering::Relaxed);
+            w
+        }
+    }
+
+    /// Sends `elem` (Go's chansend).
+    ///
+    /// # Safety
+    /// `elem` readable for `elem_size` bytes until this returns.
+    pub unsafe fn send(&self, elem: *const u8, mode: Mode) -> Result<(), ChanError> {
+        self.lock.lock();
+        // SAFETY: lock held; elem per the caller contract.
+        let now = unsafe { self.send_locked(self.synced(), elem) };
+        // SAFETY: as above.
+        unsafe { self.finish_or_block(now, elem as *mut u8, mode, true) }
+    }
+
+    /// Receives into `out` (may be null: discard) (Go's chanrecv).
+    ///
+    /// # Safety
+    /// `out` writable for `elem_size` bytes until this returns, or null.
+    pub unsafe fn recv(&self, out: *mut u8, mode: Mode) -> Result<(), ChanError> {
+        self.lock.lock();
+        // SAFETY: lock held; out per the caller contract.
+        let now = unsafe { self.recv_locked(self.synced(), out) };
+        // SAFETY: as above.
+        unsafe { self.finish_or_block(now, out, mode, false) }
+    }
+
+    /// Second half of send/recv: with the lock held and the attempt's outcome `now`,
+    /// releases the lock and wakes the peer, or blocks on the send or receive queue.
+    ///
+    /// # Safety
+    /// Lock held; `elem` is the operation's buffer.
+    unsafe fn finish_or_block(
+        &self,
+        now: Now,
+        elem: *mut u8,
+        mode: Mode,
+        is_send: bool,
+    ) -> Result<(), ChanError> {
+        match now {
+            Now::Done(w) => {
+                self.lock.unlock();
+                if !w.is_null() {
+                    // SAFETY: claimed by send_locked/recv_locked; lock released.
+                    unsafe { sudog::wake(w) };
+                }
+                return Ok(());
+            }
+            Now::Closed => {
+                self.lock.unlock();
+                return Err(ChanError::Closed);
+            }
+            Now::Blocked => {}
+        }
+        let deadline = match mode.wait_for() {
+            Ok(d) => d,
+            Err(e) => {
+                self.lock.unlock();
+                return Err(e);
+            }
+        };
+        let w = Waiter::new();
+        let sg = Sudog::new();
+        sg.waiter.set(&w);
+        sg.elem.set(elem);
+        let me: *const Chan = self;
+        // SAFETY: lock held; w and sg live in this frame until block returns and, on a
+        // timeout, until we removed sg again below.
+        let fired = unsafe {
+            let s = self.synced();
+            if is_send {
+                s.sendq.enqueue(&sg);
+            } else {
+                s.recvq.enqueue(&sg);
+            }
+            let reason = if is_send {
+                WaitReason::ChanSend
+            } else {
+                WaitReason::ChanRecv
+            };
+            sudog::block(&w, &[me], deadline, reason)
+        };
+        if !fired {
+            self.lock.lock();
+            // SAFETY: lock held; sg was queued on this queue.
+            unsafe {
+                let s = self.synced();
+                if is_send {
+                    s.sendq.remove(&sg);
+                } else {
+                    s.recvq.remove(&sg);
+                }
+            }
+            self.lock.unlock();
+            return Err(ChanError::TimedOut);
+        }
+        if sg.success.get() {
+            Ok(())
+        } else {
+            Err(ChanError::Closed)
+        }
+    }
+
+    /// Closes the channel (Go's closechan): every blocked receiver gets the zero value and
+    /// `Closed`, every blocked sender `Closed`.
+    pub fn close(&self) -> Result<(), ChanError> {
+        self.lock.lock();
+        // SAFETY: lock held.
+        let s = unsafe { self.synced() };
+        if s.closed {
+            self.lock.unlock();
+            return Err(ChanError::Closed);
+        }
+        s.closed = true;
+        // Claim every waiter under the lock; wake them after releasing it.
+        let mut list: *const Waiter = null();
+        // SAFETY: lock held; dequeued sudogs' waiters are claimed by us and alive until
+        // woken; the list links through claimed waiters only.
+        unsafe {
+            loop {
+                let sg = s.recvq.dequeue();
+                if sg.is_null() {
+                    break;
+                }
+                self.zero((*sg).elem.get());
+                let w = self.complete(sg, false);
+                (*w).wake_link.set(list);
+                list = w;
+            }
+            loop {
+                let sg = s.sendq.dequeue();
+                if sg.is_null() {
+                    break;
+                }
+                let w = self.complete(sg, false);
+                (*w).wake_link.set(list);
+                list = w;
+            }
+        }
+        self.lock.unlock();
+        while !list.is_null() {
+            // SAFETY: read the link before the wake-up, our last access to that waiter.
+            unsafe {
+                let next = (*list).wake_link.get();
+                sudog::wake(list);
+                list = next;
+            }
+        }
+        Ok(())
+    }
+}

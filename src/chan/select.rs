@@ -1,0 +1,281 @@
+//! select (Go's selectgo, select.go).
+//!
+//! 1. The enabled cases (non-null channel) are put in a random *poll order* (an inside-out
+//!    Fisher–Yates shuffle), so that among ready cases each is chosen with equal chance;
+//!    and in a *lock order* by channel address, so that two selects on overlapping
+//!    channels always lock them in the same order. A channel named by several cases is
+//!    locked once.
+//! 2. Pass 1, all locks held: the first case in poll order that can proceed does, and the
+//!    select returns it.
+//! 3. Otherwise (and if it may wait) one sudog per enabled case, all sharing one waiter,
+//!    goes on its channel's queue, in lock order; the caller blocks (`sudog::block`).
+//!    Whoever claims the waiter first (a peer, a closer, the timeout; see `sudog`)
+//!    completes exactly one case.
+//! 4. Pass 3, all locks held again: every sudog except the one that fired is taken off
+//!    its queue (a queue may still hold them; a waker may have dropped some already).
+//!
+//! Unlike Go, a case woken by a close reports it (status -EPIPE) instead of looping: each
+//! sudog knows its case, and the closer wrote the outcome into it.
+//!
+//! Scratch space (orders, distinct channels, sudogs) is on the stack for up to
+//! `SMALL_CASES` cases, on the heap beyond.
+
+use core::ffi::c_void;
+use core::ptr::null;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use super::hchan::{Chan, ChanError, Mode, Now};
+use super::sudog::{self, Sudog, Waiter};
+use crate::rt::{self, WaitReason};
+
+/// Cases up to this many use stack scratch space: 16 sudogs are ~800 bytes.
+const SMALL_CASES: usize = 16;
+
+/// One case; the same layout as the C `gmp_select_case` (checked in ffi).
+#[repr(C)]
+pub struct Case {
+    /// Null disables the case.
+    pub chan: *mut Chan,
+    /// SEND or RECV.
+    pub op: u32,
+    /// Send: the element; receive: where to store it (may be null).
+    pub buf: *mut c_void,
+    /// Out: set on the case that fired: 0, or -EPIPE (the channel is closed).
+    pub status: i32,
+}
+
+// Private: cbindgen would copy any `pub` constant, even an associated one, into the C
+// header; the C names (GMP_SEND, GMP_RECV) are in ffi.
+const SEND: u32 = 1;
+const RECV: u32 = 2;
+const MAX_CASES: usize = 65536;
+
+impl Case {
+    /// Op of a send case (GMP_SEND).
+    pub const fn send_op() -> u32 {
+        SEND
+    }
+    /// Op of a receive case (GMP_RECV).
+    pub const fn recv_op() -> u32 {
+        RECV
+    }
+    /// Largest number of cases.
+    pub const fn max_cases() -> usize {
+        MAX_CASES
+    }
+}
+
+/// Random state for threads that are not Ms (foreign threads): a Weyl sequence mixed by
+/// splitmix64. Ms use their own `fastrand`.
+static FOREIGN_RAND: AtomicU64 = AtomicU64::new(0x853c_49e6_748f_ea9b);
+
+/// A random number (Go's cheaprand).
+fn cheaprand() -> u32 {
+    let m = rt::getm();
+    if m.is_null() {
+        let mut z = FOREIGN_RAND
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        return (z ^ (z >> 31)) as u32;
+    }
+    // SAFETY: m is this thread's M, and this thread is the owner of its fastrand; nothing
+    // here can switch goroutines.
+    unsafe {
+        let mut x = (*m).fastrand.get();
+        if x == 0 {
+            x = 0x2545_f491_4f6c_dd1d;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        (*m).fastrand.set(x);
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    }
+}
+
+/// A uniform random number in [0, n) (Lemire's multiply-shift; bias < n / 2^32).
+fn cheaprandn(n: u32) -> u32 {
+    ((cheaprand() as u64 * n as u64) >> 32) as u32
+}
+
+/// Runs a select over `cases` (Go's selectgo). Returns the index of the case that fired,
+/// with its `status` set; `WouldBlock` / `TimedOut` if none could proceed in time.
+///
+/// # Safety
+/// Every enabled case has a live channel, `op` is SEND or RECV, and its `buf` is
+/// valid for the channel's element size (receive: writable or null; send: readable).
+/// The caller has checked that some case is enabled or `mode` is not `Block`.
+pub unsafe fn select(cases: &mut [Case], mode: Mode) -> Result<usize, ChanError> {
+    let n = cases.len();
+    if n <= SMALL_CASES {
+        let mut order = [0u32; 2 * SMALL_CASES];
+        let mut locks = [null::<Chan>(); SMALL_CASES];
+        let sgs: [Sudog; SMALL_CASES] = core::array::from_fn(|_| Sudog::new());
+        // SAFETY: caller contract; scratch sized for n.
+        unsafe { selectgo(cases, mode, &mut order[..2 * n], &mut locks[..n], &sgs[..n]) }
+    } else {
+        let mut order = vec![0u32; 2 * n];
+        let mut locks = vec![null::<Chan>(); n];
+        let sgs: Vec<Sudog> = (0..n).map(|_| Sudog::new()).collect();
+        // SAFETY: as above.
+        unsafe { selectgo(cases, mode, &mut order, &mut locks, &sgs) }
+    }
+}
+
+/// Locks the distinct channels in `locks` (ascending).
+fn sellock(locks: &[*const Chan]) {
+    for &c in locks {
+        // SAFETY: enabled cases' channels are alive during the select.
+        unsafe { (*c).lock.lock() };
+    }
+}
+
+fn selunlock(locks: &[*const Chan]) {
+    for &c in locks.iter().rev() {
+        // SAFETY: as above; we hold each lock.
+        unsafe { (*c).lock.unlock() };
+    }
+}
+
+/// # Safety
+/// As `select`; `order` has 2n entries, `locks` and `sgs` n.
+unsafe fn selectgo(
+    cases: &mut [Case],
+    mode: Mode,
+    order: &mut [u32],
+    locks: &mut [*const Chan],
+    sgs: &[Sudog],
+) -> Result<usize, ChanError> {
+    let n = cases.len();
+    let (pollorder, lockorder) = order.split_at_mut(n);
+
+    // Poll order: a random permutation of the enabled cases.
+    let mut np = 0;
+    for (i, cas) in cases.iter().enumerate() {
+        if cas.chan.is_null() {
+            continue;
+        }
+        let j = cheaprandn(np as u32 + 1) as usize;
+        pollorder[np] = pollorder[j];
+        pollorder[j] = i as u32;
+        np += 1;
+    }
+    let pollorder = &pollorder[..np];
+    if np == 0 {
+        // Nothing can ever fire: only the timeout can end this.
+        let deadline = mode.wait_for()?;
+        match deadline {
+            Some(d) => {
+                rt::timer::sleep(d - crate::sys::nanotime());
+                return Err(ChanError::TimedOut);
+            }
+            None => rt::throw("select: no cases and no timeout"),
+        }
+    }
+    // Lock order: by channel address; distinct channels in `locks`.
+    let lockorder = &mut lockorder[..np];
+    lockorder.copy_from_slice(pollorder);
+    lockorder.sort_unstable_by_key(|&i| cases[i as usize].chan as usize);
+    let mut nl = 0;
+    for &i in lockorder.iter() {
+        let c = cases[i as usize].chan as *const Chan;
+        if nl == 0 || locks[nl - 1] != c {
+            locks[nl] = c;
+            nl += 1;
+        }
+    }
+    let locks = &locks[..nl];
+    let lockorder = &*lockorder;
+
+    sellock(locks);
+
+    // Pass 1: the first ready case in poll order.
+    for &i in pollorder {
+        let cas = &mut cases[i as usize];
+        // SAFETY: all locks held; buffers per the caller contract.
+        let now = unsafe {
+            let c = &*cas.chan;
+            if cas.op == SEND {
+                c.send_locked(c.synced(), cas.buf as *const u8)
+            } else {
+                c.recv_locked(c.synced(), cas.buf as *mut u8)
+            }
+        };
+        match now {
+            Now::Blocked => continue,
+            Now::Closed => {
+                selunlock(locks);
+                cas.status = -libc::EPIPE;
+                return Ok(i as usize);
+            }
+            Now::Done(w) => {
+                selunlock(locks);
+                if !w.is_null() {
+                    // SAFETY: claimed by send_locked/recv_locked; locks released.
+                    unsafe { sudog::wake(w) };
+                }
+                cas.status = 0;
+                return Ok(i as usize);
+            }
+        }
+    }
+
+    let deadline = match mode.wait_for() {
+        Ok(d) => d,
+        Err(e) => {
+            selunlock(locks);
+            return Err(e);
+        }
+    };
+
+    // Pass 2: queue one sudog per enabled case, in lock order.
+    let w = Waiter::new();
+    for (k, &i) in lockorder.iter().enumerate() {
+        let cas = &cases[i as usize];
+        let sg = &sgs[k];
+        sg.waiter.set(&w);
+        sg.elem.set(cas.buf as *mut u8);
+        sg.case.set(i as usize);
+        // SAFETY: all locks held; sg and w live in our callers' frames until pass 3.
+        unsafe {
+            let s = (*cas.chan).synced();
+            if cas.op == SEND {
+                s.sendq.enqueue(sg);
+            } else {
+                s.recvq.enqueue(sg);
+            }
+        }
+    }
+    // SAFETY: we hold exactly `locks`, and our sudogs are queued on them.
+    let claimed = unsafe { sudog::block(&w, locks, deadline, WaitReason::Select) };
+
+    // Pass 3: take every other sudog off its queue.
+    sellock(locks);
+    let fired = w.fired.load(Ordering::Acquire) as *const Sudog;
+    for (k, &i) in lockorder.iter().enumerate() {
+        let sg: *const Sudog = &sgs[k];
+        if sg == fired {
+            continue;
+        }
+        let cas = &cases[i as usize];
+        // SAFETY: all locks held; sg was queued on this channel's queue.
+        unsafe {
+            let s = (*cas.chan).synced();
+            if cas.op == SEND {
+                s.sendq.remove(sg);
+            } else {
+                s.recvq.remove(sg);
+            }
+        }
+    }
+    selunlock(locks);
+    if !claimed {
+        return Err(ChanError::TimedOut);
+    }
+    // SAFETY: fired is one of our sudogs (a waker claimed us).
+    let (i, ok) = unsafe { ((*fired).case.get(), (*fired).success.get()) };
+    cases[i].status = if ok { 0 } else { -libc::EPIPE };
+    Ok(i)
+}
