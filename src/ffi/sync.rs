@@ -9,7 +9,7 @@ use core::sync::atomic::{AtomicI32, AtomicU32};
 
 use super::{boundary, gmp_func};
 use crate::sync::cond::{NotifyList, list_ptr};
-use crate::sync::mutex::Mutex;
+use crate::sync::mutex::{self, Mutex};
 use crate::sync::once::Once;
 use crate::sync::rwmutex::RwMutex;
 
@@ -144,12 +144,30 @@ unsafe fn cond_ref<'a>(c: *mut gmp_cond) -> NotifyList<'a> {
 /// `m` is NULL or points to a live gmp_mutex.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gmp_mutex_lock(m: *mut gmp_mutex) -> c_int {
+    if bad(m) {
+        return -libc::EINVAL;
+    }
+    // The uncontended case runs outside the panic boundary (a CAS cannot panic), which
+    // keeps it frameless: this call is as hot as a mutex gets.
+    // SAFETY: checked non-null and aligned; the caller promises it is live; all access to
+    // the word is atomic.
+    if mutex::lock_fast(unsafe { AtomicI32::from_ptr(addr_of_mut!((*m).state)) }) {
+        return 0;
+    }
+    // SAFETY: as above.
+    unsafe { mutex_lock_slow(m) }
+}
+
+/// The contended half of gmp_mutex_lock, out of line so the fast path needs no frame.
+///
+/// # Safety
+/// `m` is non-null, aligned and live.
+#[cold]
+#[inline(never)]
+unsafe fn mutex_lock_slow(m: *mut gmp_mutex) -> c_int {
     boundary("gmp_mutex_lock", || {
-        if bad(m) {
-            return -libc::EINVAL;
-        }
-        // SAFETY: checked non-null and aligned; the caller promises it is live.
-        unsafe { mutex_ref(m) }.lock();
+        // SAFETY: caller contract.
+        unsafe { mutex_ref(m) }.lock_slow();
         0
     })
 }
@@ -182,12 +200,29 @@ pub unsafe extern "C" fn gmp_mutex_trylock(m: *mut gmp_mutex) -> c_int {
 /// `m` is NULL or points to a live gmp_mutex.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gmp_mutex_unlock(m: *mut gmp_mutex) -> c_int {
+    if bad(m) {
+        return -libc::EINVAL;
+    }
+    // As in gmp_mutex_lock: the uncontended case outside the panic boundary.
+    // SAFETY: checked non-null and aligned; the caller promises it is live.
+    let new = mutex::unlock_fast(unsafe { AtomicI32::from_ptr(addr_of_mut!((*m).state)) });
+    if new == 0 {
+        return 0;
+    }
+    // SAFETY: as above.
+    unsafe { mutex_unlock_slow(m, new) }
+}
+
+/// The contended half of gmp_mutex_unlock (waiters to wake, or a misuse to report).
+///
+/// # Safety
+/// `m` is non-null, aligned and live.
+#[cold]
+#[inline(never)]
+unsafe fn mutex_unlock_slow(m: *mut gmp_mutex, new: i32) -> c_int {
     boundary("gmp_mutex_unlock", || {
-        if bad(m) {
-            return -libc::EINVAL;
-        }
-        // SAFETY: checked non-null and aligned; the caller promises it is live.
-        unsafe { mutex_ref(m) }.unlock();
+        // SAFETY: caller contract.
+        unsafe { mutex_ref(m) }.unlock_slow(new);
         0
     })
 }

@@ -72,6 +72,22 @@ fn can_spin(iter: u32) -> bool {
 }
 
 /// The two words of a `gmp_mutex`.
+/// The uncontended lock: one CAS of a free mutex to locked. The C API runs it before (and
+/// outside) its panic boundary, so that the common case is a frameless function.
+#[inline(always)]
+pub fn lock_fast(state: &AtomicI32) -> bool {
+    // acquire: pairs with the release in `unlock`.
+    state.compare_exchange(0, MUTEX_LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+}
+
+/// The uncontended unlock: drops the locked bit; returns the new state, which must go to
+/// `Mutex::unlock_slow` when it is not 0 (waiters, or a misuse to report).
+#[inline(always)]
+pub fn unlock_fast(state: &AtomicI32) -> i32 {
+    // release: publishes the critical section to the next locker (pairs with `lock`).
+    state.fetch_sub(MUTEX_LOCKED, Ordering::Release).wrapping_sub(MUTEX_LOCKED)
+}
+
 pub struct Mutex<'a> {
     pub state: &'a AtomicI32,
     pub sema: &'a AtomicU32,
@@ -110,7 +126,7 @@ impl Mutex<'_> {
     }
 
     #[cold]
-    fn lock_slow(&self) {
+    pub(crate) fn lock_slow(&self) {
         let mut wait_start: i64 = 0;
         let mut starving = false;
         // We were woken from the semaphore (or set WOKEN while spinning): the WOKEN bit is
@@ -222,7 +238,7 @@ impl Mutex<'_> {
     }
 
     #[cold]
-    fn unlock_slow(&self, new: i32) {
+    pub(crate) fn unlock_slow(&self, new: i32) {
         if new.wrapping_add(MUTEX_LOCKED) & MUTEX_LOCKED == 0 {
             fatal("sync: unlock of unlocked mutex");
         }
