@@ -285,6 +285,11 @@ typedef struct gmp_once_t {
   struct gmp_mutex m;
 } gmp_once_t;
 
+/*
+ A blocking function for gmp_blocking: called once with the argument given.
+ */
+typedef int64_t (*gmp_blocking_fn)(void *arg);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -663,6 +668,117 @@ int gmp_cond_broadcast(struct gmp_cond *c);
  `o` is NULL or points to a live gmp_once_t.
  */
 int gmp_once(struct gmp_once_t *o, gmp_func func, void *arg);
+
+/*
+ Tells the scheduler that the calling goroutine is about to block in the kernel (or in
+ any long call that does not use gmp): its processor stays attached to the thread, and if
+ the call lasts more than ~20 µs while other goroutines wait, the monitor thread hands
+ the processor to another thread so they keep running. Must be paired with
+ gmp_exitsyscall on the same goroutine; in between, call no gmp function that may block
+ or switch (a wait, yield or sleep aborts with a "gmp:" message).
+
+ Returns 0; 0 and nothing else on a thread that is not a goroutine; -EINVAL if the
+ goroutine is inside gmp_entersyscall already.
+ */
+int gmp_entersyscall(void);
+
+/*
+ Ends what gmp_entersyscall started. The goroutine continues **on the same OS thread**
+ (so `&errno` and `__thread` addresses stay valid across the pair): with its processor
+ if it was not handed off, else with an idle one, else the thread waits until one is
+ handed to it.
+
+ Returns 0; 0 on a thread that is not a goroutine; -EINVAL if the goroutine is not
+ inside gmp_entersyscall.
+ */
+int gmp_exitsyscall(void);
+
+/*
+ Runs `fn(arg)` as a blocking call (between gmp_entersyscall and gmp_exitsyscall, see
+ there) and returns what it returns. The goroutine stays on its OS thread, so errno
+ values `fn` leaves are still there afterwards — but prefer returning -errno from `fn`.
+ On a thread that is not a goroutine, or nested inside another blocking call, it simply
+ calls `fn(arg)`. Returns -EINVAL if `fn` is NULL.
+
+ # Safety
+ `fn(arg)` must be sound to call on the calling thread.
+ */
+int64_t gmp_blocking(gmp_blocking_fn func, void *arg);
+
+/*
+ read(2) as a blocking call (see gmp_entersyscall): other goroutines keep running while
+ it blocks. Returns the byte count, or -errno (-EBADF, -EAGAIN on a non-blocking fd…);
+ -EINVAL if `buf` is NULL. errno is left unchanged.
+
+ # Safety
+ `buf` is NULL or writable for `n` bytes.
+ */
+int64_t gmp_read(int fd, void *buf, size_t n);
+
+/*
+ write(2) as a blocking call. Returns the byte count or -errno; -EINVAL if `buf` is NULL.
+
+ # Safety
+ `buf` is NULL or readable for `n` bytes.
+ */
+int64_t gmp_write(int fd, const void *buf, size_t n);
+
+/*
+ pread(2) as a blocking call. Returns the byte count or -errno; -EINVAL if `buf` is NULL.
+
+ # Safety
+ `buf` is NULL or writable for `n` bytes.
+ */
+int64_t gmp_pread(int fd, void *buf, size_t n, int64_t off);
+
+/*
+ pwrite(2) as a blocking call. Returns the byte count or -errno; -EINVAL if `buf` is NULL.
+
+ # Safety
+ `buf` is NULL or readable for `n` bytes.
+ */
+int64_t gmp_pwrite(int fd, const void *buf, size_t n, int64_t off);
+
+/*
+ open(2) as a blocking call. Returns the new fd or -errno; -EINVAL if `path` is NULL.
+ `mode` is used only with O_CREAT / O_TMPFILE.
+
+ # Safety
+ `path` is NULL or a NUL-terminated string.
+ */
+int gmp_open(const char *path, int flags, int mode);
+
+/*
+ close(2) as a blocking call (closing can block, e.g. on NFS). Returns 0 or -errno.
+ */
+int gmp_close(int fd);
+
+/*
+ fsync(2) as a blocking call. Returns 0 or -errno.
+ */
+int gmp_fsync(int fd);
+
+/*
+ Locks the calling goroutine to its OS thread (Go's runtime.LockOSThread): until the
+ matching gmp_unlock_os_thread, it runs only on this thread and the thread runs nothing
+ else (when it waits, the thread sleeps). Calls nest: the goroutine is unlocked when as
+ many unlocks as locks were made. A goroutine that ends while locked takes its thread
+ with it: the thread exits instead of serving other goroutines, so state the goroutine
+ changed in it (namespaces, credentials, signal mask…) never leaks. New threads are
+ never created from a locked thread.
+
+ Returns the new nesting count (>= 1); -EPERM on a thread that is not a goroutine;
+ -EOVERFLOW if the count would overflow.
+ */
+int gmp_lock_os_thread(void);
+
+/*
+ Undoes one gmp_lock_os_thread (Go's runtime.UnlockOSThread). Returns the remaining
+ count (0: unlocked; also 0, doing nothing, when the goroutine was not locked); -EPERM on
+ a thread that is not a goroutine. A goroutine started with GMP_GO_PINNED stays on its
+ thread regardless.
+ */
+int gmp_unlock_os_thread(void);
 
 /*
  Monotonic time in nanoseconds (CLOCK_MONOTONIC): the clock of every timeout in this

@@ -796,3 +796,35 @@ fn select_basic() {
 fn chan_stress() {
     expect_success("chan_stress", &[]);
 }
+
+// ---- syscall hand-off, sysmon, LockOSThread ----
+
+#[test]
+fn syscall_handoff() {
+    expect_success("syscall_handoff", &[]);
+}
+
+#[test]
+fn syscall_burst() {
+    expect_success("syscall_burst", &[]);
+}
+
+#[test]
+fn syscall_pinned() {
+    expect_success("syscall_pinned", &[]);
+}
+
+#[test]
+fn syscall_errno() {
+    expect_success("syscall_errno", &[]);
+}
+
+#[test]
+fn syscall_bad_input() {
+    expect_success("syscall_bad_input", &[]);
+}
+
+#[test]
+fn lockosthread() {
+    expect_success("lockosthread", &[]);
+}

@@ -11,6 +11,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 mod chan;
 mod sync;
+mod syscall;
 mod time;
 
 use crate::rt;

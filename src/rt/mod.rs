@@ -28,29 +28,46 @@
 //! | `G_WAITING`    | parked in a wait queue (sema, channel…)  | the wait queue; nobody runs it             | the waker (`goready`) → RUNNABLE |
 //! | `G_DEAD`       | finished, on a free list                  | the free list (stack kept)                | `newproc` reusing it → RUNNABLE |
 //!
-//! `G_SYSCALL` and `G_PREEMPTED` come with the syscall and preemption issues.
+//! | `G_SYSCALL`    | in a blocking call (syscall.rs)          | its M (`g.m`, `m.curg == g`; `m.p == 0`, `m.oldp` = the P it left in P_SYSCALL) | its M only: `exitsyscall` → RUNNING, or → RUNNABLE when it must wait for a P |
+//!
+//! One exception to "RUNNABLE: the stack is not owned": a goroutine whose `exitsyscall`
+//! found no P is put on the global run queue as a *token* (RUNNABLE, `lockedm` = its M)
+//! while its M sleeps on the goroutine's own stack; whoever dequeues the token hands its P
+//! to that M (`startlockedm`) instead of running the goroutine. `G_PREEMPTED` comes with
+//! the preemption issue.
 //!
 //! A `P`'s status: `P_IDLE` (on the idle list, no M; only a holder of `SCHED.lock` moves it
-//! off), `P_RUNNING` (owned by `p.m`, which alone moves it), `P_DEAD` (not among the first
-//! GOMAXPROCS; only `procresize` under `SCHED.lock` revives it).
+//! off), `P_RUNNING` (owned by `p.m`, which alone moves it), `P_SYSCALL` (its M is in a
+//! blocking call; `p.m == 0`, the M keeps it in `m.oldp`; up for grabs: whoever CASes it
+//! away — the M itself on return → RUNNING, sysmon's `retake` → IDLE, or another M's
+//! `exitsyscall` fast path that finds it in `m.oldp` after an ABA → RUNNING — owns it),
+//! `P_DEAD` (not among the first GOMAXPROCS; only `procresize` under `SCHED.lock` revives
+//! it).
 //!
 //! An `M` has no status word; its state is the combination of fields (seed 003, "The Full
 //! M State Machine"): running a G (`curg != 0, p != 0`), in the scheduler (`curg == 0,
 //! p != 0`), spinning (`spinning`, holds a P), idle (on `SCHED.midle`, `p == 0`, asleep on
-//! `park`), or locked-idle (`lockedg != 0`, asleep on `park` until its G is runnable).
+//! `park`), locked-idle (`lockedg != 0`, asleep on `park` until its G is runnable), in a
+//! syscall (`curg` in G_SYSCALL, `p == 0`, `oldp != 0`), waiting for a P holding its
+//! goroutine (`curg` RUNNABLE as a token, asleep on `park`, woken only by `startlockedm`),
+//! or dead (`dead`, its thread exited because its goroutine ended locked).
 //!
 //! # Lock order
 //!
-//! `SCHED.lock` → `SCHED.gfree_lock` → a semaphore root's lock. Nothing else is ever held
+//! A P's timer lock → `SCHED.lock` → `SCHED.gfree_lock` → a semaphore root's lock;
+//! the template thread's list lock (lockosthread.rs) is a leaf. Nothing else is ever held
 //! while taking one of these, and none is held across a goroutine switch (gopark's unlock
 //! function releases the lock a parking goroutine took, on the scheduler stack).
 
 pub mod runq;
 
 mod config;
+pub mod lockosthread;
 mod park;
 mod proc;
 mod sched;
+pub mod syscall;
+mod sysmon;
 pub mod timer;
 pub mod trace;
 
@@ -86,12 +103,14 @@ pub(crate) const DEFAULT_MAX_THREADS: i32 = 10_000;
 pub(crate) const G_IDLE: u32 = 0;
 pub(crate) const G_RUNNABLE: u32 = 1;
 pub(crate) const G_RUNNING: u32 = 2;
+pub(crate) const G_SYSCALL: u32 = 3;
 pub(crate) const G_WAITING: u32 = 4;
 pub(crate) const G_DEAD: u32 = 6;
 
 // P statuses.
 pub(crate) const P_IDLE: u32 = 0;
 pub(crate) const P_RUNNING: u32 = 1;
+pub(crate) const P_SYSCALL: u32 = 2;
 pub(crate) const P_DEAD: u32 = 4;
 
 /// A goroutine's entry function, as C sees it.
@@ -306,6 +325,18 @@ pub struct M {
     pub waitlock: Owned<usize>,
     /// Random state for the steal order. Owner: this M's thread.
     pub fastrand: Owned<u64>,
+    /// The P this M left in P_SYSCALL when its goroutine entered a blocking call; it takes
+    /// it back on return if nobody retook it. Written by this M only; atomic for trace.
+    pub oldp: AtomicPtr<P>,
+    /// `oldp.syscalltick` at entersyscall. Owner: this M's thread.
+    pub syscalltick: Owned<u32>,
+    /// LockOSThread nesting count (Go's `lockedExt`). Owner: this M's thread.
+    pub lockedext: Owned<u32>,
+    /// Set by goexit0 when the goroutine ended locked: the M exits its thread. Owner: this
+    /// M's thread.
+    pub exiting: Owned<bool>,
+    /// The thread exited (the M stays on `allm`, never freed).
+    pub dead: AtomicBool,
     /// Kernel thread id (for scheddetail and tests).
     pub tid: AtomicI32,
     /// Link in `SCHED.allm` (append-only).
@@ -354,6 +385,12 @@ pub struct P {
     pub nspawned: AtomicU64,
     /// This P's timer heap (see timer.rs).
     pub timers: timer::Timers,
+    /// Incremented by whoever takes the P back after a syscall (its M's exitsyscall fast
+    /// path, or sysmon's retake): sysmon retakes a P only if it saw the same value one
+    /// tick earlier. Written by the P's owner; read by sysmon.
+    pub syscalltick: AtomicU32,
+    /// What sysmon last saw of this P (Go's `sysmontick`). Owner: the sysmon thread.
+    pub sysmontick: Owned<sysmon::SysmonTick>,
 }
 
 /// Goroutine ids a P reserves at a time (Go's `_GoidCacheBatch`).

@@ -188,9 +188,18 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
     g.m.store(null_mut(), Ordering::Relaxed);
     if !g.lockedm.load(Ordering::Relaxed).is_null() {
         // A pinned goroutine releases its thread when it ends; the thread goes back to the
-        // pool (unlike LockOSThread, which takes the thread with it).
+        // pool. A goroutine that ends inside LockOSThread takes its thread with it (Go's
+        // goexit0 + mexit): whatever it changed in the thread's state must not leak into
+        // other goroutines. The scheduler loop sees `exiting` and ends the thread.
         g.lockedm.store(null_mut(), Ordering::Relaxed);
         m.lockedg.store(null_mut(), Ordering::Relaxed);
+        // SAFETY: m's own thread owns these fields.
+        unsafe {
+            if m.lockedext.get() > 0 {
+                m.lockedext.set(0);
+                m.exiting.set(true);
+            }
+        }
     }
     // SAFETY: gp is dead and ours.
     unsafe {

@@ -57,6 +57,7 @@ pub(super) fn init_once() {
         if let Some(t) = cfg.trace {
             trace::start(t);
         }
+        sysmon::start();
     });
 }
 
@@ -86,7 +87,7 @@ fn stack_overflow_goid(addr: usize) -> Option<u64> {
 ///
 /// # Safety
 /// Called by `m`'s own thread; `pp` came off the idle list or was handed over via `nextp`.
-unsafe fn acquirep(m: &M, pp: *mut P) {
+pub(super) unsafe fn acquirep(m: &M, pp: *mut P) {
     // SAFETY: Ps are never freed.
     let p = unsafe { &*pp };
     if !p.m.load(Ordering::Relaxed).is_null() || p.status.load(Ordering::Relaxed) != P_IDLE {
@@ -104,7 +105,7 @@ unsafe fn acquirep(m: &M, pp: *mut P) {
 ///
 /// # Safety
 /// Called by `m`'s own thread while it holds a P.
-unsafe fn releasep(m: &M) -> *mut P {
+pub(super) unsafe fn releasep(m: &M) -> *mut P {
     let pp = m.p.load(Ordering::Relaxed);
     if pp.is_null() {
         throw("releasep: invalid arg");
@@ -143,7 +144,7 @@ fn pidleput(g: &mut SchedGuard, pp: *mut P) {
 }
 
 /// Takes a P off the idle list.
-fn pidleget(g: &mut SchedGuard) -> Option<*mut P> {
+pub(super) fn pidleget(g: &mut SchedGuard) -> Option<*mut P> {
     let s = g.synced();
     let pp = s.pidle;
     if pp.is_null() {
@@ -170,7 +171,7 @@ fn pidleget_spinning(g: &mut SchedGuard) -> Option<*mut P> {
 
 /// Marks `gp` as entering a run queue (debug builds: seed 003 invariant 3).
 #[inline]
-fn enqueued(gp: *mut G) {
+pub(super) fn enqueued(gp: *mut G) {
     #[cfg(debug_assertions)]
     // SAFETY: Gs are never freed.
     if unsafe { (*gp).queued.swap(true, Ordering::Relaxed) } {
@@ -191,7 +192,7 @@ fn dequeued(gp: *mut G) {
 }
 
 /// Puts `gp` on the global run queue.
-fn globrunqput(g: &mut SchedGuard, gp: *mut G) {
+pub(super) fn globrunqput(g: &mut SchedGuard, gp: *mut G) {
     // SAFETY: the caller owns gp (it is RUNNABLE and on no queue); we hold the lock.
     unsafe { g.synced().runq.push_back(gp) };
     SCHED.runqsize.fetch_add(1, Ordering::SeqCst);
@@ -432,6 +433,11 @@ fn newm(pp: *mut P, spinning: bool) {
         fastrand: Owned::new(
             0x9E37_79B9_7F4A_7C15 ^ (count as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
         ),
+        oldp: AtomicPtr::new(null_mut()),
+        syscalltick: Owned::new(0),
+        lockedext: Owned::new(0),
+        exiting: Owned::new(false),
+        dead: AtomicBool::new(false),
         tid: AtomicI32::new(0),
         alllink: AtomicPtr::new(null_mut()),
     }));
@@ -448,6 +454,18 @@ fn newm(pp: *mut P, spinning: bool) {
             Err(h) => head = h,
         }
     }
+    // A thread whose state its goroutine may have changed (LockOSThread: namespaces,
+    // credentials, scheduling policy, signal mask, affinity — all inherited by clone) must
+    // not be the parent of a new M: the template thread creates it instead.
+    if lockosthread::must_use_template() {
+        lockosthread::newm_handoff(m);
+        return;
+    }
+    spawn_m_thread(m);
+}
+
+/// Creates the OS thread of the new M `m` (from `newm`, or from the template thread).
+pub(super) fn spawn_m_thread(m: *mut M) {
     // SAFETY: plain pthread calls on a zeroed attr; mstart_trampoline receives the M
     // pointer, which stays valid forever (Ms are never freed).
     unsafe {
@@ -467,15 +485,17 @@ fn newm(pp: *mut P, spinning: bool) {
 extern "C" fn mstart_trampoline(arg: *mut libc::c_void) -> *mut libc::c_void {
     let m = arg as *mut M;
     // SAFETY: newm passed a live M that belongs to this new thread from now on.
-    unsafe { mstart(&*m) }
+    unsafe { mstart(&*m) };
+    // The M exited (its goroutine ended locked): the thread ends here.
+    null_mut()
 }
 
 /// The body of every M: bind the thread to its M, take the P it was started for, and run
-/// the scheduler loop forever.
+/// the scheduler loop until the M exits (only when a goroutine ended locked to it).
 ///
 /// # Safety
 /// Called once, on `m`'s new thread.
-unsafe fn mstart(m: &M) -> ! {
+unsafe fn mstart(m: &M) {
     arch::tls_set(m as *const M as usize);
     // SAFETY: m's own thread owns g0_fpenv.
     unsafe { m.g0_fpenv.set(arch::fpenv_current()) };
@@ -489,8 +509,32 @@ unsafe fn mstart(m: &M) -> ! {
         // SAFETY: on m's own thread, holding a P.
         unsafe { schedule_loop(m) }
     }));
-    let _ = r;
-    throw("scheduler loop panicked");
+    if r.is_err() {
+        throw("scheduler loop panicked");
+    }
+    // SAFETY: m's thread, holding its P, no goroutine.
+    unsafe { mexit(m) };
+}
+
+/// The M's goroutine ended while locked to it (LockOSThread): give its P away and let the
+/// thread end (Go's mexit). The M stays on `allm` marked dead (Ms are never freed); the
+/// thread's alternate signal stack is not unmapped (stack.rs owns it; a few pages per
+/// exited thread).
+///
+/// # Safety
+/// On `m`'s own thread, holding a P, with no current goroutine.
+unsafe fn mexit(m: &M) {
+    if m.spinning.load(Ordering::Relaxed) {
+        throw("mexit: spinning");
+    }
+    // SAFETY: m's thread, holding a P.
+    let pp = unsafe { releasep(m) };
+    // m.exiting is still set, so an M this hand-off creates comes from the template thread.
+    handoff_p(pp);
+    m.lockedg.store(null_mut(), Ordering::Relaxed);
+    m.dead.store(true, Ordering::Relaxed);
+    SCHED.mcount.fetch_sub(1, Ordering::SeqCst);
+    arch::tls_set(0);
 }
 
 /// Stops the current M until new work is available; returns holding the P it was handed.
@@ -519,7 +563,7 @@ unsafe fn stopm(m: &M) {
 
 /// Hands off P `pp` from an M that is about to block (Go's handoffp): runs it on another M
 /// if there is work or nobody is looking for work, else puts it on the idle list.
-fn handoff_p(pp: *mut P) {
+pub(super) fn handoff_p(pp: *mut P) {
     // SAFETY: Ps are never freed; pp was just released by the caller.
     let p = unsafe { &*pp };
     // If it has local work, start it straight away.
@@ -582,12 +626,12 @@ fn reset_spinning(m: &M) {
 // ---------------------------------------------------------------------------------------
 // The scheduler loop.
 
-/// Runs goroutines forever. Each iteration finds a G, switches to it, and handles what it
+/// Runs goroutines until the M must exit (`m.exiting`). Each iteration finds a G, switches to it, and handles what it
 /// asked for when it switched back (park, gosched, exit).
 ///
 /// # Safety
 /// Called once per M, on its own thread, holding a P.
-unsafe fn schedule_loop(m: &M) -> ! {
+unsafe fn schedule_loop(m: &M) {
     let mut next: Option<(*mut G, bool)> = None;
     loop {
         // SAFETY: on m's own thread (caller contract).
@@ -599,6 +643,10 @@ unsafe fn schedule_loop(m: &M) -> ! {
         let act = unsafe { execute(m, gp, inherit) };
         // SAFETY: gp switched back to us with `act`; we are m's thread.
         next = unsafe { super::park::after_switch(m, act) };
+        // SAFETY: m's own thread owns `exiting`.
+        if unsafe { m.exiting.get() } {
+            return;
+        }
     }
 }
 
@@ -1064,6 +1112,8 @@ fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 ngoroutines: AtomicI64::new(0),
                 nspawned: AtomicU64::new(0),
                 timers: timer::Timers::new(),
+                syscalltick: AtomicU32::new(0),
+                sysmontick: Owned::new(sysmon::SysmonTick::new()),
             }));
             SCHED.allp[i as usize].store(pp, Ordering::Release);
         }

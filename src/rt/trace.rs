@@ -142,10 +142,11 @@ pub fn schedtrace(detail: bool) -> String {
     for p in procs() {
         let _ = writeln!(
             s,
-            "  P{}: status={} schedtick={} syscalltick=0 m={} runqsize={} gfreecnt={} timerslen={}",
+            "  P{}: status={} schedtick={} syscalltick={} m={} runqsize={} gfreecnt={} timerslen={}",
             p.id,
             p.status.load(Ordering::Relaxed),
             p.schedtick.load(Ordering::Relaxed),
+            p.syscalltick.load(Ordering::Relaxed),
             m_id(p.m.load(Ordering::Relaxed)),
             p.runq.len(),
             p.gfreecnt.load(Ordering::Relaxed),
@@ -153,6 +154,9 @@ pub fn schedtrace(detail: bool) -> String {
         );
     }
     for m in all_ms() {
+        if m.dead.load(Ordering::Relaxed) {
+            continue;
+        }
         let pp = m.p.load(Ordering::Relaxed);
         // SAFETY: Ps are never freed.
         let pid = if pp.is_null() {

@@ -1,0 +1,247 @@
+/*
+ * lockosthread.c -- gmp_lock_os_thread / gmp_unlock_os_thread.
+ *
+ * At GOMAXPROCS=2, with 6 goroutines yielding in a loop as background load:
+ * 1. Nesting: lock returns 1, 2; unlock returns 1, 0; a further unlock returns 0; from
+ *    main (not a goroutine) both return -EPERM.
+ * 2. A locked goroutine's gettid() stays the same across 200 rounds of: a gmp_read that
+ *    blocks until a helper goroutine writes, a channel receive that waits for a helper's
+ *    send, a gmp_sleep and a gmp_yield.
+ * 3. Unlocked goroutines under the same load do change threads (at least one of the
+ *    background yielders is seen on two or more threads).
+ * 4. (Run first, while few threads exist.) Template thread: a locked goroutine renames
+ *    its thread ("gmp-locked"), then makes the runtime create threads (it starts 16
+ *    goroutines that block in syscalls, and waits); no other thread in /proc/self/task
+ *    carries the name (new threads are not cloned from a locked one: a thread's name is
+ *    inherited by pthread_create, so a clone would show it).
+ * 5. A goroutine that ends while locked takes its thread with it: gmp_stats threads and
+ *    the number of entries in /proc/self/task both drop by one.
+ */
+#include "check.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <gmp.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+static long tid(void)
+{
+    return (long)syscall(SYS_gettid);
+}
+
+static atomic_int stop_bg;
+static atomic_int migrated;
+
+static void background(void *arg)
+{
+    gmp_wg *wg = arg;
+    long first = tid();
+    int moved = 0;
+    while (!atomic_load(&stop_bg)) {
+        volatile int x = 0;
+        for (int i = 0; i < 2000; i++)
+            x += i;
+        gmp_yield();
+        if (tid() != first)
+            moved = 1;
+    }
+    if (moved)
+        atomic_fetch_add(&migrated, 1);
+    CHECK_OK(gmp_wg_done(wg));
+}
+
+/* ---- 1 + 2 ---- */
+
+static int pipefd[2];
+static gmp_chan *ch;
+
+static void helper(void *arg)
+{
+    gmp_wg *wg = arg;
+    for (int i = 0; i < 200; i++) {
+        gmp_sleep(20000);
+        CHECK_EQ(gmp_write(pipefd[1], "x", 1), 1);
+        gmp_sleep(20000);
+        int v = i;
+        CHECK_OK(gmp_chan_send(ch, &v));
+    }
+    CHECK_OK(gmp_wg_done(wg));
+}
+
+static void locked(void *arg)
+{
+    gmp_wg *wg = arg;
+    CHECK_EQ(gmp_lock_os_thread(), 1);
+    CHECK_EQ(gmp_lock_os_thread(), 2);
+    CHECK_EQ(gmp_unlock_os_thread(), 1);
+    long t0 = tid();
+    for (int i = 0; i < 200; i++) {
+        char c;
+        CHECK_EQ(gmp_read(pipefd[0], &c, 1), 1);
+        CHECK_EQ(tid(), t0);
+        int v;
+        CHECK_OK(gmp_chan_recv(ch, &v));
+        CHECK_EQ(v, i);
+        CHECK_EQ(tid(), t0);
+        gmp_sleep(10000);
+        CHECK_EQ(tid(), t0);
+        gmp_yield();
+        CHECK_EQ(tid(), t0);
+    }
+    CHECK_EQ(gmp_unlock_os_thread(), 0);
+    CHECK_EQ(gmp_unlock_os_thread(), 0);
+    CHECK_OK(gmp_wg_done(wg));
+}
+
+/* ---- 4 ---- */
+
+static int count_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[64] = {0};
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof comm, f) && strncmp(comm, name, strlen(name)) == 0)
+            n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+static int count_tasks(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+static int block_pipe[2];
+
+static void blocker(void *arg)
+{
+    gmp_wg *wg = arg;
+    char c;
+    CHECK_EQ(gmp_read(block_pipe[0], &c, 1), 1);
+    CHECK_OK(gmp_wg_done(wg));
+}
+
+static void renamer(void *arg)
+{
+    gmp_wg *outer = arg;
+    CHECK_EQ(gmp_lock_os_thread(), 1);
+    CHECK_EQ(prctl(PR_SET_NAME, "gmp-locked", 0, 0, 0), 0);
+    /* Make the runtime create threads while we hold a processor on a locked thread:
+     * goroutines that block in syscalls, and we block too (hand-off from this thread). */
+    gmp_wg wg = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&wg, 16));
+    for (int i = 0; i < 16; i++)
+        CHECK_OK(gmp_go(blocker, &wg));
+    gmp_sleep(50 * 1000 * 1000);
+    CHECK_EQ(count_named("gmp-locked"), 1);
+    static char bytes[16];
+    CHECK_EQ(gmp_write(block_pipe[1], bytes, 16), 16);
+    CHECK_OK(gmp_wg_wait(&wg));
+    CHECK_EQ(count_named("gmp-locked"), 1);
+    /* Ends locked: the thread goes away with it. */
+    CHECK_OK(gmp_wg_done(outer));
+}
+
+/* ---- 5 ---- */
+
+static gmp_chan *go_ahead;
+
+static void exits_locked(void *arg)
+{
+    gmp_wg *wg = arg;
+    CHECK_EQ(gmp_lock_os_thread(), 1);
+    int v;
+    CHECK_OK(gmp_chan_recv(go_ahead, &v));
+    CHECK_OK(gmp_wg_done(wg));
+}
+
+static int threads(void)
+{
+    gmp_sched_stats s;
+    CHECK_OK(gmp_stats(&s, NULL, 0));
+    return s.threads;
+}
+
+int main(void)
+{
+    CHECK_OK(gmp_maxprocs(2));
+    CHECK_EQ(gmp_lock_os_thread(), -EPERM);
+    CHECK_EQ(gmp_unlock_os_thread(), -EPERM);
+    CHECK_EQ(pipe(pipefd), 0);
+    CHECK_EQ(pipe(block_pipe), 0);
+    CHECK_OK(gmp_chan_make(&ch, sizeof(int), 0));
+    CHECK_OK(gmp_chan_make(&go_ahead, sizeof(int), 0));
+
+    /* First, while the runtime has few threads: new ones must be created for the
+     * renamer's blockers, and the renamer's locked thread is the one asking for them. */
+    gmp_wg rn = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&rn, 1));
+    CHECK_OK(gmp_go(renamer, &rn));
+    CHECK_OK(gmp_wg_wait(&rn));
+    sleep_ms(50);
+    CHECK_EQ(count_named("gmp-locked"), 0);
+    printf("template thread: no thread cloned from the renamed locked one\n");
+
+    gmp_wg bg = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&bg, 6));
+    for (int i = 0; i < 6; i++)
+        CHECK_OK(gmp_go(background, &bg));
+
+    gmp_wg wg = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&wg, 2));
+    CHECK_OK(gmp_go(locked, &wg));
+    CHECK_OK(gmp_go(helper, &wg));
+    CHECK_OK(gmp_wg_wait(&wg));
+    printf("locked goroutine kept its thread across 200 read/recv/sleep/yield rounds\n");
+
+    atomic_store(&stop_bg, 1);
+    CHECK_OK(gmp_wg_wait(&bg));
+    printf("background yielders that changed threads: %d of 6\n", atomic_load(&migrated));
+    CHECK(atomic_load(&migrated) >= 1);
+
+
+    gmp_wg ex = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&ex, 1));
+    CHECK_OK(gmp_go(exits_locked, &ex));
+    sleep_ms(100);
+    int t0 = threads(), k0 = count_tasks();
+    int v = 1;
+    CHECK_OK(gmp_chan_send(go_ahead, &v));
+    CHECK_OK(gmp_wg_wait(&ex));
+    int t1 = 0, k1 = 0;
+    for (int i = 0; i < 200; i++) {
+        sleep_ms(5);
+        t1 = threads();
+        k1 = count_tasks();
+        if (t1 == t0 - 1 && k1 == k0 - 1)
+            break;
+    }
+    printf("goroutine exiting locked: threads %d -> %d, tasks %d -> %d\n", t0, t1, k0, k1);
+    CHECK_EQ(t1, t0 - 1);
+    CHECK_EQ(k1, k0 - 1);
+    CHECK_OK(gmp_chan_release(ch));
+    CHECK_OK(gmp_chan_release(go_ahead));
+    return 0;
+}

@@ -1,0 +1,220 @@
+//! C API for blocking calls (syscall hand-off) and LockOSThread.
+
+use core::ffi::{c_char, c_int, c_void};
+
+use super::boundary;
+use crate::rt;
+
+/// A blocking function for gmp_blocking: called once with the argument given.
+pub type gmp_blocking_fn = Option<unsafe extern "C" fn(arg: *mut c_void) -> i64>;
+
+#[inline]
+fn errno_ptr() -> *mut c_int {
+    // SAFETY: __errno_location has no preconditions and returns this thread's errno.
+    unsafe { libc::__errno_location() }
+}
+
+/// Runs a raw libc call that reports failure as -1 + errno, as a blocking call, and
+/// returns its result or -errno. errno is read right after the call, on the same thread,
+/// and the caller's errno is restored (these functions never report through errno).
+#[inline]
+fn raw_call(f: impl FnOnce() -> i64) -> i64 {
+    let e = errno_ptr();
+    // SAFETY: e is this thread's errno; the goroutine does not change threads inside a
+    // blocking call (DESIGN.md decision 4), so e stays this thread's errno throughout.
+    let saved = unsafe { *e };
+    let r = rt::syscall::blocking(|| {
+        let r = f();
+        // SAFETY: as above.
+        if r < 0 { -(unsafe { *e } as i64) } else { r }
+    });
+    // SAFETY: as above.
+    unsafe { *e = saved };
+    r
+}
+
+/// Tells the scheduler that the calling goroutine is about to block in the kernel (or in
+/// any long call that does not use gmp): its processor stays attached to the thread, and if
+/// the call lasts more than ~20 µs while other goroutines wait, the monitor thread hands
+/// the processor to another thread so they keep running. Must be paired with
+/// gmp_exitsyscall on the same goroutine; in between, call no gmp function that may block
+/// or switch (a wait, yield or sleep aborts with a "gmp:" message).
+///
+/// Returns 0; 0 and nothing else on a thread that is not a goroutine; -EINVAL if the
+/// goroutine is inside gmp_entersyscall already.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_entersyscall() -> c_int {
+    boundary("gmp_entersyscall", || match rt::syscall::enter() {
+        Ok(()) | Err(rt::syscall::EnterError::Foreign) => 0,
+        Err(rt::syscall::EnterError::Nested) => -libc::EINVAL,
+    })
+}
+
+/// Ends what gmp_entersyscall started. The goroutine continues **on the same OS thread**
+/// (so `&errno` and `__thread` addresses stay valid across the pair): with its processor
+/// if it was not handed off, else with an idle one, else the thread waits until one is
+/// handed to it.
+///
+/// Returns 0; 0 on a thread that is not a goroutine; -EINVAL if the goroutine is not
+/// inside gmp_entersyscall.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_exitsyscall() -> c_int {
+    boundary("gmp_exitsyscall", || {
+        let gp = rt::getg();
+        if gp.is_null() {
+            return 0;
+        }
+        // SAFETY: gp is the goroutine running on this thread.
+        if unsafe { (*gp).status.load(core::sync::atomic::Ordering::Relaxed) } != 3 {
+            return -libc::EINVAL;
+        }
+        rt::syscall::exit();
+        0
+    })
+}
+
+/// Runs `fn(arg)` as a blocking call (between gmp_entersyscall and gmp_exitsyscall, see
+/// there) and returns what it returns. The goroutine stays on its OS thread, so errno
+/// values `fn` leaves are still there afterwards — but prefer returning -errno from `fn`.
+/// On a thread that is not a goroutine, or nested inside another blocking call, it simply
+/// calls `fn(arg)`. Returns -EINVAL if `fn` is NULL.
+///
+/// # Safety
+/// `fn(arg)` must be sound to call on the calling thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_blocking(func: gmp_blocking_fn, arg: *mut c_void) -> i64 {
+    boundary("gmp_blocking", || {
+        let Some(f) = func else {
+            return -(libc::EINVAL as i64);
+        };
+        // SAFETY: the caller's contract.
+        rt::syscall::blocking(|| unsafe { f(arg) })
+    })
+}
+
+/// read(2) as a blocking call (see gmp_entersyscall): other goroutines keep running while
+/// it blocks. Returns the byte count, or -errno (-EBADF, -EAGAIN on a non-blocking fd…);
+/// -EINVAL if `buf` is NULL. errno is left unchanged.
+///
+/// # Safety
+/// `buf` is NULL or writable for `n` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_read(fd: c_int, buf: *mut c_void, n: usize) -> i64 {
+    boundary("gmp_read", || {
+        if buf.is_null() {
+            return -(libc::EINVAL as i64);
+        }
+        // SAFETY: caller contract.
+        raw_call(|| unsafe { libc::read(fd, buf, n) } as i64)
+    })
+}
+
+/// write(2) as a blocking call. Returns the byte count or -errno; -EINVAL if `buf` is NULL.
+///
+/// # Safety
+/// `buf` is NULL or readable for `n` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_write(fd: c_int, buf: *const c_void, n: usize) -> i64 {
+    boundary("gmp_write", || {
+        if buf.is_null() {
+            return -(libc::EINVAL as i64);
+        }
+        // SAFETY: caller contract.
+        raw_call(|| unsafe { libc::write(fd, buf, n) } as i64)
+    })
+}
+
+/// pread(2) as a blocking call. Returns the byte count or -errno; -EINVAL if `buf` is NULL.
+///
+/// # Safety
+/// `buf` is NULL or writable for `n` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_pread(fd: c_int, buf: *mut c_void, n: usize, off: i64) -> i64 {
+    boundary("gmp_pread", || {
+        if buf.is_null() {
+            return -(libc::EINVAL as i64);
+        }
+        // SAFETY: caller contract.
+        raw_call(|| unsafe { libc::pread(fd, buf, n, off as libc::off_t) } as i64)
+    })
+}
+
+/// pwrite(2) as a blocking call. Returns the byte count or -errno; -EINVAL if `buf` is NULL.
+///
+/// # Safety
+/// `buf` is NULL or readable for `n` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_pwrite(fd: c_int, buf: *const c_void, n: usize, off: i64) -> i64 {
+    boundary("gmp_pwrite", || {
+        if buf.is_null() {
+            return -(libc::EINVAL as i64);
+        }
+        // SAFETY: caller contract.
+        raw_call(|| unsafe { libc::pwrite(fd, buf, n, off as libc::off_t) } as i64)
+    })
+}
+
+/// open(2) as a blocking call. Returns the new fd or -errno; -EINVAL if `path` is NULL.
+/// `mode` is used only with O_CREAT / O_TMPFILE.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_open(path: *const c_char, flags: c_int, mode: c_int) -> c_int {
+    boundary("gmp_open", || {
+        if path.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: caller contract.
+        raw_call(|| unsafe { libc::open(path, flags, mode as libc::c_uint) } as i64) as c_int
+    })
+}
+
+/// close(2) as a blocking call (closing can block, e.g. on NFS). Returns 0 or -errno.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_close(fd: c_int) -> c_int {
+    // SAFETY: close has no memory preconditions.
+    boundary("gmp_close", || {
+        raw_call(|| unsafe { libc::close(fd) } as i64) as c_int
+    })
+}
+
+/// fsync(2) as a blocking call. Returns 0 or -errno.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_fsync(fd: c_int) -> c_int {
+    // SAFETY: fsync has no memory preconditions.
+    boundary("gmp_fsync", || {
+        raw_call(|| unsafe { libc::fsync(fd) } as i64) as c_int
+    })
+}
+
+/// Locks the calling goroutine to its OS thread (Go's runtime.LockOSThread): until the
+/// matching gmp_unlock_os_thread, it runs only on this thread and the thread runs nothing
+/// else (when it waits, the thread sleeps). Calls nest: the goroutine is unlocked when as
+/// many unlocks as locks were made. A goroutine that ends while locked takes its thread
+/// with it: the thread exits instead of serving other goroutines, so state the goroutine
+/// changed in it (namespaces, credentials, signal mask…) never leaks. New threads are
+/// never created from a locked thread.
+///
+/// Returns the new nesting count (>= 1); -EPERM on a thread that is not a goroutine;
+/// -EOVERFLOW if the count would overflow.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_lock_os_thread() -> c_int {
+    boundary("gmp_lock_os_thread", || match rt::lockosthread::lock() {
+        Ok(n) => n.min(i32::MAX as u32) as c_int,
+        Err(rt::lockosthread::LockError::Foreign) => -libc::EPERM,
+        Err(rt::lockosthread::LockError::Overflow) => -libc::EOVERFLOW,
+    })
+}
+
+/// Undoes one gmp_lock_os_thread (Go's runtime.UnlockOSThread). Returns the remaining
+/// count (0: unlocked; also 0, doing nothing, when the goroutine was not locked); -EPERM on
+/// a thread that is not a goroutine. A goroutine started with GMP_GO_PINNED stays on its
+/// thread regardless.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_unlock_os_thread() -> c_int {
+    boundary("gmp_unlock_os_thread", || match rt::lockosthread::unlock() {
+        Ok(n) => n.min(i32::MAX as u32) as c_int,
+        Err(_) => -libc::EPERM,
+    })
+}

@@ -1,0 +1,168 @@
+//! LockOSThread (Go's LockOSThread/UnlockOSThread, dolockOSThread, the template thread;
+//! seed 004 §9.5, DESIGN.md decision 10).
+//!
+//! Counted as Go's `lockedExt`: `lock` increments `m.lockedext` and binds goroutine and
+//! thread (`g.lockedm`, `m.lockedg` — the strict form of M-affinity, also used by pinned
+//! goroutines); `unlock` decrements and unbinds at zero (a pinned goroutine stays bound).
+//! While bound the M runs only that goroutine: when it blocks, the M hands its P off and
+//! sleeps (`stoplockedm`); whoever dequeues it hands a P to its M (`startlockedm`). A
+//! goroutine that ends with a nonzero count takes its thread with it (`goexit0` sets
+//! `m.exiting`; the scheduler loop returns and `mexit` ends the thread).
+//!
+//! # The template thread
+//!
+//! A locked goroutine may change its thread's state (unshare namespaces, setresuid on one
+//! thread through a raw syscall, scheduling policy, CPU affinity, signal mask), and
+//! `pthread_create` clones most of that into the child. New Ms are therefore never created
+//! from a locked (or exiting) thread: `newm` hands them to the template thread, a plain
+//! thread created by the first `lock` *before* the caller is locked (so from a thread in
+//! its original state, as Go's startTemplateThread), which creates them.
+
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
+
+use super::*;
+use crate::sys::{Lock, Note};
+
+static TEMPLATE_ONCE: std::sync::Once = std::sync::Once::new();
+/// Guards `PENDING` and `SLEEPING` (a leaf lock).
+static TLOCK: Lock = Lock::new();
+/// New Ms waiting for their thread, linked through `m.schedlink` (owner: holder of TLOCK).
+static PENDING: Owned<*mut M> = Owned::new(null_mut());
+/// The template thread is asleep on `TNOTE` (owner: holder of TLOCK).
+static SLEEPING: Owned<bool> = Owned::new(false);
+static TNOTE: Note = Note::new();
+
+/// Why lock/unlock failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockError {
+    /// Not on a goroutine.
+    Foreign,
+    /// The count would overflow.
+    Overflow,
+}
+
+/// Locks the calling goroutine to its thread (counted). Go's LockOSThread.
+pub fn lock() -> Result<u32, LockError> {
+    let gp = getg();
+    if gp.is_null() {
+        return Err(LockError::Foreign);
+    }
+    // Before we are locked: this thread is still in its original state.
+    ensure_template_thread();
+    // The goroutine cannot move between getg and here (no switch), so these are ours.
+    let mp = getm();
+    // SAFETY: mp is this thread's M, gp its running goroutine; the fields below are owned
+    // by this thread (lockedext) or written only by the bound pair's own thread.
+    unsafe {
+        let m = &*mp;
+        let n = m.lockedext.get();
+        if n == u32::MAX {
+            return Err(LockError::Overflow);
+        }
+        m.lockedext.set(n + 1);
+        m.lockedg.store(gp, Ordering::Relaxed);
+        (*gp).lockedm.store(mp, Ordering::Relaxed);
+        Ok(n + 1)
+    }
+}
+
+/// Undoes one `lock`; at zero the goroutine may run on any thread again (unless it was
+/// started pinned). A call without a matching lock does nothing (Go). Returns the new count.
+pub fn unlock() -> Result<u32, LockError> {
+    let gp = getg();
+    if gp.is_null() {
+        return Err(LockError::Foreign);
+    }
+    let mp = getm();
+    // SAFETY: as in `lock`.
+    unsafe {
+        let m = &*mp;
+        let n = m.lockedext.get();
+        if n == 0 {
+            return Ok(0);
+        }
+        m.lockedext.set(n - 1);
+        if n == 1 && !(*gp).pinned.get() {
+            m.lockedg.store(null_mut(), Ordering::Relaxed);
+            (*gp).lockedm.store(null_mut(), Ordering::Relaxed);
+        }
+        Ok(n - 1)
+    }
+}
+
+/// Whether `newm` must not create a thread from the calling thread (it is locked, or is
+/// an M exiting after its goroutine ended locked).
+#[inline]
+pub(super) fn must_use_template() -> bool {
+    let mp = getm();
+    if mp.is_null() {
+        return false;
+    }
+    // SAFETY: this thread's M owns these fields.
+    unsafe { (*mp).lockedext.get() > 0 || (*mp).exiting.get() }
+}
+
+fn ensure_template_thread() {
+    TEMPLATE_ONCE.call_once(|| {
+        // SAFETY: plain pthread calls on a zeroed attr.
+        unsafe {
+            let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+            libc::pthread_attr_init(&mut attr);
+            libc::pthread_attr_setstacksize(&mut attr, 128 * 1024);
+            libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+            let mut tid: libc::pthread_t = 0;
+            let rc = libc::pthread_create(&mut tid, &attr, template_main, null_mut());
+            libc::pthread_attr_destroy(&mut attr);
+            if rc != 0 {
+                throw("failed to create the template thread");
+            }
+        }
+    });
+}
+
+/// Queues new M `m` (fully initialised, not started) for the template thread.
+pub(super) fn newm_handoff(m: *mut M) {
+    // The template thread exists: a thread is locked or exiting only after a `lock`.
+    ensure_template_thread();
+    TLOCK.lock();
+    // SAFETY: we hold TLOCK; m is not started, so its schedlink is ours.
+    let wake = unsafe {
+        (*m).schedlink.set(PENDING.get());
+        PENDING.set(m);
+        let w = SLEEPING.get();
+        SLEEPING.set(false);
+        w
+    };
+    TLOCK.unlock();
+    if wake {
+        TNOTE.wakeup();
+    }
+}
+
+extern "C" fn template_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    loop {
+        TLOCK.lock();
+        // SAFETY: we hold TLOCK.
+        let mut list = unsafe { PENDING.get() };
+        if list.is_null() {
+            // SAFETY: we hold TLOCK.
+            unsafe { SLEEPING.set(true) };
+            TLOCK.unlock();
+            TNOTE.sleep();
+            TNOTE.clear();
+            continue;
+        }
+        // SAFETY: we hold TLOCK.
+        unsafe { PENDING.set(null_mut()) };
+        TLOCK.unlock();
+        while !list.is_null() {
+            // SAFETY: the Ms on the list are ours until started.
+            let next = unsafe { (*list).schedlink.get() };
+            // SAFETY: as above.
+            unsafe { (*list).schedlink.set(null_mut()) };
+            sched::spawn_m_thread(list);
+            list = next;
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Blocking calls with P hand-off (Go's entersyscall / exitsyscall; seed 001 §6, seed 004
+//! §9.5, DESIGN.md decision 4).
+//!
+//! `entersyscall` keeps the P on the M, but makes it *up for grabs*: the P goes to
+//! `P_SYSCALL` with `p.m == 0`, and the M remembers it in `m.oldp`. The goroutine goes to
+//! `G_SYSCALL`; `m.curg` and `g.m` stay. If the call is short, `exitsyscall` takes the P
+//! back with one CAS (`P_SYSCALL → P_RUNNING`) and no lock. If it lasts, sysmon's `retake`
+//! CASes the P to `P_IDLE` and hands it to another M (`handoff_p`), so the other
+//! goroutines keep running.
+//!
+//! On return, a goroutine whose P was taken never moves to another thread (C code may keep
+//! `&errno` in a register across the call; DESIGN.md decisions 4 and 8): its M takes an
+//! idle P if there is one; otherwise it waits for a P *holding the goroutine*. The wait is
+//! Go's mechanism for locked goroutines (exitsyscall0's locked case), reused: the goroutine
+//! goes to the global run queue as a token, bound to this M through `g.lockedm`, and the M
+//! sleeps on its note; whichever M dequeues the token (the 61-tick check, a spinning M, a
+//! thief) hands its P to this M (`startlockedm`) instead of running the goroutine. Nothing
+//! is lost: the token is ordinary work, so the spinning protocol finds it, and a P that
+//! goes idle is never idle while the global queue holds it. (We did not add a separate
+//! "Ms waiting for a P" list: the token already makes the waiting M's demand visible to
+//! every path that looks for work, including the fairness check of busy Ps, which an idle
+//! list consulted only by pidleput would never see at GOMAXPROCS=1 with busy goroutines.)
+
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
+
+use super::*;
+
+/// Why a call to `enter` did nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnterError {
+    /// Not on a goroutine (a foreign thread): nothing to hand off.
+    Foreign,
+    /// The goroutine is in a syscall already (nested blocking call).
+    Nested,
+}
+
+/// Enters a blocking call (Go's entersyscall). `Ok` means the caller must call [`exit`]
+/// when the call returns, on the same goroutine (it does not move).
+#[inline]
+pub fn enter() -> Result<(), EnterError> {
+    let mp = getm();
+    if mp.is_null() {
+        return Err(EnterError::Foreign);
+    }
+    // SAFETY: a non-null TLS slot is this thread's live M.
+    let m = unsafe { &*mp };
+    let gp = m.curg.load(Ordering::Relaxed);
+    if gp.is_null() {
+        return Err(EnterError::Foreign);
+    }
+    // SAFETY: gp runs on this thread.
+    let g = unsafe { &*gp };
+    if g.status.load(Ordering::Relaxed) == G_SYSCALL {
+        return Err(EnterError::Nested);
+    }
+    let pp = m.p.load(Ordering::Relaxed);
+    // SAFETY: a RUNNING goroutine's M holds a P (triangle invariant).
+    let p = unsafe { &*pp };
+    #[cfg(debug_assertions)]
+    if p.m.load(Ordering::Relaxed) != mp || g.m.load(Ordering::Relaxed) != mp {
+        throw("entersyscall: triangle invariant broken");
+    }
+    // SAFETY: m's own thread owns syscalltick.
+    unsafe { m.syscalltick.set(p.syscalltick.load(Ordering::Relaxed)) };
+    casgstatus(g, G_RUNNING, G_SYSCALL);
+    m.oldp.store(pp, Ordering::Relaxed);
+    m.p.store(null_mut(), Ordering::Relaxed);
+    p.m.store(null_mut(), Ordering::Relaxed);
+    // Publish: from here the P may be taken (release: its next owner sees our writes to
+    // its owner-only state). SeqCst: the StoreLoad barrier before reading sysmon's flag
+    // (sysmon sets the flag, then re-checks the Ps; one of us sees the other).
+    if p
+        .status
+        .compare_exchange(P_RUNNING, P_SYSCALL, Ordering::SeqCst, Ordering::Relaxed)
+        .is_err()
+    {
+        throw("entersyscall: P not running");
+    }
+    sysmon::wake_if_sleeping();
+    Ok(())
+}
+
+/// Returns from a blocking call entered with [`enter`] (Go's exitsyscall). The goroutine
+/// continues on the same thread: with its old P if nobody took it, else with an idle P,
+/// else after waiting (on this thread) for a P to be handed over.
+#[inline]
+pub fn exit() {
+    let mp = getm();
+    // SAFETY: `enter` succeeded on this goroutine, so mp is this thread's live M and its
+    // goroutine (G_SYSCALL) is the caller.
+    let m = unsafe { &*mp };
+    let gp = m.curg.load(Ordering::Relaxed);
+    // SAFETY: as above.
+    let g = unsafe { &*gp };
+    let oldp = m.oldp.load(Ordering::Relaxed);
+    m.oldp.store(null_mut(), Ordering::Relaxed);
+    #[cfg(debug_assertions)]
+    if oldp.is_null()
+        || !m.p.load(Ordering::Relaxed).is_null()
+        || g.m.load(Ordering::Relaxed) != mp
+        || g.status.load(Ordering::Relaxed) != G_SYSCALL
+    {
+        throw("exitsyscall: not in a syscall");
+    }
+    // SAFETY: Ps are never freed.
+    let p = unsafe { &*oldp };
+    // Fast path: our P is still in P_SYSCALL (nobody retook it, or it went round and is
+    // in someone else's syscall now — either way it is free to take). acquire: we see the
+    // writes of whoever owned it last.
+    if p.status.load(Ordering::Relaxed) == P_SYSCALL
+        && p
+            .status
+            .compare_exchange(P_SYSCALL, P_RUNNING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    {
+        p.m.store(mp, Ordering::Relaxed);
+        m.p.store(oldp, Ordering::Relaxed);
+        // Tell sysmon that this is a new syscall if it sees P_SYSCALL again.
+        p.syscalltick.store(
+            p.syscalltick.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+        casgstatus(g, G_SYSCALL, G_RUNNING);
+        return;
+    }
+    // SAFETY: m's thread; the goroutine is in a syscall and its P is gone.
+    unsafe { exitsyscall_slow(m, gp) };
+}
+
+/// `exit` when our P was retaken: take an idle P, or wait for one holding the goroutine.
+///
+/// # Safety
+/// On `m`'s thread, running (on its stack) goroutine `gp` in G_SYSCALL, holding no P.
+#[cold]
+#[inline(never)]
+unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
+    // SAFETY: gp is ours (caller contract).
+    let g = unsafe { &*gp };
+    let mp = m as *const M as *mut M;
+    let pp = {
+        let mut sg = lock_sched();
+        sched::pidleget(&mut sg)
+    };
+    if let Some(pp) = pp {
+        // SAFETY: m's thread; pp came off the idle list.
+        unsafe { sched::acquirep(m, pp) };
+        casgstatus(g, G_SYSCALL, G_RUNNING);
+        return;
+    }
+    // No P: queue the goroutine as a token bound to this M and sleep until a P is handed
+    // over. A strictly locked goroutine (LockOSThread, pinned) is bound already.
+    let strict = m.lockedg.load(Ordering::Relaxed) == gp;
+    if !strict {
+        g.lockedm.store(mp, Ordering::Relaxed);
+    }
+    casgstatus(g, G_SYSCALL, G_RUNNABLE);
+    sched::enqueued(gp);
+    {
+        let mut sg = lock_sched();
+        sched::globrunqput(&mut sg, gp);
+    }
+    // The token is work: make sure someone looks for it (a P may have gone idle since our
+    // pidleget).
+    sched::wakep();
+    m.blocked.store(true, Ordering::Relaxed);
+    m.park.sleep();
+    m.park.clear();
+    m.blocked.store(false, Ordering::Relaxed);
+    // startlockedm handed us its P (after dequeuing the token).
+    let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
+    // SAFETY: m's thread; the waker released pp for us.
+    unsafe { sched::acquirep(m, pp) };
+    if !strict {
+        g.lockedm.store(null_mut(), Ordering::Relaxed);
+    }
+    casgstatus(g, G_RUNNABLE, G_RUNNING);
+    // SAFETY: we hold pp.
+    let p = unsafe { &*pp };
+    p.schedtick.store(
+        p.schedtick.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Relaxed,
+    );
+    #[cfg(debug_assertions)]
+    if g.m.load(Ordering::Relaxed) != mp
+        || m.curg.load(Ordering::Relaxed) != gp
+        || p.m.load(Ordering::Relaxed) != mp
+        || g.queued.load(Ordering::Relaxed)
+    {
+        throw("exitsyscall: triangle invariant broken");
+    }
+}
+
+/// Runs `f` as a blocking call: with P hand-off on a goroutine, directly elsewhere (and
+/// directly when already inside one).
+#[inline]
+pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    let entered = enter().is_ok();
+    let r = f();
+    if entered {
+        exit();
+    }
+    r
+}

@@ -1,0 +1,203 @@
+//! sysmon: the system monitor (Go's sysmon; seed 001 §10, DESIGN.md decision 5). One
+//! dedicated thread without a P (not an M: it runs no goroutine and is not counted in the
+//! thread count).
+//!
+//! It sleeps 20 µs at first; after 50 rounds in which it found nothing to do it doubles
+//! the sleep, up to 10 ms. When every P is idle it sleeps until woken. Sleeps of 1 ms and
+//! more (and the deep sleep) are on a note, announced by `WAIT`: a goroutine that enters a
+//! syscall then wakes it (Go's sysmonwake), so a blocking call is never left holding its
+//! P for a whole long sleep.
+//!
+//! Each round it `retake`s: a P that has been in the same syscall (same `syscalltick`) for
+//! more than one round is taken (CAS P_SYSCALL → P_IDLE) and handed off (`handoff_p`) —
+//! unless it has no work, somebody is spinning or idle, and the syscall is under 10 ms
+//! (Go's rule: then nobody needs it). It also records, per P, the running goroutine's
+//! schedtick and since when it has been seen, for preemption (next issue).
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use core::time::Duration;
+
+use super::*;
+use crate::sys::Note;
+
+/// What sysmon last saw of a P (owner: the sysmon thread).
+#[derive(Clone, Copy, Debug)]
+pub struct SysmonTick {
+    pub schedtick: u32,
+    pub schedwhen: i64,
+    pub syscalltick: u32,
+    pub syscallwhen: i64,
+}
+
+impl SysmonTick {
+    pub const fn new() -> SysmonTick {
+        SysmonTick {
+            schedtick: 0,
+            schedwhen: 0,
+            syscalltick: 0,
+            syscallwhen: 0,
+        }
+    }
+}
+
+/// 1 while sysmon sleeps on `NOTE` and wants to be woken by the next syscall (Go's
+/// `sched.sysmonwait`). Whoever swaps it 1 → 0 owns the one wakeup.
+static WAIT: AtomicU32 = AtomicU32::new(0);
+static NOTE: Note = Note::new();
+
+const MIN_DELAY_US: u64 = 20;
+const MAX_DELAY_US: u64 = 10_000;
+/// Sleeps at least this long are wakeable by entersyscall.
+const WAKEABLE_US: u64 = 1_000;
+/// A syscall holding a P with nothing queued is left alone this long (Go: 10 ms).
+const SYSCALL_GRACE_NS: i64 = 10_000_000;
+
+/// Starts the sysmon thread (once, from `init_once`).
+pub(super) fn start() {
+    // SAFETY: plain pthread calls on a zeroed attr; the thread takes no argument.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setstacksize(&mut attr, 256 * 1024);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let mut tid: libc::pthread_t = 0;
+        let rc = libc::pthread_create(&mut tid, &attr, sysmon_main, core::ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+        if rc != 0 {
+            throw("sysmon: failed to create its thread");
+        }
+    }
+}
+
+/// Called by `entersyscall` after publishing P_SYSCALL (SeqCst): wakes sysmon if it is in
+/// a long sleep. One load on the fast path.
+#[inline]
+pub(super) fn wake_if_sleeping() {
+    if WAIT.load(Ordering::SeqCst) != 0 {
+        wake();
+    }
+}
+
+#[cold]
+fn wake() {
+    if WAIT.swap(0, Ordering::SeqCst) == 1 {
+        NOTE.wakeup();
+    }
+}
+
+/// Sleeps on the note for `timeout` (None: until woken), unless `still` — checked after the
+/// flag is up — says not to. Returns whether an entersyscall woke us.
+fn wakeable_sleep(timeout: Option<Duration>, still: impl Fn() -> bool) -> bool {
+    WAIT.store(1, Ordering::SeqCst);
+    let mut woken = if still() {
+        NOTE.sleep_timeout(timeout)
+    } else {
+        false
+    };
+    if !woken && WAIT.swap(0, Ordering::SeqCst) == 0 {
+        // A waker claimed the flag: its wakeup is coming; consume it.
+        NOTE.sleep();
+        woken = true;
+    }
+    NOTE.clear();
+    woken
+}
+
+fn all_ps_idle() -> bool {
+    SCHED.npidle.load(Ordering::SeqCst) >= SCHED.gomaxprocs.load(Ordering::SeqCst)
+}
+
+extern "C" fn sysmon_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    // A panic here is a runtime bug: never unwind off the thread.
+    let r = std::panic::catch_unwind(|| sysmon_loop());
+    let _ = r;
+    throw("sysmon panicked");
+}
+
+fn sysmon_loop() -> ! {
+    let mut idle: u32 = 0;
+    let mut delay: u64 = MIN_DELAY_US;
+    loop {
+        if idle == 0 {
+            delay = MIN_DELAY_US;
+        } else if idle > 50 {
+            delay *= 2;
+        }
+        delay = delay.min(MAX_DELAY_US);
+        if delay >= WAKEABLE_US {
+            if wakeable_sleep(Some(Duration::from_micros(delay)), || true) {
+                idle = 0;
+            }
+        } else {
+            // SAFETY: usleep has no preconditions.
+            unsafe { libc::usleep(delay as libc::c_uint) };
+        }
+        // Nothing runs: sleep until a syscall starts (all Ps idle means no P can be in
+        // one; a goroutine must first get a P, then enter a syscall, which wakes us).
+        if all_ps_idle() {
+            wakeable_sleep(None, all_ps_idle);
+            idle = 0;
+            continue;
+        }
+        if retake(crate::sys::nanotime()) != 0 {
+            idle = 0;
+        } else {
+            idle += 1;
+        }
+    }
+}
+
+/// Takes the Ps blocked in syscalls for more than a round and hands them off; records the
+/// running goroutines' slices. Returns how many Ps it took.
+fn retake(now: i64) -> u32 {
+    let mut n = 0;
+    let procs = SCHED.gomaxprocs.load(Ordering::Relaxed).max(0) as usize;
+    for i in 0..procs {
+        let pp = SCHED.allp[i].load(Ordering::Acquire);
+        if pp.is_null() {
+            continue;
+        }
+        // SAFETY: Ps are never freed; sysmontick is owned by this thread.
+        let p = unsafe { &*pp };
+        let pd = unsafe { &mut *p.sysmontick.ptr() };
+        let s = p.status.load(Ordering::Acquire);
+        if s == P_RUNNING || s == P_SYSCALL {
+            // For preemption (next issue): a goroutine seen with the same schedtick since
+            // `schedwhen` has run that long without passing through the scheduler.
+            let t = p.schedtick.load(Ordering::Relaxed);
+            if pd.schedtick != t {
+                pd.schedtick = t;
+                pd.schedwhen = now;
+            }
+        }
+        if s != P_SYSCALL {
+            continue;
+        }
+        let t = p.syscalltick.load(Ordering::Relaxed);
+        if pd.syscalltick != t {
+            // A syscall we had not seen: give it a round.
+            pd.syscalltick = t;
+            pd.syscallwhen = now;
+            continue;
+        }
+        // Go's rule: don't retake if there is nothing for the P to do and someone is
+        // already looking for work (a spinning M or an idle P) — unless it has lasted long.
+        if p.runq.is_empty()
+            && SCHED.nmspinning.load(Ordering::SeqCst) + SCHED.npidle.load(Ordering::SeqCst) > 0
+            && pd.syscallwhen + SYSCALL_GRACE_NS > now
+        {
+            continue;
+        }
+        if p
+            .status
+            .compare_exchange(P_SYSCALL, P_IDLE, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            // We own the P now.
+            p.syscalltick.store(t.wrapping_add(1), Ordering::Relaxed);
+            n += 1;
+            sched::handoff_p(pp);
+        }
+    }
+    n
+}
