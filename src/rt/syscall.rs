@@ -35,6 +35,20 @@ pub enum EnterError {
     Nested,
 }
 
+/// Changes the status of the goroutine running on this thread between RUNNING and
+/// SYSCALL. Only the goroutine's own M ever writes the status of a RUNNING or SYSCALL
+/// goroutine (nobody else may CAS it: the table in mod.rs), so a checked load and a
+/// release store do what `casgstatus` does without a locked instruction; the fast path
+/// then costs two atomic RMWs (the P's status CAS on entry and on return), as Go 1.26's
+/// does (two CASes of the G's status). The check stays on in release builds.
+#[inline(always)]
+fn setgstatus_own(g: &G, old: u32, new: u32) {
+    if g.status.load(Ordering::Relaxed) != old {
+        throw("casgstatus: bad incoming status");
+    }
+    g.status.store(new, Ordering::Release);
+}
+
 /// Enters a blocking call (Go's entersyscall). `Ok` means the caller must call [`exit`]
 /// when the call returns, on the same goroutine (it does not move).
 #[inline]
@@ -63,7 +77,7 @@ pub fn enter() -> Result<(), EnterError> {
     }
     // SAFETY: m's own thread owns syscalltick.
     unsafe { m.syscalltick.set(p.syscalltick.load(Ordering::Relaxed)) };
-    casgstatus(g, G_RUNNING, G_SYSCALL);
+    setgstatus_own(g, G_RUNNING, G_SYSCALL);
     m.oldp.store(pp, Ordering::Relaxed);
     m.p.store(null_mut(), Ordering::Relaxed);
     p.m.store(null_mut(), Ordering::Relaxed);
@@ -121,7 +135,7 @@ pub fn exit() {
             p.syscalltick.load(Ordering::Relaxed).wrapping_add(1),
             Ordering::Relaxed,
         );
-        casgstatus(g, G_SYSCALL, G_RUNNING);
+        setgstatus_own(g, G_SYSCALL, G_RUNNING);
         return;
     }
     // SAFETY: m's thread; the goroutine is in a syscall and its P is gone.

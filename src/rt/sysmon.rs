@@ -86,14 +86,19 @@ fn wake() {
 }
 
 /// Sleeps on the note for `timeout` (None: until woken), unless `still` — checked after the
-/// flag is up — says not to. Returns whether an entersyscall woke us.
+/// flag is up — says not to. Returns whether there is a reason to look at the Ps now (an
+/// entersyscall woke us, or `still` said not to sleep).
 fn wakeable_sleep(timeout: Option<Duration>, still: impl Fn() -> bool) -> bool {
     WAIT.store(1, Ordering::SeqCst);
-    let mut woken = if still() {
-        NOTE.sleep_timeout(timeout)
-    } else {
-        false
-    };
+    if !still() {
+        if WAIT.swap(0, Ordering::SeqCst) == 0 {
+            // A waker claimed the flag meanwhile: consume its wakeup.
+            NOTE.sleep();
+            NOTE.clear();
+        }
+        return true;
+    }
+    let mut woken = NOTE.sleep_timeout(timeout);
     if !woken && WAIT.swap(0, Ordering::SeqCst) == 0 {
         // A waker claimed the flag: its wakeup is coming; consume it.
         NOTE.sleep();
@@ -101,6 +106,17 @@ fn wakeable_sleep(timeout: Option<Duration>, still: impl Fn() -> bool) -> bool {
     }
     NOTE.clear();
     woken
+}
+
+/// Whether some P is in a syscall sysmon has not recorded yet (its `syscalltick` differs
+/// from what sysmon saw). Only the sysmon thread calls this (it reads `sysmontick`).
+fn syscall_unseen() -> bool {
+    all_ps().any(|p| {
+        // SAFETY: sysmontick is owned by the sysmon thread, our caller.
+        let pd = unsafe { &*p.sysmontick.ptr() };
+        p.status.load(Ordering::SeqCst) == P_SYSCALL
+            && p.syscalltick.load(Ordering::Relaxed) != pd.syscalltick
+    })
 }
 
 fn all_ps_idle() -> bool {
@@ -125,8 +141,13 @@ fn sysmon_loop() -> ! {
         }
         delay = delay.min(MAX_DELAY_US);
         if delay >= WAKEABLE_US {
-            if wakeable_sleep(Some(Duration::from_micros(delay)), || true) {
+            // `syscall_unseen`: a syscall that started after our last look but before the
+            // flag went up did not wake us; don't sleep long on it.
+            if wakeable_sleep(Some(Duration::from_micros(delay)), || !syscall_unseen()) {
+                // A syscall started: watch it closely (the next round records it, the one
+                // after retakes it).
                 idle = 0;
+                delay = MIN_DELAY_US;
             }
         } else {
             // SAFETY: usleep has no preconditions.
@@ -151,14 +172,12 @@ fn sysmon_loop() -> ! {
 /// running goroutines' slices. Returns how many Ps it took.
 fn retake(now: i64) -> u32 {
     let mut n = 0;
-    let procs = SCHED.gomaxprocs.load(Ordering::Relaxed).max(0) as usize;
-    for i in 0..procs {
-        let pp = SCHED.allp[i].load(Ordering::Acquire);
-        if pp.is_null() {
-            continue;
-        }
-        // SAFETY: Ps are never freed; sysmontick is owned by this thread.
-        let p = unsafe { &*pp };
+    // Every P ever created, not only the first GOMAXPROCS: a P removed by a shrink while
+    // its M was in a syscall must still be retaken, or its run queue would be stranded
+    // (handed off, it is retired by pidleput or by its next M's schedule).
+    for p in all_ps() {
+        let pp = p as *const P as *mut P;
+        // SAFETY: sysmontick is owned by this thread.
         let pd = unsafe { &mut *p.sysmontick.ptr() };
         let s = p.status.load(Ordering::Acquire);
         if s == P_RUNNING || s == P_SYSCALL {
