@@ -798,3 +798,37 @@ int32_t gmp_sleep(int64_t ns);
 #endif  // __cplusplus
 
 #endif  /* GMP_SCHED_H */
+
+#ifndef GMP_SCHED_INLINE_H
+#define GMP_SCHED_INLINE_H
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(GMP_NO_INLINE_FAST_PATHS)
+/*
+ Inline fast path of gmp_mutex_lock (Go inlines sync.Mutex.Lock the same way): takes a
+ free mutex with one CAS of its state word; anything else (contention, NULL, misaligned)
+ calls the library function. Define GMP_NO_INLINE_FAST_PATHS before including this
+ header to always call the library.
+ */
+static inline int gmp_mutex_lock_fast(gmp_mutex *m) {
+    int32_t unlocked = 0;
+    if (m != NULL && ((uintptr_t)m & 3u) == 0 &&
+        __atomic_compare_exchange_n(&m->state, &unlocked, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return 0;
+    return (gmp_mutex_lock)(m);
+}
+
+/*
+ Inline fast path of gmp_mutex_unlock: releases a mutex that no one waits for with one CAS
+ of its state word; anything else (waiters, misuse, NULL) calls the library function.
+ */
+static inline int gmp_mutex_unlock_fast(gmp_mutex *m) {
+    int32_t locked = 1;
+    if (m != NULL && ((uintptr_t)m & 3u) == 0 &&
+        __atomic_compare_exchange_n(&m->state, &locked, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        return 0;
+    return (gmp_mutex_unlock)(m);
+}
+
+#define gmp_mutex_lock(m) gmp_mutex_lock_fast(m)
+#define gmp_mutex_unlock(m) gmp_mutex_unlock_fast(m)
+#endif
+#endif  /* GMP_SCHED_INLINE_H */

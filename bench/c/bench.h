@@ -104,6 +104,25 @@ _Noreturn static inline void bench_fail(const char *workload, const char *fmt, .
 
 /* Applies -procs (when > 0) and returns the GOMAXPROCS now in effect. Always calls
  * into the library, which starts the runtime before anything is timed. */
+/* One goroutine per P, each sleeping 1 ms: the runtime's threads exist before the clock
+ * starts, as Go's do when its main begins (runtime start-up is not part of any
+ * workload). */
+static gmp_wg bench_warm_wg = GMP_WG_INIT;
+static void bench_warm_one(void *arg)
+{
+    (void)arg;
+    gmp_sleep(1000000);
+    gmp_wg_done(&bench_warm_wg);
+}
+static inline void bench_warm_up(int procs)
+{
+    gmp_wg_add(&bench_warm_wg, procs);
+    for (int i = 0; i < procs; i++)
+        if (gmp_go(bench_warm_one, NULL) <= 0)
+            gmp_wg_done(&bench_warm_wg);
+    gmp_wg_wait(&bench_warm_wg);
+}
+
 static inline int bench_setup_procs(const char *workload, int64_t procs)
 {
     if (procs > 0) {
@@ -116,6 +135,7 @@ static inline int bench_setup_procs(const char *workload, int64_t procs)
         bench_fail(workload, "gmp_maxprocs(0) = %d", now);
     if (procs > 0 && now != procs)
         bench_fail(workload, "asked for %" PRId64 " procs, runtime has %d", procs, now);
+    bench_warm_up(now);
     return now;
 }
 

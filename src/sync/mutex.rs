@@ -77,7 +77,9 @@ fn can_spin(iter: u32) -> bool {
 #[inline(always)]
 pub fn lock_fast(state: &AtomicI32) -> bool {
     // acquire: pairs with the release in `unlock`.
-    state.compare_exchange(0, MUTEX_LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    state
+        .compare_exchange(0, MUTEX_LOCKED, Ordering::Acquire, Ordering::Relaxed)
+        .is_ok()
 }
 
 /// The uncontended unlock: drops the locked bit; returns the new state, which must go to
@@ -85,7 +87,9 @@ pub fn lock_fast(state: &AtomicI32) -> bool {
 #[inline(always)]
 pub fn unlock_fast(state: &AtomicI32) -> i32 {
     // release: publishes the critical section to the next locker (pairs with `lock`).
-    state.fetch_sub(MUTEX_LOCKED, Ordering::Release).wrapping_sub(MUTEX_LOCKED)
+    state
+        .fetch_sub(MUTEX_LOCKED, Ordering::Release)
+        .wrapping_sub(MUTEX_LOCKED)
 }
 
 pub struct Mutex<'a> {
