@@ -65,7 +65,7 @@ pub extern "C" fn gmp_exitsyscall() -> c_int {
             return 0;
         }
         // SAFETY: gp is the goroutine running on this thread.
-        if unsafe { (*gp).status.load(core::sync::atomic::Ordering::Relaxed) } != 3 {
+        if unsafe { (*gp).status.load(core::sync::atomic::Ordering::Relaxed) } != rt::G_SYSCALL {
             return -libc::EINVAL;
         }
         rt::syscall::exit();
