@@ -152,9 +152,12 @@ unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
     // SAFETY: gp is ours (caller contract).
     let g = unsafe { &*gp };
     let mp = m as *const M as *mut M;
-    let pp = {
+    // An idle P? (A lock-free look first: in a burst of returns, most find none.)
+    let pp = if SCHED.npidle.load(Ordering::SeqCst) > 0 {
         let mut sg = lock_sched();
         sched::pidleget(&mut sg)
+    } else {
+        None
     };
     if let Some(pp) = pp {
         // SAFETY: m's thread; pp came off the idle list.
