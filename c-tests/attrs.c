@@ -8,8 +8,9 @@
  * times on a WaitGroup completed by a helper goroutine (so it is made ready from
  * another thread's P), while 4 default goroutines yield 10,000 times each. Checks: the
  * pinned goroutine's gettid() never changes; the default goroutines do migrate (at
- * least one of them is seen on two or more threads: Gosched puts a goroutine on the
- * global run queue, where either P takes it).
+ * least one of them is seen on two or more threads: a yielding goroutine stays on its P's
+ * queue unless stolen, so they also sleep 100 µs every 500 yields, after which the
+ * timer readies them on whichever P runs it, and idle Ps steal).
  */
 #include "check.h"
 
@@ -88,6 +89,12 @@ static void other_main(void *arg)
     for (int i = 0; i < OTHER_YIELDS; i++) {
         CHECK_EQ(gmp_yield(), 0);
         note_tid(o);
+        if (i % 500 == 499) {
+            /* A short sleep: the P may go idle and steal, and the timer readies this
+             * goroutine on whichever P runs it. */
+            CHECK_OK(gmp_sleep(100 * 1000));
+            note_tid(o);
+        }
     }
     CHECK_OK(gmp_wg_done(o->wg));
 }

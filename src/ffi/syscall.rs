@@ -213,8 +213,10 @@ pub extern "C" fn gmp_lock_os_thread() -> c_int {
 /// thread regardless.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_unlock_os_thread() -> c_int {
-    boundary("gmp_unlock_os_thread", || match rt::lockosthread::unlock() {
-        Ok(n) => n.min(i32::MAX as u32) as c_int,
-        Err(_) => -libc::EPERM,
+    boundary("gmp_unlock_os_thread", || {
+        match rt::lockosthread::unlock() {
+            Ok(n) => n.min(i32::MAX as u32) as c_int,
+            Err(_) => -libc::EPERM,
+        }
     })
 }

@@ -84,8 +84,7 @@ pub fn enter() -> Result<(), EnterError> {
     // Publish: from here the P may be taken (release: its next owner sees our writes to
     // its owner-only state). SeqCst: the StoreLoad barrier before reading sysmon's flag
     // (sysmon sets the flag, then re-checks the Ps; one of us sees the other).
-    if p
-        .status
+    if p.status
         .compare_exchange(P_RUNNING, P_SYSCALL, Ordering::SeqCst, Ordering::Relaxed)
         .is_err()
     {
@@ -123,8 +122,7 @@ pub fn exit() {
     // in someone else's syscall now — either way it is free to take). acquire: we see the
     // writes of whoever owned it last.
     if p.status.load(Ordering::Relaxed) == P_SYSCALL
-        && p
-            .status
+        && p.status
             .compare_exchange(P_SYSCALL, P_RUNNING, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
     {

@@ -207,8 +207,7 @@ fn retake(now: i64) -> u32 {
         {
             continue;
         }
-        if p
-            .status
+        if p.status
             .compare_exchange(P_SYSCALL, P_IDLE, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
