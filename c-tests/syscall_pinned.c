@@ -4,7 +4,8 @@
  * At GOMAXPROCS=2, two goroutines started with GMP_GO_PINNED each make 10,000 blocking
  * calls (gmp_blocking of a function that sometimes sleeps 50 us, so sysmon retakes the
  * processor and the return takes the slow path; every 100th call a gmp_sleep, every
- * 10th a gmp_yield), while 6 default goroutines yield in a loop so that stealing goes on.
+ * 10th a gmp_yield), while 6 default goroutines yield in a loop, sleeping 50 us every
+ * 200 yields, so that stealing goes on.
  * Checks: each pinned goroutine's gettid() never changes; stealing happened.
  */
 #include "check.h"
@@ -47,11 +48,15 @@ static void pinned(void *arg)
 static void yielder(void *arg)
 {
     gmp_wg *wg = arg;
-    while (!atomic_load(&stop)) {
+    for (long n = 1; !atomic_load(&stop); n++) {
         volatile int x = 0;
         for (int i = 0; i < 1000; i++)
             x += i;
         gmp_yield();
+        /* A yield stays on this P's queue; a short sleep now and then lets the Ps go
+         * idle and steal from each other. */
+        if (n % 200 == 0)
+            CHECK_OK(gmp_sleep(50 * 1000));
     }
     CHECK_OK(gmp_wg_done(wg));
 }
