@@ -92,6 +92,25 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    // Channel operations without blocking: send then receive on a buffered channel (cap 1).
+    let mut ch: *mut gmp::ffi::chan::gmp_chan = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; the channel lives until the release below.
+    assert_eq!(unsafe { gmp::ffi::chan::gmp_chan_make(&mut ch, 8, 1) }, 0);
+    g.bench_function("chan_send_recv_buffered", |b| {
+        let v: u64 = 7;
+        let mut out: u64 = 0;
+        b.iter(|| {
+            // SAFETY: ch is live; v and out are 8-byte buffers.
+            unsafe {
+                gmp::ffi::chan::gmp_chan_send(ch, (&v as *const u64).cast());
+                gmp::ffi::chan::gmp_chan_recv(ch, (&mut out as *mut u64).cast());
+            }
+            black_box(out)
+        })
+    });
+    // SAFETY: the reference from gmp_chan_make, released once, with no operation in flight.
+    unsafe { gmp::ffi::chan::gmp_chan_release(ch) };
+
     // WaitGroup add/done, uncontended.
     let mut wg = gmp_wg {
         state: 0,

@@ -9,10 +9,10 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-mod chan;
-mod sync;
+pub mod chan;
+pub mod sync;
 mod syscall;
-mod time;
+pub mod time;
 
 use crate::rt;
 use crate::stack;
