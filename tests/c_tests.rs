@@ -26,6 +26,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::library;
+
 /// A program still running after this long is killed and its test fails.
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -50,26 +53,6 @@ fn lock() -> MutexGuard<'static, ()> {
 
 fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The `libgmp.so` to test: `deps/libgmp.so` beside this executable (what this
-/// `cargo test` built), else `target/<profile>/libgmp.so`.
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe
-        .parent()
-        .expect("test executable has a parent directory");
-    let profile = deps.parent().expect("deps has a parent directory");
-    for lib in [deps.join("libgmp.so"), profile.join("libgmp.so")] {
-        if lib.exists() {
-            return lib;
-        }
-    }
-    panic!(
-        "no libgmp.so in {} or {}: cargo should have built the cdylib",
-        deps.display(),
-        profile.display()
-    )
 }
 
 /// A directory holding only `libgmp.so.0 -> <library()>`, for the programs' rpath.

@@ -5,8 +5,11 @@
 //! `target/<profile>/libgmp.so`. Uses binutils' `nm` and `readelf`.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+
+mod common;
+use common::library;
 
 /// GNU MP's libgmp.so.10, present wherever gcc is installed on Debian.
 const GNU_MP: &str = "/usr/lib/x86_64-linux-gnu/libgmp.so.10";
@@ -63,24 +66,6 @@ const GNU_MP_NAMES: &[&str] = &[
     "gmp_randstate_srcptr",
     "gmp_randalg_t",
 ];
-
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe
-        .parent()
-        .expect("test executable has a parent directory");
-    let profile = deps.parent().expect("deps has a parent directory");
-    for lib in [deps.join("libgmp.so"), profile.join("libgmp.so")] {
-        if lib.exists() {
-            return lib;
-        }
-    }
-    panic!(
-        "no libgmp.so in {} or {}",
-        deps.display(),
-        profile.display()
-    )
-}
 
 fn tool(program: &str, args: &[&str], file: &Path) -> String {
     let out = Command::new(program)
