@@ -139,6 +139,24 @@ static inline int bench_setup_procs(const char *workload, int64_t procs)
     return now;
 }
 
+/* The C main thread is not a goroutine (Go's main is): a workload runs in a root
+ * goroutine, which calls bench_root_finished() when it is done. */
+static gmp_wg bench_root_done = GMP_WG_INIT;
+static inline void bench_root_finished(void)
+{
+    gmp_wg_done(&bench_root_done);
+}
+static inline void bench_run_root(const char *workload, void (*root)(void *), void *arg)
+{
+    gmp_wg_add(&bench_root_done, 1);
+    int64_t id = gmp_go(root, arg);
+    if (id <= 0)
+        bench_fail(workload, "gmp_go(root) = %" PRId64, id);
+    int rc = gmp_wg_wait(&bench_root_done);
+    if (rc < 0)
+        bench_fail(workload, "gmp_wg_wait = %d", rc);
+}
+
 static inline int64_t bench_now_ns(void)
 {
     struct timespec ts;

@@ -26,7 +26,6 @@ static gmp_chan *ch;
 static int64_t np = 4, nc = 4, cap = 1024;
 static slot *producers, *consumers;
 static gmp_wg producers_wg = GMP_WG_INIT, consumers_wg = GMP_WG_INIT;
-static gmp_wg root_done = GMP_WG_INIT;
 static atomic_int_least64_t spawn_error;
 
 static void producer(void *arg)
@@ -80,7 +79,7 @@ static void root(void *arg)
     gmp_wg_wait(&producers_wg);
     gmp_chan_close(ch);
     gmp_wg_wait(&consumers_wg);
-    gmp_wg_done(&root_done);
+    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -115,13 +114,7 @@ int main(int argc, char **argv)
         consumers[i] = (slot){0};
 
     int64_t t0 = bench_now_ns();
-    gmp_wg_add(&root_done, 1);
-    int64_t id = gmp_go(root, NULL);
-    if (id <= 0)
-        bench_fail(WORKLOAD, "gmp_go(root) = %" PRId64, id);
-    rc = gmp_wg_wait(&root_done);
-    if (rc < 0)
-        bench_fail(WORKLOAD, "gmp_wg_wait = %d", rc);
+    bench_run_root(WORKLOAD, root, NULL);
     int64_t wall = bench_now_ns() - t0;
 
     if (atomic_load(&spawn_error) != 0)

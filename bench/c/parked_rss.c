@@ -20,7 +20,6 @@ static const char *const WORKLOAD = "parked_rss";
 static int64_t n = 1000000, settle_ms = 20;
 static gmp_chan *ch;
 static gmp_wg wg = GMP_WG_INIT;
-static gmp_wg root_done = GMP_WG_INIT;
 static atomic_int_least64_t parked; /* goroutines about to block */
 static atomic_int_least64_t bad;    /* receives that did not return -EPIPE */
 static int64_t spawn_failed_at = -1, spawn_error;
@@ -64,7 +63,7 @@ static void root(void *arg)
 
     gmp_chan_close(ch);
     gmp_wg_wait(&wg);
-    gmp_wg_done(&root_done);
+    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -85,13 +84,7 @@ int main(int argc, char **argv)
     int rc = gmp_chan_make(&ch, sizeof(int64_t), 0);
     if (rc != 0)
         bench_fail(WORKLOAD, "gmp_chan_make = %d", rc);
-    gmp_wg_add(&root_done, 1);
-    int64_t id = gmp_go(root, NULL);
-    if (id <= 0)
-        bench_fail(WORKLOAD, "gmp_go(root) = %" PRId64, id);
-    rc = gmp_wg_wait(&root_done);
-    if (rc < 0)
-        bench_fail(WORKLOAD, "gmp_wg_wait = %d", rc);
+    bench_run_root(WORKLOAD, root, NULL);
 
     if (spawn_failed_at >= 0)
         bench_fail(WORKLOAD, "gmp_go #%" PRId64 " = %" PRId64, spawn_failed_at, spawn_error);

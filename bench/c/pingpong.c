@@ -12,7 +12,6 @@ static const char *const WORKLOAD = "pingpong";
 static int64_t n = 1000000;
 static gmp_chan *ping, *pong;
 static gmp_wg wg = GMP_WG_INIT;
-static gmp_wg root_done = GMP_WG_INIT;
 static int64_t bad;          /* replies that were not the value sent plus one (root) */
 static int64_t errors;       /* channel calls that failed (root) */
 static int64_t echo_errors;  /* channel calls that failed (echo) */
@@ -60,7 +59,7 @@ static void root(void *arg)
         }
     }
     gmp_wg_wait(&wg);
-    gmp_wg_done(&root_done);
+    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -82,13 +81,7 @@ int main(int argc, char **argv)
         bench_fail(WORKLOAD, "gmp_chan_make = %d", rc);
 
     int64_t t0 = bench_now_ns();
-    gmp_wg_add(&root_done, 1);
-    int64_t id = gmp_go(root, NULL);
-    if (id <= 0)
-        bench_fail(WORKLOAD, "gmp_go(root) = %" PRId64, id);
-    rc = gmp_wg_wait(&root_done);
-    if (rc < 0)
-        bench_fail(WORKLOAD, "gmp_wg_wait = %d", rc);
+    bench_run_root(WORKLOAD, root, NULL);
     int64_t wall = bench_now_ns() - t0;
 
     if (spawn_error != 0)

@@ -28,7 +28,6 @@ typedef struct node {
 } node;
 
 static int64_t div_ = 10;
-static gmp_wg root_done = GMP_WG_INIT;
 static int64_t total;
 static atomic_int errors;       /* failed library calls */
 static atomic_int first_error;  /* the first one's result */
@@ -103,7 +102,7 @@ static void root(void *arg)
         }
         gmp_chan_release(c);
     }
-    gmp_wg_done(&root_done);
+    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -128,13 +127,7 @@ int main(int argc, char **argv)
     int p = bench_setup_procs(WORKLOAD, procs);
 
     int64_t t0 = bench_now_ns();
-    gmp_wg_add(&root_done, 1);
-    int64_t id = gmp_go(root, &n);
-    if (id <= 0)
-        bench_fail(WORKLOAD, "gmp_go(root) = %" PRId64, id);
-    int rc = gmp_wg_wait(&root_done);
-    if (rc < 0)
-        bench_fail(WORKLOAD, "gmp_wg_wait = %d", rc);
+    bench_run_root(WORKLOAD, root, &n);
     int64_t wall = bench_now_ns() - t0;
 
     if (atomic_load(&errors) != 0)

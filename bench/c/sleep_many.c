@@ -14,7 +14,6 @@ static const char *const WORKLOAD = "sleep_many";
 
 static int64_t n = 100000, ms = 10, d_ns;
 static gmp_wg wg = GMP_WG_INIT;
-static gmp_wg root_done = GMP_WG_INIT;
 static atomic_int_least64_t short_sleeps; /* sleeps that returned early */
 static atomic_int_least64_t errors;       /* gmp_sleep != 0 */
 static int64_t spawn_failed_at = -1, spawn_error;
@@ -45,7 +44,7 @@ static void root(void *arg)
         }
     }
     gmp_wg_wait(&wg);
-    gmp_wg_done(&root_done);
+    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -65,13 +64,7 @@ int main(int argc, char **argv)
     int p = bench_setup_procs(WORKLOAD, procs);
 
     int64_t t0 = bench_now_ns();
-    gmp_wg_add(&root_done, 1);
-    int64_t id = gmp_go(root, NULL);
-    if (id <= 0)
-        bench_fail(WORKLOAD, "gmp_go(root) = %" PRId64, id);
-    int rc = gmp_wg_wait(&root_done);
-    if (rc < 0)
-        bench_fail(WORKLOAD, "gmp_wg_wait = %d", rc);
+    bench_run_root(WORKLOAD, root, NULL);
     int64_t wall = bench_now_ns() - t0;
 
     if (spawn_failed_at >= 0)

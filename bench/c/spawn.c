@@ -13,7 +13,6 @@ static const char *const WORKLOAD = "spawn";
 static gmp_wg wg = GMP_WG_INIT;
 static atomic_int_least64_t counter;
 
-static gmp_wg root_done = GMP_WG_INIT;
 static int64_t n = 1000000;
 static int64_t spawn_failed_at = -1, spawn_error;
 
@@ -39,7 +38,7 @@ static void root(void *arg)
         }
     }
     gmp_wg_wait(&wg);
-    gmp_wg_done(&root_done);
+    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -58,13 +57,7 @@ int main(int argc, char **argv)
     int rc = gmp_wg_add(&wg, n);
     if (rc < 0)
         bench_fail(WORKLOAD, "gmp_wg_add = %d", rc);
-    gmp_wg_add(&root_done, 1);
-    int64_t id = gmp_go(root, NULL);
-    if (id <= 0)
-        bench_fail(WORKLOAD, "gmp_go(root) = %" PRId64, id);
-    rc = gmp_wg_wait(&root_done);
-    if (rc < 0)
-        bench_fail(WORKLOAD, "gmp_wg_wait = %d", rc);
+    bench_run_root(WORKLOAD, root, NULL);
     int64_t wall = bench_now_ns() - t0;
     if (spawn_failed_at >= 0)
         bench_fail(WORKLOAD, "gmp_go #%" PRId64 " = %" PRId64, spawn_failed_at, spawn_error);
