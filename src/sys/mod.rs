@@ -307,11 +307,6 @@ impl Lock {
             _ => crate::rt::throw("unlock of unlocked lock"),
         }
     }
-
-    /// Whether some thread holds the lock (for assertions only).
-    pub fn is_locked(&self) -> bool {
-        self.state.load(Ordering::Relaxed) != 0
-    }
 }
 
 impl Default for Lock {
