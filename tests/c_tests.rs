@@ -798,6 +798,11 @@ fn syscall_pinned() {
 }
 
 #[test]
+fn affinity() {
+    expect_success("affinity", &[]);
+}
+
+#[test]
 fn syscall_errno() {
     expect_success("syscall_errno", &[]);
 }

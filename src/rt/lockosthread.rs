@@ -2,8 +2,9 @@
 //! seed 004 §9.5, DESIGN.md decision 10).
 //!
 //! Counted as Go's `lockedExt`: `lock` increments `m.lockedext` and binds goroutine and
-//! thread (`g.lockedm`, `m.lockedg` — the strict form of M-affinity, also used by pinned
-//! goroutines); `unlock` decrements and unbinds at zero (a pinned goroutine stays bound).
+//! thread (`g.lockedm`, `m.lockedg` — the strict form of M-affinity); `unlock` decrements
+//! and unbinds at zero (a goroutine started pinned stays bound by its loose affinity,
+//! affinity.rs).
 //! While bound the M runs only that goroutine: when it blocks, the M hands its P off and
 //! sleeps (`stoplockedm`); whoever dequeues it hands a P to its M (`startlockedm`). A
 //! goroutine that ends with a nonzero count takes its thread with it (`goexit0` sets
@@ -68,7 +69,7 @@ pub fn lock() -> Result<u32, LockError> {
 }
 
 /// Undoes one `lock`; at zero the goroutine may run on any thread again (unless it was
-/// started pinned). A call without a matching lock does nothing (Go). Returns the new count.
+/// started pinned: then it stays on this one, which runs other goroutines again). A call without a matching lock does nothing (Go). Returns the new count.
 pub fn unlock() -> Result<u32, LockError> {
     let gp = getg();
     if gp.is_null() {
@@ -83,7 +84,7 @@ pub fn unlock() -> Result<u32, LockError> {
             return Ok(0);
         }
         m.lockedext.set(n - 1);
-        if n == 1 && !(*gp).pinned.get() {
+        if n == 1 {
             m.lockedg.store(null_mut(), Ordering::Relaxed);
             (*gp).lockedm.store(null_mut(), Ordering::Relaxed);
         }

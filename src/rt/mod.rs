@@ -28,13 +28,11 @@
 //! | `G_WAITING`    | parked in a wait queue (sema, channel…)  | the wait queue; nobody runs it             | the waker (`goready`) → RUNNABLE |
 //! | `G_DEAD`       | finished, on a free list                  | the free list (stack kept)                | `newproc` reusing it → RUNNABLE |
 //!
-//! | `G_SYSCALL`    | in a blocking call (syscall.rs)          | its M (`g.m`, `m.curg == g`; `m.p == 0`, `m.oldp` = the P it left in P_SYSCALL) | its M only: `exitsyscall` → RUNNING, or → RUNNABLE when it must wait for a P |
+//! | `G_SYSCALL`    | in a blocking call (syscall.rs)          | its M (`g.m`, `m.curg == g`; `m.p == 0`, `m.oldp` = the P it left in P_SYSCALL, or null while the M waits on `affwait` for a P) | its M only: `exitsyscall` → RUNNING |
 //!
-//! One exception to "RUNNABLE: the stack is not owned": a goroutine whose `exitsyscall`
-//! found no P is put on the global run queue as a *token* (RUNNABLE, `lockedm` = its M)
-//! while its M sleeps on the goroutine's own stack; whoever dequeues the token hands its P
-//! to that M (`startlockedm`) instead of running the goroutine. `G_PREEMPTED` comes with
-//! the preemption issue.
+//! "On exactly one run queue" counts an M's affinity queue (`m.aff`, affinity.rs): a
+//! RUNNABLE goroutine bound to an M (`g.affm`) waits there and nowhere else.
+//! `G_PREEMPTED` comes with the preemption issue.
 //!
 //! A `P`'s status: `P_IDLE` (on the idle list, no M; only a holder of `SCHED.lock` moves it
 //! off), `P_RUNNING` (owned by `p.m`, which alone moves it), `P_SYSCALL` (its M is in a
@@ -47,20 +45,29 @@
 //! An `M` has no status word; its state is the combination of fields (seed 003, "The Full
 //! M State Machine"): running a G (`curg != 0, p != 0`), in the scheduler (`curg == 0,
 //! p != 0`), spinning (`spinning`, holds a P), idle (on `SCHED.midle`, `p == 0`, asleep on
-//! `park`), locked-idle (`lockedg != 0`, asleep on `park` until its G is runnable), in a
-//! syscall (`curg` in G_SYSCALL, `p == 0`, `oldp != 0`), waiting for a P holding its
-//! goroutine (`curg` RUNNABLE as a token, asleep on `park`, woken only by `startlockedm`),
-//! or dead (`dead`, its thread exited because its goroutine ended locked).
+//! `park`; `mlist == MLIST_IDLE`), waiting for a P for work only it can run (on
+//! `SCHED.affwait`, `mlist == MLIST_AFFWAIT`, asleep on `park`, woken only by a P
+//! hand-over: `pidleput`, `handoff_p`, a busy P's 61-tick check, or `procresize`),
+//! locked-idle (`lockedg != 0`, asleep on `park` until its G is runnable), in a syscall
+//! (`curg` in G_SYSCALL, `p == 0`, `oldp != 0`; on return without a P it waits on
+//! `affwait` with `curg` still in G_SYSCALL), the timer M (asleep on `park` with a
+//! deadline, see timer.rs), or dead (`dead`, its thread exited because its goroutine
+//! ended locked). Who moves an M on or off a list: the M itself puts itself on one
+//! (`stopm`, `wait_for_p`); `startm` takes it off `midle`; a readier of a goroutine
+//! affine to it moves it from `midle` to `affwait` or wakes it with a P
+//! (`wake_affine_m`); a P hand-over takes it off `affwait` — all under `SCHED.lock`.
 //!
 //! # Lock order
 //!
 //! A P's timer lock → `SCHED.lock` → `SCHED.gfree_lock` → a semaphore root's lock;
-//! the template thread's list lock (lockosthread.rs) is a leaf. Nothing else is ever held
+//! the template thread's list lock (lockosthread.rs) and an M's affinity-queue lock
+//! (affinity.rs) are leaves. Nothing else is ever held
 //! while taking one of these, and none is held across a goroutine switch (gopark's unlock
 //! function releases the lock a parking goroutine took, on the scheduler stack).
 
 pub mod runq;
 
+mod affinity;
 mod config;
 pub mod lockosthread;
 mod park;
@@ -212,9 +219,14 @@ pub struct G {
     pub schedlink: Owned<*mut G>,
     /// The M running it (RUNNING only), for the triangle invariant and scheddetail.
     pub m: AtomicPtr<M>,
-    /// The M this G is locked to (started with `GMP_GO_PINNED`): only that M runs it.
+    /// The M this G is locked to (LockOSThread): only that M runs it, and it runs nothing
+    /// else. Written by the G's own thread while it runs.
     pub lockedm: AtomicPtr<M>,
-    /// Lock to the first M that runs it (attribute of `gmp_go`). Owner: the G's owner.
+    /// The M this G is affine to (started with `GMP_GO_PINNED`; affinity.rs): only that M
+    /// runs it, and runs other goroutines too. Set by the first M that runs the G, cleared
+    /// when it exits; read by whoever readies it.
+    pub affm: AtomicPtr<M>,
+    /// Bind to the first M that runs it (attribute of `gmp_go`). Owner: the G's owner.
     pub pinned: Owned<bool>,
     /// Why it waits (WAITING only).
     pub waitreason: AtomicU8,
@@ -243,6 +255,7 @@ impl G {
             schedlink: Owned::new(null_mut()),
             m: AtomicPtr::new(null_mut()),
             lockedm: AtomicPtr::new(null_mut()),
+            affm: AtomicPtr::new(null_mut()),
             pinned: Owned::new(false),
             waitreason: AtomicU8::new(0),
             alllink: AtomicPtr::new(null_mut()),
@@ -316,8 +329,22 @@ pub struct M {
     pub blocked: AtomicBool,
     /// Where this M sleeps when idle (stopm) or locked-idle (stoplockedm).
     pub park: Note,
-    /// Link in `SCHED.midle`. Owner: holder of `SCHED.lock`.
+    /// Links in `SCHED.midle` (both) or `SCHED.affwait` (`schedlink` only), and which of
+    /// the two lists the M is on (`MLIST_*`). Owner: holder of `SCHED.lock`.
     pub schedlink: Owned<*mut M>,
+    pub schedprev: Owned<*mut M>,
+    pub mlist: Owned<u8>,
+    /// Goroutines affine to this M, runnable (affinity.rs).
+    pub aff: affinity::AffQueue,
+    /// Affine work was queued for this M after it went idle, before it reached an idle
+    /// list: it must get a P instead of sleeping. Written under `SCHED.lock`.
+    pub affwanted: AtomicBool,
+    /// Live goroutines affine to this M (pinned to it). Owner: this M's thread (pinned
+    /// goroutines bind and exit on it).
+    pub naffine: Owned<u32>,
+    /// An affine goroutine just yielded: the next schedule prefers the local run queue.
+    /// Owner: this M's thread.
+    pub affskip: Owned<bool>,
     /// The G locked to this M (pinned), or null.
     pub lockedg: AtomicPtr<G>,
     /// gopark's unlock function and its argument. Owner: this M's thread.
@@ -488,6 +515,9 @@ impl GQueue {
             tail: null_mut(),
         }
     }
+    pub fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
     /// # Safety
     /// `gp` is valid, owned by the caller and on no other list; the caller holds the queue's lock.
     pub unsafe fn push_back(&mut self, gp: *mut G) {
@@ -551,6 +581,8 @@ pub struct Sched {
     pub gomaxprocs: Padded<AtomicI32>,
     /// Number of idle Ms and of all Ms (mirrors of `synced` for lock-free reads).
     pub nmidle: AtomicI32,
+    /// Length of `synced.affwait`. Written under `lock`; read lock-free as a hint.
+    pub naffwait: AtomicI32,
     pub mcount: AtomicI32,
     /// The thread-count fuse.
     pub maxmcount: AtomicI32,
@@ -582,8 +614,12 @@ pub struct Sched {
 
 /// `SCHED.synced`: only a holder of `SCHED.lock` may touch it.
 pub struct Synced {
-    /// Idle Ms (Go's `midle`).
+    /// Idle Ms (Go's `midle`), doubly linked so that affinity can take a given one out.
     pub midle: *mut M,
+    /// Ms without a P whose goroutine(s) can run nowhere else, waiting for a P (FIFO; the
+    /// next P to go idle, `handoff_p` and the busy Ps' 61-tick check serve it).
+    pub affwait: *mut M,
+    pub affwait_tail: *mut M,
     /// Idle Ps (Go's `pidle`).
     pub pidle: *mut P,
     /// The global run queue.
@@ -601,6 +637,8 @@ pub static SCHED: Sched = Sched {
     lock: Padded(Lock::new()),
     synced: Padded(Owned::new(Synced {
         midle: null_mut(),
+        affwait: null_mut(),
+        affwait_tail: null_mut(),
         pidle: null_mut(),
         runq: GQueue::new(),
     })),
@@ -610,6 +648,7 @@ pub static SCHED: Sched = Sched {
     runqsize: Padded(AtomicI32::new(0)),
     gomaxprocs: Padded(AtomicI32::new(0)),
     nmidle: AtomicI32::new(0),
+    naffwait: AtomicI32::new(0),
     mcount: AtomicI32::new(0),
     maxmcount: AtomicI32::new(DEFAULT_MAX_THREADS),
     allp: [const { AtomicPtr::new(null_mut()) }; MAX_PROCS],

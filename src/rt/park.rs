@@ -71,6 +71,13 @@ pub unsafe fn goready(gp: *mut G) {
             .waitreason
             .store(WaitReason::None as u8, Ordering::Relaxed);
         casgstatus(&*gp, G_WAITING, G_RUNNABLE);
+        // A goroutine bound to an M can run only there (affinity.rs); while it is locked
+        // to it, the strict form (lockedm) is in charge.
+        let am = affinity::affine_m(&*gp);
+        if !am.is_null() {
+            affinity::ready(gp, am);
+            return;
+        }
     }
     sched::ready_put(gp, true);
 }
@@ -135,6 +142,11 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
             // for, and a yield loop on two Ps spent most of its time there (perf: 30% in
             // lock_slow, ~2x Go's cost at GOMAXPROCS=2). Nothing starves: thieves take from
             // the local queue, and the 61-tick check keeps serving the global queue.
+            if !affinity::affine_m(g).is_null() {
+                // SAFETY: m's thread holding a P; gp is RUNNABLE, ours, and bound to m.
+                unsafe { affinity::put_own(m, gp) };
+                return None;
+            }
             // SAFETY: we hold m's P; gp is RUNNABLE and ours.
             unsafe { sched::runq_put(&*m.p.load(Ordering::Relaxed), gp, false) };
             sched::wakep();
@@ -143,6 +155,11 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
         action::PREEMPT => {
             casgstatus(g, G_RUNNING, G_RUNNABLE);
             dropg(m, g);
+            if !affinity::affine_m(g).is_null() {
+                // SAFETY: as for GOSCHED.
+                unsafe { affinity::put_own(m, gp) };
+                return None;
+            }
             sched::ready_put_global(gp);
             None
         }

@@ -186,18 +186,27 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
     owner_add_i64(unsafe { &(*m.p.load(Ordering::Relaxed)).ngoroutines }, -1);
     m.curg.store(null_mut(), Ordering::Relaxed);
     g.m.store(null_mut(), Ordering::Relaxed);
+    if !g.affm.load(Ordering::Relaxed).is_null() {
+        // A pinned goroutine unbinds from its M when it ends (it always ends there).
+        g.affm.store(null_mut(), Ordering::Relaxed);
+        // SAFETY: m's own thread owns naffine.
+        unsafe { m.naffine.set(m.naffine.get() - 1) };
+    }
     if !g.lockedm.load(Ordering::Relaxed).is_null() {
-        // A pinned goroutine releases its thread when it ends; the thread goes back to the
-        // pool. A goroutine that ends inside LockOSThread takes its thread with it (Go's
-        // goexit0 + mexit): whatever it changed in the thread's state must not leak into
-        // other goroutines. The scheduler loop sees `exiting` and ends the thread.
+        // A goroutine that ends inside LockOSThread takes its thread with it (Go's goexit0
+        // + mexit): whatever it changed in the thread's state must not leak into other
+        // goroutines. The scheduler loop sees `exiting` and ends the thread — unless other
+        // goroutines are pinned to this thread: they can run nowhere else, so the thread
+        // stays (and they share whatever state the locked goroutine left behind).
         g.lockedm.store(null_mut(), Ordering::Relaxed);
         m.lockedg.store(null_mut(), Ordering::Relaxed);
         // SAFETY: m's own thread owns these fields.
         unsafe {
             if m.lockedext.get() > 0 {
                 m.lockedext.set(0);
-                m.exiting.set(true);
+                if m.naffine.get() == 0 {
+                    m.exiting.set(true);
+                }
             }
         }
     }

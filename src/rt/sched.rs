@@ -136,6 +136,11 @@ fn pidleput(g: &mut SchedGuard, pp: *mut P) {
         p.status.store(P_DEAD, Ordering::Release);
         return;
     }
+    // An M waiting for a P for work that only it can run comes before idleness.
+    if let Some(am) = affwait_get(g) {
+        give_p(am, pp);
+        return;
+    }
     let s = g.synced();
     // SAFETY: we hold SCHED.lock, the owner of `link`.
     unsafe { p.link.set(s.pidle) };
@@ -182,7 +187,7 @@ pub(super) fn enqueued(gp: *mut G) {
 
 /// Marks `gp` as taken off the run queues to be run.
 #[inline]
-fn dequeued(gp: *mut G) {
+pub(super) fn dequeued(gp: *mut G) {
     #[cfg(debug_assertions)]
     // SAFETY: Gs are never freed.
     if unsafe { !(*gp).queued.swap(false, Ordering::Relaxed) } {
@@ -371,30 +376,203 @@ fn startm(pp: *mut P, spinning: bool) {
 /// Puts `m` on the idle list.
 fn mput(g: &mut SchedGuard, m: *mut M) {
     let s = g.synced();
-    // SAFETY: m is the caller's own M about to sleep; schedlink is owned by the lock holder.
-    unsafe { (*m).schedlink.set(s.midle) };
+    // SAFETY: m is the caller's own M about to sleep; its links and `mlist`, and those of
+    // the list's head, are owned by the lock holder.
+    unsafe {
+        if (*m).mlist.get() != affinity::MLIST_NONE {
+            throw("mput: m already on a list");
+        }
+        (*m).schedlink.set(s.midle);
+        (*m).schedprev.set(null_mut());
+        if !s.midle.is_null() {
+            (*s.midle).schedprev.set(m);
+        }
+        (*m).mlist.set(affinity::MLIST_IDLE);
+    }
     s.midle = m;
     SCHED.nmidle.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Takes an M off the idle list.
 fn mget(g: &mut SchedGuard) -> Option<*mut M> {
-    let s = g.synced();
-    let m = s.midle;
+    let m = g.synced().midle;
     if m.is_null() {
         return None;
     }
-    // SAFETY: m is on the idle list; its schedlink is owned by the lock holder.
+    munlink(g, m);
+    // SAFETY: Ms are never freed.
+    #[cfg(debug_assertions)]
+    if unsafe {
+        !(*m).p.load(Ordering::Relaxed).is_null() || !(*m).curg.load(Ordering::Relaxed).is_null()
+    } {
+        throw("mget: idle m has a p or a g"); // seed 003 invariant 6
+    }
+    Some(m)
+}
+
+/// Takes M `m`, which is on the idle list, off it.
+fn munlink(g: &mut SchedGuard, m: *mut M) {
+    let s = g.synced();
+    // SAFETY: m and its neighbours are on the idle list, whose links the lock holder owns.
     unsafe {
-        s.midle = (*m).schedlink.get();
-        #[cfg(debug_assertions)]
-        if !(*m).p.load(Ordering::Relaxed).is_null() || !(*m).curg.load(Ordering::Relaxed).is_null()
-        {
-            throw("mget: idle m has a p or a g"); // seed 003 invariant 6
+        if (*m).mlist.get() != affinity::MLIST_IDLE {
+            throw("munlink: m not idle");
         }
+        let (next, prev) = ((*m).schedlink.get(), (*m).schedprev.get());
+        if prev.is_null() {
+            s.midle = next;
+        } else {
+            (*prev).schedlink.set(next);
+        }
+        if !next.is_null() {
+            (*next).schedprev.set(prev);
+        }
+        (*m).schedlink.set(null_mut());
+        (*m).schedprev.set(null_mut());
+        (*m).mlist.set(affinity::MLIST_NONE);
     }
     SCHED.nmidle.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Puts `m`, which has work only it can run and no P, on the list of Ms waiting for one.
+fn affwait_put(g: &mut SchedGuard, m: *mut M) {
+    // Seed 003's "no idle P while work waits", for this list: a P goes idle only after
+    // serving it, and an M joins it only after finding no idle P under the same lock.
+    if SCHED.npidle.load(Ordering::Relaxed) != 0 {
+        throw("affwait_put: idle P available");
+    }
+    let s = g.synced();
+    // SAFETY: m is the caller's own M, or an idle M the caller just took off the idle
+    // list; the links are owned by the lock holder.
+    unsafe {
+        if (*m).mlist.get() != affinity::MLIST_NONE {
+            throw("affwait_put: m already on a list");
+        }
+        (*m).schedlink.set(null_mut());
+        (*m).mlist.set(affinity::MLIST_AFFWAIT);
+        if s.affwait_tail.is_null() {
+            s.affwait = m;
+        } else {
+            (*s.affwait_tail).schedlink.set(m);
+        }
+    }
+    s.affwait_tail = m;
+    SCHED.naffwait.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Takes the longest-waiting M off the affinity wait list.
+fn affwait_get(g: &mut SchedGuard) -> Option<*mut M> {
+    let s = g.synced();
+    let m = s.affwait;
+    if m.is_null() {
+        return None;
+    }
+    // SAFETY: m is on the list, whose links the lock holder owns.
+    unsafe {
+        s.affwait = (*m).schedlink.get();
+        if s.affwait.is_null() {
+            s.affwait_tail = null_mut();
+        }
+        (*m).schedlink.set(null_mut());
+        (*m).mlist.set(affinity::MLIST_NONE);
+    }
+    SCHED.naffwait.fetch_sub(1, Ordering::SeqCst);
     Some(m)
+}
+
+/// Hands unowned P `pp` to M `am`, which sleeps on its note waiting for one, and wakes it.
+fn give_p(am: *mut M, pp: *mut P) {
+    // SAFETY: Ms are never freed; am sleeps (or is about to) and reads nextp only after the
+    // wakeup, which publishes it.
+    unsafe {
+        if !(*am).nextp.load(Ordering::Relaxed).is_null() {
+            throw("give_p: m has p");
+        }
+        (*am).nextp.store(pp, Ordering::Relaxed);
+        (*am).park.wakeup();
+    }
+}
+
+/// A goroutine affine to `am` was queued after `am` marked itself idle (affinity.rs), and
+/// the caller claimed `am`: get it a P.
+pub(super) fn wake_affine_m(am: *mut M) {
+    let mut g = lock_sched();
+    // SAFETY: Ms are never freed; `mlist` is owned by the lock holder.
+    match unsafe { (*am).mlist.get() } {
+        affinity::MLIST_IDLE => {
+            munlink(&mut g, am);
+            match pidleget(&mut g) {
+                Some(pp) => {
+                    drop(g);
+                    give_p(am, pp);
+                }
+                None => affwait_put(&mut g, am),
+            }
+        }
+        // Waiting for a P already.
+        affinity::MLIST_AFFWAIT => {}
+        // Between marking itself idle and reaching a list (stopm reads the flag under the
+        // lock), or already holding a P again (then it looks at its queue anyway).
+        // If it is the timer M, its timed sleep must end now (SeqCst: it publishes itself
+        // as the timer M, then reads the flag).
+        _ => {
+            // SAFETY: as above.
+            if unsafe { (*am).p.load(Ordering::Relaxed).is_null() } {
+                // SAFETY: as above.
+                unsafe { (*am).affwanted.store(true, Ordering::SeqCst) };
+                drop(g);
+                timer::wake_timer_m_if(am);
+            }
+        }
+    }
+}
+
+/// Called by an M that holds no P and whose goroutine can run only on it (the
+/// `exitsyscall` slow path): takes an idle P, or waits on the affinity list until one is
+/// handed over. Returns holding a P.
+///
+/// # Safety
+/// On `m`'s own thread, holding no P, not spinning.
+pub(super) unsafe fn wait_for_p(m: &M) {
+    {
+        let mut g = lock_sched();
+        if let Some(pp) = pidleget(&mut g) {
+            drop(g);
+            // SAFETY: m's thread; pp came off the idle list.
+            unsafe { acquirep(m, pp) };
+            return;
+        }
+        affwait_put(&mut g, m as *const M as *mut M);
+    }
+    m.blocked.store(true, Ordering::Relaxed);
+    m.park.sleep();
+    m.park.clear();
+    m.blocked.store(false, Ordering::Relaxed);
+    let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
+    // SAFETY: m's thread; whoever took us off the list handed us pp.
+    unsafe { acquirep(m, pp) };
+}
+
+/// The 61-tick check's other half: an M waits for a P to run work only it can run, and
+/// no P has gone idle (all are busy). Hand it ours, with our local work, and stop.
+/// Returns false if nobody waits (any more).
+///
+/// # Safety
+/// On `m`'s own thread, holding a P, not spinning, with an empty affinity queue.
+unsafe fn handoff_to_affwait(m: &M) -> bool {
+    let am = {
+        let mut g = lock_sched();
+        match affwait_get(&mut g) {
+            Some(am) => am,
+            None => return false,
+        }
+    };
+    // SAFETY: m's thread, holding a P.
+    let pp = unsafe { releasep(m) };
+    give_p(am, pp);
+    // SAFETY: m's thread, no P, not spinning.
+    unsafe { stopm(m) };
+    true
 }
 
 /// Stack size of an M's own thread (g0): the scheduler loop and the unlock functions of
@@ -427,6 +605,12 @@ fn newm(pp: *mut P, spinning: bool) {
         blocked: AtomicBool::new(false),
         park: Note::new(),
         schedlink: Owned::new(null_mut()),
+        schedprev: Owned::new(null_mut()),
+        mlist: Owned::new(affinity::MLIST_NONE),
+        aff: affinity::AffQueue::new(),
+        affwanted: AtomicBool::new(false),
+        naffine: Owned::new(0),
+        affskip: Owned::new(false),
         lockedg: AtomicPtr::new(null_mut()),
         waitunlockf: Owned::new(None),
         waitlock: Owned::new(0),
@@ -527,6 +711,10 @@ unsafe fn mexit(m: &M) {
     if m.spinning.load(Ordering::Relaxed) {
         throw("mexit: spinning");
     }
+    // SAFETY: m's own thread owns naffine.
+    if unsafe { m.naffine.get() } != 0 || m.aff.len() != 0 {
+        throw("mexit: goroutines bound to the exiting M");
+    }
     // SAFETY: m's thread, holding a P.
     let pp = unsafe { releasep(m) };
     // m.exiting is still set, so an M this hand-off creates comes from the template thread.
@@ -548,9 +736,26 @@ unsafe fn stopm(m: &M) {
     if m.spinning.load(Ordering::Relaxed) {
         throw("stopm spinning");
     }
+    // SAFETY: m's thread, no P.
+    let has_affine = unsafe { affinity::go_idle(m) };
     {
         let mut g = lock_sched();
-        mput(&mut g, m as *const M as *mut M);
+        // Goroutines that can run only on this M are queued (or were, after we marked
+        // ourselves idle): get a P for them rather than sleep where startm would find us.
+        if has_affine || m.affwanted.swap(false, Ordering::SeqCst) {
+            if let Some(pp) = pidleget(&mut g) {
+                drop(g);
+                // SAFETY: m's thread; pp came off the idle list.
+                unsafe {
+                    acquirep(m, pp);
+                    affinity::set_active(m);
+                }
+                return;
+            }
+            affwait_put(&mut g, m as *const M as *mut M);
+        } else {
+            mput(&mut g, m as *const M as *mut M);
+        }
     }
     m.blocked.store(true, Ordering::Relaxed);
     m.park.sleep();
@@ -558,7 +763,10 @@ unsafe fn stopm(m: &M) {
     m.blocked.store(false, Ordering::Relaxed);
     let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
     // SAFETY: we are m's thread; whoever woke us handed us pp.
-    unsafe { acquirep(m, pp) };
+    unsafe {
+        acquirep(m, pp);
+        affinity::set_active(m);
+    }
 }
 
 /// Hands off P `pp` from an M that is about to block (Go's handoffp): runs it on another M
@@ -566,6 +774,15 @@ unsafe fn stopm(m: &M) {
 pub(super) fn handoff_p(pp: *mut P) {
     // SAFETY: Ps are never freed; pp was just released by the caller.
     let p = unsafe { &*pp };
+    // An M waiting for a P for work only it can run takes it (with its local work).
+    if SCHED.naffwait.load(Ordering::SeqCst) != 0 {
+        let mut g = lock_sched();
+        if let Some(am) = affwait_get(&mut g) {
+            drop(g);
+            give_p(am, pp);
+            return;
+        }
+    }
     // If it has local work, start it straight away.
     if !p.runq.is_empty() || SCHED.runqsize.load(Ordering::SeqCst) != 0 {
         startm(pp, false);
@@ -675,15 +892,27 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
             continue;
         }
         check_timers(p);
-        let mut found = None;
+        // Goroutines that can run only on this M come first (affinity.rs).
+        // SAFETY: m's thread, holding pp.
+        let mut found = unsafe { affinity::get_first(m) }.map(|gp| (gp, false));
         // Fairness: check the global queue once in a while, so that two goroutines
-        // re-spawning each other on the local queue cannot starve it.
-        if p.schedtick.load(Ordering::Relaxed) % 61 == 0
-            && SCHED.runqsize.load(Ordering::Relaxed) > 0
-        {
-            let mut g = lock_sched();
-            // SAFETY: we own pp; max = 1 puts nothing on the local queue.
-            found = unsafe { globrunqget(&mut g, p, 1) }.map(|gp| (gp, false));
+        // re-spawning each other on the local queue cannot starve it; and serve an M
+        // that waits for a P to run what only it can run, so that it does not wait for
+        // a P to go idle.
+        if found.is_none() && p.schedtick.load(Ordering::Relaxed) % 61 == 0 {
+            if SCHED.naffwait.load(Ordering::Relaxed) > 0
+                && !m.spinning.load(Ordering::Relaxed)
+                && m.aff.len() == 0
+                // SAFETY: m's thread, holding a P, not spinning, nothing affine queued.
+                && unsafe { handoff_to_affwait(m) }
+            {
+                continue;
+            }
+            if SCHED.runqsize.load(Ordering::Relaxed) > 0 {
+                let mut g = lock_sched();
+                // SAFETY: we own pp; max = 1 puts nothing on the local queue.
+                found = unsafe { globrunqget(&mut g, p, 1) }.map(|gp| (gp, false));
+            }
         }
         if found.is_none() {
             // SAFETY: we own pp.
@@ -734,9 +963,17 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
                 Ordering::Relaxed,
             );
         }
-        if g.pinned.get() && g.lockedm.load(Ordering::Relaxed).is_null() {
-            g.lockedm.store(m as *const M as *mut M, Ordering::Relaxed);
-            m.lockedg.store(gp, Ordering::Relaxed);
+        if g.pinned.get() && g.affm.load(Ordering::Relaxed).is_null() {
+            // Started pinned: bound to this M from now on (affinity.rs).
+            g.affm.store(m as *const M as *mut M, Ordering::Relaxed);
+            m.naffine.set(m.naffine.get() + 1);
+        }
+        #[cfg(debug_assertions)]
+        {
+            let am = g.affm.load(Ordering::Relaxed);
+            if !am.is_null() && am != m as *const M as *mut M {
+                throw("execute: affine goroutine on another M");
+            }
         }
         #[cfg(debug_assertions)]
         {
@@ -788,6 +1025,13 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             if let Some(gp) = unsafe { globrunqget(&mut g, p, 0) } {
                 return Some((gp, false));
             }
+        }
+
+        // 2a. Goroutines that can run only on this M (`schedule` looks at them first, so
+        // we get here with some queued only right after one of them yielded).
+        // SAFETY: m's thread, holding pp.
+        if let Some(gp) = unsafe { affinity::get(m) } {
+            return Some((gp, false));
         }
 
         // 3. (netpoll comes with the netpoller issue.)
@@ -907,8 +1151,13 @@ fn check_timers(p: &P) {
 unsafe fn park_idle(m: &M) {
     loop {
         let next = timer::earliest();
+        // Work that only this M can run (queued, or claimed for us by a readier while we
+        // slept as the timer M; affinity.rs): stopm gets us a P for it. Otherwise, mark
+        // ourselves idle before a timed sleep, as stopm does before sleeping.
         // SAFETY: m's thread, no P.
-        if next == 0 || !unsafe { timer::sleep_as_timer_m(m, next) } {
+        let affine = m.affwanted.load(Ordering::SeqCst) || unsafe { affinity::go_idle(m) };
+        // SAFETY: m's thread, no P.
+        if next == 0 || affine || !unsafe { timer::sleep_as_timer_m(m, next) } {
             // SAFETY: m's thread, no P, not spinning.
             unsafe { stopm(m) };
             return;
@@ -920,7 +1169,10 @@ unsafe fn park_idle(m: &M) {
         match pp {
             Some(pp) => {
                 // SAFETY: m's thread; pp came off the idle list.
-                unsafe { acquirep(m, pp) };
+                unsafe {
+                    acquirep(m, pp);
+                    affinity::set_active(m);
+                }
                 timer::run_all_due(crate::sys::nanotime());
                 return;
             }
@@ -1152,6 +1404,12 @@ pub fn procresize(n: i32) -> i32 {
         if n > old {
             grow_procs(&mut g, old, n);
             SCHED.gomaxprocs.store(n, Ordering::SeqCst);
+            // The new Ps serve the Ms waiting for one before they count as idle.
+            while SCHED.naffwait.load(Ordering::Relaxed) != 0 {
+                let Some(pp) = pidleget(&mut g) else { break };
+                let am = affwait_get(&mut g).unwrap_or_else(|| throw("procresize: affwait"));
+                give_p(am, pp);
+            }
         } else if n < old {
             SCHED.gomaxprocs.store(n, Ordering::SeqCst);
             // Retire idle Ps beyond n now.

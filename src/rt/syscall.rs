@@ -10,16 +10,12 @@
 //!
 //! On return, a goroutine whose P was taken never moves to another thread (C code may keep
 //! `&errno` in a register across the call; DESIGN.md decisions 4 and 8): its M takes an
-//! idle P if there is one; otherwise it waits for a P *holding the goroutine*. The wait is
-//! Go's mechanism for locked goroutines (exitsyscall0's locked case), reused: the goroutine
-//! goes to the global run queue as a token, bound to this M through `g.lockedm`, and the M
-//! sleeps on its note; whichever M dequeues the token (the 61-tick check, a spinning M, a
-//! thief) hands its P to this M (`startlockedm`) instead of running the goroutine. Nothing
-//! is lost: the token is ordinary work, so the spinning protocol finds it, and a P that
-//! goes idle is never idle while the global queue holds it. (We did not add a separate
-//! "Ms waiting for a P" list: the token already makes the waiting M's demand visible to
-//! every path that looks for work, including the fairness check of busy Ps, which an idle
-//! list consulted only by pidleput would never see at GOMAXPROCS=1 with busy goroutines.)
+//! idle P if there is one; otherwise it waits, with the goroutine on its stack, for a P to
+//! be handed to it. That wait is M-affinity's (affinity.rs): the M joins `SCHED.affwait`,
+//! which a P going idle serves before the idle list, `handoff_p` serves first, and a busy
+//! P serves at its 61-tick fairness check (so the M is not starved at GOMAXPROCS=1 while
+//! other goroutines keep the P busy). Sysmon counts a waiting M as work when it decides
+//! whether to retake a P from a syscall.
 
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
@@ -140,7 +136,10 @@ pub fn exit() {
     unsafe { exitsyscall_slow(m, gp) };
 }
 
-/// `exit` when our P was retaken: take an idle P, or wait for one holding the goroutine.
+/// `exit` when our P was retaken: take an idle P, or wait on this thread, with the
+/// goroutine on its stack, until one is handed over (affinity.rs: the M waits on
+/// `SCHED.affwait`, which every P going idle, `handoff_p` and the busy Ps' 61-tick check
+/// serve first).
 ///
 /// # Safety
 /// On `m`'s thread, running (on its stack) goroutine `gp` in G_SYSCALL, holding no P.
@@ -149,47 +148,10 @@ pub fn exit() {
 unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
     // SAFETY: gp is ours (caller contract).
     let g = unsafe { &*gp };
-    let mp = m as *const M as *mut M;
-    // An idle P? (A lock-free look first: in a burst of returns, most find none.)
-    let pp = if SCHED.npidle.load(Ordering::SeqCst) > 0 {
-        let mut sg = lock_sched();
-        sched::pidleget(&mut sg)
-    } else {
-        None
-    };
-    if let Some(pp) = pp {
-        // SAFETY: m's thread; pp came off the idle list.
-        unsafe { sched::acquirep(m, pp) };
-        casgstatus(g, G_SYSCALL, G_RUNNING);
-        return;
-    }
-    // No P: queue the goroutine as a token bound to this M and sleep until a P is handed
-    // over. A strictly locked goroutine (LockOSThread, pinned) is bound already.
-    let strict = m.lockedg.load(Ordering::Relaxed) == gp;
-    if !strict {
-        g.lockedm.store(mp, Ordering::Relaxed);
-    }
-    casgstatus(g, G_SYSCALL, G_RUNNABLE);
-    sched::enqueued(gp);
-    {
-        let mut sg = lock_sched();
-        sched::globrunqput(&mut sg, gp);
-    }
-    // The token is work: make sure someone looks for it (a P may have gone idle since our
-    // pidleget).
-    sched::wakep();
-    m.blocked.store(true, Ordering::Relaxed);
-    m.park.sleep();
-    m.park.clear();
-    m.blocked.store(false, Ordering::Relaxed);
-    // startlockedm handed us its P (after dequeuing the token).
-    let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
-    // SAFETY: m's thread; the waker released pp for us.
-    unsafe { sched::acquirep(m, pp) };
-    if !strict {
-        g.lockedm.store(null_mut(), Ordering::Relaxed);
-    }
-    casgstatus(g, G_RUNNABLE, G_RUNNING);
+    // SAFETY: m's thread, no P; an M running a goroutine is never spinning.
+    unsafe { sched::wait_for_p(m) };
+    casgstatus(g, G_SYSCALL, G_RUNNING);
+    let pp = m.p.load(Ordering::Relaxed);
     // SAFETY: we hold pp.
     let p = unsafe { &*pp };
     p.schedtick.store(
@@ -197,10 +159,9 @@ unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
         Ordering::Relaxed,
     );
     #[cfg(debug_assertions)]
-    if g.m.load(Ordering::Relaxed) != mp
+    if g.m.load(Ordering::Relaxed) != m as *const M as *mut M
         || m.curg.load(Ordering::Relaxed) != gp
-        || p.m.load(Ordering::Relaxed) != mp
-        || g.queued.load(Ordering::Relaxed)
+        || p.m.load(Ordering::Relaxed) != m as *const M as *mut M
     {
         throw("exitsyscall: triangle invariant broken");
     }

@@ -201,7 +201,9 @@ fn retake(now: i64) -> u32 {
         }
         // Go's rule: don't retake if there is nothing for the P to do and someone is
         // already looking for work (a spinning M or an idle P) — unless it has lasted long.
+        // An M waiting for a P (affinity.rs) is work.
         if p.runq.is_empty()
+            && SCHED.naffwait.load(Ordering::SeqCst) == 0
             && SCHED.nmspinning.load(Ordering::SeqCst) + SCHED.npidle.load(Ordering::SeqCst) > 0
             && pd.syscallwhen + SYSCALL_GRACE_NS > now
         {

@@ -310,9 +310,13 @@ pub(crate) fn move_all(from: &P, to: *mut P) {
 /// Wakes the timer M (if any) so that it recomputes its deadline.
 fn wake_timer_m() {
     let tm = SCHED.timer_m.load(Ordering::SeqCst);
-    if tm.is_null() {
-        return;
+    if !tm.is_null() {
+        wake_timer_m_if(tm);
     }
+}
+
+/// Wakes `tm` if it is the timer M (affinity.rs: work was queued that only it can run).
+pub(crate) fn wake_timer_m_if(tm: *mut M) {
     // Claim it: only the claimer wakes it (a note takes one wakeup per sleep).
     if SCHED
         .timer_m
@@ -343,7 +347,13 @@ pub(crate) unsafe fn sleep_as_timer_m(m: &M, deadline: i64) -> bool {
     // A timer may have been started before we published our deadline, without seeing us.
     let e = earliest();
     let deadline = if e != 0 && e < deadline { e } else { deadline };
-    let left = deadline - crate::sys::nanotime();
+    // Affine work may have been queued for us before we published ourselves (affinity.rs;
+    // SeqCst pairs with wake_affine_m's store-then-load): then do not sleep.
+    let left = if m.affwanted.load(Ordering::SeqCst) {
+        0
+    } else {
+        deadline - crate::sys::nanotime()
+    };
     m.blocked.store(true, Ordering::Relaxed);
     let woken = left > 0
         && m.park

@@ -1,0 +1,203 @@
+//! M-affinity (DESIGN.md decision 8): goroutines that must resume on one particular thread
+//! without taking the whole thread for themselves.
+//!
+//! LockOSThread is the strict form (the M runs only its goroutine; lockosthread.rs). The
+//! loose form is for goroutines whose C code may keep `&errno` or `__thread` addresses in
+//! registers across a switch: they must come back on the thread they left, but that
+//! thread may run anything else meanwhile. A goroutine started with `GMP_GO_PINNED` is
+//! bound (`g.affm`) to the first M that runs it, for its whole life.
+//!
+//! - Readying an affine goroutine (`ready`) puts it on its M's affinity queue (`m.aff`),
+//!   never on a P's run queue: thieves never see it, and no other M can run it.
+//! - The M looks at its affinity queue first each time it schedules (`schedule`), and
+//!   again before it steals or sleeps (`find_runnable`). An affine goroutine that yields
+//!   goes back to the same queue, and the M's next pass looks everywhere else first
+//!   (`m.affskip`), so a yield loop does not starve the other goroutines: a pinned
+//!   goroutine that yields gets every other turn on its thread.
+//! - An M that has nothing to run and must sleep without a P marks its queue idle
+//!   (`go_idle`, under the queue's lock, after seeing it empty). Whoever then readies a
+//!   goroutine affine to it finds the mark, clears it (so exactly one readier claims the
+//!   M) and wakes it with a P (`sched::wake_affine_m`): an idle P if there is one, else
+//!   the M joins `SCHED.affwait`, the Ms waiting for a P for work only they can run, which
+//!   are served before the idle list by every P that goes idle (`pidleput`), by
+//!   `handoff_p`, and by the busy Ps' 61-tick fairness check (so a program whose Ps never
+//!   go idle still serves them).
+//! - The `exitsyscall` slow path is the same mechanism in its simplest case: the M holds
+//!   no P and its goroutine is on its own stack, so it waits on `SCHED.affwait` directly
+//!   (syscall.rs).
+//!
+//! Who may do what with `m.aff`: any thread pushes (under its lock); only the M's own
+//! thread pops, marks it idle or active. The idle mark goes from true to false exactly
+//! once per idle period: by the claiming readier, or by the M when it holds a P again.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use super::*;
+use crate::sys::Lock;
+
+/// `m.mlist`: the M is on no idle list.
+pub(super) const MLIST_NONE: u8 = 0;
+/// `m.mlist`: the M is on `SCHED.midle` (startm may take it).
+pub(super) const MLIST_IDLE: u8 = 1;
+/// `m.mlist`: the M is on `SCHED.affwait` (only a P hand-over takes it).
+pub(super) const MLIST_AFFWAIT: u8 = 2;
+
+/// An M's queue of runnable goroutines that can run only on it.
+pub struct AffQueue {
+    lock: Lock,
+    inner: Owned<AffInner>,
+    /// Queue length, read lock-free by the owning M as a hint (a push it misses is seen
+    /// under the lock by `go_idle` before the M sleeps).
+    len: AtomicU32,
+}
+
+struct AffInner {
+    q: GQueue,
+    /// The owning M is about to sleep, or asleep, without a P and without having seen
+    /// anything queued here: the next pusher must get it a P.
+    idle: bool,
+}
+
+impl AffQueue {
+    pub const fn new() -> AffQueue {
+        AffQueue {
+            lock: Lock::new(),
+            inner: Owned::new(AffInner {
+                q: GQueue::new(),
+                idle: false,
+            }),
+            len: AtomicU32::new(0),
+        }
+    }
+
+    #[inline]
+    pub fn len(&self) -> u32 {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut AffInner) -> R) -> R {
+        self.lock.lock();
+        // SAFETY: we hold `lock`, which guards `inner`; the reference does not escape f.
+        let r = f(unsafe { &mut *self.inner.ptr() });
+        self.lock.unlock();
+        r
+    }
+}
+
+impl Default for AffQueue {
+    fn default() -> Self {
+        AffQueue::new()
+    }
+}
+
+/// The M that goroutine `g` must be queued on by affinity, or null: its `affm`, unless it
+/// is locked to it (then `lockedm`, the strict form, decides: the M waits for that one
+/// goroutine in `stoplockedm`, not at its affinity queue).
+#[inline]
+pub(super) fn affine_m(g: &G) -> *mut M {
+    let am = g.affm.load(Ordering::Relaxed);
+    if am.is_null() || !g.lockedm.load(Ordering::Relaxed).is_null() {
+        return core::ptr::null_mut();
+    }
+    am
+}
+
+/// Makes RUNNABLE goroutine `gp`, affine to `am`, runnable on `am` only. Any thread.
+///
+/// # Safety
+/// `gp` is RUNNABLE, on no queue, and owned by the caller; `am` is a live M.
+pub(super) unsafe fn ready(gp: *mut G, am: *mut M) {
+    sched::enqueued(gp);
+    // SAFETY: Ms are never freed.
+    let m = unsafe { &*am };
+    let claimed = m.aff.with(|a| {
+        // SAFETY: we own gp (caller contract) and hold the queue's lock.
+        unsafe { a.q.push_back(gp) };
+        m.aff.len.fetch_add(1, Ordering::Relaxed);
+        core::mem::replace(&mut a.idle, false)
+    });
+    if claimed {
+        sched::wake_affine_m(am);
+    }
+}
+
+/// The M's own affine goroutine `gp` yielded (or was preempted): queue it behind the
+/// local run queue's next goroutine.
+///
+/// # Safety
+/// On `m`'s own thread, holding a P; `gp` is RUNNABLE, affine to `m`, on no queue.
+pub(super) unsafe fn put_own(m: &M, gp: *mut G) {
+    sched::enqueued(gp);
+    m.aff.with(|a| {
+        // SAFETY: we own gp and hold the queue's lock.
+        unsafe { a.q.push_back(gp) };
+        m.aff.len.fetch_add(1, Ordering::Relaxed);
+    });
+    // SAFETY: m's own thread owns affskip.
+    unsafe { m.affskip.set(true) };
+}
+
+/// Takes the next affine goroutine queued for `m` (the caller marks it dequeued).
+///
+/// # Safety
+/// On `m`'s own thread, holding a P.
+#[inline]
+pub(super) unsafe fn get(m: &M) -> Option<*mut G> {
+    if m.aff.len() == 0 {
+        return None;
+    }
+    m.aff.with(|a| {
+        // SAFETY: we hold the queue's lock; its Gs are ours to dequeue.
+        let gp = unsafe { a.q.pop_front() };
+        if gp.is_some() {
+            m.aff.len.fetch_sub(1, Ordering::Relaxed);
+        }
+        gp
+    })
+}
+
+/// `schedule`'s look at the affinity queue: first, unless an affine goroutine just
+/// yielded (then this one pass takes from the local queue, or from the global queue and
+/// the other Ps in `find_runnable`, before the affinity queue).
+///
+/// # Safety
+/// On `m`'s own thread, holding a P.
+#[inline]
+pub(super) unsafe fn get_first(m: &M) -> Option<*mut G> {
+    if m.aff.len() == 0 {
+        return None;
+    }
+    // SAFETY: m's own thread owns affskip.
+    if unsafe { m.affskip.get() } {
+        // SAFETY: as above.
+        unsafe { m.affskip.set(false) };
+        return None;
+    }
+    // SAFETY: caller contract.
+    unsafe { get(m) }
+}
+
+/// The M is about to sleep without a P. Returns true if affine work is queued (then it
+/// must get a P rather than sleep idle); otherwise marks the queue idle, so that the next
+/// readier gets the M a P.
+///
+/// # Safety
+/// On `m`'s own thread, holding no P.
+pub(super) unsafe fn go_idle(m: &M) -> bool {
+    m.aff.with(|a| {
+        if a.q.is_empty() {
+            a.idle = true;
+            false
+        } else {
+            true
+        }
+    })
+}
+
+/// The M holds a P again: readiers just queue.
+///
+/// # Safety
+/// On `m`'s own thread, holding a P.
+pub(super) unsafe fn set_active(m: &M) {
+    m.aff.with(|a| a.idle = false);
+}
