@@ -109,6 +109,9 @@ WORKLOADS = [
              "4 CPU-bound goroutines (slices + yield): throughput with a 5th goroutine blocked "
              "200 ms in read(2) on a pipe, over throughput without it",
              metric="retained", floor=0.95),
+    Workload("syscall_fast", "syscall_fast", {"n": 5_000_000}, {"n": 20_000}, 1.0,
+             "one goroutine calls getppid(2) through the syscall hand-off (gmp_blocking; "
+             "Go: syscall.Syscall) n times; ns per call"),
 ]
 
 IMPL_LABEL = {"c": "libgmp", "go": "Go"}

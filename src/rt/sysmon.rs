@@ -46,6 +46,8 @@ static WAIT: AtomicU32 = AtomicU32::new(0);
 static NOTE: Note = Note::new();
 
 const MIN_DELAY_US: u64 = 20;
+/// Rounds without a retake before the delay starts doubling (Go: 50).
+const BACKOFF_ROUNDS: u32 = 50;
 const MAX_DELAY_US: u64 = 10_000;
 /// Sleeps at least this long are wakeable by entersyscall.
 const WAKEABLE_US: u64 = 1_000;
@@ -136,7 +138,7 @@ fn sysmon_loop() -> ! {
     loop {
         if idle == 0 {
             delay = MIN_DELAY_US;
-        } else if idle > 50 {
+        } else if idle > BACKOFF_ROUNDS {
             delay *= 2;
         }
         delay = delay.min(MAX_DELAY_US);
@@ -144,9 +146,11 @@ fn sysmon_loop() -> ! {
             // `syscall_unseen`: a syscall that started after our last look but before the
             // flag went up did not wake us; don't sleep long on it.
             if wakeable_sleep(Some(Duration::from_micros(delay)), || !syscall_unseen()) {
-                // A syscall started: watch it closely (the next round records it, the one
-                // after retakes it).
-                idle = 0;
+                // A syscall started: look now (this round records it, the next one, 40 µs
+                // on, retakes it if it still runs), backing off at once from there: a
+                // program making many short syscalls must not keep us polling every
+                // 20 µs (a retake resets `idle` to 0, and then we do poll closely).
+                idle = BACKOFF_ROUNDS;
                 delay = MIN_DELAY_US;
             }
         } else {

@@ -1,0 +1,68 @@
+/*
+ * syscall_fast: the cost of a trivial blocking call with hand-off on the fast path. One
+ * goroutine calls getppid(2) N times through gmp_blocking (entersyscall, the call,
+ * exitsyscall: nobody retakes the processor of so short a call). Reports ns per call;
+ * the extra key raw_ns is the same call made directly, without hand-off (in alternating
+ * blocks of 10,000 calls), so that ns_per_op - raw_ns is the hand-off's own cost.
+ * Check: every call returned the parent's pid. Mirror: bench/go/syscall_fast/main.go
+ * (syscall.Syscall(SYS_GETPPID), which goes through Go's entersyscall/exitsyscall).
+ */
+#include "bench.h"
+
+#include <unistd.h>
+
+static const char *const WORKLOAD = "syscall_fast";
+
+static int64_t n = 5000000;
+static int64_t wall_blocking, wall_raw, bad;
+
+static int64_t call_getppid(void *arg)
+{
+    (void)arg;
+    return (int64_t)getppid();
+}
+
+/* The two loops alternate in blocks, so that the machine's speed drifting during the run
+ * (this VM's does, by up to 2x) weighs on both alike. */
+#define BLOCK 10000
+
+static void root(void *arg)
+{
+    (void)arg;
+    int64_t want = (int64_t)getppid();
+    for (int64_t done = 0; done < n; done += BLOCK) {
+        int64_t k = n - done < BLOCK ? n - done : BLOCK;
+        int64_t t0 = bench_now_ns();
+        for (int64_t i = 0; i < k; i++)
+            if (gmp_blocking(call_getppid, NULL) != want)
+                bad++;
+        int64_t t1 = bench_now_ns();
+        for (int64_t i = 0; i < k; i++)
+            if (call_getppid(NULL) != want)
+                bad++;
+        int64_t t2 = bench_now_ns();
+        wall_blocking += t1 - t0;
+        wall_raw += t2 - t1;
+    }
+    bench_root_finished();
+}
+
+int main(int argc, char **argv)
+{
+    int64_t procs = 0;
+    const bench_flag flags[] = {
+        {"n", &n, "calls"},
+        {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+    };
+    bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
+    if (n <= 0)
+        bench_fail(WORKLOAD, "-n %" PRId64 " out of range", n);
+    int p = bench_setup_procs(WORKLOAD, procs);
+    bench_run_root(WORKLOAD, root, NULL);
+    if (bad != 0)
+        bench_fail(WORKLOAD, "%" PRId64 " calls returned a wrong pid", bad);
+    char extra[64];
+    snprintf(extra, sizeof extra, " raw_ns=%.2f", (double)wall_raw / (double)n);
+    bench_result(WORKLOAD, p, n, wall_blocking, extra);
+    return 0;
+}
