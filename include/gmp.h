@@ -34,8 +34,10 @@
 /*
  Flag for `gmp_attr.flags`: the goroutine runs only on the first OS thread that runs it
  (its `gettid()` never changes), so it may keep the address of `errno` or of `__thread`
- variables across calls that switch. That thread serves only this goroutine while it
- lives; when the goroutine ends, the thread returns to the pool.
+ variables across calls that switch. The thread keeps running other goroutines while
+ this one waits; when it becomes runnable it queues on that thread alone (no other
+ thread runs or steals it), and an idle thread is woken for it. (For a thread that
+ serves only one goroutine, use gmp_lock_os_thread.)
  */
 #define GMP_GO_PINNED 1
 

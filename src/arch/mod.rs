@@ -125,6 +125,77 @@ mod tests {
         unreachable!("resumed after the test finished");
     }
 
+    /// The Pair of `start_from_g0_runs_on_top_with_default_fp`: `start_from_g0` passes
+    /// its entry 0, so the entry finds it here.
+    static START_PAIR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    unsafe extern "C" fn start_entry(arg: usize) -> ! {
+        assert_eq!(arg, 0);
+        let pair = START_PAIR.load(std::sync::atomic::Ordering::Relaxed) as *mut Pair;
+        // Report the FP environment we started with, then a local's address.
+        // SAFETY: the test is suspended until we switch back.
+        unsafe { (*pair).seen = fpenv_current() as usize };
+        let local = 0u8;
+        // SAFETY: as above.
+        unsafe { yield_back(pair, black_box(&local) as *const u8 as usize) };
+        unreachable!("resumed after the test finished");
+    }
+
+    #[test]
+    fn start_from_g0_runs_on_top_with_default_fp() {
+        let mut pair = Pair {
+            main_sp: 0,
+            co_sp: 0,
+            seen: 0,
+        };
+        START_PAIR.store(&raw mut pair as usize, std::sync::atomic::Ordering::Relaxed);
+        let s = stack::alloc(stack::DEFAULT_STACK).expect("stack alloc");
+        // Round toward zero on this side: the goroutine must not inherit it, and we must
+        // get it back.
+        let ours = fpenv_current();
+        let mxcsr_rz: u32 = (ours as u32 & !0x6000) | 0x6000;
+        // SAFETY: loads a valid MXCSR value (only the rounding control changed).
+        unsafe { asm_ldmxcsr(mxcsr_rz) };
+        let env = fpenv_current();
+        let p: *mut Pair = &mut pair;
+        // SAFETY: the stack is ours and unused; start_entry switches back through main_sp.
+        let local_addr = unsafe { start_from_g0(&raw mut (*p).main_sp, s.top(), start_entry, env) };
+        let after = fpenv_current();
+        // SAFETY: restores the environment the test started with.
+        unsafe { asm_ldmxcsr(ours as u32) };
+        assert_eq!(
+            after as u32 & 0xFFC0,
+            mxcsr_rz & 0xFFC0,
+            "our MXCSR came back"
+        );
+        assert_eq!(
+            pair.seen as u32 & 0xFFC0,
+            0x1F80,
+            "fresh goroutine: default MXCSR"
+        );
+        assert_eq!(
+            (pair.seen >> 32) as u16,
+            0x037F,
+            "fresh goroutine: default x87 CW"
+        );
+        assert!(
+            (s.top() - 4096..s.top()).contains(&local_addr),
+            "runs at the top of its stack"
+        );
+        stack::free(s);
+    }
+
+    /// Loads MXCSR.
+    ///
+    /// # Safety
+    /// `v` must be a valid MXCSR value (no reserved bits set).
+    unsafe fn asm_ldmxcsr(v: u32) {
+        // SAFETY: caller contract; reads 4 bytes from a local.
+        unsafe {
+            core::arch::asm!("ldmxcsr dword ptr [{p}]", p = in(reg) &v, options(nostack, readonly));
+        }
+    }
+
     #[test]
     fn fresh_stack_entry_receives_arg() {
         let mut pair = Pair {

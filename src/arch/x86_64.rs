@@ -282,6 +282,78 @@ pub unsafe extern "C" fn switch_from_g0(
 /// control word.
 const FP_CONTROL_MASK: u64 = 0xFFFF << 32 | MXCSR_CONTROL_MASK as u64;
 
+/// The floating-point environment of a fresh goroutine, for `start_from_g0` to load.
+static INITIAL_FP: u64 = INITIAL_FP_SLOT as u64;
+
+/// Starts a goroutine that has never run, without a frame prepared on its stack: saves the
+/// scheduler context exactly as [`switch_from_g0`] does (so that the goroutine's first
+/// `switch` back resumes it), then sets rsp to `stack_top` (rounded down to 16) and enters
+/// `entry(0)` through the trampoline, with the ABI's default floating-point environment.
+///
+/// Compared with [`init_stack`] + [`switch_from_g0`], nothing is written to the new stack
+/// at spawn time and nothing is read back from it at the first switch: the first touch of
+/// the stack's top line is the goroutine's own first push, when it is about to use it. On
+/// a workload that spawns far ahead of running (skynet keeps ~64k goroutines queued) the
+/// prepared frame had always left the cache — and often been evicted to a page fault —
+/// by the time the switch loaded it.
+///
+/// # Safety
+///
+/// As for `switch_from_g0`'s `save_sp` and `fpenv`; the memory below `stack_top` must be a
+/// stack that no context uses, and stay mapped while the goroutine runs. `entry` never
+/// returns.
+#[unsafe(naked)]
+pub unsafe extern "C" fn start_from_g0(
+    save_sp: *mut usize,
+    stack_top: usize,
+    entry: unsafe extern "C" fn(usize) -> !,
+    fpenv: u64,
+) -> usize {
+    // rdi = save_sp, rsi = stack_top, rdx = entry, rcx = fpenv.
+    naked_asm!(
+        ".cfi_startproc",
+        "push rbp",                        // save the callee-saved registers, in the
+        ".cfi_adjust_cfa_offset 8",        // layout `switch` uses (see the diagram)
+        ".cfi_offset rbp, -16",
+        "push rbx",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset rbx, -24",
+        "push r12",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r12, -32",
+        "push r13",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r13, -40",
+        "push r14",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r14, -48",
+        "push r15",
+        ".cfi_adjust_cfa_offset 8",
+        ".cfi_offset r15, -56",
+        "push rcx",                        // the FP slot: the known state, not read back
+        ".cfi_adjust_cfa_offset 8",
+        "mov qword ptr [rdi], rsp",        // *save_sp = sp: the scheduler is suspended
+        "mov r10, qword ptr [rip + {initial}]",
+        "xor rcx, r10",                    // control bits that differ from the default
+        "movabs r11, {mask}",
+        "test rcx, r11",
+        "jz 2f",                           // none (the usual case): no serializing load
+        "ldmxcsr dword ptr [rip + {initial}]",
+        "fldcw word ptr [rip + {initial} + 4]",
+        "2:",
+        "and rsi, -16",                    // the new stack's aligned top
+        "lea rsp, [rsi - 16]",             // where a prepared frame would leave rsp
+        ".cfi_undefined rip",              // a new call chain starts here
+        "mov r12, rdx",                    // the trampoline calls r12...
+        "xor eax, eax",                    // ...with argument 0
+        "xor ebp, ebp",                    // ends frame-pointer walks
+        "jmp __gmp_arch_trampoline",
+        ".cfi_endproc",
+        initial = sym INITIAL_FP,
+        mask = const FP_CONTROL_MASK,
+    )
+}
+
 // The outermost frame of every goroutine stack. Never called: `init_stack` stores the
 // address of the label `__gmp_arch_trampoline` (one byte in, after the `nop`) as the return
 // address of a fresh stack's initial frame, and the first `switch` into that stack jumps

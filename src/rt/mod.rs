@@ -482,6 +482,10 @@ impl GList {
         self.head = gp;
         self.len += 1;
     }
+    /// The G `pop` would return, left on the list.
+    pub fn peek(&self) -> *mut G {
+        self.head
+    }
     /// # Safety
     /// The caller owns the list.
     pub unsafe fn pop(&mut self) -> Option<*mut G> {
@@ -622,8 +626,11 @@ pub struct Synced {
     pub affwait_tail: *mut M,
     /// Idle Ps (Go's `pidle`).
     pub pidle: *mut P,
-    /// The global run queue.
-    pub runq: GQueue,
+    /// The global run queue: a ring of pointers rather than Go's list through
+    /// `g.schedlink`, so that moving a batch between it and a local queue copies pointers
+    /// without touching the Gs (in a program that queues far ahead, each G is a cache
+    /// miss, and popping a linked list is a chain of them).
+    pub runq: std::collections::VecDeque<*mut G>,
 }
 
 /// Global dead-G cache: Gs with a default-size stack, and Gs whose stack was released.
@@ -640,7 +647,7 @@ pub static SCHED: Sched = Sched {
         affwait: null_mut(),
         affwait_tail: null_mut(),
         pidle: null_mut(),
-        runq: GQueue::new(),
+        runq: std::collections::VecDeque::new(),
     })),
     npidle: Padded(AtomicI32::new(0)),
     nmspinning: Padded(AtomicI32::new(0)),

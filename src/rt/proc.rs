@@ -8,7 +8,7 @@ use core::sync::atomic::Ordering;
 
 use super::*;
 use crate::arch;
-use crate::stack::{self, Stack};
+use crate::stack;
 
 /// A P keeps at most this many dead Gs; past it, half go to the global cache (Go: 64/32).
 const GFREE_LOCAL_MAX: i32 = 64;
@@ -61,11 +61,12 @@ pub unsafe fn newproc(
     // SAFETY: gp is DEAD or IDLE and ours alone (just taken off a free list or allocated).
     unsafe {
         let g = &*gp;
-        let top = (*g.stack.ptr())
-            .as_ref()
-            .map(Stack::top)
-            .unwrap_or_else(|| throw("newproc: G without stack"));
-        g.sp.set(arch::init_stack(top, goentry));
+        if (*g.stack.ptr()).is_none() {
+            throw("newproc: G without stack");
+        }
+        // Nothing is written to the stack now: `execute` starts a G whose sp is 0 at the
+        // top of its stack (arch::start_from_g0), when it is about to run.
+        g.sp.set(0);
         g.entry.set(Some(entry));
         g.arg.set(arg);
         g.pinned.set(pinned);
@@ -140,7 +141,7 @@ unsafe fn safepoint(p: &P) {
 }
 
 /// First frame of every goroutine, on its own stack: runs the entry function, then exits.
-unsafe extern "C" fn goentry(_arg: usize) -> ! {
+pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
     let gp = getg();
     // SAFETY: execute switched to this fresh stack for gp, which is running on this M.
     let (entry, arg) = unsafe { ((*gp).entry.get(), (*gp).arg.get()) };

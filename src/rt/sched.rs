@@ -198,8 +198,8 @@ pub(super) fn dequeued(gp: *mut G) {
 
 /// Puts `gp` on the global run queue.
 pub(super) fn globrunqput(g: &mut SchedGuard, gp: *mut G) {
-    // SAFETY: the caller owns gp (it is RUNNABLE and on no queue); we hold the lock.
-    unsafe { g.synced().runq.push_back(gp) };
+    // The caller owns gp (it is RUNNABLE and on no queue); we hold the lock.
+    g.synced().runq.push_back(gp);
     SCHED.runqsize.fetch_add(1, Ordering::SeqCst);
 }
 
@@ -222,12 +222,15 @@ unsafe fn globrunqget(g: &mut SchedGuard, pp: &P, max: i32) -> Option<*mut G> {
     n = n.min(RUNQ_SIZE as i32 / 2);
     SCHED.runqsize.fetch_sub(n, Ordering::SeqCst);
     let s = g.synced();
-    // SAFETY: we hold the lock; runqsize said there are at least n.
-    let first = unsafe { s.runq.pop_front() }
+    // We hold the lock; runqsize said there are at least n.
+    let first = s
+        .runq
+        .pop_front()
         .unwrap_or_else(|| throw("globrunqget: queue shorter than runqsize"));
     for _ in 1..n {
-        // SAFETY: as above.
-        let gp = unsafe { s.runq.pop_front() }
+        let gp = s
+            .runq
+            .pop_front()
             .unwrap_or_else(|| throw("globrunqget: queue shorter than runqsize"));
         // SAFETY: we own pp (caller contract); at most RUNQ_SIZE/2 Gs go into a queue
         // that had room, so overflow is impossible.
@@ -990,7 +993,44 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
             }
         }
         // The scheduler's FP control state is constant, so the switch need not read it.
-        arch::switch_from_g0(m.g0_sp.ptr(), g.sp.get(), 0, m.g0_fpenv.get())
+        let sp = g.sp.get();
+        if sp == 0 {
+            // Never ran: start it at the top of its stack (newproc prepared nothing).
+            take_hot_stack(&*pp, g);
+            let top = (*g.stack.ptr())
+                .as_ref()
+                .map(crate::stack::Stack::top)
+                .unwrap_or_else(|| throw("execute: G without stack"));
+            return arch::start_from_g0(m.g0_sp.ptr(), top, super::proc::goentry, m.g0_fpenv.get());
+        }
+        arch::switch_from_g0(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())
+    }
+}
+
+/// A goroutine about to run for the first time trades its stack for the one of the G that
+/// died most recently on this P, if they are alike: that stack's top lines are still in
+/// the cache (and its pages mapped), whereas the stack the new G got at spawn time — maybe
+/// tens of thousands of goroutines ago, in a program that spawns far ahead of running —
+/// has long left it. The dead G keeps the cold stack for a later spawn, which does not
+/// touch it (newproc writes nothing to a stack). Nothing else refers to either stack: both
+/// Gs are ours (one just dequeued, never run; one on our P's free list).
+///
+/// # Safety
+/// On the M holding `p`, which dequeued `g` (sp 0, never run).
+unsafe fn take_hot_stack(p: &P, g: &G) {
+    // SAFETY: p's free list and its Gs belong to the holding M (caller contract); g is ours.
+    unsafe {
+        let dead = (*p.gfree.ptr()).peek();
+        if dead.is_null() {
+            return;
+        }
+        let hot = &mut *(*dead).stack.ptr();
+        let cold = &mut *g.stack.ptr();
+        if let (Some(h), Some(c)) = (hot.as_ref(), cold.as_ref())
+            && h.size() == c.size()
+        {
+            core::mem::swap(hot, cold);
+        }
     }
 }
 

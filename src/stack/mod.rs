@@ -240,7 +240,10 @@ unsafe fn madvise_batch(ranges: &[libc::iovec], advice: libc::c_int) -> bool {
         // No process_madvise (ENOSYS), no PIDFD_SELF (EBADF), or only the advice meant for
         // other processes (EINVAL, before 6.13): stop trying. Once a call has worked, a
         // failure is about the ranges, and the per-range fallback reports it.
-        if matches!(errno(), libc::ENOSYS | libc::EBADF | libc::EINVAL | libc::EPERM) {
+        if matches!(
+            errno(),
+            libc::ENOSYS | libc::EBADF | libc::EINVAL | libc::EPERM
+        ) {
             BATCH_MODE.store(BATCH_NO, Ordering::Relaxed);
         }
     }
@@ -778,7 +781,9 @@ mod tests {
     fn freed_stacks_are_released_oldest_first_in_batches() {
         // A class no other test uses, so both lists are ours.
         let size = MIN_STACK + 7 * page_size();
-        let stacks: Vec<Stack> = (0..DIRTY_MAX).map(|_| alloc(size).expect("alloc")).collect();
+        let stacks: Vec<Stack> = (0..DIRTY_MAX)
+            .map(|_| alloc(size).expect("alloc"))
+            .collect();
         let los: Vec<usize> = stacks.iter().map(Stack::lo).collect();
         for s in &stacks {
             // SAFETY: the lowest and the highest byte of a stack we own.
@@ -800,7 +805,10 @@ mod tests {
                     ((lo + size - 1) as *const u8).read_volatile(),
                 )
             };
-            assert_eq!(high, 0x5A, "stack {i}: the top {KEEP_RESIDENT} bytes are kept");
+            assert_eq!(
+                high, 0x5A,
+                "stack {i}: the top {KEEP_RESIDENT} bytes are kept"
+            );
             if i < RELEASE_BATCH {
                 assert_eq!(low, 0, "stack {i}: released");
             } else {
@@ -808,7 +816,9 @@ mod tests {
             }
         }
         // Reuse: the most recently freed first, then the other dirty ones, then the clean.
-        let again: Vec<Stack> = (0..DIRTY_MAX).map(|_| alloc(size).expect("alloc")).collect();
+        let again: Vec<Stack> = (0..DIRTY_MAX)
+            .map(|_| alloc(size).expect("alloc"))
+            .collect();
         let mut want: Vec<usize> = los[RELEASE_BATCH..].iter().rev().copied().collect();
         want.extend(los[..RELEASE_BATCH].iter().rev());
         assert_eq!(again.iter().map(Stack::lo).collect::<Vec<_>>(), want);
