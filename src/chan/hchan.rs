@@ -389,18 +389,17 @@ impl Chan {
             }
         };
         let w = Waiter::new();
-        let sg = Sudog::new();
-        sg.waiter.set(&w);
-        sg.elem.set(elem);
+        let sg = sudog::acquire_sudog();
+        sg.prepare(&w, elem, 0);
         let me: *const Chan = self;
-        // SAFETY: lock held; w and sg live in this frame until block returns and, on a
-        // timeout, until we removed sg again below.
+        // SAFETY: lock held; w lives in this frame until block returns and, on a timeout,
+        // until we removed sg again below; sg is ours until we release it.
         let fired = unsafe {
             let s = self.synced();
             if is_send {
-                s.sendq.enqueue(&sg);
+                s.sendq.enqueue(sg);
             } else {
-                s.recvq.enqueue(&sg);
+                s.recvq.enqueue(sg);
             }
             let reason = if is_send {
                 WaitReason::ChanSend
@@ -409,25 +408,29 @@ impl Chan {
             };
             sudog::block(&w, &[me], deadline, reason)
         };
-        if !fired {
+        let result = if !fired {
             self.lock.lock();
             // SAFETY: lock held; sg was queued on this queue.
             unsafe {
                 let s = self.synced();
                 if is_send {
-                    s.sendq.remove(&sg);
+                    s.sendq.remove(sg);
                 } else {
-                    s.recvq.remove(&sg);
+                    s.recvq.remove(sg);
                 }
             }
             self.lock.unlock();
-            return Err(ChanError::TimedOut);
-        }
-        if sg.success.get() {
+            Err(ChanError::TimedOut)
+        } else if sg.success.get() {
             Ok(())
         } else {
             Err(ChanError::Closed)
-        }
+        };
+        sg.clear();
+        // SAFETY: sg is on no queue (dequeued by its waker, or removed above) and the
+        // waker's last access to it preceded our wake-up.
+        unsafe { sudog::release_sudog(sg) };
+        result
     }
 
     /// Closes the channel (Go's closechan): every blocked receiver gets the zero value and
