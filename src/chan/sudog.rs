@@ -39,6 +39,7 @@
 //! touch them until its wake-up call, which is its last access.
 
 use core::cell::{Cell, UnsafeCell};
+use core::mem::MaybeUninit;
 use core::ptr::{null, null_mut};
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use core::time::Duration;
@@ -557,14 +558,15 @@ pub(crate) unsafe fn block(
         w.note.clear();
         return true;
     }
-    let mut t = Timer::new(on_timeout, w as *const Waiter as usize);
+    // Built only when there is a deadline (most waits have none).
+    let mut t = MaybeUninit::<Timer>::uninit();
     let ctx = ParkCtx {
         locks: locks.as_ptr(),
         nlocks: locks.len(),
         timer: if deadline.is_some() {
-            &mut t
+            t.write(Timer::new(on_timeout, w as *const Waiter as usize))
         } else {
-            core::ptr::null_mut()
+            null_mut()
         },
         when: deadline.unwrap_or(0),
     };
@@ -573,8 +575,8 @@ pub(crate) unsafe fn block(
     unsafe { rt::gopark(Some(park_commit), &ctx as *const ParkCtx as usize, reason) };
     if deadline.is_some() {
         // After stop returns, the callback is not running and never will: t may die.
-        // SAFETY: t is alive (this frame).
-        unsafe { timer::stop(&mut t) };
+        // SAFETY: t was initialised above (there is a deadline) and lives in this frame.
+        unsafe { timer::stop(t.as_mut_ptr()) };
     }
     !w.fired.load(Ordering::Acquire).is_null()
 }

@@ -213,3 +213,49 @@ fn select_wider_than_sudog_cache() {
     wide_select(WIDE);
     assert_bounded(WIDE * (WIDE + 1));
 }
+
+/// Every element size goes through intact, buffered (via the ring) and unbuffered (direct
+/// from the blocked peer's buffer), including the sizes `Chan::copy` special-cases and
+/// ones around them; a receive into NULL discards.
+#[test]
+fn element_sizes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for size in [1usize, 3, 4, 5, 8, 12, 16, 24, 1000] {
+        for cap in [0usize, 2] {
+            let c = Ch(Chan::make(size, cap).expect("make"));
+            let done = Ch::new(0);
+            go(move || {
+                for round in 0..4u8 {
+                    let v: Vec<u8> = (0..size)
+                        .map(|i| (i as u8) ^ round.wrapping_mul(37))
+                        .collect();
+                    // SAFETY: v is readable for the element size.
+                    unsafe { c.c().send(v.as_ptr(), Mode::Block) }.expect("send");
+                }
+                done.send(0).expect("done");
+            });
+            for round in 0..4u8 {
+                if round == 3 {
+                    // SAFETY: a null destination discards.
+                    unsafe { c.c().recv(core::ptr::null_mut(), Mode::Block) }.expect("recv");
+                    continue;
+                }
+                let mut out = vec![0xAAu8; size + 2];
+                // SAFETY: out has room for the element (and a canary byte on each side).
+                unsafe { c.c().recv(out[1..].as_mut_ptr(), Mode::Block) }.expect("recv");
+                let want: Vec<u8> = (0..size)
+                    .map(|i| (i as u8) ^ round.wrapping_mul(37))
+                    .collect();
+                assert_eq!(&out[1..=size], &want[..], "size {size} cap {cap}");
+                assert_eq!(
+                    (out[0], out[size + 1]),
+                    (0xAA, 0xAA),
+                    "size {size}: overrun"
+                );
+            }
+            done.recv().expect("done");
+            c.free();
+            done.free();
+        }
+    }
+}
