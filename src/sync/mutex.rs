@@ -82,9 +82,10 @@ fn can_spin(iter: u32) -> bool {
     !pp.is_null() && unsafe { (*pp).runq.is_empty() }
 }
 
-/// The two words of a `gmp_mutex`.
 /// The uncontended lock: one CAS of a free mutex to locked. The C API runs it before (and
-/// outside) its panic boundary, so that the common case is a frameless function.
+/// outside) its panic boundary, so that the common case is a frameless function. (C callers
+/// usually never get here: gmp.h inlines this CAS, see HACKING.md "The mutex's inline fast
+/// paths", which depend on the state word's layout above.)
 #[inline(always)]
 pub fn lock_fast(state: &AtomicI32) -> bool {
     // acquire: pairs with the release in `unlock`.
@@ -103,6 +104,7 @@ pub fn unlock_fast(state: &AtomicI32) -> i32 {
         .wrapping_sub(MUTEX_LOCKED)
 }
 
+/// The two words of a `gmp_mutex`.
 pub struct Mutex<'a> {
     pub state: &'a AtomicI32,
     pub sema: &'a AtomicU32,
