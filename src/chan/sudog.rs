@@ -253,7 +253,7 @@ fn current_p() -> *mut P {
     unsafe { (*m).p.load(Ordering::Relaxed) }
 }
 
-/// Pops up to `max` sudogs off the central list into `out` (via `push`); returns how many.
+/// Pops up to `max` sudogs off the central list, handing each to `push`; returns how many.
 fn central_take(max: usize, mut push: impl FnMut(*const Sudog)) -> usize {
     CENTRAL.lock.lock();
     // SAFETY: we hold the central lock, the owner of the list and of its links.
