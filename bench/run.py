@@ -94,7 +94,7 @@ WORKLOADS = [
     Workload("skynet", "skynet", {"n": 1_000_000}, {"n": 1_000}, 0.5,
              "Go's skynet: a 10-ary tree of goroutines, each node sums its children's "
              "numbers from its own channel (cap 10); ns per leaf"),
-    Workload("mutex", "mutex", {"n": 1_000_000}, {"n": 20_000}, 1.0,
+    Workload("mutex", "mutex", {"n": 20_000_000}, {"n": 20_000}, 1.0,
              "8 goroutines lock/increment/unlock one mutex n/8 times each; "
              "ns per lock/unlock"),
     Workload("sleep_many", "sleep_many", {"n": 100_000}, {"n": 2_000}, 1.0,

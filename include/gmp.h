@@ -568,6 +568,16 @@ int gmp_select(struct gmp_select_case *cases, size_t n, int64_t timeout_ns);
 int gmp_mutex_lock(struct gmp_mutex *m);
 
 /*
+ The contended half of gmp_mutex_lock, for the inline fast path in this header (whose
+ CAS failed: it does not retry it). Do not call it directly; use gmp_mutex_lock. Returns
+ as gmp_mutex_lock.
+
+ # Safety
+ As gmp_mutex_lock.
+ */
+int gmp_mutex_lock_slow(struct gmp_mutex *m);
+
+/*
  Locks `m` if it is free, without waiting. Returns 0 if the caller now holds it, -EBUSY
  if it is locked (or being handed to a waiter), -EINVAL if `m` is NULL or misaligned.
 
@@ -585,6 +595,17 @@ int gmp_mutex_trylock(struct gmp_mutex *m);
  `m` is NULL or points to a live gmp_mutex.
  */
 int gmp_mutex_unlock(struct gmp_mutex *m);
+
+/*
+ The second half of gmp_mutex_unlock, for the inline fast path in this header: `m`'s
+ state word has already been decremented (unlocked), leaving `new_state`, which is not 0
+ (waiters to wake, or a misuse to report). Do not call it directly; use
+ gmp_mutex_unlock. Returns as gmp_mutex_unlock.
+
+ # Safety
+ As gmp_mutex_unlock; `new_state` is what the decrement returned.
+ */
+int gmp_mutex_unlock_slow(struct gmp_mutex *m, int32_t new_state);
 
 /*
  Locks `rw` for reading: waits (parks, or sleeps on a futex) while a writer holds it or
@@ -806,28 +827,40 @@ int32_t gmp_sleep(int64_t ns);
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(GMP_NO_INLINE_FAST_PATHS)
 /*
  Inline fast path of gmp_mutex_lock (Go inlines sync.Mutex.Lock the same way): takes a
- free mutex with one CAS of its state word; anything else (contention, NULL, misaligned)
- calls the library function. Define GMP_NO_INLINE_FAST_PATHS before including this
- header to always call the library.
+ free mutex with one CAS of its state word. If that fails but the mutex is unlocked and
+ not in starvation mode (waiters are counted, or one was woken), it tries once more from
+ the state the CAS returned, as the first round of the library's contended path would.
+ Otherwise it calls the contended path (gmp_mutex_lock_slow); NULL or misaligned calls
+ gmp_mutex_lock. Define GMP_NO_INLINE_FAST_PATHS before including this header to always
+ call the library.
  */
 static inline int gmp_mutex_lock_fast(gmp_mutex *m) {
-    int32_t unlocked = 0;
-    if (m != NULL && ((uintptr_t)m & 3u) == 0 &&
-        __atomic_compare_exchange_n(&m->state, &unlocked, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    int32_t old = 0;
+    if (m == NULL || ((uintptr_t)m & 3u) != 0)
+        return (gmp_mutex_lock)(m);
+    if (__atomic_compare_exchange_n(&m->state, &old, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
         return 0;
-    return (gmp_mutex_lock)(m);
+    if ((old & 5) == 0 &&
+        __atomic_compare_exchange_n(&m->state, &old, old | 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return 0;
+    return gmp_mutex_lock_slow(m);
 }
 
 /*
- Inline fast path of gmp_mutex_unlock: releases a mutex that no one waits for with one CAS
- of its state word; anything else (waiters, misuse, NULL) calls the library function.
+ Inline fast path of gmp_mutex_unlock (as Go's sync.Mutex.Unlock): one atomic decrement
+ of the state word. Done if the result is 0, or if it only says that a waiter was already
+ woken (that waiter handles the rest). Anything else (waiters to wake, starvation mode,
+ or a misuse to report) goes to gmp_mutex_unlock_slow; NULL or misaligned calls
+ gmp_mutex_unlock.
  */
 static inline int gmp_mutex_unlock_fast(gmp_mutex *m) {
-    int32_t locked = 1;
-    if (m != NULL && ((uintptr_t)m & 3u) == 0 &&
-        __atomic_compare_exchange_n(&m->state, &locked, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+    int32_t new_state;
+    if (m == NULL || ((uintptr_t)m & 3u) != 0)
+        return (gmp_mutex_unlock)(m);
+    new_state = __atomic_sub_fetch(&m->state, 1, __ATOMIC_RELEASE);
+    if (new_state == 0 || (new_state & 7) == 2)
         return 0;
-    return (gmp_mutex_unlock)(m);
+    return gmp_mutex_unlock_slow(m, new_state);
 }
 
 #define gmp_mutex_lock(m) gmp_mutex_lock_fast(m)

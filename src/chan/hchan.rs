@@ -218,11 +218,30 @@ impl Chan {
     ///
     /// # Safety
     /// `src` readable and `dst` writable for `elem_size` bytes (unless null/zero).
+    #[inline(always)]
     unsafe fn copy(&self, src: *const u8, dst: *mut u8) {
-        if self.elem_size != 0 && !dst.is_null() {
-            // SAFETY: caller contract. `copy`, not `copy_nonoverlapping`: a C caller may
-            // send from the buffer another thread receives into.
-            unsafe { core::ptr::copy(src, dst, self.elem_size) };
+        if dst.is_null() {
+            return;
+        }
+        // SAFETY: caller contract. Word-sized elements (the common case: an int64, a
+        // pointer) are one unaligned load and store instead of a call to memmove; each
+        // reads the whole element before writing, so overlap is fine, as with `copy`
+        // (not `copy_nonoverlapping`: a C caller may send from the buffer another thread
+        // receives into).
+        unsafe {
+            match self.elem_size {
+                0 => {}
+                4 => dst
+                    .cast::<u32>()
+                    .write_unaligned(src.cast::<u32>().read_unaligned()),
+                8 => dst
+                    .cast::<u64>()
+                    .write_unaligned(src.cast::<u64>().read_unaligned()),
+                16 => dst
+                    .cast::<u128>()
+                    .write_unaligned(src.cast::<u128>().read_unaligned()),
+                n => core::ptr::copy(src, dst, n),
+            }
         }
     }
 
@@ -389,18 +408,17 @@ impl Chan {
             }
         };
         let w = Waiter::new();
-        let sg = Sudog::new();
-        sg.waiter.set(&w);
-        sg.elem.set(elem);
+        let sg = sudog::acquire_sudog();
+        sg.prepare(&w, elem, 0);
         let me: *const Chan = self;
-        // SAFETY: lock held; w and sg live in this frame until block returns and, on a
-        // timeout, until we removed sg again below.
+        // SAFETY: lock held; w lives in this frame until block returns and, on a timeout,
+        // until we removed sg again below; sg is ours until we release it.
         let fired = unsafe {
             let s = self.synced();
             if is_send {
-                s.sendq.enqueue(&sg);
+                s.sendq.enqueue(sg);
             } else {
-                s.recvq.enqueue(&sg);
+                s.recvq.enqueue(sg);
             }
             let reason = if is_send {
                 WaitReason::ChanSend
@@ -409,25 +427,29 @@ impl Chan {
             };
             sudog::block(&w, &[me], deadline, reason)
         };
-        if !fired {
+        let result = if !fired {
             self.lock.lock();
             // SAFETY: lock held; sg was queued on this queue.
             unsafe {
                 let s = self.synced();
                 if is_send {
-                    s.sendq.remove(&sg);
+                    s.sendq.remove(sg);
                 } else {
-                    s.recvq.remove(&sg);
+                    s.recvq.remove(sg);
                 }
             }
             self.lock.unlock();
-            return Err(ChanError::TimedOut);
-        }
-        if sg.success.get() {
+            Err(ChanError::TimedOut)
+        } else if sg.success.get() {
             Ok(())
         } else {
             Err(ChanError::Closed)
-        }
+        };
+        sg.clear();
+        // SAFETY: sg is on no queue (dequeued by its waker, or removed above) and the
+        // waker's last access to it preceded our wake-up.
+        unsafe { sudog::release_sudog(sg) };
+        result
     }
 
     /// Closes the channel (Go's closechan): every blocked receiver gets the zero value and

@@ -3,12 +3,14 @@
 //! - [`hchan`]: the channel — ring buffer, wait queues, send/receive/close with direct
 //!   hand-off between a sender and a blocked receiver (and back);
 //! - [`select`]: selectgo — random poll order, address lock order, one sudog per case;
-//! - [`sudog`]: the waiter records (on the waiter's stack), the wait queues, the done flag
-//!   that arbitrates between wakers and timeouts, and blocking (gopark for goroutines, a
-//!   futex `Note` for foreign threads).
+//! - [`sudog`]: the waiter records (on the waiter's stack), the sudogs (from a per-P cache
+//!   backed by a central list, Go's acquireSudog/releaseSudog), the wait queues, the done
+//!   flag that arbitrates between wakers and timeouts, and blocking (gopark for goroutines,
+//!   a futex `Note` for foreign threads).
 //!
 //! # Lock order
-//! Channel locks (several only in select: ascending address, each once) → a P's timer lock
+//! Channel locks (several only in select: ascending address, each once) → the central sudog
+//! list's lock (a leaf: acquire_sudog refills under the channel locks) or a P's timer lock
 //! (a timeout armed by gopark's unlock function) → `SCHED.lock` (goready). A timer
 //! callback never takes a channel lock; wake-ups (goready, Note::wakeup) happen after the
 //! channel locks are released, except a timeout's goready, which runs under the timer lock.
@@ -16,5 +18,7 @@
 pub mod hchan;
 pub mod select;
 pub(crate) mod sudog;
+#[cfg(test)]
+mod tests;
 
 pub use hchan::{Chan, ChanError, Mode};

@@ -17,8 +17,9 @@
 //! Unlike Go, a case woken by a close reports it (status -EPIPE) instead of looping: each
 //! sudog knows its case, and the closer wrote the outcome into it.
 //!
-//! Scratch space (orders, distinct channels, sudogs) is on the stack for up to
-//! `SMALL_CASES` cases, on the heap beyond.
+//! The sudogs come from the sudog caches (`sudog::acquire_sudog`, one per enabled case) and
+//! go back once pass 3 is done. Scratch space (orders, distinct channels, the sudog
+//! pointers) is on the stack for up to `SMALL_CASES` cases, on the heap beyond.
 
 use core::ffi::c_void;
 use core::ptr::null;
@@ -28,7 +29,7 @@ use super::hchan::{Chan, ChanError, Mode, Now};
 use super::sudog::{self, Sudog, Waiter};
 use crate::rt::{self, WaitReason};
 
-/// Cases up to this many use stack scratch space: 16 sudogs are ~800 bytes.
+/// Cases up to this many use stack scratch space (16 bytes per case).
 const SMALL_CASES: usize = 16;
 
 /// One case; the same layout as the C `gmp_select_case` (checked in ffi).
@@ -112,15 +113,23 @@ pub unsafe fn select(cases: &mut [Case], mode: Mode) -> Result<usize, ChanError>
     if n <= SMALL_CASES {
         let mut order = [0u32; 2 * SMALL_CASES];
         let mut locks = [null::<Chan>(); SMALL_CASES];
-        let sgs: [Sudog; SMALL_CASES] = core::array::from_fn(|_| Sudog::new());
+        let mut sgs = [null::<Sudog>(); SMALL_CASES];
         // SAFETY: caller contract; scratch sized for n.
-        unsafe { selectgo(cases, mode, &mut order[..2 * n], &mut locks[..n], &sgs[..n]) }
+        unsafe {
+            selectgo(
+                cases,
+                mode,
+                &mut order[..2 * n],
+                &mut locks[..n],
+                &mut sgs[..n],
+            )
+        }
     } else {
         let mut order = vec![0u32; 2 * n];
         let mut locks = vec![null::<Chan>(); n];
-        let sgs: Vec<Sudog> = (0..n).map(|_| Sudog::new()).collect();
+        let mut sgs = vec![null::<Sudog>(); n];
         // SAFETY: as above.
-        unsafe { selectgo(cases, mode, &mut order, &mut locks, &sgs) }
+        unsafe { selectgo(cases, mode, &mut order, &mut locks, &mut sgs) }
     }
 }
 
@@ -146,7 +155,7 @@ unsafe fn selectgo(
     mode: Mode,
     order: &mut [u32],
     locks: &mut [*const Chan],
-    sgs: &[Sudog],
+    sgs: &mut [*const Sudog],
 ) -> Result<usize, ChanError> {
     let n = cases.len();
     let (pollorder, lockorder) = order.split_at_mut(n);
@@ -232,13 +241,13 @@ unsafe fn selectgo(
 
     // Pass 2: queue one sudog per enabled case, in lock order.
     let w = Waiter::new();
+    let sgs = &mut sgs[..np];
     for (k, &i) in lockorder.iter().enumerate() {
         let cas = &cases[i as usize];
-        let sg = &sgs[k];
-        sg.waiter.set(&w);
-        sg.elem.set(cas.buf as *mut u8);
-        sg.case.set(i as usize);
-        // SAFETY: all locks held; sg and w live in our callers' frames until pass 3.
+        let sg = sudog::acquire_sudog();
+        sg.prepare(&w, cas.buf as *mut u8, i as usize);
+        sgs[k] = sg;
+        // SAFETY: all locks held; w lives in this frame, and sg is ours, until pass 3.
         unsafe {
             let s = (*cas.chan).synced();
             if cas.op == SEND {
@@ -255,7 +264,7 @@ unsafe fn selectgo(
     sellock(locks);
     let fired = w.fired.load(Ordering::Acquire) as *const Sudog;
     for (k, &i) in lockorder.iter().enumerate() {
-        let sg: *const Sudog = &sgs[k];
+        let sg = sgs[k];
         if sg == fired {
             continue;
         }
@@ -271,11 +280,22 @@ unsafe fn selectgo(
         }
     }
     selunlock(locks);
-    if !claimed {
-        return Err(ChanError::TimedOut);
+    let result = if claimed {
+        // SAFETY: fired is one of our sudogs (a waker claimed us).
+        let (i, ok) = unsafe { ((*fired).case.get(), (*fired).success.get()) };
+        cases[i].status = if ok { 0 } else { -libc::EPIPE };
+        Ok(i)
+    } else {
+        Err(ChanError::TimedOut)
+    };
+    for &sg in sgs.iter() {
+        // SAFETY: sgs holds the sudogs acquired in pass 2 (never freed); pass 3 took them
+        // all off their queues (the fired one was dequeued by its waker, whose last access
+        // preceded our wake-up), and no waker touches them once we hold no lock.
+        unsafe {
+            (*sg).clear();
+            sudog::release_sudog(&*sg);
+        }
     }
-    // SAFETY: fired is one of our sudogs (a waker claimed us).
-    let (i, ok) = unsafe { ((*fired).case.get(), (*fired).success.get()) };
-    cases[i].status = if ok { 0 } else { -libc::EPIPE };
-    Ok(i)
+    result
 }

@@ -1,12 +1,24 @@
-//! Waiters, sudogs and wait queues (Go's `sudog`, `waitq` and `g.selectDone`), and the one
-//! function that blocks a caller on them (`block`).
+//! Waiters, sudogs and wait queues (Go's `sudog`, `waitq` and `g.selectDone`), the sudog
+//! caches (Go's `acquireSudog` / `releaseSudog`), and the one function that blocks a caller
+//! on them (`block`).
 //!
-//! A blocked operation is one [`Waiter`] — the blocked goroutine or foreign thread — and one
-//! [`Sudog`] per channel queue it sits on: one for a send or receive, one per enabled case
-//! for a select. Both live **on the waiter's own stack** (a goroutine's or a thread's) for
-//! as long as it waits, as `sync::sema` does; Go allocates sudogs from a per-P cache
-//! instead, because a Go stack may move. Ours never moves, so the stack costs nothing and
-//! needs no free list.
+//! A blocked operation is one [`Waiter`] — the blocked goroutine or foreign thread, on its
+//! own stack — and one [`Sudog`] per channel queue it sits on: one for a send or receive,
+//! one per enabled case for a select.
+//!
+//! # Sudog caches (Go's acquireSudog / releaseSudog)
+//! Sudogs are allocated once and never freed. A free sudog sits in the cache of a P (an
+//! owner-only array of [`SUDOG_CACHE`] pointers, `P.sudogcache`: no atomics, no lock) or on
+//! the central list (`CENTRAL`, under its own lock). [`acquire_sudog`] pops from the current
+//! P's cache; an empty cache is first refilled to half from the central list, and only when
+//! that is empty too is a sudog allocated. [`release_sudog`] pushes onto the current P's
+//! cache; a full cache first moves half of itself to the central list. A thread without a P
+//! (a foreign thread, or an M inside a syscall) uses the central list directly. So a sudog
+//! is allocated only when every other sudog is in use or in another P's cache: at most
+//! (peak sudogs in use) + Ps × `SUDOG_CACHE` are ever allocated.
+//!
+//! A released sudog is clear (no waiter, no element, on no queue: the assertions of
+//! `release_sudog`, checked in debug builds), so the next user starts from a known state.
 //!
 //! # The done flag (Go's `g.selectDone`)
 //! Several parties may try to complete one waiter: wakers on each channel it waits on (a
@@ -20,21 +32,22 @@
 //!   channel(s) and takes its sudogs off whatever queues still hold them.
 //!
 //! # Lifetime
-//! The waiter does not return (its stack frame stays alive) before (a) it was woken by the
-//! party that won `done`, and (b) it has re-locked every channel whose queue may still hold
-//! one of its sudogs and removed them. So a waker holding a channel lock may always touch a
-//! queued sudog and its waiter; the winner may touch them until its wake-up call, which is
-//! its last access.
+//! The waiter does not return (its stack frame stays alive) and does not release its
+//! sudogs before (a) it was woken by the party that won `done`, and (b) it has re-locked
+//! every channel whose queue may still hold one of its sudogs and removed them. So a waker
+//! holding a channel lock may always touch a queued sudog and its waiter; the winner may
+//! touch them until its wake-up call, which is its last access.
 
-use core::cell::Cell;
-use core::ptr::null;
-use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use core::cell::{Cell, UnsafeCell};
+use core::mem::MaybeUninit;
+use core::ptr::{null, null_mut};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use core::time::Duration;
 
 use super::hchan::Chan;
 use crate::rt::timer::{self, Timer};
-use crate::rt::{self, G, WaitReason};
-use crate::sys::{self, Note};
+use crate::rt::{self, G, P, WaitReason};
+use crate::sys::{self, Lock, Note};
 
 /// A blocked goroutine or foreign thread. Lives on its stack (see the module doc).
 pub(crate) struct Waiter {
@@ -89,7 +102,11 @@ pub(crate) unsafe fn wake(w: *const Waiter) {
     }
 }
 
-/// One waiter's place in one channel queue (Go's sudog).
+/// One waiter's place in one channel queue (Go's sudog). Taken from a cache by
+/// [`acquire_sudog`] and given back, cleared, by [`release_sudog`]. Aligned to a cache
+/// line: the sudogs of goroutines on different Ps are written concurrently. `repr(C)`
+/// keeps the fields the owner sets and clears side by side (a few wide stores).
+#[repr(C, align(64))]
 pub(crate) struct Sudog {
     /// The waiter. Set before the sudog is queued.
     pub waiter: Cell<*const Waiter>,
@@ -97,25 +114,271 @@ pub(crate) struct Sudog {
     pub elem: Cell<*mut u8>,
     /// The select case this sudog stands for (0 for a plain send/receive).
     pub case: Cell<usize>,
-    /// Queue links. Owner: the holder of the channel's lock.
-    pub next: Cell<*const Sudog>,
-    pub prev: Cell<*const Sudog>,
     /// Written by the winning waker: true if the value was transferred, false if the
     /// channel was closed.
     pub success: Cell<bool>,
+    /// Queue links. Owner: the holder of the channel's lock. A free sudog on the central
+    /// list is linked through `next` (owner: the holder of the central lock).
+    pub next: Cell<*const Sudog>,
+    pub prev: Cell<*const Sudog>,
 }
 
 impl Sudog {
-    pub fn new() -> Sudog {
+    const fn new() -> Sudog {
         Sudog {
             waiter: Cell::new(null()),
-            elem: Cell::new(core::ptr::null_mut()),
+            elem: Cell::new(null_mut()),
             case: Cell::new(0),
+            success: Cell::new(false),
             next: Cell::new(null()),
             prev: Cell::new(null()),
-            success: Cell::new(false),
         }
     }
+
+    /// Sets up a sudog for `w`'s operation on `elem` (select case `case`; a released sudog
+    /// has case 0 already).
+    #[inline(always)]
+    pub fn prepare(&self, w: &Waiter, elem: *mut u8, case: usize) {
+        self.waiter.set(w);
+        self.elem.set(elem);
+        if case != 0 {
+            self.case.set(case);
+        }
+    }
+
+    /// Clears what `prepare` and the waker wrote, once the owner has read the outcome and
+    /// the sudog is on no queue.
+    #[inline(always)]
+    pub fn clear(&self) {
+        self.waiter.set(null());
+        self.elem.set(null_mut());
+        self.case.set(0);
+        self.success.set(false);
+    }
+
+    fn is_clear(&self) -> bool {
+        self.waiter.get().is_null()
+            && self.elem.get().is_null()
+            && self.case.get() == 0
+            && self.next.get().is_null()
+            && self.prev.get().is_null()
+            && !self.success.get()
+    }
+}
+
+/// Sudogs a P caches (Go's `len(p.sudogbuf)`): a select rarely has more than a handful
+/// of cases, and 128 pointers (1 KiB per P) cover bursts of many blocked operations on one
+/// P without touching the central lock; refill and spill move half, so a P that alternates
+/// between acquiring and releasing takes the central lock at most once per 64 operations.
+pub(crate) const SUDOG_CACHE: usize = 128;
+
+/// A P's free sudogs (Go's `p.sudogcache` / `p.sudogbuf`). Owner: the M holding the P,
+/// while it runs a goroutine (a goroutine cannot switch inside acquire or release).
+/// `buf[..n]` are free sudogs, `n <= SUDOG_CACHE`; the fast paths index `% SUDOG_CACHE`
+/// (a no-op there, which spares the bounds check).
+pub(crate) struct SudogCache {
+    n: usize,
+    buf: [*const Sudog; SUDOG_CACHE],
+}
+
+impl SudogCache {
+    pub const fn new() -> SudogCache {
+        SudogCache {
+            n: 0,
+            buf: [null(); SUDOG_CACHE],
+        }
+    }
+}
+
+/// The central free list (Go's `sched.sudogcache` under `sched.sudoglock`): free sudogs
+/// linked through `next`. A leaf lock: taken under channel locks, nothing is taken under it.
+struct Central {
+    lock: Lock,
+    /// Owner: the holder of `lock`.
+    list: UnsafeCell<CentralList>,
+}
+
+struct CentralList {
+    head: *const Sudog,
+    len: usize,
+}
+
+// SAFETY: `list` is only touched with `lock` held; the sudogs on it are free (nobody else
+// holds a pointer to them).
+unsafe impl Sync for Central {}
+
+static CENTRAL: Central = Central {
+    lock: Lock::new(),
+    list: UnsafeCell::new(CentralList {
+        head: null(),
+        len: 0,
+    }),
+};
+
+/// Sudogs ever allocated (for the tests' recycling bound).
+static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+
+/// Sudogs ever allocated: every one is in use, in a P's cache or on the central list.
+#[cfg(test)]
+pub(crate) fn sudogs_allocated() -> usize {
+    ALLOCATED.load(Ordering::Relaxed)
+}
+
+/// Free sudogs on the central list (a snapshot).
+#[cfg(test)]
+pub(crate) fn sudogs_central() -> usize {
+    CENTRAL.lock.lock();
+    // SAFETY: we hold the central lock.
+    let n = unsafe { (*CENTRAL.list.get()).len };
+    CENTRAL.lock.unlock();
+    n
+}
+
+/// A new sudog; never freed.
+#[cold]
+fn alloc_sudog() -> &'static Sudog {
+    ALLOCATED.fetch_add(1, Ordering::Relaxed);
+    Box::leak(Box::new(Sudog::new()))
+}
+
+/// The P this thread holds, or null (a foreign thread, or an M in a syscall).
+#[inline(always)]
+fn current_p() -> *mut P {
+    let m = rt::getm();
+    if m.is_null() {
+        return null_mut();
+    }
+    // SAFETY: a non-null TLS slot holds this thread's live M (Ms are never freed); only
+    // this M writes its `p` while it runs a goroutine.
+    unsafe { (*m).p.load(Ordering::Relaxed) }
+}
+
+/// Pops up to `max` sudogs off the central list, handing each to `push`; returns how many.
+fn central_take(max: usize, mut push: impl FnMut(*const Sudog)) -> usize {
+    CENTRAL.lock.lock();
+    // SAFETY: we hold the central lock, the owner of the list and of its links.
+    let got = unsafe {
+        let l = &mut *CENTRAL.list.get();
+        let mut got = 0;
+        while got < max && !l.head.is_null() {
+            let s = l.head;
+            l.head = (*s).next.get();
+            (*s).next.set(null());
+            l.len -= 1;
+            push(s);
+            got += 1;
+        }
+        got
+    };
+    CENTRAL.lock.unlock();
+    got
+}
+
+/// Puts the chain `first ..= last` (linked through `next`, `n` sudogs) on the central list.
+///
+/// # Safety
+/// The chain's sudogs are free and owned by the caller.
+#[cold]
+unsafe fn central_put(first: *const Sudog, last: *const Sudog, n: usize) {
+    CENTRAL.lock.lock();
+    // SAFETY: we hold the central lock; the chain is ours (caller contract).
+    unsafe {
+        let l = &mut *CENTRAL.list.get();
+        (*last).next.set(l.head);
+        l.head = first;
+        l.len += n;
+    }
+    CENTRAL.lock.unlock();
+}
+
+/// Takes a clear sudog (Go's acquireSudog): from the current P's cache, refilled to half
+/// from the central list when empty; from the central list on a thread without a P; a new
+/// one when no cache has any. It stays the caller's until [`release_sudog`].
+#[inline(always)]
+pub(crate) fn acquire_sudog() -> &'static Sudog {
+    let pp = current_p();
+    if pp.is_null() {
+        return acquire_central();
+    }
+    // SAFETY: this M holds pp and runs the calling goroutine, which cannot switch here: we
+    // are the cache's owner.
+    let c = unsafe { &mut *(*pp).sudogcache.ptr() };
+    if c.n == 0 {
+        refill(c);
+    }
+    c.n -= 1;
+    // SAFETY: free sudogs are never freed, and this one left the cache: it is ours.
+    let s = unsafe { &*c.buf[c.n % SUDOG_CACHE] };
+    debug_assert!(s.is_clear(), "acquire_sudog: sudog not clear");
+    s
+}
+
+/// acquire_sudog on a thread without a P.
+#[cold]
+fn acquire_central() -> &'static Sudog {
+    let mut s = null();
+    central_take(1, |x| s = x);
+    if s.is_null() {
+        return alloc_sudog();
+    }
+    // SAFETY: free sudogs are never freed, and this one left the central list: it is ours.
+    let s = unsafe { &*s };
+    debug_assert!(s.is_clear(), "acquire_sudog: sudog not clear");
+    s
+}
+
+/// Refills an empty P cache to half from the central list, or with one new sudog.
+#[cold]
+fn refill(c: &mut SudogCache) {
+    let n = central_take(SUDOG_CACHE / 2, |s| {
+        c.buf[c.n] = s;
+        c.n += 1;
+    });
+    if n == 0 {
+        c.buf[0] = alloc_sudog();
+        c.n = 1;
+    }
+}
+
+/// Gives a sudog back (Go's releaseSudog): onto the current P's cache, after moving half of
+/// a full one to the central list; onto the central list on a thread without a P.
+///
+/// # Safety
+/// `s` came from [`acquire_sudog`], is on no queue, has been cleared (`Sudog::clear`), and
+/// nobody touches it any more: wakers are done with it (see the module doc).
+#[inline(always)]
+pub(crate) unsafe fn release_sudog(s: &'static Sudog) {
+    debug_assert!(
+        s.is_clear(),
+        "release_sudog: sudog not cleared or still queued"
+    );
+    let pp = current_p();
+    if pp.is_null() {
+        // SAFETY: s is free and ours (caller contract).
+        unsafe { central_put(s, s, 1) };
+        return;
+    }
+    // SAFETY: as in acquire_sudog, we own pp's cache.
+    let c = unsafe { &mut *(*pp).sudogcache.ptr() };
+    if c.n == SUDOG_CACHE {
+        spill(c);
+    }
+    c.buf[c.n % SUDOG_CACHE] = s;
+    c.n += 1;
+}
+
+/// Moves the top half of a full P cache to the central list (one lock round trip).
+#[cold]
+fn spill(c: &mut SudogCache) {
+    let keep = SUDOG_CACHE / 2;
+    let (first, last) = (c.buf[keep], c.buf[SUDOG_CACHE - 1]);
+    for i in keep..SUDOG_CACHE - 1 {
+        // SAFETY: the cache's sudogs are free and ours (we own the cache).
+        unsafe { (*c.buf[i]).next.set(c.buf[i + 1]) };
+    }
+    c.n = keep;
+    // SAFETY: the chain first ..= last is the sudogs we just took out of the cache.
+    unsafe { central_put(first, last, SUDOG_CACHE - keep) };
 }
 
 /// A FIFO queue of sudogs (Go's waitq). Owner: the holder of its channel's lock.
@@ -295,14 +558,15 @@ pub(crate) unsafe fn block(
         w.note.clear();
         return true;
     }
-    let mut t = Timer::new(on_timeout, w as *const Waiter as usize);
+    // Built only when there is a deadline (most waits have none).
+    let mut t = MaybeUninit::<Timer>::uninit();
     let ctx = ParkCtx {
         locks: locks.as_ptr(),
         nlocks: locks.len(),
         timer: if deadline.is_some() {
-            &mut t
+            t.write(Timer::new(on_timeout, w as *const Waiter as usize))
         } else {
-            core::ptr::null_mut()
+            null_mut()
         },
         when: deadline.unwrap_or(0),
     };
@@ -311,8 +575,8 @@ pub(crate) unsafe fn block(
     unsafe { rt::gopark(Some(park_commit), &ctx as *const ParkCtx as usize, reason) };
     if deadline.is_some() {
         // After stop returns, the callback is not running and never will: t may die.
-        // SAFETY: t is alive (this frame).
-        unsafe { timer::stop(&mut t) };
+        // SAFETY: t was initialised above (there is a deadline) and lives in this frame.
+        unsafe { timer::stop(t.as_mut_ptr()) };
     }
     !w.fired.load(Ordering::Acquire).is_null()
 }

@@ -172,6 +172,21 @@ unsafe fn mutex_lock_slow(m: *mut gmp_mutex) -> c_int {
     })
 }
 
+/// The contended half of gmp_mutex_lock, for the inline fast path in this header (whose
+/// CAS failed: it does not retry it). Do not call it directly; use gmp_mutex_lock. Returns
+/// as gmp_mutex_lock.
+///
+/// # Safety
+/// As gmp_mutex_lock.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_mutex_lock_slow(m: *mut gmp_mutex) -> c_int {
+    if bad(m) {
+        return -libc::EINVAL;
+    }
+    // SAFETY: checked non-null and aligned; the caller promises it is live.
+    unsafe { mutex_lock_slow(m) }
+}
+
 /// Locks `m` if it is free, without waiting. Returns 0 if the caller now holds it, -EBUSY
 /// if it is locked (or being handed to a waiter), -EINVAL if `m` is NULL or misaligned.
 ///
@@ -225,6 +240,25 @@ unsafe fn mutex_unlock_slow(m: *mut gmp_mutex, new: i32) -> c_int {
         unsafe { mutex_ref(m) }.unlock_slow(new);
         0
     })
+}
+
+/// The second half of gmp_mutex_unlock, for the inline fast path in this header: `m`'s
+/// state word has already been decremented (unlocked), leaving `new_state`, which is not 0
+/// (waiters to wake, or a misuse to report). Do not call it directly; use
+/// gmp_mutex_unlock. Returns as gmp_mutex_unlock.
+///
+/// # Safety
+/// As gmp_mutex_unlock; `new_state` is what the decrement returned.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_mutex_unlock_slow(m: *mut gmp_mutex, new_state: i32) -> c_int {
+    if bad(m) {
+        return -libc::EINVAL;
+    }
+    if new_state == 0 {
+        return 0;
+    }
+    // SAFETY: checked non-null and aligned; the caller promises it is live.
+    unsafe { mutex_unlock_slow(m, new_state) }
 }
 
 /// Locks `rw` for reading: waits (parks, or sleeps on a futex) while a writer holds it or

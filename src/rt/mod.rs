@@ -418,6 +418,8 @@ pub struct P {
     pub syscalltick: AtomicU32,
     /// What sysmon last saw of this P (Go's `sysmontick`). Owner: the sysmon thread.
     pub sysmontick: Owned<sysmon::SysmonTick>,
+    /// Free sudogs (Go's `sudogcache`; see chan/sudog.rs). Owner: the holding M.
+    pub(crate) sudogcache: Owned<crate::chan::sudog::SudogCache>,
 }
 
 /// Goroutine ids a P reserves at a time (Go's `_GoidCacheBatch`).

@@ -1406,6 +1406,7 @@ fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 timers: timer::Timers::new(),
                 syscalltick: AtomicU32::new(0),
                 sysmontick: Owned::new(sysmon::SysmonTick::new()),
+                sudogcache: Owned::new(crate::chan::sudog::SudogCache::new()),
             }));
             SCHED.allp[i as usize].store(pp, Ordering::Release);
         }

@@ -54,26 +54,38 @@ const ACTIVE_SPIN_CNT: u32 = 30;
 
 /// Go's sync_runtime_canSpin: spinning pays only if the holder may be running on another
 /// CPU right now and nobody else needs ours. So: on a goroutine (a foreign thread has no P
-/// and its caller decides how it waits), at most [`ACTIVE_SPIN`] iterations, GOMAXPROCS > 1
-/// and at least one other P running (not idle, not a spinning M without work).
+/// and its caller decides how it waits), at most [`ACTIVE_SPIN`] iterations, GOMAXPROCS > 1,
+/// at least one other P running (not idle, not a spinning M without work), and this P's
+/// local run queue empty: with runnable goroutines waiting it is better to park and let
+/// one of them run (and the holder's line stay on its CPU) than to delay them.
 ///
-/// Approximation: Go also requires more than one CPU and this P's local run queue to be
-/// empty (spinning while runnable goroutines wait delays them). We skip both checks:
-/// GOMAXPROCS defaults to the CPU count, and reading our P's queue from here would reach
-/// into the scheduler's internals for a 4-iteration spin.
+/// Approximation: Go also requires more than one CPU; GOMAXPROCS defaults to the CPU
+/// count.
 fn can_spin(iter: u32) -> bool {
-    if iter >= ACTIVE_SPIN || rt::getg().is_null() {
+    if iter >= ACTIVE_SPIN {
+        return false;
+    }
+    let m = rt::getm();
+    if m.is_null() {
         return false;
     }
     let procs = rt::SCHED.gomaxprocs.load(Ordering::Relaxed);
     let idle = rt::SCHED.npidle.load(Ordering::Relaxed);
     let spinning = rt::SCHED.nmspinning.load(Ordering::Relaxed);
-    procs > 1 && procs > idle + spinning + 1
+    if procs <= 1 || procs <= idle + spinning + 1 {
+        return false;
+    }
+    // SAFETY: a non-null TLS slot holds this thread's live M; only this M writes its `p`
+    // while it runs a goroutine.
+    let pp = unsafe { (*m).p.load(Ordering::Relaxed) };
+    // SAFETY: Ps are never freed; `is_empty` may be called by any thread.
+    !pp.is_null() && unsafe { (*pp).runq.is_empty() }
 }
 
-/// The two words of a `gmp_mutex`.
 /// The uncontended lock: one CAS of a free mutex to locked. The C API runs it before (and
-/// outside) its panic boundary, so that the common case is a frameless function.
+/// outside) its panic boundary, so that the common case is a frameless function. (C callers
+/// usually never get here: gmp.h inlines this CAS, see HACKING.md "The mutex's inline fast
+/// paths", which depend on the state word's layout above.)
 #[inline(always)]
 pub fn lock_fast(state: &AtomicI32) -> bool {
     // acquire: pairs with the release in `unlock`.
@@ -92,6 +104,7 @@ pub fn unlock_fast(state: &AtomicI32) -> i32 {
         .wrapping_sub(MUTEX_LOCKED)
 }
 
+/// The two words of a `gmp_mutex`.
 pub struct Mutex<'a> {
     pub state: &'a AtomicI32,
     pub sema: &'a AtomicU32,

@@ -30,7 +30,7 @@ func worker(k int64) {
 }
 
 func main() {
-	n := flag.Int64("n", 1000000, "lock/unlock pairs in total, split evenly over the goroutines")
+	n := flag.Int64("n", 20000000, "lock/unlock pairs in total, split evenly over the goroutines")
 	g := flag.Int64("g", 8, "goroutines")
 	procs := bench.ProcsFlag()
 	flag.Parse()

@@ -1,0 +1,261 @@
+//! Channel and select tests that need the crate's internals: sudog recycling through the
+//! per-P and central caches, and selects with more cases than the stack scratch space
+//! (`SMALL_CASES`) and than a P's sudog cache (`SUDOG_CACHE`).
+//!
+//! The tests of this module share the sudog caches and the allocation counter, so they
+//! run one at a time (`SERIAL`); no other unit test of the crate uses channels.
+
+use core::ffi::c_void;
+use std::sync::Mutex;
+
+use super::hchan::{Chan, ChanError, Mode};
+use super::select::{Case, select};
+use super::sudog::{SUDOG_CACHE, sudogs_allocated, sudogs_central};
+use crate::rt;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Most sudogs any test here has in use at once: the largest select (`WIDE`) plus the
+/// goroutines of `sudogs_are_recycled`, with room to spare.
+const PEAK_IN_USE: usize = WIDE + 64;
+
+/// Cases of the select that outgrows a P's sudog cache.
+const WIDE: usize = 2 * SUDOG_CACHE + 44;
+
+/// Runs `f` on a new goroutine.
+fn go(f: impl FnOnce() + Send + 'static) {
+    unsafe extern "C" fn tramp(arg: *mut c_void) {
+        // SAFETY: arg is the box leaked below, taken back exactly once.
+        let f = unsafe { Box::from_raw(arg as *mut Box<dyn FnOnce() + Send>) };
+        f();
+    }
+    let f: Box<Box<dyn FnOnce() + Send>> = Box::new(Box::new(f));
+    let id = crate::ffi::gmp_go(Some(tramp), Box::into_raw(f) as *mut c_void);
+    assert!(id > 0, "gmp_go = {id}");
+}
+
+/// A channel pointer that may cross to a goroutine (channels are Sync).
+#[derive(Clone, Copy)]
+struct Ch(*mut Chan);
+// SAFETY: Chan is Sync and Send; the tests release each channel only after every
+// goroutine using it has finished.
+unsafe impl Send for Ch {}
+
+impl Ch {
+    fn new(cap: usize) -> Ch {
+        Ch(Chan::make(8, cap).expect("make"))
+    }
+    fn c(self) -> &'static Chan {
+        // SAFETY: alive until `free` (see the Send impl).
+        unsafe { &*self.0 }
+    }
+    fn send(self, v: u64) -> Result<(), ChanError> {
+        // SAFETY: v is readable for the element size (8).
+        unsafe { self.c().send((&v as *const u64).cast(), Mode::Block) }
+    }
+    fn recv(self) -> Result<u64, ChanError> {
+        let mut v = 0u64;
+        // SAFETY: v is writable for the element size (8).
+        unsafe { self.c().recv((&mut v as *mut u64).cast(), Mode::Block) }.map(|()| v)
+    }
+    fn free(self) {
+        // SAFETY: the reference from make; no operation in flight (see the Send impl).
+        unsafe { Chan::release(self.0) };
+    }
+}
+
+fn procs_ever() -> usize {
+    rt::all_ps().count()
+}
+
+/// The recycling bound of sudog.rs: a sudog is allocated only when the caller's cache and
+/// the central list are empty, so every earlier one is in use or in another P's cache.
+fn assert_bounded(ops: usize) {
+    let allocated = sudogs_allocated();
+    let bound = PEAK_IN_USE + procs_ever() * SUDOG_CACHE;
+    assert!(
+        allocated <= bound,
+        "{allocated} sudogs allocated after {ops} blocking operations (bound {bound})"
+    );
+    assert!(sudogs_central() <= allocated);
+}
+
+#[test]
+fn sudogs_are_recycled() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    rt::init();
+    const PAIRS: usize = 8;
+    const ROUNDS: u64 = 20_000;
+    let done = Ch::new(0);
+    let mut chans = Vec::new();
+    // Goroutine pairs bounce a value over unbuffered channels (each hand-off blocks one
+    // side); every 16th round goes through a two-case select instead.
+    for _ in 0..PAIRS {
+        let (ping, pong) = (Ch::new(0), Ch::new(0));
+        chans.push(ping);
+        chans.push(pong);
+        go(move || {
+            for i in 0..ROUNDS {
+                let v = if i % 16 == 0 {
+                    let mut out = 0u64;
+                    let mut cases = [
+                        Case {
+                            chan: ping.0,
+                            op: Case::recv_op(),
+                            buf: (&mut out as *mut u64).cast(),
+                            status: 1,
+                        },
+                        Case {
+                            chan: core::ptr::null_mut(),
+                            op: Case::recv_op(),
+                            buf: core::ptr::null_mut(),
+                            status: 1,
+                        },
+                    ];
+                    // SAFETY: the enabled case's channel is alive, its buffer writable.
+                    let k = unsafe { select(&mut cases, Mode::Block) }.expect("select");
+                    assert_eq!((k, cases[0].status), (0, 0));
+                    out
+                } else {
+                    ping.recv().expect("recv")
+                };
+                assert_eq!(v, i);
+                pong.send(v + 1).expect("send");
+            }
+            done.send(0).expect("done");
+        });
+        go(move || {
+            for i in 0..ROUNDS {
+                ping.send(i).expect("send");
+                assert_eq!(pong.recv(), Ok(i + 1));
+            }
+            done.send(0).expect("done");
+        });
+    }
+    // This foreign thread blocks too (central list, no P).
+    for _ in 0..2 * PAIRS {
+        done.recv().expect("recv");
+    }
+    assert_bounded(PAIRS * ROUNDS as usize * 4);
+    for c in chans {
+        c.free();
+    }
+    done.free();
+}
+
+/// A select over `n` receive cases of distinct unbuffered channels, each fired once by a
+/// sender on another goroutine; then a select over all of them that times out.
+fn wide_select(n: usize) {
+    let chans: Vec<Ch> = (0..n).map(|_| Ch::new(0)).collect();
+    let order: Vec<usize> = (0..n).map(|i| (i * 7 + 3) % n).collect();
+    let done = Ch::new(0);
+    let (cs, ord) = (chans.clone(), order.clone());
+    go(move || {
+        let mut vals = vec![0u64; n];
+        for &want in &ord {
+            let mut cases: Vec<Case> = cs
+                .iter()
+                .zip(vals.iter_mut())
+                .map(|(c, v)| Case {
+                    chan: c.0,
+                    op: Case::recv_op(),
+                    buf: (v as *mut u64).cast(),
+                    status: 1,
+                })
+                .collect();
+            // SAFETY: every case's channel is alive and its buffer writable.
+            let k = unsafe { select(&mut cases, Mode::Block) }.expect("select");
+            assert_eq!((k, cases[k].status), (want, 0));
+            assert_eq!(vals[k], 1000 + want as u64);
+        }
+        let mut cases: Vec<Case> = cs
+            .iter()
+            .map(|c| Case {
+                chan: c.0,
+                op: Case::send_op(),
+                buf: (&0u64 as *const u64).cast_mut().cast(),
+                status: 1,
+            })
+            .collect();
+        let deadline = Mode::Until(crate::sys::nanotime() + 1_000_000);
+        // SAFETY: every case's channel is alive and its buffer readable.
+        let r = unsafe { select(&mut cases, deadline) };
+        assert_eq!(r, Err(ChanError::TimedOut));
+        done.send(0).expect("done");
+    });
+    for &i in &order {
+        chans[i].send(1000 + i as u64).expect("send");
+    }
+    done.recv().expect("done");
+    // Every sudog is off its queue again: a try on any channel finds no peer.
+    for c in &chans {
+        let mut v = 0u64;
+        // SAFETY: v is writable for the element size.
+        let r = unsafe { c.c().recv((&mut v as *mut u64).cast(), Mode::Try) };
+        assert_eq!(r, Err(ChanError::WouldBlock));
+        c.free();
+    }
+    done.free();
+}
+
+#[test]
+fn select_64_cases() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    wide_select(64);
+    assert_bounded(64 * 65);
+}
+
+#[test]
+fn select_wider_than_sudog_cache() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Each select takes WIDE sudogs, more than one P caches: refills from the central
+    // list and spills back to it, again and again.
+    wide_select(WIDE);
+    assert_bounded(WIDE * (WIDE + 1));
+}
+
+/// Every element size goes through intact, buffered (via the ring) and unbuffered (direct
+/// from the blocked peer's buffer), including the sizes `Chan::copy` special-cases and
+/// ones around them; a receive into NULL discards.
+#[test]
+fn element_sizes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for size in [1usize, 3, 4, 5, 8, 12, 16, 24, 1000] {
+        for cap in [0usize, 2] {
+            let c = Ch(Chan::make(size, cap).expect("make"));
+            let done = Ch::new(0);
+            go(move || {
+                for round in 0..4u8 {
+                    let v: Vec<u8> = (0..size)
+                        .map(|i| (i as u8) ^ round.wrapping_mul(37))
+                        .collect();
+                    // SAFETY: v is readable for the element size.
+                    unsafe { c.c().send(v.as_ptr(), Mode::Block) }.expect("send");
+                }
+                done.send(0).expect("done");
+            });
+            for round in 0..4u8 {
+                if round == 3 {
+                    // SAFETY: a null destination discards.
+                    unsafe { c.c().recv(core::ptr::null_mut(), Mode::Block) }.expect("recv");
+                    continue;
+                }
+                let mut out = vec![0xAAu8; size + 2];
+                // SAFETY: out has room for the element (and a canary byte on each side).
+                unsafe { c.c().recv(out[1..].as_mut_ptr(), Mode::Block) }.expect("recv");
+                let want: Vec<u8> = (0..size)
+                    .map(|i| (i as u8) ^ round.wrapping_mul(37))
+                    .collect();
+                assert_eq!(&out[1..=size], &want[..], "size {size} cap {cap}");
+                assert_eq!(
+                    (out[0], out[size + 1]),
+                    (0xAA, 0xAA),
+                    "size {size}: overrun"
+                );
+            }
+            done.recv().expect("done");
+            c.free();
+            done.free();
+        }
+    }
+}
