@@ -381,6 +381,25 @@ fn spill(c: &mut SudogCache) {
     unsafe { central_put(first, last, SUDOG_CACHE - keep) };
 }
 
+/// Moves every sudog of a P's cache to the central list: the P is being retired
+/// (GOMAXPROCS shrank), so its cache would sit unused (Go's `p.destroy`).
+///
+/// # Safety
+/// The caller owns the cache (holds its P).
+pub(crate) unsafe fn flush_p_cache(c: &mut SudogCache) {
+    if c.n == 0 {
+        return;
+    }
+    for i in 0..c.n - 1 {
+        // SAFETY: the cache's sudogs are free and ours (caller contract).
+        unsafe { (*c.buf[i]).next.set(c.buf[i + 1]) };
+    }
+    let (first, last, n) = (c.buf[0], c.buf[c.n - 1], c.n);
+    c.n = 0;
+    // SAFETY: the chain first ..= last is the cache's sudogs, now out of it.
+    unsafe { central_put(first, last, n) };
+}
+
 /// A FIFO queue of sudogs (Go's waitq). Owner: the holder of its channel's lock.
 pub(crate) struct WaitQ {
     first: *const Sudog,

@@ -1491,6 +1491,9 @@ unsafe fn retire_p(m: &M) -> bool {
     let pp = m.p.load(Ordering::Relaxed);
     // SAFETY: we hold pp.
     let p = unsafe { &*pp };
+    // Its free sudogs go to the central list (a leaf lock).
+    // SAFETY: we hold pp, so its sudog cache is ours.
+    unsafe { crate::chan::sudog::flush_p_cache(&mut *p.sudogcache.ptr()) };
     // Free Gs first (their lock ranks below SCHED.lock, so not while holding it).
     // SAFETY: we own pp's gfree.
     let mut moved = unsafe { core::mem::replace(&mut *p.gfree.ptr(), GList::new()) };
