@@ -234,11 +234,28 @@ pub(crate) fn sudogs_central() -> usize {
     n
 }
 
-/// A new sudog; never freed.
+/// Sudogs allocated at a time: one allocation of 4 KiB rather than 64 (a 64-byte-aligned
+/// allocation each costs twice its size in malloc's bookkeeping; with a million parked
+/// goroutines that was 0.18 KiB per goroutine).
+const SUDOG_CHUNK: usize = 64;
+
+/// A new sudog; never freed. Allocates a chunk: the caller gets the first, the central list
+/// the others.
 #[cold]
 fn alloc_sudog() -> &'static Sudog {
-    ALLOCATED.fetch_add(1, Ordering::Relaxed);
-    Box::leak(Box::new(Sudog::new()))
+    ALLOCATED.fetch_add(SUDOG_CHUNK, Ordering::Relaxed);
+    let chunk: &'static [Sudog] = Box::leak(
+        (0..SUDOG_CHUNK)
+            .map(|_| Sudog::new())
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    for i in 1..SUDOG_CHUNK - 1 {
+        chunk[i].next.set(&chunk[i + 1]);
+    }
+    // SAFETY: the chain chunk[1] ..= chunk[SUDOG_CHUNK - 1] is new, free and ours.
+    unsafe { central_put(&chunk[1], &chunk[SUDOG_CHUNK - 1], SUDOG_CHUNK - 1) };
+    &chunk[0]
 }
 
 /// The P this thread holds, or null (a foreign thread, or an M in a syscall).
