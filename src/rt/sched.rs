@@ -547,12 +547,23 @@ pub(super) unsafe fn wait_for_p(m: &M) {
         }
         affwait_put(&mut g, m as *const M as *mut M);
     }
+    // SAFETY: m's thread, no P; whoever takes us off the list hands us one.
+    unsafe { sleep_for_p(m) };
+}
+
+/// Sleeps on `m.park` until a P is handed over through `m.nextp`, then acquires it.
+///
+/// # Safety
+/// On `m`'s own thread, holding no P, somewhere a P hand-over will find it (an idle list,
+/// `affwait`, or locked to a goroutine).
+unsafe fn sleep_for_p(m: &M) {
     m.blocked.store(true, Ordering::Relaxed);
     m.park.sleep();
     m.park.clear();
     m.blocked.store(false, Ordering::Relaxed);
     let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
-    // SAFETY: m's thread; whoever took us off the list handed us pp.
+    // SAFETY: m's thread; whoever woke us released pp for us and published it with the
+    // wakeup.
     unsafe { acquirep(m, pp) };
 }
 
@@ -760,14 +771,9 @@ unsafe fn stopm(m: &M) {
             mput(&mut g, m as *const M as *mut M);
         }
     }
-    m.blocked.store(true, Ordering::Relaxed);
-    m.park.sleep();
-    m.park.clear();
-    m.blocked.store(false, Ordering::Relaxed);
-    let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
-    // SAFETY: we are m's thread; whoever woke us handed us pp.
+    // SAFETY: we are m's thread, on a list where a P hand-over finds us.
     unsafe {
-        acquirep(m, pp);
+        sleep_for_p(m);
         affinity::set_active(m);
     }
 }
@@ -1355,13 +1361,8 @@ unsafe fn stoplockedm(m: &M) {
     if m.spinning.load(Ordering::Relaxed) {
         throw("stoplockedm: spinning");
     }
-    m.blocked.store(true, Ordering::Relaxed);
-    m.park.sleep();
-    m.park.clear();
-    m.blocked.store(false, Ordering::Relaxed);
-    let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
-    // SAFETY: m's thread; startlockedm handed us pp.
-    unsafe { acquirep(m, pp) };
+    // SAFETY: m's thread, no P; startlockedm hands us one.
+    unsafe { sleep_for_p(m) };
 }
 
 /// We dequeued a G locked to M `lm`: hand our P to `lm`, wake it, and stop (Go's
