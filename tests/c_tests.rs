@@ -816,3 +816,39 @@ fn syscall_bad_input() {
 fn lockosthread() {
     expect_success("lockosthread", &[]);
 }
+
+/// Runs case `case` of a multi-case C test, which must exit 0.
+fn expect_case(name: &str, case: &str, env: &[(&str, &str)]) {
+    let outcome = run_c(name, &[case], env);
+    assert!(
+        outcome.status.success(),
+        "{}",
+        outcome.report(&format!("{name} {case} failed"))
+    );
+    print!("{}", outcome.stdout);
+}
+
+#[test]
+fn feature_mix_timeout_race() {
+    expect_case("feature_mix", "timeout_race", &[]);
+}
+
+#[test]
+fn feature_mix_locked_timer() {
+    expect_case("feature_mix", "locked_timer", &[]);
+}
+
+#[test]
+fn feature_mix_shrink_timers() {
+    expect_case("feature_mix", "shrink_timers", &[]);
+}
+
+#[test]
+fn feature_mix_pingpong_fair() {
+    expect_case("feature_mix", "pingpong_fair", &[]);
+}
+
+#[test]
+fn feature_mix_spin_fair() {
+    expect_case("feature_mix", "spin_fair", &[]);
+}

@@ -19,7 +19,7 @@ use core::ptr::null;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::sudog::{self, Sudog, WaitQ, Waiter};
-use crate::rt::WaitReason;
+use crate::rt::{self, WaitReason};
 use crate::sys::{self, Lock};
 
 /// Why an operation did not complete.
@@ -354,6 +354,8 @@ impl Chan {
     /// # Safety
     /// `elem` readable for `elem_size` bytes until this returns.
     pub unsafe fn send(&self, elem: *const u8, mode: Mode) -> Result<(), ChanError> {
+        // A safe point: a goroutine that never blocks here is preempted when sysmon asks.
+        rt::preempt_check();
         self.lock.lock();
         // SAFETY: lock held; elem per the caller contract.
         let now = unsafe { self.send_locked(self.synced(), elem) };
@@ -366,6 +368,8 @@ impl Chan {
     /// # Safety
     /// `out` writable for `elem_size` bytes until this returns, or null.
     pub unsafe fn recv(&self, out: *mut u8, mode: Mode) -> Result<(), ChanError> {
+        // A safe point (see send).
+        rt::preempt_check();
         self.lock.lock();
         // SAFETY: lock held; out per the caller contract.
         let now = unsafe { self.recv_locked(self.synced(), out) };

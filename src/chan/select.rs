@@ -109,6 +109,8 @@ fn cheaprandn(n: u32) -> u32 {
 /// valid for the channel's element size (receive: writable or null; send: readable).
 /// The caller has checked that some case is enabled or `mode` is not `Block`.
 pub unsafe fn select(cases: &mut [Case], mode: Mode) -> Result<usize, ChanError> {
+    // A safe point (see Chan::send).
+    rt::preempt_check();
     let n = cases.len();
     if n <= SMALL_CASES {
         let mut order = [0u32; 2 * SMALL_CASES];

@@ -92,7 +92,7 @@ use runq::RunQueue;
 
 pub use config::{default_maxprocs, num_cpu};
 pub use park::{GoParkUnlock, gopark, goready, gosched};
-pub use proc::{StartError, goexit, newproc};
+pub use proc::{StartError, goexit, newproc, preempt_check};
 pub use sched::procresize;
 
 /// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).
@@ -396,12 +396,14 @@ pub struct P {
     pub gfree: Owned<GList>,
     /// Length of `gfree`, readable by trace.
     pub gfreecnt: AtomicI32,
-    /// Time-slice accounting for preemption at safe points (Go's sysmon `schedtick`/
-    /// `schedwhen` pair): the schedtick last seen and when it was first seen. Owner: the
-    /// holding M.
-    pub schedwhen: Owned<(u32, i64)>,
-    /// Safe points passed since the last clock read. Owner: the holding M.
-    pub safepoints: Owned<u32>,
+    /// Preemption request (Go's `gp.preempt`, kept on the P because sysmon sees Ps, not
+    /// Gs): set by sysmon when the P has run goroutines for `FORCE_PREEMPT_NS` without a
+    /// new time slice (same `schedtick`, which a goroutine readied into `runnext` inherits);
+    /// cleared by the holding M in `schedule`, which then serves the global queue first
+    /// and starts a new slice. Honoured at every safe point (`proc::preempt_check`) and at
+    /// every park or yield (they pass through `schedule`). A stale request (the slice
+    /// changed between sysmon's look and its store) preempts one goroutine early: harmless.
+    pub preempt: AtomicBool,
     /// Goroutine ids reserved for this P, `[next, end)` (Go's goidcache: one shared
     /// atomic add per `GOID_CACHE_BATCH` spawns). Owner: the holding M.
     pub goidcache: Owned<(u64, u64)>,
@@ -605,6 +607,8 @@ pub struct Sched {
     pub ngoroutines: AtomicI64,
     pub spawned: AtomicU64,
     pub steals: AtomicU64,
+    /// Preemption requests sysmon made (`P::preempt` set while clear).
+    pub preempt_requests: AtomicU64,
     /// Default usable stack size for new goroutines.
     pub default_stack: AtomicUsize,
     /// Dead Gs beyond the per-P caches (Go's `sched.gFree`), under `gfree_lock`.
@@ -668,6 +672,7 @@ pub static SCHED: Sched = Sched {
     ngoroutines: AtomicI64::new(0),
     spawned: AtomicU64::new(0),
     steals: AtomicU64::new(0),
+    preempt_requests: AtomicU64::new(0),
     default_stack: AtomicUsize::new(crate::stack::DEFAULT_STACK),
     gfree_lock: Padded(Lock::new()),
     gfree: Owned::new(GFreeGlobal {

@@ -108,40 +108,35 @@ pub unsafe fn newproc(
     }
 }
 
-/// How many safe points pass between two clock reads: a clock read costs ~20 ns, a spawn
-/// ~100 ns, so reading every 64th keeps the check under 1% and still notices a 10 ms
-/// slice within ~10 µs.
-const SAFEPOINT_CLOCK_EVERY: u32 = 64;
-
-/// A safe point of the running goroutine (a `gmp_*` call that may switch): if it has held
-/// its P for more than `FORCE_PREEMPT_NS` without passing through the scheduler, yield, as
-/// Go's preemption would. This keeps a goroutine that spawns in a loop from queueing an
-/// unbounded backlog at GOMAXPROCS=1. The slice is measured the way Go's sysmon does it:
-/// the P's schedtick unchanged since the time it was first seen.
+/// A safe point of the running goroutine on the M that holds `p` (a `gmp_*` call that may
+/// switch): if sysmon marked the P for preemption (`P::preempt`: a whole slice of
+/// `FORCE_PREEMPT_NS` without passing through the scheduler), go to the back of the global
+/// queue, as Go's preemption would. One relaxed load when nothing is asked.
 ///
 /// # Safety
 /// Called on a goroutine running on the M that holds `p`.
+#[inline]
 unsafe fn safepoint(p: &P) {
-    // SAFETY: the holding M owns these fields (caller contract).
-    unsafe {
-        let n = p.safepoints.get().wrapping_add(1);
-        p.safepoints.set(n);
-        if !n.is_multiple_of(SAFEPOINT_CLOCK_EVERY) {
-            return;
-        }
-        let tick = p.schedtick.load(Ordering::Relaxed);
-        let now = crate::sys::nanotime();
-        let (seen, since) = p.schedwhen.get();
-        if seen != tick {
-            p.schedwhen.set((tick, now));
-            return;
-        }
-        if now - since < FORCE_PREEMPT_NS {
-            return;
-        }
+    if p.preempt.load(Ordering::Relaxed) {
+        // SAFETY: caller contract: on a goroutine.
+        unsafe { park::gopreempt() };
     }
-    // SAFETY: caller contract: on a goroutine.
-    unsafe { park::gopreempt() };
+}
+
+/// The safe point of every `gmp_*` call that may switch (see `safepoint`): a no-op on a
+/// foreign thread, and between `gmp_entersyscall` and `gmp_exitsyscall` (no P).
+pub fn preempt_check() {
+    let m = getm();
+    if m.is_null() {
+        return;
+    }
+    // SAFETY: m is this thread's M (a runtime thread: only goroutines call the API there).
+    let pp = unsafe { (*m).p.load(Ordering::Relaxed) };
+    if pp.is_null() || unsafe { (*m).curg.load(Ordering::Relaxed).is_null() } {
+        return;
+    }
+    // SAFETY: we run on a goroutine of m, which holds pp.
+    unsafe { safepoint(&*pp) };
 }
 
 /// First frame of every goroutine, on its own stack: runs the entry function, then exits.

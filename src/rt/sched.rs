@@ -158,6 +158,8 @@ pub(super) fn pidleget(g: &mut SchedGuard) -> Option<*mut P> {
     // SAFETY: pp is on the idle list, whose links the lock holder owns.
     s.pidle = unsafe { (*pp).link.get() };
     SCHED.npidle.fetch_sub(1, Ordering::SeqCst);
+    // A P goes to work: sysmon must watch it (it may be in its deep sleep).
+    sysmon::wake_if_sleeping();
     Some(pp)
 }
 
@@ -820,6 +822,14 @@ pub(super) fn handoff_p(pp: *mut P) {
     if SCHED.needspinning.load(Ordering::SeqCst) == 1 {
         wakep();
     }
+    // Nobody runs an idle P's timers but the timer M: make sure there is one that wakes
+    // in time (Go's handoffp ends with wakeNetPoller for the P's earliest timer). Without
+    // this, a goroutine locked to its thread that sleeps leaves its timer on an idle P
+    // while every M sleeps without a deadline.
+    let when = p.timers.timer0_when.load(Ordering::SeqCst);
+    if when != 0 {
+        timer::wake_for_timer(when);
+    }
 }
 
 /// Marks `m` spinning (it holds a P and looks for work).
@@ -901,6 +911,11 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
             continue;
         }
         check_timers(p);
+        // sysmon asked for preemption: the goroutines of this P have run a whole slice
+        // (maybe handing it on through runnext, as a channel ping-pong does). Serve the
+        // global queue first, where preempted goroutines and foreign threads' spawns wait,
+        // and start a new slice whatever runs next.
+        let preempted = p.preempt.load(Ordering::Relaxed) && p.preempt.swap(false, Ordering::Relaxed);
         // Goroutines that can run only on this M come first (affinity.rs).
         // SAFETY: m's thread, holding pp.
         let mut found = unsafe { affinity::get_first(m) }.map(|gp| (gp, false));
@@ -908,7 +923,7 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         // re-spawning each other on the local queue cannot starve it; and serve an M
         // that waits for a P to run what only it can run, so that it does not wait for
         // a P to go idle.
-        if found.is_none() && p.schedtick.load(Ordering::Relaxed) % 61 == 0 {
+        if found.is_none() && (preempted || p.schedtick.load(Ordering::Relaxed) % 61 == 0) {
             if SCHED.naffwait.load(Ordering::Relaxed) > 0
                 && !m.spinning.load(Ordering::Relaxed)
                 && m.aff.len() == 0
@@ -928,7 +943,7 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
             found = unsafe { p.runq.get() }.map(|(gp, inherit)| (gp.as_ptr(), inherit));
         }
         let (gp, inherit) = match found {
-            Some(x) => x,
+            Some((gp, inherit)) => (gp, inherit && !preempted),
             // SAFETY: m's thread, holding a P.
             None => match unsafe { find_runnable(m) } {
                 Some(x) => x,
@@ -1399,8 +1414,7 @@ fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 link: Owned::new(null_mut()),
                 gfree: Owned::new(GList::new()),
                 gfreecnt: AtomicI32::new(0),
-                schedwhen: Owned::new((0, 0)),
-                safepoints: Owned::new(0),
+                preempt: AtomicBool::new(false),
                 goidcache: Owned::new((0, 0)),
                 ngoroutines: AtomicI64::new(0),
                 nspawned: AtomicU64::new(0),
@@ -1439,7 +1453,11 @@ pub fn procresize(n: i32) -> i32 {
     if n < 1 || n as usize > MAX_PROCS {
         throw("procresize: invalid arg");
     }
+    // One resize at a time: a P this call retires stays DEAD (nobody else revives it)
+    // while we empty its caches below, after SCHED.lock is released.
+    RESIZE_LOCK.lock();
     let old;
+    let mut retired: Vec<*mut P> = Vec::new();
     {
         let mut g = lock_sched();
         old = SCHED.gomaxprocs.load(Ordering::Relaxed);
@@ -1467,6 +1485,7 @@ pub fn procresize(n: i32) -> i32 {
                 if p.id >= n {
                     SCHED.npidle.fetch_sub(1, Ordering::SeqCst);
                     p.status.store(P_DEAD, Ordering::Release);
+                    retired.push(cur);
                 } else {
                     // SAFETY: as above.
                     unsafe { p.link.set(keep) };
@@ -1477,10 +1496,46 @@ pub fn procresize(n: i32) -> i32 {
             s.pidle = keep;
         }
     }
+    // Go's procresize destroys a removed P: its timers go to a P in service (P0; they
+    // would otherwise wait for the timer M alone), its dead Gs and free sudogs to the
+    // central lists.
+    for &pp in &retired {
+        // SAFETY: Ps are never freed; pp is DEAD, and only procresize (serialised by
+        // RESIZE_LOCK, which we hold) revives a DEAD P, so its owner-only caches are ours.
+        unsafe {
+            drain_p_caches(&*pp);
+            timer::move_all(&*pp, SCHED.allp[0].load(Ordering::Acquire));
+        }
+    }
+    RESIZE_LOCK.unlock();
     if n > old {
         wakep();
     }
     old
+}
+
+/// Serialises `procresize`.
+static RESIZE_LOCK: Lock = Lock::new();
+
+/// Gives a P's free sudogs and dead Gs to the central lists (a P leaving service).
+///
+/// # Safety
+/// The caller owns `p`'s owner-only fields: it holds `p`, or `p` is DEAD and cannot be
+/// revived meanwhile.
+unsafe fn drain_p_caches(p: &P) {
+    // SAFETY: caller contract: the sudog cache and gfree list are ours.
+    unsafe {
+        crate::chan::sudog::flush_p_cache(&mut *p.sudogcache.ptr());
+        let mut moved = core::mem::replace(&mut *p.gfree.ptr(), GList::new());
+        p.gfreecnt.store(0, Ordering::Relaxed);
+        // Their lock ranks below SCHED.lock, so never while holding it.
+        with_gfree(|gf| {
+            // SAFETY: the list was ours; the global list is locked.
+            while let Some(gp) = moved.pop() {
+                gf.stack.push(gp);
+            }
+        });
+    }
 }
 
 /// Our P is beyond GOMAXPROCS: move its runnable and dead Gs to the global lists, retire
@@ -1492,19 +1547,9 @@ unsafe fn retire_p(m: &M) -> bool {
     let pp = m.p.load(Ordering::Relaxed);
     // SAFETY: we hold pp.
     let p = unsafe { &*pp };
-    // Its free sudogs go to the central list (a leaf lock).
-    // SAFETY: we hold pp, so its sudog cache is ours.
-    unsafe { crate::chan::sudog::flush_p_cache(&mut *p.sudogcache.ptr()) };
-    // Free Gs first (their lock ranks below SCHED.lock, so not while holding it).
-    // SAFETY: we own pp's gfree.
-    let mut moved = unsafe { core::mem::replace(&mut *p.gfree.ptr(), GList::new()) };
-    p.gfreecnt.store(0, Ordering::Relaxed);
-    with_gfree(|gf| {
-        // SAFETY: the list was ours; the global list is locked.
-        while let Some(gp) = unsafe { moved.pop() } {
-            unsafe { gf.stack.push(gp) };
-        }
-    });
+    // Free sudogs and dead Gs first (their locks rank below SCHED.lock).
+    // SAFETY: we hold pp.
+    unsafe { drain_p_caches(p) };
     {
         let mut g = lock_sched();
         if p.id < SCHED.gomaxprocs.load(Ordering::Relaxed) {

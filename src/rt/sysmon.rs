@@ -11,8 +11,10 @@
 //! Each round it `retake`s: a P that has been in the same syscall (same `syscalltick`) for
 //! more than one round is taken (CAS P_SYSCALL → P_IDLE) and handed off (`handoff_p`) —
 //! unless it has no work, somebody is spinning or idle, and the syscall is under 10 ms
-//! (Go's rule: then nobody needs it). It also records, per P, the running goroutine's
-//! schedtick and since when it has been seen, for preemption (next issue).
+//! (Go's rule: then nobody needs it). It also records, per P, the schedtick and since when
+//! it has been seen; a P that has run `FORCE_PREEMPT_NS` on one slice is marked for
+//! preemption (`P::preempt`). Its deep sleep (every P idle) also ends when a P leaves the
+//! idle list (`pidleget`), or nothing would mark a P that then runs a goroutine forever.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
@@ -71,8 +73,8 @@ pub(super) fn start() {
     }
 }
 
-/// Called by `entersyscall` after publishing P_SYSCALL (SeqCst): wakes sysmon if it is in
-/// a long sleep. One load on the fast path.
+/// Called by `entersyscall` after publishing P_SYSCALL (SeqCst), and by `pidleget` after a
+/// P left the idle list: wakes sysmon if it is in a long sleep. One load on the fast path.
 #[inline]
 pub(super) fn wake_if_sleeping() {
     if WAIT.load(Ordering::SeqCst) != 0 {
@@ -185,12 +187,17 @@ fn retake(now: i64) -> u32 {
         let pd = unsafe { &mut *p.sysmontick.ptr() };
         let s = p.status.load(Ordering::Acquire);
         if s == P_RUNNING || s == P_SYSCALL {
-            // For preemption (next issue): a goroutine seen with the same schedtick since
-            // `schedwhen` has run that long without passing through the scheduler.
+            // A P seen with the same schedtick since `schedwhen` has run that long without
+            // starting a new slice: ask it to yield at its next safe point (Go's
+            // preemptone). Asked again each round until it does.
             let t = p.schedtick.load(Ordering::Relaxed);
             if pd.schedtick != t {
                 pd.schedtick = t;
                 pd.schedwhen = now;
+            } else if s == P_RUNNING && now - pd.schedwhen >= FORCE_PREEMPT_NS {
+                if !p.preempt.swap(true, Ordering::Relaxed) {
+                    SCHED.preempt_requests.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         if s != P_SYSCALL {

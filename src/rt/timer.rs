@@ -1,9 +1,11 @@
 //! Timers (Go's time.go): a min-heap of timers per P, run by the scheduler.
 //!
 //! - `start` puts a timer on the current P's heap; `stop` takes it off whichever heap it is
-//!   on. Each heap has its own lock, and a timer's callback runs *with that lock held*, so
-//!   `stop` is exact: when it returns false the callback has already run to completion,
-//!   and the timer's memory (often on a goroutine's stack) may be reused at once.
+//!   on. Each heap has its own lock. A timer has a state word (below): `stop` is exact —
+//!   when it returns false the callback has run to completion (it waits for a callback in
+//!   flight, Go's "running" state), so the timer's memory (often on a goroutine's stack)
+//!   may be reused once `stop` returned. Every owner calls `stop` before it reuses the
+//!   memory, also when the callback is what woke it (`sleep` does).
 //! - Who runs due timers: an M in `schedule` checks its own P (one clock read, only when
 //!   that P has a timer); a spinning M runs due timers of the Ps it steals from; and an M
 //!   with nothing to do becomes the *timer M*: it sleeps until the earliest deadline of all
@@ -19,10 +21,23 @@
 //!
 //! # Who may touch a Timer
 //! Its owner (the code that started it) until `start`; the heap (under the heap's lock)
-//! while it is armed; its owner again once `stop` returned or the callback ran.
+//! while it is armed; its owner again once `stop` returned.
+//!
+//! # The state word (`Timer::state`) — who makes each transition
+//! | from → to | by |
+//! |---|---|
+//! | IDLE → ARMED | `start` (the owner), under the heap lock, with `pp` set |
+//! | ARMED → IDLE | `stop` (anyone), under the lock of the heap holding it (true) |
+//! | ARMED → RUNNING | `run_due`, under the heap lock, taking it off the heap (`pp` null) |
+//! | RUNNING → IDLE | `run_due`, after the callback returned (Release) |
+//!
+//! Moving a timer to another P's heap (`move_all`, both locks held) keeps it ARMED and
+//! changes `pp` directly, so a `stop` that read the old `pp` re-checks under that lock,
+//! sees the change and retries. `stop` of a RUNNING timer spins (yielding the CPU) until
+//! it is IDLE: callbacks are short and never block.
 
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicI64, AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU8, Ordering};
 
 use super::*;
 
@@ -38,7 +53,16 @@ pub struct Timer {
     pp: AtomicPtr<P>,
     /// Index in that heap. Owner: the heap's lock.
     idx: usize,
+    /// `T_IDLE`, `T_ARMED` or `T_RUNNING` (the table in the module doc).
+    state: AtomicU8,
 }
+
+/// Not on a heap, no callback running: the owner may reuse the memory.
+const T_IDLE: u8 = 0;
+/// On the heap of `pp`.
+const T_ARMED: u8 = 1;
+/// Taken off its heap by `run_due`, whose callback is running.
+const T_RUNNING: u8 = 2;
 
 // SAFETY: a Timer is handed between threads only through the heap locks.
 unsafe impl Send for Timer {}
@@ -51,6 +75,7 @@ impl Timer {
             arg,
             pp: AtomicPtr::new(null_mut()),
             idx: 0,
+            state: AtomicU8::new(T_IDLE),
         }
     }
 }
@@ -187,42 +212,79 @@ pub unsafe fn start(t: *mut Timer, when: i64) {
     }
     // SAFETY: Ps are never freed; t is ours (caller contract).
     unsafe {
+        if (*t).state.load(Ordering::Relaxed) != T_IDLE {
+            throw("timer start: timer already armed or running");
+        }
         (*t).when = when;
         let timers = &(*pp).timers;
         timers.lock.lock();
         timers.push(pp, t);
+        (*t).state.store(T_ARMED, Ordering::Relaxed);
         timers.lock.unlock();
     }
-    // If the timer M sleeps past this deadline, wake it; if there is no timer M, an idle M
-    // may be asleep without a deadline: start one to look.
-    let until = SCHED.timer_m_until.load(Ordering::SeqCst);
-    if when < until {
-        wake_timer_m();
-    } else if SCHED.timer_m.load(Ordering::SeqCst).is_null() {
+    wake_for_timer(when);
+}
+
+/// Makes sure some M will run a timer due at `when` that was just put on a heap, or whose
+/// P is being left without an M (`handoff_p`, `procresize`): Go's wakeNetPoller. If the
+/// timer M sleeps past `when`, it is woken to recompute its deadline; if there is no timer
+/// M, every M without work may be asleep without a deadline, so one is started (`wakep`:
+/// it spins, finds nothing to run, and becomes the timer M in `park_idle`). The SeqCst
+/// loads pair with `sleep_as_timer_m`, which publishes itself and then re-reads the heaps.
+pub(crate) fn wake_for_timer(when: i64) {
+    if SCHED.timer_m.load(Ordering::SeqCst).is_null() {
         sched::wakep();
+    } else if when < SCHED.timer_m_until.load(Ordering::SeqCst) {
+        wake_timer_m();
     }
 }
 
 /// Disarms `t`. Returns true if it was armed (its callback will not run), false if it was
-/// not armed or its callback already ran (and has returned).
+/// not armed or its callback already ran — in which case `stop` returns only after the
+/// callback has returned, so the caller may reuse `t` and whatever its callback touches.
 ///
 /// # Safety
-/// `t` is alive. May be called from any thread.
+/// `t` is alive. May be called from any thread, but not from `t`'s own callback.
 pub unsafe fn stop(t: *mut Timer) -> bool {
+    let mut spins = 0u32;
     loop {
         // SAFETY: t is alive (caller contract).
+        let state = unsafe { (*t).state.load(Ordering::Acquire) };
+        match state {
+            T_IDLE => return false,
+            T_RUNNING => {
+                // The callback is in flight on another thread: wait for it (it holds that
+                // heap's lock and never blocks).
+                spins += 1;
+                if spins < 64 {
+                    core::hint::spin_loop();
+                } else {
+                    crate::sys::osyield();
+                }
+                continue;
+            }
+            _ => {}
+        }
+        // SAFETY: t is alive.
         let pp = unsafe { (*t).pp.load(Ordering::Acquire) };
         if pp.is_null() {
-            return false;
+            // Between ARMED and RUNNING (run_due holds the lock): look again.
+            core::hint::spin_loop();
+            continue;
         }
         // SAFETY: Ps are never freed.
         let timers = unsafe { &(*pp).timers };
         timers.lock.lock();
         // Re-check under the lock: the timer may have fired or moved to another P.
         // SAFETY: t is alive.
-        if unsafe { (*t).pp.load(Ordering::Relaxed) } == pp {
+        if unsafe { (*t).pp.load(Ordering::Relaxed) } == pp
+            && unsafe { (*t).state.load(Ordering::Relaxed) } == T_ARMED
+        {
             // SAFETY: lock held and t is on this heap.
-            unsafe { timers.remove(t) };
+            unsafe {
+                timers.remove(t);
+                (*t).state.store(T_IDLE, Ordering::Release);
+            }
             timers.lock.unlock();
             return true;
         }
@@ -253,8 +315,11 @@ pub(crate) fn run_due(p: &P, now: i64) -> usize {
                 break;
             }
             timers.remove(t);
-            // Run with the lock held: `stop` then never returns while the callback runs.
+            (*t).state.store(T_RUNNING, Ordering::Relaxed);
+            // Run with the lock held (a `stop` that looks meanwhile waits for T_IDLE).
             ((*t).f)((*t).arg);
+            // The owner may reuse t as soon as it sees this (it waits for it in `stop`).
+            (*t).state.store(T_IDLE, Ordering::Release);
         }
         n += 1;
     }
@@ -262,11 +327,11 @@ pub(crate) fn run_due(p: &P, now: i64) -> usize {
     n
 }
 
-/// The earliest timer deadline of all Ps in service, 0 if none.
+/// The earliest timer deadline of all Ps, 0 if none. Every P ever created, not only those
+/// in service: a P retired by a GOMAXPROCS shrink may still hold timers until they move.
 pub(crate) fn earliest() -> i64 {
-    let procs = SCHED.gomaxprocs.load(Ordering::Relaxed) as usize;
     let mut best = 0i64;
-    for p in all_ps().take(procs) {
+    for p in all_ps() {
         let w = p.timers.timer0_when.load(Ordering::SeqCst);
         if w != 0 && (best == 0 || w < best) {
             best = w;
@@ -275,10 +340,9 @@ pub(crate) fn earliest() -> i64 {
     best
 }
 
-/// Runs every due timer of every P in service; returns how many ran.
+/// Runs every due timer of every P (retired ones included); returns how many ran.
 pub(crate) fn run_all_due(now: i64) -> usize {
-    let procs = SCHED.gomaxprocs.load(Ordering::Relaxed) as usize;
-    all_ps().take(procs).map(|p| run_due(p, now)).sum()
+    all_ps().map(|p| run_due(p, now)).sum()
 }
 
 /// Moves all timers of `from` (a P being retired) to `to`.
@@ -296,15 +360,23 @@ pub(crate) fn move_all(from: &P, to: *mut P) {
     };
     a.lock.lock();
     b.lock.lock();
-    // SAFETY: both locks held; the timers move from one heap to the other.
+    // SAFETY: both locks held; the timers move from one heap to the other and stay ARMED
+    // (push overwrites `pp` without ever clearing it, so a concurrent `stop` never sees a
+    // null `pp` for an armed timer other than in `run_due`).
     unsafe {
-        while let Some(&t) = from.timers.heap().first() {
-            from.timers.remove(t);
+        let src = from.timers.heap();
+        let moved = core::mem::take(src);
+        from.timers.publish();
+        for t in moved {
             dst.push(to, t);
         }
     }
     b.lock.unlock();
     a.lock.unlock();
+    let when = dst.timer0_when.load(Ordering::SeqCst);
+    if when != 0 {
+        wake_for_timer(when);
+    }
 }
 
 /// Wakes the timer M (if any) so that it recomputes its deadline.
@@ -428,6 +500,147 @@ pub fn sleep(ns: i64) {
             Some(arm_sleep),
             &mut t as *mut Timer as usize,
             WaitReason::Sleep,
-        )
-    };
+        );
+        // The callback readied us and may still be returning on another M: wait for it
+        // before this frame (and t) dies.
+        stop(&mut t);
+    }
+}
+
+/// A loom model of the timer state word (the table in the module doc): `stop` racing with
+/// `run_due` and with `move_all`. The real `Timer` sits on futex locks and `core` atomics,
+/// which loom cannot schedule, so the model restates the protocol step for step with
+/// loom's types: the heaps are mutexes holding "the timer is here", the waiter's frame is
+/// a loom `UnsafeCell` that the callback writes and the owner writes again once `stop`
+/// returned — loom fails the model if the two accesses can race (the use-after-return of
+/// the first wave: `stop` returned while the callback was still running).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+    use loom::sync::{Arc, Mutex};
+
+    use super::{T_ARMED, T_IDLE, T_RUNNING};
+
+    /// One timer, two heaps (index 1 and 2; `pp` 0 = on none).
+    struct World {
+        state: AtomicU8,
+        pp: AtomicUsize,
+        heaps: [Mutex<bool>; 3],
+        /// The waiter's frame: what the callback touches (the `Waiter` of a channel op).
+        frame: UnsafeCell<u32>,
+        /// How many times the callback ran.
+        fired: AtomicUsize,
+    }
+
+    impl World {
+        /// A timer armed on heap 1.
+        fn armed() -> Arc<World> {
+            Arc::new(World {
+                state: AtomicU8::new(T_ARMED),
+                pp: AtomicUsize::new(1),
+                heaps: [Mutex::new(false), Mutex::new(true), Mutex::new(false)],
+                frame: UnsafeCell::new(0),
+                fired: AtomicUsize::new(0),
+            })
+        }
+
+        /// `run_due` of heap `h` with the timer due.
+        fn run_due(&self, h: usize) {
+            let mut here = self.heaps[h].lock().unwrap();
+            if *here {
+                *here = false;
+                self.pp.store(0, Ordering::Release);
+                self.state.store(T_RUNNING, Ordering::Relaxed);
+                // The callback, with the heap lock held: it touches the waiter's frame.
+                self.frame.with_mut(|f| unsafe { *f += 1 });
+                self.fired.fetch_add(1, Ordering::Relaxed);
+                self.state.store(T_IDLE, Ordering::Release);
+            }
+        }
+
+        /// `move_all` from heap 1 to heap 2 (both locks, by address: 1 then 2).
+        fn move_1_to_2(&self) {
+            let mut a = self.heaps[1].lock().unwrap();
+            let mut b = self.heaps[2].lock().unwrap();
+            if *a {
+                *a = false;
+                *b = true;
+                self.pp.store(2, Ordering::Release);
+            }
+        }
+
+        /// `stop`: true if it disarmed the timer.
+        fn stop(&self) -> bool {
+            loop {
+                match self.state.load(Ordering::Acquire) {
+                    T_IDLE => return false,
+                    T_RUNNING => {
+                        loom::thread::yield_now();
+                        continue;
+                    }
+                    _ => {}
+                }
+                let pp = self.pp.load(Ordering::Acquire);
+                if pp == 0 {
+                    loom::thread::yield_now();
+                    continue;
+                }
+                let mut here = self.heaps[pp].lock().unwrap();
+                if self.pp.load(Ordering::Relaxed) == pp
+                    && self.state.load(Ordering::Relaxed) == T_ARMED
+                {
+                    *here = false;
+                    self.state.store(T_IDLE, Ordering::Release);
+                    return true;
+                }
+            }
+        }
+
+        /// The owner after `stop`: the frame is reused.
+        fn reuse_frame(&self) {
+            self.frame.with_mut(|f| unsafe { *f = 99 });
+        }
+    }
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        if b.preemption_bound.is_none() {
+            b.preemption_bound = Some(3);
+        }
+        b.check(f);
+    }
+
+    #[test]
+    fn stop_waits_for_a_running_callback() {
+        model(|| {
+            let w = World::armed();
+            let w2 = w.clone();
+            let runner = loom::thread::spawn(move || w2.run_due(1));
+            let disarmed = w.stop();
+            w.reuse_frame();
+            runner.join().unwrap();
+            // Exactly one of them won: a disarmed timer never fires.
+            assert_eq!(w.fired.load(Ordering::Relaxed), usize::from(!disarmed));
+        });
+    }
+
+    #[test]
+    fn stop_follows_a_moving_timer() {
+        model(|| {
+            let w = World::armed();
+            let (w2, w3) = (w.clone(), w.clone());
+            let mover = loom::thread::spawn(move || w2.move_1_to_2());
+            let runner = loom::thread::spawn(move || w3.run_due(2));
+            let disarmed = w.stop();
+            w.reuse_frame();
+            mover.join().unwrap();
+            runner.join().unwrap();
+            assert_eq!(w.fired.load(Ordering::Relaxed), usize::from(!disarmed));
+            // Whatever happened, the timer is on no heap now.
+            for h in &w.heaps {
+                assert!(!*h.lock().unwrap());
+            }
+        });
+    }
 }

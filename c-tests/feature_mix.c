@@ -1,0 +1,378 @@
+/*
+ * feature_mix: features that each pass their own tests, combined the way users combine
+ * them (issue "Correctness where features meet"). One case per run: argv[1].
+ *
+ *   timeout_race   many senders and receivers on unbuffered channels, every receive with a
+ *                  short timeout, at GOMAXPROCS=4: a timeout firing while its waiter is
+ *                  completed by a peer must not touch the waiter's frame after the waiter
+ *                  returned (it crashed); every value is received exactly once.
+ *   locked_timer   a goroutine locked to its thread sleeps, waits on a channel with a
+ *                  timeout and selects with a timeout, at GOMAXPROCS=1, 2 and 4 (it hung at
+ *                  2 and 4: the timer sat on a handed-off idle P that nobody watched).
+ *   shrink_timers  four goroutines on four Ps sleep 100 ms; GOMAXPROCS drops to 1 while
+ *                  they sleep: all of them wake (their timers were stranded on retired Ps).
+ *   pingpong_fair  at GOMAXPROCS=1 two goroutines ping-pong on channels forever; a third
+ *                  goroutine started later still runs within 200 ms (Go bounds it at about
+ *                  10 ms: sysmon marks the slice, the next switch point honours the mark).
+ *   spin_fair      at GOMAXPROCS=1 a goroutine loops on gmp_chan_try_recv / gmp_go calls
+ *                  that never block; a sleeper's 1 ms timer still wakes it within 200 ms.
+ *
+ * A watchdog thread fails the case (exit 1, with a message) if it has not finished in
+ * WATCHDOG_S seconds, instead of hanging until the harness's timeout.
+ */
+#include "check.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+#include "gmp.h"
+
+#define MS 1000000LL
+#define WATCHDOG_S 30
+
+static const char *current_case = "?";
+static atomic_int finished;
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < WATCHDOG_S * 10; i++) {
+        if (atomic_load(&finished))
+            return NULL;
+        sleep_ms(100);
+    }
+    fprintf(stderr, "feature_mix %s: no result after %d s (hang)\n", current_case,
+            WATCHDOG_S);
+    fflush(stderr);
+    _exit(1);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* timeout_race */
+
+#define TR_SENDERS 8
+#define TR_RECEIVERS 16
+#define TR_PER_SENDER 60000
+
+static gmp_chan *tr_ch;
+static gmp_wg tr_senders = GMP_WG_INIT, tr_receivers = GMP_WG_INIT;
+static atomic_llong tr_sum, tr_count, tr_timeouts;
+
+static void tr_sender(void *arg)
+{
+    long long base = (long long)(intptr_t)arg * TR_PER_SENDER;
+    for (long long i = 0; i < TR_PER_SENDER; i++) {
+        long long v = base + i + 1;
+        CHECK_OK(gmp_chan_send(tr_ch, &v));
+        /* Pauses, so that receivers time out while others are being completed. */
+        if (i % 16 == 0)
+            gmp_yield();
+    }
+    gmp_wg_done(&tr_senders);
+}
+
+static void tr_receiver(void *arg)
+{
+    (void)arg;
+    long long sum = 0, count = 0, timeouts = 0;
+    for (;;) {
+        long long v = 0;
+        /* 1-4 µs: short enough that timeouts race with senders all the time. */
+        int r = gmp_chan_recv_timeout(tr_ch, &v, 1000 + ((count + timeouts) % 4) * 1000);
+        if (r == -ETIMEDOUT) {
+            timeouts++;
+            continue;
+        }
+        if (r == -EPIPE)
+            break;
+        CHECK_OK(r);
+        CHECK(v > 0);
+        sum += v;
+        count++;
+    }
+    atomic_fetch_add(&tr_sum, sum);
+    atomic_fetch_add(&tr_count, count);
+    atomic_fetch_add(&tr_timeouts, timeouts);
+    gmp_wg_done(&tr_receivers);
+}
+
+static void case_timeout_race(void)
+{
+    CHECK_OK(gmp_maxprocs(4));
+    CHECK_OK(gmp_chan_make(&tr_ch, sizeof(long long), 0));
+    CHECK_OK(gmp_wg_add(&tr_senders, TR_SENDERS));
+    CHECK_OK(gmp_wg_add(&tr_receivers, TR_RECEIVERS));
+    for (int i = 0; i < TR_RECEIVERS; i++)
+        CHECK_OK(gmp_go(tr_receiver, NULL));
+    for (int i = 0; i < TR_SENDERS; i++)
+        CHECK_OK(gmp_go(tr_sender, (void *)(intptr_t)i));
+    CHECK_OK(gmp_wg_wait(&tr_senders));
+    CHECK_OK(gmp_chan_close(tr_ch));
+    CHECK_OK(gmp_wg_wait(&tr_receivers));
+    long long n = (long long)TR_SENDERS * TR_PER_SENDER;
+    CHECK_EQ(atomic_load(&tr_count), n);
+    CHECK_EQ(atomic_load(&tr_sum), n * (n + 1) / 2);
+    /* The race needs timeouts to happen; at these timeouts they always do. */
+    CHECK(atomic_load(&tr_timeouts) > 0);
+    printf("timeout_race: %lld values, %lld timeouts\n", n, atomic_load(&tr_timeouts));
+    gmp_chan_release(tr_ch);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* locked_timer */
+
+static gmp_wg lt_wg = GMP_WG_INIT;
+static atomic_int lt_rounds;
+
+static void lt_locked(void *arg)
+{
+    (void)arg;
+    gmp_chan *ch;
+    CHECK_OK(gmp_chan_make(&ch, sizeof(int), 0));
+    CHECK_OK(gmp_lock_os_thread());
+    long tid = syscall(SYS_gettid);
+    for (int round = 0; round < 20; round++) {
+        volatile unsigned x = 0;
+        for (int i = 0; i < 200000; i++)
+            x += (unsigned)i;
+        int64_t t0 = gmp_now();
+        CHECK_OK(gmp_sleep(1 * MS));
+        CHECK(gmp_now() - t0 >= 1 * MS);
+        int v;
+        CHECK_EQ(gmp_chan_recv_timeout(ch, &v, 1 * MS), -ETIMEDOUT);
+        gmp_select_case c = {.chan = ch, .op = GMP_RECV, .buf = &v};
+        CHECK_EQ(gmp_select(&c, 1, 1 * MS), -ETIMEDOUT);
+        CHECK_EQ(syscall(SYS_gettid), tid);
+        atomic_fetch_add(&lt_rounds, 1);
+    }
+    CHECK_OK(gmp_unlock_os_thread());
+    gmp_chan_release(ch);
+    gmp_wg_done(&lt_wg);
+}
+
+static void lt_busy(void *arg)
+{
+    (void)arg;
+    /* Work that comes and goes, so that Ps go idle and get handed around. */
+    for (int i = 0; i < 200; i++) {
+        CHECK_OK(gmp_sleep((i % 3) * 100000));
+        gmp_yield();
+    }
+    gmp_wg_done(&lt_wg);
+}
+
+static void case_locked_timer(void)
+{
+    int procs[] = {1, 2, 4};
+    for (unsigned k = 0; k < sizeof procs / sizeof procs[0]; k++) {
+        CHECK_OK(gmp_maxprocs(procs[k]));
+        /* Alone (the first report: nothing else runs, both Ps end up idle), then with
+         * a second locked goroutine and work that comes and goes. */
+        atomic_store(&lt_rounds, 0);
+        CHECK_OK(gmp_wg_add(&lt_wg, 1));
+        CHECK_OK(gmp_go(lt_locked, NULL));
+        CHECK_OK(gmp_wg_wait(&lt_wg));
+        CHECK_EQ(atomic_load(&lt_rounds), 20);
+        atomic_store(&lt_rounds, 0);
+        CHECK_OK(gmp_wg_add(&lt_wg, 3));
+        CHECK_OK(gmp_go(lt_locked, NULL));
+        CHECK_OK(gmp_go(lt_locked, NULL));
+        CHECK_OK(gmp_go(lt_busy, NULL));
+        CHECK_OK(gmp_wg_wait(&lt_wg));
+        CHECK_EQ(atomic_load(&lt_rounds), 40);
+        printf("locked_timer: GOMAXPROCS=%d ok\n", procs[k]);
+    }
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* shrink_timers */
+
+static gmp_wg st_wg = GMP_WG_INIT;
+static atomic_int st_running, st_sleeping, st_woke;
+
+static void st_sleeper(void *arg)
+{
+    (void)arg;
+    /* Hold a P until all four run at once, so that each sleeps on its own P's heap. */
+    atomic_fetch_add(&st_running, 1);
+    while (atomic_load(&st_running) < 4)
+        ;
+    atomic_fetch_add(&st_sleeping, 1);
+    int64_t t0 = gmp_now();
+    CHECK_OK(gmp_sleep(100 * MS));
+    CHECK(gmp_now() - t0 >= 100 * MS);
+    atomic_fetch_add(&st_woke, 1);
+    gmp_wg_done(&st_wg);
+}
+
+static void case_shrink_timers(void)
+{
+    CHECK_OK(gmp_maxprocs(4));
+    CHECK_OK(gmp_wg_add(&st_wg, 4));
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(gmp_go(st_sleeper, NULL));
+    while (atomic_load(&st_sleeping) < 4)
+        sleep_ms(1);
+    sleep_ms(5); /* they are parked in gmp_sleep by now (not required for the check) */
+    CHECK_EQ(gmp_maxprocs(1), 4);
+    double t0 = now_sec();
+    CHECK_OK(gmp_wg_wait(&st_wg));
+    CHECK_EQ(atomic_load(&st_woke), 4);
+    CHECK(now_sec() - t0 < 2.0);
+    /* And back up, with timers started on P0 moving nowhere. */
+    CHECK_EQ(gmp_maxprocs(4), 1);
+    CHECK_OK(gmp_sleep(10 * MS));
+    printf("shrink_timers: all 4 sleepers woke\n");
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* pingpong_fair */
+
+static gmp_chan *pp_a, *pp_b;
+static atomic_int pp_stop, pp_started;
+static atomic_llong pp_rounds;
+static gmp_wg pp_wg = GMP_WG_INIT;
+static int64_t pp_spawned_at, pp_ran_at;
+
+static void pp_ping(void *arg)
+{
+    (void)arg;
+    int v = 1;
+    atomic_store(&pp_started, 1);
+    while (!atomic_load(&pp_stop)) {
+        CHECK_OK(gmp_chan_send(pp_a, &v));
+        CHECK_OK(gmp_chan_recv(pp_b, &v));
+        atomic_fetch_add_explicit(&pp_rounds, 1, memory_order_relaxed);
+    }
+    v = -1;
+    CHECK_OK(gmp_chan_send(pp_a, &v));
+    gmp_wg_done(&pp_wg);
+}
+
+static void pp_pong(void *arg)
+{
+    (void)arg;
+    int v;
+    for (;;) {
+        CHECK_OK(gmp_chan_recv(pp_a, &v));
+        if (v < 0)
+            break;
+        CHECK_OK(gmp_chan_send(pp_b, &v));
+    }
+    gmp_wg_done(&pp_wg);
+}
+
+static void pp_third(void *arg)
+{
+    (void)arg;
+    pp_ran_at = gmp_now();
+    atomic_store(&pp_stop, 1);
+    gmp_wg_done(&pp_wg);
+}
+
+static void case_pingpong_fair(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    CHECK_OK(gmp_chan_make(&pp_a, sizeof(int), 0));
+    CHECK_OK(gmp_chan_make(&pp_b, sizeof(int), 0));
+    CHECK_OK(gmp_wg_add(&pp_wg, 3));
+    CHECK_OK(gmp_go(pp_pong, NULL));
+    CHECK_OK(gmp_go(pp_ping, NULL));
+    while (!atomic_load(&pp_started) || atomic_load(&pp_rounds) < 1000)
+        sleep_ms(1);
+    pp_spawned_at = gmp_now();
+    CHECK_OK(gmp_go(pp_third, NULL));
+    CHECK_OK(gmp_wg_wait(&pp_wg));
+    long long late = (long long)(pp_ran_at - pp_spawned_at);
+    printf("pingpong_fair: third goroutine ran after %.1f ms (%lld round trips)\n",
+           (double)late / 1e6, atomic_load(&pp_rounds));
+    CHECK(late < 200 * MS);
+    gmp_chan_release(pp_a);
+    gmp_chan_release(pp_b);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* spin_fair */
+
+static atomic_int sf_stop;
+static gmp_wg sf_wg = GMP_WG_INIT;
+static int64_t sf_worst;
+
+static void sf_nothing(void *arg)
+{
+    (void)arg;
+}
+
+static void sf_spinner(void *arg)
+{
+    gmp_chan *ch = arg;
+    int v;
+    unsigned long n = 0;
+    while (!atomic_load(&sf_stop)) {
+        CHECK_EQ(gmp_chan_try_recv(ch, &v), -EAGAIN);
+        if (++n % 1024 == 0)
+            CHECK_OK(gmp_go(sf_nothing, NULL));
+    }
+    gmp_wg_done(&sf_wg);
+}
+
+static void sf_sleeper(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20; i++) {
+        int64_t t0 = gmp_now();
+        CHECK_OK(gmp_sleep(1 * MS));
+        int64_t late = gmp_now() - t0 - 1 * MS;
+        if (late > sf_worst)
+            sf_worst = late;
+    }
+    atomic_store(&sf_stop, 1);
+    gmp_wg_done(&sf_wg);
+}
+
+static void case_spin_fair(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    gmp_chan *ch;
+    CHECK_OK(gmp_chan_make(&ch, sizeof(int), 1));
+    CHECK_OK(gmp_wg_add(&sf_wg, 2));
+    CHECK_OK(gmp_go(sf_spinner, ch));
+    CHECK_OK(gmp_go(sf_sleeper, NULL));
+    CHECK_OK(gmp_wg_wait(&sf_wg));
+    printf("spin_fair: worst sleep lateness %.1f ms\n", (double)sf_worst / 1e6);
+    CHECK(sf_worst < 200 * MS);
+    gmp_chan_release(ch);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } cases[] = {
+        {"timeout_race", case_timeout_race},   {"locked_timer", case_locked_timer},
+        {"shrink_timers", case_shrink_timers}, {"pingpong_fair", case_pingpong_fair},
+        {"spin_fair", case_spin_fair},
+    };
+    if (argc != 2) {
+        fprintf(stderr, "usage: feature_mix CASE\n");
+        return 2;
+    }
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (strcmp(argv[1], cases[i].name) == 0) {
+            current_case = cases[i].name;
+            pthread_t wd;
+            CHECK_EQ(pthread_create(&wd, NULL, watchdog, NULL), 0);
+            cases[i].fn();
+            atomic_store(&finished, 1);
+            CHECK_EQ(pthread_join(wd, NULL), 0);
+            return 0;
+        }
+    }
+    fprintf(stderr, "feature_mix: unknown case %s\n", argv[1]);
+    return 2;
+}
