@@ -18,7 +18,8 @@ use core::cell::UnsafeCell;
 use core::ptr::null;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use super::sudog::{self, Sudog, WaitQ, Waiter};
+use super::waitq::{self, WaitQ};
+use crate::rt::sudog::{self, Sudog, Waiter};
 use crate::rt::{self, WaitReason};
 use crate::sys::{self, Lock};
 
@@ -429,7 +430,7 @@ impl Chan {
             } else {
                 WaitReason::ChanRecv
             };
-            sudog::block(&w, &[me], deadline, reason)
+            waitq::block(&w, &[me], deadline, reason)
         };
         let result = if !fired {
             self.lock.lock();

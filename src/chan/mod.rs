@@ -3,10 +3,10 @@
 //! - [`hchan`]: the channel — ring buffer, wait queues, send/receive/close with direct
 //!   hand-off between a sender and a blocked receiver (and back);
 //! - [`select`]: selectgo — random poll order, address lock order, one sudog per case;
-//! - [`sudog`]: the waiter records (on the waiter's stack), the sudogs (from a per-P cache
-//!   backed by a central list, Go's acquireSudog/releaseSudog), the wait queues, the done
-//!   flag that arbitrates between wakers and timeouts, and blocking (gopark for goroutines,
-//!   a futex `Note` for foreign threads).
+//! - [`waitq`]: the wait queues and blocking (gopark for goroutines, a futex `Note` for
+//!   foreign threads). The waiter records, the sudogs, their caches and the done flag that
+//!   arbitrates between wakers and timeouts are the runtime's (`rt/sudog.rs`): sema and the
+//!   scheduler use them too, as in Go.
 //!
 //! # Lock order
 //! Channel locks (several only in select: ascending address, each once) → the central sudog
@@ -17,7 +17,7 @@
 
 pub mod hchan;
 pub mod select;
-pub(crate) mod sudog;
+pub(crate) mod waitq;
 #[cfg(test)]
 mod tests;
 

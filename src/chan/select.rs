@@ -8,7 +8,7 @@
 //! 2. Pass 1, all locks held: the first case in poll order that can proceed does, and the
 //!    select returns it.
 //! 3. Otherwise (and if it may wait) one sudog per enabled case, all sharing one waiter,
-//!    goes on its channel's queue, in lock order; the caller blocks (`sudog::block`).
+//!    goes on its channel's queue, in lock order; the caller blocks (`waitq::block`).
 //!    Whoever claims the waiter first (a peer, a closer, the timeout; see `sudog`)
 //!    completes exactly one case.
 //! 4. Pass 3, all locks held again: every sudog except the one that fired is taken off
@@ -26,7 +26,8 @@ use core::ptr::null;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::hchan::{Chan, ChanError, Mode, Now};
-use super::sudog::{self, Sudog, Waiter};
+use super::waitq;
+use crate::rt::sudog::{self, Sudog, Waiter};
 use crate::rt::{self, WaitReason};
 
 /// Cases up to this many use stack scratch space (16 bytes per case).
@@ -260,7 +261,7 @@ unsafe fn selectgo(
         }
     }
     // SAFETY: we hold exactly `locks`, and our sudogs are queued on them.
-    let claimed = unsafe { sudog::block(&w, locks, deadline, WaitReason::Select) };
+    let claimed = unsafe { waitq::block(&w, locks, deadline, WaitReason::Select) };
 
     // Pass 3: take every other sudog off its queue.
     sellock(locks);

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use super::hchan::{Chan, ChanError, Mode};
 use super::select::{Case, select};
-use super::sudog::{SUDOG_CACHE, sudogs_allocated, sudogs_central};
+use crate::rt::sudog::{SUDOG_CACHE, sudogs_allocated, sudogs_central};
 use crate::rt;
 
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -76,6 +76,7 @@ mod sched;
 pub mod syscall;
 mod sysmon;
 pub mod timer;
+pub(crate) mod sudog;
 pub mod trace;
 
 use core::cell::UnsafeCell;
@@ -421,7 +422,7 @@ pub struct P {
     /// What sysmon last saw of this P (Go's `sysmontick`). Owner: the sysmon thread.
     pub sysmontick: Owned<sysmon::SysmonTick>,
     /// Free sudogs (Go's `sudogcache`; see chan/sudog.rs). Owner: the holding M.
-    pub(crate) sudogcache: Owned<crate::chan::sudog::SudogCache>,
+    pub(crate) sudogcache: Owned<sudog::SudogCache>,
 }
 
 /// Goroutine ids a P reserves at a time (Go's `_GoidCacheBatch`).
@@ -746,16 +747,7 @@ pub fn init() {
     sched::init_once();
 }
 
-/// A broken invariant: prints `gmp: <msg>` to stderr and aborts (Go's `throw`).
-#[cold]
-#[inline(never)]
-pub fn throw(msg: &str) -> ! {
-    crate::sys::write_stderr(b"gmp: ");
-    crate::sys::write_stderr(msg.as_bytes());
-    crate::sys::write_stderr(b"\n");
-    // SAFETY: abort has no preconditions.
-    unsafe { libc::abort() }
-}
+pub use crate::sys::throw;
 
 /// `throw` for a misuse Go reports with panic (negative WaitGroup counter, …).
 #[cold]

@@ -601,9 +601,9 @@ fn newm(pp: *mut P, spinning: bool) {
     let max = SCHED.maxmcount.load(Ordering::Relaxed);
     if count > max {
         let mut buf = [0u8; 96];
-        let msg = fmt_msg(
+        let msg = crate::sys::fmt_msg(
             &mut buf,
-            &[b"program exceeds ", &fmt_u64(max as u64), b"-thread limit"],
+            &[b"program exceeds ", &crate::sys::fmt_u64(max as u64), b"-thread limit"],
         );
         crate::sys::write_stderr(b"gmp: ");
         crate::sys::write_stderr(msg);
@@ -1421,7 +1421,7 @@ fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 timers: timer::Timers::new(),
                 syscalltick: AtomicU32::new(0),
                 sysmontick: Owned::new(sysmon::SysmonTick::new()),
-                sudogcache: Owned::new(crate::chan::sudog::SudogCache::new()),
+                sudogcache: Owned::new(sudog::SudogCache::new()),
             }));
             SCHED.allp[i as usize].store(pp, Ordering::Release);
         }
@@ -1525,7 +1525,7 @@ static RESIZE_LOCK: Lock = Lock::new();
 unsafe fn drain_p_caches(p: &P) {
     // SAFETY: caller contract: the sudog cache and gfree list are ours.
     unsafe {
-        crate::chan::sudog::flush_p_cache(&mut *p.sudogcache.ptr());
+        sudog::flush_p_cache(&mut *p.sudogcache.ptr());
         let mut moved = core::mem::replace(&mut *p.gfree.ptr(), GList::new());
         p.gfreecnt.store(0, Ordering::Relaxed);
         // Their lock ranks below SCHED.lock, so never while holding it.
@@ -1574,46 +1574,6 @@ unsafe fn retire_p(m: &M) -> bool {
     true
 }
 
-/// Formats a u64 in decimal into a fixed buffer (for messages written without allocating).
-pub(crate) fn fmt_u64(mut v: u64) -> FmtBuf {
-    let mut b = FmtBuf {
-        buf: [0; 20],
-        start: 20,
-    };
-    loop {
-        b.start -= 1;
-        b.buf[b.start] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    b
-}
-
-pub(crate) struct FmtBuf {
-    buf: [u8; 20],
-    start: usize,
-}
-
-impl core::ops::Deref for FmtBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.buf[self.start..]
-    }
-}
-
-/// Concatenates `parts` into `buf` (truncating), returning the written prefix.
-pub(crate) fn fmt_msg<'a>(buf: &'a mut [u8], parts: &[&[u8]]) -> &'a [u8] {
-    let mut n = 0;
-    for part in parts {
-        let k = part.len().min(buf.len() - n);
-        buf[n..n + k].copy_from_slice(&part[..k]);
-        n += k;
-    }
-    &buf[..n]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1630,13 +1590,5 @@ mod tests {
                 assert!(seen.iter().all(|&s| s));
             }
         }
-    }
-
-    #[test]
-    fn fmt_helpers() {
-        assert_eq!(&*fmt_u64(0), b"0");
-        assert_eq!(&*fmt_u64(10000), b"10000");
-        let mut buf = [0u8; 8];
-        assert_eq!(fmt_msg(&mut buf, &[b"abc", b"defgh", b"ij"]), b"abcdefgh");
     }
 }

@@ -9,6 +9,9 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
 
+mod fmt;
+pub(crate) use fmt::{fmt_msg, fmt_u64};
+
 pub mod futex {
     use super::*;
 
@@ -170,7 +173,7 @@ impl Note {
         match self.key.swap(NOTE_WOKEN, Ordering::AcqRel) {
             NOTE_CLEAR => {}
             NOTE_SLEEPING => futex::wake(&self.key, 1),
-            _ => crate::rt::throw("notewakeup - double wakeup"),
+            _ => throw("notewakeup - double wakeup"),
         }
     }
 
@@ -304,7 +307,7 @@ impl Lock {
         match self.state.swap(0, Ordering::Release) {
             1 => {}
             2 => futex::wake(&self.state, 1),
-            _ => crate::rt::throw("unlock of unlocked lock"),
+            _ => throw("unlock of unlocked lock"),
         }
     }
 }
@@ -313,6 +316,18 @@ impl Default for Lock {
     fn default() -> Self {
         Lock::new()
     }
+}
+
+/// A broken invariant: prints `gmp: <msg>` to stderr and aborts (Go's `throw`). It lives
+/// at the bottom layer so that every layer can abort with a message.
+#[cold]
+#[inline(never)]
+pub fn throw(msg: &str) -> ! {
+    write_stderr(b"gmp: ");
+    write_stderr(msg.as_bytes());
+    write_stderr(b"\n");
+    // SAFETY: abort has no preconditions.
+    unsafe { libc::abort() }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! Waiters, sudogs and wait queues (Go's `sudog`, `waitq` and `g.selectDone`), the sudog
-//! caches (Go's `acquireSudog` / `releaseSudog`), and the one function that blocks a caller
-//! on them (`block`).
+//! Waiters and sudogs (Go's `sudog` and `g.selectDone`, runtime2.go) and the sudog caches
+//! (Go's `acquireSudog` / `releaseSudog`, proc.go). They live in the runtime beside `G`:
+//! channels and select queue them (`chan/waitq.rs`), and the scheduler owns the per-P
+//! caches (`P.sudogcache`).
 //!
 //! A blocked operation is one [`Waiter`] — the blocked goroutine or foreign thread, on its
 //! own stack — and one [`Sudog`] per channel queue it sits on: one for a send or receive,
@@ -37,17 +38,17 @@
 //! every channel whose queue may still hold one of its sudogs and removed them. So a waker
 //! holding a channel lock may always touch a queued sudog and its waiter; the winner may
 //! touch them until its wake-up call, which is its last access.
+//!
+//! The wait queues and the blocking protocol that uses all this are in `chan/waitq.rs`.
+
 
 use core::cell::{Cell, UnsafeCell};
-use core::mem::MaybeUninit;
 use core::ptr::{null, null_mut};
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
-use core::time::Duration;
 
-use super::hchan::Chan;
-use crate::rt::timer::{self, Timer};
-use crate::rt::{self, G, P, WaitReason};
-use crate::sys::{self, Lock, Note};
+use super::{G, P};
+use crate::rt;
+use crate::sys::{Lock, Note};
 
 /// A blocked goroutine or foreign thread. Lives on its stack (see the module doc).
 pub(crate) struct Waiter {
@@ -415,204 +416,4 @@ pub(crate) unsafe fn flush_p_cache(c: &mut SudogCache) {
     c.n = 0;
     // SAFETY: the chain first ..= last is the cache's sudogs, now out of it.
     unsafe { central_put(first, last, n) };
-}
-
-/// A FIFO queue of sudogs (Go's waitq). Owner: the holder of its channel's lock.
-pub(crate) struct WaitQ {
-    first: *const Sudog,
-    last: *const Sudog,
-}
-
-impl WaitQ {
-    pub const fn new() -> WaitQ {
-        WaitQ {
-            first: null(),
-            last: null(),
-        }
-    }
-
-    /// Appends `sg`.
-    ///
-    /// # Safety
-    /// The channel lock is held; `sg` is on no queue and stays alive while queued.
-    pub unsafe fn enqueue(&mut self, sg: *const Sudog) {
-        // SAFETY: lock held: we own the links of every queued sudog.
-        unsafe {
-            (*sg).next.set(null());
-            (*sg).prev.set(self.last);
-            if self.last.is_null() {
-                self.first = sg;
-            } else {
-                (*self.last).next.set(sg);
-            }
-            self.last = sg;
-        }
-    }
-
-    /// Takes the first sudog whose waiter this call claims; sudogs of waiters claimed by
-    /// someone else (a select that completed elsewhere, a timeout) are dropped on the way.
-    ///
-    /// # Safety
-    /// The channel lock is held.
-    pub unsafe fn dequeue(&mut self) -> *const Sudog {
-        // SAFETY: lock held; queued sudogs and their waiters are alive (module doc).
-        unsafe {
-            loop {
-                let sg = self.first;
-                if sg.is_null() {
-                    return sg;
-                }
-                let next = (*sg).next.get();
-                if next.is_null() {
-                    self.first = null();
-                    self.last = null();
-                } else {
-                    (*next).prev.set(null());
-                    self.first = next;
-                }
-                (*sg).next.set(null());
-                if (*(*sg).waiter.get()).claim() {
-                    return sg;
-                }
-            }
-        }
-    }
-
-    /// Removes `sg` if it is still queued here (Go's dequeueSudoG).
-    ///
-    /// # Safety
-    /// The channel lock is held; `sg` was enqueued on this queue (it may have been
-    /// dequeued since: its links are then null).
-    pub unsafe fn remove(&mut self, sg: *const Sudog) {
-        // SAFETY: lock held.
-        unsafe {
-            let (x, y) = ((*sg).prev.get(), (*sg).next.get());
-            if !x.is_null() {
-                (*x).next.set(y);
-            } else if self.first == sg {
-                self.first = y;
-            } else {
-                // Not queued (taken off by a dequeue).
-                return;
-            }
-            if !y.is_null() {
-                (*y).prev.set(x);
-            } else {
-                self.last = x;
-            }
-            (*sg).next.set(null());
-            (*sg).prev.set(null());
-        }
-    }
-}
-
-/// What gopark's unlock function needs (Go's chanparkcommit / selparkcommit). On the
-/// parking goroutine's stack.
-struct ParkCtx {
-    /// The locked channels, distinct, in ascending address order.
-    locks: *const *const Chan,
-    nlocks: usize,
-    /// The timeout timer to arm, or null.
-    timer: *mut Timer,
-    when: i64,
-}
-
-/// gopark's unlock function: arms the timeout (now that the goroutine is parked, so it
-/// cannot fire before), then releases the channel locks.
-unsafe fn park_commit(_gp: *mut G, arg: usize) -> bool {
-    // SAFETY: arg is the parking goroutine's ParkCtx. The goroutine cannot run again before
-    // the last lock below is released (every waker, the timeout's included, ends with the
-    // goroutine re-locking or a waker locking a channel we hold), and we read the context
-    // only before that release.
-    unsafe {
-        let ctx = &*(arg as *const ParkCtx);
-        let (locks, n, t, when) = (ctx.locks, ctx.nlocks, ctx.timer, ctx.when);
-        if !t.is_null() {
-            // Lock order: channel locks → a P's timer lock. On g0, holding this M's P.
-            timer::start(t, when);
-        }
-        for i in (0..n).rev() {
-            (**locks.add(i)).lock.unlock();
-        }
-    }
-    true
-}
-
-/// The timeout timer's callback (runs with its heap lock held: must not block, must not
-/// take a channel lock).
-unsafe fn on_timeout(w: usize) {
-    let w = w as *const Waiter;
-    // SAFETY: the waiter stops this timer (timer::stop) before its frame dies, and stop
-    // waits for a running callback, so w is alive here.
-    unsafe {
-        if (*w).claim() {
-            rt::goready((*w).g);
-        }
-    }
-}
-
-/// Blocks the caller, whose sudogs are queued on the channels `locks` (all locked by the
-/// caller, distinct, ascending), until a waker or the deadline claims `w`. Releases the
-/// locks. Returns true if a waker claimed it (`w.fired` says which sudog), false if the
-/// deadline passed (the caller must then re-lock and remove its sudogs).
-///
-/// # Safety
-/// `w` and its sudogs are on the caller's stack and queued; the caller holds exactly the
-/// locks in `locks` and no other lock.
-pub(crate) unsafe fn block(
-    w: &Waiter,
-    locks: &[*const Chan],
-    deadline: Option<i64>,
-    reason: WaitReason,
-) -> bool {
-    if w.g.is_null() {
-        // SAFETY: caller contract: we hold these locks.
-        unsafe {
-            for &c in locks {
-                (*c).lock.unlock();
-            }
-        }
-        let woken = match deadline {
-            None => {
-                w.note.sleep();
-                true
-            }
-            Some(d) => {
-                let left = d - sys::nanotime();
-                left > 0
-                    && w.note
-                        .sleep_timeout(Some(Duration::from_nanos(left as u64)))
-            }
-        };
-        if !woken {
-            if w.claim() {
-                return false;
-            }
-            // A waker claimed us first and is about to wake the note.
-            w.note.sleep();
-        }
-        w.note.clear();
-        return true;
-    }
-    // Built only when there is a deadline (most waits have none).
-    let mut t = MaybeUninit::<Timer>::uninit();
-    let ctx = ParkCtx {
-        locks: locks.as_ptr(),
-        nlocks: locks.len(),
-        timer: if deadline.is_some() {
-            t.write(Timer::new(on_timeout, w as *const Waiter as usize))
-        } else {
-            null_mut()
-        },
-        when: deadline.unwrap_or(0),
-    };
-    // SAFETY: on a goroutine (w.g non-null); our sudogs are queued under the locks that
-    // park_commit releases, which are the only locks we hold.
-    unsafe { rt::gopark(Some(park_commit), &ctx as *const ParkCtx as usize, reason) };
-    if deadline.is_some() {
-        // After stop returns, the callback is not running and never will: t may die.
-        // SAFETY: t was initialised above (there is a deadline) and lives in this frame.
-        unsafe { timer::stop(t.as_mut_ptr()) };
-    }
-    !w.fired.load(Ordering::Acquire).is_null()
 }
