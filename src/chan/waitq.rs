@@ -34,6 +34,11 @@ impl WaitQ {
     pub unsafe fn enqueue(&mut self, sg: *const Sudog) {
         // SAFETY: lock held: we own the links of every queued sudog.
         unsafe {
+            // Seed 003 invariant 4, for sudogs: a sudog is on at most one queue, once.
+            #[cfg(debug_assertions)]
+            if !(*sg).next.get().is_null() || !(*sg).prev.get().is_null() || self.first == sg {
+                rt::throw("waitq: sudog enqueued twice");
+            }
             (*sg).next.set(null());
             (*sg).prev.set(self.last);
             if self.last.is_null() {

@@ -278,6 +278,13 @@ impl G {
 /// invariant. acq-rel: the new owner sees the old owner's writes to the G's fields.
 #[inline]
 pub fn casgstatus(gp: &G, old: u32, new: u32) {
+    // Seed 003 invariant 1: only defined statuses, and no transition to the same one.
+    #[cfg(debug_assertions)]
+    if !matches!(new, G_IDLE | G_RUNNABLE | G_RUNNING | G_SYSCALL | G_WAITING | G_DEAD)
+        || old == new
+    {
+        throw("casgstatus: undefined status or no-op transition");
+    }
     if gp
         .status
         .compare_exchange(old, new, Ordering::AcqRel, Ordering::Relaxed)

@@ -25,6 +25,12 @@ pub type GoParkUnlock = UnlockFn;
 /// Called on a goroutine (not a foreign thread, not g0).
 #[inline(never)]
 unsafe fn mcall(act: usize) {
+    // Seed 003 invariant 8: only a park may hold locks across the switch (the ones its
+    // unlock function releases on g0).
+    #[cfg(debug_assertions)]
+    if act != action::PARK && arch::tls_locks_held() != 0 {
+        throw("a goroutine yields, is preempted or exits holding a runtime lock");
+    }
     let m = getm();
     // SAFETY: caller contract: we run on a goroutine, so m is this thread's M and curg is us.
     unsafe {

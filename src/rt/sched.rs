@@ -973,6 +973,12 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
 /// # Safety
 /// On `m`'s own thread holding a P; `gp` is RUNNABLE, taken off every run queue, and ours.
 unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
+    // Seed 003 invariant 8: no runtime lock is held across a switch to a goroutine (gopark's
+    // unlock function has released the parking goroutine's locks by now).
+    #[cfg(debug_assertions)]
+    if arch::tls_locks_held() != 0 {
+        throw("execute: switching to a goroutine while holding a runtime lock");
+    }
     let pp = m.p.load(Ordering::Relaxed);
     // SAFETY: gp is ours (caller contract); Ps and Gs are never freed.
     unsafe {

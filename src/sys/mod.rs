@@ -262,6 +262,9 @@ impl Lock {
 
     #[inline]
     pub fn lock(&self) {
+        // Seed 003 invariant 8 (debug builds): count what this thread holds.
+        #[cfg(debug_assertions)]
+        crate::arch::tls_locks_add(1);
         // acquire: pairs with the release in `unlock`, so the holder sees the previous
         // holder's writes.
         if self
@@ -303,6 +306,8 @@ impl Lock {
 
     #[inline]
     pub fn unlock(&self) {
+        #[cfg(debug_assertions)]
+        crate::arch::tls_locks_add(-1);
         // release: publishes the critical section; pairs with the acquire in `lock`.
         match self.state.swap(0, Ordering::Release) {
             1 => {}
@@ -334,6 +339,23 @@ pub fn throw(msg: &str) -> ! {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// Invariant 8's bookkeeping: each held runtime lock counts on its thread only.
+    #[cfg(debug_assertions)]
+    #[test]
+    fn held_locks_are_counted_per_thread() {
+        let (a, b) = (Lock::new(), Lock::new());
+        let base = crate::arch::tls_locks_held();
+        a.lock();
+        b.lock();
+        assert_eq!(crate::arch::tls_locks_held(), base + 2);
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(crate::arch::tls_locks_held(), 0));
+        });
+        b.unlock();
+        a.unlock();
+        assert_eq!(crate::arch::tls_locks_held(), base);
+    }
 
     #[test]
     fn note_wakes_sleeper() {
