@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 /* Static initializer for gmp_wg: `gmp_wg wg = GMP_WG_INIT;` */
 #define GMP_WG_INIT {0, 0, 0}
 /* Static initializers for the sync primitives: `gmp_mutex m = GMP_MUTEX_INIT;` ... */
@@ -67,6 +68,25 @@
  gmp_select_case.op: receive from the channel into `buf`.
  */
 #define GMP_RECV 2
+
+/*
+ gmp_fd_wait: wait until the fd is readable (same value as POLLIN).
+ */
+#define GMP_POLLIN 1
+
+/*
+ gmp_fd_wait: wait until the fd is writable (same value as POLLOUT).
+ */
+#define GMP_POLLOUT 4
+
+/*
+ Directions (also the bits of `IoWait::fired`).
+ */
+#define MODE_READ 1
+
+#define MODE_WRITE 2
+
+#define MAX_FD (int32_t)(CHUNK * CHUNKS)
 
 /*
  A channel (Go's chan): a FIFO of fixed-size elements, buffered or not, shared by
@@ -165,6 +185,16 @@ typedef struct gmp_sched_stats {
    Sum of all Ps' schedtick (goroutines scheduled).
    */
   uint64_t schedticks;
+  /*
+   Preemption requests the monitor thread made (a goroutine held its processor for a
+   whole 10 ms time slice).
+   */
+  uint64_t preempt_requests;
+  /*
+   Polls of the network poller (epoll_wait calls), and goroutines they made ready.
+   */
+  uint64_t netpoll_polls;
+  uint64_t netpoll_readied;
 } gmp_sched_stats;
 
 /*
@@ -558,6 +588,176 @@ int64_t gmp_chan_cap(struct gmp_chan *c);
 int gmp_select(struct gmp_select_case *cases, size_t n, int64_t timeout_ns);
 
 /*
+ Puts `fd` under the poller: it is made non-blocking, and gmp_read, gmp_write, gmp_recv,
+ gmp_send, … on it park the calling goroutine (not the thread) until it is ready. Sockets,
+ pipes, FIFOs, terminals, eventfds and the like qualify; a regular file or a directory
+ cannot be polled and stays as it is (0 too: the calls on it keep blocking through the
+ syscall hand-off). Idempotent. Returns 0, or -EBADF if `fd` is not open (or beyond
+ 1,048,576), or another -errno from epoll.
+ */
+int gmp_fd_register(int fd);
+
+/*
+ Takes `fd` off the poller and makes it blocking again. Goroutines parked on it wake up
+ and finish their call as a blocking one. 0 (also for an fd that was not registered),
+ or -EBADF for a negative fd.
+ */
+int gmp_fd_unregister(int fd);
+
+/*
+ Parks until `fd` is readable (GMP_POLLIN) and/or writable (GMP_POLLOUT), the timeout
+ passes (`timeout_ns` < 0: none) or the fd is closed. Returns the ready events (a
+ non-zero subset of `events`); -ETIMEDOUT; -EBADF if the fd is not open or was closed
+ meanwhile; -EINVAL for an empty or unknown event mask. Works on any fd; one that is not
+ registered is waited for with poll(2) (the thread blocks).
+ */
+int gmp_fd_wait(int fd, uint32_t events, int64_t timeout_ns);
+
+/*
+ socket(2) for goroutines: the new socket is registered with the poller (and
+ SOCK_CLOEXEC is added). Returns the fd or -errno.
+ */
+int gmp_socket(int domain, int ty, int protocol);
+
+/*
+ pipe(2) for goroutines: both ends are registered with the poller (O_CLOEXEC). Returns 0
+ and the fds in `fds[0]` (read end) and `fds[1]`, or -errno; -EINVAL if `fds` is NULL.
+
+ # Safety
+ `fds` is NULL or points to two writable ints.
+ */
+int gmp_pipe(int *fds);
+
+/*
+ accept4(2) for goroutines with a timeout (`timeout_ns` < 0: none): parks until a
+ connection arrives. The new socket is registered with the poller. `addr`/`addrlen` as
+ for accept (both may be NULL); `flags`: SOCK_CLOEXEC (SOCK_NONBLOCK is implied
+ underneath). Returns the new fd, -ETIMEDOUT, -EBADF (also when `fd` is closed
+ meanwhile) or -errno.
+
+ # Safety
+ `addr` is NULL or writable for `*addrlen` bytes; `addrlen` is NULL or valid.
+ */
+int gmp_accept_timeout(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags, int64_t timeout_ns);
+
+/*
+ gmp_accept_timeout without a timeout.
+
+ # Safety
+ As gmp_accept_timeout.
+ */
+int gmp_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+
+/*
+ connect(2) for goroutines: parks until the connection is established or fails, or the
+ timeout passes (`timeout_ns` < 0: none). Returns 0, -ETIMEDOUT, or -errno
+ (-ECONNREFUSED…). On a socket that is not registered, blocks through the hand-off.
+
+ # Safety
+ `addr` is valid for `len` bytes.
+ */
+int gmp_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t timeout_ns);
+
+/*
+ recv(2) with a timeout (`timeout_ns` < 0: none): parks until data arrives. Returns the
+ byte count (0 at end of stream), -ETIMEDOUT, -EBADF when the fd is closed meanwhile, or
+ -errno; -EINVAL if `buf` is NULL with `n` > 0.
+
+ # Safety
+ `buf` is writable for `n` bytes.
+ */
+int64_t gmp_recv_timeout(int fd, void *buf, size_t n, int flags, int64_t timeout_ns);
+
+/*
+ gmp_recv_timeout without a timeout.
+
+ # Safety
+ As gmp_recv_timeout.
+ */
+int64_t gmp_recv(int fd, void *buf, size_t n, int flags);
+
+/*
+ send(2) with a timeout: parks while the socket's buffer is full. Returns the byte count
+ (possibly partial), -ETIMEDOUT, -EBADF, -EPIPE… (MSG_NOSIGNAL is added: no SIGPIPE).
+
+ # Safety
+ `buf` is readable for `n` bytes.
+ */
+int64_t gmp_send_timeout(int fd, const void *buf, size_t n, int flags, int64_t timeout_ns);
+
+/*
+ gmp_send_timeout without a timeout.
+
+ # Safety
+ As gmp_send_timeout.
+ */
+int64_t gmp_send(int fd, const void *buf, size_t n, int flags);
+
+/*
+ recvfrom(2) with a timeout (see gmp_recv_timeout). `addr`/`addrlen` may be NULL.
+
+ # Safety
+ `buf` writable for `n` bytes; `addr` NULL or writable for `*addrlen` bytes.
+ */
+int64_t gmp_recvfrom_timeout(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *addrlen, int64_t timeout_ns);
+
+/*
+ gmp_recvfrom_timeout without a timeout.
+
+ # Safety
+ As gmp_recvfrom_timeout.
+ */
+int64_t gmp_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *addrlen);
+
+/*
+ sendto(2) with a timeout (see gmp_send_timeout).
+
+ # Safety
+ `buf` readable for `n` bytes; `addr` NULL or valid for `addrlen` bytes.
+ */
+int64_t gmp_sendto_timeout(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t addrlen, int64_t timeout_ns);
+
+/*
+ gmp_sendto_timeout without a timeout.
+
+ # Safety
+ As gmp_sendto_timeout.
+ */
+int64_t gmp_sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t addrlen);
+
+/*
+ recvmsg(2) with a timeout (see gmp_recv_timeout); -EINVAL if `msg` is NULL.
+
+ # Safety
+ `msg` is a valid msghdr whose buffers are writable.
+ */
+int64_t gmp_recvmsg_timeout(int fd, struct msghdr *msg, int flags, int64_t timeout_ns);
+
+/*
+ gmp_recvmsg_timeout without a timeout.
+
+ # Safety
+ As gmp_recvmsg_timeout.
+ */
+int64_t gmp_recvmsg(int fd, struct msghdr *msg, int flags);
+
+/*
+ sendmsg(2) with a timeout (see gmp_send_timeout); -EINVAL if `msg` is NULL.
+
+ # Safety
+ `msg` is a valid msghdr whose buffers are readable.
+ */
+int64_t gmp_sendmsg_timeout(int fd, const struct msghdr *msg, int flags, int64_t timeout_ns);
+
+/*
+ gmp_sendmsg_timeout without a timeout.
+
+ # Safety
+ As gmp_sendmsg_timeout.
+ */
+int64_t gmp_sendmsg(int fd, const struct msghdr *msg, int flags);
+
+/*
  Locks `m`, waiting while another holder has it: a goroutine parks (its thread runs
  other goroutines), any other thread sleeps on a futex. Returns 0; -EINVAL if `m` is
  NULL or misaligned. Locking a mutex the caller already holds deadlocks, as in Go.
@@ -730,8 +930,11 @@ int64_t gmp_blocking(gmp_blocking_fn func, void *arg);
 
 /*
  read(2) as a blocking call (see gmp_entersyscall): other goroutines keep running while
- it blocks. Returns the byte count, or -errno (-EBADF, -EAGAIN on a non-blocking fd…);
- -EINVAL if `buf` is NULL. errno is left unchanged.
+ it blocks. On an fd registered with the poller (gmp_fd_register, gmp_socket, gmp_pipe,
+ gmp_accept) the goroutine parks until the fd is readable instead (no thread blocks),
+ and -EBADF if the fd is closed meanwhile. Returns the byte count, or -errno (-EBADF,
+ -EAGAIN on a non-blocking fd that is not registered…); -EINVAL if `buf` is NULL. errno
+ is left unchanged.
 
  # Safety
  `buf` is NULL or writable for `n` bytes.
@@ -739,7 +942,8 @@ int64_t gmp_blocking(gmp_blocking_fn func, void *arg);
 int64_t gmp_read(int fd, void *buf, size_t n);
 
 /*
- write(2) as a blocking call. Returns the byte count or -errno; -EINVAL if `buf` is NULL.
+ write(2) as a blocking call (on a registered fd: parks while it is not writable, as
+ gmp_read). Returns the byte count or -errno; -EINVAL if `buf` is NULL.
 
  # Safety
  `buf` is NULL or readable for `n` bytes.
@@ -772,7 +976,10 @@ int64_t gmp_pwrite(int fd, const void *buf, size_t n, int64_t off);
 int gmp_open(const char *path, int flags, int mode);
 
 /*
- close(2) as a blocking call (closing can block, e.g. on NFS). Returns 0 or -errno.
+ close(2) as a blocking call (closing can block, e.g. on NFS). On an fd registered with
+ the poller, goroutines parked on it first wake with -EBADF, and the number is released
+ only after every operation on it has returned (so none of them touches a new fd that
+ reuses the number). Returns 0 or -errno.
  */
 int gmp_close(int fd);
 

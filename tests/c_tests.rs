@@ -852,3 +852,38 @@ fn feature_mix_pingpong_fair() {
 fn feature_mix_spin_fair() {
     expect_case("feature_mix", "spin_fair", &[]);
 }
+
+#[test]
+fn netpoll_echo10k() {
+    expect_case("netpoll", "echo10k", &[]);
+}
+
+#[test]
+fn netpoll_deadline() {
+    expect_case("netpoll", "deadline", &[]);
+}
+
+#[test]
+fn netpoll_close() {
+    expect_case("netpoll", "close", &[]);
+}
+
+#[test]
+fn netpoll_timer() {
+    expect_case("netpoll", "timer", &[]);
+}
+
+#[test]
+fn netpoll_pipes() {
+    expect_case("netpoll", "pipes", &[]);
+}
+
+#[test]
+fn netpoll_idle() {
+    expect_case("netpoll", "idle", &[]);
+}
+
+#[test]
+fn netpoll_badinput() {
+    expect_case("netpoll", "badinput", &[]);
+}

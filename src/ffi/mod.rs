@@ -10,6 +10,7 @@ use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub mod chan;
+pub mod net;
 pub mod sync;
 mod syscall;
 pub mod time;
@@ -104,6 +105,12 @@ pub struct gmp_sched_stats {
     pub spawned: u64,
     /// Sum of all Ps' schedtick (goroutines scheduled).
     pub schedticks: u64,
+    /// Preemption requests the monitor thread made (a goroutine held its processor for a
+    /// whole 10 ms time slice).
+    pub preempt_requests: u64,
+    /// Polls of the network poller (epoll_wait calls), and goroutines they made ready.
+    pub netpoll_polls: u64,
+    pub netpoll_readied: u64,
 }
 
 fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, pinned: bool) -> i64 {
@@ -365,6 +372,9 @@ pub unsafe extern "C" fn gmp_stats(
                 steals: s.steals,
                 spawned: s.spawned,
                 schedticks: s.schedticks,
+                preempt_requests: s.preempt_requests,
+                netpoll_polls: s.netpoll_polls,
+                netpoll_readied: s.netpoll_readied,
             })
         };
         written as c_int

@@ -18,7 +18,7 @@ fn errno_ptr() -> *mut c_int {
 /// returns its result or -errno. errno is read right after the call, on the same thread,
 /// and the caller's errno is restored (these functions never report through errno).
 #[inline]
-fn raw_call(f: impl FnOnce() -> i64) -> i64 {
+pub(crate) fn raw_call(f: impl FnOnce() -> i64) -> i64 {
     let e = errno_ptr();
     // SAFETY: e is this thread's errno; the goroutine does not change threads inside a
     // blocking call (DESIGN.md decision 4), so e stays this thread's errno throughout.
@@ -93,8 +93,11 @@ pub unsafe extern "C" fn gmp_blocking(func: gmp_blocking_fn, arg: *mut c_void) -
 }
 
 /// read(2) as a blocking call (see gmp_entersyscall): other goroutines keep running while
-/// it blocks. Returns the byte count, or -errno (-EBADF, -EAGAIN on a non-blocking fd…);
-/// -EINVAL if `buf` is NULL. errno is left unchanged.
+/// it blocks. On an fd registered with the poller (gmp_fd_register, gmp_socket, gmp_pipe,
+/// gmp_accept) the goroutine parks until the fd is readable instead (no thread blocks),
+/// and -EBADF if the fd is closed meanwhile. Returns the byte count, or -errno (-EBADF,
+/// -EAGAIN on a non-blocking fd that is not registered…); -EINVAL if `buf` is NULL. errno
+/// is left unchanged.
 ///
 /// # Safety
 /// `buf` is NULL or writable for `n` bytes.
@@ -104,12 +107,16 @@ pub unsafe extern "C" fn gmp_read(fd: c_int, buf: *mut c_void, n: usize) -> i64 
         if buf.is_null() {
             return -(libc::EINVAL as i64);
         }
+        if let Some(r) = super::net::read(fd, buf, n) {
+            return r;
+        }
         // SAFETY: caller contract.
         raw_call(|| unsafe { libc::read(fd, buf, n) } as i64)
     })
 }
 
-/// write(2) as a blocking call. Returns the byte count or -errno; -EINVAL if `buf` is NULL.
+/// write(2) as a blocking call (on a registered fd: parks while it is not writable, as
+/// gmp_read). Returns the byte count or -errno; -EINVAL if `buf` is NULL.
 ///
 /// # Safety
 /// `buf` is NULL or readable for `n` bytes.
@@ -118,6 +125,9 @@ pub unsafe extern "C" fn gmp_write(fd: c_int, buf: *const c_void, n: usize) -> i
     boundary("gmp_write", || {
         if buf.is_null() {
             return -(libc::EINVAL as i64);
+        }
+        if let Some(r) = super::net::write(fd, buf, n) {
+            return r;
         }
         // SAFETY: caller contract.
         raw_call(|| unsafe { libc::write(fd, buf, n) } as i64)
@@ -170,11 +180,15 @@ pub unsafe extern "C" fn gmp_open(path: *const c_char, flags: c_int, mode: c_int
     })
 }
 
-/// close(2) as a blocking call (closing can block, e.g. on NFS). Returns 0 or -errno.
+/// close(2) as a blocking call (closing can block, e.g. on NFS). On an fd registered with
+/// the poller, goroutines parked on it first wake with -EBADF, and the number is released
+/// only after every operation on it has returned (so none of them touches a new fd that
+/// reuses the number). Returns 0 or -errno.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_close(fd: c_int) -> c_int {
-    // SAFETY: close has no memory preconditions.
     boundary("gmp_close", || {
+        super::net::close_begin(fd);
+        // SAFETY: close has no memory preconditions.
         raw_call(|| unsafe { libc::close(fd) } as i64) as c_int
     })
 }

@@ -70,6 +70,7 @@ pub mod runq;
 mod affinity;
 mod config;
 pub mod lockosthread;
+pub mod netpoll;
 mod park;
 mod proc;
 mod sched;
@@ -135,6 +136,7 @@ pub enum WaitReason {
     ChanSend = 4,
     ChanRecv = 5,
     Select = 6,
+    IoWait = 7,
 }
 
 impl WaitReason {
@@ -147,6 +149,7 @@ impl WaitReason {
             WaitReason::ChanSend => "chan send",
             WaitReason::ChanRecv => "chan receive",
             WaitReason::Select => "select",
+            WaitReason::IoWait => "IO wait",
         }
     }
     fn from_u8(v: u8) -> WaitReason {
@@ -157,6 +160,7 @@ impl WaitReason {
             4 => WaitReason::ChanSend,
             5 => WaitReason::ChanRecv,
             6 => WaitReason::Select,
+            7 => WaitReason::IoWait,
             _ => WaitReason::None,
         }
     }
@@ -628,6 +632,9 @@ pub struct Sched {
     /// (`i64::MAX` when there is none). See timer.rs.
     pub timer_m: AtomicPtr<M>,
     pub timer_m_until: AtomicI64,
+    /// The timer M sleeps in the poller (`epoll_wait`), not on its note: wake it with
+    /// `netpoll_break`. Written by the timer M before it publishes itself.
+    pub timer_m_poll: AtomicBool,
 }
 
 /// `SCHED.synced`: only a holder of `SCHED.lock` may touch it.
@@ -690,6 +697,7 @@ pub static SCHED: Sched = Sched {
     start_ns: AtomicI64::new(0),
     timer_m: AtomicPtr::new(null_mut()),
     timer_m_until: AtomicI64::new(i64::MAX),
+    timer_m_poll: AtomicBool::new(false),
 };
 
 /// Proof that the holder has `SCHED.lock`; derefs to the lock-protected state (the tokio

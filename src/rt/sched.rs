@@ -1101,7 +1101,15 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             return Some((gp, false));
         }
 
-        // 3. (netpoll comes with the netpoller issue.)
+        // 3. The poller, without blocking, when goroutines wait on it and no M is blocked
+        // in it (that one gets the events): what it readies comes to this P (goready).
+        if netpoll::inited() && netpoll::any_waiters() && !netpoll::BLOCKED.load(Ordering::SeqCst) {
+            let mut ready = netpoll::Ready::new();
+            if netpoll::netpoll(0, &mut ready) > 0 {
+                ready.ready_all();
+                continue;
+            }
+        }
 
         // 4. Steal, if spinning is allowed: limit the number of spinning Ms to half the
         // busy Ps, so that a machine with GOMAXPROCS=64 and one busy goroutine does not
@@ -1209,22 +1217,29 @@ fn check_timers(p: &P) {
     }
 }
 
-/// Parks an M that holds no P until it is handed one. While any timer is pending, one such
-/// M (the timer M) sleeps only until the earliest deadline, then runs the due timers —
-/// holding an idle P if it can get one, so the goroutines they ready come to it.
+/// Parks an M that holds no P until it is handed one. While any timer is pending or any
+/// goroutine waits on the poller, one such M (the timer M) sleeps only until the earliest
+/// deadline — in `epoll_wait` once the poller exists (Go's blocking netpoll in
+/// findRunnable: DESIGN.md 12, one way to wait for work), else on its note — then runs
+/// the due timers and readies what the poller reported, holding an idle P if it can get
+/// one, so the goroutines come to it.
 ///
 /// # Safety
 /// On `m`'s own thread, no P, not spinning.
 unsafe fn park_idle(m: &M) {
     loop {
-        let next = timer::earliest();
+        let mut next = timer::earliest();
+        if next == 0 && netpoll::inited() && netpoll::any_waiters() {
+            next = i64::MAX;
+        }
         // Work that only this M can run (queued, or claimed for us by a readier while we
         // slept as the timer M; affinity.rs): stopm gets us a P for it. Otherwise, mark
         // ourselves idle before a timed sleep, as stopm does before sleeping.
         // SAFETY: m's thread, no P.
         let affine = m.affwanted.load(Ordering::SeqCst) || unsafe { affinity::go_idle(m) };
         // SAFETY: m's thread, no P.
-        if next == 0 || affine || !unsafe { timer::sleep_as_timer_m(m, next) } {
+        let mut ready = netpoll::Ready::new();
+        if next == 0 || affine || !unsafe { timer::sleep_as_timer_m(m, next, &mut ready) } {
             // SAFETY: m's thread, no P, not spinning.
             unsafe { stopm(m) };
             return;
@@ -1241,12 +1256,16 @@ unsafe fn park_idle(m: &M) {
                     affinity::set_active(m);
                 }
                 timer::run_all_due(crate::sys::nanotime());
+                // What the poll found comes to our P (Go: findRunnable after a blocking
+                // netpoll acquires an idle P, runs one and injects the rest).
+                ready.ready_all();
                 return;
             }
-            // Every P is busy: run the due timers anyway (their goroutines go to the
-            // global queue, where the busy Ps find them).
+            // Every P is busy: run the due timers and ready what the poll found anyway
+            // (their goroutines go to the global queue, where the busy Ps find them).
             None => {
                 timer::run_all_due(crate::sys::nanotime());
+                ready.ready_all();
             }
         }
     }

@@ -166,7 +166,10 @@ fn sysmon_loop() -> ! {
             idle = 0;
             continue;
         }
-        if retake(crate::sys::nanotime()) != 0 {
+        let now = crate::sys::nanotime();
+        // Goroutines waiting on fds while every P is busy: nobody else polls.
+        netpoll::sysmon_poll(now);
+        if retake(now) != 0 {
             idle = 0;
         } else {
             idle += 1;

@@ -396,8 +396,12 @@ pub(crate) fn wake_timer_m_if(tm: *mut M) {
         .is_ok()
     {
         SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
-        // SAFETY: Ms are never freed; tm sleeps on its note until this wakeup.
-        unsafe { (*tm).park.wakeup() };
+        if SCHED.timer_m_poll.load(Ordering::SeqCst) {
+            super::netpoll::netpoll_break();
+        } else {
+            // SAFETY: Ms are never freed; tm sleeps on its note until this wakeup.
+            unsafe { (*tm).park.wakeup() };
+        }
     }
 }
 
@@ -406,8 +410,15 @@ pub(crate) fn wake_timer_m_if(tm: *mut M) {
 ///
 /// # Safety
 /// On `m`'s own thread, holding no P.
-pub(crate) unsafe fn sleep_as_timer_m(m: &M, deadline: i64) -> bool {
+pub(crate) unsafe fn sleep_as_timer_m(
+    m: &M,
+    deadline: i64,
+    ready: &mut super::netpoll::Ready,
+) -> bool {
     let me = m as *const M as *mut M;
+    // How we sleep, published before we are (a waker reads it after claiming us).
+    let poll = super::netpoll::inited();
+    SCHED.timer_m_poll.store(poll, Ordering::SeqCst);
     if SCHED
         .timer_m
         .compare_exchange(null_mut(), me, Ordering::SeqCst, Ordering::Relaxed)
@@ -424,23 +435,49 @@ pub(crate) unsafe fn sleep_as_timer_m(m: &M, deadline: i64) -> bool {
     let left = if m.affwanted.load(Ordering::SeqCst) {
         0
     } else {
-        deadline - crate::sys::nanotime()
+        deadline.saturating_sub(crate::sys::nanotime())
     };
     m.blocked.store(true, Ordering::Relaxed);
-    let woken = left > 0
-        && m.park
-            .sleep_timeout(Some(core::time::Duration::from_nanos(left as u64)));
-    if SCHED
-        .timer_m
-        .compare_exchange(me, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
-        .is_ok()
-    {
-        SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
-    } else if !woken {
-        // wake_timer_m claimed us and is about to wake (or woke) the note: consume it.
-        m.park.sleep();
+    if poll {
+        // Block in the poller (it readies what became ready, to the global queue: we hold
+        // no P). A waker breaks it with the eventfd instead of our note.
+        super::netpoll::BLOCKED.store(true, Ordering::SeqCst);
+        super::netpoll::netpoll(
+            if left <= 0 {
+                0
+            } else if deadline == i64::MAX {
+                -1
+            } else {
+                left
+            },
+            ready,
+        );
+        super::netpoll::BLOCKED.store(false, Ordering::SeqCst);
+        if SCHED
+            .timer_m
+            .compare_exchange(me, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
+        }
+        // Else a waker claimed us and broke the poll (or will: the break stays pending and
+        // costs the next poll one early return).
+    } else {
+        let woken = left > 0
+            && m.park
+                .sleep_timeout(Some(core::time::Duration::from_nanos(left as u64)));
+        if SCHED
+            .timer_m
+            .compare_exchange(me, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
+        } else if !woken {
+            // wake_timer_m claimed us and is about to wake (or woke) the note: consume it.
+            m.park.sleep();
+        }
+        m.park.clear();
     }
-    m.park.clear();
     m.blocked.store(false, Ordering::Relaxed);
     true
 }

@@ -207,6 +207,9 @@ pub struct Stats {
     pub steals: u64,
     pub spawned: u64,
     pub schedticks: u64,
+    pub preempt_requests: u64,
+    pub netpoll_polls: u64,
+    pub netpoll_readied: u64,
 }
 
 /// Fills `Stats`, and the local run queue length of each P in service into `runq_lens`
@@ -227,6 +230,9 @@ pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
         schedticks: procs()
             .map(|p| p.schedtick.load(Ordering::Relaxed) as u64)
             .sum(),
+        preempt_requests: SCHED.preempt_requests.load(Ordering::Relaxed),
+        netpoll_polls: netpoll::POLLS.load(Ordering::Relaxed),
+        netpoll_readied: netpoll::READIED.load(Ordering::Relaxed),
     };
     let mut n = 0;
     for (slot, p) in runq_lens.iter_mut().zip(procs()) {

@@ -79,7 +79,7 @@ pub fn write_stderr(mut buf: &[u8]) {
     }
 }
 
-fn errno() -> i32 {
+pub fn errno() -> i32 {
     // SAFETY: __errno_location always returns the calling thread's errno slot.
     unsafe { *libc::__errno_location() }
 }

@@ -1,0 +1,721 @@
+//! The network poller (Go's netpoll.go and netpoll_epoll.go): goroutines wait for sockets
+//! and pipes to become ready without holding a thread.
+//!
+//! - One epoll instance, created on first registration, edge-triggered for reading and
+//!   writing at once, and an eventfd that breaks a blocking `epoll_wait` (`netpoll_break`,
+//!   coalesced: while one break is pending, more cost nothing).
+//! - A poll descriptor (`PollDesc`) per fd number, allocated on first use and never freed
+//!   (chunks of `CHUNK` in `TABLE`), so that a late epoll event or waker never touches
+//!   freed memory. `seq` changes at each registration and each close: an event tagged with
+//!   an older `seq` (the epoll data carries fd and seq) belongs to a closed fd and is
+//!   dropped, so readiness never leaks to a new fd with the same number.
+//! - Each direction has a slot: `NIL`, `READY` (an edge arrived and nobody consumed it) or
+//!   a pointer to the `IoWait` record of the goroutine parked on it. Slots change only
+//!   under the descriptor's lock (`PollDesc::lock`, a leaf but for the timer lock the
+//!   waiter takes under it to arm its deadline).
+//!
+//! # Waiting (`wait`) and readying — who makes each transition
+//! | slot from → to | by |
+//! |---|---|
+//! | NIL → READY | an epoll event for that direction (`netpoll`) |
+//! | READY → NIL | the waiter that consumes the readiness (`wait`) |
+//! | NIL → record | the waiter, before it parks (gopark's unlock function drops the lock) |
+//! | record → READY / NIL | an event (READY) or `evict` (close, unregister: NIL), which also claim the record |
+//! | record → NIL | the waiter after it was woken (its timeout claimed it, or the other direction's slot) |
+//!
+//! A record is completed once, by whoever CASes its `done` flag 0 → 1 (as a channel waiter,
+//! rt/sudog.rs): an event, `evict`, or the deadline's timer. The timer callback takes no
+//! descriptor lock (the waiter holds it while arming the timer): it only claims and readies.
+//! The woken waiter stops its timer (which waits for a callback in flight), then takes the
+//! descriptor lock and removes its record from the slots, so after that nobody can reach
+//! the record and its frame may die.
+//!
+//! # The scheduler's side
+//! `find_runnable` polls without blocking when anybody waits (`SCHED.netpoll_waiters`) and
+//! no M is blocked in the poller; the idle M that would sleep until the earliest timer
+//! (the timer M, timer.rs) sleeps in `epoll_wait` instead once the poller exists, also
+//! when no timer is pending but goroutines wait on fds; sysmon polls when nobody has for
+//! 10 ms. Goroutines made ready by a poll are readied as by `goready` (to the polling
+//! M's P, or the global queue with an M woken for them).
+
+use core::cell::Cell;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use super::timer::{self, Timer};
+use super::*;
+
+/// Directions (also the bits of `IoWait::fired`).
+pub const MODE_READ: u32 = 1;
+pub const MODE_WRITE: u32 = 2;
+const FIRED_TIMEOUT: u32 = 4;
+const FIRED_EVICT: u32 = 8;
+
+const SLOT_NIL: usize = 0;
+const SLOT_READY: usize = 1;
+
+/// Descriptors per chunk of `TABLE`, and chunks: fds up to 1,048,576 (Linux's default
+/// `nr_open`).
+const CHUNK: usize = 4096;
+const CHUNKS: usize = 256;
+pub const MAX_FD: i32 = (CHUNK * CHUNKS) as i32;
+
+/// The per-fd state (Go's pollDesc).
+pub struct PollDesc {
+    /// Guards the slots, `registered`, `closing` and `seq` changes.
+    lock: Lock,
+    /// `SLOT_NIL`, `SLOT_READY` or a `*const IoWait`, for reading and for writing. Owner:
+    /// `lock`.
+    rg: Cell<usize>,
+    wg: Cell<usize>,
+    /// Changes at every registration and every close; events and waits carry the value
+    /// they started with. Written under `lock`; read lock-free by `netpoll` to filter.
+    seq: AtomicU32,
+    /// Under the poller now. Written under `lock`.
+    registered: AtomicBool,
+    /// Set by `close_begin` (and cleared by the next registration): every operation fails
+    /// with EBADF (Go's "use of closed network connection").
+    closing: AtomicBool,
+    /// Operations in flight (Go's fdMutex reference count): `close_begin` waits for zero
+    /// before the fd number is released, so no operation reads or writes a reused number.
+    refs: AtomicU32,
+    /// The two words of a `gmp_mutex` per direction (state, sema), used by the C API to
+    /// serve concurrent readers (writers) of one fd one at a time (Go's fdMutex rlock/wlock).
+    pub op_lock: [(AtomicI32, AtomicU32); 2],
+}
+
+// SAFETY: the Cells are touched only under `lock`.
+unsafe impl Sync for PollDesc {}
+
+impl PollDesc {
+    fn new() -> PollDesc {
+        PollDesc {
+            lock: Lock::new(),
+            rg: Cell::new(SLOT_NIL),
+            wg: Cell::new(SLOT_NIL),
+            seq: AtomicU32::new(0),
+            registered: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            refs: AtomicU32::new(0),
+            op_lock: [
+                (AtomicI32::new(0), AtomicU32::new(0)),
+                (AtomicI32::new(0), AtomicU32::new(0)),
+            ],
+        }
+    }
+
+    fn slot(&self, mode: u32) -> &Cell<usize> {
+        if mode == MODE_READ { &self.rg } else { &self.wg }
+    }
+
+    /// Whether the fd is under the poller (and not being closed).
+    pub fn registered(&self) -> bool {
+        self.registered.load(Ordering::Acquire) && !self.closing.load(Ordering::Acquire)
+    }
+
+    /// Takes a reference for one operation (Go's fdMutex incref). Fails while the fd is being
+    /// closed or is not registered.
+    pub fn incref(&self) -> bool {
+        self.refs.fetch_add(1, Ordering::SeqCst);
+        if self.closing.load(Ordering::SeqCst) || !self.registered.load(Ordering::SeqCst) {
+            self.refs.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    pub fn decref(&self) {
+        if self.refs.fetch_sub(1, Ordering::SeqCst) == 0 {
+            throw("netpoll: decref without incref");
+        }
+    }
+
+    pub fn seq(&self) -> u32 {
+        self.seq.load(Ordering::Acquire)
+    }
+}
+
+/// One parked goroutine's wait (on its stack while it waits).
+struct IoWait {
+    g: *mut G,
+    /// 0 until someone claims the wait (event, evict, timeout).
+    done: AtomicU32,
+    /// What completed it: `MODE_*` bits, `FIRED_TIMEOUT`, `FIRED_EVICT`. Written by the
+    /// claimer before it readies the goroutine.
+    fired: AtomicU32,
+}
+
+impl IoWait {
+    fn claim(&self) -> bool {
+        self.done
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
+type Chunk = [PollDesc; CHUNK];
+
+static TABLE: [AtomicPtr<Chunk>; CHUNKS] = [const { AtomicPtr::new(null_mut()) }; CHUNKS];
+
+/// The descriptor of `fd` if one was ever made.
+pub fn lookup(fd: i32) -> Option<&'static PollDesc> {
+    if fd < 0 || fd >= MAX_FD {
+        return None;
+    }
+    let c = TABLE[fd as usize / CHUNK].load(Ordering::Acquire);
+    // SAFETY: chunks are never freed once published.
+    (!c.is_null()).then(|| unsafe { &(*c)[fd as usize % CHUNK] })
+}
+
+/// The descriptor of `fd`, made on first use; None for fds beyond `MAX_FD`.
+fn pd_of(fd: i32) -> Option<&'static PollDesc> {
+    if fd < 0 || fd >= MAX_FD {
+        return None;
+    }
+    let slot = &TABLE[fd as usize / CHUNK];
+    let mut c = slot.load(Ordering::Acquire);
+    if c.is_null() {
+        let fresh: Box<[PollDesc]> = (0..CHUNK).map(|_| PollDesc::new()).collect();
+        let fresh = Box::into_raw(fresh) as *mut Chunk;
+        match slot.compare_exchange(null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => c = fresh,
+            Err(other) => {
+                // SAFETY: fresh was never published.
+                drop(unsafe { Box::from_raw(fresh as *mut [PollDesc; CHUNK]) });
+                c = other;
+            }
+        }
+    }
+    // SAFETY: published chunks are never freed.
+    Some(unsafe { &(*c)[fd as usize % CHUNK] })
+}
+
+// ---------------------------------------------------------------------------------------
+// The epoll instance.
+
+static EPFD: AtomicI32 = AtomicI32::new(-1);
+static EVFD: AtomicI32 = AtomicI32::new(-1);
+static INIT_LOCK: Lock = Lock::new();
+/// A break is written and not yet consumed (Go's netpollWakeSig).
+static BREAK_PENDING: AtomicBool = AtomicBool::new(false);
+/// An M is blocked in `epoll_wait` (the timer M sleeping in the poller).
+pub(crate) static BLOCKED: AtomicBool = AtomicBool::new(false);
+/// When the poller was last polled (`nanotime`), for sysmon's 10 ms rule.
+static LAST_POLL: AtomicI64 = AtomicI64::new(0);
+/// Counters for `gmp_stats`.
+pub static POLLS: AtomicU64 = AtomicU64::new(0);
+pub static READIED: AtomicU64 = AtomicU64::new(0);
+/// Goroutines parked in `wait` (Go's netpollWaiters).
+pub(crate) static WAITERS: AtomicUsize = AtomicUsize::new(0);
+
+/// epoll data of the eventfd (fds are below 2^20, their data is fd | seq << 32).
+const BREAK_DATA: u64 = u64::MAX;
+
+/// Whether the poller exists (Go's netpollinited).
+#[inline]
+pub fn inited() -> bool {
+    EPFD.load(Ordering::Acquire) >= 0
+}
+
+/// Whether anybody waits on the poller (Go's netpollAnyWaiters).
+#[inline]
+pub fn any_waiters() -> bool {
+    WAITERS.load(Ordering::SeqCst) > 0
+}
+
+fn init() -> Result<(), i32> {
+    if inited() {
+        return Ok(());
+    }
+    INIT_LOCK.lock();
+    let r = (|| {
+        if inited() {
+            return Ok(());
+        }
+        // SAFETY: plain syscalls; the fds are ours.
+        unsafe {
+            let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+            if ep < 0 {
+                return Err(crate::sys::errno());
+            }
+            let ev = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
+            if ev < 0 {
+                let e = crate::sys::errno();
+                libc::close(ep);
+                return Err(e);
+            }
+            let mut e = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: BREAK_DATA,
+            };
+            if libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, ev, &mut e) < 0 {
+                let e = crate::sys::errno();
+                libc::close(ev);
+                libc::close(ep);
+                return Err(e);
+            }
+            EVFD.store(ev, Ordering::Release);
+            LAST_POLL.store(crate::sys::nanotime(), Ordering::Relaxed);
+            EPFD.store(ep, Ordering::Release);
+        }
+        Ok(())
+    })();
+    INIT_LOCK.unlock();
+    r
+}
+
+/// Breaks a blocking `epoll_wait` (Go's netpollBreak). Coalesced.
+pub(crate) fn netpoll_break() {
+    if BREAK_PENDING.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a valid buffer to our eventfd.
+    unsafe {
+        libc::write(
+            EVFD.load(Ordering::Acquire),
+            &one as *const u64 as *const libc::c_void,
+            8,
+        )
+    };
+}
+
+/// Registers `fd` (Go's poll_runtime_pollOpen): non-blocking, edge-triggered for both
+/// directions. Ok(true) when it is under the poller (also when it already was), Ok(false)
+/// when epoll cannot watch it (a regular file or a directory: the caller keeps using the
+/// syscall hand-off), Err(errno) for a bad fd.
+pub fn register(fd: i32) -> Result<bool, i32> {
+    let Some(pd) = pd_of(fd) else {
+        return Err(libc::EBADF);
+    };
+    init()?;
+    // SAFETY: fcntl on an arbitrary fd number only reports EBADF if it is not open.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(crate::sys::errno());
+    }
+    pd.lock.lock();
+    if pd.registered.load(Ordering::Relaxed) && !pd.closing.load(Ordering::Relaxed) {
+        pd.lock.unlock();
+        return Ok(true);
+    }
+    let seq = pd.seq.load(Ordering::Relaxed).wrapping_add(1);
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+        u64: fd as u32 as u64 | (seq as u64) << 32,
+    };
+    let ep = EPFD.load(Ordering::Acquire);
+    // SAFETY: plain epoll_ctl on our epoll fd with a valid event.
+    let mut rc = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+    if rc < 0 && crate::sys::errno() == libc::EEXIST {
+        // Registered earlier under this number and closed behind our back with plain
+        // close(2) while a dup kept the file open: take the registration over.
+        // SAFETY: as above.
+        rc = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+    }
+    if rc < 0 {
+        let e = crate::sys::errno();
+        pd.lock.unlock();
+        return if e == libc::EPERM { Ok(false) } else { Err(e) };
+    }
+    if flags & libc::O_NONBLOCK == 0 {
+        // SAFETY: fd is open (F_GETFL succeeded).
+        unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) };
+    }
+    pd.seq.store(seq, Ordering::Release);
+    pd.rg.set(SLOT_NIL);
+    pd.wg.set(SLOT_NIL);
+    pd.closing.store(false, Ordering::SeqCst);
+    pd.registered.store(true, Ordering::SeqCst);
+    pd.lock.unlock();
+    Ok(true)
+}
+
+/// Wakes every goroutine parked on `pd` (they find `seq` changed) and invalidates its
+/// pending events. Lock held by the caller; returns the goroutines to ready once it is
+/// released.
+fn evict_locked(pd: &PollDesc, out: &mut [*mut G; 2]) {
+    pd.seq.store(pd.seq.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+    for (i, mode) in [MODE_READ, MODE_WRITE].into_iter().enumerate() {
+        let slot = pd.slot(mode);
+        let v = slot.replace(SLOT_NIL);
+        if v > SLOT_READY {
+            // SAFETY: a record in a slot is alive while the slot holds it (its waiter takes
+            // the lock we hold before it returns).
+            let w = unsafe { &*(v as *const IoWait) };
+            if w.claim() {
+                w.fired.fetch_or(FIRED_EVICT, Ordering::Relaxed);
+                out[i] = w.g;
+            }
+        }
+    }
+}
+
+fn ready_all(gs: [*mut G; 2]) {
+    for g in gs {
+        if !g.is_null() {
+            // SAFETY: we claimed the parked goroutine's wait; nobody else readies it.
+            unsafe { goready(g) };
+        }
+    }
+}
+
+/// Takes `fd` out of the poller and restores blocking mode (the user's own descriptor
+/// again); goroutines waiting on it wake and fall back to the syscall hand-off.
+pub fn unregister(fd: i32) -> Result<(), i32> {
+    let Some(pd) = lookup(fd) else { return Ok(()) };
+    let mut gs = [null_mut(); 2];
+    pd.lock.lock();
+    if !pd.registered.load(Ordering::Relaxed) {
+        pd.lock.unlock();
+        return Ok(());
+    }
+    pd.registered.store(false, Ordering::SeqCst);
+    evict_locked(pd, &mut gs);
+    let mut ev = libc::epoll_event { events: 0, u64: 0 };
+    // SAFETY: plain syscalls on our epoll fd and the caller's fd.
+    unsafe {
+        libc::epoll_ctl(EPFD.load(Ordering::Acquire), libc::EPOLL_CTL_DEL, fd, &mut ev);
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    pd.lock.unlock();
+    ready_all(gs);
+    Ok(())
+}
+
+/// First half of closing a registered fd (Go's evict + fdMutex close): no new operation
+/// starts, parked goroutines wake with EBADF, and the call returns once every operation in
+/// flight has finished — then the caller may close(2) the number. Returns false if `fd` is
+/// not registered (plain close).
+pub fn close_begin(fd: i32) -> bool {
+    let Some(pd) = lookup(fd) else { return false };
+    let mut gs = [null_mut(); 2];
+    pd.lock.lock();
+    if !pd.registered.load(Ordering::Relaxed) || pd.closing.load(Ordering::Relaxed) {
+        pd.lock.unlock();
+        return false;
+    }
+    pd.closing.store(true, Ordering::SeqCst);
+    evict_locked(pd, &mut gs);
+    pd.lock.unlock();
+    ready_all(gs);
+    // Operations in flight see `closing` at their next look (woken ones at once): wait
+    // for them to leave before the number can be reused.
+    let mut spins = 0u32;
+    while pd.refs.load(Ordering::SeqCst) != 0 {
+        spins += 1;
+        if spins < 100 {
+            core::hint::spin_loop();
+        } else {
+            gosched();
+        }
+    }
+    pd.lock.lock();
+    pd.registered.store(false, Ordering::SeqCst);
+    let mut ev = libc::epoll_event { events: 0, u64: 0 };
+    // SAFETY: plain epoll_ctl on our epoll fd.
+    unsafe { libc::epoll_ctl(EPFD.load(Ordering::Acquire), libc::EPOLL_CTL_DEL, fd, &mut ev) };
+    pd.lock.unlock();
+    true
+}
+
+/// Why a `wait` ended without readiness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitError {
+    /// The fd was closed (or unregistered) meanwhile.
+    Closed,
+    TimedOut,
+}
+
+/// gopark's unlock function: arm the deadline, then release the descriptor lock.
+struct ParkCtx {
+    pd: *const PollDesc,
+    timer: *mut Timer,
+    when: i64,
+}
+
+unsafe fn park_commit(_gp: *mut G, arg: usize) -> bool {
+    // SAFETY: arg is the parking goroutine's ParkCtx, read before the unlock below (after
+    // which the goroutine may run again).
+    unsafe {
+        let ctx = &*(arg as *const ParkCtx);
+        if !ctx.timer.is_null() {
+            // Lock order: a descriptor lock → a P's timer lock. On g0 holding this M's P.
+            timer::start(ctx.timer, ctx.when);
+        }
+        (*ctx.pd).lock.unlock();
+    }
+    true
+}
+
+/// The deadline's timer callback: claims the wait and readies the goroutine. Takes no
+/// descriptor lock (the waiter may hold it while arming this very timer).
+unsafe fn on_deadline(w: usize) {
+    // SAFETY: the waiter stops this timer before its frame dies, and stop waits for a
+    // running callback.
+    unsafe {
+        let w = &*(w as *const IoWait);
+        if w.claim() {
+            w.fired.fetch_or(FIRED_TIMEOUT, Ordering::Relaxed);
+            goready(w.g);
+        }
+    }
+}
+
+/// Parks the calling goroutine until `fd`'s descriptor is ready in one of `modes`
+/// (Go's netpollblock), until `deadline` (`nanotime`; None: no limit), or until the fd is
+/// closed. Returns the ready modes (readiness is consumed).
+///
+/// # Safety
+/// On a goroutine holding a P, with a reference on `pd` (`incref`) taken when its `seq` was
+/// `seq`.
+pub unsafe fn wait(pd: &PollDesc, seq: u32, modes: u32, deadline: Option<i64>) -> Result<u32, WaitError> {
+    loop {
+        pd.lock.lock();
+        if pd.closing.load(Ordering::Relaxed) || pd.seq.load(Ordering::Relaxed) != seq {
+            pd.lock.unlock();
+            return Err(WaitError::Closed);
+        }
+        let mut ready = 0;
+        for mode in [MODE_READ, MODE_WRITE] {
+            if modes & mode != 0 && pd.slot(mode).get() == SLOT_READY {
+                pd.slot(mode).set(SLOT_NIL);
+                ready |= mode;
+            }
+        }
+        if ready != 0 {
+            pd.lock.unlock();
+            return Ok(ready);
+        }
+        if let Some(d) = deadline
+            && crate::sys::nanotime() >= d
+        {
+            pd.lock.unlock();
+            return Err(WaitError::TimedOut);
+        }
+        let w = IoWait {
+            g: getg(),
+            done: AtomicU32::new(0),
+            fired: AtomicU32::new(0),
+        };
+        let wp = &w as *const IoWait as usize;
+        for mode in [MODE_READ, MODE_WRITE] {
+            if modes & mode != 0 {
+                if pd.slot(mode).get() != SLOT_NIL {
+                    throw("netpoll: two goroutines wait on one fd in one direction");
+                }
+                pd.slot(mode).set(wp);
+            }
+        }
+        WAITERS.fetch_add(1, Ordering::SeqCst);
+        let mut t = core::mem::MaybeUninit::<Timer>::uninit();
+        let ctx = ParkCtx {
+            pd,
+            timer: if deadline.is_some() {
+                t.write(Timer::new(on_deadline, wp))
+            } else {
+                null_mut()
+            },
+            when: deadline.unwrap_or(0),
+        };
+        // SAFETY: on a goroutine (caller contract); our record is in the slots under the
+        // lock that park_commit releases, the only lock we hold.
+        unsafe { gopark(Some(park_commit), &ctx as *const ParkCtx as usize, WaitReason::IoWait) };
+        if deadline.is_some() {
+            // SAFETY: t was initialised (there is a deadline) and lives in this frame.
+            unsafe { timer::stop(t.as_mut_ptr()) };
+        }
+        WAITERS.fetch_sub(1, Ordering::SeqCst);
+        // Take our record out of whatever slot still holds it; after this nobody reaches
+        // it. Readiness that arrived for a direction we also waited on is ours.
+        pd.lock.lock();
+        let mut ready = 0;
+        for mode in [MODE_READ, MODE_WRITE] {
+            if modes & mode != 0 {
+                let slot = pd.slot(mode);
+                if slot.get() == wp {
+                    slot.set(SLOT_NIL);
+                } else if slot.get() == SLOT_READY && pd.seq.load(Ordering::Relaxed) == seq {
+                    slot.set(SLOT_NIL);
+                    ready |= mode;
+                }
+            }
+        }
+        pd.lock.unlock();
+        let fired = w.fired.load(Ordering::Relaxed);
+        if ready != 0 {
+            return Ok(ready);
+        }
+        if fired & FIRED_EVICT != 0 || pd.closing.load(Ordering::Acquire) || pd.seq() != seq {
+            return Err(WaitError::Closed);
+        }
+        if fired & FIRED_TIMEOUT != 0 {
+            return Err(WaitError::TimedOut);
+        }
+        // Woken by readiness that the slot no longer shows (consumed by nobody else: we
+        // are the only waiter per direction): look again.
+    }
+}
+
+/// Goroutines a poll found ready (claimed, not yet readied): Go's gList from netpoll.
+pub(crate) struct Ready {
+    gs: [*mut G; 2 * EVENTS],
+    n: usize,
+}
+
+impl Ready {
+    pub(crate) const fn new() -> Ready {
+        Ready {
+            gs: [null_mut(); 2 * EVENTS],
+            n: 0,
+        }
+    }
+
+
+    /// Readies them all (Go's injectglist, by way of goready: to the caller's P if it holds
+    /// one, else to the global queue with an M woken for them).
+    pub(crate) fn ready_all(&mut self) {
+        for &g in &self.gs[..self.n] {
+            // SAFETY: each wait was claimed by the poll that found it; nobody else readies
+            // these goroutines.
+            unsafe { goready(g) };
+        }
+        READIED.fetch_add(self.n as u64, Ordering::Relaxed);
+        self.n = 0;
+    }
+}
+
+/// Events per `epoll_wait`.
+const EVENTS: usize = 128;
+
+/// Polls the epoll instance: `delay` < 0 blocks until an event or a break, 0 returns at
+/// once, > 0 waits that many nanoseconds at most. Claims the waits of the goroutines whose
+/// fds became ready and adds them to `out` (the caller readies them); returns how many.
+pub(crate) fn netpoll(delay: i64, out: &mut Ready) -> usize {
+    let ep = EPFD.load(Ordering::Acquire);
+    if ep < 0 {
+        return 0;
+    }
+    const N: usize = EVENTS;
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; N];
+    // SAFETY: plain epoll calls with a valid buffer.
+    let n = unsafe {
+        if delay > 0 {
+            epoll_wait_ns(ep, &mut events, delay)
+        } else {
+            libc::epoll_wait(ep, events.as_mut_ptr(), N as i32, if delay < 0 { -1 } else { 0 })
+        }
+    };
+    POLLS.fetch_add(1, Ordering::Relaxed);
+    LAST_POLL.store(crate::sys::nanotime(), Ordering::Relaxed);
+    if n <= 0 {
+        return 0;
+    }
+    let mut readied = 0;
+    for ev in &events[..n as usize] {
+        let data = ev.u64;
+        if data == BREAK_DATA {
+            let mut buf = 0u64;
+            // SAFETY: reads 8 bytes into a valid buffer from our non-blocking eventfd.
+            unsafe {
+                libc::read(
+                    EVFD.load(Ordering::Acquire),
+                    &mut buf as *mut u64 as *mut libc::c_void,
+                    8,
+                )
+            };
+            BREAK_PENDING.store(false, Ordering::SeqCst);
+            continue;
+        }
+        let (fd, seq) = (data as u32 as i32, (data >> 32) as u32);
+        let Some(pd) = lookup(fd) else { continue };
+        let e = ev.events;
+        let mut modes = 0;
+        if e & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+            modes |= MODE_READ;
+        }
+        if e & (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+            modes |= MODE_WRITE;
+        }
+        let mut gs = [null_mut(); 2];
+        pd.lock.lock();
+        if pd.seq.load(Ordering::Relaxed) == seq {
+            for (i, mode) in [MODE_READ, MODE_WRITE].into_iter().enumerate() {
+                if modes & mode == 0 {
+                    continue;
+                }
+                let slot = pd.slot(mode);
+                let v = slot.replace(SLOT_READY);
+                if v > SLOT_READY {
+                    // SAFETY: a record in a slot is alive while the slot holds it.
+                    let w = unsafe { &*(v as *const IoWait) };
+                    if w.claim() {
+                        w.fired.fetch_or(mode, Ordering::Relaxed);
+                        gs[i] = w.g;
+                    }
+                }
+            }
+        }
+        pd.lock.unlock();
+        for g in gs {
+            if !g.is_null() {
+                readied += 1;
+                out.gs[out.n] = g;
+                out.n += 1;
+            }
+        }
+    }
+    readied
+}
+
+/// `epoll_wait` with a nanosecond timeout: epoll_pwait2 (Linux 5.11), else milliseconds
+/// rounded up.
+///
+/// # Safety
+/// `ep` is an epoll fd.
+unsafe fn epoll_wait_ns(ep: i32, events: &mut [libc::epoll_event], ns: i64) -> i32 {
+    static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
+    if !NO_PWAIT2.load(Ordering::Relaxed) {
+        let ts = libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: valid buffer, length and timespec; a null sigmask.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                ep,
+                events.as_mut_ptr(),
+                events.len() as i32,
+                &ts as *const libc::timespec,
+                core::ptr::null::<libc::sigset_t>(),
+                0usize,
+            )
+        } as i32;
+        if r >= 0 || crate::sys::errno() != libc::ENOSYS {
+            return r;
+        }
+        NO_PWAIT2.store(true, Ordering::Relaxed);
+    }
+    let ms = ((ns + 999_999) / 1_000_000).min(i32::MAX as i64) as i32;
+    // SAFETY: valid buffer and length.
+    unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, ms) }
+}
+
+/// sysmon's part (Go: "poll network if not polled for more than 10ms"): returns true if it
+/// polled.
+pub(crate) fn sysmon_poll(now: i64) -> bool {
+    if !inited() || !any_waiters() || BLOCKED.load(Ordering::SeqCst) {
+        return false;
+    }
+    if LAST_POLL.load(Ordering::Relaxed) + 10_000_000 > now {
+        return false;
+    }
+    let mut ready = Ready::new();
+    netpoll(0, &mut ready);
+    ready.ready_all();
+    true
+}
