@@ -701,7 +701,7 @@ int gmp_once(struct gmp_once_t *o, gmp_func func, void *arg);
  or switch (a wait, yield or sleep aborts with a "gmp:" message).
 
  Returns 0; 0 and nothing else on a thread that is not a goroutine; -EINVAL if the
- goroutine is inside gmp_entersyscall already.
+ goroutine is inside gmp_entersyscall (or a gmp_blocking function) already.
  */
 int gmp_entersyscall(void);
 
@@ -712,7 +712,8 @@ int gmp_entersyscall(void);
  handed to it.
 
  Returns 0; 0 on a thread that is not a goroutine; -EINVAL if the goroutine is not
- inside gmp_entersyscall.
+ inside gmp_entersyscall, or if it is inside a gmp_blocking function (whose blocking
+ call gmp_blocking itself ends).
  */
 int gmp_exitsyscall(void);
 

@@ -816,3 +816,71 @@ fn syscall_bad_input() {
 fn lockosthread() {
     expect_success("lockosthread", &[]);
 }
+
+// --- Correctness where features meet (issue #9: boundary) ---
+
+#[test]
+fn sync_unlock_in_syscall() {
+    // One P: the woken waiter waits in the holder's runnext while the holder relocks.
+    expect_success("sync_unlock_in_syscall", &[("GMP_MAXPROCS", "1")]);
+}
+
+#[test]
+fn syscall_misuse() {
+    expect_success("syscall_misuse", &[("GMP_MAXPROCS", "1")]);
+}
+
+const IN_SYSCALL: &str = "between gmp_entersyscall and gmp_exitsyscall";
+
+#[test]
+fn syscall_misuse_yield_in_syscall() {
+    expect_abort(
+        "syscall_misuse",
+        "yield_in_syscall",
+        &["gmp: goroutine ", "gmp_yield", IN_SYSCALL],
+    );
+}
+
+#[test]
+fn syscall_misuse_wait_in_blocking() {
+    expect_abort(
+        "syscall_misuse",
+        "wait_in_blocking",
+        &["gmp: goroutine ", "waits (chan receive)", IN_SYSCALL],
+    );
+}
+
+#[test]
+fn syscall_misuse_sleep_in_syscall() {
+    expect_abort(
+        "syscall_misuse",
+        "sleep_in_syscall",
+        &["gmp: goroutine ", "waits (sleep)", IN_SYSCALL],
+    );
+}
+
+#[test]
+fn syscall_misuse_return_in_syscall() {
+    expect_abort(
+        "syscall_misuse",
+        "return_in_syscall",
+        &[
+            "gmp: goroutine ",
+            "ended (returned, or called gmp_goexit)",
+            IN_SYSCALL,
+        ],
+    );
+}
+
+#[test]
+fn syscall_misuse_goexit_in_blocking() {
+    expect_abort(
+        "syscall_misuse",
+        "goexit_in_blocking",
+        &[
+            "gmp: goroutine ",
+            "ended (returned, or called gmp_goexit)",
+            IN_SYSCALL,
+        ],
+    );
+}

@@ -357,6 +357,10 @@ pub struct M {
     pub oldp: AtomicPtr<P>,
     /// `oldp.syscalltick` at entersyscall. Owner: this M's thread.
     pub syscalltick: Owned<u32>,
+    /// Wrapped blocking calls (`syscall::blocking`: gmp_blocking, gmp_read…) in progress
+    /// on this M's goroutine, which is in G_SYSCALL meanwhile and cannot leave the M;
+    /// gmp_exitsyscall refuses to end a syscall while one runs. Owner: this M's thread.
+    pub inblocking: Owned<u32>,
     /// LockOSThread nesting count (Go's `lockedExt`). Owner: this M's thread.
     pub lockedext: Owned<u32>,
     /// Set by goexit0 when the goroutine ended locked: the M exits its thread. Owner: this

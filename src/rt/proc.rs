@@ -166,8 +166,15 @@ pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
 ///
 /// Must be called on a goroutine (the FFI layer checks).
 pub fn goexit() -> ! {
-    if getg().is_null() {
+    let gp = getg();
+    if gp.is_null() {
         throw("goexit called off a goroutine");
+    }
+    // SAFETY: gp is the goroutine running on this thread; only its own M (us) changes its
+    // status between RUNNING and SYSCALL.
+    if unsafe { (*gp).status.load(Ordering::Relaxed) } == G_SYSCALL {
+        // SAFETY: as above.
+        syscall::throw_in_syscall(unsafe { &*gp }, "ended (returned, or called gmp_goexit)");
     }
     // SAFETY: we are on a goroutine.
     let m = getm();

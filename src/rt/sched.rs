@@ -633,6 +633,7 @@ fn newm(pp: *mut P, spinning: bool) {
         ),
         oldp: AtomicPtr::new(null_mut()),
         syscalltick: Owned::new(0),
+        inblocking: Owned::new(0),
         lockedext: Owned::new(0),
         exiting: Owned::new(false),
         dead: AtomicBool::new(false),
