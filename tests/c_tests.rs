@@ -884,3 +884,42 @@ fn syscall_misuse_goexit_in_blocking() {
         ],
     );
 }
+
+#[test]
+fn config_env_out_of_range() {
+    let default = expect_success("config_env", &[]);
+    assert!(
+        !default.stderr.contains("gmp: ignoring"),
+        "{}",
+        default.report("config_env without GMP_* variables warned")
+    );
+    let odd = expect_success(
+        "config_env",
+        &[
+            ("GMP_MAXPROCS", "100000"),
+            ("GMP_MAX_THREADS", "0"),
+            ("GMP_STACK_SIZE", "2G"),
+        ],
+    );
+    for needle in [
+        "gmp: ignoring GMP_MAXPROCS=\"100000\"",
+        "gmp: ignoring GMP_MAX_THREADS=\"0\"",
+        "gmp: ignoring GMP_STACK_SIZE=\"2G\"",
+    ] {
+        assert!(
+            odd.stderr.contains(needle),
+            "{}",
+            odd.report(&format!("config_env: stderr lacks {needle:?}"))
+        );
+    }
+    // The defaults are used: the same values as without the variables.
+    assert_eq!(
+        odd.stdout, default.stdout,
+        "out-of-range values changed the configuration"
+    );
+    assert!(
+        default.stdout.contains("max_threads 10000\n"),
+        "{}",
+        default.stdout
+    );
+}
