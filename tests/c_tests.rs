@@ -923,3 +923,54 @@ fn config_env_out_of_range() {
         default.stdout
     );
 }
+
+/// Compiles `c-tests/<name>.c` without linking libgmp (the program dlopen()s it), once
+/// per test process. The caller holds [`C_TESTS`].
+fn compile_dlopen(name: &str) -> PathBuf {
+    let exe = out_dir().join(name);
+    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    let set = compiled.get_or_insert_with(HashSet::new);
+    if set.contains(name) {
+        return exe;
+    }
+    let src = manifest_dir().join("c-tests").join(format!("{name}.c"));
+    let mut cmd = Command::new("cc");
+    cmd.args([
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-Wpedantic",
+        "-O2",
+        "-pthread",
+    ])
+    .arg(&src)
+    .arg("-ldl")
+    .arg("-o")
+    .arg(&exe);
+    let outcome = run_with_timeout(cmd, &format!("cc {name}.c"));
+    assert!(
+        outcome.status.success(),
+        "{}",
+        outcome.report(&format!("compiling {name}.c failed"))
+    );
+    set.insert(name.to_string());
+    exe
+}
+
+#[test]
+fn dlclose_reload() {
+    let _serial = lock();
+    let exe = compile_dlopen("dlclose_reload");
+    let mut cmd = Command::new(&exe);
+    cmd.current_dir(out_dir()).env("GMP_TEST_LIB", library());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    let outcome = run_with_timeout(cmd, "dlclose_reload");
+    assert!(
+        outcome.status.success(),
+        "{}",
+        outcome.report("dlclose_reload failed")
+    );
+}
