@@ -974,3 +974,23 @@ fn dlclose_reload() {
         outcome.report("dlclose_reload failed")
     );
 }
+
+#[test]
+fn thread_state() {
+    expect_success("thread_state", &[("GMP_MAXPROCS", "2")]);
+    expect_success("thread_state", &[]);
+}
+
+#[test]
+fn pthread_exit_goroutine() {
+    expect_abort(
+        "pthread_exit_goroutine",
+        "exit",
+        &["gmp: pthread_exit called in a goroutine (goroutine "],
+    );
+}
+
+#[test]
+fn fork_child() {
+    expect_success("fork_child", &[]);
+}

@@ -19,9 +19,14 @@ use crate::stack;
 use crate::sync::waitgroup::WaitGroup;
 
 /// Runs `f`; a panic inside it is a bug in the library, reported as `gmp: panic in NAME`
-/// before aborting (unwinding into C is undefined behaviour).
+/// before aborting (unwinding into C is undefined behaviour). In a child forked after the
+/// runtime started, aborts instead of running `f` (rt/os_linux.rs).
 #[inline(always)]
 pub(crate) fn boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
+    if crate::rt::os_linux::forked() {
+        // A child forked after the runtime started: its threads are gone (os_linux.rs).
+        crate::rt::os_linux::throw_forked(name);
+    }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {

@@ -83,9 +83,10 @@ pub(super) fn parse_size(s: &str) -> Option<usize> {
     num.trim().parse::<usize>().ok()?.checked_mul(mult)
 }
 
-/// CPUs in the process's affinity mask.
+/// CPUs in the process's affinity mask, as it was when the library was loaded (so not
+/// narrowed by a thread that confined itself before starting the runtime; os_linux.rs).
 pub fn num_cpu() -> i32 {
-    crate::sys::affinity_cpus() as i32
+    super::os_linux::num_cpu()
 }
 
 /// GOMAXPROCS by default: the CPUs in the affinity mask, capped by the cgroup CPU quota

@@ -70,6 +70,7 @@ pub mod runq;
 mod affinity;
 mod config;
 pub mod lockosthread;
+pub mod os_linux;
 mod park;
 mod proc;
 mod sched;

@@ -49,6 +49,7 @@ pub(super) fn init_once() {
         SCHED.maxmcount.store(cfg.max_threads, Ordering::Relaxed);
         SCHED.default_stack.store(cfg.stack_size, Ordering::Relaxed);
         crate::stack::install_overflow_handler(stack_overflow_goid);
+        os_linux::init();
         {
             let mut g = lock_sched();
             grow_procs(&mut g, 0, cfg.maxprocs);
@@ -696,6 +697,7 @@ extern "C" fn mstart_trampoline(arg: *mut libc::c_void) -> *mut libc::c_void {
 /// Called once, on `m`'s new thread.
 unsafe fn mstart(m: &M) {
     arch::tls_set(m as *const M as usize);
+    os_linux::minit(m);
     // SAFETY: m's own thread owns g0_fpenv.
     unsafe { m.g0_fpenv.set(arch::fpenv_current()) };
     crate::stack::ensure_altstack();
