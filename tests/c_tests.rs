@@ -994,3 +994,8 @@ fn pthread_exit_goroutine() {
 fn fork_child() {
     expect_success("fork_child", &[]);
 }
+
+#[test]
+fn once_goexit() {
+    expect_success("once_goexit", &[("GMP_MAXPROCS", "2")]);
+}

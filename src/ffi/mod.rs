@@ -167,7 +167,9 @@ pub unsafe extern "C" fn gmp_go_attr(
 }
 
 /// Yields the processor (Go's runtime.Gosched): the calling goroutine goes to the back of
-/// the global run queue and others run. Returns 0. On a thread that is not a goroutine,
+/// its processor's local run queue (not the global queue Go's Gosched uses, whose lock
+/// every processor contends for; other processors may still steal it from there) and the
+/// goroutines queued before it run first. Returns 0. On a thread that is not a goroutine,
 /// yields the OS thread (sched_yield). The goroutine may resume on another OS thread.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_yield() -> c_int {

@@ -397,9 +397,10 @@ pub unsafe extern "C" fn gmp_cond_broadcast(c: *mut gmp_cond) -> c_int {
 /// Calls `fn(arg)` if no call on `o` has done so yet; every caller, concurrent ones
 /// included, returns only after that one call of `fn` has returned, and sees what it
 /// wrote. Callers wait by parking (goroutines) or sleeping on a futex (other threads).
-/// `fn` must return normally: calling gmp_goexit in it, or gmp_once on the same `o`,
-/// blocks the other callers forever (Go deadlocks alike). Returns 0; -EINVAL if `o` is
-/// NULL or misaligned or `fn` is NULL. `arg` is only passed to `fn`.
+/// If `fn` ends its goroutine (gmp_goexit), the once counts as done and the other callers
+/// return, as Go's Once does after runtime.Goexit (its deferred store marks it done).
+/// `fn` must not call gmp_once on the same `o` (that deadlocks, as in Go). Returns 0;
+/// -EINVAL if `o` is NULL or misaligned or `fn` is NULL. `arg` is only passed to `fn`.
 ///
 /// # Safety
 /// `o` is NULL or points to a live gmp_once_t.

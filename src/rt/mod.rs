@@ -11,7 +11,8 @@
 //! Files, in the order proc.go has them: `sched.rs` (schedule, find_runnable, the spinning
 //! protocol, startm/stopm/handoff_p, procresize), `proc.rs` (newproc, goexit, the G free
 //! lists), `park.rs` (gopark/goready, gosched, and the foreign-thread fallbacks),
-//! `trace.rs` (schedtrace and gmp_stats), `config.rs` (environment, CPU count).
+//! `trace.rs` (schedtrace and gmp_stats), `config.rs` (environment, CPU count),
+//! `os_linux.rs` (a new M's thread state, pthread_exit and fork).
 //!
 //! # Ownership by status (who may touch what)
 //!
@@ -93,7 +94,7 @@ use runq::RunQueue;
 
 pub use config::{default_maxprocs, num_cpu};
 pub use park::{GoParkUnlock, gopark, goready, gosched};
-pub use proc::{StartError, goexit, newproc};
+pub use proc::{Defer, StartError, defer_pop, defer_push, goexit, newproc};
 pub use sched::procresize;
 
 /// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).
@@ -233,6 +234,10 @@ pub struct G {
     pub waitreason: AtomicU8,
     /// Link in `SCHED.allg` (append-only, never changes once set).
     pub alllink: AtomicPtr<G>,
+    /// Cleanups `goexit` runs, innermost first, if the goroutine ends before popping them
+    /// (Go's `_defer` list; records live in the frames that pushed them, see
+    /// `proc::defer_push`). Empty whenever the G is not running. Owner: the G's M.
+    pub defers: Owned<*mut Defer>,
     /// Debug builds: whether the G sits on a run queue (seed 003 invariant 3: exactly one).
     #[cfg(debug_assertions)]
     pub queued: AtomicBool,
@@ -260,6 +265,7 @@ impl G {
             pinned: Owned::new(false),
             waitreason: AtomicU8::new(0),
             alllink: AtomicPtr::new(null_mut()),
+            defers: Owned::new(null_mut()),
             #[cfg(debug_assertions)]
             queued: AtomicBool::new(false),
         }

@@ -719,8 +719,7 @@ unsafe fn mstart(m: &M) {
 
 /// The M's goroutine ended while locked to it (LockOSThread): give its P away and let the
 /// thread end (Go's mexit). The M stays on `allm` marked dead (Ms are never freed); the
-/// thread's alternate signal stack is not unmapped (stack.rs owns it; a few pages per
-/// exited thread).
+/// thread's alternate signal stack is unmapped by src/stack's thread-exit destructor.
 ///
 /// # Safety
 /// On `m`'s own thread, holding a P, with no current goroutine.
