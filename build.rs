@@ -1,4 +1,5 @@
-//! Build script: generates the C header and gives the shared object its SONAME.
+//! Build script: generates the C header, gives the shared object its SONAME, and keeps it
+//! loaded after dlclose (`-z nodelete`).
 //!
 //! The header is generated into `$OUT_DIR/gmp.h`; `tests/header.rs` fails when the
 //! committed `include/gmp.h` differs from it (run `scripts/bless-header.sh` to update).
@@ -16,6 +17,11 @@ fn main() {
     println!("cargo:rerun-if-changed=src/ffi");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{SONAME}");
+    // Never unloaded (DF_1_NODELETE): once the runtime has started, its threads (sysmon,
+    // the Ms, the template thread) run the library's code and its statics hold every G,
+    // M and P, so a dlclose that unmapped it would crash them (dlclose_reload.c). Go's
+    // c-shared libraries cannot be unloaded either.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
 
     // Programs linked against target/<profile>/libgmp.so record the SONAME as
     // DT_NEEDED; give the loader a file of that name beside the library.

@@ -351,7 +351,9 @@ int64_t gmp_go_attr(gmp_func func, void *arg, const struct gmp_attr *attr);
 
 /*
  Yields the processor (Go's runtime.Gosched): the calling goroutine goes to the back of
- the global run queue and others run. Returns 0. On a thread that is not a goroutine,
+ its processor's local run queue (not the global queue Go's Gosched uses, whose lock
+ every processor contends for; other processors may still steal it from there) and the
+ goroutines queued before it run first. Returns 0. On a thread that is not a goroutine,
  yields the OS thread (sched_yield). The goroutine may resume on another OS thread.
  */
 int gmp_yield(void);
@@ -883,9 +885,10 @@ int gmp_cond_broadcast(struct gmp_cond *c);
  Calls `fn(arg)` if no call on `o` has done so yet; every caller, concurrent ones
  included, returns only after that one call of `fn` has returned, and sees what it
  wrote. Callers wait by parking (goroutines) or sleeping on a futex (other threads).
- `fn` must return normally: calling gmp_goexit in it, or gmp_once on the same `o`,
- blocks the other callers forever (Go deadlocks alike). Returns 0; -EINVAL if `o` is
- NULL or misaligned or `fn` is NULL. `arg` is only passed to `fn`.
+ If `fn` ends its goroutine (gmp_goexit), the once counts as done and the other callers
+ return, as Go's Once does after runtime.Goexit (its deferred store marks it done).
+ `fn` must not call gmp_once on the same `o` (that deadlocks, as in Go). Returns 0;
+ -EINVAL if `o` is NULL or misaligned or `fn` is NULL. `arg` is only passed to `fn`.
 
  # Safety
  `o` is NULL or points to a live gmp_once_t.
@@ -901,7 +904,7 @@ int gmp_once(struct gmp_once_t *o, gmp_func func, void *arg);
  or switch (a wait, yield or sleep aborts with a "gmp:" message).
 
  Returns 0; 0 and nothing else on a thread that is not a goroutine; -EINVAL if the
- goroutine is inside gmp_entersyscall already.
+ goroutine is inside gmp_entersyscall (or a gmp_blocking function) already.
  */
 int gmp_entersyscall(void);
 
@@ -912,7 +915,8 @@ int gmp_entersyscall(void);
  handed to it.
 
  Returns 0; 0 on a thread that is not a goroutine; -EINVAL if the goroutine is not
- inside gmp_entersyscall.
+ inside gmp_entersyscall, or if it is inside a gmp_blocking function (whose blocking
+ call gmp_blocking itself ends).
  */
 int gmp_exitsyscall(void);
 

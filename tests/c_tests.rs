@@ -148,13 +148,17 @@ fn run_with_timeout(mut cmd: Command, what: &str) -> Outcome {
 /// Compiles `c-tests/<name>.c` once per test process; returns the executable.
 /// The caller holds [`C_TESTS`].
 fn compile(name: &str) -> PathBuf {
+    compile_src(name, &manifest_dir().join("c-tests").join(format!("{name}.c")))
+}
+
+/// `compile` for a C file anywhere in the tree (examples/).
+fn compile_src(name: &str, src: &Path) -> PathBuf {
     let exe = out_dir().join(name);
     let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
     let set = compiled.get_or_insert_with(HashSet::new);
     if set.contains(name) {
         return exe;
     }
-    let src = manifest_dir().join("c-tests").join(format!("{name}.c"));
     let mut cmd = Command::new("cc");
     cmd.args([
         "-std=c11",
@@ -167,7 +171,7 @@ fn compile(name: &str) -> PathBuf {
     ])
     .arg("-I")
     .arg(manifest_dir().join("include"))
-    .arg(&src)
+    .arg(src)
     .arg(library())
     .arg(format!("-Wl,-rpath,{}", soname_dir().display()))
     .arg("-o")
@@ -886,4 +890,209 @@ fn netpoll_idle() {
 #[test]
 fn netpoll_badinput() {
     expect_case("netpoll", "badinput", &[]);
+}
+
+// --- Correctness where features meet (issue #9: boundary) ---
+
+#[test]
+fn sync_unlock_in_syscall() {
+    // One P: the woken waiter waits in the holder's runnext while the holder relocks.
+    expect_success("sync_unlock_in_syscall", &[("GMP_MAXPROCS", "1")]);
+}
+
+#[test]
+fn syscall_misuse() {
+    expect_success("syscall_misuse", &[("GMP_MAXPROCS", "1")]);
+}
+
+const IN_SYSCALL: &str = "between gmp_entersyscall and gmp_exitsyscall";
+
+#[test]
+fn syscall_misuse_yield_in_syscall() {
+    expect_abort(
+        "syscall_misuse",
+        "yield_in_syscall",
+        &["gmp: goroutine ", "gmp_yield", IN_SYSCALL],
+    );
+}
+
+#[test]
+fn syscall_misuse_wait_in_blocking() {
+    expect_abort(
+        "syscall_misuse",
+        "wait_in_blocking",
+        &["gmp: goroutine ", "waits (chan receive)", IN_SYSCALL],
+    );
+}
+
+#[test]
+fn syscall_misuse_sleep_in_syscall() {
+    expect_abort(
+        "syscall_misuse",
+        "sleep_in_syscall",
+        &["gmp: goroutine ", "waits (sleep)", IN_SYSCALL],
+    );
+}
+
+#[test]
+fn syscall_misuse_return_in_syscall() {
+    expect_abort(
+        "syscall_misuse",
+        "return_in_syscall",
+        &[
+            "gmp: goroutine ",
+            "ended (returned, or called gmp_goexit)",
+            IN_SYSCALL,
+        ],
+    );
+}
+
+#[test]
+fn syscall_misuse_goexit_in_blocking() {
+    expect_abort(
+        "syscall_misuse",
+        "goexit_in_blocking",
+        &[
+            "gmp: goroutine ",
+            "ended (returned, or called gmp_goexit)",
+            IN_SYSCALL,
+        ],
+    );
+}
+
+#[test]
+fn config_env_out_of_range() {
+    let default = expect_success("config_env", &[]);
+    assert!(
+        !default.stderr.contains("gmp: ignoring"),
+        "{}",
+        default.report("config_env without GMP_* variables warned")
+    );
+    let odd = expect_success(
+        "config_env",
+        &[
+            ("GMP_MAXPROCS", "100000"),
+            ("GMP_MAX_THREADS", "0"),
+            ("GMP_STACK_SIZE", "2G"),
+        ],
+    );
+    for needle in [
+        "gmp: ignoring GMP_MAXPROCS=\"100000\"",
+        "gmp: ignoring GMP_MAX_THREADS=\"0\"",
+        "gmp: ignoring GMP_STACK_SIZE=\"2G\"",
+    ] {
+        assert!(
+            odd.stderr.contains(needle),
+            "{}",
+            odd.report(&format!("config_env: stderr lacks {needle:?}"))
+        );
+    }
+    // The defaults are used: the same values as without the variables.
+    assert_eq!(
+        odd.stdout, default.stdout,
+        "out-of-range values changed the configuration"
+    );
+    assert!(
+        default.stdout.contains("max_threads 10000\n"),
+        "{}",
+        default.stdout
+    );
+}
+
+/// Compiles `c-tests/<name>.c` without linking libgmp (the program dlopen()s it), once
+/// per test process. The caller holds [`C_TESTS`].
+fn compile_dlopen(name: &str) -> PathBuf {
+    let exe = out_dir().join(name);
+    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    let set = compiled.get_or_insert_with(HashSet::new);
+    if set.contains(name) {
+        return exe;
+    }
+    let src = manifest_dir().join("c-tests").join(format!("{name}.c"));
+    let mut cmd = Command::new("cc");
+    cmd.args([
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-Wpedantic",
+        "-O2",
+        "-pthread",
+    ])
+    .arg(&src)
+    .arg("-ldl")
+    .arg("-o")
+    .arg(&exe);
+    let outcome = run_with_timeout(cmd, &format!("cc {name}.c"));
+    assert!(
+        outcome.status.success(),
+        "{}",
+        outcome.report(&format!("compiling {name}.c failed"))
+    );
+    set.insert(name.to_string());
+    exe
+}
+
+#[test]
+fn dlclose_reload() {
+    let _serial = lock();
+    let exe = compile_dlopen("dlclose_reload");
+    let mut cmd = Command::new(&exe);
+    cmd.current_dir(out_dir()).env("GMP_TEST_LIB", library());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    let outcome = run_with_timeout(cmd, "dlclose_reload");
+    assert!(
+        outcome.status.success(),
+        "{}",
+        outcome.report("dlclose_reload failed")
+    );
+}
+
+#[test]
+fn thread_state() {
+    expect_success("thread_state", &[("GMP_MAXPROCS", "2")]);
+    expect_success("thread_state", &[]);
+}
+
+#[test]
+fn pthread_exit_goroutine() {
+    expect_abort(
+        "pthread_exit_goroutine",
+        "exit",
+        &["gmp: pthread_exit called in a goroutine (goroutine "],
+    );
+}
+
+#[test]
+fn fork_child() {
+    expect_success("fork_child", &[]);
+}
+
+#[test]
+fn once_goexit() {
+    expect_success("once_goexit", &[("GMP_MAXPROCS", "2")]);
+}
+
+/// The README's echo server example (examples/echo_server.c) builds warning-free and its
+/// self-test (100 client goroutines against it) passes.
+#[test]
+fn example_echo_server() {
+    let _serial = lock();
+    let exe = compile_src(
+        "example_echo_server",
+        &manifest_dir().join("examples").join("echo_server.c"),
+    );
+    let mut cmd = Command::new(&exe);
+    cmd.arg("--selftest").env_remove("LD_LIBRARY_PATH");
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    let outcome = run_with_timeout(cmd, "echo_server --selftest");
+    assert!(
+        outcome.status.success() && outcome.stdout.contains("0 failures"),
+        "{}",
+        outcome.report("examples/echo_server.c --selftest failed")
+    );
 }

@@ -20,9 +20,14 @@ use crate::stack;
 use crate::sync::waitgroup::WaitGroup;
 
 /// Runs `f`; a panic inside it is a bug in the library, reported as `gmp: panic in NAME`
-/// before aborting (unwinding into C is undefined behaviour).
+/// before aborting (unwinding into C is undefined behaviour). In a child forked after the
+/// runtime started, aborts instead of running `f` (rt/os_linux.rs).
 #[inline(always)]
 pub(crate) fn boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
+    if crate::rt::os_linux::forked() {
+        // A child forked after the runtime started: its threads are gone (os_linux.rs).
+        crate::rt::os_linux::throw_forked(name);
+    }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {
@@ -169,7 +174,9 @@ pub unsafe extern "C" fn gmp_go_attr(
 }
 
 /// Yields the processor (Go's runtime.Gosched): the calling goroutine goes to the back of
-/// the global run queue and others run. Returns 0. On a thread that is not a goroutine,
+/// its processor's local run queue (not the global queue Go's Gosched uses, whose lock
+/// every processor contends for; other processors may still steal it from there) and the
+/// goroutines queued before it run first. Returns 0. On a thread that is not a goroutine,
 /// yields the OS thread (sched_yield). The goroutine may resume on another OS thread.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_yield() -> c_int {
@@ -327,6 +334,8 @@ pub unsafe extern "C" fn gmp_wg_wait(wg: *mut gmp_wg) -> c_int {
             return -libc::EINVAL;
         }
         rt::init();
+        // A safe point even when the count is zero already (see rt::preempt_check).
+        rt::preempt_check();
         // SAFETY: checked non-null and aligned; the caller promises it is live.
         unsafe { wg_ref(wg) }.wait();
         0

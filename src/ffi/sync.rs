@@ -8,6 +8,7 @@ use core::ptr::addr_of_mut;
 use core::sync::atomic::{AtomicI32, AtomicU32};
 
 use super::{boundary, gmp_func};
+use crate::rt;
 use crate::sync::cond::{NotifyList, list_ptr};
 use crate::sync::mutex::{self, Mutex};
 use crate::sync::once::Once;
@@ -183,6 +184,8 @@ pub unsafe extern "C" fn gmp_mutex_lock_slow(m: *mut gmp_mutex) -> c_int {
     if bad(m) {
         return -libc::EINVAL;
     }
+    // A safe point: a contended lock may be won by spinning, without parking.
+    rt::preempt_check();
     // SAFETY: checked non-null and aligned; the caller promises it is live.
     unsafe { mutex_lock_slow(m) }
 }
@@ -272,6 +275,7 @@ pub unsafe extern "C" fn gmp_rwmutex_rlock(rw: *mut gmp_rwmutex) -> c_int {
         if bad(rw) {
             return -libc::EINVAL;
         }
+        rt::preempt_check();
         // SAFETY: checked non-null and aligned; the caller promises it is live.
         unsafe { rwmutex_ref(rw) }.rlock();
         0
@@ -308,6 +312,7 @@ pub unsafe extern "C" fn gmp_rwmutex_lock(rw: *mut gmp_rwmutex) -> c_int {
         if bad(rw) {
             return -libc::EINVAL;
         }
+        rt::preempt_check();
         // SAFETY: checked non-null and aligned; the caller promises it is live.
         unsafe { rwmutex_ref(rw) }.lock();
         0
@@ -397,9 +402,10 @@ pub unsafe extern "C" fn gmp_cond_broadcast(c: *mut gmp_cond) -> c_int {
 /// Calls `fn(arg)` if no call on `o` has done so yet; every caller, concurrent ones
 /// included, returns only after that one call of `fn` has returned, and sees what it
 /// wrote. Callers wait by parking (goroutines) or sleeping on a futex (other threads).
-/// `fn` must return normally: calling gmp_goexit in it, or gmp_once on the same `o`,
-/// blocks the other callers forever (Go deadlocks alike). Returns 0; -EINVAL if `o` is
-/// NULL or misaligned or `fn` is NULL. `arg` is only passed to `fn`.
+/// If `fn` ends its goroutine (gmp_goexit), the once counts as done and the other callers
+/// return, as Go's Once does after runtime.Goexit (its deferred store marks it done).
+/// `fn` must not call gmp_once on the same `o` (that deadlocks, as in Go). Returns 0;
+/// -EINVAL if `o` is NULL or misaligned or `fn` is NULL. `arg` is only passed to `fn`.
 ///
 /// # Safety
 /// `o` is NULL or points to a live gmp_once_t.

@@ -41,7 +41,7 @@ pub(crate) fn raw_call(f: impl FnOnce() -> i64) -> i64 {
 /// or switch (a wait, yield or sleep aborts with a "gmp:" message).
 ///
 /// Returns 0; 0 and nothing else on a thread that is not a goroutine; -EINVAL if the
-/// goroutine is inside gmp_entersyscall already.
+/// goroutine is inside gmp_entersyscall (or a gmp_blocking function) already.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_entersyscall() -> c_int {
     boundary("gmp_entersyscall", || match rt::syscall::enter() {
@@ -56,20 +56,15 @@ pub extern "C" fn gmp_entersyscall() -> c_int {
 /// handed to it.
 ///
 /// Returns 0; 0 on a thread that is not a goroutine; -EINVAL if the goroutine is not
-/// inside gmp_entersyscall.
+/// inside gmp_entersyscall, or if it is inside a gmp_blocking function (whose blocking
+/// call gmp_blocking itself ends).
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_exitsyscall() -> c_int {
-    boundary("gmp_exitsyscall", || {
-        let gp = rt::getg();
-        if gp.is_null() {
-            return 0;
+    boundary("gmp_exitsyscall", || match rt::syscall::exit_user() {
+        Ok(()) | Err(rt::syscall::ExitError::Foreign) => 0,
+        Err(rt::syscall::ExitError::NotInSyscall | rt::syscall::ExitError::InBlocking) => {
+            -libc::EINVAL
         }
-        // SAFETY: gp is the goroutine running on this thread.
-        if unsafe { (*gp).status.load(core::sync::atomic::Ordering::Relaxed) } != rt::G_SYSCALL {
-            return -libc::EINVAL;
-        }
-        rt::syscall::exit();
-        0
     })
 }
 
@@ -88,7 +83,10 @@ pub unsafe extern "C" fn gmp_blocking(func: gmp_blocking_fn, arg: *mut c_void) -
             return -(libc::EINVAL as i64);
         };
         // SAFETY: the caller's contract.
-        rt::syscall::blocking(|| unsafe { f(arg) })
+        let r = rt::syscall::blocking(|| unsafe { f(arg) });
+        // A safe point on the way out, as Go's exitsyscall honours a preemption request.
+        rt::preempt_check();
+        r
     })
 }
 

@@ -1,12 +1,15 @@
 //! Start-up configuration: environment variables and the default GOMAXPROCS.
 //!
-//! - `GMP_MAXPROCS=N` — GOMAXPROCS (default: CPUs in the affinity mask, capped by the
-//!   cgroup CPU quota rounded up, at least 1).
-//! - `GMP_STACK_SIZE=BYTES` (suffix K, M or G allowed) — default goroutine stack size.
-//! - `GMP_MAX_THREADS=N` — the thread-count fuse (default 10,000).
+//! - `GMP_MAXPROCS=N` — GOMAXPROCS, 1..=1024 (default: CPUs in the affinity mask, capped
+//!   by the cgroup CPU quota rounded up, at least 1).
+//! - `GMP_STACK_SIZE=BYTES` (suffix K, M or G allowed) — default goroutine stack size,
+//!   16 KiB..=1 GiB, rounded up to a page.
+//! - `GMP_MAX_THREADS=N` — the thread-count fuse, 1..=2^31-1 (default 10,000).
 //! - `GMP_DEBUG=schedtrace=MS[,scheddetail=1]` — Go's scheduler trace on stderr.
 //!
-//! Malformed values are reported on stderr (`gmp: ignoring ...`) and ignored.
+//! The ranges are those of the matching API calls. Malformed and out-of-range values are
+//! reported on stderr (`gmp: ignoring NAME="value"`) and the default is used: a value
+//! silently clamped would make the environment accept what the API refuses.
 
 use super::{DEFAULT_MAX_THREADS, MAX_PROCS};
 use crate::stack;
@@ -27,14 +30,20 @@ impl Config {
             trace: None,
         };
         if let Some(v) = env("GMP_MAXPROCS") {
+            // The range gmp_maxprocs accepts; a value outside it is ignored like a
+            // malformed one (not clamped: the caller asked for something we do not do).
             match v.trim().parse::<i32>() {
-                Ok(n) if n >= 1 => c.maxprocs = n.min(MAX_PROCS as i32),
+                Ok(n) if (1..=MAX_PROCS as i32).contains(&n) => c.maxprocs = n,
                 _ => warn("GMP_MAXPROCS", &v),
             }
         }
         if let Some(v) = env("GMP_STACK_SIZE") {
             match parse_size(&v) {
-                Some(n) if (stack::MIN_STACK..=stack::MAX_STACK).contains(&n) => c.stack_size = n,
+                // As gmp_set_default_stack_size: in range, rounded up to a page.
+                Some(n) if (stack::MIN_STACK..=stack::MAX_STACK).contains(&n) => {
+                    let page = crate::sys::page_size();
+                    c.stack_size = n.div_ceil(page) * page;
+                }
                 _ => warn("GMP_STACK_SIZE", &v),
             }
         }
@@ -74,9 +83,10 @@ pub(super) fn parse_size(s: &str) -> Option<usize> {
     num.trim().parse::<usize>().ok()?.checked_mul(mult)
 }
 
-/// CPUs in the process's affinity mask.
+/// CPUs in the process's affinity mask, as it was when the library was loaded (so not
+/// narrowed by a thread that confined itself before starting the runtime; os_linux.rs).
 pub fn num_cpu() -> i32 {
-    crate::sys::affinity_cpus() as i32
+    super::os_linux::num_cpu()
 }
 
 /// GOMAXPROCS by default: the CPUs in the affinity mask, capped by the cgroup CPU quota

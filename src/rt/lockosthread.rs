@@ -14,10 +14,12 @@
 //!
 //! A locked goroutine may change its thread's state (unshare namespaces, setresuid on one
 //! thread through a raw syscall, scheduling policy, CPU affinity, signal mask), and
-//! `pthread_create` clones most of that into the child. New Ms are therefore never created
-//! from a locked (or exiting) thread: `newm` hands them to the template thread, a plain
-//! thread created by the first `lock` *before* the caller is locked (so from a thread in
-//! its original state, as Go's startTemplateThread), which creates them.
+//! `pthread_create` clones most of that into the child. A new M resets its signal mask,
+//! affinity and name itself (`os_linux::minit`), but not namespaces, credentials or
+//! scheduling policy. New Ms are therefore never created from a locked (or exiting)
+//! thread: `newm` hands them to the template thread, a plain thread created by the first
+//! `lock` *before* the caller is locked (so from a thread in its original state, as Go's
+//! startTemplateThread), which creates them.
 
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;

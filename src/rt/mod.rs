@@ -11,7 +11,8 @@
 //! Files, in the order proc.go has them: `sched.rs` (schedule, find_runnable, the spinning
 //! protocol, startm/stopm/handoff_p, procresize), `proc.rs` (newproc, goexit, the G free
 //! lists), `park.rs` (gopark/goready, gosched, and the foreign-thread fallbacks),
-//! `trace.rs` (schedtrace and gmp_stats), `config.rs` (environment, CPU count).
+//! `trace.rs` (schedtrace and gmp_stats), `config.rs` (environment, CPU count),
+//! `os_linux.rs` (a new M's thread state, pthread_exit and fork).
 //!
 //! # Ownership by status (who may touch what)
 //!
@@ -71,6 +72,7 @@ mod affinity;
 mod config;
 pub mod lockosthread;
 pub mod netpoll;
+pub mod os_linux;
 mod park;
 mod proc;
 mod sched;
@@ -94,7 +96,7 @@ use runq::RunQueue;
 
 pub use config::{default_maxprocs, num_cpu};
 pub use park::{GoParkUnlock, gopark, goready, gosched};
-pub use proc::{StartError, goexit, newproc, preempt_check};
+pub use proc::{Defer, StartError, defer_pop, defer_push, goexit, newproc, preempt_check};
 pub use sched::procresize;
 
 /// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).
@@ -237,6 +239,10 @@ pub struct G {
     pub waitreason: AtomicU8,
     /// Link in `SCHED.allg` (append-only, never changes once set).
     pub alllink: AtomicPtr<G>,
+    /// Cleanups `goexit` runs, innermost first, if the goroutine ends before popping them
+    /// (Go's `_defer` list; records live in the frames that pushed them, see
+    /// `proc::defer_push`). Empty whenever the G is not running. Owner: the G's M.
+    pub defers: Owned<*mut Defer>,
     /// Debug builds: whether the G sits on a run queue (seed 003 invariant 3: exactly one).
     #[cfg(debug_assertions)]
     pub queued: AtomicBool,
@@ -264,6 +270,7 @@ impl G {
             pinned: Owned::new(false),
             waitreason: AtomicU8::new(0),
             alllink: AtomicPtr::new(null_mut()),
+            defers: Owned::new(null_mut()),
             #[cfg(debug_assertions)]
             queued: AtomicBool::new(false),
         }
@@ -369,6 +376,10 @@ pub struct M {
     pub oldp: AtomicPtr<P>,
     /// `oldp.syscalltick` at entersyscall. Owner: this M's thread.
     pub syscalltick: Owned<u32>,
+    /// Wrapped blocking calls (`syscall::blocking`: gmp_blocking, gmp_read…) in progress
+    /// on this M's goroutine, which is in G_SYSCALL meanwhile and cannot leave the M;
+    /// gmp_exitsyscall refuses to end a syscall while one runs. Owner: this M's thread.
+    pub inblocking: Owned<u32>,
     /// LockOSThread nesting count (Go's `lockedExt`). Owner: this M's thread.
     pub lockedext: Owned<u32>,
     /// Set by goexit0 when the goroutine ended locked: the M exits its thread. Owner: this

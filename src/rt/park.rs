@@ -53,7 +53,13 @@ pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) 
     // SAFETY: on a goroutine (caller contract): m is live and ours.
     unsafe {
         let gp = (*m).curg.load(Ordering::Relaxed);
-        if (*gp).status.load(Ordering::Relaxed) != G_RUNNING {
+        let status = (*gp).status.load(Ordering::Relaxed);
+        if status == G_SYSCALL {
+            let mut buf = [0u8; 48];
+            let what = crate::sys::fmt_msg(&mut buf, &[b"waits (", reason.as_str().as_bytes(), b")"]);
+            syscall::throw_in_syscall(&*gp, core::str::from_utf8(what).unwrap_or("waits"));
+        }
+        if status != G_RUNNING {
             throw("gopark: bad g status");
         }
         (*m).waitunlockf.set(unlockf);
@@ -92,11 +98,18 @@ pub unsafe fn goready(gp: *mut G) {
 /// queue (where Go's goyield puts it; see `after_switch`) and runs again after the
 /// goroutines queued there. On a foreign thread, yields the OS thread.
 pub fn gosched() {
-    if getg().is_null() {
+    let gp = getg();
+    if gp.is_null() {
         crate::sys::osyield();
         return;
     }
-    // SAFETY: getg() is non-null, so we are on a goroutine.
+    // SAFETY: gp is the goroutine running on this thread; only its own M (us) changes its
+    // status between RUNNING and SYSCALL.
+    if unsafe { (*gp).status.load(Ordering::Relaxed) } == G_SYSCALL {
+        // SAFETY: as above.
+        syscall::throw_in_syscall(unsafe { &*gp }, "gmp_yield (or a zero-length sleep) called");
+    }
+    // SAFETY: gp is non-null, so we are on a goroutine.
     unsafe { mcall(action::GOSCHED) };
 }
 

@@ -156,13 +156,92 @@ pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
     goexit();
 }
 
+/// A cleanup that [`goexit`] runs if the goroutine ends inside the frame that pushed it
+/// (Go's `_defer`, reduced to what the runtime needs: `gmp_once` marks itself done and
+/// unlocks when its function calls `gmp_goexit`, as Go's deferred store does).
+///
+/// Lifetime: the record lives in the pushing frame, which pops it before it returns; if
+/// the goroutine ends first, `goexit` runs it while that frame still exists (it is
+/// abandoned, never unwound, and the stack is reused only after the switch away).
+pub struct Defer {
+    pub f: unsafe fn(arg: usize),
+    pub arg: usize,
+    link: *mut Defer,
+}
+
+impl Defer {
+    pub fn new(f: unsafe fn(arg: usize), arg: usize) -> Defer {
+        Defer {
+            f,
+            arg,
+            link: null_mut(),
+        }
+    }
+}
+
+/// Pushes `d` on the running goroutine's defer list; false (nothing pushed) off a
+/// goroutine, where nothing can end the caller's frame early.
+///
+/// # Safety
+/// `d` stays alive and unmoved until `defer_pop(d)`, which the pushing frame must call
+/// before it returns (pushes and pops nest).
+pub unsafe fn defer_push(d: *mut Defer) -> bool {
+    let gp = getg();
+    if gp.is_null() {
+        return false;
+    }
+    // SAFETY: gp runs on this thread, which owns its defer list; d is live (contract).
+    unsafe {
+        (*d).link = (*gp).defers.get();
+        (*gp).defers.set(d);
+    }
+    true
+}
+
+/// Pops `d`, which must be the innermost pushed record of the running goroutine (the
+/// goroutine may have moved to another M since the push; the list moved with it).
+///
+/// # Safety
+/// `d` was pushed by `defer_push` (which returned true) in the calling frame.
+pub unsafe fn defer_pop(d: *mut Defer) {
+    let gp = getg();
+    // SAFETY: gp runs on this thread; d is the live record on its list (contract).
+    unsafe {
+        if gp.is_null() || (*gp).defers.get() != d {
+            throw("defer_pop: not the innermost defer");
+        }
+        (*gp).defers.set((*d).link);
+    }
+}
+
 /// Ends the calling goroutine (Go's Goexit); never returns. C frames above it are
-/// abandoned, not unwound.
+/// abandoned, not unwound; the runtime's own cleanups (`Defer`) run first.
 ///
 /// Must be called on a goroutine (the FFI layer checks).
 pub fn goexit() -> ! {
-    if getg().is_null() {
+    let gp = getg();
+    if gp.is_null() {
         throw("goexit called off a goroutine");
+    }
+    // SAFETY: gp is the goroutine running on this thread; only its own M (us) changes its
+    // status between RUNNING and SYSCALL.
+    if unsafe { (*gp).status.load(Ordering::Relaxed) } == G_SYSCALL {
+        // SAFETY: as above.
+        syscall::throw_in_syscall(unsafe { &*gp }, "ended (returned, or called gmp_goexit)");
+    }
+    // Run the cleanups, innermost first. One may switch (an unlock's hand-off yields):
+    // the goroutine resumes, perhaps on another M, and goes on exiting.
+    loop {
+        // SAFETY: gp is ours while it runs; its records live in abandoned frames above.
+        let d = unsafe { (*gp).defers.get() };
+        if d.is_null() {
+            break;
+        }
+        // SAFETY: as above; popped before it runs, so it runs once.
+        unsafe {
+            (*gp).defers.set((*d).link);
+            ((*d).f)((*d).arg);
+        }
     }
     // SAFETY: we are on a goroutine.
     let m = getm();

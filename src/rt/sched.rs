@@ -49,6 +49,7 @@ pub(super) fn init_once() {
         SCHED.maxmcount.store(cfg.max_threads, Ordering::Relaxed);
         SCHED.default_stack.store(cfg.stack_size, Ordering::Relaxed);
         crate::stack::install_overflow_handler(stack_overflow_goid);
+        os_linux::init();
         {
             let mut g = lock_sched();
             grow_procs(&mut g, 0, cfg.maxprocs);
@@ -635,6 +636,7 @@ fn newm(pp: *mut P, spinning: bool) {
         ),
         oldp: AtomicPtr::new(null_mut()),
         syscalltick: Owned::new(0),
+        inblocking: Owned::new(0),
         lockedext: Owned::new(0),
         exiting: Owned::new(false),
         dead: AtomicBool::new(false),
@@ -697,6 +699,7 @@ extern "C" fn mstart_trampoline(arg: *mut libc::c_void) -> *mut libc::c_void {
 /// Called once, on `m`'s new thread.
 unsafe fn mstart(m: &M) {
     arch::tls_set(m as *const M as usize);
+    os_linux::minit(m);
     // SAFETY: m's own thread owns g0_fpenv.
     unsafe { m.g0_fpenv.set(arch::fpenv_current()) };
     crate::stack::ensure_altstack();
@@ -718,8 +721,7 @@ unsafe fn mstart(m: &M) {
 
 /// The M's goroutine ended while locked to it (LockOSThread): give its P away and let the
 /// thread end (Go's mexit). The M stays on `allm` marked dead (Ms are never freed); the
-/// thread's alternate signal stack is not unmapped (stack.rs owns it; a few pages per
-/// exited thread).
+/// thread's alternate signal stack is unmapped by src/stack's thread-exit destructor.
 ///
 /// # Safety
 /// On `m`'s own thread, holding a P, with no current goroutine.

@@ -168,13 +168,92 @@ unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
 }
 
 /// Runs `f` as a blocking call: with P hand-off on a goroutine, directly elsewhere (and
-/// directly when already inside one).
+/// directly when already inside one). While `f` runs on a goroutine, `m.inblocking` counts
+/// it, so that [`exit_user`] refuses to end the syscall under our feet.
 #[inline]
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    let entered = enter().is_ok();
+    let entered = match enter() {
+        Ok(()) => true,
+        Err(EnterError::Nested) => false,
+        Err(EnterError::Foreign) => return f(),
+    };
+    // SAFETY: enter found a goroutine on this thread's M; in G_SYSCALL it cannot leave
+    // this M (no switch is allowed there), so the M's owner-only field is ours throughout.
+    let m = unsafe { &*getm() };
+    // SAFETY: as above.
+    unsafe { m.inblocking.set(m.inblocking.get() + 1) };
     let r = f();
+    // SAFETY: as above.
+    unsafe { m.inblocking.set(m.inblocking.get() - 1) };
     if entered {
         exit();
     }
     r
+}
+
+/// Why [`exit_user`] did nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitError {
+    /// Not on a goroutine.
+    Foreign,
+    /// The goroutine is not in a syscall (no gmp_entersyscall before).
+    NotInSyscall,
+    /// The syscall belongs to a wrapped blocking call (gmp_blocking, gmp_read…) still in
+    /// progress: its own `exit` ends it.
+    InBlocking,
+}
+
+/// `exit` for gmp_exitsyscall: checks, in release builds too, that the calling goroutine
+/// is in a syscall that gmp_entersyscall started and no wrapped call is in progress.
+pub fn exit_user() -> Result<(), ExitError> {
+    let mp = getm();
+    if mp.is_null() {
+        return Err(ExitError::Foreign);
+    }
+    // SAFETY: a non-null TLS slot is this thread's live M.
+    let m = unsafe { &*mp };
+    let gp = m.curg.load(Ordering::Relaxed);
+    if gp.is_null() {
+        return Err(ExitError::Foreign);
+    }
+    // SAFETY: gp runs on this thread.
+    if unsafe { (*gp).status.load(Ordering::Relaxed) } != G_SYSCALL {
+        return Err(ExitError::NotInSyscall);
+    }
+    // SAFETY: m's own thread owns inblocking.
+    if unsafe { m.inblocking.get() } != 0 {
+        return Err(ExitError::InBlocking);
+    }
+    exit();
+    Ok(())
+}
+
+/// Whether the caller is a goroutine holding its P (not a foreign thread, not inside a
+/// blocking call): only such a caller may switch (yield or park).
+#[inline]
+pub fn holds_p() -> bool {
+    let gp = getg();
+    // SAFETY: a non-null getg() is the goroutine running on this thread; only its own M
+    // changes its status between RUNNING and SYSCALL, and that M is us.
+    !gp.is_null() && unsafe { (*gp).status.load(Ordering::Relaxed) } == G_RUNNING
+}
+
+/// Aborts for a goroutine that tried to switch (`what`: "gmp_yield called", "waits
+/// (chan receive)", …) between gmp_entersyscall and gmp_exitsyscall or inside a
+/// gmp_blocking function — where it holds no P and must stay on its thread. Names the
+/// misuse, where the status check it would otherwise fail says only "bad incoming status".
+#[cold]
+pub(super) fn throw_in_syscall(g: &G, what: &str) -> ! {
+    let mut buf = [0u8; 200];
+    let msg = crate::sys::fmt_msg(
+        &mut buf,
+        &[
+            b"goroutine ",
+            &crate::sys::fmt_u64(g.goid()),
+            b": ",
+            what.as_bytes(),
+            b" between gmp_entersyscall and gmp_exitsyscall (or in a gmp_blocking function)",
+        ],
+    );
+    throw(core::str::from_utf8(msg).unwrap_or("switch in a syscall"))
 }

@@ -10,6 +10,7 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use crate::rt;
 use crate::sync::mutex::Mutex;
 
 /// The words of a `gmp_once_t`.
@@ -20,7 +21,8 @@ pub struct Once<'a> {
 }
 
 /// Marks the once done (if the function ran) and unlocks, also when the function unwinds
-/// (Go's deferred `done.Store(1)` and `Unlock`: a panicking function counts as done).
+/// (Go's deferred `done.Store(1)` and `Unlock`: a panicking function counts as done; a
+/// function that ends its goroutine too, through `finish_on_goexit`).
 struct SlowGuard<'o, 'a> {
     once: &'o Once<'a>,
     ran: bool,
@@ -57,7 +59,31 @@ impl Once<'_> {
         // Relaxed: done is written only under m, which we hold.
         if self.done.load(Ordering::Relaxed) == 0 {
             guard.ran = true;
+            // If `f` ends the goroutine (gmp_goexit), this frame is abandoned and the guard
+            // never drops: goexit runs the same two steps instead (Go's deferred store and
+            // Unlock run during Goexit, so the once counts as done).
+            let mut d = rt::Defer::new(finish_on_goexit, self as *const Once as usize);
+            // SAFETY: d lives in this frame until the pop below; if f never returns, goexit
+            // runs it while this frame still exists.
+            let pushed = unsafe { rt::defer_push(&mut d) };
             f();
+            if pushed {
+                // SAFETY: pushed above in this frame; f's own pushes were popped (nesting).
+                unsafe { rt::defer_pop(&mut d) };
+            }
         }
     }
+}
+
+/// The guard's work, for a goroutine that ended inside the function (see `call_slow`).
+///
+/// # Safety
+/// `arg` is the `Once` of the `call_slow` frame that pushed the record, still alive (the
+/// abandoned frame and the caller's once words outlive the goroutine's exit).
+unsafe fn finish_on_goexit(arg: usize) {
+    // SAFETY: caller contract.
+    let once = unsafe { &*(arg as *const Once) };
+    // release: pairs with the acquire load in `call`.
+    once.done.store(1, Ordering::Release);
+    once.m.unlock();
 }

@@ -18,9 +18,11 @@
 //! - `handoff`: the releaser takes the count on behalf of the waiter it dequeued (sets
 //!   the waiter's `ticket`), so that no newcomer can steal it between the wakeup and the
 //!   waiter running; a releasing goroutine then yields so that the waiter, which `goready`
-//!   put in this P's `runnext`, runs at once and inherits the rest of the time slice. Go
-//!   does this only in the mutex's starvation mode: otherwise another waiter may take the
-//!   count while we yield, and the yield is wasted (Go issue 33747).
+//!   put in this P's `runnext`, runs at once and inherits the rest of the time slice (only
+//!   a goroutine holding its P yields: not a foreign thread, nor a goroutine inside a
+//!   blocking call, where switching is illegal). Go does this only in the mutex's
+//!   starvation mode: otherwise another waiter may take the count while we yield, and the
+//!   yield is wasted (Go issue 33747).
 //!
 //! # Invariants
 //! - `root.nwait` counts the waiters on that root's list plus those about to enqueue; it is
@@ -248,9 +250,13 @@ pub fn semrelease1(addr: &AtomicU32, handoff: bool) {
         // ready it.
         unsafe { rt::goready(g) };
     }
-    if handed && !rt::getg().is_null() {
+    if handed && rt::syscall::holds_p() {
         // Direct hand-off: goready put the waiter in our P's runnext; yielding (to the back
-        // of our P's queue, Go's goyield) runs it now. A foreign thread has no P to give.
+        // of our P's queue, Go's goyield) runs it now. A foreign thread has no P to give,
+        // nor has a goroutine inside a blocking call (an unlock in a gmp_blocking
+        // function): it must not switch there, and goready sent the waiter to the global
+        // queue. (Go hands off only from a running goroutine; its syscalls run no user
+        // code that could unlock.)
         rt::gosched();
     }
 }
