@@ -575,14 +575,12 @@ impl Ready {
     }
 
 
-    /// Readies them all (Go's injectglist, by way of goready: to the caller's P if it holds
-    /// one, else to the global queue with an M woken for them).
+    /// Readies them all (Go's injectglist: some to the global queue with Ms started for
+    /// the idle Ps, the rest to the caller's P).
     pub(crate) fn ready_all(&mut self) {
-        for &g in &self.gs[..self.n] {
-            // SAFETY: each wait was claimed by the poll that found it; nobody else readies
-            // these goroutines.
-            unsafe { goready(g) };
-        }
+        // SAFETY: each wait was claimed by the poll that found it; nobody else readies
+        // these goroutines.
+        unsafe { sched::inject_glist(&self.gs[..self.n]) };
         READIED.fetch_add(self.n as u64, Ordering::Relaxed);
         self.n = 0;
     }

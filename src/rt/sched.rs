@@ -296,6 +296,70 @@ pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
 
 /// Puts a preempted G on the global run queue and wakes an M if none is looking (Go's
 /// goschedImpl).
+/// Makes a batch of waiting goroutines runnable (Go's injectglist, for what a poll found):
+/// as many as there are idle Ps go to the global queue with an M started for each; the rest
+/// to the caller's P (the first to `runnext`), or all to the global queue if the caller
+/// holds no P. Goroutines bound to an M go to that M's queue, as `goready` does.
+///
+/// # Safety
+/// Each G is WAITING and was taken off its wait by the caller (nobody else readies it).
+pub(super) unsafe fn inject_glist(gs: &[*mut G]) {
+    let m = getm();
+    // SAFETY: a non-null TLS slot is this thread's M; only it writes its `p`.
+    let pp = if m.is_null() { null_mut() } else { unsafe { (*m).p.load(Ordering::Relaxed) } };
+    let npidle = SCHED.npidle.load(Ordering::SeqCst).max(0) as usize;
+    // Split first (the batch is at most two per poll event), then publish: once a G is
+    // on the global queue another M may run it, so it must not be looked at again.
+    let mut local = [null_mut::<G>(); 256];
+    let mut nlocal = 0;
+    let mut global = [null_mut::<G>(); 256];
+    let mut nglobal = 0;
+    for &gp in gs {
+        // SAFETY: caller contract; Gs are never freed.
+        unsafe {
+            (*gp).waitreason.store(WaitReason::None as u8, Ordering::Relaxed);
+            casgstatus(&*gp, G_WAITING, G_RUNNABLE);
+            let am = affinity::affine_m(&*gp);
+            if !am.is_null() {
+                affinity::ready(gp, am);
+                continue;
+            }
+        }
+        if (pp.is_null() || nglobal < npidle || nlocal == local.len()) && nglobal < global.len() {
+            global[nglobal] = gp;
+            nglobal += 1;
+        } else {
+            local[nlocal] = gp;
+            nlocal += 1;
+        }
+    }
+    if nglobal > 0 {
+        let mut g = lock_sched();
+        for &gp in &global[..nglobal] {
+            enqueued(gp);
+            globrunqput(&mut g, gp);
+        }
+    }
+    // An M for each idle P the global ones can use.
+    for _ in 0..nglobal.min(npidle) {
+        let p2 = {
+            let mut g = lock_sched();
+            pidleget(&mut g)
+        };
+        match p2 {
+            Some(p2) => startm(p2, false),
+            None => break,
+        }
+    }
+    for (i, &gp) in local[..nlocal].iter().enumerate() {
+        // SAFETY: we hold pp; gp is RUNNABLE and on no queue.
+        unsafe { runq_put(&*pp, gp, i == 0) };
+    }
+    if nlocal > 0 || (nglobal > npidle) {
+        wakep();
+    }
+}
+
 pub(super) fn ready_put_global(gp: *mut G) {
     enqueued(gp);
     {
