@@ -165,6 +165,12 @@ typedef struct gmp_sched_stats {
    Sum of all Ps' schedtick (goroutines scheduled).
    */
   uint64_t schedticks;
+  /*
+   Goroutine records ever allocated (Go's allglen). Records are never freed but are
+   reused: this stays near the peak number of live goroutines plus the per-processor
+   and global caches of dead ones, whatever stack sizes are asked for.
+   */
+  uint64_t allg;
 } gmp_sched_stats;
 
 /*

@@ -816,3 +816,10 @@ fn syscall_bad_input() {
 fn lockosthread() {
     expect_success("lockosthread", &[]);
 }
+
+// ---- memory: dead-G reuse, stack guards, channel lifetime ----
+
+#[test]
+fn gfree_sizes() {
+    expect_success("gfree_sizes", &[]);
+}

@@ -104,6 +104,10 @@ pub struct gmp_sched_stats {
     pub spawned: u64,
     /// Sum of all Ps' schedtick (goroutines scheduled).
     pub schedticks: u64,
+    /// Goroutine records ever allocated (Go's allglen). Records are never freed but are
+    /// reused: this stays near the peak number of live goroutines plus the per-processor
+    /// and global caches of dead ones, whatever stack sizes are asked for.
+    pub allg: u64,
 }
 
 fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, pinned: bool) -> i64 {
@@ -365,6 +369,7 @@ pub unsafe extern "C" fn gmp_stats(
                 steals: s.steals,
                 spawned: s.spawned,
                 schedticks: s.schedticks,
+                allg: s.allg,
             })
         };
         written as c_int

@@ -1,6 +1,9 @@
 //! Creating and ending goroutines (Go's newproc, goexit0) and the dead-G caches (gfput,
-//! gfget): a finished G keeps its stack and goes to its P's free list, then to the global
-//! one, and `newproc` reuses it, so a steady state of spawning allocates nothing.
+//! gfget): a finished G keeps its stack (if it has the default size; another size goes
+//! back to the stack pool) and goes to its P's free list, then to the global one, and
+//! `newproc` reuses it — any dead G, whatever stack size is asked for — so a steady state
+//! of spawning allocates nothing, and Gs never outnumber the peak of live goroutines plus
+//! the caches.
 
 use core::ffi::c_void;
 use core::ptr::null_mut;
@@ -52,6 +55,8 @@ pub unsafe fn newproc(
     if !(stack::MIN_STACK..=stack::MAX_STACK).contains(&size) {
         return Err(StartError::BadStackSize);
     }
+    // Whole pages, as the stack will be: the caches compare sizes exactly.
+    let size = stack::round_size(size);
     let m = getm();
     // SAFETY: a non-null TLS slot is this thread's M; while a goroutine runs on it, its P
     // is held by this thread.
@@ -229,15 +234,13 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
 /// # Safety
 /// `gp` is DEAD and ours; `pp`, if non-null, is held by this thread.
 unsafe fn gfput(pp: *mut P, gp: *mut G) {
-    let default = SCHED.default_stack.load(Ordering::Relaxed);
+    let default = stack::round_size(SCHED.default_stack.load(Ordering::Relaxed));
     // SAFETY: gp is ours.
     unsafe {
         let st = &mut *(*gp).stack.ptr();
-        if st.as_ref().is_some_and(|s| s.size() != default) {
-            // Odd-sized stacks are not cached with the G.
-            if let Some(s) = st.take() {
-                stack::free(s);
-            }
+        // Odd-sized stacks are not cached with the G.
+        if let Some(s) = st.take_if(|s| s.size() != default) {
+            stack::free(s);
         }
     }
     if pp.is_null() {
@@ -284,42 +287,46 @@ unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G) {
     }
 }
 
-/// Takes a dead G for a new goroutine with a `size`-byte stack: from P `pp`'s cache, the
-/// global cache, or freshly allocated.
+/// Takes a dead G for a new goroutine with a `size`-byte stack (whole pages): from P `pp`'s cache, the
+/// global cache, or freshly allocated. Any dead G will do, whatever stack it kept (Go's
+/// gfget): one whose stack has the wrong size gives it back to the stack pool and takes
+/// one of the right size. Only when no dead G is cached anywhere is a new G allocated, so
+/// the number of Gs is bounded by the peak of live goroutines plus the caches, whatever
+/// the mix of stack sizes. For the default size, Gs that kept a stack are preferred; for
+/// another size, Gs without one (a default stack would only go back to the pool).
 ///
 /// # Safety
 /// `pp`, if non-null, is held by this thread.
 unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
-    let default = SCHED.default_stack.load(Ordering::Relaxed);
-    let mut gp = None;
-    if size == default {
-        if pp.is_null() {
-            gp = with_gfree(|gf| {
-                // SAFETY: the global list is locked.
-                unsafe { gf.stack.pop().or_else(|| gf.nostack.pop()) }
-            });
-        } else {
-            // SAFETY: pp is held by this thread, so its gfree is ours.
-            let p = unsafe { &*pp };
-            let list = unsafe { &mut *p.gfree.ptr() };
-            if list.is_empty() {
-                with_gfree(|gf| {
-                    for _ in 0..GFREE_BATCH {
-                        // SAFETY: our list; the global one is locked.
-                        match unsafe { gf.stack.pop().or_else(|| gf.nostack.pop()) } {
-                            Some(g) => unsafe { list.push(g) },
-                            None => break,
-                        }
+    let default = stack::round_size(SCHED.default_stack.load(Ordering::Relaxed));
+    // SAFETY (both closures): called with the global cache locked.
+    let pop_global = if size == default {
+        |gf: &mut GFreeGlobal| unsafe { gf.stack.pop().or_else(|| gf.nostack.pop()) }
+    } else {
+        |gf: &mut GFreeGlobal| unsafe { gf.nostack.pop().or_else(|| gf.stack.pop()) }
+    };
+    let gp = if pp.is_null() {
+        with_gfree(pop_global)
+    } else {
+        // SAFETY: pp is held by this thread, so its gfree is ours.
+        let p = unsafe { &*pp };
+        let list = unsafe { &mut *p.gfree.ptr() };
+        if list.is_empty() {
+            with_gfree(|gf| {
+                for _ in 0..GFREE_BATCH {
+                    match pop_global(gf) {
+                        // SAFETY: our list; the G came off the locked global one.
+                        Some(g) => unsafe { list.push(g) },
+                        None => break,
                     }
-                });
-            }
-            // SAFETY: our list.
-            gp = unsafe { list.pop() };
-            p.gfreecnt.store(list.len(), Ordering::Relaxed);
+                }
+            });
         }
-    } else if pp.is_null() {
-        gp = with_gfree(|gf| unsafe { gf.nostack.pop() });
-    }
+        // SAFETY: our list.
+        let gp = unsafe { list.pop() };
+        p.gfreecnt.store(list.len(), Ordering::Relaxed);
+        gp
+    };
     let gp = match gp {
         Some(gp) => gp,
         None => new_g(),
@@ -327,10 +334,8 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
     // SAFETY: gp is ours (off a free list or new).
     unsafe {
         let st = &mut *(*gp).stack.ptr();
-        if st.as_ref().is_some_and(|s| s.size() != size) {
-            if let Some(s) = st.take() {
-                stack::free(s);
-            }
+        if let Some(s) = st.take_if(|s| s.size() != size) {
+            stack::free(s);
         }
         if st.is_none() {
             match stack::alloc(size) {
@@ -381,8 +386,18 @@ fn alloc_g_slot() -> *mut G {
     next as *mut G
 }
 
+/// Gs ever allocated (Go's `allglen`): the length of `SCHED.allg`. Gs are never freed, so
+/// this is the peak of live goroutines plus the dead ones cached for reuse (`gfget`).
+static ALLGLEN: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// The number of Gs ever allocated (see `ALLGLEN`).
+pub(super) fn allglen() -> u64 {
+    ALLGLEN.load(Ordering::Relaxed)
+}
+
 /// Allocates a new G (never freed) and links it on `SCHED.allg`.
 fn new_g() -> *mut G {
+    ALLGLEN.fetch_add(1, Ordering::Relaxed);
     let gp = alloc_g_slot();
     // SAFETY: a fresh, aligned, unshared slot of a G's size.
     unsafe { gp.write(G::new()) };

@@ -207,6 +207,7 @@ pub struct Stats {
     pub steals: u64,
     pub spawned: u64,
     pub schedticks: u64,
+    pub allg: u64,
 }
 
 /// Fills `Stats`, and the local run queue length of each P in service into `runq_lens`
@@ -227,6 +228,7 @@ pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
         schedticks: procs()
             .map(|p| p.schedtick.load(Ordering::Relaxed) as u64)
             .sum(),
+        allg: super::proc::allglen(),
     };
     let mut n = 0;
     for (slot, p) in runq_lens.iter_mut().zip(procs()) {

@@ -139,6 +139,14 @@ impl Stack {
     }
 }
 
+/// `size` rounded up to whole pages: the usable size [`alloc`] gives a stack asked for
+/// `size` bytes. (A power of two: a mask, not a division, on the spawn path.)
+#[inline]
+pub fn round_size(size: usize) -> usize {
+    let mask = page_size() - 1;
+    (size + mask) & !mask
+}
+
 /// The system page size, read once.
 fn page_size() -> usize {
     static PAGE: AtomicUsize = AtomicUsize::new(0);
