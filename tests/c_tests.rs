@@ -823,3 +823,23 @@ fn lockosthread() {
 fn gfree_sizes() {
     expect_success("gfree_sizes", &[]);
 }
+
+#[test]
+fn stack_guard() {
+    expect_success("stack_guard", &[]);
+}
+
+#[test]
+fn stack_guard_jump() {
+    expect_abort("stack_guard", "jump", &["gmp: goroutine ", ": stack overflow"]);
+}
+
+#[test]
+fn stack_guard_frame() {
+    expect_abort("stack_guard", "frame", &["gmp: goroutine ", ": stack overflow"]);
+}
+
+#[test]
+fn stack_guard_alloca() {
+    expect_abort("stack_guard", "alloca", &["gmp: goroutine ", ": stack overflow"]);
+}

@@ -59,8 +59,10 @@ const _: () = assert!(GMP_MAX_PROCS as usize == rt::MAX_PROCS);
 #[repr(C)]
 pub struct gmp_attr {
     /// Usable stack bytes; 0 means the default (256 KiB, or GMP_STACK_SIZE, or
-    /// gmp_set_default_stack_size). Rounded up to whole pages. A guard page below the stack
-    /// turns an overflow into "gmp: goroutine N: stack overflow" and an abort.
+    /// gmp_set_default_stack_size). Rounded up to whole pages. A 64 KiB guard below the
+    /// stack turns an overflow into "gmp: goroutine N: stack overflow" and an abort, also
+    /// for frames or alloca blocks of up to 64 KiB compiled without stack-clash protection;
+    /// a bigger one can jump the guard into another goroutine's stack.
     pub stack_size: usize,
     /// 0 or GMP_GO_PINNED.
     pub flags: u32,
