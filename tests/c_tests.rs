@@ -843,3 +843,34 @@ fn stack_guard_frame() {
 fn stack_guard_alloca() {
     expect_abort("stack_guard", "alloca", &["gmp: goroutine ", ": stack overflow"]);
 }
+
+/// Freed memory is scribbled over (tcache off: glibc does not perturb chunks it caches
+/// there), so a blocked operation touching its released channel hangs or crashes.
+#[test]
+fn chan_release() {
+    expect_success(
+        "chan_release",
+        &[
+            ("MALLOC_PERTURB_", "165"),
+            ("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0"),
+        ],
+    );
+}
+
+#[test]
+fn chan_release_double() {
+    expect_abort(
+        "chan_release",
+        "double_release",
+        &["gmp: gmp_chan_release: channel released more often than retained"],
+    );
+}
+
+#[test]
+fn chan_release_retain_released() {
+    expect_abort(
+        "chan_release",
+        "retain_released",
+        &["gmp: gmp_chan_retain: channel already released"],
+    );
+}

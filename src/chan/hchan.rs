@@ -13,6 +13,29 @@
 //! A blocked operation is woken by the party that claims its waiter (see `sudog`); the
 //! transfer is done by that party under the lock, and the wake-up after the lock is
 //! released, as Go does.
+//!
+//! # Lifetime (Go has a garbage collector; we count)
+//! - `refs` counts the handles: one from `make`, one per `retain`, minus one per `release`
+//!   (atomic RMWs, without the lock). The caller of an operation holds a handle for its
+//!   whole duration (the C contract), so an operation that does not block costs nothing
+//!   more.
+//! - A blocked operation must outlive the handle it came with (a goroutine blocked in a
+//!   receive with a timeout, whose owner releases the channel meanwhile): it holds the
+//!   channel itself, counted in `Synced::nheld` (plain arithmetic under the lock it holds
+//!   anyway, no atomic RMW): +1 per sudog queued, and for a select +1 per channel until its
+//!   pass 3 is done. The hold of a sudog is dropped by whoever finishes with it under the
+//!   lock: the peer or closer that completes it (`complete`), or its owner once it has
+//!   taken it off the queue (a timeout, a select's other cases).
+//! - The release that takes `refs` to 0 marks the channel `orphaned` under the lock; the
+//!   channel is destroyed by that release if nothing is held, else by whoever drops the
+//!   last hold under the lock (`unhold` says so). Both decisions are under the lock, so
+//!   exactly one party destroys it. Orphaned, only blocked operations may still finish:
+//!   any new operation, retain or release is a use of a released handle and throws.
+//! - Destroyed channels free their buffer but not their header, which goes to a free list
+//!   that `make` takes from (type-stable memory, as the sudogs): a late `unlock` (its
+//!   futex wake) touches valid memory, and a release too many finds `refs` at 0 and
+//!   throws — unless the header was already made into a new channel, whose reference it
+//!   then drops (a limit: handles are plain pointers).
 
 use core::cell::UnsafeCell;
 use core::ptr::null;
@@ -74,15 +97,42 @@ pub(crate) struct Synced {
     pub closed: bool,
     pub recvq: WaitQ,
     pub sendq: WaitQ,
+    /// Holds by blocked operations (see "Lifetime").
+    nheld: usize,
+    /// The last handle is gone; the last hold destroys the channel (see "Lifetime").
+    orphaned: bool,
 }
 
-/// A channel. Reference counted; freed by the last `release`.
+impl Synced {
+    /// Takes a hold for a blocked operation (a queued sudog, or a select's channel).
+    pub(crate) fn hold(&mut self) {
+        if self.orphaned {
+            crate::rt::throw("channel used after its last gmp_chan_release");
+        }
+        self.nheld += 1;
+    }
+
+    /// Drops a hold; true if the caller must destroy the channel once it has released the
+    /// lock (the last hold of an orphaned channel).
+    #[must_use]
+    pub(crate) fn unhold(&mut self) -> bool {
+        if self.nheld == 0 {
+            crate::rt::throw("chan: hold count underflow");
+        }
+        self.nheld -= 1;
+        self.orphaned && self.nheld == 0
+    }
+}
+
+/// A channel. Reference counted; destroyed by the last `release` or the last hold of a
+/// blocked operation (see "Lifetime").
 pub struct Chan {
     pub(crate) lock: Lock,
     /// Owner: the holder of `lock`.
     synced: UnsafeCell<Synced>,
     /// Copy of `qcount` for `len` (written under the lock, read without it).
     len: AtomicUsize,
+    /// Handles (see "Lifetime").
     refs: AtomicUsize,
     elem_size: usize,
     cap: usize,
@@ -138,7 +188,7 @@ impl Chan {
             }
             p
         };
-        Ok(Box::into_raw(Box::new(Chan {
+        let new = Chan {
             lock: Lock::new(),
             synced: UnsafeCell::new(Synced {
                 qcount: 0,
@@ -147,40 +197,87 @@ impl Chan {
                 closed: false,
                 recvq: WaitQ::new(),
                 sendq: WaitQ::new(),
+                nheld: 0,
+                orphaned: false,
             }),
             len: AtomicUsize::new(0),
             refs: AtomicUsize::new(1),
             elem_size,
             cap,
             buf,
-        })))
+        };
+        let reuse = free_headers().pop();
+        match reuse {
+            Some(c) => {
+                let c = c as *mut Chan;
+                // SAFETY: a destroyed channel's header: nobody may use it any more (its
+                // last handle and hold are gone), and it is never deallocated. Chan has no
+                // drop glue, so overwriting it in place leaks nothing.
+                unsafe { c.write(new) };
+                Ok(c)
+            }
+            None => Ok(Box::into_raw(Box::new(new))),
+        }
     }
 
+    /// Adds a handle. Throws if the channel has none left (a released handle).
     pub fn retain(&self) {
         // relaxed: a new reference is made from an existing one (as Arc::clone).
-        self.refs.fetch_add(1, Ordering::Relaxed);
+        if self.refs.fetch_add(1, Ordering::Relaxed) == 0 {
+            crate::rt::throw("gmp_chan_retain: channel already released");
+        }
     }
 
-    /// Drops a reference; frees the channel at zero.
+    /// Drops a handle; at zero, the channel is destroyed now or, if blocked operations
+    /// hold it, by the last of them (see "Lifetime"). Throws if no handle is left (released
+    /// more often than made and retained).
     ///
     /// # Safety
-    /// `c` came from `make` and the caller owns one reference; if it is the last, no
-    /// operation is in progress or will start.
+    /// `c` came from `make`; the caller owns one handle, and no operation of its own on
+    /// the channel is in progress (others' may be: blocked ones hold the channel; one that
+    /// has not blocked yet must have a handle of its own).
     pub unsafe fn release(c: *mut Chan) {
-        // SAFETY: caller contract.
+        // SAFETY: headers are never deallocated; the caller owns a handle.
+        let ch = unsafe { &*c };
+        // release/acquire: every use of the channel happens before its destruction (as Arc).
+        match ch.refs.fetch_sub(1, Ordering::Release) {
+            0 => crate::rt::throw("gmp_chan_release: channel released more often than retained"),
+            1 => {}
+            _ => return,
+        }
+        core::sync::atomic::fence(Ordering::Acquire);
+        ch.lock.lock();
+        // SAFETY: lock held.
+        let destroy = unsafe {
+            let s = ch.synced();
+            s.orphaned = true;
+            s.nheld == 0
+        };
+        ch.lock.unlock();
+        if destroy {
+            // SAFETY: no handle and no hold left; we decided under the lock.
+            unsafe { Chan::destroy(c) };
+        }
+    }
+
+    /// Frees the buffer and puts the header on the free list (see "Lifetime").
+    ///
+    /// # Safety
+    /// Called once, by the party that found the channel orphaned and unheld under its
+    /// lock, after releasing the lock.
+    pub(crate) unsafe fn destroy(c: *mut Chan) {
+        // SAFETY: caller contract: nobody else uses the channel; buf was allocated by make
+        // with this layout.
         unsafe {
-            // release/acquire: every use of the channel happens before the free (as Arc).
-            if (*c).refs.fetch_sub(1, Ordering::Release) != 1 {
-                return;
-            }
-            core::sync::atomic::fence(Ordering::Acquire);
-            let ch = Box::from_raw(c);
+            let ch = &mut *c;
             if !ch.buf.is_null() {
                 let layout =
                     std::alloc::Layout::from_size_align_unchecked(ch.elem_size * ch.cap, BUF_ALIGN);
                 std::alloc::dealloc(ch.buf, layout);
+                ch.buf = core::ptr::null_mut();
             }
         }
+        free_headers().push(c as usize);
     }
 
     pub fn elem_size(&self) -> usize {
@@ -264,13 +361,16 @@ impl Chan {
         if s.closed {
             return Now::Closed;
         }
+        if s.orphaned {
+            crate::rt::throw("channel used after its last gmp_chan_release");
+        }
         // SAFETY: lock held; a dequeued sudog's waiter is ours until we wake it.
         unsafe {
             let sg = s.recvq.dequeue();
             if !sg.is_null() {
                 // Direct hand-off into the blocked receiver's buffer (Go's sendDirect).
                 self.copy(elem, (*sg).elem.get());
-                return Now::Done(self.complete(sg, true));
+                return Now::Done(self.complete(s, sg, true));
             }
             if s.qcount < self.cap {
                 self.copy(elem, self.slot(s.sendx));
@@ -292,6 +392,9 @@ impl Chan {
     /// Lock held, `s` is this channel's `synced()`; `out` writable for `elem_size` bytes,
     /// or null.
     pub(crate) unsafe fn recv_locked(&self, s: &mut Synced, out: *mut u8) -> Now {
+        if s.orphaned {
+            crate::rt::throw("channel used after its last gmp_chan_release");
+        }
         // SAFETY: lock held; a dequeued sudog's waiter is ours until we wake it.
         unsafe {
             if s.closed {
@@ -317,7 +420,7 @@ impl Chan {
                         }
                         s.sendx = s.recvx;
                     }
-                    return Now::Done(self.complete(sg, true));
+                    return Now::Done(self.complete(s, sg, true));
                 }
             }
             if s.qcount > 0 {
@@ -334,11 +437,16 @@ impl Chan {
         Now::Blocked
     }
 
-    /// Records the outcome in a claimed sudog; returns its waiter, to wake after unlock.
+    /// Records the outcome in a claimed sudog and drops its hold (its owner will not touch
+    /// this channel for it again); returns its waiter, to wake after unlock.
     ///
     /// # Safety
-    /// Lock held; `sg` was just dequeued and its waiter claimed by the caller.
-    unsafe fn complete(&self, sg: *const Sudog, success: bool) -> *const Waiter {
+    /// Lock held, `s` is this channel's `synced()`; `sg` was just dequeued and its waiter
+    /// claimed by the caller.
+    unsafe fn complete(&self, s: &mut Synced, sg: *const Sudog, success: bool) -> *const Waiter {
+        // The caller operates with a handle of its own, so this is never the last hold of
+        // an orphaned channel (recv_locked/send_locked/close throw on one).
+        let _ = s.unhold();
         // SAFETY: caller contract: sg and its waiter are alive until the wake-up.
         unsafe {
             (*sg).success.set(success);
@@ -415,6 +523,8 @@ impl Chan {
         // until we removed sg again below; sg is ours until we release it.
         let fired = unsafe {
             let s = self.synced();
+            // The channel must outlive this wait even if its handles go (see "Lifetime").
+            s.hold();
             if is_send {
                 s.sendq.enqueue(sg);
             } else {
@@ -429,16 +539,22 @@ impl Chan {
         };
         let result = if !fired {
             self.lock.lock();
-            // SAFETY: lock held; sg was queued on this queue.
-            unsafe {
+            // SAFETY: lock held; sg was queued on this queue. Our hold keeps the channel.
+            let destroy = unsafe {
                 let s = self.synced();
                 if is_send {
                     s.sendq.remove(sg);
                 } else {
                     s.recvq.remove(sg);
                 }
-            }
+                s.unhold()
+            };
             self.lock.unlock();
+            if destroy {
+                // SAFETY: we dropped the last hold of an orphaned channel under its lock,
+                // and do not touch it again.
+                unsafe { Chan::destroy(me as *mut Chan) };
+            }
             Err(ChanError::TimedOut)
         } else if sg.success.get() {
             Ok(())
@@ -458,6 +574,9 @@ impl Chan {
         self.lock.lock();
         // SAFETY: lock held.
         let s = unsafe { self.synced() };
+        if s.orphaned {
+            crate::rt::throw("channel used after its last gmp_chan_release");
+        }
         if s.closed {
             self.lock.unlock();
             return Err(ChanError::Closed);
@@ -474,7 +593,7 @@ impl Chan {
                     break;
                 }
                 self.zero((*sg).elem.get());
-                let w = self.complete(sg, false);
+                let w = self.complete(s, sg, false);
                 (*w).wake_link.set(list);
                 list = w;
             }
@@ -483,7 +602,7 @@ impl Chan {
                 if sg.is_null() {
                     break;
                 }
-                let w = self.complete(sg, false);
+                let w = self.complete(s, sg, false);
                 (*w).wake_link.set(list);
                 list = w;
             }
@@ -499,4 +618,13 @@ impl Chan {
         }
         Ok(())
     }
+}
+
+/// Headers of destroyed channels, for `make` to reuse (see "Lifetime"). A leaf lock: taken
+/// with no channel lock held.
+fn free_headers() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    static FREE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+    // A poisoned lock only means a panic elsewhere while pushing or popping: the list is
+    // consistent.
+    FREE.lock().unwrap_or_else(|e| e.into_inner())
 }
