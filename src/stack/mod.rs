@@ -24,7 +24,7 @@
 //! granularity; frames beyond 64 KiB are rare, and `alloca`/VLAs that size are still
 //! jumpable: keep them off goroutine stacks). A guard costs no memory either way, and with
 //! `MADV_GUARD_INSTALL` no VMA either (below); it costs 64 KiB of address space per stack
-//! (a million 256 KiB stacks: 320 GiB of the 128 TiB user space instead of 260 GiB).
+//! (a million 256 KiB stacks: 305 GiB of the 128 TiB user space instead of 248 GiB).
 //! The `mprotect` fallback uses the same width: a `PROT_NONE` range is one VMA and no
 //! memory whatever its length.
 //!
