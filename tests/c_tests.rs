@@ -831,17 +831,29 @@ fn stack_guard() {
 
 #[test]
 fn stack_guard_jump() {
-    expect_abort("stack_guard", "jump", &["gmp: goroutine ", ": stack overflow"]);
+    expect_abort(
+        "stack_guard",
+        "jump",
+        &["gmp: goroutine ", ": stack overflow"],
+    );
 }
 
 #[test]
 fn stack_guard_frame() {
-    expect_abort("stack_guard", "frame", &["gmp: goroutine ", ": stack overflow"]);
+    expect_abort(
+        "stack_guard",
+        "frame",
+        &["gmp: goroutine ", ": stack overflow"],
+    );
 }
 
 #[test]
 fn stack_guard_alloca() {
-    expect_abort("stack_guard", "alloca", &["gmp: goroutine ", ": stack overflow"]);
+    expect_abort(
+        "stack_guard",
+        "alloca",
+        &["gmp: goroutine ", ": stack overflow"],
+    );
 }
 
 /// Freed memory is scribbled over (tcache off: glibc does not perturb chunks it caches
