@@ -287,13 +287,14 @@ unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G) {
     }
 }
 
-/// Takes a dead G for a new goroutine with a `size`-byte stack (whole pages): from P `pp`'s cache, the
-/// global cache, or freshly allocated. Any dead G will do, whatever stack it kept (Go's
-/// gfget): one whose stack has the wrong size gives it back to the stack pool and takes
-/// one of the right size. Only when no dead G is cached anywhere is a new G allocated, so
-/// the number of Gs is bounded by the peak of live goroutines plus the caches, whatever
-/// the mix of stack sizes. For the default size, Gs that kept a stack are preferred; for
-/// another size, Gs without one (a default stack would only go back to the pool).
+/// Takes a dead G for a new goroutine with a `size`-byte stack (whole pages): from P `pp`'s
+/// cache, the global cache, or freshly allocated. Any dead G will do, whatever stack it
+/// kept (Go's gfget): one whose stack has the wrong size gives it back to the stack pool
+/// and takes one of the right size. Only when no dead G is cached anywhere is a new G
+/// allocated, so the number of Gs is bounded by the peak of live goroutines plus the
+/// caches, whatever the mix of stack sizes. For the default size, Gs that kept a stack are
+/// preferred; for another size, Gs without one (a default stack would only go back to the
+/// pool).
 ///
 /// # Safety
 /// `pp`, if non-null, is held by this thread.
