@@ -47,16 +47,15 @@ pub unsafe fn newproc(
     pinned: bool,
 ) -> Result<u64, StartError> {
     init();
+    // Whole pages, as the stack will be: the caches compare sizes exactly. (The default
+    // is stored rounded.)
     let size = if stack_size == 0 {
         SCHED.default_stack.load(Ordering::Relaxed)
+    } else if (stack::MIN_STACK..=stack::MAX_STACK).contains(&stack_size) {
+        stack::round_size(stack_size)
     } else {
-        stack_size
-    };
-    if !(stack::MIN_STACK..=stack::MAX_STACK).contains(&size) {
         return Err(StartError::BadStackSize);
-    }
-    // Whole pages, as the stack will be: the caches compare sizes exactly.
-    let size = stack::round_size(size);
+    };
     let m = getm();
     // SAFETY: a non-null TLS slot is this thread's M; while a goroutine runs on it, its P
     // is held by this thread.
@@ -234,7 +233,7 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
 /// # Safety
 /// `gp` is DEAD and ours; `pp`, if non-null, is held by this thread.
 unsafe fn gfput(pp: *mut P, gp: *mut G) {
-    let default = stack::round_size(SCHED.default_stack.load(Ordering::Relaxed));
+    let default = SCHED.default_stack.load(Ordering::Relaxed);
     // SAFETY: gp is ours.
     unsafe {
         let st = &mut *(*gp).stack.ptr();
@@ -299,15 +298,11 @@ unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G) {
 /// # Safety
 /// `pp`, if non-null, is held by this thread.
 unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
-    let default = stack::round_size(SCHED.default_stack.load(Ordering::Relaxed));
-    // SAFETY (both closures): called with the global cache locked.
-    let pop_global = if size == default {
-        |gf: &mut GFreeGlobal| unsafe { gf.stack.pop().or_else(|| gf.nostack.pop()) }
-    } else {
-        |gf: &mut GFreeGlobal| unsafe { gf.nostack.pop().or_else(|| gf.stack.pop()) }
-    };
+    let default = SCHED.default_stack.load(Ordering::Relaxed);
+    let want_stack = size == default;
     let gp = if pp.is_null() {
-        with_gfree(pop_global)
+        // SAFETY: the global cache is locked.
+        with_gfree(|gf| unsafe { pop_global(gf, want_stack) })
     } else {
         // SAFETY: pp is held by this thread, so its gfree is ours.
         let p = unsafe { &*pp };
@@ -315,7 +310,8 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
         if list.is_empty() {
             with_gfree(|gf| {
                 for _ in 0..GFREE_BATCH {
-                    match pop_global(gf) {
+                    // SAFETY: the global cache is locked.
+                    match unsafe { pop_global(gf, want_stack) } {
                         // SAFETY: our list; the G came off the locked global one.
                         Some(g) => unsafe { list.push(g) },
                         None => break,
@@ -354,6 +350,23 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
         }
     }
     Ok(gp)
+}
+
+/// A dead G off the global cache: one that kept a (default-size) stack first if
+/// `want_stack`, else one without a stack first.
+///
+/// # Safety
+/// `gf` is the locked global cache.
+#[inline(always)]
+unsafe fn pop_global(gf: &mut GFreeGlobal, want_stack: bool) -> Option<*mut G> {
+    // SAFETY: caller contract.
+    unsafe {
+        if want_stack {
+            gf.stack.pop().or_else(|| gf.nostack.pop())
+        } else {
+            gf.nostack.pop().or_else(|| gf.stack.pop())
+        }
+    }
 }
 
 /// Gs are carved out of chunks of this many: one allocation per chunk instead of one

@@ -47,7 +47,10 @@ pub(super) fn init_once() {
             .start_ns
             .store(crate::sys::nanotime(), Ordering::Relaxed);
         SCHED.maxmcount.store(cfg.max_threads, Ordering::Relaxed);
-        SCHED.default_stack.store(cfg.stack_size, Ordering::Relaxed);
+        // Whole pages, as the stacks will be (gfput/gfget compare sizes exactly).
+        SCHED
+            .default_stack
+            .store(crate::stack::round_size(cfg.stack_size), Ordering::Relaxed);
         crate::stack::install_overflow_handler(running_stack);
         {
             let mut g = lock_sched();
