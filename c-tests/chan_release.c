@@ -21,7 +21,8 @@
  *
  * Misuse cases (each must abort with a gmp: message):
  *   double_release  make, release, release;
- *   retain_released make, release, retain.
+ *   retain_released make, release, retain;
+ *   send_released   make, release, try_send (a send into the freed buffer).
  */
 #include "check.h"
 
@@ -133,6 +134,10 @@ int main(int argc, char **argv)
             gmp_chan_release(c);
         else if (strcmp(argv[1], "retain_released") == 0)
             gmp_chan_retain(c);
+        else if (strcmp(argv[1], "send_released") == 0) {
+            int v = 1;
+            gmp_chan_try_send(c, &v);
+        }
         fprintf(stderr, "chan_release: %s did not abort\n", argv[1]);
         return 1;
     }

@@ -886,3 +886,12 @@ fn chan_release_retain_released() {
         &["gmp: gmp_chan_retain: channel already released"],
     );
 }
+
+#[test]
+fn chan_release_send_released() {
+    expect_abort(
+        "chan_release",
+        "send_released",
+        &["gmp: channel used after its last gmp_chan_release"],
+    );
+}

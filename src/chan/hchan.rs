@@ -7,7 +7,7 @@
 //! - Buffered: `sendq` is non-empty only if the buffer is full; `recvq` only if it is empty.
 //! - Unbuffered: `qcount == 0`; a value goes straight from the sender's `elem` to the
 //!   receiver's `out` (one copy, done by whichever side arrives second).
-//! - `closed` never reverts; once set, both queues are empty (the closer drained them) and
+//! - `CLOSED` never reverts; once set, both queues are empty (the closer drained them) and
 //!   nobody enqueues again.
 //!
 //! A blocked operation is woken by the party that claims its waiter (see `sudog`); the
@@ -26,7 +26,7 @@
 //!   pass 3 is done. The hold of a sudog is dropped by whoever finishes with it under the
 //!   lock: the peer or closer that completes it (`complete`), or its owner once it has
 //!   taken it off the queue (a timeout, a select's other cases).
-//! - The release that takes `refs` to 0 marks the channel `orphaned` under the lock; the
+//! - The release that takes `refs` to 0 marks the channel `ORPHANED` under the lock; the
 //!   channel is destroyed by that release if nothing is held, else by whoever drops the
 //!   last hold under the lock (`unhold` says so). Both decisions are under the lock, so
 //!   exactly one party destroys it. Orphaned, only blocked operations may still finish:
@@ -94,20 +94,32 @@ pub(crate) struct Synced {
     qcount: usize,
     sendx: usize,
     recvx: usize,
-    pub closed: bool,
+    /// `CLOSED` and `ORPHANED` bits, in one byte so that the operations' fast paths test
+    /// both with the one comparison they made for `closed` alone.
+    state: u8,
     pub recvq: WaitQ,
     pub sendq: WaitQ,
     /// Holds by blocked operations (see "Lifetime").
     nheld: usize,
-    /// The last handle is gone; the last hold destroys the channel (see "Lifetime").
-    orphaned: bool,
+}
+
+/// `Synced::state`: closed (never reverts).
+const CLOSED: u8 = 1;
+/// `Synced::state`: the last handle is gone; the last hold destroys the channel (see
+/// "Lifetime"). Never reverts (until the header is made into a new channel).
+const ORPHANED: u8 = 2;
+
+/// An operation, retain or release on a channel whose last handle was released.
+#[cold]
+fn used_after_release() -> ! {
+    crate::rt::throw("channel used after its last gmp_chan_release")
 }
 
 impl Synced {
     /// Takes a hold for a blocked operation (a queued sudog, or a select's channel).
     pub(crate) fn hold(&mut self) {
-        if self.orphaned {
-            crate::rt::throw("channel used after its last gmp_chan_release");
+        if self.state & ORPHANED != 0 {
+            used_after_release();
         }
         self.nheld += 1;
     }
@@ -120,7 +132,7 @@ impl Synced {
             crate::rt::throw("chan: hold count underflow");
         }
         self.nheld -= 1;
-        self.orphaned && self.nheld == 0
+        self.nheld == 0 && self.state & ORPHANED != 0
     }
 }
 
@@ -194,11 +206,10 @@ impl Chan {
                 qcount: 0,
                 sendx: 0,
                 recvx: 0,
-                closed: false,
+                state: 0,
                 recvq: WaitQ::new(),
                 sendq: WaitQ::new(),
                 nheld: 0,
-                orphaned: false,
             }),
             len: AtomicUsize::new(0),
             refs: AtomicUsize::new(1),
@@ -250,7 +261,7 @@ impl Chan {
         // SAFETY: lock held.
         let destroy = unsafe {
             let s = ch.synced();
-            s.orphaned = true;
+            s.state |= ORPHANED;
             s.nheld == 0
         };
         ch.lock.unlock();
@@ -358,11 +369,11 @@ impl Chan {
     /// # Safety
     /// Lock held, `s` is this channel's `synced()`; `elem` readable for `elem_size` bytes.
     pub(crate) unsafe fn send_locked(&self, s: &mut Synced, elem: *const u8) -> Now {
-        if s.closed {
+        if s.state != 0 {
+            if s.state & ORPHANED != 0 {
+                used_after_release();
+            }
             return Now::Closed;
-        }
-        if s.orphaned {
-            crate::rt::throw("channel used after its last gmp_chan_release");
         }
         // SAFETY: lock held; a dequeued sudog's waiter is ours until we wake it.
         unsafe {
@@ -392,12 +403,12 @@ impl Chan {
     /// Lock held, `s` is this channel's `synced()`; `out` writable for `elem_size` bytes,
     /// or null.
     pub(crate) unsafe fn recv_locked(&self, s: &mut Synced, out: *mut u8) -> Now {
-        if s.orphaned {
-            crate::rt::throw("channel used after its last gmp_chan_release");
-        }
         // SAFETY: lock held; a dequeued sudog's waiter is ours until we wake it.
         unsafe {
-            if s.closed {
+            if s.state != 0 {
+                if s.state & ORPHANED != 0 {
+                    used_after_release();
+                }
                 if s.qcount == 0 {
                     self.zero(out);
                     return Now::Closed;
@@ -445,8 +456,9 @@ impl Chan {
     /// claimed by the caller.
     unsafe fn complete(&self, s: &mut Synced, sg: *const Sudog, success: bool) -> *const Waiter {
         // The caller operates with a handle of its own, so this is never the last hold of
-        // an orphaned channel (recv_locked/send_locked/close throw on one).
-        let _ = s.unhold();
+        // an orphaned channel (recv_locked/send_locked/close throw on one): no need to ask.
+        debug_assert!(s.nheld > 0, "chan: completing an unheld sudog");
+        s.nheld -= 1;
         // SAFETY: caller contract: sg and its waiter are alive until the wake-up.
         unsafe {
             (*sg).success.set(success);
@@ -574,14 +586,14 @@ impl Chan {
         self.lock.lock();
         // SAFETY: lock held.
         let s = unsafe { self.synced() };
-        if s.orphaned {
-            crate::rt::throw("channel used after its last gmp_chan_release");
+        if s.state & ORPHANED != 0 {
+            used_after_release();
         }
-        if s.closed {
+        if s.state & CLOSED != 0 {
             self.lock.unlock();
             return Err(ChanError::Closed);
         }
-        s.closed = true;
+        s.state |= CLOSED;
         // Claim every waiter under the lock; wake them after releasing it.
         let mut list: *const Waiter = null();
         // SAFETY: lock held; dequeued sudogs' waiters are claimed by us and alive until
