@@ -107,8 +107,10 @@ typedef void (*gmp_func)(void *arg);
 typedef struct gmp_attr {
   /*
    Usable stack bytes; 0 means the default (256 KiB, or GMP_STACK_SIZE, or
-   gmp_set_default_stack_size). Rounded up to whole pages. A guard page below the stack
-   turns an overflow into "gmp: goroutine N: stack overflow" and an abort.
+   gmp_set_default_stack_size). Rounded up to whole pages. A 64 KiB guard below the
+   stack turns an overflow into "gmp: goroutine N: stack overflow" and an abort, also
+   for frames or alloca blocks of up to 64 KiB compiled without stack-clash protection;
+   a bigger one can jump the guard into another goroutine's stack.
    */
   size_t stack_size;
   /*
@@ -185,6 +187,12 @@ typedef struct gmp_sched_stats {
    Sum of all Ps' schedtick (goroutines scheduled).
    */
   uint64_t schedticks;
+  /*
+   Goroutine records ever allocated (Go's allglen). Records are never freed but are
+   reused: this stays near the peak number of live goroutines plus the per-processor
+   and global caches of dead ones, whatever stack sizes are asked for.
+   */
+  uint64_t allg;
   /*
    Preemption requests the monitor thread made (a goroutine held its processor for a
    whole 10 ms time slice).
@@ -459,7 +467,8 @@ int gmp_chan_make(struct gmp_chan **out, size_t elem_size, size_t cap);
 
 /*
  Adds a reference to `c` (for another owner, e.g. a goroutine the channel is passed
- to). Returns 0, or -EINVAL if `c` is NULL.
+ to). Returns 0, or -EINVAL if `c` is NULL. Aborts with a `gmp:` message if the channel
+ has no reference left (it was released).
 
  # Safety
  `c` is NULL or a channel the caller holds a reference to.
@@ -467,10 +476,19 @@ int gmp_chan_make(struct gmp_chan **out, size_t elem_size, size_t cap);
 int gmp_chan_retain(struct gmp_chan *c);
 
 /*
- Drops a reference to `c`; the channel is freed when the last one goes. Whoever holds a
- reference may release it once. The last release must happen when no operation on the
- channel is in progress or will start (blocked senders or receivers included). Closing
- is not required before. Returns 0, or -EINVAL if `c` is NULL.
+ Drops a reference to `c`. When the last one goes, the channel is freed: at once, or, if
+ operations are blocked on it (senders, receivers, selects), once the last of them has
+ finished — they complete as they would have (with a value from another holder, a close
+ by another holder, or their timeout; without a timeout they wait forever, as in Go).
+ Closing is not required before. Whoever holds a reference may release it once;
+ releasing more often than the channel was made and retained aborts with a `gmp:`
+ message (as long as its memory has not been reused by a newer channel), and so does an
+ operation started after the last release.
+
+ An operation that has not blocked yet runs on its caller's reference: give each
+ goroutine or thread that uses the channel a reference of its own (gmp_chan_retain), or
+ release the last one only when the others are done or blocked. Returns 0, or -EINVAL
+ if `c` is NULL.
 
  # Safety
  `c` is NULL or a channel the caller holds a reference to, which it gives up.

@@ -1096,3 +1096,82 @@ fn example_echo_server() {
         outcome.report("examples/echo_server.c --selftest failed")
     );
 }
+
+// ---- memory: dead-G reuse, stack guards, channel lifetime ----
+
+#[test]
+fn gfree_sizes() {
+    expect_success("gfree_sizes", &[]);
+}
+
+#[test]
+fn stack_guard() {
+    expect_success("stack_guard", &[]);
+}
+
+#[test]
+fn stack_guard_jump() {
+    expect_abort(
+        "stack_guard",
+        "jump",
+        &["gmp: goroutine ", ": stack overflow"],
+    );
+}
+
+#[test]
+fn stack_guard_frame() {
+    expect_abort(
+        "stack_guard",
+        "frame",
+        &["gmp: goroutine ", ": stack overflow"],
+    );
+}
+
+#[test]
+fn stack_guard_alloca() {
+    expect_abort(
+        "stack_guard",
+        "alloca",
+        &["gmp: goroutine ", ": stack overflow"],
+    );
+}
+
+/// Freed memory is scribbled over (tcache off: glibc does not perturb chunks it caches
+/// there), so a blocked operation touching its released channel hangs or crashes.
+#[test]
+fn chan_release() {
+    expect_success(
+        "chan_release",
+        &[
+            ("MALLOC_PERTURB_", "165"),
+            ("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0"),
+        ],
+    );
+}
+
+#[test]
+fn chan_release_double() {
+    expect_abort(
+        "chan_release",
+        "double_release",
+        &["gmp: gmp_chan_release: channel released more often than retained"],
+    );
+}
+
+#[test]
+fn chan_release_retain_released() {
+    expect_abort(
+        "chan_release",
+        "retain_released",
+        &["gmp: gmp_chan_retain: channel already released"],
+    );
+}
+
+#[test]
+fn chan_release_send_released() {
+    expect_abort(
+        "chan_release",
+        "send_released",
+        &["gmp: channel used after its last gmp_chan_release"],
+    );
+}

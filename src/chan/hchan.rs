@@ -7,12 +7,35 @@
 //! - Buffered: `sendq` is non-empty only if the buffer is full; `recvq` only if it is empty.
 //! - Unbuffered: `qcount == 0`; a value goes straight from the sender's `elem` to the
 //!   receiver's `out` (one copy, done by whichever side arrives second).
-//! - `closed` never reverts; once set, both queues are empty (the closer drained them) and
+//! - `CLOSED` never reverts; once set, both queues are empty (the closer drained them) and
 //!   nobody enqueues again.
 //!
 //! A blocked operation is woken by the party that claims its waiter (see `sudog`); the
 //! transfer is done by that party under the lock, and the wake-up after the lock is
 //! released, as Go does.
+//!
+//! # Lifetime (Go has a garbage collector; we count)
+//! - `refs` counts the handles: one from `make`, one per `retain`, minus one per `release`
+//!   (atomic RMWs, without the lock). The caller of an operation holds a handle for its
+//!   whole duration (the C contract), so an operation that does not block costs nothing
+//!   more.
+//! - A blocked operation must outlive the handle it came with (a goroutine blocked in a
+//!   receive with a timeout, whose owner releases the channel meanwhile): it holds the
+//!   channel itself, counted in `Synced::nheld` (plain arithmetic under the lock it holds
+//!   anyway, no atomic RMW): +1 per sudog queued, and for a select +1 per channel until its
+//!   pass 3 is done. The hold of a sudog is dropped by whoever finishes with it under the
+//!   lock: the peer or closer that completes it (`complete`), or its owner once it has
+//!   taken it off the queue (a timeout, a select's other cases).
+//! - The release that takes `refs` to 0 marks the channel `ORPHANED` under the lock; the
+//!   channel is destroyed by that release if nothing is held, else by whoever drops the
+//!   last hold under the lock (`unhold` says so). Both decisions are under the lock, so
+//!   exactly one party destroys it. Orphaned, only blocked operations may still finish:
+//!   any new operation, retain or release is a use of a released handle and throws.
+//! - Destroyed channels free their buffer but not their header, which goes to a free list
+//!   that `make` takes from (type-stable memory, as the sudogs): a late `unlock` (its
+//!   futex wake) touches valid memory, and a release too many finds `refs` at 0 and
+//!   throws — unless the header was already made into a new channel, whose reference it
+//!   then drops (a limit: handles are plain pointers).
 
 use core::cell::UnsafeCell;
 use core::ptr::null;
@@ -72,18 +95,57 @@ pub(crate) struct Synced {
     qcount: usize,
     sendx: usize,
     recvx: usize,
-    pub closed: bool,
+    /// `CLOSED` and `ORPHANED` bits, in one byte so that the operations' fast paths test
+    /// both with the one comparison they made for `closed` alone.
+    state: u8,
     pub recvq: WaitQ,
     pub sendq: WaitQ,
+    /// Holds by blocked operations (see "Lifetime").
+    nheld: usize,
 }
 
-/// A channel. Reference counted; freed by the last `release`.
+/// `Synced::state`: closed (never reverts).
+const CLOSED: u8 = 1;
+/// `Synced::state`: the last handle is gone; the last hold destroys the channel (see
+/// "Lifetime"). Never reverts (until the header is made into a new channel).
+const ORPHANED: u8 = 2;
+
+/// An operation, retain or release on a channel whose last handle was released.
+#[cold]
+fn used_after_release() -> ! {
+    crate::rt::throw("channel used after its last gmp_chan_release")
+}
+
+impl Synced {
+    /// Takes a hold for a blocked operation (a queued sudog, or a select's channel).
+    pub(crate) fn hold(&mut self) {
+        if self.state & ORPHANED != 0 {
+            used_after_release();
+        }
+        self.nheld += 1;
+    }
+
+    /// Drops a hold; true if the caller must destroy the channel once it has released the
+    /// lock (the last hold of an orphaned channel).
+    #[must_use]
+    pub(crate) fn unhold(&mut self) -> bool {
+        if self.nheld == 0 {
+            crate::rt::throw("chan: hold count underflow");
+        }
+        self.nheld -= 1;
+        self.nheld == 0 && self.state & ORPHANED != 0
+    }
+}
+
+/// A channel. Reference counted; destroyed by the last `release` or the last hold of a
+/// blocked operation (see "Lifetime").
 pub struct Chan {
     pub(crate) lock: Lock,
     /// Owner: the holder of `lock`.
     synced: UnsafeCell<Synced>,
     /// Copy of `qcount` for `len` (written under the lock, read without it).
     len: AtomicUsize,
+    /// Handles (see "Lifetime").
     refs: AtomicUsize,
     elem_size: usize,
     cap: usize,
@@ -139,49 +201,95 @@ impl Chan {
             }
             p
         };
-        Ok(Box::into_raw(Box::new(Chan {
+        let new = Chan {
             lock: Lock::new(),
             synced: UnsafeCell::new(Synced {
                 qcount: 0,
                 sendx: 0,
                 recvx: 0,
-                closed: false,
+                state: 0,
                 recvq: WaitQ::new(),
                 sendq: WaitQ::new(),
+                nheld: 0,
             }),
             len: AtomicUsize::new(0),
             refs: AtomicUsize::new(1),
             elem_size,
             cap,
             buf,
-        })))
+        };
+        let reuse = free_headers().pop();
+        match reuse {
+            Some(c) => {
+                let c = c as *mut Chan;
+                // SAFETY: a destroyed channel's header: nobody may use it any more (its
+                // last handle and hold are gone), and it is never deallocated. Chan has no
+                // drop glue, so overwriting it in place leaks nothing.
+                unsafe { c.write(new) };
+                Ok(c)
+            }
+            None => Ok(Box::into_raw(Box::new(new))),
+        }
     }
 
+    /// Adds a handle. Throws if the channel has none left (a released handle).
     pub fn retain(&self) {
         // relaxed: a new reference is made from an existing one (as Arc::clone).
-        self.refs.fetch_add(1, Ordering::Relaxed);
+        if self.refs.fetch_add(1, Ordering::Relaxed) == 0 {
+            crate::rt::throw("gmp_chan_retain: channel already released");
+        }
     }
 
-    /// Drops a reference; frees the channel at zero.
+    /// Drops a handle; at zero, the channel is destroyed now or, if blocked operations
+    /// hold it, by the last of them (see "Lifetime"). Throws if no handle is left (released
+    /// more often than made and retained).
     ///
     /// # Safety
-    /// `c` came from `make` and the caller owns one reference; if it is the last, no
-    /// operation is in progress or will start.
+    /// `c` came from `make`; the caller owns one handle, and no operation of its own on
+    /// the channel is in progress (others' may be: blocked ones hold the channel; one that
+    /// has not blocked yet must have a handle of its own).
     pub unsafe fn release(c: *mut Chan) {
-        // SAFETY: caller contract.
+        // SAFETY: headers are never deallocated; the caller owns a handle.
+        let ch = unsafe { &*c };
+        // release/acquire: every use of the channel happens before its destruction (as Arc).
+        match ch.refs.fetch_sub(1, Ordering::Release) {
+            0 => crate::rt::throw("gmp_chan_release: channel released more often than retained"),
+            1 => {}
+            _ => return,
+        }
+        core::sync::atomic::fence(Ordering::Acquire);
+        ch.lock.lock();
+        // SAFETY: lock held.
+        let destroy = unsafe {
+            let s = ch.synced();
+            s.state |= ORPHANED;
+            s.nheld == 0
+        };
+        ch.lock.unlock();
+        if destroy {
+            // SAFETY: no handle and no hold left; we decided under the lock.
+            unsafe { Chan::destroy(c) };
+        }
+    }
+
+    /// Frees the buffer and puts the header on the free list (see "Lifetime").
+    ///
+    /// # Safety
+    /// Called once, by the party that found the channel orphaned and unheld under its
+    /// lock, after releasing the lock.
+    pub(crate) unsafe fn destroy(c: *mut Chan) {
+        // SAFETY: caller contract: nobody else uses the channel; buf was allocated by make
+        // with this layout.
         unsafe {
-            // release/acquire: every use of the channel happens before the free (as Arc).
-            if (*c).refs.fetch_sub(1, Ordering::Release) != 1 {
-                return;
-            }
-            core::sync::atomic::fence(Ordering::Acquire);
-            let ch = Box::from_raw(c);
+            let ch = &mut *c;
             if !ch.buf.is_null() {
                 let layout =
                     std::alloc::Layout::from_size_align_unchecked(ch.elem_size * ch.cap, BUF_ALIGN);
                 std::alloc::dealloc(ch.buf, layout);
+                ch.buf = core::ptr::null_mut();
             }
         }
+        free_headers().push(c as usize);
     }
 
     pub fn elem_size(&self) -> usize {
@@ -262,7 +370,10 @@ impl Chan {
     /// # Safety
     /// Lock held, `s` is this channel's `synced()`; `elem` readable for `elem_size` bytes.
     pub(crate) unsafe fn send_locked(&self, s: &mut Synced, elem: *const u8) -> Now {
-        if s.closed {
+        if s.state != 0 {
+            if s.state & ORPHANED != 0 {
+                used_after_release();
+            }
             return Now::Closed;
         }
         // SAFETY: lock held; a dequeued sudog's waiter is ours until we wake it.
@@ -271,7 +382,7 @@ impl Chan {
             if !sg.is_null() {
                 // Direct hand-off into the blocked receiver's buffer (Go's sendDirect).
                 self.copy(elem, (*sg).elem.get());
-                return Now::Done(self.complete(sg, true));
+                return Now::Done(self.complete(s, sg, true));
             }
             if s.qcount < self.cap {
                 self.copy(elem, self.slot(s.sendx));
@@ -295,7 +406,10 @@ impl Chan {
     pub(crate) unsafe fn recv_locked(&self, s: &mut Synced, out: *mut u8) -> Now {
         // SAFETY: lock held; a dequeued sudog's waiter is ours until we wake it.
         unsafe {
-            if s.closed {
+            if s.state != 0 {
+                if s.state & ORPHANED != 0 {
+                    used_after_release();
+                }
                 if s.qcount == 0 {
                     self.zero(out);
                     return Now::Closed;
@@ -318,7 +432,7 @@ impl Chan {
                         }
                         s.sendx = s.recvx;
                     }
-                    return Now::Done(self.complete(sg, true));
+                    return Now::Done(self.complete(s, sg, true));
                 }
             }
             if s.qcount > 0 {
@@ -335,11 +449,17 @@ impl Chan {
         Now::Blocked
     }
 
-    /// Records the outcome in a claimed sudog; returns its waiter, to wake after unlock.
+    /// Records the outcome in a claimed sudog and drops its hold (its owner will not touch
+    /// this channel for it again); returns its waiter, to wake after unlock.
     ///
     /// # Safety
-    /// Lock held; `sg` was just dequeued and its waiter claimed by the caller.
-    unsafe fn complete(&self, sg: *const Sudog, success: bool) -> *const Waiter {
+    /// Lock held, `s` is this channel's `synced()`; `sg` was just dequeued and its waiter
+    /// claimed by the caller.
+    unsafe fn complete(&self, s: &mut Synced, sg: *const Sudog, success: bool) -> *const Waiter {
+        // The caller operates with a handle of its own, so this is never the last hold of
+        // an orphaned channel (recv_locked/send_locked/close throw on one): no need to ask.
+        debug_assert!(s.nheld > 0, "chan: completing an unheld sudog");
+        s.nheld -= 1;
         // SAFETY: caller contract: sg and its waiter are alive until the wake-up.
         unsafe {
             (*sg).success.set(success);
@@ -420,6 +540,8 @@ impl Chan {
         // until we removed sg again below; sg is ours until we release it.
         let fired = unsafe {
             let s = self.synced();
+            // The channel must outlive this wait even if its handles go (see "Lifetime").
+            s.hold();
             if is_send {
                 s.sendq.enqueue(sg);
             } else {
@@ -434,16 +556,22 @@ impl Chan {
         };
         let result = if !fired {
             self.lock.lock();
-            // SAFETY: lock held; sg was queued on this queue.
-            unsafe {
+            // SAFETY: lock held; sg was queued on this queue. Our hold keeps the channel.
+            let destroy = unsafe {
                 let s = self.synced();
                 if is_send {
                     s.sendq.remove(sg);
                 } else {
                     s.recvq.remove(sg);
                 }
-            }
+                s.unhold()
+            };
             self.lock.unlock();
+            if destroy {
+                // SAFETY: we dropped the last hold of an orphaned channel under its lock,
+                // and do not touch it again.
+                unsafe { Chan::destroy(me as *mut Chan) };
+            }
             Err(ChanError::TimedOut)
         } else if sg.success.get() {
             Ok(())
@@ -463,11 +591,14 @@ impl Chan {
         self.lock.lock();
         // SAFETY: lock held.
         let s = unsafe { self.synced() };
-        if s.closed {
+        if s.state & ORPHANED != 0 {
+            used_after_release();
+        }
+        if s.state & CLOSED != 0 {
             self.lock.unlock();
             return Err(ChanError::Closed);
         }
-        s.closed = true;
+        s.state |= CLOSED;
         // Claim every waiter under the lock; wake them after releasing it.
         let mut list: *const Waiter = null();
         // SAFETY: lock held; dequeued sudogs' waiters are claimed by us and alive until
@@ -479,7 +610,7 @@ impl Chan {
                     break;
                 }
                 self.zero((*sg).elem.get());
-                let w = self.complete(sg, false);
+                let w = self.complete(s, sg, false);
                 (*w).wake_link.set(list);
                 list = w;
             }
@@ -488,7 +619,7 @@ impl Chan {
                 if sg.is_null() {
                     break;
                 }
-                let w = self.complete(sg, false);
+                let w = self.complete(s, sg, false);
                 (*w).wake_link.set(list);
                 list = w;
             }
@@ -504,4 +635,13 @@ impl Chan {
         }
         Ok(())
     }
+}
+
+/// Headers of destroyed channels, for `make` to reuse (see "Lifetime"). A leaf lock: taken
+/// with no channel lock held.
+fn free_headers() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    static FREE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+    // A poisoned lock only means a panic elsewhere while pushing or popping: the list is
+    // consistent.
+    FREE.lock().unwrap_or_else(|e| e.into_inner())
 }

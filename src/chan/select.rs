@@ -242,7 +242,14 @@ unsafe fn selectgo(
         }
     };
 
-    // Pass 2: queue one sudog per enabled case, in lock order.
+    // Pass 2: queue one sudog per enabled case, in lock order. Each channel is held until
+    // pass 3 is done, and each sudog until it is completed or taken off its queue, so that
+    // releasing a handle meanwhile does not destroy the channel under us (hchan
+    // "Lifetime").
+    for &c in locks {
+        // SAFETY: all locks held.
+        unsafe { (*c).synced().hold() };
+    }
     let w = Waiter::new();
     let sgs = &mut sgs[..np];
     for (k, &i) in lockorder.iter().enumerate() {
@@ -253,6 +260,7 @@ unsafe fn selectgo(
         // SAFETY: all locks held; w lives in this frame, and sg is ours, until pass 3.
         unsafe {
             let s = (*cas.chan).synced();
+            s.hold();
             if cas.op == SEND {
                 s.sendq.enqueue(sg);
             } else {
@@ -263,7 +271,7 @@ unsafe fn selectgo(
     // SAFETY: we hold exactly `locks`, and our sudogs are queued on them.
     let claimed = unsafe { waitq::block(&w, locks, deadline, WaitReason::Select) };
 
-    // Pass 3: take every other sudog off its queue.
+    // Pass 3: take every other sudog off its queue, and drop our holds.
     sellock(locks);
     let fired = w.fired.load(Ordering::Acquire) as *const Sudog;
     for (k, &i) in lockorder.iter().enumerate() {
@@ -280,9 +288,21 @@ unsafe fn selectgo(
             } else {
                 s.recvq.remove(sg);
             }
+            // Not the last hold: the channel's own hold remains.
+            let _ = s.unhold();
         }
     }
-    selunlock(locks);
+    for &c in locks.iter().rev() {
+        // SAFETY: we hold c's lock and a hold on it; after its last hold is dropped under
+        // the lock, the destroyer is the only one to touch it.
+        unsafe {
+            let destroy = (*c).synced().unhold();
+            (*c).lock.unlock();
+            if destroy {
+                Chan::destroy(c as *mut Chan);
+            }
+        }
+    }
     let result = if claimed {
         // SAFETY: fired is one of our sudogs (a waker claimed us).
         let (i, ok) = unsafe { ((*fired).case.get(), (*fired).success.get()) };

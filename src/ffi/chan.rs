@@ -134,7 +134,8 @@ pub unsafe extern "C" fn gmp_chan_make(
 }
 
 /// Adds a reference to `c` (for another owner, e.g. a goroutine the channel is passed
-/// to). Returns 0, or -EINVAL if `c` is NULL.
+/// to). Returns 0, or -EINVAL if `c` is NULL. Aborts with a `gmp:` message if the channel
+/// has no reference left (it was released).
 ///
 /// # Safety
 /// `c` is NULL or a channel the caller holds a reference to.
@@ -152,10 +153,19 @@ pub unsafe extern "C" fn gmp_chan_retain(c: *mut gmp_chan) -> c_int {
     })
 }
 
-/// Drops a reference to `c`; the channel is freed when the last one goes. Whoever holds a
-/// reference may release it once. The last release must happen when no operation on the
-/// channel is in progress or will start (blocked senders or receivers included). Closing
-/// is not required before. Returns 0, or -EINVAL if `c` is NULL.
+/// Drops a reference to `c`. When the last one goes, the channel is freed: at once, or, if
+/// operations are blocked on it (senders, receivers, selects), once the last of them has
+/// finished — they complete as they would have (with a value from another holder, a close
+/// by another holder, or their timeout; without a timeout they wait forever, as in Go).
+/// Closing is not required before. Whoever holds a reference may release it once;
+/// releasing more often than the channel was made and retained aborts with a `gmp:`
+/// message (as long as its memory has not been reused by a newer channel), and so does an
+/// operation started after the last release.
+///
+/// An operation that has not blocked yet runs on its caller's reference: give each
+/// goroutine or thread that uses the channel a reference of its own (gmp_chan_retain), or
+/// release the last one only when the others are done or blocked. Returns 0, or -EINVAL
+/// if `c` is NULL.
 ///
 /// # Safety
 /// `c` is NULL or a channel the caller holds a reference to, which it gives up.

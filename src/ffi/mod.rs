@@ -65,8 +65,10 @@ const _: () = assert!(GMP_MAX_PROCS as usize == rt::MAX_PROCS);
 #[repr(C)]
 pub struct gmp_attr {
     /// Usable stack bytes; 0 means the default (256 KiB, or GMP_STACK_SIZE, or
-    /// gmp_set_default_stack_size). Rounded up to whole pages. A guard page below the stack
-    /// turns an overflow into "gmp: goroutine N: stack overflow" and an abort.
+    /// gmp_set_default_stack_size). Rounded up to whole pages. A 64 KiB guard below the
+    /// stack turns an overflow into "gmp: goroutine N: stack overflow" and an abort, also
+    /// for frames or alloca blocks of up to 64 KiB compiled without stack-clash protection;
+    /// a bigger one can jump the guard into another goroutine's stack.
     pub stack_size: usize,
     /// 0 or GMP_GO_PINNED.
     pub flags: u32,
@@ -110,6 +112,10 @@ pub struct gmp_sched_stats {
     pub spawned: u64,
     /// Sum of all Ps' schedtick (goroutines scheduled).
     pub schedticks: u64,
+    /// Goroutine records ever allocated (Go's allglen). Records are never freed but are
+    /// reused: this stays near the peak number of live goroutines plus the per-processor
+    /// and global caches of dead ones, whatever stack sizes are asked for.
+    pub allg: u64,
     /// Preemption requests the monitor thread made (a goroutine held its processor for a
     /// whole 10 ms time slice).
     pub preempt_requests: u64,
@@ -381,6 +387,7 @@ pub unsafe extern "C" fn gmp_stats(
                 steals: s.steals,
                 spawned: s.spawned,
                 schedticks: s.schedticks,
+                allg: s.allg,
                 preempt_requests: s.preempt_requests,
                 netpoll_polls: s.netpoll_polls,
                 netpoll_readied: s.netpoll_readied,

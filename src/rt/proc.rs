@@ -1,6 +1,9 @@
 //! Creating and ending goroutines (Go's newproc, goexit0) and the dead-G caches (gfput,
-//! gfget): a finished G keeps its stack and goes to its P's free list, then to the global
-//! one, and `newproc` reuses it, so a steady state of spawning allocates nothing.
+//! gfget): a finished G keeps its stack (if it has the default size; another size goes
+//! back to the stack pool) and goes to its P's free list, then to the global one, and
+//! `newproc` reuses it — any dead G, whatever stack size is asked for — so a steady state
+//! of spawning allocates nothing, and Gs never outnumber the peak of live goroutines plus
+//! the caches.
 
 use core::ffi::c_void;
 use core::ptr::null_mut;
@@ -44,14 +47,15 @@ pub unsafe fn newproc(
     pinned: bool,
 ) -> Result<u64, StartError> {
     init();
+    // Whole pages, as the stack will be: the caches compare sizes exactly. (The default
+    // is stored rounded.)
     let size = if stack_size == 0 {
         SCHED.default_stack.load(Ordering::Relaxed)
+    } else if (stack::MIN_STACK..=stack::MAX_STACK).contains(&stack_size) {
+        stack::round_size(stack_size)
     } else {
-        stack_size
-    };
-    if !(stack::MIN_STACK..=stack::MAX_STACK).contains(&size) {
         return Err(StartError::BadStackSize);
-    }
+    };
     let m = getm();
     // SAFETY: a non-null TLS slot is this thread's M; while a goroutine runs on it, its P
     // is held by this thread.
@@ -307,11 +311,9 @@ unsafe fn gfput(pp: *mut P, gp: *mut G) {
     // SAFETY: gp is ours.
     unsafe {
         let st = &mut *(*gp).stack.ptr();
-        if st.as_ref().is_some_and(|s| s.size() != default) {
-            // Odd-sized stacks are not cached with the G.
-            if let Some(s) = st.take() {
-                stack::free(s);
-            }
+        // Odd-sized stacks are not cached with the G.
+        if let Some(s) = st.take_if(|s| s.size() != default) {
+            stack::free(s);
         }
     }
     if pp.is_null() {
@@ -358,42 +360,44 @@ unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G) {
     }
 }
 
-/// Takes a dead G for a new goroutine with a `size`-byte stack: from P `pp`'s cache, the
-/// global cache, or freshly allocated.
+/// Takes a dead G for a new goroutine with a `size`-byte stack (whole pages): from P `pp`'s
+/// cache, the global cache, or freshly allocated. Any dead G will do, whatever stack it
+/// kept (Go's gfget): one whose stack has the wrong size gives it back to the stack pool
+/// and takes one of the right size. Only when no dead G is cached anywhere is a new G
+/// allocated, so the number of Gs is bounded by the peak of live goroutines plus the
+/// caches, whatever the mix of stack sizes. For the default size, Gs that kept a stack are
+/// preferred; for another size, Gs without one (a default stack would only go back to the
+/// pool).
 ///
 /// # Safety
 /// `pp`, if non-null, is held by this thread.
 unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
     let default = SCHED.default_stack.load(Ordering::Relaxed);
-    let mut gp = None;
-    if size == default {
-        if pp.is_null() {
-            gp = with_gfree(|gf| {
-                // SAFETY: the global list is locked.
-                unsafe { gf.stack.pop().or_else(|| gf.nostack.pop()) }
-            });
-        } else {
-            // SAFETY: pp is held by this thread, so its gfree is ours.
-            let p = unsafe { &*pp };
-            let list = unsafe { &mut *p.gfree.ptr() };
-            if list.is_empty() {
-                with_gfree(|gf| {
-                    for _ in 0..GFREE_BATCH {
-                        // SAFETY: our list; the global one is locked.
-                        match unsafe { gf.stack.pop().or_else(|| gf.nostack.pop()) } {
-                            Some(g) => unsafe { list.push(g) },
-                            None => break,
-                        }
+    let want_stack = size == default;
+    let gp = if pp.is_null() {
+        // SAFETY: the global cache is locked.
+        with_gfree(|gf| unsafe { pop_global(gf, want_stack) })
+    } else {
+        // SAFETY: pp is held by this thread, so its gfree is ours.
+        let p = unsafe { &*pp };
+        let list = unsafe { &mut *p.gfree.ptr() };
+        if list.is_empty() {
+            with_gfree(|gf| {
+                for _ in 0..GFREE_BATCH {
+                    // SAFETY: the global cache is locked.
+                    match unsafe { pop_global(gf, want_stack) } {
+                        // SAFETY: our list; the G came off the locked global one.
+                        Some(g) => unsafe { list.push(g) },
+                        None => break,
                     }
-                });
-            }
-            // SAFETY: our list.
-            gp = unsafe { list.pop() };
-            p.gfreecnt.store(list.len(), Ordering::Relaxed);
+                }
+            });
         }
-    } else if pp.is_null() {
-        gp = with_gfree(|gf| unsafe { gf.nostack.pop() });
-    }
+        // SAFETY: our list.
+        let gp = unsafe { list.pop() };
+        p.gfreecnt.store(list.len(), Ordering::Relaxed);
+        gp
+    };
     let gp = match gp {
         Some(gp) => gp,
         None => new_g(),
@@ -401,10 +405,8 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
     // SAFETY: gp is ours (off a free list or new).
     unsafe {
         let st = &mut *(*gp).stack.ptr();
-        if st.as_ref().is_some_and(|s| s.size() != size) {
-            if let Some(s) = st.take() {
-                stack::free(s);
-            }
+        if let Some(s) = st.take_if(|s| s.size() != size) {
+            stack::free(s);
         }
         if st.is_none() {
             match stack::alloc(size) {
@@ -422,6 +424,23 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
         }
     }
     Ok(gp)
+}
+
+/// A dead G off the global cache: one that kept a (default-size) stack first if
+/// `want_stack`, else one without a stack first.
+///
+/// # Safety
+/// `gf` is the locked global cache.
+#[inline(always)]
+unsafe fn pop_global(gf: &mut GFreeGlobal, want_stack: bool) -> Option<*mut G> {
+    // SAFETY: caller contract.
+    unsafe {
+        if want_stack {
+            gf.stack.pop().or_else(|| gf.nostack.pop())
+        } else {
+            gf.nostack.pop().or_else(|| gf.stack.pop())
+        }
+    }
 }
 
 /// Gs are carved out of chunks of this many: one allocation per chunk instead of one
@@ -455,8 +474,18 @@ fn alloc_g_slot() -> *mut G {
     next as *mut G
 }
 
+/// Gs ever allocated (Go's `allglen`): the length of `SCHED.allg`. Gs are never freed, so
+/// this is the peak of live goroutines plus the dead ones cached for reuse (`gfget`).
+static ALLGLEN: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// The number of Gs ever allocated (see `ALLGLEN`).
+pub(super) fn allglen() -> u64 {
+    ALLGLEN.load(Ordering::Relaxed)
+}
+
 /// Allocates a new G (never freed) and links it on `SCHED.allg`.
 fn new_g() -> *mut G {
+    ALLGLEN.fetch_add(1, Ordering::Relaxed);
     let gp = alloc_g_slot();
     // SAFETY: a fresh, aligned, unshared slot of a G's size.
     unsafe { gp.write(G::new()) };

@@ -47,8 +47,11 @@ pub(super) fn init_once() {
             .start_ns
             .store(crate::sys::nanotime(), Ordering::Relaxed);
         SCHED.maxmcount.store(cfg.max_threads, Ordering::Relaxed);
-        SCHED.default_stack.store(cfg.stack_size, Ordering::Relaxed);
-        crate::stack::install_overflow_handler(stack_overflow_goid);
+        // Whole pages, as the stacks will be (gfput/gfget compare sizes exactly).
+        SCHED
+            .default_stack
+            .store(crate::stack::round_size(cfg.stack_size), Ordering::Relaxed);
+        crate::stack::install_overflow_handler(running_stack);
         os_linux::init();
         {
             let mut g = lock_sched();
@@ -62,23 +65,19 @@ pub(super) fn init_once() {
     });
 }
 
-/// The stack-overflow handler's question: is `addr` in the guard page of the goroutine
-/// running on this thread? Runs in a signal handler: no locks, no allocation.
-fn stack_overflow_goid(addr: usize) -> Option<u64> {
+/// The stack-overflow handler's question: the goroutine running on this thread and the
+/// `lo` of its stack (src/stack decides whether the fault overflowed it). Runs in a signal
+/// handler: no locks, no allocation.
+fn running_stack() -> Option<(u64, usize)> {
     let gp = getg();
     if gp.is_null() {
         return None;
     }
     // SAFETY: gp is this thread's running G; its stack does not change while it runs, and
     // the signal interrupted that very G.
-    let stack = unsafe { &*(*gp).stack.ptr() };
-    let (lo, hi) = stack.as_ref()?.guard_range();
-    // Also count faults just below the guard (a frame larger than a page jumps it).
-    if addr >= lo.saturating_sub(64 * 1024) && addr < hi {
-        // SAFETY: as above.
-        return Some(unsafe { (*gp).goid() });
-    }
-    None
+    let lo = unsafe { (*(*gp).stack.ptr()).as_ref()?.lo() };
+    // SAFETY: as above.
+    Some((unsafe { (*gp).goid() }, lo))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -207,6 +207,7 @@ pub struct Stats {
     pub steals: u64,
     pub spawned: u64,
     pub schedticks: u64,
+    pub allg: u64,
     pub preempt_requests: u64,
     pub netpoll_polls: u64,
     pub netpoll_readied: u64,
@@ -230,6 +231,7 @@ pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
         schedticks: procs()
             .map(|p| p.schedtick.load(Ordering::Relaxed) as u64)
             .sum(),
+        allg: super::proc::allglen(),
         preempt_requests: SCHED.preempt_requests.load(Ordering::Relaxed),
         netpoll_polls: netpoll::POLLS.load(Ordering::Relaxed),
         netpoll_readied: netpoll::READIED.load(Ordering::Relaxed),

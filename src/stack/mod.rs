@@ -1,6 +1,6 @@
-//! Goroutine stacks: mmap'd in slabs, each stack above its own guard page, recycled through
+//! Goroutine stacks: mmap'd in slabs, each stack above its own guard gap, recycled through
 //! a global free list per size class; the SIGSEGV/SIGBUS handler that turns a fault in a
-//! guard page into "gmp: goroutine N: stack overflow"; the alternate signal stacks it runs
+//! guard gap into "gmp: goroutine N: stack overflow"; the alternate signal stacks it runs
 //! on.
 //!
 //! # Slab layout
@@ -11,13 +11,35 @@
 //!           ^lo              ^top
 //! ```
 //!
+//! # Guard width
+//!
+//! Each guard is [`GUARD_GAP`] = 64 KiB (at least a page), not one page. A function whose
+//! frame is bigger than the guard moves the stack pointer past it in one `sub` and, when
+//! it was compiled without stack-clash protection (GCC's and Clang's default outside some
+//! distributions, and common in C libraries), its first store lands in the stack below —
+//! another goroutine's — with no fault at all: with one 4 KiB page, a 14 KB frame
+//! overwrote a parked neighbour, and a 12 KiB `alloca` jumped the guard and faulted only
+//! further down, where nothing recognised it. 64 KiB covers the frames C compilers emit in
+//! practice (GCC's `-Wframe-larger-than` and stack-clash probing both work at 4 KiB
+//! granularity; frames beyond 64 KiB are rare, and `alloca`/VLAs that size are still
+//! jumpable: keep them off goroutine stacks). A guard costs no memory either way, and with
+//! `MADV_GUARD_INSTALL` no VMA either (below); it costs 64 KiB of address space per stack
+//! (a million 256 KiB stacks: 305 GiB of the 128 TiB user space instead of 248 GiB).
+//! The `mprotect` fallback uses the same width: a `PROT_NONE` range is one VMA and no
+//! memory whatever its length.
+//!
+//! A fault is a goroutine's overflow ([`Stack::overflowed`]) if its address is in the guard
+//! (or up to another guard's width below it: below stack 0 of a slab lies whatever else
+//! is mapped there), or if the interrupted stack pointer is below the goroutine's `lo`
+//! (within [`OVERFLOW_REACH`]): a frame that jumped even the wide guard and faulted further
+//! down is still reported as the overflow it is.
+//!
 //! One `mmap(MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK)` per slab: memory is
 //! committed page by page as a goroutine touches it, and nothing is charged to the
 //! overcommit accounting up front. `MAP_STACK` (plus `MADV_NOHUGEPAGE` for older kernels)
 //! keeps transparent huge pages away, or touching one page of a stack could fault in 2 MiB.
-//! A stack grows down from `top`; running past `lo` faults in the guard page below it (a
-//! frame larger than a page can jump the guard and land in the stack below: keep stacks
-//! generous, DESIGN.md "Pitfalls").
+//! A stack grows down from `top`; running past `lo` faults in the guard below it (see
+//! "Guard width" for frames that could jump it; DESIGN.md "Pitfalls").
 //!
 //! # Guard pages and the VMA budget
 //!
@@ -92,6 +114,13 @@ const RELEASE_BATCH: usize = 32;
 /// AVX-512 state); the overflow hook and the preemption handler run on it too.
 const ALTSTACK_SIZE: usize = 64 * 1024;
 
+/// Bytes of guard below every stack (rounded up to a page; see "Guard width").
+const GUARD_GAP: usize = 64 * 1024;
+
+/// How far below a stack's `lo` the interrupted stack pointer may be for a fault to count
+/// as that goroutine's overflow (see "Guard width").
+const OVERFLOW_REACH: usize = 1 << 20;
+
 /// `MADV_GUARD_INSTALL` (Linux 6.13): turns a range into guard pages without a new VMA.
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 /// `PIDFD_SELF_THREAD_GROUP` (Linux 6.15): a pidfd argument meaning the calling process,
@@ -133,10 +162,37 @@ impl Stack {
         self.size
     }
 
-    /// `[start, end)` of the guard page below [`lo`](Self::lo).
+    /// `[start, end)` of the guard below [`lo`](Self::lo).
     pub fn guard_range(&self) -> (usize, usize) {
-        (self.lo - page_size(), self.lo)
+        (self.lo - guard_size(), self.lo)
     }
+
+    /// Whether a fault at `addr`, taken with the stack pointer at `sp`, is the overflow of
+    /// the goroutine running on this stack (see "Guard width" in the module doc).
+    /// Async-signal-safe.
+    pub fn overflowed(&self, addr: usize, sp: usize) -> bool {
+        overflowed(self.lo, addr, sp)
+    }
+}
+
+/// [`Stack::overflowed`] for the stack whose lowest usable address is `lo`.
+fn overflowed(lo: usize, addr: usize, sp: usize) -> bool {
+    let in_guard = addr < lo && addr >= lo.saturating_sub(2 * guard_size());
+    let sp_below = sp < lo && sp >= lo.saturating_sub(OVERFLOW_REACH);
+    in_guard || sp_below
+}
+
+/// Width of the guard below every stack: [`GUARD_GAP`], at least a page.
+fn guard_size() -> usize {
+    GUARD_GAP.next_multiple_of(page_size())
+}
+
+/// `size` rounded up to whole pages: the usable size [`alloc`] gives a stack asked for
+/// `size` bytes. (A power of two: a mask, not a division, on the spawn path.)
+#[inline]
+pub fn round_size(size: usize) -> usize {
+    let mask = page_size() - 1;
+    (size + mask) & !mask
 }
 
 /// The system page size, read once.
@@ -160,18 +216,17 @@ const GUARD_MADVISE: u8 = 1;
 const GUARD_MPROTECT: u8 = 2;
 static GUARD_MODE: AtomicU8 = AtomicU8::new(GUARD_UNKNOWN);
 
-/// Makes `[addr, addr + page)` a guard page, with `MADV_GUARD_INSTALL` when the kernel has
-/// it and `mprotect(PROT_NONE)` otherwise. Err(errno) on failure.
+/// Makes `[addr, addr + len)` (whole pages) a guard, with `MADV_GUARD_INSTALL` when the
+/// kernel has it and `mprotect(PROT_NONE)` otherwise. Err(errno) on failure.
 ///
 /// # Safety
 ///
-/// `[addr, addr + page)` must be a page of an anonymous private mapping owned by the
+/// `[addr, addr + len)` must be pages of an anonymous private mapping owned by the
 /// caller, holding nothing anyone will read.
-unsafe fn install_guard(addr: usize) -> Result<(), i32> {
-    let page = page_size();
+unsafe fn install_guard(addr: usize, len: usize) -> Result<(), i32> {
     if GUARD_MODE.load(Ordering::Relaxed) != GUARD_MPROTECT {
-        // SAFETY: the caller owns the page and nothing lives in it.
-        let r = unsafe { libc::madvise(addr as *mut libc::c_void, page, MADV_GUARD_INSTALL) };
+        // SAFETY: the caller owns the pages and nothing lives in them.
+        let r = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_GUARD_INSTALL) };
         if r == 0 {
             GUARD_MODE.store(GUARD_MADVISE, Ordering::Relaxed);
             return Ok(());
@@ -183,8 +238,8 @@ unsafe fn install_guard(addr: usize) -> Result<(), i32> {
         }
         GUARD_MODE.store(GUARD_MPROTECT, Ordering::Relaxed);
     }
-    // SAFETY: as above; PROT_NONE on a page the caller owns.
-    if unsafe { libc::mprotect(addr as *mut libc::c_void, page, libc::PROT_NONE) } != 0 {
+    // SAFETY: as above; PROT_NONE on pages the caller owns.
+    if unsafe { libc::mprotect(addr as *mut libc::c_void, len, libc::PROT_NONE) } != 0 {
         return Err(errno());
     }
     Ok(())
@@ -277,7 +332,7 @@ pub fn guards_are_madvise() -> bool {
                 0,
             );
             if p != libc::MAP_FAILED {
-                let _ = install_guard(p as usize);
+                let _ = install_guard(p as usize, page);
                 libc::munmap(p, page);
             }
         }
@@ -324,7 +379,8 @@ pub fn alloc(size: usize) -> Result<Stack, i32> {
     if let Some(lo) = class.dirty.pop_back().or_else(|| class.clean.pop()) {
         return Ok(Stack { lo, size });
     }
-    let stride = size + page;
+    let guard = guard_size();
+    let stride = size + guard;
     let n = (SLAB_BYTES / stride).clamp(1, MAX_PER_SLAB);
     let slab = map_slab(n, size)?;
     // Hand out the lowest stack; the others go to the clean list, highest first popped
@@ -332,9 +388,9 @@ pub fn alloc(size: usize) -> Result<Stack, i32> {
     class.clean.reserve(n - 1);
     class
         .clean
-        .extend((1..n).rev().map(|i| slab + i * stride + page));
+        .extend((1..n).rev().map(|i| slab + i * stride + guard));
     Ok(Stack {
-        lo: slab + page,
+        lo: slab + guard,
         size,
     })
 }
@@ -345,12 +401,12 @@ fn lock_pool() -> MutexGuard<'static, BTreeMap<usize, Class>> {
     POOL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Maps a slab of `n` stacks of `size` bytes, each above a guard page, the guards
+/// Maps a slab of `n` stacks of `size` bytes, each above a guard gap, the guards
 /// installed in one call where the kernel allows it (see "Guard pages" in the module doc).
 /// Returns its base.
 fn map_slab(n: usize, size: usize) -> Result<usize, i32> {
-    let page = page_size();
-    let stride = size + page;
+    let guard = guard_size();
+    let stride = size + guard;
     let len = n * stride;
     // SAFETY: a fresh anonymous mapping; the kernel picks the address, so nothing else is
     // affected.
@@ -373,18 +429,18 @@ fn map_slab(n: usize, size: usize) -> Result<usize, i32> {
     let base = base as usize;
     let mut ranges = [iov(0, 0); MAX_PER_SLAB];
     for (i, r) in ranges[..n].iter_mut().enumerate() {
-        *r = iov(base + i * stride, page);
+        *r = iov(base + i * stride, guard);
     }
-    // SAFETY: the guard pages of the slab we just mapped, holding nothing.
+    // SAFETY: the guard gaps of the slab we just mapped, holding nothing.
     let batched = GUARD_MODE.load(Ordering::Relaxed) != GUARD_MPROTECT
         && unsafe { madvise_batch(&ranges[..n], MADV_GUARD_INSTALL) };
     if batched {
         GUARD_MODE.store(GUARD_MADVISE, Ordering::Relaxed);
     } else {
         for i in 0..n {
-            // SAFETY: the guard page of stack i, inside the slab we just mapped, holding
+            // SAFETY: the guard gap of stack i, inside the slab we just mapped, holding
             // nothing.
-            if let Err(e) = unsafe { install_guard(base + i * stride) } {
+            if let Err(e) = unsafe { install_guard(base + i * stride, guard) } {
                 // SAFETY: unmaps the slab we mapped above; no stack of it was handed out.
                 unsafe { libc::munmap(base as *mut libc::c_void, len) };
                 return Err(e);
@@ -456,7 +512,7 @@ fn release(los: &[usize], size: usize) {
     }
 }
 
-/// The hook asked about every SIGSEGV/SIGBUS: `fn(usize) -> Option<u64>` stored as usize
+/// The hook asked about every SIGSEGV/SIGBUS: an [`OverflowHook`] stored as usize
 /// (0 = none yet). Release/acquire: the handler sees a fully published pointer.
 static HOOK: AtomicUsize = AtomicUsize::new(0);
 
@@ -465,16 +521,21 @@ static HOOK: AtomicUsize = AtomicUsize::new(0);
 /// async-signal-safe).
 static PREVIOUS: OnceLock<[libc::sigaction; 2]> = OnceLock::new();
 
+/// The overflow handler's question to the scheduler: the id of the goroutine running on
+/// this thread and the `lo` of its stack, or None when no goroutine runs here.
+pub type OverflowHook = fn() -> Option<(u64, usize)>;
+
 /// Installs (once, thread-safe) a SIGSEGV/SIGBUS handler with SA_ONSTACK | SA_SIGINFO that
-/// calls `hook(fault_addr)`. If the hook returns Some(goid) the handler writes
-/// "gmp: goroutine {goid}: stack overflow\n" to fd 2 and aborts; if None it chains to the
+/// calls `hook()`. If it names a goroutine whose stack the fault overflowed (the fault
+/// address and the interrupted stack pointer, by [`Stack::overflowed`]), the handler writes
+/// "gmp: goroutine {goid}: stack overflow\n" to fd 2 and aborts; otherwise it chains to the
 /// handler installed before (calls it if it was a function, else restores SIG_DFL and
 /// returns so that the fault re-raises with the default action).
 ///
 /// A later call replaces the hook; the signal handler itself is installed once. The hook
 /// runs in a signal handler, on the thread's alternate stack (see [`ensure_altstack`]): it
 /// must be async-signal-safe (no locks, no allocation).
-pub fn install_overflow_handler(hook: fn(usize) -> Option<u64>) {
+pub fn install_overflow_handler(hook: OverflowHook) {
     HOOK.store(hook as usize, Ordering::Release);
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -512,10 +573,12 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut l
     let addr = unsafe { (*info).si_addr() } as usize;
     let hook = HOOK.load(Ordering::Acquire);
     if hook != 0 {
-        // SAFETY: HOOK only ever holds a `fn(usize) -> Option<u64>` stored by
-        // install_overflow_handler.
-        let hook: fn(usize) -> Option<u64> = unsafe { std::mem::transmute(hook) };
-        if let Some(goid) = hook(addr) {
+        // SAFETY: HOOK only ever holds an `OverflowHook` stored by install_overflow_handler.
+        let hook: OverflowHook = unsafe { std::mem::transmute(hook) };
+        if let Some((goid, lo)) = hook()
+            // SAFETY: the kernel passes a valid ucontext for an SA_SIGINFO handler.
+            && overflowed(lo, addr, unsafe { interrupted_sp(ctx) })
+        {
             report_overflow(goid);
         }
     }
@@ -540,6 +603,21 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut l
         let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
         f(sig);
     }
+}
+
+/// The stack pointer of the code the signal interrupted.
+///
+/// # Safety
+/// `ctx` is the `ucontext_t` the kernel passed to an SA_SIGINFO handler.
+unsafe fn interrupted_sp(ctx: *mut libc::c_void) -> usize {
+    let uc = ctx as *const libc::ucontext_t;
+    // SAFETY: caller contract.
+    #[cfg(target_arch = "x86_64")]
+    let sp = unsafe { (*uc).uc_mcontext.gregs[libc::REG_RSP as usize] as usize };
+    // SAFETY: caller contract.
+    #[cfg(target_arch = "aarch64")]
+    let sp = unsafe { (*uc).uc_mcontext.sp as usize };
+    sp
 }
 
 /// Writes "gmp: goroutine {goid}: stack overflow\n" to fd 2 and aborts. Async-signal-safe:
@@ -619,7 +697,7 @@ pub fn ensure_altstack() {
         return;
     }
     // SAFETY: the lowest page of the mapping just made, holding nothing.
-    if unsafe { install_guard(base as usize) }.is_err() {
+    if unsafe { install_guard(base as usize, page) }.is_err() {
         // SAFETY: unmaps the mapping made above, not yet in use.
         unsafe { libc::munmap(base, len) };
         return;
@@ -737,7 +815,8 @@ mod tests {
             assert_eq!(s.size() % page, 0);
             assert!(s.size() >= size && s.size() < size + page);
             assert_eq!(s.top(), s.lo() + s.size());
-            assert_eq!(s.guard_range(), (s.lo() - page, s.lo()));
+            assert_eq!(s.guard_range(), (s.lo() - guard_size(), s.lo()));
+            assert!(s.guard_range().1 - s.guard_range().0 >= GUARD_GAP);
             free(s);
         }
     }
@@ -753,8 +832,8 @@ mod tests {
         let big = alloc(4 << 20).expect("4 MiB");
         assert_eq!(small.size(), rounded.size());
         assert_eq!(big.size(), 4 << 20);
-        // Same class: consecutive stacks of one slab, a guard page apart.
-        assert_eq!(rounded.lo(), small.top() + page);
+        // Same class: consecutive stacks of one slab, a guard apart.
+        assert_eq!(rounded.lo(), small.top() + guard_size());
         free(small);
         free(rounded);
         free(big);
@@ -827,7 +906,7 @@ mod tests {
         }
     }
 
-    /// The guard page cannot be read: write(2) from it fails with EFAULT instead of
+    /// No page of the guard can be read: write(2) from it fails with EFAULT instead of
     /// crashing the test.
     #[test]
     fn guard_page_is_inaccessible() {
@@ -835,11 +914,14 @@ mod tests {
         let mut fds = [0; 2];
         // SAFETY: a valid array of two fds for pipe(2).
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        let (g, _) = s.guard_range();
-        // SAFETY: write(2) only reads the buffer, and reports EFAULT for unreadable memory.
-        let r = unsafe { libc::write(fds[1], g as *const libc::c_void, 1) };
-        assert_eq!(r, -1);
-        assert_eq!(errno(), libc::EFAULT);
+        let (g0, g1) = s.guard_range();
+        for g in (g0..g1).step_by(page_size()) {
+            // SAFETY: write(2) only reads the buffer, and reports EFAULT for unreadable
+            // memory.
+            let r = unsafe { libc::write(fds[1], g as *const libc::c_void, 1) };
+            assert_eq!(r, -1, "guard page at {g:#x} (guard {g0:#x}..{g1:#x})");
+            assert_eq!(errno(), libc::EFAULT);
+        }
         // SAFETY: lo is readable: this one succeeds.
         let r = unsafe { libc::write(fds[1], s.lo() as *const libc::c_void, 1) };
         assert_eq!(r, 1);
@@ -939,15 +1021,11 @@ mod tests {
     /// The env var that makes `overflow_child` overflow a goroutine stack for real.
     const CHILD_ENV: &str = "GMP_TEST_STACK_OVERFLOW_CHILD";
 
-    /// Guard range of the stack `overflow_child` overflows, for its hook.
-    static CHILD_GUARD: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    /// `lo` of the stack `overflow_child` overflows, for its hook.
+    static CHILD_LO: AtomicUsize = AtomicUsize::new(0);
 
-    fn child_hook(addr: usize) -> Option<u64> {
-        let (g0, g1) = (
-            CHILD_GUARD[0].load(Ordering::Relaxed),
-            CHILD_GUARD[1].load(Ordering::Relaxed),
-        );
-        (g0..g1).contains(&addr).then_some(42)
+    fn child_hook() -> Option<(u64, usize)> {
+        Some((42, CHILD_LO.load(Ordering::Relaxed)))
     }
 
     #[allow(unconditional_recursion)]
@@ -970,9 +1048,7 @@ mod tests {
         }
         ensure_altstack();
         let s = alloc(MIN_STACK).expect("alloc");
-        let (g0, g1) = s.guard_range();
-        CHILD_GUARD[0].store(g0, Ordering::Relaxed);
-        CHILD_GUARD[1].store(g1, Ordering::Relaxed);
+        CHILD_LO.store(s.lo(), Ordering::Relaxed);
         install_overflow_handler(child_hook);
         let mut main_sp = 0usize;
         // SAFETY: the stack is ours; the coroutine never switches back (it overflows).
