@@ -88,13 +88,14 @@ enum {
     FT_MAXPROCS,
     FT_FOREIGN,
     FT_PINGPONG,
+    FT_QUIET,
     NFEATURES
 };
 
 static const char *const feature_names[NFEATURES] = {
     "spawn", "pinned", "stack", "wg", "yield", "chan", "timeout",
     "select", "mutex", "rwmutex", "cond", "once", "sleep", "blocking",
-    "blkunlock", "lock", "maxprocs", "foreign", "pingpong",
+    "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet",
 };
 
 static unsigned features;
@@ -150,15 +151,22 @@ static atomic_int stop;          /* set by main when the time is up */
 static atomic_int closing;       /* set by main just before it closes the channels */
 static atomic_int finished;      /* set by main when every check passed */
 static atomic_ulong progress;    /* completed actions (watchdog) */
+static atomic_ulong naps;        /* quiet phases */
 static double t_start;
 
 #define NWORKERS 8
 #define NFOREIGN 2
-#define NSLOTS (NWORKERS + NFOREIGN)
+#define NCHANS 4
+#define NPUMPS (2 * NCHANS)
+#define NSLOTS (NWORKERS + NFOREIGN + NPUMPS)
 
-/* What each worker / foreign thread is doing (for the watchdog's report). */
+/* What each worker, foreign thread and pump is doing, for the watchdog's report: an
+ * action, or one of these two. */
+enum { A_NAP = NACTIONS, A_PUMP, NSLOT_ACTIONS };
 static atomic_int slot_action[NSLOTS];
 static atomic_int slot_inside[NSLOTS];
+static atomic_int slot_locked[NSLOTS];
+static atomic_llong slot_since[NSLOTS];
 static atomic_ulong slot_iters[NSLOTS];
 
 static atomic_uint next_pid = 1;
@@ -228,6 +236,24 @@ static void actor_init(struct actor *a, int slot, int goroutine, int depth)
     a->tid = gettid_();
 }
 
+static void slot_enter(const struct actor *a, int act)
+{
+    if (a->slot < 0)
+        return;
+    atomic_store(&slot_action[a->slot], act);
+    atomic_store(&slot_since[a->slot], gmp_now());
+    atomic_store(&slot_inside[a->slot], 1);
+}
+
+static void slot_leave(const struct actor *a)
+{
+    if (a->slot < 0)
+        return;
+    atomic_store(&slot_inside[a->slot], 0);
+    atomic_store(&slot_since[a->slot], gmp_now());
+    atomic_fetch_add(&slot_iters[a->slot], 1);
+}
+
 static void check_pinned(const struct actor *a)
 {
     if (a->pinned)
@@ -236,7 +262,6 @@ static void check_pinned(const struct actor *a)
 
 /* ---- channels ---- */
 
-#define NCHANS 4
 static const size_t chan_caps[NCHANS] = {0, 0, 1, 16};
 static gmp_chan *chans[NCHANS];
 
@@ -300,12 +325,18 @@ static void check_waited(int64_t t0, int64_t timeout)
     }
 }
 
+/* A timeout: 0 (no wait) one time in four, 1-20 us (racing the operation) one time in
+ * four, else up to 1 ms. */
 static int64_t rnd_timeout(struct actor *a)
 {
-    /* 0 (no wait) one time in four, else up to 1 ms. */
-    if (rnd_below(&a->rng, 4) == 0)
+    switch (rnd_below(&a->rng, 4)) {
+    case 0:
         return 0;
-    return 1 + (int64_t)rnd_below(&a->rng, 1000) * US;
+    case 1:
+        return 1 + (int64_t)rnd_below(&a->rng, 20) * US;
+    default:
+        return 1 + (int64_t)rnd_below(&a->rng, 1000) * US;
+    }
 }
 
 static void do_send(struct actor *a)
@@ -381,7 +412,7 @@ static void do_select(struct actor *a)
     }
     int64_t to;
     int mode = (int)rnd_below(&a->rng, on(FT_TIMEOUT) ? 3 : 2);
-    to = mode == 0 ? -1 : mode == 1 ? 0 : 1 + (int64_t)rnd_below(&a->rng, 1000) * US;
+    to = mode == 0 ? -1 : mode == 1 ? 0 : rnd_timeout(a);
     int64_t t0 = gmp_now();
     int k = gmp_select(cs, (size_t)n, to);
     if (k == -EAGAIN) {
@@ -410,21 +441,25 @@ static void do_select(struct actor *a)
 
 /* ---- sources and sinks: partners for blocking operations ---- */
 
+static int quiet_now(void);
+static void nap(struct actor *a);
+
 struct pump {
     int chan;
     int source;
 };
 
-static struct pump pumps[2 * NCHANS];
+static struct pump pumps[NPUMPS];
 
 static void pump_main(void *arg)
 {
     struct pump *p = arg;
     struct actor a;
-    actor_init(&a, -1, 1, 0);
+    actor_init(&a, NWORKERS + NFOREIGN + (int)(p - pumps), 1, 0);
     for (;;) {
         struct elem e;
         int r;
+        slot_enter(&a, A_PUMP);
         if (p->source) {
             e = make_elem(&a);
             r = gmp_chan_send(chans[p->chan], &e);
@@ -435,10 +470,13 @@ static void pump_main(void *arg)
             if (r == 0)
                 on_recvd(p->chan, &e);
         }
+        slot_leave(&a);
         if (r == -EPIPE)
             break;
         CHECK_OK(r);
-        if (!on(FT_PINGPONG))
+        if (quiet_now())
+            nap(&a);
+        else if (!on(FT_PINGPONG))
             gmp_yield();
     }
     CHECK(atomic_load(&closing));
@@ -646,6 +684,8 @@ static void do_lock(struct actor *a)
     }
     int depth = gmp_lock_os_thread();
     CHECK(depth >= 1);
+    if (a->slot >= 0)
+        atomic_store(&slot_locked[a->slot], 1);
     long tid = gettid_();
     int rounds = 1 + (int)rnd_below(&a->rng, 3);
     for (int i = 0; i < rounds; i++) {
@@ -679,6 +719,8 @@ static void do_lock(struct actor *a)
         CHECK_EQ(gettid_(), tid);
     }
     CHECK_EQ(gmp_unlock_os_thread(), depth - 1);
+    if (a->slot >= 0)
+        atomic_store(&slot_locked[a->slot], 0);
 }
 
 /* ---- GOMAXPROCS ---- */
@@ -767,14 +809,64 @@ static void do_spawn(struct actor *a)
     }
 }
 
+/* ---- quiet phases ---- */
+
+/* A channel nobody sends on: a receive with a timeout on it is a timer. */
+static gmp_chan *silent;
+static int64_t t_start_ns;
+
+/* The run is cut into 100 ms epochs; with "quiet", one in three (chosen by the seed) is
+ * quiet: actors mostly nap and the sources and sinks pause, so processors go idle and
+ * timers are run by idle threads rather than by busy processors. */
+static int quiet_now(void)
+{
+    if (!on(FT_QUIET))
+        return 0;
+    uint64_t epoch = (uint64_t)((gmp_now() - t_start_ns) / (100 * MS));
+    return splitmix(seed ^ (epoch * 0x9e3779b97f4a7c15ULL)) % 3 == 0;
+}
+
+/* Waits 0.2-3 ms on a timer (gmp_sleep, or a receive with a timeout on a silent
+ * channel), a blocking call, or not at all, as the features allow; sometimes with the
+ * goroutine locked to its thread. */
+static void nap(struct actor *a)
+{
+    int64_t ns = 200 * US + (int64_t)rnd_below(&a->rng, 2800) * US;
+    int locked = on(FT_LOCK) && a->goroutine && rnd_below(&a->rng, 2) == 0;
+    long tid = gettid_();
+    slot_enter(a, A_NAP);
+    if (locked) {
+        CHECK_EQ(gmp_lock_os_thread(), 1);
+        if (a->slot >= 0)
+            atomic_store(&slot_locked[a->slot], 1);
+    }
+    int64_t t0 = gmp_now();
+    if (on(FT_SLEEP) && (!on(FT_TIMEOUT) || rnd_below(&a->rng, 2) == 0)) {
+        CHECK_EQ(gmp_sleep(ns), 0);
+        check_waited(t0, ns);
+    } else if (on(FT_TIMEOUT)) {
+        CHECK_EQ(gmp_chan_recv_timeout(silent, NULL, ns), -ETIMEDOUT);
+        check_waited(t0, ns);
+    } else if (on(FT_BLOCKING)) {
+        long l = (long)ns;
+        CHECK_EQ(gmp_blocking(blk_nanosleep, &l), 7);
+    } else {
+        gmp_yield();
+    }
+    if (locked) {
+        CHECK_EQ(gettid_(), tid);
+        CHECK_EQ(gmp_unlock_os_thread(), 0);
+        if (a->slot >= 0)
+            atomic_store(&slot_locked[a->slot], 0);
+    }
+    slot_leave(a);
+}
+
 /* ---- the action loop ---- */
 
 static void run_action(struct actor *a, int act)
 {
-    if (a->slot >= 0) {
-        atomic_store(&slot_action[a->slot], act);
-        atomic_store(&slot_inside[a->slot], 1);
-    }
+    slot_enter(a, act);
     switch (act) {
     case A_SPAWN: do_spawn(a); break;
     case A_YIELD: CHECK_OK(gmp_yield()); break;
@@ -792,18 +884,22 @@ static void run_action(struct actor *a, int act)
     case A_MAXPROCS: do_maxprocs(a); break;
     default: CHECK(0);
     }
-    if (a->slot >= 0) {
-        atomic_store(&slot_inside[a->slot], 0);
-        atomic_fetch_add(&slot_iters[a->slot], 1);
-    }
+    slot_leave(a);
     atomic_fetch_add(&action_count[act], 1);
     atomic_fetch_add(&progress, 1);
 }
 
 static void actor_loop(struct actor *a)
 {
-    while (!atomic_load(&stop))
+    while (!atomic_load(&stop)) {
+        if (quiet_now() && rnd_below(&a->rng, 4) != 0) {
+            nap(a);
+            atomic_fetch_add(&naps, 1);
+            atomic_fetch_add(&progress, 1);
+            continue;
+        }
         run_action(a, enabled_actions[rnd_below(&a->rng, (uint32_t)nenabled)]);
+    }
 }
 
 static void worker_main(void *arg)
@@ -845,13 +941,26 @@ static void report(const char *why)
     fprintf(stderr, "\ntorture: stop=%d closing=%d progress=%lu children %lu/%lu\n",
             atomic_load(&stop), atomic_load(&closing), atomic_load(&progress),
             atomic_load(&children_done), atomic_load(&children_spawned));
+    long long now = gmp_now();
     for (int i = 0; i < NSLOTS; i++) {
         int act = atomic_load(&slot_action[i]);
-        fprintf(stderr, "torture: %s %d: %s %s after %lu actions\n",
-                i < NWORKERS ? "worker" : "foreign", i < NWORKERS ? i : i - NWORKERS,
+        char who[32];
+        if (i < NWORKERS)
+            snprintf(who, sizeof who, "worker %d", i);
+        else if (i < NWORKERS + NFOREIGN)
+            snprintf(who, sizeof who, "foreign %d", i - NWORKERS);
+        else
+            snprintf(who, sizeof who, "%s %d", pumps[i - NWORKERS - NFOREIGN].source
+                     ? "source" : "sink", pumps[i - NWORKERS - NFOREIGN].chan);
+        if (act < 0) {
+            fprintf(stderr, "torture: %s: not started\n", who);
+            continue;
+        }
+        fprintf(stderr, "torture: %s: %s %s%s for %lld ms, %lu done\n", who,
                 atomic_load(&slot_inside[i]) ? "in" : "after",
-                act >= 0 && act < NACTIONS ? action_names[act] : "?",
-                atomic_load(&slot_iters[i]));
+                act < NACTIONS ? action_names[act] : act == A_NAP ? "nap" : "chan op",
+                atomic_load(&slot_locked[i]) ? " (locked to its thread)" : "",
+                (now - atomic_load(&slot_since[i])) / MS, atomic_load(&slot_iters[i]));
     }
     for (int c = 0; c < NCHANS; c++)
         if (chans[c] != NULL)
@@ -979,6 +1088,7 @@ int main(int argc, char **argv)
 
     CHECK_EQ(pipe(pipefd), 0);
     t_start = now_sec();
+    t_start_ns = gmp_now();
     for (int i = 0; i < NSLOTS; i++)
         atomic_store(&slot_action[i], -1);
 
@@ -988,6 +1098,7 @@ int main(int argc, char **argv)
     int pumps_on = on(FT_CHAN) || on(FT_SELECT);
     for (int c = 0; c < NCHANS; c++)
         CHECK_OK(gmp_chan_make(&chans[c], sizeof(struct elem), chan_caps[c]));
+    CHECK_OK(gmp_chan_make(&silent, 0, 0));
     if (pumps_on) {
         CHECK_OK(gmp_wg_add(&pumps_wg, 2 * NCHANS));
         for (int i = 0; i < 2 * NCHANS; i++) {
@@ -1071,9 +1182,10 @@ int main(int argc, char **argv)
     printf("\ntorture: chans");
     for (int c = 0; c < NCHANS; c++)
         printf(" %d:cap%zu:%llu", c, chan_caps[c], atomic_load(&recvd[c].n));
-    printf("; mutex=%ld rw-writes=%ld blkunlock=%ld onces=%d children=%lu\n",
+    printf("; mutex=%ld rw-writes=%ld blkunlock=%ld onces=%d children=%lu naps=%lu\n",
            atomic_load(&mu_sections), atomic_load(&rw_wsections),
-           atomic_load(&bmu_sections), onces_run, atomic_load(&children_spawned));
+           atomic_load(&bmu_sections), onces_run, atomic_load(&children_spawned),
+           atomic_load(&naps));
     if (duration_ms >= 1000)
         for (int act = 0; act < NACTIONS; act++)
             if (on(action_feature[act]) && atomic_load(&action_count[act]) == 0) {
@@ -1086,6 +1198,7 @@ int main(int argc, char **argv)
     CHECK_EQ(pthread_join(watchdog, NULL), 0);
     for (int c = 0; c < NCHANS; c++)
         CHECK_OK(gmp_chan_release(chans[c]));
+    CHECK_OK(gmp_chan_release(silent));
     printf("torture: ok seed=%llu\n", seed);
     return 0;
 }
