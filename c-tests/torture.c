@@ -158,7 +158,9 @@ static double t_start;
 #define NFOREIGN 2
 #define NCHANS 4
 #define NPUMPS (2 * NCHANS)
-#define NSLOTS (NWORKERS + NFOREIGN + NPUMPS)
+#define NCHILDSLOTS 64   /* children are tracked while this many slots last */
+#define CHILD0 (NWORKERS + NFOREIGN + NPUMPS)
+#define NSLOTS (CHILD0 + NCHILDSLOTS)
 
 /* What each worker, foreign thread and pump is doing, for the watchdog's report: an
  * action, or one of these two. */
@@ -168,6 +170,8 @@ static atomic_int slot_inside[NSLOTS];
 static atomic_int slot_locked[NSLOTS];
 static atomic_llong slot_since[NSLOTS];
 static atomic_ulong slot_iters[NSLOTS];
+static atomic_int slot_taken[NSLOTS];   /* child slots */
+static atomic_int slot_pinned[NSLOTS];
 
 static atomic_uint next_pid = 1;
 
@@ -757,8 +761,17 @@ static void child_main(void *arg)
 {
     struct child *c = arg;
     struct actor a;
-    actor_init(&a, -1, 1, c->depth);
+    int slot = -1;
+    for (int i = CHILD0; i < NSLOTS && slot < 0; i++)
+        if (atomic_exchange(&slot_taken[i], 1) == 0)
+            slot = i;
+    actor_init(&a, slot, 1, c->depth);
     a.pinned = c->pinned;
+    if (slot >= 0) {
+        atomic_store(&slot_action[slot], -1);
+        atomic_store(&slot_pinned[slot], a.pinned);
+        atomic_store(&slot_iters[slot], 0);
+    }
     /* Children of a small stack use some of it. */
     volatile char scratch[2048];
     memset((char *)scratch, (int)(a.pid & 0x7f), sizeof scratch);
@@ -773,6 +786,8 @@ static void child_main(void *arg)
         atomic_fetch_add(c->checkin, 1);
     gmp_wg *wg = c->wg;
     free(c);
+    if (slot >= 0)
+        atomic_store(&slot_taken[slot], 0);
     CHECK_OK(gmp_wg_done(wg));
 }
 
@@ -949,9 +964,13 @@ static void report(const char *why)
             snprintf(who, sizeof who, "worker %d", i);
         else if (i < NWORKERS + NFOREIGN)
             snprintf(who, sizeof who, "foreign %d", i - NWORKERS);
-        else
+        else if (i < CHILD0)
             snprintf(who, sizeof who, "%s %d", pumps[i - NWORKERS - NFOREIGN].source
                      ? "source" : "sink", pumps[i - NWORKERS - NFOREIGN].chan);
+        else if (atomic_load(&slot_taken[i]))
+            snprintf(who, sizeof who, "child%s", atomic_load(&slot_pinned[i]) ? " (pinned)" : "");
+        else
+            continue;
         if (act < 0) {
             fprintf(stderr, "torture: %s: not started\n", who);
             continue;

@@ -10,8 +10,8 @@
 #   -p  GOMAXPROCS values to start each seed at (default "1 2 3 4")
 #   -f  TORTURE_FEATURES (default "all"; see the comment at the top of torture.c)
 #   -b  library builds to test (default "release debug")
-# Each run's output, with GMP_DEBUG=schedtrace=1000, goes to target/torture/logs/; a
-# failure prints the command that repeats it. The last line is the summary; the exit
+# Each run's output, with GMP_DEBUG=schedtrace=1000, goes to target/torture/logs/<time>/;
+# a failure prints the command that repeats it. The last line is the summary; the exit
 # status is 1 if any run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +40,8 @@ if [ -z "$seeds" ]; then
 fi
 
 out=target/torture
-mkdir -p "$out/logs"
+logs="$out/logs/$(date +%Y%m%d-%H%M%S)-$$"
+mkdir -p "$logs"
 for build in $builds; do
     case "$build" in
         release) cargo build --release --quiet; dir=target/release ;;
@@ -60,14 +61,17 @@ failures=""
 for seed in $seeds; do
     for p in $procs; do
         for build in $builds; do
-            log="$out/logs/$build-p$p-s$seed.log"
+            log="$logs/$build-p$p-s$seed.log"
             runs=$((runs + 1))
             start=$(date +%s)
             set +e
-            env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
-                GMP_DEBUG=schedtrace=1000 \
-                timeout -s KILL $((secs + 120)) \
-                "$out/$build/torture" "$seed" $((secs * 1000)) "$p" "$features" >"$log" 2>&1
+            # In braces, so that bash's own "Segmentation fault" line goes to the log too.
+            {
+                env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
+                    GMP_DEBUG=schedtrace=1000 \
+                    timeout -s KILL $((secs + 120)) \
+                    "$out/$build/torture" "$seed" $((secs * 1000)) "$p" "$features"
+            } >"$log" 2>&1
             rc=$?
             set -e
             took=$(( $(date +%s) - start ))
@@ -76,6 +80,9 @@ for seed in $seeds; do
             else
                 failed=$((failed + 1))
                 why=$(grep -m1 -E "^torture: (no progress|chan|timeout|action|draining)|CHECK failed|^gmp:" "$log" || true)
+                if [ -z "$why" ] && [ "$rc" -gt 128 ]; then
+                    why="killed by signal $((rc - 128))"
+                fi
                 echo "FAIL $build procs=$p seed=$seed (status $rc, ${took} s): ${why:-see log}"
                 echo "     log: $log"
                 echo "     repeat: $out/$build/torture $seed $((secs * 1000)) $p '$features'"
