@@ -152,13 +152,14 @@ static atomic_int closing;       /* set by main just before it closes the channe
 static atomic_int finished;      /* set by main when every check passed */
 static atomic_ulong progress;    /* completed actions (watchdog) */
 static atomic_ulong naps;        /* quiet phases */
+static const char *_Atomic main_phase = "running";
 static double t_start;
 
 #define NWORKERS 8
 #define NFOREIGN 2
 #define NCHANS 4
 #define NPUMPS (2 * NCHANS)
-#define NCHILDSLOTS 64   /* children are tracked while this many slots last */
+#define NCHILDSLOTS 256  /* children are tracked while this many slots last */
 #define CHILD0 (NWORKERS + NFOREIGN + NPUMPS)
 #define NSLOTS (CHILD0 + NCHILDSLOTS)
 
@@ -953,9 +954,10 @@ static void report(const char *why)
     fprintf(stderr, "torture: runq lens:");
     for (int i = 0; i < nl; i++)
         fprintf(stderr, " %u", lens[i]);
-    fprintf(stderr, "\ntorture: stop=%d closing=%d progress=%lu children %lu/%lu\n",
-            atomic_load(&stop), atomic_load(&closing), atomic_load(&progress),
-            atomic_load(&children_done), atomic_load(&children_spawned));
+    fprintf(stderr, "\ntorture: main: %s; progress=%lu children %lu/%lu "
+            "gmp_num_goroutine=%lld\n", atomic_load(&main_phase), atomic_load(&progress),
+            atomic_load(&children_done), atomic_load(&children_spawned),
+            (long long)gmp_num_goroutine());
     long long now = gmp_now();
     for (int i = 0; i < NSLOTS; i++) {
         int act = atomic_load(&slot_action[i]);
@@ -1149,17 +1151,22 @@ int main(int argc, char **argv)
     for (int c = 0; c < NCHANS; c++)
         CHECK_OK(gmp_chan_close(chans[c]));
     double t_drain = now_sec();
+    atomic_store(&main_phase, "waiting for the workers");
     CHECK_OK(gmp_wg_wait(&workers_wg));
     atomic_fetch_add(&progress, 1);
+    atomic_store(&main_phase, "joining the foreign threads");
     for (int i = 0; i < nforeign; i++)
         CHECK_EQ(pthread_join(foreign[i], NULL), 0);
     atomic_fetch_add(&progress, 1);
+    atomic_store(&main_phase, "waiting for the detached children");
     CHECK_OK(gmp_wg_wait(&children_wg));
     atomic_fetch_add(&progress, 1);
+    atomic_store(&main_phase, "waiting for the sources and sinks");
     CHECK_OK(gmp_wg_wait(&pumps_wg));
     atomic_fetch_add(&progress, 1);
 
     /* What is left in the buffers counts as received. */
+    atomic_store(&main_phase, "draining the channels");
     for (int c = 0; c < NCHANS; c++) {
         struct elem e;
         int r;
@@ -1185,6 +1192,7 @@ int main(int argc, char **argv)
     }
 
     /* Every goroutine ends. */
+    atomic_store(&main_phase, "waiting for gmp_num_goroutine() == 0");
     double deadline = now_sec() + 10;
     while (gmp_num_goroutine() != 0 && now_sec() < deadline)
         sleep_ms(1);
