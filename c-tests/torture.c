@@ -20,7 +20,10 @@
  *    have checked in when the wait returns), or leaves them to a global one;
  *  - a source and a sink goroutine per channel (features "chan" or "select"), so that a
  *    blocking send or receive without timeout always has a partner; with "pingpong" they
- *    run back to back, without "pingpong" they yield after every operation.
+ *    run back to back, without "pingpong" they yield after every operation;
+ *  - with "quiet", one 100 ms epoch in three (chosen by the seed) is quiet: workers and
+ *    pumps mostly nap 0.2-3 ms on a timer (sometimes locked to their thread), so that
+ *    processors go idle and timers are run by idle threads.
  * Actions: spawn, yield, send / receive (plain, try, with timeout: "timeout"), select over
  * 1-4 cases (no wait, no limit, or a timeout), mutex and rwmutex critical sections,
  * take and return a token of a pool guarded by a cond ("cond"), gmp_once on a
@@ -49,7 +52,8 @@
  * Watchdog: a plain pthread samples a progress counter (every completed action of a
  * worker, child or foreign thread; sources and sinks do not count). If it does not move for
  * TORTURE_STALL_MS, it prints "torture: no progress for ...", the seed, gmp_stats, the
- * run queue lengths and what each actor is doing, and aborts. Run with
+ * run queue lengths, what main and each actor (children too, up to 256) are doing and
+ * for how long, and aborts. Run with
  * GMP_DEBUG=schedtrace=500 to have the scheduler's own trace on stderr as well.
  */
 #include "check.h"
