@@ -1175,3 +1175,38 @@ fn chan_release_send_released() {
         &["gmp: channel used after its last gmp_chan_release"],
     );
 }
+
+// ---- torture: every feature at once (the long run is scripts/torture.sh) ----
+
+/// The features the short torture runs switch on (TORTURE_FEATURES, see c-tests/torture.c).
+const TORTURE_FEATURES: &str = "all";
+
+/// One 3 s torture run at GOMAXPROCS `procs` with a fixed seed; on failure the output
+/// holds the seed, the watchdog's report and the scheduler trace.
+fn torture(procs: &str, seed: &str) {
+    expect_success(
+        "torture",
+        &[
+            ("TORTURE_SEED", seed),
+            ("TORTURE_MS", "3000"),
+            ("TORTURE_PROCS", procs),
+            ("TORTURE_FEATURES", TORTURE_FEATURES),
+            ("GMP_DEBUG", "schedtrace=500"),
+        ],
+    );
+}
+
+#[test]
+fn torture_procs_1() {
+    torture("1", "101");
+}
+
+#[test]
+fn torture_procs_2() {
+    torture("2", "202");
+}
+
+#[test]
+fn torture_procs_4() {
+    torture("4", "404");
+}

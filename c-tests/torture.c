@@ -1,0 +1,1235 @@
+/*
+ * torture: a seeded random mix of every feature of the runtime at once, for a bounded
+ * time, with conservation checks on everything that can be counted and a watchdog that
+ * fails the run when nothing makes progress.
+ *
+ * Usage: torture [SEED [MILLISECONDS [GOMAXPROCS [FEATURES]]]]
+ * or the environment: TORTURE_SEED, TORTURE_MS (default 3000), TORTURE_PROCS (default:
+ * leave GOMAXPROCS as GMP_MAXPROCS set it), TORTURE_FEATURES (default "all"),
+ * TORTURE_STALL_MS (default 2000). FEATURES is a number (bit mask, 0x.. allowed) or a
+ * comma-separated list of the names below, "all", and "-name" to remove one, e.g.
+ * "all,-lock,-maxprocs". The first line printed names the seed and the features, so that
+ * a failing run can be repeated exactly (the interleaving differs, the choices do not).
+ *
+ * Actors (each with its own xorshift generator seeded from the seed and its id):
+ *  - 8 worker goroutines, each looping over random actions until the stop flag;
+ *  - 2 foreign pthreads doing the same (feature "foreign"), except what needs a goroutine;
+ *  - short-lived children the workers spawn (feature "spawn"), some with GMP_GO_PINNED
+ *    ("pinned": their gettid() must never change), some with a small stack ("stack");
+ *    a worker waits for its children on a WaitGroup of its own ("wg": every child must
+ *    have checked in when the wait returns), or leaves them to a global one;
+ *  - a source and a sink goroutine per channel (features "chan" or "select"), so that a
+ *    blocking send or receive without timeout always has a partner; with "pingpong" they
+ *    run back to back, without "pingpong" they yield after every operation;
+ *  - with "quiet", one 100 ms epoch in three (chosen by the seed) is quiet: workers and
+ *    pumps mostly nap 0.2-3 ms on a timer (sometimes locked to their thread), so that
+ *    processors go idle and timers are run by idle threads.
+ * Actions: spawn, yield, send / receive (plain, try, with timeout: "timeout"), select over
+ * 1-4 cases (no wait, no limit, or a timeout), mutex and rwmutex critical sections,
+ * take and return a token of a pool guarded by a cond ("cond"), gmp_once on a
+ * moving frontier of once objects, gmp_sleep, gmp_blocking (nanosleep, or a read of a
+ * pipe that has data), a mutex unlocked from inside gmp_blocking ("blkunlock"), a
+ * gmp_lock_os_thread section (nested sometimes) doing yields, channel operations, sleeps
+ * and blocking calls with gettid() checked after each ("lock"), and gmp_maxprocs(1..4)
+ * at most every 2-20 ms ("maxprocs").
+ *
+ * Checks:
+ *  - channels: every element carries (producer id << 32 | sequence) and a hash of it;
+ *    the receiver checks the hash; per channel, the count, sum and hash-sum of the
+ *    elements whose send succeeded equal those received (the buffers are drained after
+ *    the close): a lost, duplicated or corrupted element fails. -EPIPE only after the
+ *    close; a timed-out operation waited at least its timeout;
+ *  - mutex / rwmutex: a counter of holders inside the section (writers alone, readers
+ *    with no writer), and a counter updated by load + store across a yield inside the
+ *    section equals the number of sections;
+ *  - cond: the pool never holds more than its tokens and holds all of them at the end;
+ *  - once: every function ran exactly once for every once object used, none for the
+ *    others, and its effect is visible when gmp_once returns;
+ *  - gmp_sleep waited at least what it was asked; locked and pinned goroutines stay on
+ *    their thread; gmp_lock_os_thread from a foreign thread returns -EPERM;
+ *  - every enabled action ran at least once (runs of 1 s or more); every goroutine ends
+ *    (gmp_num_goroutine() drops to 0).
+ * Watchdog: a plain pthread samples a progress counter (every completed action of a
+ * worker, child or foreign thread; sources and sinks do not count). If it does not move for
+ * TORTURE_STALL_MS, it prints "torture: no progress for ...", the seed, gmp_stats, the
+ * run queue lengths, what main and each actor (children too, up to 256) are doing and
+ * for how long, and aborts. Run with
+ * GMP_DEBUG=schedtrace=500 to have the scheduler's own trace on stderr as well.
+ */
+#include "check.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+#include "gmp.h"
+
+#define US 1000LL
+#define MS 1000000LL
+
+/* ---- features ---- */
+
+enum {
+    FT_SPAWN,
+    FT_PINNED,
+    FT_STACK,
+    FT_WG,
+    FT_YIELD,
+    FT_CHAN,
+    FT_TIMEOUT,
+    FT_SELECT,
+    FT_MUTEX,
+    FT_RWMUTEX,
+    FT_COND,
+    FT_ONCE,
+    FT_SLEEP,
+    FT_BLOCKING,
+    FT_BLKUNLOCK,
+    FT_LOCK,
+    FT_MAXPROCS,
+    FT_FOREIGN,
+    FT_PINGPONG,
+    FT_QUIET,
+    NFEATURES
+};
+
+static const char *const feature_names[NFEATURES] = {
+    "spawn", "pinned", "stack", "wg", "yield", "chan", "timeout",
+    "select", "mutex", "rwmutex", "cond", "once", "sleep", "blocking",
+    "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet",
+};
+
+static unsigned features;
+
+static int on(int f)
+{
+    return (features >> f) & 1u;
+}
+
+/* ---- actions ---- */
+
+enum {
+    A_SPAWN,
+    A_YIELD,
+    A_SEND,
+    A_RECV,
+    A_SELECT,
+    A_MUTEX,
+    A_RWMUTEX,
+    A_COND,
+    A_ONCE,
+    A_SLEEP,
+    A_BLOCKING,
+    A_BLKUNLOCK,
+    A_LOCK,
+    A_MAXPROCS,
+    NACTIONS
+};
+
+static const char *const action_names[NACTIONS] = {
+    "spawn", "yield", "send", "recv", "select", "mutex", "rwmutex",
+    "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs",
+};
+
+/* The feature that enables each action. */
+static const int action_feature[NACTIONS] = {
+    FT_SPAWN, FT_YIELD, FT_CHAN, FT_CHAN, FT_SELECT, FT_MUTEX, FT_RWMUTEX,
+    FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS,
+};
+
+static int enabled_actions[NACTIONS];
+static int nenabled;
+static atomic_ulong action_count[NACTIONS];
+
+/* ---- run state ---- */
+
+static unsigned long long seed;
+static long duration_ms = 3000;
+static int procs_arg;
+static long stall_ms = 2000;
+
+static atomic_int stop;          /* set by main when the time is up */
+static atomic_int closing;       /* set by main just before it closes the channels */
+static atomic_int finished;      /* set by main when every check passed */
+static atomic_ulong progress;    /* completed actions (watchdog) */
+static atomic_ulong naps;        /* quiet phases */
+static const char *_Atomic main_phase = "running";
+static double t_start;
+
+#define NWORKERS 8
+#define NFOREIGN 2
+#define NCHANS 4
+#define NPUMPS (2 * NCHANS)
+#define NCHILDSLOTS 256  /* children are tracked while this many slots last */
+#define CHILD0 (NWORKERS + NFOREIGN + NPUMPS)
+#define NSLOTS (CHILD0 + NCHILDSLOTS)
+
+/* What each worker, foreign thread and pump is doing, for the watchdog's report: an
+ * action, or one of these two. */
+enum { A_NAP = NACTIONS, A_PUMP, NSLOT_ACTIONS };
+static atomic_int slot_action[NSLOTS];
+static atomic_int slot_inside[NSLOTS];
+static atomic_int slot_locked[NSLOTS];
+static atomic_llong slot_since[NSLOTS];
+static atomic_ulong slot_iters[NSLOTS];
+static atomic_int slot_taken[NSLOTS];   /* child slots */
+static atomic_int slot_pinned[NSLOTS];
+
+static atomic_uint next_pid = 1;
+
+static gmp_wg workers_wg = GMP_WG_INIT;
+static gmp_wg children_wg = GMP_WG_INIT; /* detached children */
+static gmp_wg pumps_wg = GMP_WG_INIT;    /* sources and sinks */
+
+static atomic_ulong children_spawned, children_done;
+
+/* ---- random numbers ---- */
+
+static uint64_t splitmix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545f4914f6cdd1dULL;
+}
+
+static uint32_t rnd_below(uint64_t *s, uint32_t n)
+{
+    return (uint32_t)((rnd(s) >> 32) % n);
+}
+
+static uint64_t rng_seed(uint64_t id)
+{
+    uint64_t x = splitmix(seed ^ splitmix(id));
+    return x ? x : 1;
+}
+
+static long gettid_(void)
+{
+    return (long)syscall(SYS_gettid);
+}
+
+/* Whoever performs actions: a worker, a child, a foreign thread. */
+struct actor {
+    uint64_t rng;
+    uint32_t pid;      /* producer id carried by what it sends */
+    uint32_t seq;      /* next sequence number */
+    int slot;          /* index in slot_*, or -1 */
+    int goroutine;     /* 0 on a foreign thread */
+    int pinned;        /* GMP_GO_PINNED: tid must never change */
+    long tid;          /* first tid (pinned) */
+    int depth;         /* 0 worker, 1 child, 2 grandchild */
+};
+
+static void actor_init(struct actor *a, int slot, int goroutine, int depth)
+{
+    memset(a, 0, sizeof *a);
+    a->pid = atomic_fetch_add(&next_pid, 1);
+    a->rng = rng_seed(a->pid);
+    a->slot = slot;
+    a->goroutine = goroutine;
+    a->depth = depth;
+    a->tid = gettid_();
+}
+
+static void slot_enter(const struct actor *a, int act)
+{
+    if (a->slot < 0)
+        return;
+    atomic_store(&slot_action[a->slot], act);
+    atomic_store(&slot_since[a->slot], gmp_now());
+    atomic_store(&slot_inside[a->slot], 1);
+}
+
+static void slot_leave(const struct actor *a)
+{
+    if (a->slot < 0)
+        return;
+    atomic_store(&slot_inside[a->slot], 0);
+    atomic_store(&slot_since[a->slot], gmp_now());
+    atomic_fetch_add(&slot_iters[a->slot], 1);
+}
+
+static void check_pinned(const struct actor *a)
+{
+    if (a->pinned)
+        CHECK_EQ(gettid_(), a->tid);
+}
+
+/* ---- channels ---- */
+
+static const size_t chan_caps[NCHANS] = {0, 0, 1, 16};
+static gmp_chan *chans[NCHANS];
+
+struct elem {
+    uint64_t v;
+    uint64_t h;
+};
+
+struct tally {
+    atomic_ullong n, sum, hsum;
+};
+
+static struct tally sent[NCHANS], recvd[NCHANS];
+
+static struct elem make_elem(struct actor *a)
+{
+    struct elem e;
+    e.v = (uint64_t)a->pid << 32 | a->seq++;
+    e.h = splitmix(e.v);
+    return e;
+}
+
+static void tally_add(struct tally *t, const struct elem *e)
+{
+    atomic_fetch_add(&t->n, 1);
+    atomic_fetch_add(&t->sum, e->v);
+    atomic_fetch_add(&t->hsum, e->h);
+}
+
+static void on_sent(int c, const struct elem *e)
+{
+    tally_add(&sent[c], e);
+}
+
+static void on_recvd(int c, const struct elem *e)
+{
+    if (e->h != splitmix(e->v)) {
+        fprintf(stderr, "torture: chan %d: corrupt element v=%#llx h=%#llx (seed %llu)\n",
+                c, (unsigned long long)e->v, (unsigned long long)e->h, seed);
+        CHECK(e->h == splitmix(e->v));
+    }
+    CHECK((e->v >> 32) != 0 && (e->v >> 32) < atomic_load(&next_pid));
+    tally_add(&recvd[c], e);
+}
+
+/* -EPIPE is only allowed once main began closing the channels. */
+static void check_pipe(int r)
+{
+    if (r == -EPIPE)
+        CHECK(atomic_load(&closing));
+}
+
+/* A timed-out operation started at t0 must have waited its timeout. */
+static void check_waited(int64_t t0, int64_t timeout)
+{
+    int64_t waited = gmp_now() - t0;
+    if (waited < timeout) {
+        fprintf(stderr, "torture: timeout of %lld ns returned after %lld ns (seed %llu)\n",
+                (long long)timeout, (long long)waited, seed);
+        CHECK(waited >= timeout);
+    }
+}
+
+/* A timeout: 0 (no wait) one time in four, 1-20 us (racing the operation) one time in
+ * four, else up to 1 ms. */
+static int64_t rnd_timeout(struct actor *a)
+{
+    switch (rnd_below(&a->rng, 4)) {
+    case 0:
+        return 0;
+    case 1:
+        return 1 + (int64_t)rnd_below(&a->rng, 20) * US;
+    default:
+        return 1 + (int64_t)rnd_below(&a->rng, 1000) * US;
+    }
+}
+
+static void do_send(struct actor *a)
+{
+    int c = (int)rnd_below(&a->rng, NCHANS);
+    struct elem e = make_elem(a);
+    int mode = (int)rnd_below(&a->rng, on(FT_TIMEOUT) ? 3 : 2);
+    int r;
+    if (mode == 0) {
+        r = gmp_chan_send(chans[c], &e);
+    } else if (mode == 1) {
+        r = gmp_chan_try_send(chans[c], &e);
+        CHECK(r == 0 || r == -EAGAIN || r == -EPIPE);
+    } else {
+        int64_t to = rnd_timeout(a);
+        int64_t t0 = gmp_now();
+        r = gmp_chan_send_timeout(chans[c], &e, to);
+        if (r == -ETIMEDOUT)
+            check_waited(t0, to);
+        CHECK(r == 0 || r == -ETIMEDOUT || r == -EPIPE);
+    }
+    check_pipe(r);
+    if (r == 0)
+        on_sent(c, &e);
+    else
+        CHECK(r == -EAGAIN || r == -ETIMEDOUT || r == -EPIPE);
+}
+
+static void do_recv(struct actor *a)
+{
+    int c = (int)rnd_below(&a->rng, NCHANS);
+    struct elem e;
+    int mode = (int)rnd_below(&a->rng, on(FT_TIMEOUT) ? 3 : 2);
+    int r;
+    if (mode == 0) {
+        r = gmp_chan_recv(chans[c], &e);
+    } else if (mode == 1) {
+        r = gmp_chan_try_recv(chans[c], &e);
+    } else {
+        int64_t to = rnd_timeout(a);
+        int64_t t0 = gmp_now();
+        r = gmp_chan_recv_timeout(chans[c], &e, to);
+        if (r == -ETIMEDOUT)
+            check_waited(t0, to);
+    }
+    check_pipe(r);
+    if (r == 0)
+        on_recvd(c, &e);
+    else
+        CHECK(r == -EAGAIN || r == -ETIMEDOUT || r == -EPIPE);
+}
+
+static void do_select(struct actor *a)
+{
+    gmp_select_case cs[4];
+    struct elem bufs[4];
+    int chan_of[4];
+    int n = 1 + (int)rnd_below(&a->rng, 4);
+    int live = 0;
+    for (int i = 0; i < n; i++) {
+        int c = (int)rnd_below(&a->rng, NCHANS);
+        int send = (int)rnd_below(&a->rng, 2);
+        /* One case in eight is disabled (a NULL channel), but never all of them. */
+        int null = rnd_below(&a->rng, 8) == 0 && !(i == n - 1 && live == 0);
+        chan_of[i] = c;
+        if (send)
+            bufs[i] = make_elem(a);
+        cs[i].chan = null ? NULL : chans[c];
+        cs[i].op = send ? GMP_SEND : GMP_RECV;
+        cs[i].buf = &bufs[i];
+        cs[i].status = 12345;
+        live += !null;
+    }
+    int64_t to;
+    int mode = (int)rnd_below(&a->rng, on(FT_TIMEOUT) ? 3 : 2);
+    to = mode == 0 ? -1 : mode == 1 ? 0 : rnd_timeout(a);
+    int64_t t0 = gmp_now();
+    int k = gmp_select(cs, (size_t)n, to);
+    if (k == -EAGAIN) {
+        CHECK(to == 0);
+    } else if (k == -ETIMEDOUT) {
+        CHECK(to > 0);
+        check_waited(t0, to);
+    } else {
+        CHECK(k >= 0 && k < n);
+        CHECK(cs[k].chan != NULL);
+        check_pipe(cs[k].status);
+        if (cs[k].status == 0) {
+            if (cs[k].op == GMP_SEND)
+                on_sent(chan_of[k], &bufs[k]);
+            else
+                on_recvd(chan_of[k], &bufs[k]);
+        } else {
+            CHECK_EQ(cs[k].status, -EPIPE);
+        }
+    }
+    /* Only the case that fired has a status. */
+    for (int i = 0; i < n; i++)
+        if (i != k)
+            CHECK_EQ(cs[i].status, 12345);
+}
+
+/* ---- sources and sinks: partners for blocking operations ---- */
+
+static int quiet_now(void);
+static void nap(struct actor *a);
+
+struct pump {
+    int chan;
+    int source;
+};
+
+static struct pump pumps[NPUMPS];
+
+static void pump_main(void *arg)
+{
+    struct pump *p = arg;
+    struct actor a;
+    actor_init(&a, NWORKERS + NFOREIGN + (int)(p - pumps), 1, 0);
+    for (;;) {
+        struct elem e;
+        int r;
+        slot_enter(&a, A_PUMP);
+        if (p->source) {
+            e = make_elem(&a);
+            r = gmp_chan_send(chans[p->chan], &e);
+            if (r == 0)
+                on_sent(p->chan, &e);
+        } else {
+            r = gmp_chan_recv(chans[p->chan], &e);
+            if (r == 0)
+                on_recvd(p->chan, &e);
+        }
+        slot_leave(&a);
+        if (r == -EPIPE)
+            break;
+        CHECK_OK(r);
+        if (quiet_now())
+            nap(&a);
+        else if (!on(FT_PINGPONG))
+            gmp_yield();
+    }
+    CHECK(atomic_load(&closing));
+    CHECK_OK(gmp_wg_done(&pumps_wg));
+}
+
+/* ---- mutex, rwmutex ---- */
+
+static gmp_mutex mu = GMP_MUTEX_INIT;
+static atomic_int mu_inside;
+static atomic_long mu_counter;   /* load + store under the mutex */
+static atomic_long mu_sections;
+
+static void pause_inside(struct actor *a)
+{
+    if (rnd_below(&a->rng, 2) == 0)
+        gmp_yield();
+}
+
+static void do_mutex(struct actor *a)
+{
+    if (rnd_below(&a->rng, 4) == 0) {
+        int r = gmp_mutex_trylock(&mu);
+        if (r == -EBUSY)
+            return;
+        CHECK_EQ(r, 0);
+    } else {
+        CHECK_OK(gmp_mutex_lock(&mu));
+    }
+    CHECK_EQ(atomic_fetch_add(&mu_inside, 1), 0);
+    long c = atomic_load_explicit(&mu_counter, memory_order_relaxed);
+    pause_inside(a);
+    atomic_store_explicit(&mu_counter, c + 1, memory_order_relaxed);
+    CHECK_EQ(atomic_fetch_sub(&mu_inside, 1), 1);
+    CHECK_OK(gmp_mutex_unlock(&mu));
+    atomic_fetch_add(&mu_sections, 1);
+}
+
+static gmp_rwmutex rw = GMP_RWMUTEX_INIT;
+static atomic_int rw_readers, rw_writers;
+static atomic_long rw_counter, rw_wsections;
+
+static void do_rwmutex(struct actor *a)
+{
+    if (rnd_below(&a->rng, 3) == 0) {
+        CHECK_OK(gmp_rwmutex_lock(&rw));
+        CHECK_EQ(atomic_fetch_add(&rw_writers, 1), 0);
+        CHECK_EQ(atomic_load(&rw_readers), 0);
+        long c = atomic_load_explicit(&rw_counter, memory_order_relaxed);
+        pause_inside(a);
+        atomic_store_explicit(&rw_counter, c + 1, memory_order_relaxed);
+        CHECK_EQ(atomic_load(&rw_readers), 0);
+        CHECK_EQ(atomic_fetch_sub(&rw_writers, 1), 1);
+        CHECK_OK(gmp_rwmutex_unlock(&rw));
+        atomic_fetch_add(&rw_wsections, 1);
+    } else {
+        CHECK_OK(gmp_rwmutex_rlock(&rw));
+        atomic_fetch_add(&rw_readers, 1);
+        CHECK_EQ(atomic_load(&rw_writers), 0);
+        pause_inside(a);
+        CHECK_EQ(atomic_load(&rw_writers), 0);
+        atomic_fetch_sub(&rw_readers, 1);
+        CHECK_OK(gmp_rwmutex_runlock(&rw));
+    }
+}
+
+/* ---- cond: a pool of tokens ---- */
+
+#define NTOKENS 3
+static gmp_mutex pool_mu = GMP_MUTEX_INIT;
+static gmp_cond pool_cond = GMP_COND_INIT;
+static int pool_tokens = NTOKENS;   /* under pool_mu */
+static atomic_int tokens_out;
+
+static void do_cond(struct actor *a)
+{
+    int got = 0;
+    CHECK_OK(gmp_mutex_lock(&pool_mu));
+    while (pool_tokens == 0 && !atomic_load(&stop))
+        CHECK_OK(gmp_cond_wait(&pool_cond, &pool_mu));
+    if (pool_tokens > 0) {
+        pool_tokens--;
+        got = 1;
+    }
+    CHECK_OK(gmp_mutex_unlock(&pool_mu));
+    if (!got)
+        return;
+    CHECK(atomic_fetch_add(&tokens_out, 1) < NTOKENS);
+    pause_inside(a);
+    atomic_fetch_sub(&tokens_out, 1);
+    CHECK_OK(gmp_mutex_lock(&pool_mu));
+    pool_tokens++;
+    CHECK(pool_tokens <= NTOKENS);
+    int bcast = rnd_below(&a->rng, 4) == 0;
+    int after = (int)rnd_below(&a->rng, 2);
+    if (!after)
+        CHECK_OK(bcast ? gmp_cond_broadcast(&pool_cond) : gmp_cond_signal(&pool_cond));
+    CHECK_OK(gmp_mutex_unlock(&pool_mu));
+    if (after)
+        CHECK_OK(bcast ? gmp_cond_broadcast(&pool_cond) : gmp_cond_signal(&pool_cond));
+}
+
+/* ---- once: callers crowd a moving frontier of once objects ---- */
+
+#define NONCE 65536
+static gmp_once_t onces[NONCE];
+static atomic_int once_calls[NONCE];
+static atomic_char once_used[NONCE];
+static atomic_int once_front;
+
+static void once_fn(void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    CHECK_EQ(atomic_fetch_add(&once_calls[i], 1), 0);
+    if (gmp_goid() != 0 && (splitmix((uint64_t)i) & 1))
+        gmp_yield();
+    atomic_fetch_add(&once_front, 1);
+}
+
+static void do_once(struct actor *a)
+{
+    int front = atomic_load(&once_front);
+    int i = front + (int)rnd_below(&a->rng, 4);
+    if (i >= NONCE)
+        i = (int)rnd_below(&a->rng, NONCE);
+    atomic_store(&once_used[i], 1);
+    CHECK_OK(gmp_once(&onces[i], once_fn, (void *)(intptr_t)i));
+    CHECK_EQ(atomic_load(&once_calls[i]), 1);
+}
+
+/* ---- sleep, blocking calls ---- */
+
+static void do_sleep(struct actor *a)
+{
+    int64_t ns = (int64_t)rnd_below(&a->rng, 500) * US;
+    int64_t t0 = gmp_now();
+    CHECK_EQ(gmp_sleep(ns), 0);
+    check_waited(t0, ns);
+}
+
+static int pipefd[2];
+
+static int64_t blk_nanosleep(void *arg)
+{
+    long ns = *(long *)arg;
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+    return 7;
+}
+
+static int64_t blk_pipe(void *arg)
+{
+    char c;
+    (void)arg;
+    return read(pipefd[0], &c, 1);
+}
+
+static void do_blocking(struct actor *a)
+{
+    int kind = (int)rnd_below(&a->rng, 3);
+    if (kind == 0) {
+        long ns = (long)rnd_below(&a->rng, 300) * 1000;
+        CHECK_EQ(gmp_blocking(blk_nanosleep, &ns), 7);
+    } else {
+        /* Write first: the pipe always holds at least as many bytes as readers. */
+        char c = 'x';
+        CHECK_EQ(write(pipefd[1], &c, 1), 1);
+        if (kind == 1)
+            CHECK_EQ(gmp_blocking(blk_pipe, NULL), 1);
+        else
+            CHECK_EQ(gmp_read(pipefd[0], &c, 1), 1);
+    }
+}
+
+static gmp_mutex bmu = GMP_MUTEX_INIT;
+static atomic_int bmu_inside;
+static atomic_long bmu_sections;
+
+static int64_t blk_unlock(void *arg)
+{
+    long ns = *(long *)arg;
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+    CHECK_EQ(atomic_fetch_sub(&bmu_inside, 1), 1);
+    return gmp_mutex_unlock(&bmu);
+}
+
+static void do_blkunlock(struct actor *a)
+{
+    long ns = (long)rnd_below(&a->rng, 100) * 1000;
+    CHECK_OK(gmp_mutex_lock(&bmu));
+    CHECK_EQ(atomic_fetch_add(&bmu_inside, 1), 0);
+    CHECK_EQ(gmp_blocking(blk_unlock, &ns), 0);
+    atomic_fetch_add(&bmu_sections, 1);
+}
+
+/* ---- LockOSThread ---- */
+
+static void do_lock(struct actor *a)
+{
+    if (!a->goroutine) {
+        CHECK_EQ(gmp_lock_os_thread(), -EPERM);
+        CHECK_EQ(gmp_unlock_os_thread(), -EPERM);
+        return;
+    }
+    int depth = gmp_lock_os_thread();
+    CHECK(depth >= 1);
+    if (a->slot >= 0)
+        atomic_store(&slot_locked[a->slot], 1);
+    long tid = gettid_();
+    int rounds = 1 + (int)rnd_below(&a->rng, 3);
+    for (int i = 0; i < rounds; i++) {
+        switch (rnd_below(&a->rng, 6)) {
+        case 0:
+            gmp_yield();
+            break;
+        case 1:
+            if (on(FT_CHAN))
+                do_send(a);
+            break;
+        case 2:
+            if (on(FT_CHAN))
+                do_recv(a);
+            break;
+        case 3:
+            if (on(FT_SLEEP))
+                do_sleep(a);
+            break;
+        case 4:
+            if (on(FT_BLOCKING))
+                do_blocking(a);
+            break;
+        default:
+            CHECK_EQ(gmp_lock_os_thread(), depth + 1);
+            CHECK_EQ(gettid_(), tid);
+            gmp_yield();
+            CHECK_EQ(gmp_unlock_os_thread(), depth);
+            break;
+        }
+        CHECK_EQ(gettid_(), tid);
+    }
+    CHECK_EQ(gmp_unlock_os_thread(), depth - 1);
+    if (a->slot >= 0)
+        atomic_store(&slot_locked[a->slot], 0);
+}
+
+/* ---- GOMAXPROCS ---- */
+
+static atomic_llong next_procs_change;
+
+static void do_maxprocs(struct actor *a)
+{
+    long long now = gmp_now(), due = atomic_load(&next_procs_change);
+    if (now < due ||
+        !atomic_compare_exchange_strong(&next_procs_change, &due,
+                                        now + (2 + rnd_below(&a->rng, 19)) * MS)) {
+        /* Not yet: a query. */
+        CHECK(gmp_maxprocs(0) >= 1);
+        return;
+    }
+    int n = 1 + (int)rnd_below(&a->rng, 4);
+    int prev = gmp_maxprocs(n);
+    CHECK(prev >= 1);
+}
+
+/* ---- spawning ---- */
+
+struct child {
+    int depth;
+    int pinned;
+    atomic_int *checkin;   /* NULL when detached */
+    gmp_wg *wg;
+};
+
+static void run_action(struct actor *a, int act);
+
+static void child_main(void *arg)
+{
+    struct child *c = arg;
+    struct actor a;
+    int slot = -1;
+    for (int i = CHILD0; i < NSLOTS && slot < 0; i++)
+        if (atomic_exchange(&slot_taken[i], 1) == 0)
+            slot = i;
+    actor_init(&a, slot, 1, c->depth);
+    a.pinned = c->pinned;
+    if (slot >= 0) {
+        atomic_store(&slot_action[slot], -1);
+        atomic_store(&slot_pinned[slot], a.pinned);
+        atomic_store(&slot_iters[slot], 0);
+    }
+    /* Children of a small stack use some of it. */
+    volatile char scratch[2048];
+    memset((char *)scratch, (int)(a.pid & 0x7f), sizeof scratch);
+    int n = 1 + (int)rnd_below(&a.rng, 4);
+    for (int i = 0; i < n; i++) {
+        run_action(&a, enabled_actions[rnd_below(&a.rng, (uint32_t)nenabled)]);
+        check_pinned(&a);
+    }
+    CHECK_EQ(scratch[0], (char)(a.pid & 0x7f));
+    atomic_fetch_add(&children_done, 1);
+    if (c->checkin != NULL)
+        atomic_fetch_add(c->checkin, 1);
+    gmp_wg *wg = c->wg;
+    free(c);
+    if (slot >= 0)
+        atomic_store(&slot_taken[slot], 0);
+    CHECK_OK(gmp_wg_done(wg));
+}
+
+static void do_spawn(struct actor *a)
+{
+    if (a->depth >= 2) {
+        gmp_yield();
+        return;
+    }
+    int n = 1 + (int)rnd_below(&a->rng, 4);
+    int wait = on(FT_WG) && rnd_below(&a->rng, 4) != 0;
+    gmp_wg local = GMP_WG_INIT;
+    atomic_int checkin = 0;
+    gmp_wg *wg = wait ? &local : &children_wg;
+    CHECK_OK(gmp_wg_add(wg, n));
+    for (int i = 0; i < n; i++) {
+        struct child *c = malloc(sizeof *c);
+        CHECK(c != NULL);
+        memset(c, 0, sizeof *c);
+        c->depth = a->depth + 1;
+        c->pinned = on(FT_PINNED) && rnd_below(&a->rng, 3) == 0;
+        c->checkin = wait ? &checkin : NULL;
+        c->wg = wg;
+        gmp_attr attr = {0};
+        attr.flags = c->pinned ? GMP_GO_PINNED : 0;
+        if (on(FT_STACK) && rnd_below(&a->rng, 3) == 0)
+            attr.stack_size = rnd_below(&a->rng, 2) ? GMP_MIN_STACK : 64 * 1024;
+        atomic_fetch_add(&children_spawned, 1);
+        CHECK_OK(gmp_go_attr(child_main, c, &attr));
+    }
+    if (wait) {
+        CHECK_OK(gmp_wg_wait(&local));
+        CHECK_EQ(atomic_load(&checkin), n);
+    }
+}
+
+/* ---- quiet phases ---- */
+
+/* A channel nobody sends on: a receive with a timeout on it is a timer. */
+static gmp_chan *silent;
+static int64_t t_start_ns;
+
+/* The run is cut into 100 ms epochs; with "quiet", one in three (chosen by the seed) is
+ * quiet: actors mostly nap and the sources and sinks pause, so processors go idle and
+ * timers are run by idle threads rather than by busy processors. */
+static int quiet_now(void)
+{
+    if (!on(FT_QUIET))
+        return 0;
+    uint64_t epoch = (uint64_t)((gmp_now() - t_start_ns) / (100 * MS));
+    return splitmix(seed ^ (epoch * 0x9e3779b97f4a7c15ULL)) % 3 == 0;
+}
+
+/* Waits 0.2-3 ms on a timer (gmp_sleep, or a receive with a timeout on a silent
+ * channel), a blocking call, or not at all, as the features allow; sometimes with the
+ * goroutine locked to its thread. */
+static void nap(struct actor *a)
+{
+    int64_t ns = 200 * US + (int64_t)rnd_below(&a->rng, 2800) * US;
+    int locked = on(FT_LOCK) && a->goroutine && rnd_below(&a->rng, 2) == 0;
+    long tid = gettid_();
+    slot_enter(a, A_NAP);
+    if (locked) {
+        CHECK_EQ(gmp_lock_os_thread(), 1);
+        if (a->slot >= 0)
+            atomic_store(&slot_locked[a->slot], 1);
+    }
+    int64_t t0 = gmp_now();
+    if (on(FT_SLEEP) && (!on(FT_TIMEOUT) || rnd_below(&a->rng, 2) == 0)) {
+        CHECK_EQ(gmp_sleep(ns), 0);
+        check_waited(t0, ns);
+    } else if (on(FT_TIMEOUT)) {
+        CHECK_EQ(gmp_chan_recv_timeout(silent, NULL, ns), -ETIMEDOUT);
+        check_waited(t0, ns);
+    } else if (on(FT_BLOCKING)) {
+        long l = (long)ns;
+        CHECK_EQ(gmp_blocking(blk_nanosleep, &l), 7);
+    } else {
+        gmp_yield();
+    }
+    if (locked) {
+        CHECK_EQ(gettid_(), tid);
+        CHECK_EQ(gmp_unlock_os_thread(), 0);
+        if (a->slot >= 0)
+            atomic_store(&slot_locked[a->slot], 0);
+    }
+    slot_leave(a);
+}
+
+/* ---- the action loop ---- */
+
+static void run_action(struct actor *a, int act)
+{
+    slot_enter(a, act);
+    switch (act) {
+    case A_SPAWN: do_spawn(a); break;
+    case A_YIELD: CHECK_OK(gmp_yield()); break;
+    case A_SEND: do_send(a); break;
+    case A_RECV: do_recv(a); break;
+    case A_SELECT: do_select(a); break;
+    case A_MUTEX: do_mutex(a); break;
+    case A_RWMUTEX: do_rwmutex(a); break;
+    case A_COND: do_cond(a); break;
+    case A_ONCE: do_once(a); break;
+    case A_SLEEP: do_sleep(a); break;
+    case A_BLOCKING: do_blocking(a); break;
+    case A_BLKUNLOCK: do_blkunlock(a); break;
+    case A_LOCK: do_lock(a); break;
+    case A_MAXPROCS: do_maxprocs(a); break;
+    default: CHECK(0);
+    }
+    slot_leave(a);
+    atomic_fetch_add(&action_count[act], 1);
+    atomic_fetch_add(&progress, 1);
+}
+
+static void actor_loop(struct actor *a)
+{
+    while (!atomic_load(&stop)) {
+        if (quiet_now() && rnd_below(&a->rng, 4) != 0) {
+            nap(a);
+            atomic_fetch_add(&naps, 1);
+            atomic_fetch_add(&progress, 1);
+            continue;
+        }
+        run_action(a, enabled_actions[rnd_below(&a->rng, (uint32_t)nenabled)]);
+    }
+}
+
+static void worker_main(void *arg)
+{
+    struct actor a;
+    actor_init(&a, (int)(intptr_t)arg, 1, 0);
+    actor_loop(&a);
+    CHECK_OK(gmp_wg_done(&workers_wg));
+}
+
+static void *foreign_main(void *arg)
+{
+    struct actor a;
+    actor_init(&a, (int)(intptr_t)arg, 0, 0);
+    actor_loop(&a);
+    return NULL;
+}
+
+/* ---- watchdog ---- */
+
+static void report(const char *why)
+{
+    gmp_sched_stats st;
+    uint32_t lens[8] = {0};
+    int nl = gmp_stats(&st, lens, 8);
+    fprintf(stderr, "torture: %s (seed %llu, features %#x, procs %d, %.0f ms into the run)\n",
+            why, seed, features, procs_arg, (now_sec() - t_start) * 1000);
+    fprintf(stderr,
+            "torture: gmp_stats gomaxprocs=%d idleprocs=%d threads=%d spinningthreads=%d "
+            "needspinning=%d idlethreads=%d runqueue=%lld goroutines=%lld steals=%llu "
+            "spawned=%llu schedticks=%llu\n",
+            st.gomaxprocs, st.idleprocs, st.threads, st.spinningthreads, st.needspinning,
+            st.idlethreads, (long long)st.runqueue, (long long)st.goroutines,
+            (unsigned long long)st.steals, (unsigned long long)st.spawned,
+            (unsigned long long)st.schedticks);
+    fprintf(stderr, "torture: runq lens:");
+    for (int i = 0; i < nl; i++)
+        fprintf(stderr, " %u", lens[i]);
+    fprintf(stderr, "\ntorture: main: %s; progress=%lu children %lu/%lu "
+            "gmp_num_goroutine=%lld\n", atomic_load(&main_phase), atomic_load(&progress),
+            atomic_load(&children_done), atomic_load(&children_spawned),
+            (long long)gmp_num_goroutine());
+    long long now = gmp_now();
+    for (int i = 0; i < NSLOTS; i++) {
+        int act = atomic_load(&slot_action[i]);
+        char who[32];
+        if (i < NWORKERS)
+            snprintf(who, sizeof who, "worker %d", i);
+        else if (i < NWORKERS + NFOREIGN)
+            snprintf(who, sizeof who, "foreign %d", i - NWORKERS);
+        else if (i < CHILD0)
+            snprintf(who, sizeof who, "%s %d", pumps[i - NWORKERS - NFOREIGN].source
+                     ? "source" : "sink", pumps[i - NWORKERS - NFOREIGN].chan);
+        else if (atomic_load(&slot_taken[i]))
+            snprintf(who, sizeof who, "child%s", atomic_load(&slot_pinned[i]) ? " (pinned)" : "");
+        else
+            continue;
+        if (act < 0) {
+            fprintf(stderr, "torture: %s: not started\n", who);
+            continue;
+        }
+        fprintf(stderr, "torture: %s: %s %s%s for %lld ms, %lu done\n", who,
+                atomic_load(&slot_inside[i]) ? "in" : "after",
+                act < NACTIONS ? action_names[act] : act == A_NAP ? "nap" : "chan op",
+                atomic_load(&slot_locked[i]) ? " (locked to its thread)" : "",
+                (now - atomic_load(&slot_since[i])) / MS, atomic_load(&slot_iters[i]));
+    }
+    for (int c = 0; c < NCHANS; c++)
+        if (chans[c] != NULL)
+            fprintf(stderr, "torture: chan %d cap %zu len %lld\n", c, chan_caps[c],
+                    (long long)gmp_chan_len(chans[c]));
+    fflush(stderr);
+}
+
+static void *watchdog_main(void *arg)
+{
+    (void)arg;
+    unsigned long last = atomic_load(&progress);
+    double last_move = now_sec();
+    while (!atomic_load(&finished)) {
+        sleep_ms(50);
+        unsigned long p = atomic_load(&progress);
+        double t = now_sec();
+        if (p != last) {
+            last = p;
+            last_move = t;
+        } else if ((t - last_move) * 1000 >= (double)stall_ms) {
+            char why[96];
+            snprintf(why, sizeof why, "no progress for %.1f s", (double)stall_ms / 1000);
+            report(why);
+            abort();
+        }
+    }
+    return NULL;
+}
+
+/* ---- arguments ---- */
+
+static unsigned parse_features(const char *s)
+{
+    char *end;
+    if (s[0] >= '0' && s[0] <= '9') {
+        unsigned long v = strtoul(s, &end, 0);
+        CHECK(*end == '\0');
+        return (unsigned)v;
+    }
+    unsigned mask = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
+        int neg = tok[0] == '-';
+        const char *name = tok + neg;
+        unsigned bits = 0;
+        if (strcmp(name, "all") == 0) {
+            bits = (1u << NFEATURES) - 1;
+        } else if (strcmp(name, "none") == 0) {
+            bits = 0;
+        } else {
+            for (int f = 0; f < NFEATURES; f++)
+                if (strcmp(name, feature_names[f]) == 0)
+                    bits = 1u << f;
+            if (bits == 0) {
+                fprintf(stderr, "torture: unknown feature \"%s\"\n", name);
+                exit(2);
+            }
+        }
+        mask = neg ? mask & ~bits : mask | bits;
+    }
+    return mask;
+}
+
+static const char *arg_or_env(int argc, char **argv, int i, const char *env)
+{
+    if (argc > i)
+        return argv[i];
+    return getenv(env);
+}
+
+static void check_tally(int c)
+{
+    unsigned long long sn = atomic_load(&sent[c].n), rn = atomic_load(&recvd[c].n);
+    unsigned long long ss = atomic_load(&sent[c].sum), rs = atomic_load(&recvd[c].sum);
+    unsigned long long sh = atomic_load(&sent[c].hsum), rh = atomic_load(&recvd[c].hsum);
+    if (sn != rn || ss != rs || sh != rh) {
+        fprintf(stderr,
+                "torture: chan %d (cap %zu) conservation broken (seed %llu): sent n=%llu "
+                "sum=%#llx hash=%#llx, received n=%llu sum=%#llx hash=%#llx\n",
+                c, chan_caps[c], seed, sn, ss, sh, rn, rs, rh);
+        CHECK(0);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *s;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if ((s = arg_or_env(argc, argv, 1, "TORTURE_SEED")) != NULL)
+        seed = strtoull(s, NULL, 0);
+    else
+        seed = (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 20);
+    if ((s = arg_or_env(argc, argv, 2, "TORTURE_MS")) != NULL)
+        duration_ms = strtol(s, NULL, 0);
+    if ((s = arg_or_env(argc, argv, 3, "TORTURE_PROCS")) != NULL)
+        procs_arg = (int)strtol(s, NULL, 0);
+    s = arg_or_env(argc, argv, 4, "TORTURE_FEATURES");
+    features = parse_features(s != NULL ? s : "all");
+    if ((s = getenv("TORTURE_STALL_MS")) != NULL)
+        stall_ms = strtol(s, NULL, 0);
+    CHECK(duration_ms >= 0 && stall_ms > 0 && procs_arg >= 0 && procs_arg <= 4);
+
+    for (int act = 0; act < NACTIONS; act++)
+        if (on(action_feature[act]))
+            enabled_actions[nenabled++] = act;
+    if (nenabled == 0) {
+        fprintf(stderr, "torture: no action enabled by features %#x\n", features);
+        return 2;
+    }
+
+    if (procs_arg > 0)
+        gmp_maxprocs(procs_arg);
+    else
+        procs_arg = gmp_maxprocs(0);
+    printf("torture: seed=%llu ms=%ld procs=%d features=%#x (", seed, duration_ms, procs_arg,
+           features);
+    for (int f = 0, first = 1; f < NFEATURES; f++)
+        if (on(f)) {
+            printf("%s%s", first ? "" : ",", feature_names[f]);
+            first = 0;
+        }
+    printf(")\n");
+
+    CHECK_EQ(pipe(pipefd), 0);
+    t_start = now_sec();
+    t_start_ns = gmp_now();
+    for (int i = 0; i < NSLOTS; i++)
+        atomic_store(&slot_action[i], -1);
+
+    pthread_t watchdog;
+    CHECK_EQ(pthread_create(&watchdog, NULL, watchdog_main, NULL), 0);
+
+    int pumps_on = on(FT_CHAN) || on(FT_SELECT);
+    for (int c = 0; c < NCHANS; c++)
+        CHECK_OK(gmp_chan_make(&chans[c], sizeof(struct elem), chan_caps[c]));
+    CHECK_OK(gmp_chan_make(&silent, 0, 0));
+    if (pumps_on) {
+        CHECK_OK(gmp_wg_add(&pumps_wg, 2 * NCHANS));
+        for (int i = 0; i < 2 * NCHANS; i++) {
+            pumps[i].chan = i / 2;
+            pumps[i].source = i % 2;
+            CHECK_OK(gmp_go(pump_main, &pumps[i]));
+        }
+    }
+    CHECK_OK(gmp_wg_add(&workers_wg, NWORKERS));
+    for (int i = 0; i < NWORKERS; i++)
+        CHECK_OK(gmp_go(worker_main, (void *)(intptr_t)i));
+    pthread_t foreign[NFOREIGN];
+    int nforeign = on(FT_FOREIGN) ? NFOREIGN : 0;
+    for (int i = 0; i < nforeign; i++)
+        CHECK_EQ(pthread_create(&foreign[i], NULL, foreign_main,
+                                (void *)(intptr_t)(NWORKERS + i)), 0);
+
+    double t_end = now_sec() + (double)duration_ms / 1000;
+    while (now_sec() < t_end)
+        sleep_ms(10);
+
+    /* Stop: the flag, the cond's waiters, then close every channel so that blocked
+     * senders and receivers return -EPIPE; then wait for everyone. */
+    atomic_store(&stop, 1);
+    CHECK_OK(gmp_mutex_lock(&pool_mu));
+    CHECK_OK(gmp_cond_broadcast(&pool_cond));
+    CHECK_OK(gmp_mutex_unlock(&pool_mu));
+    atomic_store(&closing, 1);
+    for (int c = 0; c < NCHANS; c++)
+        CHECK_OK(gmp_chan_close(chans[c]));
+    double t_drain = now_sec();
+    atomic_store(&main_phase, "waiting for the workers");
+    CHECK_OK(gmp_wg_wait(&workers_wg));
+    atomic_fetch_add(&progress, 1);
+    atomic_store(&main_phase, "joining the foreign threads");
+    for (int i = 0; i < nforeign; i++)
+        CHECK_EQ(pthread_join(foreign[i], NULL), 0);
+    atomic_fetch_add(&progress, 1);
+    atomic_store(&main_phase, "waiting for the detached children");
+    CHECK_OK(gmp_wg_wait(&children_wg));
+    atomic_fetch_add(&progress, 1);
+    atomic_store(&main_phase, "waiting for the sources and sinks");
+    CHECK_OK(gmp_wg_wait(&pumps_wg));
+    atomic_fetch_add(&progress, 1);
+
+    /* What is left in the buffers counts as received. */
+    atomic_store(&main_phase, "draining the channels");
+    for (int c = 0; c < NCHANS; c++) {
+        struct elem e;
+        int r;
+        while ((r = gmp_chan_recv(chans[c], &e)) == 0)
+            on_recvd(c, &e);
+        CHECK_EQ(r, -EPIPE);
+        check_tally(c);
+    }
+
+    CHECK_EQ(atomic_load(&children_done), atomic_load(&children_spawned));
+    CHECK_EQ(atomic_load(&mu_counter), atomic_load(&mu_sections));
+    CHECK_EQ(atomic_load(&rw_counter), atomic_load(&rw_wsections));
+    CHECK_EQ(atomic_load(&mu_inside), 0);
+    CHECK_EQ(atomic_load(&bmu_inside), 0);
+    CHECK_EQ(atomic_load(&rw_readers) + atomic_load(&rw_writers), 0);
+    CHECK_EQ(pool_tokens, NTOKENS);
+    CHECK_EQ(gmp_mutex_trylock(&mu), 0);
+    CHECK_EQ(gmp_mutex_trylock(&bmu), 0);
+    int onces_run = 0;
+    for (int i = 0; i < NONCE; i++) {
+        CHECK_EQ(atomic_load(&once_calls[i]), atomic_load(&once_used[i]) ? 1 : 0);
+        onces_run += atomic_load(&once_calls[i]);
+    }
+
+    /* Every goroutine ends. */
+    atomic_store(&main_phase, "waiting for gmp_num_goroutine() == 0");
+    double deadline = now_sec() + 10;
+    while (gmp_num_goroutine() != 0 && now_sec() < deadline)
+        sleep_ms(1);
+    CHECK_EQ(gmp_num_goroutine(), 0);
+    if (now_sec() - t_drain > 10) {
+        report("draining took more than 10 s");
+        CHECK(0);
+    }
+
+    printf("torture: actions");
+    for (int act = 0; act < NACTIONS; act++)
+        if (on(action_feature[act]))
+            printf(" %s=%lu", action_names[act], atomic_load(&action_count[act]));
+    printf("\ntorture: chans");
+    for (int c = 0; c < NCHANS; c++)
+        printf(" %d:cap%zu:%llu", c, chan_caps[c], atomic_load(&recvd[c].n));
+    printf("; mutex=%ld rw-writes=%ld blkunlock=%ld onces=%d children=%lu naps=%lu\n",
+           atomic_load(&mu_sections), atomic_load(&rw_wsections),
+           atomic_load(&bmu_sections), onces_run, atomic_load(&children_spawned),
+           atomic_load(&naps));
+    if (duration_ms >= 1000)
+        for (int act = 0; act < NACTIONS; act++)
+            if (on(action_feature[act]) && atomic_load(&action_count[act]) == 0) {
+                fprintf(stderr, "torture: action %s never ran (seed %llu)\n",
+                        action_names[act], seed);
+                CHECK(0);
+            }
+
+    atomic_store(&finished, 1);
+    CHECK_EQ(pthread_join(watchdog, NULL), 0);
+    for (int c = 0; c < NCHANS; c++)
+        CHECK_OK(gmp_chan_release(chans[c]));
+    CHECK_OK(gmp_chan_release(silent));
+    printf("torture: ok seed=%llu\n", seed);
+    return 0;
+}
