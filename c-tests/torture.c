@@ -30,8 +30,11 @@
  * moving frontier of once objects, gmp_sleep, gmp_blocking (nanosleep, or a read of a
  * pipe that has data), a mutex unlocked from inside gmp_blocking ("blkunlock"), a
  * gmp_lock_os_thread section (nested sometimes) doing yields, channel operations, sleeps
- * and blocking calls with gettid() checked after each ("lock"), and gmp_maxprocs(1..4)
- * at most every 2-20 ms ("maxprocs").
+ * and blocking calls with gettid() checked after each ("lock"), gmp_maxprocs(1..4)
+ * at most every 2-20 ms ("maxprocs"), and the netpoller ("net"): a message over a fresh
+ * registered socketpair with a deadline, a receive that must time out (not early), a
+ * token through one registered pipe that every actor reads concurrently, and a close of
+ * an fd a goroutine is parked on (it must wake with -EBADF).
  *
  * Checks:
  *  - channels: every element carries (producer id << 32 | sequence) and a hash of it;
@@ -63,6 +66,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
 #include "gmp.h"
@@ -93,13 +97,14 @@ enum {
     FT_FOREIGN,
     FT_PINGPONG,
     FT_QUIET,
+    FT_NET,
     NFEATURES
 };
 
 static const char *const feature_names[NFEATURES] = {
     "spawn", "pinned", "stack", "wg", "yield", "chan", "timeout",
     "select", "mutex", "rwmutex", "cond", "once", "sleep", "blocking",
-    "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet",
+    "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet", "net",
 };
 
 static unsigned features;
@@ -126,18 +131,19 @@ enum {
     A_BLKUNLOCK,
     A_LOCK,
     A_MAXPROCS,
+    A_NET,
     NACTIONS
 };
 
 static const char *const action_names[NACTIONS] = {
     "spawn", "yield", "send", "recv", "select", "mutex", "rwmutex",
-    "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs",
+    "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs", "net",
 };
 
 /* The feature that enables each action. */
 static const int action_feature[NACTIONS] = {
     FT_SPAWN, FT_YIELD, FT_CHAN, FT_CHAN, FT_SELECT, FT_MUTEX, FT_RWMUTEX,
-    FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS,
+    FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS, FT_NET,
 };
 
 static int enabled_actions[NACTIONS];
@@ -882,6 +888,89 @@ static void nap(struct actor *a)
     slot_leave(a);
 }
 
+/* ---- net: sockets and pipes through the poller ---- */
+
+static int netpipe[2];            /* registered; shared by every actor (concurrent readers) */
+static atomic_long net_closed_wakeups;
+
+/* A goroutine that waits on an fd someone else closes. */
+struct closer_box {
+    int fd;
+    atomic_int entered;
+    int64_t result;
+    gmp_wg done;
+};
+
+static void net_closed_reader(void *arg)
+{
+    struct closer_box *box = arg;
+    char b;
+    atomic_store(&box->entered, 1);
+    box->result = gmp_recv(box->fd, &b, 1, 0);
+    gmp_wg_done(&box->done);
+}
+
+static void do_net(struct actor *a)
+{
+    int kind = (int)rnd_below(&a->rng, a->goroutine ? 4 : 3);
+    if (kind == 0) {
+        /* A message over a fresh socketpair, with a deadline. */
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        CHECK_OK(gmp_fd_register(sv[0]));
+        CHECK_OK(gmp_fd_register(sv[1]));
+        char out[64], in[64];
+        int n = 1 + (int)rnd_below(&a->rng, sizeof out);
+        for (int k = 0; k < n; k++)
+            out[k] = (char)(a->seq + (uint32_t)k);
+        CHECK_EQ(gmp_send(sv[1], out, (size_t)n, 0), n);
+        int got = 0;
+        while (got < n) {
+            int64_t r = gmp_recv_timeout(sv[0], in + got, (size_t)(n - got), 0, 2000 * MS);
+            CHECK_OK(r);
+            CHECK(r > 0);
+            got += (int)r;
+        }
+        CHECK_EQ(memcmp(in, out, (size_t)n), 0);
+        CHECK_OK(gmp_close(sv[0]));
+        CHECK_OK(gmp_close(sv[1]));
+    } else if (kind == 1) {
+        /* A deadline on an empty socket: -ETIMEDOUT, not before it is due. */
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        CHECK_OK(gmp_fd_register(sv[0]));
+        int64_t to = (int64_t)(100 + rnd_below(&a->rng, 1900)) * US, t0 = gmp_now();
+        char b;
+        CHECK_EQ(gmp_recv_timeout(sv[0], &b, 1, 0, to), -ETIMEDOUT);
+        CHECK(gmp_now() - t0 >= to);
+        CHECK_OK(gmp_close(sv[0]));
+        close(sv[1]);
+    } else if (kind == 2) {
+        /* The shared pipe: write a token, read a token (the pipe always holds at least as
+         * many tokens as there are readers in here), readers served one at a time. */
+        char c = 't';
+        CHECK_EQ(gmp_write(netpipe[1], &c, 1), 1);
+        CHECK_EQ(gmp_read(netpipe[0], &c, 1), 1);
+        CHECK_EQ(c, 't');
+    } else {
+        /* Close while a goroutine waits on the fd: it wakes with -EBADF. */
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        CHECK_OK(gmp_fd_register(sv[0]));
+        struct closer_box box = {.fd = sv[0], .result = 1, .done = GMP_WG_INIT};
+        CHECK_OK(gmp_wg_add(&box.done, 1));
+        CHECK_OK(gmp_go(net_closed_reader, &box));
+        while (!atomic_load(&box.entered))
+            CHECK_OK(gmp_yield());
+        CHECK_OK(gmp_sleep(1 * MS)); /* into the poller (-EBADF either way) */
+        CHECK_OK(gmp_close(sv[0]));
+        CHECK_OK(gmp_wg_wait(&box.done));
+        CHECK_EQ(box.result, -EBADF);
+        atomic_fetch_add(&net_closed_wakeups, 1);
+        close(sv[1]);
+    }
+}
+
 /* ---- the action loop ---- */
 
 static void run_action(struct actor *a, int act)
@@ -902,6 +991,7 @@ static void run_action(struct actor *a, int act)
     case A_BLKUNLOCK: do_blkunlock(a); break;
     case A_LOCK: do_lock(a); break;
     case A_MAXPROCS: do_maxprocs(a); break;
+    case A_NET: do_net(a); break;
     default: CHECK(0);
     }
     slot_leave(a);
@@ -1112,6 +1202,7 @@ int main(int argc, char **argv)
     printf(")\n");
 
     CHECK_EQ(pipe(pipefd), 0);
+    CHECK_OK(gmp_pipe(netpipe));
     t_start = now_sec();
     t_start_ns = gmp_now();
     for (int i = 0; i < NSLOTS; i++)
