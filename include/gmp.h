@@ -203,6 +203,19 @@ typedef struct gmp_sched_stats {
    */
   uint64_t netpoll_polls;
   uint64_t netpoll_readied;
+  /*
+   Asynchronous preemption: signals sent to threads running a goroutine past its
+   slice, goroutines stopped by them, and signals that found no safe point (the
+   request was stale; the code was in libc, the loader, the vDSO, libgcc, libstdc++ or
+   this library; the stack had no room) or were not sent (the thread was blocked in
+   the kernel).
+   */
+  uint64_t preempt_signals;
+  uint64_t async_preempts;
+  uint64_t async_refused_stale;
+  uint64_t async_refused_lib;
+  uint64_t async_refused_stack;
+  uint64_t async_skipped_blocked;
 } gmp_sched_stats;
 
 /*

@@ -1210,3 +1210,42 @@ fn torture_procs_2() {
 fn torture_procs_4() {
     torture("4", "404");
 }
+
+// ---- preemption: a goroutine that never calls the runtime cannot starve the others ----
+
+const PREEMPT_STRESS: (&str, &str) = ("GMP_DEBUG", "asyncpreemptstress=1");
+
+#[test]
+fn preempt_hog() {
+    expect_case("preempt", "hog", &[]);
+}
+
+#[test]
+fn preempt_fair() {
+    expect_case("preempt", "fair", &[]);
+}
+
+#[test]
+fn preempt_regs() {
+    expect_case("preempt", "regs", &[PREEMPT_STRESS]);
+}
+
+#[test]
+fn preempt_libc() {
+    expect_case("preempt", "libc", &[PREEMPT_STRESS]);
+}
+
+#[test]
+fn preempt_tid() {
+    expect_case("preempt", "tid", &[PREEMPT_STRESS]);
+}
+
+#[test]
+fn preempt_sigurg() {
+    expect_case("preempt", "sigurg", &[PREEMPT_STRESS]);
+}
+
+#[test]
+fn preempt_off() {
+    expect_case("preempt", "off", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+}

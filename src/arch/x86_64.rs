@@ -502,6 +502,145 @@ pub fn tls_set(v: usize) {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Asynchronous preemption (rt/preempt.rs): the trampoline a signal handler diverts a
+// goroutine into.
+//
+// The handler (on the M's alternate signal stack) leaves the interrupted goroutine's
+// stack like this and points rip at `__gmp_async_preempt`:
+//
+//   original rsp ─┐
+//                 │  128 bytes: the red zone of the interrupted (leaf) code, untouched
+//   rsp ─────────►│  the interrupted rip  (what `ret 128` returns to)
+//
+// The trampoline then pushes rflags and the 15 general registers, aligns rsp down to 64,
+// reserves `ASYNC_XSAVE_SIZE` bytes, zeroes the XSAVE header and `xsave`s every enabled
+// state component but AMX (`ASYNC_XSAVE_MASK`), clears DF, and calls the runtime's park
+// function (`ASYNC_PARK`), which switches to the scheduler. When the goroutine is resumed
+// (on the same thread), it `xrstor`s, pops the registers and rflags, and `ret 128` jumps
+// back to the interrupted instruction with rsp as it was.
+//
+//   [rbp + 8*16]  interrupted rip
+//   [rbp + 8*15]  rflags
+//   [rbp + 8*14 .. rbp]  rax rbx rcx rdx rsi rdi rbp r8 .. r15 (r15 at [rbp])
+//   ... padding to 64 ...
+//   [rsp]         XSAVE area (legacy 512 bytes, 64-byte header, extended components)
+
+/// Components `xsave` saves on preemption: XCR0 without AMX (bits 17, 18: 8 KiB of tile
+/// data that no C code the runtime preempts uses without the kernel's permission dance).
+/// 0 until `async_preempt_init` found XSAVE.
+pub static ASYNC_XSAVE_MASK: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+/// Bytes of the XSAVE area for that mask, a multiple of 64.
+pub static ASYNC_XSAVE_SIZE: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+/// The runtime's park function, called by the trampoline on the goroutine's stack.
+pub static ASYNC_PARK: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Finds the XSAVE mask and area size of this CPU and OS; false without XSAVE (then no
+/// asynchronous preemption: `fxsave` would lose the AVX state).
+pub fn async_preempt_init(park: extern "C" fn()) -> bool {
+    use core::arch::x86_64::{__cpuid, __cpuid_count};
+    use core::sync::atomic::Ordering;
+    let leaf1 = __cpuid(1);
+    if leaf1.ecx & (1 << 27) == 0 {
+        return false; // no OSXSAVE
+    }
+    let xcr0: u64;
+    // SAFETY: xgetbv(0) is allowed when CPUID.1:ECX.OSXSAVE is set (checked above).
+    unsafe {
+        let (lo, hi): (u32, u32);
+        asm!("xgetbv", in("ecx") 0u32, out("eax") lo, out("edx") hi, options(nomem, nostack, preserves_flags));
+        xcr0 = (hi as u64) << 32 | lo as u64;
+    }
+    let mask = xcr0 & !(3u64 << 17);
+    // Legacy area and header, then the extended components at their standard offsets.
+    let mut size = 576u64;
+    for i in 2..63u32 {
+        if mask & (1 << i) != 0 {
+            // Leaf 0xD exists when OSXSAVE is set.
+            let c = __cpuid_count(0xD, i);
+            size = size.max(c.ebx as u64 + c.eax as u64);
+        }
+    }
+    size = size.div_ceil(64) * 64;
+    ASYNC_XSAVE_SIZE.store(size, Ordering::Relaxed);
+    ASYNC_PARK.store(park as usize, Ordering::Relaxed);
+    ASYNC_XSAVE_MASK.store(mask, Ordering::Release);
+    true
+}
+
+/// The trampoline's address, for the signal handler.
+pub fn async_preempt_entry() -> usize {
+    unsafe extern "C" {
+        fn __gmp_async_preempt();
+    }
+    __gmp_async_preempt as *const () as usize
+}
+
+global_asm!(
+    ".globl __gmp_async_preempt",
+    ".hidden __gmp_async_preempt",
+    ".type __gmp_async_preempt, @function",
+    "__gmp_async_preempt:",
+    "pushfq",
+    "push rax",
+    "push rbx",
+    "push rcx",
+    "push rdx",
+    "push rsi",
+    "push rdi",
+    "push rbp",
+    "push r8",
+    "push r9",
+    "push r10",
+    "push r11",
+    "push r12",
+    "push r13",
+    "push r14",
+    "push r15",
+    "mov rbp, rsp",
+    "sub rsp, qword ptr [rip + {size}]",
+    "and rsp, -64",
+    "xor eax, eax",                       // XRSTOR faults on garbage in the header
+    "mov qword ptr [rsp + 512], rax",
+    "mov qword ptr [rsp + 520], rax",
+    "mov qword ptr [rsp + 528], rax",
+    "mov qword ptr [rsp + 536], rax",
+    "mov qword ptr [rsp + 544], rax",
+    "mov qword ptr [rsp + 552], rax",
+    "mov qword ptr [rsp + 560], rax",
+    "mov qword ptr [rsp + 568], rax",
+    "mov eax, dword ptr [rip + {mask}]",
+    "mov edx, dword ptr [rip + {mask} + 4]",
+    "xsave64 [rsp]",
+    "cld",
+    "call qword ptr [rip + {park}]",
+    "mov eax, dword ptr [rip + {mask}]",
+    "mov edx, dword ptr [rip + {mask} + 4]",
+    "xrstor64 [rsp]",
+    "mov rsp, rbp",
+    "pop r15",
+    "pop r14",
+    "pop r13",
+    "pop r12",
+    "pop r11",
+    "pop r10",
+    "pop r9",
+    "pop r8",
+    "pop rbp",
+    "pop rdi",
+    "pop rsi",
+    "pop rdx",
+    "pop rcx",
+    "pop rbx",
+    "pop rax",
+    "popfq",
+    "ret 128",
+    ".size __gmp_async_preempt, . - __gmp_async_preempt",
+    size = sym ASYNC_XSAVE_SIZE,
+    mask = sym ASYNC_XSAVE_MASK,
+    park = sym ASYNC_PARK,
+);
+
 // Debug builds: how many runtime locks (`sys::Lock`) the thread holds (Go's `m.locks`), in
 // a second initial-exec slot for the same reason as the first. Seed 003 invariant 8: no
 // goroutine switch happens while the thread holds one (`execute` asserts it).

@@ -122,6 +122,17 @@ pub struct gmp_sched_stats {
     /// Polls of the network poller (epoll_wait calls), and goroutines they made ready.
     pub netpoll_polls: u64,
     pub netpoll_readied: u64,
+    /// Asynchronous preemption: signals sent to threads running a goroutine past its
+    /// slice, goroutines stopped by them, and signals that found no safe point (the
+    /// request was stale; the code was in libc, the loader, the vDSO, libgcc, libstdc++ or
+    /// this library; the stack had no room) or were not sent (the thread was blocked in
+    /// the kernel).
+    pub preempt_signals: u64,
+    pub async_preempts: u64,
+    pub async_refused_stale: u64,
+    pub async_refused_lib: u64,
+    pub async_refused_stack: u64,
+    pub async_skipped_blocked: u64,
 }
 
 fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, pinned: bool) -> i64 {
@@ -391,6 +402,12 @@ pub unsafe extern "C" fn gmp_stats(
                 preempt_requests: s.preempt_requests,
                 netpoll_polls: s.netpoll_polls,
                 netpoll_readied: s.netpoll_readied,
+                preempt_signals: s.preempt_signals,
+                async_preempts: s.async_preempts,
+                async_refused_stale: s.async_refused_stale,
+                async_refused_lib: s.async_refused_lib,
+                async_refused_stack: s.async_refused_stack,
+                async_skipped_blocked: s.async_skipped_blocked,
             })
         };
         written as c_int

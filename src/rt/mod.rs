@@ -73,6 +73,7 @@ mod config;
 pub mod lockosthread;
 pub mod netpoll;
 pub mod os_linux;
+mod preempt;
 mod park;
 mod proc;
 mod sched;
@@ -235,6 +236,9 @@ pub struct G {
     pub affm: AtomicPtr<M>,
     /// Bind to the first M that runs it (attribute of `gmp_go`). Owner: the G's owner.
     pub pinned: Owned<bool>,
+    /// `affm` was set by an asynchronous preemption, for that one stop: `execute` clears
+    /// it when the G resumes (preempt.rs). Owner: the G's M.
+    pub asyncbound: Owned<bool>,
     /// Why it waits (WAITING only).
     pub waitreason: AtomicU8,
     /// Link in `SCHED.allg` (append-only, never changes once set).
@@ -268,6 +272,7 @@ impl G {
             lockedm: AtomicPtr::new(null_mut()),
             affm: AtomicPtr::new(null_mut()),
             pinned: Owned::new(false),
+            asyncbound: Owned::new(false),
             waitreason: AtomicU8::new(0),
             alllink: AtomicPtr::new(null_mut()),
             defers: Owned::new(null_mut()),

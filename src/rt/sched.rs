@@ -53,6 +53,7 @@ pub(super) fn init_once() {
             .store(crate::stack::round_size(cfg.stack_size), Ordering::Relaxed);
         crate::stack::install_overflow_handler(running_stack);
         os_linux::init();
+        preempt::init();
         {
             let mut g = lock_sched();
             grow_procs(&mut g, 0, cfg.maxprocs);
@@ -1069,6 +1070,13 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
             if !am.is_null() && am != m as *const M as *mut M {
                 throw("execute: affine goroutine on another M");
             }
+        }
+        if g.asyncbound.get() {
+            // Resumed after an asynchronous preemption, on the M it was stopped on: the
+            // binding was for that one stop (preempt.rs).
+            g.asyncbound.set(false);
+            g.affm.store(null_mut(), Ordering::Relaxed);
+            m.naffine.set(m.naffine.get() - 1);
         }
         #[cfg(debug_assertions)]
         {

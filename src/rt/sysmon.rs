@@ -169,7 +169,7 @@ fn sysmon_loop() -> ! {
         let now = crate::sys::nanotime();
         // Goroutines waiting on fds while every P is busy: nobody else polls.
         netpoll::sysmon_poll(now);
-        if retake(now) != 0 {
+        if retake(now) != 0 || preempt::STRESS.load(Ordering::Relaxed) {
             idle = 0;
         } else {
             idle += 1;
@@ -197,10 +197,15 @@ fn retake(now: i64) -> u32 {
             if pd.schedtick != t {
                 pd.schedtick = t;
                 pd.schedwhen = now;
-            } else if s == P_RUNNING && now - pd.schedwhen >= FORCE_PREEMPT_NS {
+            } else if s == P_RUNNING
+                && (now - pd.schedwhen >= FORCE_PREEMPT_NS
+                    || preempt::STRESS.load(Ordering::Relaxed))
+            {
                 if !p.preempt.swap(true, Ordering::Relaxed) {
                     SCHED.preempt_requests.fetch_add(1, Ordering::Relaxed);
                 }
+                // And the signal, for code that reaches no safe point (preempt.rs).
+                preempt::preempt_m(p);
             }
         }
         if s != P_SYSCALL {

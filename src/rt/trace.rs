@@ -211,6 +211,12 @@ pub struct Stats {
     pub preempt_requests: u64,
     pub netpoll_polls: u64,
     pub netpoll_readied: u64,
+    pub preempt_signals: u64,
+    pub async_preempts: u64,
+    pub async_refused_stale: u64,
+    pub async_refused_lib: u64,
+    pub async_refused_stack: u64,
+    pub async_skipped_blocked: u64,
 }
 
 /// Fills `Stats`, and the local run queue length of each P in service into `runq_lens`
@@ -235,6 +241,12 @@ pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
         preempt_requests: SCHED.preempt_requests.load(Ordering::Relaxed),
         netpoll_polls: netpoll::POLLS.load(Ordering::Relaxed),
         netpoll_readied: netpoll::READIED.load(Ordering::Relaxed),
+        preempt_signals: preempt::SIGNALS.load(Ordering::Relaxed),
+        async_preempts: preempt::DONE.load(Ordering::Relaxed),
+        async_refused_stale: preempt::REFUSED_STALE.load(Ordering::Relaxed),
+        async_refused_lib: preempt::REFUSED_LIB.load(Ordering::Relaxed),
+        async_refused_stack: preempt::REFUSED_STACK.load(Ordering::Relaxed),
+        async_skipped_blocked: preempt::SKIPPED_BLOCKED.load(Ordering::Relaxed),
     };
     let mut n = 0;
     for (slot, p) in runq_lens.iter_mut().zip(procs()) {

@@ -1,0 +1,395 @@
+//! Asynchronous preemption (Go's preempt.go + signal_unix.go `doSigPreempt`): a goroutine
+//! that runs C code calling nothing of ours for a whole time slice is stopped by a signal.
+//!
+//! - sysmon marks a P whose goroutines have run `FORCE_PREEMPT_NS` on one slice
+//!   (`P::preempt`, the cooperative request) and sends SIGURG to the P's M
+//!   (`preempt_m`), tagged as ours (`rt_tgsigqueueinfo`, `SI_QUEUE`, `MAGIC`), unless the
+//!   thread is not on a CPU (/proc says it sleeps: the signal would only interrupt its
+//!   blocking call), or the user replaced our handler.
+//! - The handler (`on_sigurg`, on the M's alternate signal stack, installed with
+//!   SA_RESTART so interrupted restartable syscalls resume) accepts only a safe point:
+//!   the request is still current (the M's P is marked and its goroutine RUNNING), the
+//!   interrupted PC is in none of libc, ld.so, the vDSO, libgcc_s, libstdc++, libpthread or
+//!   libgmp itself (their executable segments, gathered with `dl_iterate_phdr` and
+//!   refreshed by sysmon when the set of loaded objects changes), and the goroutine's
+//!   stack has room for the saved state. Then it pushes the interrupted PC below the red
+//!   zone and points the PC at `arch::__gmp_async_preempt`, which saves every register and
+//!   the XSAVE state and calls `async_preempt_park`. Otherwise it returns; sysmon asks
+//!   again at its next round.
+//! - `async_preempt_park` binds the goroutine to its M for this one stop (`g.asyncbound`:
+//!   the C code it was running may hold `&errno` or TLS addresses in registers; DESIGN.md
+//!   8) and preempts it (`PREEMPT`): it goes to its M's affinity queue, the M runs other
+//!   goroutines, and `execute` drops the binding when it resumes it — on the same thread.
+//!   A locked goroutine (LockOSThread) resumes on its thread anyway.
+//! - Signals that are not ours go to the handler the program had installed before the
+//!   runtime started (chained, as Go does for signals it shares).
+//!
+//! `GMP_DEBUG=asyncpreemptoff=1` turns the signal off (Go's name); the cooperative request
+//! stays.
+
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+
+use super::*;
+use crate::arch;
+
+/// On: the handler is installed and the CPU has XSAVE.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+/// `GMP_DEBUG=asyncpreemptstress=1` (tests): sysmon asks for preemption every round
+/// (20 µs) whatever the slice, so that a test sees thousands of preemptions a second.
+pub(super) static STRESS: AtomicBool = AtomicBool::new(false);
+
+/// Counters for `gmp_stats`.
+pub static SIGNALS: AtomicU64 = AtomicU64::new(0);
+pub static DONE: AtomicU64 = AtomicU64::new(0);
+/// Refusals: the request was stale (the goroutine had moved on), the PC was in a
+/// library we must not interrupt (or in the runtime), the stack had no room; and signals
+/// not sent because the thread was blocked in the kernel.
+pub static REFUSED_STALE: AtomicU64 = AtomicU64::new(0);
+pub static REFUSED_LIB: AtomicU64 = AtomicU64::new(0);
+pub static REFUSED_STACK: AtomicU64 = AtomicU64::new(0);
+pub static SKIPPED_BLOCKED: AtomicU64 = AtomicU64::new(0);
+
+/// `si_value` of our preemption signals.
+const MAGIC: usize = 0x676d_7020_7072_6565; // "gmp pree"
+
+/// Stack the trampoline and the park path need besides the XSAVE area: 16 saved words,
+/// the pushed PC, alignment, and the frames of the park function, `mcall` and the switch.
+const STACK_SLACK: usize = 4096;
+
+/// Executable ranges of the objects whose code must not be interrupted. Published whole
+/// (never changed after), replaced by sysmon; old tables are leaked, because a handler
+/// may still be reading one (a few KiB per change of the loaded objects).
+struct Ranges {
+    n: usize,
+    r: [(usize, usize); 128],
+    /// `dl_phdr_info`'s load/unload counters when this was built.
+    adds: u64,
+    subs: u64,
+}
+
+static RANGES: AtomicPtr<Ranges> = AtomicPtr::new(null_mut());
+
+/// The action the program had for SIGURG before ours (chained to for signals not ours).
+static mut OLD_ACTION: core::mem::MaybeUninit<libc::sigaction> = core::mem::MaybeUninit::zeroed();
+
+/// Sets up asynchronous preemption (from `init_once`): unless `GMP_DEBUG` has
+/// `asyncpreemptoff=1`, or the CPU has no XSAVE.
+pub(super) fn init() {
+    let debug = |key: &str| {
+        std::env::var("GMP_DEBUG").is_ok_and(|v| {
+            v.split(',')
+                .map(str::trim)
+                .any(|kv| kv.split_once('=').is_some_and(|(k, v)| k == key && v != "0"))
+        })
+    };
+    let off = debug("asyncpreemptoff");
+    STRESS.store(debug("asyncpreemptstress"), Ordering::Relaxed);
+    if off || !arch::async_preempt_init(async_preempt_park) {
+        return;
+    }
+    refresh_ranges(true);
+    // SAFETY: plain sigaction calls on valid structs; OLD_ACTION is written once, here,
+    // before the handler that reads it is installed.
+    unsafe {
+        let old = &raw mut OLD_ACTION;
+        libc::sigaction(libc::SIGURG, core::ptr::null(), (*old).as_mut_ptr());
+        let mut act: libc::sigaction = core::mem::zeroed();
+        act.sa_sigaction = on_sigurg as *const () as usize;
+        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+        libc::sigemptyset(&mut act.sa_mask);
+        if libc::sigaction(libc::SIGURG, &act, null_mut()) != 0 {
+            return;
+        }
+    }
+    ENABLED.store(true, Ordering::Release);
+}
+
+/// Whether our handler is still the one installed (a program may install its own later:
+/// then we stop sending, or it would see our signals).
+fn handler_installed() -> bool {
+    // SAFETY: queries the current action into a valid struct.
+    unsafe {
+        let mut cur: libc::sigaction = core::mem::zeroed();
+        libc::sigaction(libc::SIGURG, core::ptr::null(), &mut cur);
+        cur.sa_sigaction == on_sigurg as *const () as usize
+    }
+}
+
+/// The object names whose code is never interrupted.
+const EXCLUDED: &[&[u8]] = &[
+    b"libc.so",
+    b"ld-linux",
+    b"linux-vdso",
+    b"linux-gate",
+    b"libgcc_s",
+    b"libstdc++",
+    b"libpthread",
+];
+
+struct Collect {
+    out: Ranges,
+    our_base: usize,
+    only_counters: bool,
+}
+
+unsafe extern "C" fn phdr_callback(info: *mut libc::dl_phdr_info, _size: usize, data: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: dl_iterate_phdr passes valid info and our `Collect`.
+    unsafe {
+        let c = &mut *(data as *mut Collect);
+        let info = &*info;
+        c.out.adds = info.dlpi_adds as u64;
+        c.out.subs = info.dlpi_subs as u64;
+        if c.only_counters {
+            return 1;
+        }
+        let name: &[u8] = if info.dlpi_name.is_null() {
+            b""
+        } else {
+            core::ffi::CStr::from_ptr(info.dlpi_name).to_bytes()
+        };
+        let ours = info.dlpi_addr as usize == c.our_base;
+        let excluded = ours || EXCLUDED.iter().any(|pat| name.windows(pat.len()).any(|w| w == *pat));
+        if !excluded {
+            return 0;
+        }
+        for i in 0..info.dlpi_phnum as usize {
+            let ph = &*info.dlpi_phdr.add(i);
+            if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && c.out.n < c.out.r.len() {
+                let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                c.out.r[c.out.n] = (start, start + ph.p_memsz as usize);
+                c.out.n += 1;
+            }
+        }
+        0
+    }
+}
+
+/// Rebuilds the range table if objects were loaded or unloaded since (or `force`).
+fn refresh_ranges(force: bool) {
+    let mut c = Collect {
+        out: Ranges {
+            n: 0,
+            r: [(0, 0); 128],
+            adds: 0,
+            subs: 0,
+        },
+        our_base: 0,
+        only_counters: !force,
+    };
+    let cur = RANGES.load(Ordering::Acquire);
+    if !force {
+        // SAFETY: the callback only reads the counters.
+        unsafe { libc::dl_iterate_phdr(Some(phdr_callback), &mut c as *mut Collect as *mut libc::c_void) };
+        // SAFETY: published tables are never freed.
+        if !cur.is_null() && unsafe { (*cur).adds == c.out.adds && (*cur).subs == c.out.subs } {
+            return;
+        }
+        c.only_counters = false;
+    }
+    // Our own load address, found from one of our functions.
+    // SAFETY: dladdr with a valid address and out-struct.
+    unsafe {
+        let mut di: libc::Dl_info = core::mem::zeroed();
+        if libc::dladdr(init as *const () as *const libc::c_void, &mut di) != 0 {
+            c.our_base = di.dli_fbase as usize;
+        }
+        libc::dl_iterate_phdr(Some(phdr_callback), &mut c as *mut Collect as *mut libc::c_void);
+    }
+    RANGES.store(Box::into_raw(Box::new(c.out)), Ordering::Release);
+}
+
+/// Whether `pc` is in code we must not interrupt. Async-signal-safe.
+fn excluded_pc(pc: usize) -> bool {
+    let t = RANGES.load(Ordering::Acquire);
+    if t.is_null() {
+        return true;
+    }
+    // SAFETY: published tables are never freed or changed.
+    let t = unsafe { &*t };
+    t.r[..t.n].iter().any(|&(a, b)| pc >= a && pc < b)
+}
+
+/// Whether thread `tid` of this process is on a CPU or runnable ('R' in its stat), as
+/// opposed to asleep in the kernel, where a signal would only interrupt its call.
+fn thread_running(tid: i32) -> bool {
+    let mut path = [0u8; 48];
+    let msg = crate::sys::fmt_msg(
+        &mut path,
+        &[b"/proc/self/task/", &crate::sys::fmt_u64(tid as u64), b"/stat\0"],
+    );
+    let mut buf = [0u8; 512];
+    // SAFETY: raw syscalls (not the libc wrappers a future interposer hooks) on a
+    // NUL-terminated path and a valid buffer.
+    let n = unsafe {
+        let fd = libc::syscall(libc::SYS_openat, libc::AT_FDCWD, msg.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) as i32;
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) as isize;
+        libc::syscall(libc::SYS_close, fd);
+        n
+    };
+    if n <= 0 {
+        return false;
+    }
+    let s = &buf[..n as usize];
+    // "pid (comm) S ...": the state follows the last ')'.
+    match s.iter().rposition(|&b| b == b')') {
+        Some(i) if i + 2 < s.len() => s[i + 2] == b'R',
+        _ => false,
+    }
+}
+
+/// sysmon: asks the M running `p` to stop its goroutine now (Go's preemptM).
+pub(super) fn preempt_m(p: &P) {
+    if !ENABLED.load(Ordering::Acquire) {
+        return;
+    }
+    let m = p.m.load(Ordering::Acquire);
+    if m.is_null() {
+        return;
+    }
+    // SAFETY: Ms are never freed.
+    let (tid, dead) = unsafe { ((*m).tid.load(Ordering::Relaxed), (*m).dead.load(Ordering::Relaxed)) };
+    if tid == 0 || dead {
+        return;
+    }
+    if !thread_running(tid) {
+        SKIPPED_BLOCKED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    if !handler_installed() {
+        ENABLED.store(false, Ordering::Release);
+        return;
+    }
+    refresh_ranges(false);
+    // SAFETY: a zeroed siginfo filled as rt_tgsigqueueinfo wants it; the target is a
+    // thread of this process.
+    unsafe {
+        let mut si: libc::siginfo_t = core::mem::zeroed();
+        let raw = &mut si as *mut libc::siginfo_t as *mut u8;
+        // Layout of the queue variant: si_signo, si_errno, si_code, then pid, uid, value.
+        *(raw as *mut i32) = libc::SIGURG;
+        *(raw.add(8) as *mut i32) = libc::SI_QUEUE;
+        *(raw.add(16) as *mut i32) = libc::getpid();
+        *(raw.add(20) as *mut u32) = libc::getuid();
+        *(raw.add(24) as *mut usize) = MAGIC;
+        libc::syscall(
+            libc::SYS_rt_tgsigqueueinfo,
+            libc::getpid(),
+            tid,
+            libc::SIGURG,
+            &mut si as *mut libc::siginfo_t,
+        );
+    }
+    SIGNALS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The SIGURG handler (see the module doc). Async-signal-safe: atomics, the TLS slot, and
+/// the interrupted context.
+extern "C" fn on_sigurg(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: errno is this thread's; the handler must leave it as it found it.
+    let saved_errno = unsafe { *libc::__errno_location() };
+    // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
+    let ours = unsafe {
+        (*info).si_code == libc::SI_QUEUE
+            && (*info).si_pid() == libc::getpid()
+            && (*info).si_value().sival_ptr as usize == MAGIC
+    };
+    if ours {
+        // SAFETY: ctx is the interrupted context the kernel passes.
+        unsafe { try_preempt(ctx as *mut libc::ucontext_t) };
+    } else {
+        forward(sig, info, ctx);
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved_errno };
+}
+
+/// Passes a SIGURG that is not ours to the program's own handler, if it had one.
+fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: OLD_ACTION was written before our handler was installed and never since.
+    let old = unsafe { (*(&raw const OLD_ACTION)).assume_init_ref() };
+    let h = old.sa_sigaction;
+    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        return; // SIGURG's default is to ignore it
+    }
+    // SAFETY: the program installed this handler for SIGURG with these flags.
+    unsafe {
+        if old.sa_flags & libc::SA_SIGINFO != 0 {
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = core::mem::transmute(h);
+            f(sig, info, ctx);
+        } else {
+            let f: extern "C" fn(libc::c_int) = core::mem::transmute(h);
+            f(sig);
+        }
+    }
+}
+
+/// Diverts the interrupted goroutine into the trampoline if this is a safe point.
+///
+/// # Safety
+/// In the SIGURG handler, with the interrupted context.
+unsafe fn try_preempt(uc: *mut libc::ucontext_t) {
+    let m = getm();
+    if m.is_null() {
+        REFUSED_STALE.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    // SAFETY: m is this thread's M; the fields read here are written by this thread (which
+    // the signal interrupted in user code) or are atomics.
+    unsafe {
+        let gp = (*m).curg.load(Ordering::Relaxed);
+        let pp = (*m).p.load(Ordering::Relaxed);
+        if gp.is_null()
+            || pp.is_null()
+            || (*gp).status.load(Ordering::Relaxed) != G_RUNNING
+            || !(*pp).preempt.load(Ordering::Relaxed)
+        {
+            REFUSED_STALE.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let gregs = &mut (*uc).uc_mcontext.gregs;
+        let pc = gregs[libc::REG_RIP as usize] as usize;
+        let sp = gregs[libc::REG_RSP as usize] as usize;
+        if excluded_pc(pc) {
+            REFUSED_LIB.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let Some(stack) = (*(*gp).stack.ptr()).as_ref() else {
+            REFUSED_STALE.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let need = 128 + 8 + arch::ASYNC_XSAVE_SIZE.load(Ordering::Relaxed) as usize + 64 + STACK_SLACK;
+        if sp > stack.top() || sp < stack.lo() + need {
+            // Not on its own stack (C code switched stacks), or too close to the guard.
+            REFUSED_STACK.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let new_sp = sp - 128 - 8;
+        *(new_sp as *mut usize) = pc;
+        gregs[libc::REG_RSP as usize] = new_sp as i64;
+        gregs[libc::REG_RIP as usize] = arch::async_preempt_entry() as i64;
+    }
+    DONE.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Called by the trampoline, on the goroutine's stack in ordinary (not signal) context,
+/// with every register saved: stop the goroutine here until it is scheduled again, on
+/// this same thread.
+extern "C" fn async_preempt_park() {
+    let m = getm();
+    // SAFETY: the trampoline runs on the goroutine the handler interrupted, on its M.
+    unsafe {
+        let gp = (*m).curg.load(Ordering::Relaxed);
+        let g = &*gp;
+        if g.affm.load(Ordering::Relaxed).is_null() && g.lockedm.load(Ordering::Relaxed).is_null() {
+            // Resume on this thread (`execute` drops the binding).
+            g.affm.store(m, Ordering::Relaxed);
+            (*m).naffine.set((*m).naffine.get() + 1);
+            g.asyncbound.set(true);
+        }
+        park::gopreempt();
+    }
+}
