@@ -86,7 +86,7 @@ static void pinned_pinger(void *arg)
         if (i % 50 == 0)
             CHECK_OK(gmp_sleep(200 * 1000));
         if (i % 10 == 0)
-            gmp_yield();
+            CHECK_OK(gmp_yield());
         CHECK_EQ(tid(), t0);
     }
     p->tid = t0;
@@ -185,7 +185,7 @@ static void pinned_yielder(void *arg)
     gmp_wg *wg = arg;
     long t0 = tid();
     while (!atomic_load(&stop)) {
-        gmp_yield();
+        CHECK_OK(gmp_yield());
         atomic_fetch_add(&yields, 1);
         CHECK_EQ(tid(), t0);
     }
@@ -197,7 +197,7 @@ static void counter(void *arg)
     gmp_wg *wg = arg;
     while (!atomic_load(&stop)) {
         atomic_fetch_add(&counts, 1);
-        gmp_yield();
+        CHECK_OK(gmp_yield());
     }
     CHECK_OK(gmp_wg_done(wg));
 }
@@ -238,7 +238,7 @@ static void busy(void *arg)
         volatile int x = 0;
         for (int i = 0; i < 2000; i++)
             x += i;
-        gmp_yield();
+        CHECK_OK(gmp_yield());
     }
     CHECK_OK(gmp_wg_done(wg));
 }
@@ -291,7 +291,7 @@ static void pinned_locker(void *arg)
     CHECK_EQ(gmp_unlock_os_thread(), 0);
     for (int i = 0; i < 20; i++) {
         CHECK_OK(gmp_sleep(100 * 1000));
-        gmp_yield();
+        CHECK_OK(gmp_yield());
         CHECK_EQ(tid(), t0);
     }
     CHECK_OK(gmp_wg_done(wg));
@@ -333,7 +333,7 @@ static void pinned_consumer(void *arg)
         if ((r >> 16) % 64 == 0)
             CHECK_OK(gmp_sleep((int64_t)((r >> 8) % 100) * 1000));
         else if ((r >> 16) % 16 == 0)
-            gmp_yield();
+            CHECK_OK(gmp_yield());
         CHECK_EQ(tid(), t0);
     }
     CHECK_OK(gmp_wg_done(wg));

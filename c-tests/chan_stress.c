@@ -58,7 +58,7 @@ static void producer(void *arg)
                     ;
             } else if (j % 7 == 0) {
                 while ((r = gmp_chan_try_send(sc.c[0], &v)) == -EAGAIN)
-                    gmp_yield();
+                    CHECK_OK(gmp_yield());
             } else {
                 r = gmp_chan_send(sc.c[0], &v);
             }
@@ -87,7 +87,7 @@ static void producer(void *arg)
             break;
         }
     }
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void consume(int idx)
@@ -126,7 +126,7 @@ static void consume(int idx)
 static void consumer(void *arg)
 {
     consume((int)(intptr_t)arg);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void *consumer_thread(void *arg)
@@ -138,13 +138,13 @@ static void *consumer_thread(void *arg)
 static void closer(void *arg)
 {
     (void)arg;
-    gmp_sleep(sc.close_after_ms * MS);
+    CHECK_OK(gmp_sleep(sc.close_after_ms * MS));
     CHECK_EQ(gmp_chan_close(sc.c[0]), 0);
     if (sc.c[1]) {
-        gmp_sleep(1 * MS);
+        CHECK_OK(gmp_sleep(1 * MS));
         CHECK_EQ(gmp_chan_close(sc.c[1]), 0);
     }
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void run(size_t cap, int use_select, int close_after_ms)
@@ -159,7 +159,7 @@ static void run(size_t cap, int use_select, int close_after_ms)
     if (use_select)
         CHECK_EQ(gmp_chan_make(&sc.c[1], sizeof(int), cap), 0);
 
-    gmp_wg_add(&wg, PRODUCERS + CONSUMERS - 1 + 1);
+    CHECK_OK(gmp_wg_add(&wg, PRODUCERS + CONSUMERS - 1 + 1));
     pthread_t t;
     CHECK_EQ(pthread_create(&t, NULL, consumer_thread, (void *)(intptr_t)(CONSUMERS - 1)), 0);
     for (int i = 0; i < CONSUMERS - 1; i++)
@@ -167,7 +167,7 @@ static void run(size_t cap, int use_select, int close_after_ms)
     for (int i = 0; i < PRODUCERS; i++)
         CHECK_OK(gmp_go(producer, (void *)(intptr_t)i));
     CHECK_OK(gmp_go(closer, NULL));
-    gmp_wg_wait(&wg);
+    CHECK_OK(gmp_wg_wait(&wg));
     pthread_join(t, NULL);
 
     long nsent = 0, nrefused = 0;
@@ -189,9 +189,9 @@ static void run(size_t cap, int use_select, int close_after_ms)
     }
     printf("  cap %zu %s close@%dms: %ld sent, %ld refused\n", cap,
            use_select ? "select" : "plain ", close_after_ms, nsent, nrefused);
-    gmp_chan_release(sc.c[0]);
+    CHECK_OK(gmp_chan_release(sc.c[0]));
     if (sc.c[1])
-        gmp_chan_release(sc.c[1]);
+        CHECK_OK(gmp_chan_release(sc.c[1]));
 }
 
 int main(void)

@@ -44,7 +44,7 @@ static void background(void *arg)
         volatile int x = 0;
         for (int i = 0; i < 2000; i++)
             x += i;
-        gmp_yield();
+        CHECK_OK(gmp_yield());
         if (tid() != first)
             moved = 1;
     }
@@ -62,9 +62,9 @@ static void helper(void *arg)
 {
     gmp_wg *wg = arg;
     for (int i = 0; i < 200; i++) {
-        gmp_sleep(20000);
+        CHECK_OK(gmp_sleep(20000));
         CHECK_EQ(gmp_write(pipefd[1], "x", 1), 1);
-        gmp_sleep(20000);
+        CHECK_OK(gmp_sleep(20000));
         int v = i;
         CHECK_OK(gmp_chan_send(ch, &v));
     }
@@ -86,9 +86,9 @@ static void locked(void *arg)
         CHECK_OK(gmp_chan_recv(ch, &v));
         CHECK_EQ(v, i);
         CHECK_EQ(tid(), t0);
-        gmp_sleep(10000);
+        CHECK_OK(gmp_sleep(10000));
         CHECK_EQ(tid(), t0);
-        gmp_yield();
+        CHECK_OK(gmp_yield());
         CHECK_EQ(tid(), t0);
     }
     CHECK_EQ(gmp_unlock_os_thread(), 0);
@@ -154,7 +154,7 @@ static void renamer(void *arg)
     CHECK_OK(gmp_wg_add(&wg, 16));
     for (int i = 0; i < 16; i++)
         CHECK_OK(gmp_go(blocker, &wg));
-    gmp_sleep(50 * 1000 * 1000);
+    CHECK_OK(gmp_sleep(50 * 1000 * 1000));
     CHECK_EQ(count_named("gmp-locked"), 1);
     static char bytes[16];
     CHECK_EQ(gmp_write(block_pipe[1], bytes, 16), 16);
