@@ -15,7 +15,7 @@
  * 4. The slow return from a blocking call is served while the processor never goes idle:
  *    at GOMAXPROCS=1, four goroutines keep the processor busy (yielding), while one
  *    goroutine makes 50 blocking calls of 3 ms each (sysmon retakes the processor every
- *    time); each returns on its own thread within a bounded time.
+ *    time); each returns on its own thread within 500 ms.
  * 5. gmp_lock_os_thread / unlock inside a pinned goroutine: it stays on its thread.
  * 6. Stress at GOMAXPROCS 2 and 4: 16 pinned goroutines (started from goroutines on every
  *    processor, so they bind to several threads) receive 40,000 values from 4 unpinned
@@ -277,6 +277,9 @@ static void slow_exitsyscall(void)
            "call %.1f ms\n",
            ms, worst_return_ms);
     CHECK(ms < 10000);
+    /* Each 3 ms call returns within 500 ms (typically under 40 ms on a loaded 2-core
+     * machine): the busy processor's 61-tick check hands its P to the waiting M. */
+    CHECK(worst_return_ms < 500.0);
 }
 
 /* ---- 5. LockOSThread inside a pinned goroutine --------------------------------------- */
