@@ -7,7 +7,9 @@
  * receive cases, some with timeouts), while a closer goroutine closes the channel(s) at a
  * random moment. Every value is sent at most once; afterwards:
  *  - every value whose send returned 0 was received exactly once (count array);
- *  - no value whose send returned -EPIPE (or was never attempted) was received.
+ *  - no value whose send returned -EPIPE (or was never attempted) was received;
+ *  - each producer sent a prefix of its values and, unless it sent them all, was refused
+ *    (-EPIPE) exactly once, on the value after that prefix.
  */
 #include "check.h"
 
@@ -187,6 +189,23 @@ static void run(size_t cap, int use_select, int close_after_ms)
             }
         }
     }
+    /* Each producer's values are: sent, then at most one refused (the send that found
+     * the channel closed ends it), then never attempted. So every producer that did not
+     * send all its values was refused exactly once. */
+    long unfinished = 0;
+    for (int p = 0; p < PRODUCERS; p++) {
+        const unsigned char *s = &sent[p * PER_PRODUCER];
+        int j = 0;
+        while (j < PER_PRODUCER && s[j] == SENT_OK)
+            j++;
+        if (j < PER_PRODUCER) {
+            unfinished++;
+            CHECK_EQ(s[j], SENT_EPIPE);
+            for (j++; j < PER_PRODUCER; j++)
+                CHECK_EQ(s[j], 0);
+        }
+    }
+    CHECK_EQ(nrefused, unfinished);
     printf("  cap %zu %s close@%dms: %ld sent, %ld refused\n", cap,
            use_select ? "select" : "plain ", close_after_ms, nsent, nrefused);
     CHECK_OK(gmp_chan_release(sc.c[0]));
