@@ -9,8 +9,9 @@
  *  3. Default (timeout 0): -EAGAIN when nothing is ready; timeout: -ETIMEDOUT after about
  *     the timeout, never early; no cases with a timeout sleeps then -ETIMEDOUT.
  *  4. Closed: a recv case on a closed channel fires with status -EPIPE and buf zeroed,
- *     also when the close happens while the select waits; a send case on a closed
- *     channel fires with -EPIPE.
+ *     also when the close happens while the select waits (a goroutine's select, closed
+ *     once gmp_stats shows it parked); a send case on a closed channel fires with
+ *     -EPIPE, also when blocked at the close.
  *  5. Send cases, blocking selects woken by a peer's send or receive; select from a
  *     foreign thread (blocking and timed); select against select.
  *  6. Bad input: -EINVAL.
@@ -143,11 +144,31 @@ static void timeouts_goroutine(void *arg)
 
 /* ---- 4. closed ---- */
 
-static void close_later(void *arg)
+/* A select run in a goroutine, so that main can see it parked (gmp_stats). */
+struct select_job {
+    gmp_select_case *cases;
+    size_t n;
+    int result;
+};
+
+static void select_in_goroutine(void *arg)
 {
-    CHECK_OK(gmp_sleep(20 * MS));
-    CHECK_EQ(gmp_chan_close(arg), 0);
+    struct select_job *j = arg;
+    j->result = gmp_select(j->cases, j->n, -1);
     CHECK_OK(gmp_wg_done(&wg));
+}
+
+/* Runs gmp_select(cases, n, -1) in a goroutine, closes `c` once that goroutine is parked
+ * in the select (the only goroutine alive, nothing runnable), returns what it returned. */
+static int select_closed_while_waiting(gmp_select_case *cases, size_t n, gmp_chan *c)
+{
+    struct select_job j = {cases, n, -100};
+    CHECK_OK(gmp_wg_add(&wg, 1));
+    CHECK_OK(gmp_go(select_in_goroutine, &j));
+    WAIT_BLOCKED(1);
+    CHECK_EQ(gmp_chan_close(c), 0);
+    CHECK_OK(gmp_wg_wait(&wg));
+    return j.result;
 }
 
 static void test_closed(void)
@@ -158,12 +179,9 @@ static void test_closed(void)
     int a = 9, b = 9;
     gmp_select_case cs[2] = {{never, GMP_RECV, &b, 0}, {c, GMP_RECV, &a, 0}};
     /* Closed while waiting. */
-    CHECK_OK(gmp_wg_add(&wg, 1));
-    CHECK_OK(gmp_go(close_later, c));
-    CHECK_EQ(gmp_select(cs, 2, -1), 1);
+    CHECK_EQ(select_closed_while_waiting(cs, 2, c), 1);
     CHECK_EQ(cs[1].status, -EPIPE);
     CHECK_EQ(a, 0);
-    CHECK_OK(gmp_wg_wait(&wg));
     /* Already closed. */
     a = 9;
     cs[1].status = 1;
@@ -179,11 +197,8 @@ static void test_closed(void)
     CHECK_EQ(gmp_chan_make(&c2, sizeof(int), 0), 0);
     sc[1].chan = c2;
     sc[1].status = 1;
-    CHECK_OK(gmp_wg_add(&wg, 1));
-    CHECK_OK(gmp_go(close_later, c2));
-    CHECK_EQ(gmp_select(sc, 2, -1), 1);
+    CHECK_EQ(select_closed_while_waiting(sc, 2, c2), 1);
     CHECK_EQ(sc[1].status, -EPIPE);
-    CHECK_OK(gmp_wg_wait(&wg));
     CHECK_OK(gmp_chan_release(c));
     CHECK_OK(gmp_chan_release(c2));
     CHECK_OK(gmp_chan_release(never));
