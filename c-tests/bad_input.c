@@ -14,7 +14,7 @@
  *   stack_overflow         a goroutine with a 64 KiB stack recursing without bound
  *                          ("gmp: goroutine N: stack overflow")
  *   thread_fuse            gmp_set_max_threads(2), then 4 Ps kept busy by goroutines
- *                          that never yield: 4 Ms are needed ("gmp:" ... "thread")
+ *                          that never yield: 4 Ms are needed ("gmp: thread exhaustion")
  */
 #include "check.h"
 
