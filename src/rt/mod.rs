@@ -73,6 +73,8 @@ pub mod lockosthread;
 mod park;
 mod proc;
 mod sched;
+#[cfg(all(test, loom))]
+mod spinning_loom;
 pub mod syscall;
 mod sysmon;
 pub mod timer;
