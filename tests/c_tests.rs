@@ -816,3 +816,10 @@ fn syscall_bad_input() {
 fn lockosthread() {
     expect_success("lockosthread", &[]);
 }
+
+// ---- issue 17: tests that fail when the code is wrong ----
+
+#[test]
+fn syscall_enter_exit() {
+    expect_success("syscall_enter_exit", &[]);
+}
