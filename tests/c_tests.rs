@@ -948,3 +948,18 @@ fn config_default_maxprocs_cgroup() {
     let out = run_c_under("config_env", &["sh", "-c", &script, "sh"], &["maxprocs", "1"], &[]);
     assert_success(&out, "config_env maxprocs 1 in a cgroup with a quota of 0.5 CPU");
 }
+
+#[test]
+fn sysmon_retake() {
+    expect_success("sysmon_retake", &[]);
+}
+
+/// The 10 ms grace must hold for the first blocking call a P ever makes too. Fails now:
+/// sysmon's per-P record starts at syscalltick 0 = the P's, with `syscallwhen` 0, so it
+/// takes the first syscall for one it saw long ago and retakes the P at once (reported
+/// to the owner of src/rt/sysmon.rs).
+#[test]
+fn sysmon_retake_first_syscall() {
+    let out = run_c("sysmon_retake", &["first"], &[]);
+    assert_success(&out, "sysmon_retake first");
+}
