@@ -18,6 +18,9 @@
  *    inherited by pthread_create, so a clone would show it).
  * 5. A goroutine that ends while locked takes its thread with it: gmp_stats threads and
  *    the number of entries in /proc/self/task both drop by one.
+ * 6. ... unless another goroutine is pinned to that thread (GMP_GO_PINNED): at
+ *    GOMAXPROCS=1 goroutine A starts pinned B (which runs first on A's thread and parks),
+ *    then locks and ends. The thread stays; B, woken, runs on it and ends.
  */
 #include "check.h"
 
@@ -216,6 +219,44 @@ static void exits_locked(void *arg)
 }
 
 
+/* ---- 6 ---- */
+
+static gmp_chan *pin_go;
+static atomic_long pin_tid_a, pin_tid_b, pin_tid_b_after;
+
+static void pinned_b(void *arg)
+{
+    atomic_store(&pin_tid_b, tid());
+    int v;
+    CHECK_OK(gmp_chan_recv(pin_go, &v)); /* parks, bound to its thread */
+    atomic_store(&pin_tid_b_after, tid());
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void pinned_a(void *arg)
+{
+    gmp_wg *wg = arg;
+    atomic_store(&pin_tid_a, tid());
+    gmp_attr attr = {0};
+    attr.flags = GMP_GO_PINNED;
+    CHECK(gmp_go_attr(pinned_b, wg, &attr) > 0);
+    /* GOMAXPROCS 1: B is next on this processor, so it first runs (and binds) here. */
+    while (atomic_load(&pin_tid_b) == 0)
+        CHECK_OK(gmp_yield());
+    CHECK_EQ(gmp_lock_os_thread(), 1);
+    CHECK_OK(gmp_wg_done(wg)); /* ends locked, while B is pinned to this thread */
+}
+
+static int task_exists(long t)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld", t);
+    DIR *d = opendir(path);
+    if (d)
+        closedir(d);
+    return d != NULL;
+}
+
 int main(void)
 {
     CHECK_OK(gmp_maxprocs(2));
@@ -271,6 +312,23 @@ int main(void)
     printf("goroutine exiting locked: threads %d -> %d, tasks %d -> %d\n", t0, t1, k0, k1);
     CHECK_EQ(t1, t0 - 1);
     CHECK_EQ(k1, k0 - 1);
+
+    /* 6: a goroutine ends locked while another is pinned to its thread. */
+    CHECK_OK(gmp_maxprocs(1));
+    CHECK_OK(gmp_chan_make(&pin_go, sizeof(int), 0));
+    gmp_wg pw = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&pw, 2));
+    CHECK(gmp_go(pinned_a, &pw) > 0);
+    WAIT_BLOCKED(1); /* A gone, B parked */
+    long ta = atomic_load(&pin_tid_a);
+    CHECK_EQ(atomic_load(&pin_tid_b), ta);
+    CHECK(task_exists(ta)); /* the thread stays for B */
+    CHECK_OK(gmp_chan_send(pin_go, &v));
+    WAIT_UNTIL(atomic_load(&pin_tid_b_after) != 0, 10.0);
+    CHECK_EQ(atomic_load(&pin_tid_b_after), ta);
+    CHECK_OK(gmp_wg_wait(&pw));
+    printf("goroutine ending locked with another pinned to its thread: the thread stayed\n");
+    CHECK_OK(gmp_chan_release(pin_go));
     CHECK_OK(gmp_chan_release(ch));
     CHECK_OK(gmp_chan_release(go_ahead));
     return 0;
