@@ -14,7 +14,7 @@
 #
 # Results: target/mutants/<file>/mutants.out/ (missed.txt, caught.txt, timeout.txt,
 # outcomes.json, and a log per mutant). Timeouts count as caught: a mutant that makes a C
-# test hang is killed after MUTANTS_TIMEOUT seconds (default 180; the C harness itself
+# test hang is killed after MUTANTS_TIMEOUT seconds (default 60; the C harness itself
 # gives up on a program after 120 s).
 set -euo pipefail
 
@@ -63,6 +63,6 @@ exec cargo mutants \
     --file "$file" \
     --output "$out" \
     --jobs 1 \
-    --timeout "${MUTANTS_TIMEOUT:-180}" \
+    --timeout "${MUTANTS_TIMEOUT:-60}" \
     --build-timeout 900 \
     -- --test c_tests -- "${filters[@]}"
