@@ -11,6 +11,7 @@
 #   scripts/mutants.sh src/sync/waitgroup.rs  # C tests chosen from the table below
 #   scripts/mutants.sh src/rt/timer.rs timers sysmon_retake   # or name the C tests
 #   MUTANTS_LIST=1 scripts/mutants.sh src/sync/cond.rs        # only list the mutants
+#   MUTANTS_RE='31:37' scripts/mutants.sh src/sync/waitgroup.rs # only mutants matching
 #
 # Results: target/mutants/<file>/mutants.out/ (missed.txt, caught.txt, timeout.txt,
 # outcomes.json, and a log per mutant). Timeouts count as caught: a mutant that makes a C
@@ -50,7 +51,7 @@ if ! cargo mutants --version >/dev/null 2>&1; then
 fi
 
 if [ -n "${MUTANTS_LIST:-}" ]; then
-    exec cargo mutants --list --file "$file"
+    exec cargo mutants --list --file "$file" ${MUTANTS_RE:+--re "$MUTANTS_RE"}
 fi
 
 out="target/mutants/$(echo "$file" | tr / _)"
@@ -59,8 +60,13 @@ echo "scripts/mutants.sh: mutating $file; C tests: ${filters[*]:-all}; results i
 # The loom models and the Rust unit tests are not the test command here: the C tests are
 # what a user's program sees.
 export GMP_SKIP_LOOM=1
+re=()
+if [ -n "${MUTANTS_RE:-}" ]; then
+    re=(--re "$MUTANTS_RE")
+fi
 exec cargo mutants \
     --file "$file" \
+    "${re[@]}" \
     --output "$out" \
     --jobs 1 \
     --timeout "${MUTANTS_TIMEOUT:-60}" \
