@@ -107,8 +107,14 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             // SAFETY: ch is live; v and out are 8-byte buffers.
             unsafe {
-                assert_eq!(gmp::ffi::chan::gmp_chan_send(ch, (&v as *const u64).cast()), 0);
-                assert_eq!(gmp::ffi::chan::gmp_chan_recv(ch, (&mut out as *mut u64).cast()), 0);
+                assert_eq!(
+                    gmp::ffi::chan::gmp_chan_send(ch, (&v as *const u64).cast()),
+                    0
+                );
+                assert_eq!(
+                    gmp::ffi::chan::gmp_chan_recv(ch, (&mut out as *mut u64).cast()),
+                    0
+                );
             }
             assert_eq!(black_box(out), 7);
         })

@@ -841,11 +841,18 @@ fn run_c_under(name: &str, prefix: &[&str], args: &[&str], env: &[(&str, &str)])
     for (k, v) in env {
         cmd.env(k, v);
     }
-    run_with_timeout(cmd, &format!("{} {name} {}", prefix.join(" "), args.join(" ")))
+    run_with_timeout(
+        cmd,
+        &format!("{} {name} {}", prefix.join(" "), args.join(" ")),
+    )
 }
 
 fn assert_success(outcome: &Outcome, what: &str) {
-    assert!(outcome.status.success(), "{}", outcome.report(&format!("{what} failed")));
+    assert!(
+        outcome.status.success(),
+        "{}",
+        outcome.report(&format!("{what} failed"))
+    );
     print!("{}", outcome.stdout);
 }
 
@@ -869,7 +876,11 @@ fn config_stack_size_env() {
     let ok = run_c("config_env", &["stack", "700"], &[("GMP_STACK_SIZE", "1M")]);
     assert_success(&ok, "config_env stack 700 with GMP_STACK_SIZE=1M");
     let overflow = run_c("config_env", &["stack", "700"], &[]);
-    assert_abort(&overflow, "config_env stack 700 (default size)", "stack overflow");
+    assert_abort(
+        &overflow,
+        "config_env stack 700 (default size)",
+        "stack overflow",
+    );
 }
 
 #[test]
@@ -884,13 +895,22 @@ fn config_max_threads_env() {
     let ok = run_c("config_env", &["threads", "3"], &[("GMP_MAX_THREADS", "8")]);
     assert_success(&ok, "config_env threads 3 with GMP_MAX_THREADS=8");
     let fused = run_c("config_env", &["threads", "3"], &[("GMP_MAX_THREADS", "2")]);
-    assert_abort(&fused, "config_env threads 3 with GMP_MAX_THREADS=2", "gmp: thread exhaustion");
+    assert_abort(
+        &fused,
+        "config_env threads 3 with GMP_MAX_THREADS=2",
+        "gmp: thread exhaustion",
+    );
 }
 
 #[test]
 fn config_default_maxprocs_affinity() {
     // One CPU in the affinity mask: GOMAXPROCS 1 by default.
-    let out = run_c_under("config_env", &["taskset", "-c", "0"], &["maxprocs", "1"], &[]);
+    let out = run_c_under(
+        "config_env",
+        &["taskset", "-c", "0"],
+        &["maxprocs", "1"],
+        &[],
+    );
     assert_success(&out, "taskset -c 0 config_env maxprocs 1");
 }
 
@@ -941,12 +961,17 @@ fn config_default_maxprocs_cgroup() {
         return;
     };
     // The shell moves itself into the cgroup, then becomes the program.
-    let script = format!(
-        "echo $$ > {}/cgroup.procs && exec \"$@\"",
-        cg.0.display()
+    let script = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cg.0.display());
+    let out = run_c_under(
+        "config_env",
+        &["sh", "-c", &script, "sh"],
+        &["maxprocs", "1"],
+        &[],
     );
-    let out = run_c_under("config_env", &["sh", "-c", &script, "sh"], &["maxprocs", "1"], &[]);
-    assert_success(&out, "config_env maxprocs 1 in a cgroup with a quota of 0.5 CPU");
+    assert_success(
+        &out,
+        "config_env maxprocs 1 in a cgroup with a quota of 0.5 CPU",
+    );
 }
 
 #[test]
