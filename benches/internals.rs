@@ -1,6 +1,9 @@
 //! Micro-benchmarks of the runtime's internals, for finding regressions (not for claims:
 //! the comparisons with Go are in bench/). Run: `cargo bench --bench internals`.
 //!
+//! Every call's result is checked (assert!): a benchmark of an operation that fails fast
+//! would report a fine time.
+//!
 //! Goroutine-side operations (yield, timers, spawn) are timed inside a goroutine with
 //! `iter_custom`: the benchmark thread is a foreign thread, which has no P.
 
@@ -28,7 +31,7 @@ fn in_goroutine(iters: u64, body: fn(u64) -> Duration) -> Duration {
         let job = unsafe { &mut *(arg as *mut Job) };
         job.took = (job.body)(job.iters);
         // SAFETY: the Job's wg is live.
-        unsafe { gmp_wg_done(&mut job.wg) };
+        assert_eq!(unsafe { gmp_wg_done(&mut job.wg) }, 0);
     }
     let mut job = Job {
         iters,
@@ -42,9 +45,9 @@ fn in_goroutine(iters: u64, body: fn(u64) -> Duration) -> Duration {
     };
     // SAFETY: job outlives the goroutine (we wait for it).
     unsafe {
-        gmp_wg_add(&mut job.wg, 1);
-        gmp_go(Some(run), &mut job as *mut Job as *mut c_void);
-        gmp_wg_wait(&mut job.wg);
+        assert_eq!(gmp_wg_add(&mut job.wg, 1), 0);
+        assert!(gmp_go(Some(run), &mut job as *mut Job as *mut c_void) > 0);
+        assert_eq!(gmp_wg_wait(&mut job.wg), 0);
     }
     job.took
 }
@@ -61,7 +64,7 @@ fn bench(c: &mut Criterion) {
             // SAFETY: single-threaded owner use; the queue never overflows (one item).
             unsafe {
                 q.put(base, false, |_| unreachable!());
-                black_box(q.get());
+                assert_eq!(black_box(q.get()), Some((base, false)));
             }
         })
     });
@@ -76,7 +79,9 @@ fn bench(c: &mut Criterion) {
                 for i in 0..128 {
                     victim.put(base.add(i), false, |_| unreachable!());
                 }
-                black_box(thief.steal(&victim, false));
+                // Half of 128 (one returned, the rest in the thief's queue).
+                let (_, n) = black_box(thief.steal(&victim, false)).expect("steal from 128");
+                assert_eq!(n, 64);
                 victim.drain(|_| {});
                 thief.drain(|_| {});
             }
@@ -102,14 +107,20 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             // SAFETY: ch is live; v and out are 8-byte buffers.
             unsafe {
-                gmp::ffi::chan::gmp_chan_send(ch, (&v as *const u64).cast());
-                gmp::ffi::chan::gmp_chan_recv(ch, (&mut out as *mut u64).cast());
+                assert_eq!(
+                    gmp::ffi::chan::gmp_chan_send(ch, (&v as *const u64).cast()),
+                    0
+                );
+                assert_eq!(
+                    gmp::ffi::chan::gmp_chan_recv(ch, (&mut out as *mut u64).cast()),
+                    0
+                );
             }
-            black_box(out)
+            assert_eq!(black_box(out), 7);
         })
     });
     // SAFETY: the reference from gmp_chan_make, released once, with no operation in flight.
-    unsafe { gmp::ffi::chan::gmp_chan_release(ch) };
+    assert_eq!(unsafe { gmp::ffi::chan::gmp_chan_release(ch) }, 0);
 
     // WaitGroup add/done, uncontended.
     let mut wg = gmp_wg {
@@ -121,8 +132,8 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             // SAFETY: wg is live.
             unsafe {
-                gmp_wg_add(&mut wg, 1);
-                gmp_wg_done(&mut wg);
+                assert_eq!(gmp_wg_add(&mut wg, 1), 0);
+                assert_eq!(gmp_wg_done(&mut wg), 0);
             }
         })
     });
@@ -133,7 +144,7 @@ fn bench(c: &mut Criterion) {
             in_goroutine(iters, |n| {
                 let t = std::time::Instant::now();
                 for _ in 0..n {
-                    gmp_yield();
+                    assert_eq!(gmp_yield(), 0);
                 }
                 t.elapsed()
             })
@@ -164,10 +175,10 @@ fn bench(c: &mut Criterion) {
                 let t = std::time::Instant::now();
                 let start = DONE.load(Ordering::Relaxed);
                 for _ in 0..n {
-                    gmp_go(Some(empty), std::ptr::null_mut());
+                    assert!(gmp_go(Some(empty), std::ptr::null_mut()) > 0);
                 }
                 while DONE.load(Ordering::Relaxed) - start < n {
-                    gmp_yield();
+                    assert_eq!(gmp_yield(), 0);
                 }
                 t.elapsed()
             })

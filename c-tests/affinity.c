@@ -15,7 +15,7 @@
  * 4. The slow return from a blocking call is served while the processor never goes idle:
  *    at GOMAXPROCS=1, four goroutines keep the processor busy (yielding), while one
  *    goroutine makes 50 blocking calls of 3 ms each (sysmon retakes the processor every
- *    time); each returns on its own thread within a bounded time.
+ *    time); each returns on its own thread within 500 ms.
  * 5. gmp_lock_os_thread / unlock inside a pinned goroutine: it stays on its thread.
  * 6. Stress at GOMAXPROCS 2 and 4: 16 pinned goroutines (started from goroutines on every
  *    processor, so they bind to several threads) receive 40,000 values from 4 unpinned
@@ -86,7 +86,7 @@ static void pinned_pinger(void *arg)
         if (i % 50 == 0)
             CHECK_OK(gmp_sleep(200 * 1000));
         if (i % 10 == 0)
-            gmp_yield();
+            CHECK_OK(gmp_yield());
         CHECK_EQ(tid(), t0);
     }
     p->tid = t0;
@@ -185,7 +185,7 @@ static void pinned_yielder(void *arg)
     gmp_wg *wg = arg;
     long t0 = tid();
     while (!atomic_load(&stop)) {
-        gmp_yield();
+        CHECK_OK(gmp_yield());
         atomic_fetch_add(&yields, 1);
         CHECK_EQ(tid(), t0);
     }
@@ -197,7 +197,7 @@ static void counter(void *arg)
     gmp_wg *wg = arg;
     while (!atomic_load(&stop)) {
         atomic_fetch_add(&counts, 1);
-        gmp_yield();
+        CHECK_OK(gmp_yield());
     }
     CHECK_OK(gmp_wg_done(wg));
 }
@@ -238,7 +238,7 @@ static void busy(void *arg)
         volatile int x = 0;
         for (int i = 0; i < 2000; i++)
             x += i;
-        gmp_yield();
+        CHECK_OK(gmp_yield());
     }
     CHECK_OK(gmp_wg_done(wg));
 }
@@ -277,6 +277,9 @@ static void slow_exitsyscall(void)
            "call %.1f ms\n",
            ms, worst_return_ms);
     CHECK(ms < 10000);
+    /* Each 3 ms call returns within 500 ms (typically under 40 ms on a loaded 2-core
+     * machine): the busy processor's 61-tick check hands its P to the waiting M. */
+    CHECK(worst_return_ms < 500.0);
 }
 
 /* ---- 5. LockOSThread inside a pinned goroutine --------------------------------------- */
@@ -291,7 +294,7 @@ static void pinned_locker(void *arg)
     CHECK_EQ(gmp_unlock_os_thread(), 0);
     for (int i = 0; i < 20; i++) {
         CHECK_OK(gmp_sleep(100 * 1000));
-        gmp_yield();
+        CHECK_OK(gmp_yield());
         CHECK_EQ(tid(), t0);
     }
     CHECK_OK(gmp_wg_done(wg));
@@ -333,7 +336,7 @@ static void pinned_consumer(void *arg)
         if ((r >> 16) % 64 == 0)
             CHECK_OK(gmp_sleep((int64_t)((r >> 8) % 100) * 1000));
         else if ((r >> 16) % 16 == 0)
-            gmp_yield();
+            CHECK_OK(gmp_yield());
         CHECK_EQ(tid(), t0);
     }
     CHECK_OK(gmp_wg_done(wg));

@@ -14,7 +14,7 @@
  *   stack_overflow         a goroutine with a 64 KiB stack recursing without bound
  *                          ("gmp: goroutine N: stack overflow")
  *   thread_fuse            gmp_set_max_threads(2), then 4 Ps kept busy by goroutines
- *                          that never yield: 4 Ms are needed ("gmp:" ... "thread")
+ *                          that never yield: 4 Ms are needed ("gmp: thread exhaustion")
  */
 #include "check.h"
 
@@ -140,7 +140,7 @@ static void negative_wg_in_goroutine(void *arg)
 {
     (void)arg;
     gmp_wg wg = GMP_WG_INIT;
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
     fprintf(stderr, "gmp_wg_done on a zero WaitGroup returned\n");
     _exit(1);
 }
@@ -179,7 +179,7 @@ static int misuse(const char *which)
 {
     if (strcmp(which, "negative_wg") == 0) {
         gmp_wg wg = GMP_WG_INIT;
-        gmp_wg_add(&wg, -1);
+        CHECK_OK(gmp_wg_add(&wg, -1));
         fprintf(stderr, "gmp_wg_add(-1) on a zero WaitGroup returned\n");
         return 1;
     }
@@ -198,7 +198,7 @@ static int misuse(const char *which)
         attr.stack_size = 64 * 1024;
         CHECK_OK(gmp_wg_add(&wg, 1));
         CHECK(gmp_go_attr(overflow, &result, &attr) > 0);
-        gmp_wg_wait(&wg);
+        CHECK_OK(gmp_wg_wait(&wg));
         return 1;
     }
     if (strcmp(which, "thread_fuse") == 0) {
@@ -208,7 +208,7 @@ static int misuse(const char *which)
         CHECK_OK(gmp_wg_add(&wg, 4));
         for (int i = 0; i < 4; i++)
             CHECK(gmp_go(busy, &wg) > 0);
-        gmp_wg_wait(&wg);
+        CHECK_OK(gmp_wg_wait(&wg));
         fprintf(stderr, "4 busy Ps ran to the end under a 2-thread fuse\n");
         return 1;
     }

@@ -4,8 +4,8 @@
  *  1. Unbuffered and buffered send/recv between goroutines; values of a buffered channel
  *     come out in FIFO order.
  *  2. Blocked senders are served FIFO: senders that block in a known order (each starts
- *     after the previous one is blocked, seen through gmp_chan_len staying at cap) deliver
- *     their values in that order.
+ *     after the previous one is parked in its send, seen through gmp_stats: nothing
+ *     runnable) deliver their values in that order.
  *  3. Closed channels: recv drains the buffer, then -EPIPE with out zeroed; send -EPIPE;
  *     a sender blocked when the channel closes gets -EPIPE; a second close -EPIPE.
  *  4. try forms (-EAGAIN), timed forms (-ETIMEDOUT after about the timeout, never early),
@@ -41,7 +41,7 @@ static void sender_n(void *arg)
     struct pair *p = arg;
     for (int i = 0; i < p->n; i++)
         CHECK_EQ(gmp_chan_send(p->c, &i), 0);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void receiver_n(void *arg)
@@ -52,7 +52,7 @@ static void receiver_n(void *arg)
         CHECK_EQ(gmp_chan_recv(p->c, &v), 0);
         CHECK_EQ(v, i);
     }
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void test_basic(size_t cap)
@@ -60,10 +60,10 @@ static void test_basic(size_t cap)
     gmp_chan *c;
     CHECK_EQ(gmp_chan_make(&c, sizeof(int), cap), 0);
     struct pair p = {c, 10000};
-    gmp_wg_add(&wg, 2);
+    CHECK_OK(gmp_wg_add(&wg, 2));
     CHECK_OK(gmp_go(receiver_n, &p));
     CHECK_OK(gmp_go(sender_n, &p));
-    gmp_wg_wait(&wg);
+    CHECK_OK(gmp_wg_wait(&wg));
     CHECK_EQ(gmp_chan_release(c), 0);
 }
 
@@ -84,7 +84,7 @@ static void test_buffered_fifo(void)
     }
     CHECK_EQ(gmp_chan_len(c), 0);
     CHECK_EQ(gmp_chan_try_recv(c, &(int){0}), -EAGAIN);
-    gmp_chan_release(c);
+    CHECK_OK(gmp_chan_release(c));
 }
 
 /* ---- 2. FIFO of blocked senders ---- */
@@ -101,7 +101,7 @@ static void blocking_sender(void *arg)
     struct val *s = arg;
     atomic_fetch_add(&blocked_senders, 1);
     CHECK_EQ(gmp_chan_send(s->c, &s->v), 0);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void test_sender_fifo(size_t cap)
@@ -113,15 +113,15 @@ static void test_sender_fifo(size_t cap)
         CHECK_EQ(gmp_chan_send(c, &(int){-1}), 0);
     struct val s[N];
     atomic_store(&blocked_senders, 0);
-    gmp_wg_add(&wg, N);
+    CHECK_OK(gmp_wg_add(&wg, N));
     for (int i = 0; i < N; i++) {
         s[i].c = c;
         s[i].v = 100 + i;
         CHECK_OK(gmp_go(blocking_sender, &s[i]));
-        /* Wait until it has announced itself, then give it time to block. */
-        while (atomic_load(&blocked_senders) != i + 1)
-            sleep_ms(1);
-        sleep_ms(20);
+        /* Wait until it has announced itself and parked in the send (nothing runnable,
+         * i + 1 goroutines alive: the senders started so far). */
+        WAIT_UNTIL(atomic_load(&blocked_senders) == i + 1, 10.0);
+        WAIT_BLOCKED(i + 1);
     }
     for (size_t i = 0; i < cap; i++) {
         int v;
@@ -133,8 +133,8 @@ static void test_sender_fifo(size_t cap)
         CHECK_EQ(gmp_chan_recv(c, &v), 0);
         CHECK_EQ(v, 100 + i);
     }
-    gmp_wg_wait(&wg);
-    gmp_chan_release(c);
+    CHECK_OK(gmp_wg_wait(&wg));
+    CHECK_OK(gmp_chan_release(c));
 }
 
 /* ---- 3. closed ---- */
@@ -143,7 +143,7 @@ static void send_expect_epipe(void *arg)
 {
     gmp_chan *c = arg;
     CHECK_EQ(gmp_chan_send(c, &(int){7}), -EPIPE);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void recv_expect_epipe(void *arg)
@@ -152,7 +152,7 @@ static void recv_expect_epipe(void *arg)
     int v = 1234;
     CHECK_EQ(gmp_chan_recv(c, &v), -EPIPE);
     CHECK_EQ(v, 0);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void test_closed(void)
@@ -178,29 +178,29 @@ static void test_closed(void)
     CHECK_EQ(v, 0);
     CHECK_EQ(gmp_chan_recv_timeout(c, &v, 10 * MS), -EPIPE);
     CHECK_EQ(gmp_chan_recv(c, NULL), -EPIPE);
-    gmp_chan_release(c);
+    CHECK_OK(gmp_chan_release(c));
 
     /* Blocked senders (unbuffered and full buffered) and receivers woken by close. */
     for (size_t cap = 0; cap <= 1; cap++) {
         CHECK_EQ(gmp_chan_make(&c, sizeof(int), cap), 0);
         if (cap)
             CHECK_EQ(gmp_chan_send(c, &(int){1}), 0);
-        gmp_wg_add(&wg, 3);
+        CHECK_OK(gmp_wg_add(&wg, 3));
         for (int i = 0; i < 3; i++)
             CHECK_OK(gmp_go(send_expect_epipe, c));
-        sleep_ms(30);
+        WAIT_BLOCKED(3); /* all three blocked in send when the channel closes */
         CHECK_EQ(gmp_chan_close(c), 0);
-        gmp_wg_wait(&wg);
-        gmp_chan_release(c);
+        CHECK_OK(gmp_wg_wait(&wg));
+        CHECK_OK(gmp_chan_release(c));
     }
     CHECK_EQ(gmp_chan_make(&c, sizeof(int), 0), 0);
-    gmp_wg_add(&wg, 3);
+    CHECK_OK(gmp_wg_add(&wg, 3));
     for (int i = 0; i < 3; i++)
         CHECK_OK(gmp_go(recv_expect_epipe, c));
-    sleep_ms(30);
+    WAIT_BLOCKED(3); /* all three blocked in recv when the channel closes */
     CHECK_EQ(gmp_chan_close(c), 0);
-    gmp_wg_wait(&wg);
-    gmp_chan_release(c);
+    CHECK_OK(gmp_wg_wait(&wg));
+    CHECK_OK(gmp_chan_release(c));
 }
 
 /* ---- 4. try, timed, zero-size ---- */
@@ -227,41 +227,41 @@ static void check_timeouts(void)
     /* The timed-out waiters left the queues: a try finds nobody. */
     CHECK_EQ(gmp_chan_try_recv(c, &v), -EAGAIN);
     CHECK_EQ(gmp_chan_try_send(c, &v), -EAGAIN);
-    gmp_chan_release(c);
+    CHECK_OK(gmp_chan_release(c));
 }
 
 static void timeouts_goroutine(void *arg)
 {
     (void)arg;
     check_timeouts();
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void late_sender(void *arg)
 {
     gmp_chan *c = arg;
-    gmp_sleep(10 * MS);
+    CHECK_OK(gmp_sleep(10 * MS));
     CHECK_EQ(gmp_chan_send(c, &(int){42}), 0);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void test_try_timed(void)
 {
     check_timeouts();
-    gmp_wg_add(&wg, 1);
+    CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK_OK(gmp_go(timeouts_goroutine, NULL));
-    gmp_wg_wait(&wg);
+    CHECK_OK(gmp_wg_wait(&wg));
 
     /* A timed receive that succeeds before its deadline. */
     gmp_chan *c;
     CHECK_EQ(gmp_chan_make(&c, sizeof(int), 0), 0);
-    gmp_wg_add(&wg, 1);
+    CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK_OK(gmp_go(late_sender, c));
     int v = 0;
     CHECK_EQ(gmp_chan_recv_timeout(c, &v, 5000 * MS), 0);
     CHECK_EQ(v, 42);
-    gmp_wg_wait(&wg);
-    gmp_chan_release(c);
+    CHECK_OK(gmp_wg_wait(&wg));
+    CHECK_OK(gmp_chan_release(c));
 }
 
 static void zero_sender(void *arg)
@@ -269,7 +269,7 @@ static void zero_sender(void *arg)
     gmp_chan *c = arg;
     for (int i = 0; i < 1000; i++)
         CHECK_EQ(gmp_chan_send(c, NULL), 0);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void test_zero_size(void)
@@ -277,11 +277,11 @@ static void test_zero_size(void)
     for (size_t cap = 0; cap <= 4; cap += 4) {
         gmp_chan *c;
         CHECK_EQ(gmp_chan_make(&c, 0, cap), 0);
-        gmp_wg_add(&wg, 1);
+        CHECK_OK(gmp_wg_add(&wg, 1));
         CHECK_OK(gmp_go(zero_sender, c));
         for (int i = 0; i < 1000; i++)
             CHECK_EQ(gmp_chan_recv(c, NULL), 0);
-        gmp_wg_wait(&wg);
+        CHECK_OK(gmp_wg_wait(&wg));
         if (cap) {
             CHECK_EQ(gmp_chan_try_send(c, NULL), 0);
             CHECK_EQ(gmp_chan_len(c), 1);
@@ -290,7 +290,7 @@ static void test_zero_size(void)
         if (cap)
             CHECK_EQ(gmp_chan_recv(c, NULL), 0);
         CHECK_EQ(gmp_chan_recv(c, NULL), -EPIPE);
-        gmp_chan_release(c);
+        CHECK_OK(gmp_chan_release(c));
     }
 }
 
@@ -307,7 +307,7 @@ static void generate(void *arg)
     for (int i = 2;; i++)
         if (gmp_chan_send(out, &i) < 0)
             break;
-    gmp_chan_release(out);
+    CHECK_OK(gmp_chan_release(out));
 }
 
 static void filter(void *arg)
@@ -319,11 +319,13 @@ static void filter(void *arg)
             break;
     }
     /* Propagate the shutdown both ways: upstream (its sends fail) and downstream. */
-    gmp_chan_close(f->in);
-    gmp_chan_close(f->out);
-    gmp_chan_release(f->in);
-    gmp_chan_release(f->out);
-    gmp_wg_done(&wg);
+    int r = gmp_chan_close(f->in); /* -EPIPE: a neighbour closed it first */
+    CHECK(r == 0 || r == -EPIPE);
+    r = gmp_chan_close(f->out);
+    CHECK(r == 0 || r == -EPIPE);
+    CHECK_OK(gmp_chan_release(f->in));
+    CHECK_OK(gmp_chan_release(f->out));
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void test_sieve(void)
@@ -332,8 +334,8 @@ static void test_sieve(void)
     static struct filter fs[100];
     gmp_chan *ch;
     CHECK_EQ(gmp_chan_make(&ch, sizeof(int), 0), 0);
-    gmp_chan_retain(ch);
-    gmp_wg_add(&wg, 100);
+    CHECK_OK(gmp_chan_retain(ch));
+    CHECK_OK(gmp_wg_add(&wg, 100));
     CHECK_OK(gmp_go(generate, ch));
     int last = 0;
     for (int i = 0; i < 100; i++) {
@@ -347,7 +349,7 @@ static void test_sieve(void)
         last = prime;
         gmp_chan *ch1;
         CHECK_EQ(gmp_chan_make(&ch1, sizeof(int), 0), 0);
-        gmp_chan_retain(ch1);
+        CHECK_OK(gmp_chan_retain(ch1));
         fs[i] = (struct filter){ch, ch1, prime};
         CHECK_OK(gmp_go(filter, &fs[i]));
         ch = ch1;
@@ -355,8 +357,8 @@ static void test_sieve(void)
     CHECK_EQ(last, 541); /* the 100th prime */
     /* Shut the chain down from its end: every filter ends, the generator too. */
     CHECK_EQ(gmp_chan_close(ch), 0);
-    gmp_chan_release(ch);
-    gmp_wg_wait(&wg);
+    CHECK_OK(gmp_chan_release(ch));
+    CHECK_OK(gmp_wg_wait(&wg));
 }
 
 /* ---- 6. foreign threads ---- */
@@ -398,11 +400,11 @@ static void *thread_recv_until_closed(void *arg)
 static void delayed_send_then_close(void *arg)
 {
     gmp_chan *c = arg;
-    gmp_sleep(20 * MS);
+    CHECK_OK(gmp_sleep(20 * MS));
     CHECK_EQ(gmp_chan_send(c, &(int){31337}), 0);
-    gmp_sleep(20 * MS);
+    CHECK_OK(gmp_sleep(20 * MS));
     CHECK_EQ(gmp_chan_close(c), 0);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void test_foreign(void)
@@ -413,33 +415,33 @@ static void test_foreign(void)
         struct pair p = {c, 20000};
         /* pthread -> goroutine */
         pthread_t t;
-        gmp_wg_add(&wg, 1);
+        CHECK_OK(gmp_wg_add(&wg, 1));
         CHECK_OK(gmp_go(receiver_n, &p));
         CHECK_EQ(pthread_create(&t, NULL, thread_sender, &p), 0);
         pthread_join(t, NULL);
-        gmp_wg_wait(&wg);
+        CHECK_OK(gmp_wg_wait(&wg));
         /* goroutine -> pthread */
-        gmp_wg_add(&wg, 1);
+        CHECK_OK(gmp_wg_add(&wg, 1));
         CHECK_OK(gmp_go(sender_n, &p));
         CHECK_EQ(pthread_create(&t, NULL, thread_receiver, &p), 0);
         pthread_join(t, NULL);
-        gmp_wg_wait(&wg);
+        CHECK_OK(gmp_wg_wait(&wg));
         /* main <-> pthread, no goroutine involved */
         CHECK_EQ(pthread_create(&t, NULL, thread_sender, &p), 0);
         thread_receiver(&p);
         pthread_join(t, NULL);
-        gmp_chan_release(c);
+        CHECK_OK(gmp_chan_release(c));
     }
     /* A pthread blocked in recv, woken by a goroutine's send and then by close. */
     gmp_chan *c;
     CHECK_EQ(gmp_chan_make(&c, sizeof(int), 0), 0);
     pthread_t t;
-    gmp_wg_add(&wg, 1);
+    CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK_EQ(pthread_create(&t, NULL, thread_recv_until_closed, c), 0);
     CHECK_OK(gmp_go(delayed_send_then_close, c));
     pthread_join(t, NULL);
-    gmp_wg_wait(&wg);
-    gmp_chan_release(c);
+    CHECK_OK(gmp_wg_wait(&wg));
+    CHECK_OK(gmp_chan_release(c));
 }
 
 /* ---- 7. retain/release, bad input ---- */
@@ -484,7 +486,7 @@ static void test_bad_input(void)
     CHECK_EQ(gmp_chan_send(c, big), 0);
     CHECK_EQ(gmp_chan_recv(c, big2), 0);
     CHECK(memcmp(big, big2, sizeof big) == 0);
-    gmp_chan_release(c);
+    CHECK_OK(gmp_chan_release(c));
 }
 
 int main(void)

@@ -7,7 +7,9 @@
  * receive cases, some with timeouts), while a closer goroutine closes the channel(s) at a
  * random moment. Every value is sent at most once; afterwards:
  *  - every value whose send returned 0 was received exactly once (count array);
- *  - no value whose send returned -EPIPE (or was never attempted) was received.
+ *  - no value whose send returned -EPIPE (or was never attempted) was received;
+ *  - each producer sent a prefix of its values and, unless it sent them all, was refused
+ *    (-EPIPE) exactly once, on the value after that prefix.
  */
 #include "check.h"
 
@@ -58,7 +60,7 @@ static void producer(void *arg)
                     ;
             } else if (j % 7 == 0) {
                 while ((r = gmp_chan_try_send(sc.c[0], &v)) == -EAGAIN)
-                    gmp_yield();
+                    CHECK_OK(gmp_yield());
             } else {
                 r = gmp_chan_send(sc.c[0], &v);
             }
@@ -87,7 +89,7 @@ static void producer(void *arg)
             break;
         }
     }
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void consume(int idx)
@@ -126,7 +128,7 @@ static void consume(int idx)
 static void consumer(void *arg)
 {
     consume((int)(intptr_t)arg);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void *consumer_thread(void *arg)
@@ -138,13 +140,13 @@ static void *consumer_thread(void *arg)
 static void closer(void *arg)
 {
     (void)arg;
-    gmp_sleep(sc.close_after_ms * MS);
+    CHECK_OK(gmp_sleep(sc.close_after_ms * MS));
     CHECK_EQ(gmp_chan_close(sc.c[0]), 0);
     if (sc.c[1]) {
-        gmp_sleep(1 * MS);
+        CHECK_OK(gmp_sleep(1 * MS));
         CHECK_EQ(gmp_chan_close(sc.c[1]), 0);
     }
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void run(size_t cap, int use_select, int close_after_ms)
@@ -159,7 +161,7 @@ static void run(size_t cap, int use_select, int close_after_ms)
     if (use_select)
         CHECK_EQ(gmp_chan_make(&sc.c[1], sizeof(int), cap), 0);
 
-    gmp_wg_add(&wg, PRODUCERS + CONSUMERS - 1 + 1);
+    CHECK_OK(gmp_wg_add(&wg, PRODUCERS + CONSUMERS - 1 + 1));
     pthread_t t;
     CHECK_EQ(pthread_create(&t, NULL, consumer_thread, (void *)(intptr_t)(CONSUMERS - 1)), 0);
     for (int i = 0; i < CONSUMERS - 1; i++)
@@ -167,7 +169,7 @@ static void run(size_t cap, int use_select, int close_after_ms)
     for (int i = 0; i < PRODUCERS; i++)
         CHECK_OK(gmp_go(producer, (void *)(intptr_t)i));
     CHECK_OK(gmp_go(closer, NULL));
-    gmp_wg_wait(&wg);
+    CHECK_OK(gmp_wg_wait(&wg));
     pthread_join(t, NULL);
 
     long nsent = 0, nrefused = 0;
@@ -187,11 +189,28 @@ static void run(size_t cap, int use_select, int close_after_ms)
             }
         }
     }
+    /* Each producer's values are: sent, then at most one refused (the send that found
+     * the channel closed ends it), then never attempted. So every producer that did not
+     * send all its values was refused exactly once. */
+    long unfinished = 0;
+    for (int p = 0; p < PRODUCERS; p++) {
+        const unsigned char *s = &sent[p * PER_PRODUCER];
+        int j = 0;
+        while (j < PER_PRODUCER && s[j] == SENT_OK)
+            j++;
+        if (j < PER_PRODUCER) {
+            unfinished++;
+            CHECK_EQ(s[j], SENT_EPIPE);
+            for (j++; j < PER_PRODUCER; j++)
+                CHECK_EQ(s[j], 0);
+        }
+    }
+    CHECK_EQ(nrefused, unfinished);
     printf("  cap %zu %s close@%dms: %ld sent, %ld refused\n", cap,
            use_select ? "select" : "plain ", close_after_ms, nsent, nrefused);
-    gmp_chan_release(sc.c[0]);
+    CHECK_OK(gmp_chan_release(sc.c[0]));
     if (sc.c[1])
-        gmp_chan_release(sc.c[1]);
+        CHECK_OK(gmp_chan_release(sc.c[1]));
 }
 
 int main(void)

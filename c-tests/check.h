@@ -85,4 +85,42 @@ static inline void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* The gmp_* helpers below need the library's header (the include guard makes a second
+ * #include harmless). A test that loads the library with dlopen defines CHECK_NO_GMP. */
+#ifndef CHECK_NO_GMP
+#include "gmp.h"
+
+/* Asserts that `cond` becomes true within `secs` seconds, polling every millisecond from
+ * a foreign thread: the way to wait for a state (a counter, a flag, gmp_stats) instead
+ * of sleeping for it. */
+#define WAIT_UNTIL(cond, secs)                                                     \
+    do {                                                                           \
+        double wait_deadline_ = now_sec() + (secs);                                \
+        while (!(cond)) {                                                          \
+            if (now_sec() > wait_deadline_)                                        \
+                check_fail(__FILE__, __LINE__, "WAIT_UNTIL(" #cond ")");           \
+            sleep_ms(1);                                                           \
+        }                                                                          \
+    } while (0)
+
+/* True when no goroutine runs or is runnable: every P idle, the global run queue empty,
+ * and both still so after a millisecond with no goroutine scheduled in between (an idle
+ * P's local queue is always empty). Every goroutine alive then is blocked: parked on a
+ * channel, lock, WaitGroup or timer, or inside a blocking call. Foreign threads only. */
+static inline int all_goroutines_blocked(void)
+{
+    gmp_sched_stats a, b;
+    if (gmp_stats(&a, NULL, 0) < 0 || a.idleprocs != a.gomaxprocs || a.runqueue != 0)
+        return 0;
+    sleep_ms(1);
+    if (gmp_stats(&b, NULL, 0) < 0)
+        return 0;
+    return b.idleprocs == b.gomaxprocs && b.runqueue == 0 && b.schedticks == a.schedticks;
+}
+
+/* Waits (at most 10 s) until exactly `n` goroutines are alive and all of them are
+ * blocked (see all_goroutines_blocked). */
+#define WAIT_BLOCKED(n) WAIT_UNTIL(gmp_num_goroutine() == (n) && all_goroutines_blocked(), 10.0)
+#endif /* CHECK_NO_GMP */
+
 #endif

@@ -9,6 +9,7 @@
  * is the same runtime's. If dlclose unmapped the library, its threads would run unmapped
  * code (SIGSEGV) or the second dlopen would start a second runtime.
  */
+#define CHECK_NO_GMP 1 /* the library is dlopen()ed: no gmp.h */
 #include "check.h"
 
 #include <dlfcn.h>

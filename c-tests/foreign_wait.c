@@ -10,6 +10,10 @@
  * that only a pthread completes. The pthread first requires a "ticker" goroutine to make
  * progress while the waiter is blocked: if the wait held the only P (blocked the M
  * instead of parking the goroutine), the ticker would stop and the check fails.
+ *
+ * Scenario 3 (Add while waited on): two goroutines and a pthread wait on a WaitGroup at
+ * counter 1; main adds 2 (allowed: the counter is above zero), then Done three times. The
+ * waiters must not be released before the last Done, and all three are released by it.
  */
 #include "check.h"
 
@@ -144,11 +148,58 @@ static void scenario_foreign_to_goroutine(void)
     CHECK_EQ(pthread_join(th, NULL), 0);
 }
 
+/* ---- scenario 3 ---- */
+
+static gmp_wg grow_wg = GMP_WG_INIT;
+static atomic_int grow_released;
+
+static void grow_waiter(void *arg)
+{
+    CHECK_OK(gmp_wg_wait(&grow_wg));
+    atomic_fetch_add(&grow_released, 1);
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void *grow_waiter_thread(void *arg)
+{
+    (void)arg;
+    CHECK_OK(gmp_wg_wait(&grow_wg));
+    atomic_fetch_add(&grow_released, 1);
+    return NULL;
+}
+
+/* Add with a positive delta while the counter is above zero and waiters wait (Go allows
+ * it): no abort, and the waiters are released only when the counter reaches zero. */
+static void scenario_add_while_waited(void)
+{
+    gmp_wg done = GMP_WG_INIT;
+    pthread_t t;
+    CHECK_OK(gmp_wg_add(&grow_wg, 1));
+    CHECK_OK(gmp_wg_add(&done, 2));
+    CHECK(gmp_go(grow_waiter, &done) > 0);
+    CHECK(gmp_go(grow_waiter, &done) > 0);
+    CHECK_EQ(pthread_create(&t, NULL, grow_waiter_thread, NULL), 0);
+    /* Three waiters counted in the state word's low half (two goroutines parked). */
+    WAIT_UNTIL((atomic_load((_Atomic uint64_t *)&grow_wg.state) & 0xffffffffu) == 3, 10.0);
+    WAIT_BLOCKED(2);
+    CHECK_OK(gmp_wg_add(&grow_wg, 2)); /* counter 1 -> 3 with waiters */
+    CHECK_OK(gmp_wg_done(&grow_wg));
+    CHECK_OK(gmp_wg_done(&grow_wg));
+    WAIT_BLOCKED(2);
+    CHECK_EQ(atomic_load(&grow_released), 0); /* counter still 1 */
+    CHECK_OK(gmp_wg_done(&grow_wg));
+    CHECK_OK(gmp_wg_wait(&done));
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(atomic_load(&grow_released), 3);
+    CHECK_EQ(atomic_load((_Atomic uint64_t *)&grow_wg.state), 0);
+}
+
 int main(void)
 {
     CHECK_EQ(gmp_goid(), 0);
     scenario_goroutine_to_foreign();
     scenario_foreign_to_goroutine();
+    scenario_add_while_waited();
     CHECK_EQ(gmp_goid(), 0);
     printf("foreign_wait: ok\n");
     return 0;

@@ -6,7 +6,9 @@
  *    main (not a goroutine) both return -EPERM.
  * 2. A locked goroutine's gettid() stays the same across 200 rounds of: a gmp_read that
  *    blocks until a helper goroutine writes, a channel receive that waits for a helper's
- *    send, a gmp_sleep and a gmp_yield.
+ *    send, a gmp_sleep and a gmp_yield. No other goroutine (the helper, the background
+ *    yielders: each compares its gettid() with the locked one's after every switch point)
+ *    ever runs on the locked thread while it is locked.
  * 3. Unlocked goroutines under the same load do change threads (at least one of the
  *    background yielders is seen on two or more threads).
  * 4. (Run first, while few threads exist.) Template thread: a locked goroutine renames
@@ -16,6 +18,9 @@
  *    inherited by pthread_create, so a clone would show it).
  * 5. A goroutine that ends while locked takes its thread with it: gmp_stats threads and
  *    the number of entries in /proc/self/task both drop by one.
+ * 6. ... unless another goroutine is pinned to that thread (GMP_GO_PINNED): at
+ *    GOMAXPROCS=1 goroutine A starts pinned B (which runs first on A's thread and parks),
+ *    then locks and ends. The thread stays; B, woken, runs on it and ends.
  */
 #include "check.h"
 
@@ -34,6 +39,18 @@ static long tid(void)
 
 static atomic_int stop_bg;
 static atomic_int migrated;
+/* The thread the `locked` goroutine is locked to while it is, else 0; and how often
+ * another goroutine was seen running on that thread meanwhile (must stay 0). */
+static atomic_long locked_tid;
+static atomic_long intruders;
+
+/* Called by every goroutine other than `locked`, after each switch point. */
+static void check_not_on_locked_thread(void)
+{
+    long t = atomic_load(&locked_tid);
+    if (t != 0 && t == tid())
+        atomic_fetch_add(&intruders, 1);
+}
 
 static void background(void *arg)
 {
@@ -44,7 +61,7 @@ static void background(void *arg)
         volatile int x = 0;
         for (int i = 0; i < 2000; i++)
             x += i;
-        gmp_yield();
+        CHECK_OK(gmp_yield());
         if (tid() != first)
             moved = 1;
     }
@@ -62,11 +79,15 @@ static void helper(void *arg)
 {
     gmp_wg *wg = arg;
     for (int i = 0; i < 200; i++) {
-        gmp_sleep(20000);
+        CHECK_OK(gmp_sleep(20000));
+        check_not_on_locked_thread();
         CHECK_EQ(gmp_write(pipefd[1], "x", 1), 1);
-        gmp_sleep(20000);
+        check_not_on_locked_thread();
+        CHECK_OK(gmp_sleep(20000));
+        check_not_on_locked_thread();
         int v = i;
         CHECK_OK(gmp_chan_send(ch, &v));
+        check_not_on_locked_thread();
     }
     CHECK_OK(gmp_wg_done(wg));
 }
@@ -78,6 +99,7 @@ static void locked(void *arg)
     CHECK_EQ(gmp_lock_os_thread(), 2);
     CHECK_EQ(gmp_unlock_os_thread(), 1);
     long t0 = tid();
+    atomic_store(&locked_tid, t0);
     for (int i = 0; i < 200; i++) {
         char c;
         CHECK_EQ(gmp_read(pipefd[0], &c, 1), 1);
@@ -86,11 +108,13 @@ static void locked(void *arg)
         CHECK_OK(gmp_chan_recv(ch, &v));
         CHECK_EQ(v, i);
         CHECK_EQ(tid(), t0);
-        gmp_sleep(10000);
+        CHECK_OK(gmp_sleep(10000));
         CHECK_EQ(tid(), t0);
-        gmp_yield();
+        CHECK_OK(gmp_yield());
         CHECK_EQ(tid(), t0);
     }
+    /* Still locked (this thread runs nobody else) until the unlock below. */
+    atomic_store(&locked_tid, 0);
     CHECK_EQ(gmp_unlock_os_thread(), 0);
     CHECK_EQ(gmp_unlock_os_thread(), 0);
     CHECK_OK(gmp_wg_done(wg));
@@ -134,11 +158,20 @@ static int count_tasks(void)
 }
 
 static int block_pipe[2];
+static atomic_int blockers_in;
+
+static int threads(void)
+{
+    gmp_sched_stats s;
+    CHECK_OK(gmp_stats(&s, NULL, 0));
+    return s.threads;
+}
 
 static void blocker(void *arg)
 {
     gmp_wg *wg = arg;
     char c;
+    atomic_fetch_add(&blockers_in, 1);
     CHECK_EQ(gmp_read(block_pipe[0], &c, 1), 1);
     CHECK_OK(gmp_wg_done(wg));
 }
@@ -154,7 +187,12 @@ static void renamer(void *arg)
     CHECK_OK(gmp_wg_add(&wg, 16));
     for (int i = 0; i < 16; i++)
         CHECK_OK(gmp_go(blocker, &wg));
-    gmp_sleep(50 * 1000 * 1000);
+    /* Wait until all 16 are inside read at once: 16 threads in the kernel plus ours. */
+    double deadline = now_sec() + 10.0;
+    while (atomic_load(&blockers_in) < 16 || threads() < 17) {
+        CHECK(now_sec() < deadline);
+        CHECK_OK(gmp_sleep(1000 * 1000));
+    }
     CHECK_EQ(count_named("gmp-locked"), 1);
     static char bytes[16];
     CHECK_EQ(gmp_write(block_pipe[1], bytes, 16), 16);
@@ -168,20 +206,55 @@ static void renamer(void *arg)
 
 static gmp_chan *go_ahead;
 
+static atomic_int exits_locked_ready;
+
 static void exits_locked(void *arg)
 {
     gmp_wg *wg = arg;
     CHECK_EQ(gmp_lock_os_thread(), 1);
+    atomic_store(&exits_locked_ready, 1);
     int v;
     CHECK_OK(gmp_chan_recv(go_ahead, &v));
     CHECK_OK(gmp_wg_done(wg));
 }
 
-static int threads(void)
+
+/* ---- 6 ---- */
+
+static gmp_chan *pin_go;
+static atomic_long pin_tid_a, pin_tid_b, pin_tid_b_after;
+
+static void pinned_b(void *arg)
 {
-    gmp_sched_stats s;
-    CHECK_OK(gmp_stats(&s, NULL, 0));
-    return s.threads;
+    atomic_store(&pin_tid_b, tid());
+    int v;
+    CHECK_OK(gmp_chan_recv(pin_go, &v)); /* parks, bound to its thread */
+    atomic_store(&pin_tid_b_after, tid());
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void pinned_a(void *arg)
+{
+    gmp_wg *wg = arg;
+    atomic_store(&pin_tid_a, tid());
+    gmp_attr attr = {0};
+    attr.flags = GMP_GO_PINNED;
+    CHECK(gmp_go_attr(pinned_b, wg, &attr) > 0);
+    /* GOMAXPROCS 1: B is next on this processor, so it first runs (and binds) here. */
+    while (atomic_load(&pin_tid_b) == 0)
+        CHECK_OK(gmp_yield());
+    CHECK_EQ(gmp_lock_os_thread(), 1);
+    CHECK_OK(gmp_wg_done(wg)); /* ends locked, while B is pinned to this thread */
+}
+
+static int task_exists(long t)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld", t);
+    DIR *d = opendir(path);
+    if (d)
+        closedir(d);
+    return d != NULL;
 }
 
 int main(void)
@@ -200,8 +273,8 @@ int main(void)
     CHECK_OK(gmp_wg_add(&rn, 1));
     CHECK_OK(gmp_go(renamer, &rn));
     CHECK_OK(gmp_wg_wait(&rn));
-    sleep_ms(50);
-    CHECK_EQ(count_named("gmp-locked"), 0);
+    /* The renamer ended locked: its thread exits, and no other thread has the name. */
+    WAIT_UNTIL(count_named("gmp-locked") == 0, 10.0);
     printf("template thread: no thread cloned from the renamed locked one\n");
 
     gmp_wg bg = GMP_WG_INIT;
@@ -214,33 +287,48 @@ int main(void)
     CHECK_OK(gmp_go(locked, &wg));
     CHECK_OK(gmp_go(helper, &wg));
     CHECK_OK(gmp_wg_wait(&wg));
-    printf("locked goroutine kept its thread across 200 read/recv/sleep/yield rounds\n");
+    printf("locked goroutine kept its thread across 200 read/recv/sleep/yield rounds; "
+           "other goroutines seen on it: %ld\n", atomic_load(&intruders));
+    CHECK_EQ(atomic_load(&intruders), 0);
 
     atomic_store(&stop_bg, 1);
     CHECK_OK(gmp_wg_wait(&bg));
     printf("background yielders that changed threads: %d of 6\n", atomic_load(&migrated));
     CHECK(atomic_load(&migrated) >= 1);
 
-
     gmp_wg ex = GMP_WG_INIT;
     CHECK_OK(gmp_wg_add(&ex, 1));
     CHECK_OK(gmp_go(exits_locked, &ex));
-    sleep_ms(100);
+    /* Locked and parked on go_ahead (its thread asleep, its processor handed off): the
+     * thread count is settled. */
+    WAIT_UNTIL(atomic_load(&exits_locked_ready), 10.0);
+    WAIT_BLOCKED(1);
     int t0 = threads(), k0 = count_tasks();
     int v = 1;
     CHECK_OK(gmp_chan_send(go_ahead, &v));
     CHECK_OK(gmp_wg_wait(&ex));
-    int t1 = 0, k1 = 0;
-    for (int i = 0; i < 200; i++) {
-        sleep_ms(5);
-        t1 = threads();
-        k1 = count_tasks();
-        if (t1 == t0 - 1 && k1 == k0 - 1)
-            break;
-    }
+    WAIT_UNTIL(threads() <= t0 - 1 && count_tasks() <= k0 - 1, 10.0);
+    int t1 = threads(), k1 = count_tasks();
     printf("goroutine exiting locked: threads %d -> %d, tasks %d -> %d\n", t0, t1, k0, k1);
     CHECK_EQ(t1, t0 - 1);
     CHECK_EQ(k1, k0 - 1);
+
+    /* 6: a goroutine ends locked while another is pinned to its thread. */
+    CHECK_OK(gmp_maxprocs(1));
+    CHECK_OK(gmp_chan_make(&pin_go, sizeof(int), 0));
+    gmp_wg pw = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&pw, 2));
+    CHECK(gmp_go(pinned_a, &pw) > 0);
+    WAIT_BLOCKED(1); /* A gone, B parked */
+    long ta = atomic_load(&pin_tid_a);
+    CHECK_EQ(atomic_load(&pin_tid_b), ta);
+    CHECK(task_exists(ta)); /* the thread stays for B */
+    CHECK_OK(gmp_chan_send(pin_go, &v));
+    WAIT_UNTIL(atomic_load(&pin_tid_b_after) != 0, 10.0);
+    CHECK_EQ(atomic_load(&pin_tid_b_after), ta);
+    CHECK_OK(gmp_wg_wait(&pw));
+    printf("goroutine ending locked with another pinned to its thread: the thread stayed\n");
+    CHECK_OK(gmp_chan_release(pin_go));
     CHECK_OK(gmp_chan_release(ch));
     CHECK_OK(gmp_chan_release(go_ahead));
     return 0;

@@ -5,7 +5,9 @@
  * must see it. Then WORKERS goroutines loop on gmp_yield() until told to stop (and at
  * least MIN_YIELDS times), so they are all in flight while GOMAXPROCS is changed
  * 1 -> 4 -> 1 -> 2 ... first ROUNDS times from the foreign main thread, then ROUNDS times
- * from inside a goroutine (Go's procresize from a running G). Checks: each set returns
+ * from inside a goroutine (Go's procresize from a running G). After each resize every
+ * worker must yield again before the next one (all are alive and scheduled under every
+ * size; a worker lost or stuck on a removed processor stops the test). Checks: each set returns
  * the previous value, gmp_maxprocs(0), gmp_maxprocs(-1) and gmp_stats().gomaxprocs follow
  * it, every worker finishes with the right id sum and yield count, the bounds (1024 is
  * accepted, 1025 is -EINVAL and leaves the value alone).
@@ -29,6 +31,9 @@ static atomic_llong id_sum;
 static atomic_llong yields;
 static atomic_long finished;
 static gmp_wg workers_wg = GMP_WG_INIT;
+/* Yields each worker has made so far, and a snapshot of them taken before a resize. */
+static atomic_long progress[WORKERS];
+static long snapshot[WORKERS];
 
 static void worker(void *arg)
 {
@@ -37,6 +42,7 @@ static void worker(void *arg)
     while (n < MIN_YIELDS || !atomic_load_explicit(&stop, memory_order_relaxed)) {
         CHECK_EQ(gmp_yield(), 0);
         n++;
+        atomic_store_explicit(&progress[id], n, memory_order_relaxed);
     }
     atomic_fetch_add(&yields, n);
     atomic_fetch_add(&id_sum, id);
@@ -58,6 +64,22 @@ static void resize(int *current, int n)
     CHECK_EQ(st.gomaxprocs, n);
 }
 
+static void take_snapshot(void)
+{
+    for (long i = 0; i < WORKERS; i++)
+        snapshot[i] = atomic_load_explicit(&progress[i], memory_order_relaxed);
+}
+
+/* Whether every worker has yielded since the snapshot: all were alive and scheduled
+ * under the new size. */
+static int all_advanced(void)
+{
+    for (long i = 0; i < WORKERS; i++)
+        if (atomic_load_explicit(&progress[i], memory_order_relaxed) == snapshot[i])
+            return 0;
+    return 1;
+}
+
 static gmp_wg resizer_wg = GMP_WG_INIT;
 static int current;
 
@@ -65,9 +87,13 @@ static void resizer(void *arg)
 {
     (void)arg;
     for (int r = 0; r < ROUNDS; r++) {
+        take_snapshot();
         resize(&current, sizes[r % NSIZES]);
-        for (int i = 0; i < 10; i++)
+        double deadline = now_sec() + 30.0;
+        while (!all_advanced()) {
+            CHECK(now_sec() < deadline);
             CHECK_EQ(gmp_yield(), 0);
+        }
     }
     CHECK_OK(gmp_wg_done(&resizer_wg));
 }
@@ -93,14 +119,14 @@ int main(void)
 
     /* Resizes from the foreign thread. */
     for (int r = 0; r < ROUNDS; r++) {
+        take_snapshot();
         resize(&current, sizes[r % NSIZES]);
-        sleep_ms(2);
+        WAIT_UNTIL(all_advanced(), 30.0);
     }
     /* Resizes from a goroutine. */
     CHECK_OK(gmp_wg_add(&resizer_wg, 1));
     CHECK(gmp_go(resizer, NULL) > 0);
     CHECK_OK(gmp_wg_wait(&resizer_wg));
-    CHECK_EQ(atomic_load(&finished), 0); /* all were in flight during every resize */
 
     atomic_store(&stop, 1);
     CHECK_OK(gmp_wg_wait(&workers_wg));

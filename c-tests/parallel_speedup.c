@@ -5,12 +5,14 @@
  * arithmetic that never calls into the library (so nothing but a second P can run them
  * at the same time). The pair is timed with CLOCK_MONOTONIC at gmp_maxprocs(1) and at
  * gmp_maxprocs(2) in the same process, TRIALS times each; the check is
- * best(t2) < 0.75 * best(t1) (ideal 0.5). Skipped (exit 0) on a machine with fewer
- * than two CPUs. The harness runs it with no other C test beside it.
+ * best(t2) < 0.75 * best(t1) (ideal 0.5); both goroutines' results are checked.
+ * gmp_num_cpu() must equal the CPUs of the affinity mask; skipped (exit 0, "SKIP"
+ * printed) only when that mask has fewer than two. The harness runs it with no other C test beside it.
  */
 #include "check.h"
 
 #include <gmp.h>
+#include <sched.h>
 #include <stdint.h>
 
 #define TRIALS 3
@@ -55,14 +57,19 @@ static double time_pair(uint64_t iters, int procs)
     CHECK_OK(gmp_wg_wait(&wg));
     double t = now_sec() - t0;
     CHECK_EQ(jobs[0].result, crunch(1, iters));
+    CHECK_EQ(jobs[1].result, crunch(2, iters));
     sink = jobs[0].result ^ jobs[1].result;
     return t;
 }
 
 int main(void)
 {
+    /* gmp_num_cpu must agree with the affinity mask, so that a broken one cannot turn
+     * this test into a silent skip. */
+    cpu_set_t set;
+    CHECK_EQ(sched_getaffinity(0, sizeof set, &set), 0);
     int ncpu = gmp_num_cpu();
-    CHECK(ncpu >= 1);
+    CHECK_EQ(ncpu, CPU_COUNT(&set));
     if (ncpu < 2) {
         printf("parallel_speedup: SKIP: gmp_num_cpu() = %d\n", ncpu);
         return 0;

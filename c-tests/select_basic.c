@@ -9,8 +9,9 @@
  *  3. Default (timeout 0): -EAGAIN when nothing is ready; timeout: -ETIMEDOUT after about
  *     the timeout, never early; no cases with a timeout sleeps then -ETIMEDOUT.
  *  4. Closed: a recv case on a closed channel fires with status -EPIPE and buf zeroed,
- *     also when the close happens while the select waits; a send case on a closed
- *     channel fires with -EPIPE.
+ *     also when the close happens while the select waits (a goroutine's select, closed
+ *     once gmp_stats shows it parked); a send case on a closed channel fires with
+ *     -EPIPE, also when blocked at the close.
  *  5. Send cases, blocking selects woken by a peer's send or receive; select from a
  *     foreign thread (blocking and timed); select against select.
  *  6. Bad input: -EINVAL.
@@ -56,7 +57,7 @@ static void check_random(void)
             fprintf(stderr, "case %d chosen %ld times of %d\n", i, counts[i], TRIALS);
             CHECK(0);
         }
-        gmp_chan_release(c[i]);
+        CHECK_OK(gmp_chan_release(c[i]));
     }
 }
 
@@ -64,7 +65,7 @@ static void random_goroutine(void *arg)
 {
     (void)arg;
     check_random();
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 /* ---- 2. duplicates and NULL ---- */
@@ -100,7 +101,7 @@ static void test_dup_null(void)
     gmp_select_case nul[2] = {{NULL, GMP_RECV, &a, 0}, {NULL, GMP_SEND, &v, 0}};
     CHECK_EQ(gmp_select(nul, 2, 0), -EAGAIN);
     CHECK_EQ(gmp_select(nul, 2, -1), -EINVAL);
-    gmp_chan_release(c);
+    CHECK_OK(gmp_chan_release(c));
 }
 
 /* ---- 3. default and timeout ---- */
@@ -130,24 +131,44 @@ static void check_timeouts(void)
     t0 = gmp_now();
     CHECK_EQ(gmp_select(NULL, 0, 20 * MS), -ETIMEDOUT);
     CHECK(gmp_now() - t0 >= 20 * MS);
-    gmp_chan_release(c1);
-    gmp_chan_release(c2);
+    CHECK_OK(gmp_chan_release(c1));
+    CHECK_OK(gmp_chan_release(c2));
 }
 
 static void timeouts_goroutine(void *arg)
 {
     (void)arg;
     check_timeouts();
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 /* ---- 4. closed ---- */
 
-static void close_later(void *arg)
+/* A select run in a goroutine, so that main can see it parked (gmp_stats). */
+struct select_job {
+    gmp_select_case *cases;
+    size_t n;
+    int result;
+};
+
+static void select_in_goroutine(void *arg)
 {
-    gmp_sleep(20 * MS);
-    CHECK_EQ(gmp_chan_close(arg), 0);
-    gmp_wg_done(&wg);
+    struct select_job *j = arg;
+    j->result = gmp_select(j->cases, j->n, -1);
+    CHECK_OK(gmp_wg_done(&wg));
+}
+
+/* Runs gmp_select(cases, n, -1) in a goroutine, closes `c` once that goroutine is parked
+ * in the select (the only goroutine alive, nothing runnable), returns what it returned. */
+static int select_closed_while_waiting(gmp_select_case *cases, size_t n, gmp_chan *c)
+{
+    struct select_job j = {cases, n, -100};
+    CHECK_OK(gmp_wg_add(&wg, 1));
+    CHECK_OK(gmp_go(select_in_goroutine, &j));
+    WAIT_BLOCKED(1);
+    CHECK_EQ(gmp_chan_close(c), 0);
+    CHECK_OK(gmp_wg_wait(&wg));
+    return j.result;
 }
 
 static void test_closed(void)
@@ -158,12 +179,9 @@ static void test_closed(void)
     int a = 9, b = 9;
     gmp_select_case cs[2] = {{never, GMP_RECV, &b, 0}, {c, GMP_RECV, &a, 0}};
     /* Closed while waiting. */
-    gmp_wg_add(&wg, 1);
-    CHECK_OK(gmp_go(close_later, c));
-    CHECK_EQ(gmp_select(cs, 2, -1), 1);
+    CHECK_EQ(select_closed_while_waiting(cs, 2, c), 1);
     CHECK_EQ(cs[1].status, -EPIPE);
     CHECK_EQ(a, 0);
-    gmp_wg_wait(&wg);
     /* Already closed. */
     a = 9;
     cs[1].status = 1;
@@ -179,14 +197,11 @@ static void test_closed(void)
     CHECK_EQ(gmp_chan_make(&c2, sizeof(int), 0), 0);
     sc[1].chan = c2;
     sc[1].status = 1;
-    gmp_wg_add(&wg, 1);
-    CHECK_OK(gmp_go(close_later, c2));
-    CHECK_EQ(gmp_select(sc, 2, -1), 1);
+    CHECK_EQ(select_closed_while_waiting(sc, 2, c2), 1);
     CHECK_EQ(sc[1].status, -EPIPE);
-    gmp_wg_wait(&wg);
-    gmp_chan_release(c);
-    gmp_chan_release(c2);
-    gmp_chan_release(never);
+    CHECK_OK(gmp_chan_release(c));
+    CHECK_OK(gmp_chan_release(c2));
+    CHECK_OK(gmp_chan_release(never));
 }
 
 /* ---- 5. send cases, peers, foreign threads ---- */
@@ -216,7 +231,7 @@ static void peer(void *arg)
             got++;
         }
     }
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 /* The selecting side: sends 0..n-1 on `out`, receives 0..n-1 from `in`. */
@@ -245,7 +260,7 @@ static void selector(struct peers *p, int64_t timeout)
 static void selector_goroutine(void *arg)
 {
     selector(arg, -1);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void *selector_thread(void *arg)
@@ -261,24 +276,24 @@ static void test_peers(void)
         CHECK_EQ(gmp_chan_make(&p.in, sizeof(int), cap), 0);
         CHECK_EQ(gmp_chan_make(&p.out, sizeof(int), cap), 0);
         /* select against select, both goroutines */
-        gmp_wg_add(&wg, 2);
+        CHECK_OK(gmp_wg_add(&wg, 2));
         CHECK_OK(gmp_go(peer, &p));
         CHECK_OK(gmp_go(selector_goroutine, &p));
-        gmp_wg_wait(&wg);
+        CHECK_OK(gmp_wg_wait(&wg));
         /* main thread selecting against a goroutine, blocking */
-        gmp_wg_add(&wg, 1);
+        CHECK_OK(gmp_wg_add(&wg, 1));
         CHECK_OK(gmp_go(peer, &p));
         selector(&p, -1);
-        gmp_wg_wait(&wg);
+        CHECK_OK(gmp_wg_wait(&wg));
         /* a pthread selecting with short timeouts */
         pthread_t t;
-        gmp_wg_add(&wg, 1);
+        CHECK_OK(gmp_wg_add(&wg, 1));
         CHECK_OK(gmp_go(peer, &p));
         CHECK_EQ(pthread_create(&t, NULL, selector_thread, &p), 0);
         pthread_join(t, NULL);
-        gmp_wg_wait(&wg);
-        gmp_chan_release(p.in);
-        gmp_chan_release(p.out);
+        CHECK_OK(gmp_wg_wait(&wg));
+        CHECK_OK(gmp_chan_release(p.in));
+        CHECK_OK(gmp_chan_release(p.out));
     }
 }
 
@@ -302,7 +317,7 @@ static void test_bad_input(void)
     /* A receive case may discard its value. */
     CHECK_EQ(gmp_chan_send(c, &v), 0);
     CHECK_EQ(gmp_select(ok, 1, 0), 0);
-    gmp_chan_release(c);
+    CHECK_OK(gmp_chan_release(c));
 }
 
 /* Many cases (beyond the stack scratch space): the one ready case is found. */
@@ -320,20 +335,20 @@ static void test_many_cases(void)
     CHECK_EQ(gmp_select(cs, N, 0), -EAGAIN);
     CHECK_EQ(gmp_select(cs, N, 5 * MS), -ETIMEDOUT);
     for (int i = 0; i < N; i++)
-        gmp_chan_release(c[i]);
+        CHECK_OK(gmp_chan_release(c[i]));
 }
 
 int main(void)
 {
     check_random();
-    gmp_wg_add(&wg, 1);
+    CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK_OK(gmp_go(random_goroutine, NULL));
-    gmp_wg_wait(&wg);
+    CHECK_OK(gmp_wg_wait(&wg));
     test_dup_null();
     check_timeouts();
-    gmp_wg_add(&wg, 1);
+    CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK_OK(gmp_go(timeouts_goroutine, NULL));
-    gmp_wg_wait(&wg);
+    CHECK_OK(gmp_wg_wait(&wg));
     test_closed();
     test_peers();
     test_bad_input();

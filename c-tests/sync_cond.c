@@ -14,9 +14,11 @@
  * before gmp_cond_wait, so once main holds the mutex and sees 16, every one of them has
  * its wait ticket), sets the flag and broadcasts once. All 16 must return.
  *
- * Scenario 3 (no lost or extra wakeups for signal): 8 goroutine waiters; main signals
- * 8 times, one "token" per signal, each under the mutex. Each waiter takes one token and
- * leaves; all 8 must leave.
+ * Scenario 3 (no lost or extra wakeups for signal): 8 goroutine waiters, all queued on
+ * the cond before the first signal; main signals 8 times, one "token" per signal under the
+ * mutex, and waits for each token to be taken before the next. The k-th signal wakes the
+ * k-th waiter to queue (FIFO); gmp_cond_wait returns exactly 8 times in all (a signal
+ * that woke every waiter would make the others return and wait again).
  */
 #include "check.h"
 
@@ -196,17 +198,31 @@ static void scenario_broadcast(void)
 #define SIG_WAITERS 8
 
 static gmp_cond token_cond = GMP_COND_INIT;
-static int tokens, queued; /* protected by mu */
+static int tokens, queued, ntaken; /* protected by mu */
+static int wakeups;                /* returns from gmp_cond_wait, protected by mu */
+static int taken_by[SIG_WAITERS];  /* queue position of the waiter that took token i */
 
 static void token_waiter(void *arg)
 {
     CHECK_OK(gmp_mutex_lock(&mu));
-    queued++;
-    while (tokens == 0)
+    int position = queued++;
+    while (tokens == 0) {
         CHECK_OK(gmp_cond_wait(&token_cond, &mu));
+        wakeups++;
+    }
     tokens--;
+    taken_by[ntaken++] = position;
     CHECK_OK(gmp_mutex_unlock(&mu));
     CHECK_OK(gmp_wg_done(arg));
+}
+
+/* Reads an int protected by mu. */
+static int locked_read(const int *v)
+{
+    CHECK_OK(gmp_mutex_lock(&mu));
+    int r = *v;
+    CHECK_OK(gmp_mutex_unlock(&mu));
+    return r;
 }
 
 static void scenario_signal(void)
@@ -215,21 +231,25 @@ static void scenario_signal(void)
     CHECK_OK(gmp_wg_add(&wg, SIG_WAITERS));
     for (int i = 0; i < SIG_WAITERS; i++)
         CHECK(gmp_go(token_waiter, &wg) > 0);
-    double t0 = now_sec();
-    int sent = 0;
-    while (sent < SIG_WAITERS) {
+    /* Every waiter counts itself under mu and releases mu only inside gmp_cond_wait: once
+     * main reads 8 under mu, all 8 hold wait tickets (no late waiter can hide a lost
+     * signal). */
+    WAIT_UNTIL(locked_read(&queued) == SIG_WAITERS, 10.0);
+    for (int k = 0; k < SIG_WAITERS; k++) {
         CHECK_OK(gmp_mutex_lock(&mu));
-        if (queued > sent) {
-            tokens++;
-            sent++;
-            CHECK_OK(gmp_cond_signal(&token_cond));
-        }
+        tokens++;
+        CHECK_OK(gmp_cond_signal(&token_cond));
         CHECK_OK(gmp_mutex_unlock(&mu));
-        CHECK(now_sec() - t0 < 10.0);
-        sleep_ms(1);
+        /* A lost signal leaves the token untaken. */
+        WAIT_UNTIL(locked_read(&ntaken) == k + 1, 10.0);
+        /* FIFO: the k-th signal wakes the k-th waiter to queue. */
+        CHECK_EQ(taken_by[k], k);
     }
     CHECK_OK(gmp_wg_wait(&wg));
     CHECK_EQ(tokens, 0);
+    /* One return from gmp_cond_wait per signal: a signal that woke more than one waiter
+     * would show here (the extra ones return, find no token and wait again). */
+    CHECK_EQ(wakeups, SIG_WAITERS);
 }
 
 int main(void)

@@ -96,14 +96,14 @@ static void argument_errors(void)
 static void unlock_in_goroutine(void *arg)
 {
     gmp_mutex *m = arg;
-    gmp_mutex_unlock(m);
+    CHECK_OK(gmp_mutex_unlock(m));
 }
 
 static int misuse(const char *which)
 {
     if (strcmp(which, "mutex_unlock_unlocked") == 0) {
         gmp_mutex m = GMP_MUTEX_INIT;
-        gmp_mutex_unlock(&m);
+        CHECK_OK(gmp_mutex_unlock(&m));
         fprintf(stderr, "unlock of an unlocked mutex returned\n");
         return 1;
     }
@@ -117,27 +117,27 @@ static int misuse(const char *which)
     }
     if (strcmp(which, "rwmutex_runlock_unlocked") == 0) {
         gmp_rwmutex rw = GMP_RWMUTEX_INIT;
-        gmp_rwmutex_runlock(&rw);
+        CHECK_OK(gmp_rwmutex_runlock(&rw));
         fprintf(stderr, "RUnlock of an unlocked RWMutex returned\n");
         return 1;
     }
     if (strcmp(which, "rwmutex_runlock_writer") == 0) {
         gmp_rwmutex rw = GMP_RWMUTEX_INIT;
         CHECK_OK(gmp_rwmutex_lock(&rw));
-        gmp_rwmutex_runlock(&rw);
+        CHECK_OK(gmp_rwmutex_runlock(&rw));
         fprintf(stderr, "RUnlock of a write-locked RWMutex returned\n");
         return 1;
     }
     if (strcmp(which, "rwmutex_unlock_unlocked") == 0) {
         gmp_rwmutex rw = GMP_RWMUTEX_INIT;
-        gmp_rwmutex_unlock(&rw);
+        CHECK_OK(gmp_rwmutex_unlock(&rw));
         fprintf(stderr, "Unlock of an unlocked RWMutex returned\n");
         return 1;
     }
     if (strcmp(which, "cond_wait_unlocked") == 0) {
         gmp_mutex m = GMP_MUTEX_INIT;
         gmp_cond c = GMP_COND_INIT;
-        gmp_cond_wait(&c, &m);
+        CHECK_OK(gmp_cond_wait(&c, &m));
         fprintf(stderr, "cond wait with an unlocked mutex returned\n");
         return 1;
     }

@@ -53,7 +53,7 @@ static void spinner(void *arg)
         volatile int x = 0;
         for (int i = 0; i < 5000; i++)
             x += i;
-        gmp_yield();
+        CHECK_OK(gmp_yield());
     }
     CHECK_OK(gmp_wg_done(wg));
 }

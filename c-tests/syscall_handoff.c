@@ -29,7 +29,7 @@ static void worker(void *arg)
         for (int i = 0; i < 1000; i++)
             x = x * 2862933555777941757UL + 3037000493UL;
         n++;
-        gmp_yield();
+        CHECK_OK(gmp_yield());
     }
     atomic_fetch_add(&steps, n);
     CHECK_OK(gmp_wg_done(wg));

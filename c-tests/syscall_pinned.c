@@ -37,9 +37,9 @@ static void pinned(void *arg)
         CHECK(gmp_blocking(maybe_sleep, (void *)(intptr_t)i) > 0);
         CHECK_EQ(tid(), t0);
         if (i % 100 == 0)
-            gmp_sleep(10000);
+            CHECK_OK(gmp_sleep(10000));
         if (i % 10 == 0)
-            gmp_yield();
+            CHECK_OK(gmp_yield());
         CHECK_EQ(tid(), t0);
     }
     CHECK_OK(gmp_wg_done(wg));
@@ -52,7 +52,7 @@ static void yielder(void *arg)
         volatile int x = 0;
         for (int i = 0; i < 1000; i++)
             x += i;
-        gmp_yield();
+        CHECK_OK(gmp_yield());
         /* A yield stays on this P's queue; a short sleep now and then lets the Ps go
          * idle and steal from each other. */
         if (n % 200 == 0)

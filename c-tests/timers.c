@@ -35,7 +35,7 @@ static void sleeper(void *arg)
     cur = atomic_load(&lo_over);
     while (over < cur && !atomic_compare_exchange_weak(&lo_over, &cur, over))
         ;
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static atomic_int worker_done_before_wake;
@@ -46,17 +46,17 @@ static void short_sleeper(void *arg)
     (void)arg;
     CHECK_OK(gmp_sleep(100 * MS));
     atomic_store(&sleeper_woke, 1);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static void worker(void *arg)
 {
     (void)arg;
     for (int i = 0; i < 1000; i++)
-        gmp_yield();
+        CHECK_OK(gmp_yield());
     if (!atomic_load(&sleeper_woke))
         atomic_store(&worker_done_before_wake, 1);
-    gmp_wg_done(&wg);
+    CHECK_OK(gmp_wg_done(&wg));
 }
 
 static double cpu_seconds(void)

@@ -173,6 +173,7 @@ fn compile_src(name: &str, src: &Path) -> PathBuf {
     .arg(manifest_dir().join("include"))
     .arg(src)
     .arg(library())
+    .arg("-lm")
     .arg(format!("-Wl,-rpath,{}", soname_dir().display()))
     .arg("-o")
     .arg(&exe);
@@ -321,7 +322,7 @@ fn bad_input_stack_overflow() {
 
 #[test]
 fn bad_input_thread_fuse() {
-    expect_abort("bad_input", "thread_fuse", &["gmp:", "thread"]);
+    expect_abort("bad_input", "thread_fuse", &["gmp: thread exhaustion"]);
 }
 
 // ---- sync: mutex, rwmutex, cond, once ----
@@ -1248,4 +1249,176 @@ fn preempt_sigurg() {
 #[test]
 fn preempt_off() {
     expect_case("preempt", "off", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+}
+
+
+// ---- issue 17: tests that fail when the code is wrong ----
+
+#[test]
+fn syscall_enter_exit() {
+    expect_success("syscall_enter_exit", &[]);
+}
+
+/// Like [`run_c`], with the program started through `prefix` (e.g. `taskset -c 0`): the
+/// command run is `prefix... <program> args...`.
+fn run_c_under(name: &str, prefix: &[&str], args: &[&str], env: &[(&str, &str)]) -> Outcome {
+    let _serial = lock();
+    let exe = compile(name);
+    let mut cmd = Command::new(prefix[0]);
+    cmd.args(&prefix[1..])
+        .arg(&exe)
+        .args(args)
+        .current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_with_timeout(
+        cmd,
+        &format!("{} {name} {}", prefix.join(" "), args.join(" ")),
+    )
+}
+
+fn assert_success(outcome: &Outcome, what: &str) {
+    assert!(
+        outcome.status.success(),
+        "{}",
+        outcome.report(&format!("{what} failed"))
+    );
+    print!("{}", outcome.stdout);
+}
+
+fn assert_abort(outcome: &Outcome, what: &str, needle: &str) {
+    assert_eq!(
+        outcome.status.signal(),
+        Some(libc::SIGABRT),
+        "{}",
+        outcome.report(&format!("{what} should have died by SIGABRT"))
+    );
+    assert!(
+        outcome.stderr.contains(needle),
+        "{}",
+        outcome.report(&format!("{what}: stderr lacks {needle:?}"))
+    );
+}
+
+#[test]
+fn config_stack_size_env() {
+    // 700 KiB fit in GMP_STACK_SIZE=1M, not in the 256 KiB default.
+    let ok = run_c("config_effects", &["stack", "700"], &[("GMP_STACK_SIZE", "1M")]);
+    assert_success(&ok, "config_effects stack 700 with GMP_STACK_SIZE=1M");
+    let overflow = run_c("config_effects", &["stack", "700"], &[]);
+    assert_abort(
+        &overflow,
+        "config_effects stack 700 (default size)",
+        "stack overflow",
+    );
+}
+
+#[test]
+fn config_set_default_stack_size() {
+    let ok = run_c("config_effects", &["set_stack", "700"], &[]);
+    assert_success(&ok, "config_effects set_stack 700");
+}
+
+#[test]
+fn config_max_threads_env() {
+    // Three spinners at GOMAXPROCS 3 need three threads: allowed under 8, not under 2.
+    let ok = run_c("config_effects", &["threads", "3"], &[("GMP_MAX_THREADS", "8")]);
+    assert_success(&ok, "config_effects threads 3 with GMP_MAX_THREADS=8");
+    let fused = run_c("config_effects", &["threads", "3"], &[("GMP_MAX_THREADS", "2")]);
+    assert_abort(
+        &fused,
+        "config_effects threads 3 with GMP_MAX_THREADS=2",
+        "gmp: thread exhaustion",
+    );
+}
+
+#[test]
+fn config_default_maxprocs_affinity() {
+    // One CPU in the affinity mask: GOMAXPROCS 1 by default.
+    let out = run_c_under(
+        "config_effects",
+        &["taskset", "-c", "0"],
+        &["maxprocs", "1"],
+        &[],
+    );
+    assert_success(&out, "taskset -c 0 config_effects maxprocs 1");
+}
+
+/// A CPU cgroup of our own with a quota of half a CPU, if this machine lets us make one
+/// (root, cgroup v1 `cpu` controller or v2 with `cpu` enabled); removed on drop.
+struct CpuCgroup(PathBuf);
+
+impl CpuCgroup {
+    fn new() -> Option<CpuCgroup> {
+        let name = format!("gmp-c-tests-{}", std::process::id());
+        let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers");
+        let (dir, file, value) = if v2.exists() {
+            let root = Path::new("/sys/fs/cgroup");
+            let ctl = std::fs::read_to_string(root.join("cgroup.subtree_control")).ok()?;
+            if !ctl.split_whitespace().any(|c| c == "cpu") {
+                return None;
+            }
+            (root.join(name), "cpu.max", "50000 100000")
+        } else {
+            (
+                Path::new("/sys/fs/cgroup/cpu").join(name),
+                "cpu.cfs_quota_us",
+                "50000",
+            )
+        };
+        std::fs::create_dir(&dir).ok()?;
+        let cg = CpuCgroup(dir);
+        std::fs::write(cg.0.join(file), value).ok()?;
+        Some(cg)
+    }
+}
+
+impl Drop for CpuCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn config_default_maxprocs_cgroup() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        eprintln!("config_default_maxprocs_cgroup: skipped (one CPU: a quota changes nothing)");
+        return;
+    }
+    let Some(cg) = CpuCgroup::new() else {
+        eprintln!("config_default_maxprocs_cgroup: skipped (cannot create a CPU cgroup here)");
+        return;
+    };
+    // The shell moves itself into the cgroup, then becomes the program.
+    let script = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cg.0.display());
+    let out = run_c_under(
+        "config_effects",
+        &["sh", "-c", &script, "sh"],
+        &["maxprocs", "1"],
+        &[],
+    );
+    assert_success(
+        &out,
+        "config_effects maxprocs 1 in a cgroup with a quota of 0.5 CPU",
+    );
+}
+
+#[test]
+fn sysmon_retake() {
+    expect_success("sysmon_retake", &[]);
+}
+
+/// The 10 ms grace must hold for the first blocking call a P ever makes too (sysmon's
+/// per-P record once started at the P's own syscalltick with `syscallwhen` 0, took the
+/// first syscall for one it saw long ago and retook the P at once).
+#[test]
+fn sysmon_retake_first_syscall() {
+    let out = run_c("sysmon_retake", &["first"], &[]);
+    assert_success(&out, "sysmon_retake first");
 }

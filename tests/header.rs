@@ -105,6 +105,26 @@ fn prototype_scanner_finds_functions_only() {
     assert_eq!(names, ["gmp_go", "gmp_stats"]);
 }
 
+/// A `main` that needs both headers: types, functions and macros of each. If either
+/// header's include guard hid the other (say ours were renamed to GNU MP's `__GMP_H__`),
+/// the names of the one dropped would be undeclared and the compile would fail.
+const USES_BOTH: &str = r#"
+#if !defined(__GNU_MP_VERSION) || !defined(GMP_WG_INIT) || !defined(GMP_MAX_PROCS)
+#error "one of the two headers was dropped"
+#endif
+int main(void)
+{
+    mpz_t z;
+    mpz_init_set_ui(z, 42);
+    int big = mpz_cmp_ui(z, 41) > 0;
+    mpz_clear(z);
+    gmp_wg wg = GMP_WG_INIT;
+    gmp_sched_stats st;
+    int r = gmp_stats(&st, NULL, 0) + gmp_wg_wait(&wg) + gmp_maxprocs(0);
+    return big + r;
+}
+"#;
+
 /// Compiles a C11 TU including GNU MP's header and ours in the given order.
 fn compile_with_gnu_mp(ours_first: bool) {
     if !Path::new(GNU_MP_HEADER).exists() {
@@ -126,7 +146,7 @@ fn compile_with_gnu_mp(ours_first: bool) {
     ));
     std::fs::write(
         &tu,
-        format!("#include <stdio.h>\n{first}{second}int main(void) {{ return 0; }}\n"),
+        format!("#include <stdio.h>\n{first}{second}{USES_BOTH}"),
     )
     .expect("write translation unit");
     let out = Command::new("cc")

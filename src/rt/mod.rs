@@ -77,6 +77,8 @@ mod preempt;
 mod park;
 mod proc;
 mod sched;
+#[cfg(all(test, loom))]
+mod spinning_loom;
 pub mod syscall;
 mod sysmon;
 pub mod timer;

@@ -32,11 +32,14 @@ pub struct SysmonTick {
 }
 
 impl SysmonTick {
+    /// Nothing seen yet: the ticks start at a value a fresh P's counters (0) do not have,
+    /// so sysmon's first look records the P's first syscall or slice instead of taking it
+    /// for one it saw long ago (at time 0) and retaking or preempting at once.
     pub const fn new() -> SysmonTick {
         SysmonTick {
-            schedtick: 0,
+            schedtick: u32::MAX,
             schedwhen: 0,
-            syscalltick: 0,
+            syscalltick: u32::MAX,
             syscallwhen: 0,
         }
     }
