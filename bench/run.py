@@ -112,6 +112,14 @@ WORKLOADS = [
     Workload("syscall_fast", "syscall_fast", {"n": 5_000_000}, {"n": 20_000}, 1.0,
              "one goroutine calls getppid(2) through the syscall hand-off (gmp_blocking; "
              "Go: syscall.Syscall) n times; ns per call"),
+    Workload("tcp_rtt", "tcp_rtt", {"n": 200_000}, {"n": 2_000}, 1.0,
+             "one TCP connection on 127.0.0.1 in the process (listener, accept goroutine, "
+             "echo goroutine; Go: net.Listen/Dial, conn.Read/Write): main writes 64 bytes "
+             "and reads the echo, n times; ns per round trip"),
+    Workload("tcp_echo", "tcp_echo", {"c": 1000, "m": 100}, {"c": 50, "m": 20}, 1.0,
+             "c TCP connections on 127.0.0.1 in the process, one echo goroutine and one "
+             "client goroutine per connection; after all have connected, each client writes "
+             "64 bytes and reads the echo, m times; ns per message (c*m)"),
 ]
 
 IMPL_LABEL = {"c": "libgmp", "go": "Go"}

@@ -1,0 +1,190 @@
+/*
+ * tcp_rtt: one TCP connection on 127.0.0.1 inside the process. A listener on a random
+ * port (gmp_socket, bind, listen), an accept goroutine that starts one echo goroutine per
+ * connection (gmp_read, gmp_write what was read), and the root goroutine (Go's main),
+ * which connects (gmp_connect) and then N times writes a 64-byte message and reads the
+ * 64-byte echo. Both sockets get TCP_NODELAY, as Go's net package sets on every TCP
+ * connection. Reports ns per round trip, timed from the first write to the last echo;
+ * extra key threads = the process's OS threads (/proc/self/status Threads:) at the end
+ * of the measured phase. Check: every echo equals the message sent.
+ * Mirror: bench/go/tcp_rtt/main.go.
+ */
+#include "bench.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+static const char *const WORKLOAD = "tcp_rtt";
+enum { MSG_SIZE = 64 };
+
+static int64_t n = 100000;
+static struct sockaddr_in server_addr;
+static int listener = -1;
+static gmp_wg wg = GMP_WG_INIT;
+static int64_t bad;       /* echoes that differ from the message sent (root) */
+static int64_t io_error;  /* first failed call of the root, as -errno */
+static const char *io_what = "";
+static int64_t wall_ns;
+static int threads;
+
+/* The "Threads:" line of /proc/self/status (-1 if absent). */
+static int os_threads(void)
+{
+    int t = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f != NULL) {
+        char line[256];
+        while (fgets(line, sizeof line, f) != NULL)
+            if (sscanf(line, "Threads: %d", &t) == 1)
+                break;
+        fclose(f);
+    }
+    return t;
+}
+
+/* Soft RLIMIT_NOFILE up to the hard one (Go raises it itself at start-up). */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static void set_nodelay(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static void serve(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char buf[4096];
+    int64_t r;
+    while ((r = gmp_read(fd, buf, sizeof buf)) > 0)
+        if (gmp_write(fd, buf, (size_t)r) != r)
+            break;
+    gmp_close(fd);
+    gmp_wg_done(&wg);
+}
+
+static void accept_loop(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int fd = gmp_accept(listener, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            break; /* -EBADF once the listener is closed */
+        set_nodelay(fd);
+        gmp_wg_add(&wg, 1);
+        if (gmp_go(serve, (void *)(intptr_t)fd) <= 0) {
+            gmp_close(fd);
+            gmp_wg_done(&wg);
+        }
+    }
+    gmp_wg_done(&wg);
+}
+
+/* Reads exactly len bytes (io.ReadFull): len, or the failed call's -errno / 0 at EOF. */
+static int64_t read_full(int fd, char *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        int64_t r = gmp_read(fd, buf + got, len - got);
+        if (r <= 0)
+            return r;
+        got += (size_t)r;
+    }
+    return (int64_t)got;
+}
+
+/* The goroutine that plays Go's main. */
+static void root(void *arg)
+{
+    (void)arg;
+    gmp_wg_add(&wg, 1);
+    if (gmp_go(accept_loop, NULL) <= 0) {
+        gmp_wg_done(&wg);
+        io_error = -1, io_what = "gmp_go(accept_loop)";
+        goto out;
+    }
+    int fd = gmp_socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        io_error = fd, io_what = "gmp_socket";
+        goto out;
+    }
+    int rc = gmp_connect(fd, (struct sockaddr *)&server_addr, sizeof server_addr, -1);
+    if (rc != 0) {
+        io_error = rc, io_what = "gmp_connect";
+        gmp_close(fd);
+        goto out;
+    }
+    set_nodelay(fd);
+
+    char out[MSG_SIZE], in[MSG_SIZE];
+    for (int i = 0; i < MSG_SIZE; i++)
+        out[i] = (char)i;
+    int64_t t0 = bench_now_ns();
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(out, &i, sizeof i);
+        int64_t w = gmp_write(fd, out, MSG_SIZE);
+        if (w != MSG_SIZE) {
+            io_error = w, io_what = "gmp_write";
+            break;
+        }
+        int64_t r = read_full(fd, in, MSG_SIZE);
+        if (r != MSG_SIZE) {
+            io_error = r, io_what = "gmp_read";
+            break;
+        }
+        if (memcmp(in, out, MSG_SIZE) != 0)
+            bad++;
+    }
+    wall_ns = bench_now_ns() - t0;
+    threads = os_threads();
+    gmp_close(fd);
+out:
+    gmp_close(listener); /* ends accept_loop */
+    gmp_wg_wait(&wg);
+    bench_root_finished();
+}
+
+int main(int argc, char **argv)
+{
+    int64_t procs = 0;
+    const bench_flag flags[] = {
+        {"n", &n, "round trips"},
+        {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+    };
+    bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
+    if (n <= 0)
+        bench_fail(WORKLOAD, "-n %" PRId64 " out of range", n);
+    int p = bench_setup_procs(WORKLOAD, procs);
+    raise_nofile();
+
+    listener = gmp_socket(AF_INET, SOCK_STREAM, 0);
+    if (listener < 0)
+        bench_fail(WORKLOAD, "gmp_socket = %d", listener);
+    server_addr.sin_family = AF_INET;
+    server_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof server_addr;
+    if (bind(listener, (struct sockaddr *)&server_addr, sizeof server_addr) != 0 ||
+        listen(listener, 4096) != 0 ||
+        getsockname(listener, (struct sockaddr *)&server_addr, &len) != 0)
+        bench_fail(WORKLOAD, "bind/listen/getsockname on 127.0.0.1:0 failed");
+
+    bench_run_root(WORKLOAD, root, NULL);
+
+    if (io_error != 0)
+        bench_fail(WORKLOAD, "%s = %" PRId64, io_what, io_error);
+    if (bad != 0)
+        bench_fail(WORKLOAD, "%" PRId64 " echoes differ from the message sent", bad);
+    char extra[32];
+    snprintf(extra, sizeof extra, " threads=%d", threads);
+    bench_result(WORKLOAD, p, n, wall_ns, extra);
+    return 0;
+}
