@@ -584,6 +584,35 @@ impl Ready {
         READIED.fetch_add(self.n as u64, Ordering::Relaxed);
         self.n = 0;
     }
+
+    /// Readies them with the first one kept for the calling M, which holds a P and will
+    /// run it next (Go's findRunnable: `gp := list.pop(); injectglist(&list)`): it goes to
+    /// the P's `runnext` without waking anybody, and only the rest are injected. A poll
+    /// that finds one goroutine then costs no thread wake-up: the M that polled runs it.
+    ///
+    /// # Safety
+    /// On an M holding P `p`.
+    pub(crate) unsafe fn run_first_ready_rest(&mut self, p: &P) {
+        if self.n == 0 {
+            return;
+        }
+        let gp = self.gs[0];
+        // SAFETY: claimed by the poll; Gs are never freed; we hold p.
+        unsafe {
+            let g = &*gp;
+            if !affinity::affine_m(g).is_null() {
+                self.ready_all();
+                return;
+            }
+            g.waitreason.store(WaitReason::None as u8, Ordering::Relaxed);
+            casgstatus(g, G_WAITING, G_RUNNABLE);
+            sched::runq_put(p, gp, true);
+        }
+        READIED.fetch_add(1, Ordering::Relaxed);
+        self.gs.copy_within(1..self.n, 0);
+        self.n -= 1;
+        self.ready_all();
+    }
 }
 
 /// Events per `epoll_wait`.

@@ -1179,7 +1179,8 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
         if netpoll::inited() && netpoll::any_waiters() && !netpoll::BLOCKED.load(Ordering::SeqCst) {
             let mut ready = netpoll::Ready::new();
             if netpoll::netpoll(0, &mut ready) > 0 {
-                ready.ready_all();
+                // SAFETY: we hold pp.
+                unsafe { ready.run_first_ready_rest(p) };
                 continue;
             }
         }
@@ -1331,7 +1332,8 @@ unsafe fn park_idle(m: &M) {
                 timer::run_all_due(crate::sys::nanotime());
                 // What the poll found comes to our P (Go: findRunnable after a blocking
                 // netpoll acquires an idle P, runs one and injects the rest).
-                ready.ready_all();
+                // SAFETY: we hold pp.
+                unsafe { ready.run_first_ready_rest(&*pp) };
                 return;
             }
             // Every P is busy: run the due timers and ready what the poll found anyway
