@@ -210,6 +210,11 @@ pub unsafe fn start(t: *mut Timer, when: i64) {
     if pp.is_null() {
         throw("timer start without a P");
     }
+    // The poller is where an idle M waits for the earliest timer (created once; if it
+    // cannot be, the timer M waits on its futex instead).
+    if !super::netpoll::inited() {
+        let _ = super::netpoll::init();
+    }
     // SAFETY: Ps are never freed; t is ours (caller contract).
     unsafe {
         if (*t).state.load(Ordering::Relaxed) != T_IDLE {
