@@ -358,6 +358,94 @@ static void case_spin_fair(void)
     gmp_chan_release(ch);
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* spawn_fair (run with asyncpreemptoff=1: only the cooperative safe points act) */
+
+static atomic_int spf_stop;
+static int64_t spf_queued_at, spf_ran_at;
+static gmp_wg spf_wg = GMP_WG_INIT;
+
+static void spf_child(void *arg)
+{
+    (void)arg;
+}
+
+static void spf_spawner(void *arg)
+{
+    (void)arg;
+    /* Spawns in a loop: each child goes to runnext and runs when the spawner is
+     * preempted; nothing else in here is a safe point. */
+    while (!atomic_load(&spf_stop))
+        CHECK_OK(gmp_go(spf_child, NULL));
+    gmp_wg_done(&spf_wg);
+}
+
+static void spf_queued(void *arg)
+{
+    (void)arg;
+    spf_ran_at = gmp_now();
+    atomic_store(&spf_stop, 1);
+    gmp_wg_done(&spf_wg);
+}
+
+static void case_spawn_fair(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    CHECK_OK(gmp_wg_add(&spf_wg, 2));
+    CHECK_OK(gmp_go(spf_spawner, NULL));
+    sleep_ms(20);
+    spf_queued_at = gmp_now();
+    CHECK_OK(gmp_go(spf_queued, NULL)); /* from a foreign thread: the global queue */
+    CHECK_OK(gmp_wg_wait(&spf_wg));
+    int64_t late = spf_ran_at - spf_queued_at;
+    printf("spawn_fair: a queued goroutine ran %.1f ms after it was queued\n", (double)late / 1e6);
+    CHECK(late < 100 * MS);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* timer_order: a short sleep started behind a long one wakes on time */
+
+static gmp_wg to_wg = GMP_WG_INIT;
+static atomic_int to_long_parked;
+static int64_t to_short_took;
+
+static void to_long(void *arg)
+{
+    (void)arg;
+    atomic_store(&to_long_parked, 1);
+    CHECK_OK(gmp_sleep(1000 * MS));
+    gmp_wg_done(&to_wg);
+}
+
+static void to_short(void *arg)
+{
+    (void)arg;
+    int64_t t0 = gmp_now();
+    CHECK_OK(gmp_sleep(10 * MS));
+    to_short_took = gmp_now() - t0;
+    gmp_wg_done(&to_wg);
+}
+
+static void case_timer_order(void)
+{
+    CHECK_OK(gmp_maxprocs(2));
+    CHECK_OK(gmp_wg_add(&to_wg, 2));
+    CHECK_OK(gmp_go(to_long, NULL));
+    while (!atomic_load(&to_long_parked))
+        sleep_ms(1);
+    /* Let every thread go idle: one waits for the 1 s timer. */
+    struct gmp_sched_stats st;
+    do {
+        sleep_ms(5);
+        CHECK_OK(gmp_stats(&st, NULL, 0));
+    } while (st.idleprocs != st.gomaxprocs);
+    sleep_ms(20);
+    CHECK_OK(gmp_go(to_short, NULL));
+    CHECK_OK(gmp_wg_wait(&to_wg));
+    printf("timer_order: a 10 ms sleep behind a 1 s one took %.1f ms\n", (double)to_short_took / 1e6);
+    CHECK(to_short_took < 100 * MS);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -366,7 +454,8 @@ int main(int argc, char **argv)
     } cases[] = {
         {"timeout_race", case_timeout_race},   {"locked_timer", case_locked_timer},
         {"shrink_timers", case_shrink_timers}, {"pingpong_fair", case_pingpong_fair},
-        {"spin_fair", case_spin_fair},
+        {"spin_fair", case_spin_fair},         {"spawn_fair", case_spawn_fair},
+        {"timer_order", case_timer_order},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: feature_mix CASE\n");

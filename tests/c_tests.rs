@@ -1422,3 +1422,20 @@ fn sysmon_retake_first_syscall() {
     let out = run_c("sysmon_retake", &["first"], &[]);
     assert_success(&out, "sysmon_retake first");
 }
+
+/// Cooperative preemption alone (no signals): the safe points in gmp_go and in channel
+/// operations bound how long a queued goroutine waits.
+#[test]
+fn feature_mix_spawn_fair_cooperative() {
+    expect_case("feature_mix", "spawn_fair", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+}
+
+#[test]
+fn feature_mix_spin_fair_cooperative() {
+    expect_case("feature_mix", "spin_fair", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+}
+
+#[test]
+fn feature_mix_timer_order() {
+    expect_case("feature_mix", "timer_order", &[]);
+}
