@@ -34,7 +34,9 @@
  * at most every 2-20 ms ("maxprocs"), and the netpoller ("net"): a message over a fresh
  * registered socketpair with a deadline, a receive that must time out (not early), a
  * token through one registered pipe that every actor reads concurrently, and a close of
- * an fd a goroutine is parked on (it must wake with -EBADF).
+ * an fd a goroutine is parked on (it must wake with -EBADF), and CPU-bound stretches of
+ * 0.1-5 ms that call nothing the runtime could preempt them at ("spin": only the
+ * asynchronous preemption signal stops them).
  *
  * Checks:
  *  - channels: every element carries (producer id << 32 | sequence) and a hash of it;
@@ -98,13 +100,14 @@ enum {
     FT_PINGPONG,
     FT_QUIET,
     FT_NET,
+    FT_SPIN,
     NFEATURES
 };
 
 static const char *const feature_names[NFEATURES] = {
     "spawn", "pinned", "stack", "wg", "yield", "chan", "timeout",
     "select", "mutex", "rwmutex", "cond", "once", "sleep", "blocking",
-    "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet", "net",
+    "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet", "net", "spin",
 };
 
 static unsigned features;
@@ -132,18 +135,19 @@ enum {
     A_LOCK,
     A_MAXPROCS,
     A_NET,
+    A_SPIN,
     NACTIONS
 };
 
 static const char *const action_names[NACTIONS] = {
     "spawn", "yield", "send", "recv", "select", "mutex", "rwmutex",
-    "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs", "net",
+    "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs", "net", "spin",
 };
 
 /* The feature that enables each action. */
 static const int action_feature[NACTIONS] = {
     FT_SPAWN, FT_YIELD, FT_CHAN, FT_CHAN, FT_SELECT, FT_MUTEX, FT_RWMUTEX,
-    FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS, FT_NET,
+    FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS, FT_NET, FT_SPIN,
 };
 
 static int enabled_actions[NACTIONS];
@@ -971,6 +975,21 @@ static void do_net(struct actor *a)
     }
 }
 
+/* ---- spin: CPU-bound code that calls nothing (only asynchronous preemption stops it) ---- */
+
+static void do_spin(struct actor *a)
+{
+    int64_t until = gmp_now() + (int64_t)(100 + rnd_below(&a->rng, 4900)) * US;
+    unsigned long x = a->seq;
+    /* No call inside the loop but the vDSO clock every 4096 rounds. */
+    for (unsigned long i = 0;; i++) {
+        x = x * 6364136223846793005UL + 1442695040888963407UL;
+        if ((i & 4095) == 0 && gmp_now() >= until)
+            break;
+    }
+    __asm__ volatile("" : : "r"(x));
+}
+
 /* ---- the action loop ---- */
 
 static void run_action(struct actor *a, int act)
@@ -992,6 +1011,7 @@ static void run_action(struct actor *a, int act)
     case A_LOCK: do_lock(a); break;
     case A_MAXPROCS: do_maxprocs(a); break;
     case A_NET: do_net(a); break;
+    case A_SPIN: do_spin(a); break;
     default: CHECK(0);
     }
     slot_leave(a);

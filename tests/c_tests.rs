@@ -1439,3 +1439,19 @@ fn feature_mix_spin_fair_cooperative() {
 fn feature_mix_timer_order() {
     expect_case("feature_mix", "timer_order", &[]);
 }
+
+/// The torture mix with a preemption signal every sysmon round (20 µs): every feature
+/// meets asynchronous preemption at arbitrary instructions.
+#[test]
+fn torture_preempt_stress() {
+    expect_success(
+        "torture",
+        &[
+            ("TORTURE_SEED", "303"),
+            ("TORTURE_MS", "3000"),
+            ("TORTURE_PROCS", "2"),
+            ("TORTURE_FEATURES", TORTURE_FEATURES),
+            ("GMP_DEBUG", "schedtrace=500,asyncpreemptstress=1"),
+        ],
+    );
+}
