@@ -74,7 +74,7 @@ class Workload:
 
 # What each metric is, for the table header of a row.
 METRIC_UNIT = {"ns_per_op": "ns/op", "wall_ms": "ms wall", "kib_per_g": "KiB/goroutine",
-               "retained": "throughput kept"}
+               "retained": "throughput kept", "late_p50_us": "µs late (median)"}
 
 
 # The workload table: one entry per row of the report.
@@ -112,6 +112,10 @@ WORKLOADS = [
     Workload("syscall_fast", "syscall_fast", {"n": 5_000_000}, {"n": 20_000}, 1.0,
              "one goroutine calls getppid(2) through the syscall hand-off (gmp_blocking; "
              "Go: syscall.Syscall) n times; ns per call"),
+    Workload("hog_latency", "hog_latency", {"n": 1_000}, {"n": 20}, 1.0,
+             "one goroutine spins in a loop that calls nothing; another sleeps 1 ms n times; "
+             "median lateness of the wake-ups (p99 in late_p99_us)",
+             metric="late_p50_us"),
     Workload("tcp_rtt", "tcp_rtt", {"n": 200_000}, {"n": 2_000}, 1.0,
              "one TCP connection on 127.0.0.1 in the process (listener, accept goroutine, "
              "echo goroutine; Go: net.Listen/Dial, conn.Read/Write): main writes 64 bytes "

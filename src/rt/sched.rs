@@ -283,8 +283,15 @@ pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
     };
     let spilled = if pp.is_null() {
         enqueued(gp);
-        let mut g = lock_sched();
-        globrunqput(&mut g, gp);
+        {
+            let mut g = lock_sched();
+            globrunqput(&mut g, gp);
+        }
+        // Every P busy: the goroutine waits for one to reach the end of its slice, which
+        // sysmon must then be awake to see (its back-off may be 10 ms long).
+        if SCHED.npidle.load(Ordering::Relaxed) == 0 {
+            sysmon::wake_if_sleeping();
+        }
         false
     } else {
         // SAFETY: this thread holds pp; gp is ours to queue.
@@ -334,10 +341,16 @@ pub(super) unsafe fn inject_glist(gs: &[*mut G]) {
         }
     }
     if nglobal > 0 {
-        let mut g = lock_sched();
-        for &gp in &global[..nglobal] {
-            enqueued(gp);
-            globrunqput(&mut g, gp);
+        {
+            let mut g = lock_sched();
+            for &gp in &global[..nglobal] {
+                enqueued(gp);
+                globrunqput(&mut g, gp);
+            }
+        }
+        if npidle == 0 {
+            // As in ready_put: sysmon must see the busy Ps' slices end.
+            sysmon::wake_if_sleeping();
         }
     }
     // An M for each idle P the global ones can use.

@@ -54,6 +54,8 @@ const MIN_DELAY_US: u64 = 20;
 /// Rounds without a retake before the delay starts doubling (Go: 50).
 const BACKOFF_ROUNDS: u32 = 50;
 const MAX_DELAY_US: u64 = 10_000;
+/// The longest sleep while goroutines wait in the global queue.
+const WAITING_WORK_MAX_DELAY_US: u64 = 1_000;
 /// Sleeps at least this long are wakeable by entersyscall.
 const WAKEABLE_US: u64 = 1_000;
 /// A syscall holding a P with nothing queued is left alone this long (Go: 10 ms).
@@ -126,6 +128,27 @@ fn syscall_unseen() -> bool {
     })
 }
 
+/// The earliest timer when no M watches the timers — every P is busy (an idle M would be
+/// the timer M) — else 0. Such a timer would run only when a busy P next passes through
+/// the scheduler, a whole time slice late behind a goroutine that keeps its P; Go accepts
+/// that (its sysmon only starts an M if a P is idle), we run it from sysmon instead.
+fn unwatched_timer() -> i64 {
+    if SCHED.npidle.load(Ordering::Relaxed) != 0 || !SCHED.timer_m.load(Ordering::SeqCst).is_null() {
+        return 0;
+    }
+    timer::earliest()
+}
+
+/// Runs the due timers no M watches (see `unwatched_timer`). Their callbacks ready
+/// goroutines to the global queue (sysmon holds no P), where the next P to pass through
+/// the scheduler — or to be preempted at the end of its slice — finds them.
+fn run_unwatched_timers(now: i64) {
+    let due = unwatched_timer();
+    if due != 0 && due <= now {
+        timer::run_all_due(now);
+    }
+}
+
 fn all_ps_idle() -> bool {
     SCHED.npidle.load(Ordering::SeqCst) >= SCHED.gomaxprocs.load(Ordering::SeqCst)
 }
@@ -147,6 +170,19 @@ fn sysmon_loop() -> ! {
             delay *= 2;
         }
         delay = delay.min(MAX_DELAY_US);
+        // Goroutines wait in the global queue while every P is busy: a P past its slice
+        // must be seen soon, not after a 10 ms back-off (a goroutine woken behind a CPU hog
+        // would wait up to two slices; Go's sysmon backs off regardless).
+        if SCHED.runqsize.load(Ordering::Relaxed) > 0 {
+            delay = delay.min(WAITING_WORK_MAX_DELAY_US);
+        }
+        // Timers nobody watches (every P busy, so no M waits for the earliest timer): wake
+        // for it ourselves (`unwatched_timers`).
+        let due = unwatched_timer();
+        if due != 0 {
+            let left_us = ((due - crate::sys::nanotime()).max(0) / 1000) as u64;
+            delay = delay.min(left_us.max(MIN_DELAY_US));
+        }
         if delay >= WAKEABLE_US {
             // `syscall_unseen`: a syscall that started after our last look but before the
             // flag went up did not wake us; don't sleep long on it.
@@ -172,6 +208,7 @@ fn sysmon_loop() -> ! {
         let now = crate::sys::nanotime();
         // Goroutines waiting on fds while every P is busy: nobody else polls.
         netpoll::sysmon_poll(now);
+        run_unwatched_timers(now);
         if retake(now) != 0 || preempt::STRESS.load(Ordering::Relaxed) {
             idle = 0;
         } else {
