@@ -328,6 +328,8 @@ template <class T> class chan {
         state &operator=(const state &) = delete;
         ~state()
         {
+            if (c == nullptr) // gmp_chan_make failed
+                return;
             if constexpr (boxed) {
                 // Nobody else holds a handle, so nobody is blocked on the channel: what is
                 // buffered comes out at once, then -EAGAIN (open) or -EPIPE (closed).

@@ -77,7 +77,10 @@ fn installed() -> &'static Path {
             .arg(&build)
             .args(["-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_INSTALL_LIBDIR=lib"])
             .arg("-DGMP_SCHED_CARGO_OFFLINE=ON")
-            .arg(format!("-DGMP_SCHED_CARGO_TARGET_DIR={}", cargo_target.display()));
+            .arg(format!(
+                "-DGMP_SCHED_CARGO_TARGET_DIR={}",
+                cargo_target.display()
+            ));
         run_ok(configure, "cmake configure", TIMEOUT);
 
         // No network: cargo runs --offline and is told so by the environment too.
@@ -102,7 +105,11 @@ fn installed() -> &'static Path {
         );
 
         let mut install = command("cmake", &build);
-        install.arg("--install").arg(".").arg("--prefix").arg(&prefix);
+        install
+            .arg("--install")
+            .arg(".")
+            .arg("--prefix")
+            .arg(&prefix);
         run_ok(install, "cmake --install", TIMEOUT);
         prefix
     })
@@ -126,7 +133,9 @@ fn code_blocks(text: &str, lang: &str) -> Vec<String> {
     let mut rest = text;
     while let Some(i) = rest.find(&fence) {
         let after = &rest[i + fence.len()..];
-        let end = after.find("```").expect("unterminated code block in README.md");
+        let end = after
+            .find("```")
+            .expect("unterminated code block in README.md");
         blocks.push(after[..end].to_string());
         rest = &after[end + 3..];
     }
@@ -144,8 +153,11 @@ fn block(heading: &str, lang: &str, index: usize) -> String {
 fn consumer_dir(name: &str) -> PathBuf {
     let dir = fresh_dir(&work_dir().join(name));
     std::fs::write(dir.join("hello.c"), block("Example", "c", 0)).expect("write hello.c");
-    std::fs::write(dir.join("hello.cpp"), block("Using libgmp from C++", "cpp", 0))
-        .expect("write hello.cpp");
+    std::fs::write(
+        dir.join("hello.cpp"),
+        block("Using libgmp from C++", "cpp", 0),
+    )
+    .expect("write hello.cpp");
     dir
 }
 
@@ -160,7 +172,11 @@ fn run_snippet(script: &str, dir: &Path, prefix: &Path, what: &str) -> Outcome {
 
 fn check_hello_outputs(out: &Outcome, what: &str) {
     for needle in ["goroutine", "says", "goroutines left"] {
-        assert!(out.stdout.contains(needle), "{}", out.report(&format!("{what}: no {needle:?}")));
+        assert!(
+            out.stdout.contains(needle),
+            "{}",
+            out.report(&format!("{what}: no {needle:?}"))
+        );
     }
 }
 
@@ -187,13 +203,21 @@ fn install_layout() {
     ] {
         assert!(prefix.join(file).exists(), "{file} is not installed");
     }
-    for file in ["lib/libgmp.so", "lib/libgmp.a", "lib/libgmp.so.0", "include/gmp.h"] {
+    for file in [
+        "lib/libgmp.so",
+        "lib/libgmp.a",
+        "lib/libgmp.so.0",
+        "include/gmp.h",
+    ] {
         assert!(!prefix.join(file).exists(), "{file} would shadow GNU MP");
     }
     let link = std::fs::read_link(prefix.join("lib/gmp-sched/libgmp.so")).expect("a symlink");
     assert_eq!(link, Path::new("libgmp.so.0"));
     let dynamic = needed(&prefix.join("lib/gmp-sched/libgmp.so.0"));
-    assert!(dynamic.contains("Library soname: [libgmp.so.0]"), "{dynamic}");
+    assert!(
+        dynamic.contains("Library soname: [libgmp.so.0]"),
+        "{dynamic}"
+    );
 }
 
 /// README "Using libgmp from CMake": find_package, gmp::sched from C and C++, plus
@@ -216,12 +240,23 @@ fn find_package_consumers() {
         "README CMake consumer",
     );
     check_hello_outputs(&out, "hello (find_package)");
-    assert!(out.stdout.contains("got three"), "{}", out.report("hello_cpp"));
+    assert!(
+        out.stdout.contains("got three"),
+        "{}",
+        out.report("hello_cpp")
+    );
 
     let exe = dir.join("build/hello_static");
     let dynamic = needed(&exe);
-    assert!(!dynamic.contains("libgmp"), "hello_static links libgmp dynamically:\n{dynamic}");
-    let out = run_ok(command(exe.to_str().expect("utf-8 path"), &dir), "hello_static", TIMEOUT);
+    assert!(
+        !dynamic.contains("libgmp"),
+        "hello_static links libgmp dynamically:\n{dynamic}"
+    );
+    let out = run_ok(
+        command(exe.to_str().expect("utf-8 path"), &dir),
+        "hello_static",
+        TIMEOUT,
+    );
     check_hello_outputs(&out, "hello_static");
 
     // The consumer records our SONAME and runs from its rpath, nothing else.

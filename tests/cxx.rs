@@ -93,7 +93,11 @@ fn run_program(exe: &Path, args: &[&str]) -> Outcome {
             "detect_stack_use_after_return=0:detect_leaks=1:abort_on_error=0",
         )
         .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1");
-    run(cmd, &format!("{} {}", exe.display(), args.join(" ")), TIMEOUT)
+    run(
+        cmd,
+        &format!("{} {}", exe.display(), args.join(" ")),
+        TIMEOUT,
+    )
 }
 
 /// Compiles and runs `cxx-tests/<name>.cpp`, which must exit 0 and print "<name>: ok".
@@ -156,7 +160,10 @@ fn go_uncaught_exception() {
 
 #[test]
 fn go_uncaught_non_std_exception() {
-    expect_uncaught("throw_int", "gmp: goroutine 1: uncaught exception of type int");
+    expect_uncaught(
+        "throw_int",
+        "gmp: goroutine 1: uncaught exception of type int",
+    );
 }
 
 /// gmp.hpp alone compiles warning-free as C++17 and C++20, with and without the C

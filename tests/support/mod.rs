@@ -84,7 +84,9 @@ pub fn run(mut cmd: Command, what: &str, timeout: Duration) -> Outcome {
     assert!(
         !timed_out,
         "{}",
-        outcome.report(&format!("{what} timed out after {timeout:?} and was killed"))
+        outcome.report(&format!(
+            "{what} timed out after {timeout:?} and was killed"
+        ))
     );
     outcome
 }
