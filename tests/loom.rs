@@ -23,6 +23,8 @@ const MODELS: &[&str] = &[
     "rt::runq::loom_tests::is_empty_vs_runnext_kick",
     "rt::spinning_loom::loom_tests::spinning_no_lost_wakeup",
     "rt::spinning_loom::loom_tests::broken_without_producer_barrier",
+    "rt::timer::loom_tests::stop_waits_for_a_running_callback",
+    "rt::timer::loom_tests::stop_follows_a_moving_timer",
 ];
 
 #[test]

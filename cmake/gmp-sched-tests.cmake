@@ -1,0 +1,45 @@
+# The C tests (c-tests/*.c) and the C++ tests (cxx-tests/*.cpp), compiled as
+# tests/c_tests.rs and tests/cxx.rs compile them (without the sanitizers: those runs
+# belong to cargo test) and registered with ctest: `ctest -R '^c\.'`, `ctest -R '^cxx\.'`.
+# A program's plain run (no arguments) is its test; the misuse cases that must abort are
+# checked by cargo test only.
+
+# Environments the C tests need, as tests/c_tests.rs gives them.
+set(gmp_sched_test_env_maxprocs GMP_MAXPROCS=3)
+set(gmp_sched_test_env_steals GMP_MAXPROCS=2)
+set(gmp_sched_test_env_attrs GMP_MAXPROCS=2)
+set(gmp_sched_test_env_chan_basic GMP_MAXPROCS=2)
+set(gmp_sched_test_env_select_basic GMP_MAXPROCS=2)
+
+file(GLOB gmp_sched_c_tests CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/c-tests/*.c")
+foreach(src IN LISTS gmp_sched_c_tests)
+    get_filename_component(name "${src}" NAME_WE)
+    add_executable(c_test_${name} "${src}")
+    set_target_properties(c_test_${name} PROPERTIES
+        OUTPUT_NAME ${name}
+        RUNTIME_OUTPUT_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}/c-tests"
+        C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+    target_compile_options(c_test_${name} PRIVATE -Wall -Wextra -Werror -Wpedantic)
+    target_link_libraries(c_test_${name} PRIVATE gmp::sched Threads::Threads)
+    add_test(NAME c.${name} COMMAND c_test_${name}
+             WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}/c-tests")
+    # parallel_speedup measures a speed-up: nothing else may run beside it.
+    set_tests_properties(c.${name} PROPERTIES TIMEOUT 300 RUN_SERIAL ON)
+    if(DEFINED gmp_sched_test_env_${name})
+        set_tests_properties(c.${name} PROPERTIES ENVIRONMENT "${gmp_sched_test_env_${name}}")
+    endif()
+endforeach()
+
+file(GLOB gmp_sched_cxx_tests CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/cxx-tests/*.cpp")
+foreach(src IN LISTS gmp_sched_cxx_tests)
+    get_filename_component(name "${src}" NAME_WE)
+    add_executable(cxx_test_${name} "${src}")
+    set_target_properties(cxx_test_${name} PROPERTIES
+        OUTPUT_NAME ${name}
+        RUNTIME_OUTPUT_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}/cxx-tests"
+        CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+    target_compile_options(cxx_test_${name} PRIVATE -Wall -Wextra -Werror -pedantic)
+    target_link_libraries(cxx_test_${name} PRIVATE gmp::sched Threads::Threads)
+    add_test(NAME cxx.${name} COMMAND cxx_test_${name})
+    set_tests_properties(cxx.${name} PROPERTIES TIMEOUT 300 RUN_SERIAL ON)
+endforeach()

@@ -1,0 +1,868 @@
+/*
+ * gmp.hpp -- C++17 interface to libgmp (Go's M:P:G goroutine scheduler), header-only.
+ *
+ * A thin layer over gmp.h (included here; the C API stays available):
+ *  - gmp::go(f, args...)            a goroutine running any callable (move-only ones too)
+ *  - gmp::chan<T>                   Go's channel for any movable T, shared by copying
+ *  - gmp::select()                  a builder for Go's select: cases, default, timeout
+ *  - gmp::mutex, shared_mutex,      Go's sync primitives with the standard interfaces, so
+ *    condition_variable,            std::lock_guard, std::unique_lock, std::scoped_lock and
+ *    wait_group, once_flag          std::shared_lock work with them
+ *  - gmp::sleep_for, yield, goid, lock_os_thread (a scope guard)
+ *
+ * Errors: a negative errno from the C API becomes std::system_error (generic_category,
+ * the errno category). A closed channel is not an error: recv() returns an empty
+ * std::optional, send() returns false, as Go's `v, ok := <-c` reports it.
+ *
+ * An exception escaping a goroutine ends the program (as one escaping a std::thread
+ * does) with a "gmp: goroutine N: uncaught exception ..." line naming its type and
+ * what(): the runtime under the goroutine is not C++ and must not be unwound through.
+ *
+ * Goroutines may resume on another OS thread after any call that can switch (channel
+ * operations, locks, waits, sleeps, yield): do not keep the address of a thread_local
+ * across them (see gmp.h; gmp::go_with({.pinned = true}, ...) pins a goroutine).
+ */
+#ifndef GMP_SCHED_HPP
+#define GMP_SCHED_HPP
+
+#if __cplusplus < 201703L
+#error "gmp.hpp needs C++17 or later"
+#endif
+
+#include "gmp.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#if defined(__GNUC__) && __has_include(<cxxabi.h>)
+#include <cxxabi.h>
+#define GMP_SCHED_HPP_CXXABI 1
+#endif
+
+namespace gmp {
+
+namespace detail {
+
+/* Throws the std::system_error for a negative errno result `r` of the C call `what`. */
+[[noreturn]] inline void throw_errno(std::int64_t r, const char *what)
+{
+    throw std::system_error(static_cast<int>(-r), std::generic_category(), what);
+}
+
+/* Returns `r`, or throws for a negative errno result. */
+inline std::int64_t check(std::int64_t r, const char *what)
+{
+    if (r < 0)
+        throw_errno(r, what);
+    return r;
+}
+
+/* A timeout for the C API: at least 1 ns when positive (rounded up), 0 ("do not wait")
+ * when zero or negative, as std's wait_for treats it, and -1 ("no limit") when beyond
+ * what int64 nanoseconds hold (about 292 years, e.g. duration::max()). */
+template <class Rep, class Period>
+std::int64_t timeout_ns(const std::chrono::duration<Rep, Period> &d)
+{
+    const long double ns = std::chrono::duration<long double, std::nano>(d).count();
+    if (!(ns > 0))
+        return 0;
+    if (ns >= 9.2e18L)
+        return -1;
+    const auto whole = static_cast<std::int64_t>(ns);
+    return static_cast<long double>(whole) < ns ? whole + 1 : whole;
+}
+
+template <class Clock, class Duration>
+std::int64_t timeout_ns(const std::chrono::time_point<Clock, Duration> &deadline)
+{
+    return timeout_ns(deadline - Clock::now());
+}
+
+/* The dynamic type of the exception being handled, demangled where the ABI allows. */
+inline std::string current_exception_type(const std::type_info *known)
+{
+#ifdef GMP_SCHED_HPP_CXXABI
+    const std::type_info *t = known ? known : abi::__cxa_current_exception_type();
+    if (t == nullptr)
+        return "unknown";
+    int status = 0;
+    char *name = abi::__cxa_demangle(t->name(), nullptr, nullptr, &status);
+    std::string out = (status == 0 && name) ? name : t->name();
+    std::free(name);
+    return out;
+#else
+    return known ? known->name() : "unknown";
+#endif
+}
+
+/* Ends the program for an exception that escaped goroutine code. Called from a catch
+ * handler; never returns. */
+[[noreturn]] inline void uncaught_in_goroutine() noexcept
+{
+    std::string type = "unknown", what;
+    try {
+        throw;
+    } catch (const std::exception &e) {
+        try {
+            type = current_exception_type(&typeid(e));
+            what = e.what();
+        } catch (...) {
+        }
+    } catch (...) {
+        try {
+            type = current_exception_type(nullptr);
+        } catch (...) {
+        }
+    }
+    std::fprintf(stderr, "gmp: goroutine %lld: uncaught exception of type %s%s%s\n",
+                 static_cast<long long>(gmp_goid()), type.c_str(), what.empty() ? "" : ": ",
+                 what.c_str());
+    std::fflush(stderr);
+    std::abort();
+}
+
+/* What a goroutine started by gmp::go owns: the callable and its arguments. */
+template <class F, class Tuple> struct task {
+    F f;
+    Tuple args;
+};
+
+/* The goroutine's C entry: runs the task and deletes it. Nothing may unwind out of it
+ * (the caller is the Rust runtime), so every exception ends the program. */
+template <class Task> void task_entry(void *p) noexcept
+{
+    std::unique_ptr<Task> t(static_cast<Task *>(p));
+    try {
+        std::apply(std::move(t->f), std::move(t->args));
+    } catch (...) {
+        uncaught_in_goroutine();
+    }
+}
+
+template <class T> struct identity {
+    using type = T;
+};
+template <class T> using identity_t = typename identity<T>::type;
+
+template <class> inline constexpr bool always_false = false;
+
+} // namespace detail
+
+/* Options of gmp::go_with (gmp_attr): stack bytes (0: the default) and pinning to the
+ * OS thread that first runs the goroutine (GMP_GO_PINNED). */
+struct go_options {
+    std::size_t stack_size = 0;
+    bool pinned = false;
+};
+
+/* Starts a goroutine running `std::invoke(f, args...)` on copies (or moves) of `f` and
+ * `args`, as std::thread does; move-only callables and arguments are fine. Returns its
+ * id. Throws std::system_error (ENOMEM, EINVAL) if it could not be started. */
+template <class F, class... Args> std::int64_t go_with(const go_options &opts, F &&f, Args &&...args)
+{
+    using Fn = std::decay_t<F>;
+    using Tuple = std::tuple<std::decay_t<Args>...>;
+    static_assert(std::is_invocable_v<Fn, std::decay_t<Args>...>,
+                  "gmp::go: the function cannot be called with these arguments (by value)");
+    using Task = detail::task<Fn, Tuple>;
+    auto t = std::make_unique<Task>(Task{std::forward<F>(f), Tuple(std::forward<Args>(args)...)});
+    gmp_attr attr{};
+    attr.stack_size = opts.stack_size;
+    attr.flags = opts.pinned ? GMP_GO_PINNED : 0u;
+    const std::int64_t id = gmp_go_attr(&detail::task_entry<Task>, t.get(), &attr);
+    detail::check(id, "gmp_go");
+    t.release(); // the goroutine owns it now
+    return id;
+}
+
+/* Starts a goroutine with the default options; see go_with. */
+template <class F, class... Args> std::int64_t go(F &&f, Args &&...args)
+{
+    return go_with(go_options{}, std::forward<F>(f), std::forward<Args>(args)...);
+}
+
+/* Gosched: lets other goroutines run (sched_yield outside goroutines). */
+inline void yield() noexcept { gmp_yield(); }
+
+/* The calling goroutine's id, 0 outside goroutines. */
+inline std::int64_t goid() noexcept { return gmp_goid(); }
+
+/* Parks the calling goroutine on a timer (a plain thread sleeps); <= 0 only yields. */
+template <class Rep, class Period> void sleep_for(const std::chrono::duration<Rep, Period> &d)
+{
+    const std::int64_t ns = detail::timeout_ns(d);
+    gmp_sleep(ns < 0 ? INT64_MAX : ns);
+}
+
+template <class Clock, class Duration>
+void sleep_until(const std::chrono::time_point<Clock, Duration> &deadline)
+{
+    sleep_for(deadline - Clock::now());
+}
+
+/* ---------------------------------------------------------------------------------
+ * Channels
+ * ------------------------------------------------------------------------------- */
+
+/* How a non-blocking or timed channel operation ended. */
+enum class chan_status {
+    ok,          /* sent / received */
+    closed,      /* the channel is closed (and, for a receive, drained) */
+    would_block, /* try_: no partner and no buffer room / no element */
+    timeout,     /* _for / _until: the time passed */
+};
+
+/* What try_recv / recv_for / recv_until return: a value when status is ok. */
+template <class T> struct recv_result {
+    std::optional<T> value;
+    chan_status status;
+
+    explicit operator bool() const noexcept { return status == chan_status::ok; }
+    T &operator*() & { return *value; }
+    T &&operator*() && { return std::move(*value); }
+    T *operator->() { return &*value; }
+};
+
+namespace detail {
+
+/* How a T travels through the C channel. Trivially copyable values of at most
+ * GMP_CHAN_MAX_ELEM bytes travel as their bytes. Everything else travels as a T*
+ * (a "box" from new T(std::move(v))): the receiver takes ownership, so a T is moved,
+ * never copied bit-wise; boxes left in a channel are deleted with its last handle. */
+template <class T>
+inline constexpr bool boxed = !(std::is_trivially_copyable_v<T> && sizeof(T) <= GMP_CHAN_MAX_ELEM);
+
+/* Where one received element lands. */
+template <class T, bool Boxed = boxed<T>> struct recv_slot;
+
+template <class T> struct recv_slot<T, false> {
+    alignas(T) unsigned char raw[sizeof(T)];
+    void *buf() noexcept { return raw; }
+    T take() { return *std::launder(reinterpret_cast<T *>(raw)); }
+};
+
+template <class T> struct recv_slot<T, true> {
+    T *box = nullptr;
+    void *buf() noexcept { return &box; }
+    T take()
+    {
+        std::unique_ptr<T> owned(box);
+        box = nullptr;
+        return T(std::move(*owned));
+    }
+};
+
+/* One element on its way in: the bytes of `value`, or a box owning a moved-in T. */
+template <class T, bool Boxed = boxed<T>> struct send_slot;
+
+template <class T> struct send_slot<T, false> {
+    T value;
+    explicit send_slot(T v) : value(v) {}
+    const void *buf() const noexcept { return std::addressof(value); }
+    void sent() noexcept {}
+};
+
+template <class T> struct send_slot<T, true> {
+    std::unique_ptr<T> owned;
+    T *box;
+    explicit send_slot(T &&v) : owned(new T(std::move(v))), box(owned.get()) {}
+    const void *buf() const noexcept { return &box; }
+    void sent() noexcept { (void)owned.release(); } // the receiver owns the box now
+};
+
+/* Maps a channel call's result; throws for anything but the documented outcomes. */
+inline chan_status chan_result(int r, const char *what)
+{
+    switch (r) {
+    case 0:
+        return chan_status::ok;
+    case -EPIPE:
+        return chan_status::closed;
+    case -EAGAIN:
+        return chan_status::would_block;
+    case -ETIMEDOUT:
+        return chan_status::timeout;
+    default:
+        throw_errno(r < 0 ? r : -EPROTO, what);
+    }
+}
+
+} // namespace detail
+
+/* Go's channel of T: buffered or not, shared by copying the handle (every copy is the
+ * same channel; the last one to go frees it and destroys the elements still buffered).
+ * Like a shared_ptr, the handle is const when the channel's operations are used: a
+ * lambda may capture it by value and send on it.
+ * A default-constructed channel is unbuffered; chan<T>::nil() is Go's nil channel (a
+ * select case on it never fires; other operations throw EINVAL). All operations may be
+ * called from goroutines and plain threads; the blocking ones park a goroutine. */
+template <class T> class chan {
+    static_assert(std::is_object_v<T> && !std::is_const_v<T> && !std::is_volatile_v<T>,
+                  "gmp::chan<T>: T must be a non-const object type");
+    static_assert(std::is_move_constructible_v<T>, "gmp::chan<T>: T must be movable");
+    static constexpr bool boxed = detail::boxed<T>;
+
+    /* The C channel and its one C reference; destroyed with the last handle. */
+    struct state {
+        gmp_chan *c = nullptr;
+        state() = default;
+        state(const state &) = delete;
+        state &operator=(const state &) = delete;
+        ~state()
+        {
+            if (c == nullptr) // gmp_chan_make failed
+                return;
+            if constexpr (boxed) {
+                // Nobody else holds a handle, so nobody is blocked on the channel: what is
+                // buffered comes out at once, then -EAGAIN (open) or -EPIPE (closed).
+                T *box = nullptr;
+                while (gmp_chan_try_recv(c, &box) == 0)
+                    delete box;
+            }
+            gmp_chan_release(c);
+        }
+    };
+    std::shared_ptr<state> s_;
+
+    gmp_chan *raw() const noexcept { return s_ ? s_->c : nullptr; }
+
+    struct nil_tag {};
+    explicit chan(nil_tag) noexcept {}
+
+    template <class Call> chan_status deliver(detail::send_slot<T> &slot, Call call, const char *what) const
+    {
+        const chan_status st = detail::chan_result(call(raw(), slot.buf()), what);
+        if (st == chan_status::ok)
+            slot.sent();
+        return st;
+    }
+
+    /* A send that hands `v` back (moved back into it) unless it was sent. */
+    template <class Call> chan_status send_or_keep(T &v, Call call, const char *what) const
+    {
+        if constexpr (boxed) {
+            static_assert(std::is_move_assignable_v<T>,
+                          "gmp::chan<T>::try_send/send_for/send_until need a move-assignable T "
+                          "(an unsent value is moved back into the argument)");
+            detail::send_slot<T> slot(std::move(v));
+            const chan_status st = deliver(slot, call, what);
+            if (st != chan_status::ok)
+                v = std::move(*slot.owned);
+            return st;
+        } else {
+            detail::send_slot<T> slot(v);
+            return deliver(slot, call, what);
+        }
+    }
+
+    template <class Call> recv_result<T> recv_with(Call call, const char *what) const
+    {
+        detail::recv_slot<T> slot;
+        const chan_status st = detail::chan_result(call(raw(), slot.buf()), what);
+        if (st == chan_status::ok)
+            return {std::optional<T>(slot.take()), st};
+        return {std::nullopt, st};
+    }
+
+  public:
+    using value_type = T;
+
+    /* Makes a channel with a buffer of `cap` elements (0: unbuffered). Throws
+     * std::system_error (EINVAL for an impossible capacity, ENOMEM). */
+    explicit chan(std::size_t cap = 0) : s_(std::make_shared<state>())
+    {
+        detail::check(gmp_chan_make(&s_->c, boxed ? sizeof(T *) : sizeof(T), cap), "gmp_chan_make");
+    }
+
+    /* Go's nil channel. */
+    static chan nil() noexcept { return chan(nil_tag{}); }
+
+    /* Sends `v`, waiting for a receiver or buffer room. Returns false if the channel is
+     * closed (also when it is closed while waiting): `v` is then dropped. */
+    bool send(T v) const
+    {
+        detail::send_slot<T> slot(std::move(v));
+        return deliver(slot, [](gmp_chan *c, const void *b) { return gmp_chan_send(c, b); },
+                         "gmp_chan_send") == chan_status::ok;
+    }
+
+    /* Sends without waiting: ok, would_block or closed. An unsent `v` stays with the
+     * caller (a moved-in value is moved back). */
+    chan_status try_send(T &&v) const
+    {
+        return send_or_keep(v, [](gmp_chan *c, const void *b) { return gmp_chan_try_send(c, b); },
+                            "gmp_chan_try_send");
+    }
+    chan_status try_send(const T &v) const
+    {
+        T copy(v);
+        return try_send(std::move(copy));
+    }
+
+    /* Sends, waiting at most `d`: ok, timeout or closed; an unsent `v` stays with the
+     * caller. */
+    template <class Rep, class Period> chan_status send_for(T &&v, const std::chrono::duration<Rep, Period> &d) const
+    {
+        const std::int64_t ns = detail::timeout_ns(d);
+        return send_or_keep(
+            v, [ns](gmp_chan *c, const void *b) { return gmp_chan_send_timeout(c, b, ns); },
+            "gmp_chan_send_timeout");
+    }
+    template <class Rep, class Period>
+    chan_status send_for(const T &v, const std::chrono::duration<Rep, Period> &d) const
+    {
+        T copy(v);
+        return send_for(std::move(copy), d);
+    }
+    template <class Clock, class Duration>
+    chan_status send_until(T &&v, const std::chrono::time_point<Clock, Duration> &deadline) const
+    {
+        return send_for(std::move(v), deadline - Clock::now());
+    }
+    template <class Clock, class Duration>
+    chan_status send_until(const T &v, const std::chrono::time_point<Clock, Duration> &deadline) const
+    {
+        return send_for(v, deadline - Clock::now());
+    }
+
+    /* Receives, waiting for a value; empty once the channel is closed and drained. */
+    std::optional<T> recv() const
+    {
+        return std::move(
+            recv_with([](gmp_chan *c, void *b) { return gmp_chan_recv(c, b); }, "gmp_chan_recv")
+                .value);
+    }
+
+    /* Receives without waiting: ok (with a value), would_block or closed. */
+    recv_result<T> try_recv() const
+    {
+        return recv_with([](gmp_chan *c, void *b) { return gmp_chan_try_recv(c, b); },
+                         "gmp_chan_try_recv");
+    }
+
+    /* Receives, waiting at most `d`: ok (with a value), timeout or closed. */
+    template <class Rep, class Period> recv_result<T> recv_for(const std::chrono::duration<Rep, Period> &d) const
+    {
+        const std::int64_t ns = detail::timeout_ns(d);
+        return recv_with([ns](gmp_chan *c, void *b) { return gmp_chan_recv_timeout(c, b, ns); },
+                         "gmp_chan_recv_timeout");
+    }
+    template <class Clock, class Duration>
+    recv_result<T> recv_until(const std::chrono::time_point<Clock, Duration> &deadline) const
+    {
+        return recv_for(deadline - Clock::now());
+    }
+
+    /* Closes the channel: receivers drain the buffer, then get nothing; every waiting
+     * sender and receiver wakes. Returns false if it was already closed (Go panics). */
+    bool close() const
+    {
+        const int r = gmp_chan_close(raw());
+        if (r == -EPIPE)
+            return false;
+        detail::check(r, "gmp_chan_close");
+        return true;
+    }
+
+    /* Elements buffered (a snapshot) and the buffer's capacity. */
+    std::size_t len() const
+    {
+        return static_cast<std::size_t>(detail::check(gmp_chan_len(raw()), "gmp_chan_len"));
+    }
+    std::size_t cap() const
+    {
+        return static_cast<std::size_t>(detail::check(gmp_chan_cap(raw()), "gmp_chan_cap"));
+    }
+
+    /* False for the nil channel. */
+    explicit operator bool() const noexcept { return raw() != nullptr; }
+
+    /* The C channel (NULL for nil), for gmp_select and C code. Its elements are T's bytes
+     * for trivially copyable T, else owning T* boxes. The handle keeps the reference:
+     * C code that keeps the channel longer takes its own with gmp_chan_retain. */
+    gmp_chan *native_handle() const noexcept { return raw(); }
+
+    /* Whether two handles are the same channel. */
+    friend bool operator==(const chan &a, const chan &b) noexcept { return a.raw() == b.raw(); }
+    friend bool operator!=(const chan &a, const chan &b) noexcept { return a.raw() != b.raw(); }
+
+    /* Range-for over the values received until the channel is closed and drained:
+     * `for (auto &v : c)`. Each ++ is a blocking recv(). */
+    class iterator {
+        const chan *c_ = nullptr;
+        std::optional<T> cur_;
+        friend class chan;
+        explicit iterator(const chan *c) : c_(c) { ++*this; }
+
+      public:
+        using iterator_category = std::input_iterator_tag;
+        using value_type = T;
+        using difference_type = std::ptrdiff_t;
+        using pointer = T *;
+        using reference = T &;
+
+        iterator() = default;
+        iterator &operator++()
+        {
+            cur_ = c_->recv();
+            if (!cur_)
+                c_ = nullptr;
+            return *this;
+        }
+        T &operator*() { return *cur_; }
+        T *operator->() { return &*cur_; }
+        friend bool operator==(const iterator &a, const iterator &b) noexcept { return a.c_ == b.c_; }
+        friend bool operator!=(const iterator &a, const iterator &b) noexcept { return a.c_ != b.c_; }
+    };
+    iterator begin() const { return iterator(this); }
+    iterator end() const noexcept { return iterator(); }
+};
+
+/* ---------------------------------------------------------------------------------
+ * select
+ * ------------------------------------------------------------------------------- */
+
+/* Go's select, built case by case and then run:
+ *
+ *     int fired = gmp::select()
+ *         .recv(results, [&](std::optional<int> v) { ... })  // v empty: closed
+ *         .send(jobs, job, [&](bool sent) { ... })           // sent false: closed
+ *         .timeout(50ms, [&] { ... })                        // or .otherwise(...)
+ *         .run();
+ *
+ * run() waits until one case can proceed, performs it, calls its handler and returns
+ * its index (in the order the cases were added), or -1 when the default or timeout
+ * handler ran instead. Ready cases are chosen at random, as in Go; a nil channel's case
+ * never fires. Handlers run in the caller after the channel operation; an exception
+ * from one propagates out of run(). A send case's value is sent at most once: a builder
+ * may be run again (a loop over receive cases), and a send case that delivered behaves
+ * as a nil channel from then on. */
+class select {
+    struct arm {
+        virtual ~arm() = default;
+        virtual void *buf() noexcept = 0;
+        /* The case fired with `status` (0 or -EPIPE). */
+        virtual void fire(int status) = 0;
+    };
+
+    template <class T, class F> struct recv_arm final : arm {
+        chan<T> c;
+        F f;
+        detail::recv_slot<T> slot;
+        recv_arm(chan<T> ch, F fn) : c(std::move(ch)), f(std::move(fn)) {}
+        void *buf() noexcept override { return slot.buf(); }
+        void fire(int status) override
+        {
+            std::optional<T> v;
+            if (status == 0)
+                v.emplace(slot.take());
+            if constexpr (std::is_invocable_v<F &, std::optional<T>>)
+                f(std::move(v));
+            else
+                f();
+        }
+    };
+
+    template <class T, class F> struct send_arm final : arm {
+        chan<T> c;
+        F f;
+        detail::send_slot<T> slot;
+        send_arm(chan<T> ch, T &&v, F fn) : c(std::move(ch)), f(std::move(fn)), slot(std::move(v)) {}
+        void *buf() noexcept override { return const_cast<void *>(slot.buf()); }
+        void fire(int status) override
+        {
+            if (status == 0)
+                slot.sent();
+            if constexpr (std::is_invocable_v<F &, bool>)
+                f(status == 0);
+            else
+                f();
+        }
+    };
+
+    std::vector<gmp_select_case> cases_;
+    std::vector<std::unique_ptr<arm>> arms_;
+    std::vector<bool> send_case_;
+    std::function<void()> fallback_;
+    std::int64_t timeout_ns_ = -1;
+    bool has_default_ = false;
+
+    select &add(gmp_chan *c, std::uint32_t op, std::unique_ptr<arm> a, bool is_send)
+    {
+        gmp_select_case sc{};
+        sc.chan = c;
+        sc.op = op;
+        sc.buf = a->buf();
+        cases_.push_back(sc);
+        arms_.push_back(std::move(a));
+        send_case_.push_back(is_send);
+        return *this;
+    }
+
+  public:
+    select() = default;
+    select(const select &) = delete;
+    select &operator=(const select &) = delete;
+    select(select &&) = default;
+    select &operator=(select &&) = default;
+
+    /* A receive case: `f(std::optional<T>)` (empty: closed and drained) or `f()`. */
+    template <class T, class F> select &recv(const chan<T> &c, F f)
+    {
+        static_assert(std::is_invocable_v<F &, std::optional<T>> || std::is_invocable_v<F &>,
+                      "gmp::select::recv: the handler takes std::optional<T> or nothing");
+        return add(c.native_handle(), GMP_RECV, std::make_unique<recv_arm<T, F>>(c, std::move(f)),
+                   false);
+    }
+
+    /* A send case of `v`: `f(bool sent)` (false: the channel is closed) or `f()`. */
+    template <class T, class F> select &send(const chan<T> &c, detail::identity_t<T> v, F f)
+    {
+        static_assert(std::is_invocable_v<F &, bool> || std::is_invocable_v<F &>,
+                      "gmp::select::send: the handler takes bool or nothing");
+        return add(c.native_handle(), GMP_SEND,
+                   std::make_unique<send_arm<T, F>>(c, std::move(v), std::move(f)), true);
+    }
+
+    /* A send case without a handler. */
+    template <class T> select &send(const chan<T> &c, detail::identity_t<T> v)
+    {
+        return send(c, std::move(v), [] {});
+    }
+
+    /* Go's default case: runs `f` when no case is ready. Not with timeout(). */
+    template <class F> select &otherwise(F f)
+    {
+        if (has_default_ || timeout_ns_ >= 0)
+            throw std::logic_error("gmp::select: one default or timeout per select");
+        has_default_ = true;
+        timeout_ns_ = 0;
+        fallback_ = std::move(f);
+        return *this;
+    }
+
+    /* Runs `f` if no case could proceed within `d`. Not with otherwise(). */
+    template <class Rep, class Period, class F> select &timeout(const std::chrono::duration<Rep, Period> &d, F f)
+    {
+        if (has_default_ || timeout_ns_ >= 0)
+            throw std::logic_error("gmp::select: one default or timeout per select");
+        const std::int64_t ns = detail::timeout_ns(d);
+        if (ns < 0)
+            return *this; // beyond int64 nanoseconds: no limit, the handler never runs
+        timeout_ns_ = ns == 0 ? 1 : ns; // 0 would be a default case: wait at least 1 ns
+        fallback_ = std::move(f);
+        return *this;
+    }
+
+    /* Waits for one case (see the class comment). Returns the index of the case that
+     * fired, or -1 after the default or timeout handler. Throws std::system_error
+     * (EINVAL: no case could ever fire and nothing bounds the wait). */
+    int run()
+    {
+        const int r = gmp_select(cases_.data(), cases_.size(), timeout_ns_);
+        if (r == -EAGAIN || r == -ETIMEDOUT) {
+            if (fallback_)
+                fallback_();
+            return -1;
+        }
+        detail::check(r, "gmp_select");
+        const auto i = static_cast<std::size_t>(r);
+        const int status = cases_[i].status;
+        if (send_case_[i] && status == 0)
+            cases_[i].chan = nullptr; // delivered: never send the same value twice
+        arms_[i]->fire(status);
+        return r;
+    }
+};
+
+/* ---------------------------------------------------------------------------------
+ * sync
+ * ------------------------------------------------------------------------------- */
+
+/* Go's sync.Mutex (Lockable): a goroutine that waits parks, a plain thread sleeps on a
+ * futex. Not recursive. Unlike std::mutex, any thread or goroutine may unlock it (a
+ * goroutine may even resume on another thread while holding it). */
+class mutex {
+    gmp_mutex m_;
+
+  public:
+    constexpr mutex() noexcept : m_{0, 0} {}
+    mutex(const mutex &) = delete;
+    mutex &operator=(const mutex &) = delete;
+
+    void lock() { detail::check(gmp_mutex_lock(&m_), "gmp_mutex_lock"); }
+    bool try_lock()
+    {
+        const int r = gmp_mutex_trylock(&m_);
+        if (r == -EBUSY)
+            return false;
+        detail::check(r, "gmp_mutex_trylock");
+        return true;
+    }
+    /* Unlocking an unlocked mutex aborts with a "gmp:" message (Go panics). */
+    void unlock() noexcept { (void)gmp_mutex_unlock(&m_); }
+    gmp_mutex *native_handle() noexcept { return &m_; }
+};
+
+/* Go's sync.RWMutex (SharedLockable and Lockable): a pending writer keeps new readers
+ * out. A reader must not take the shared lock recursively. */
+class shared_mutex {
+    gmp_rwmutex rw_;
+
+    /* Go's rwmutexMaxReaders: reader_count holds the readers minus this while a writer
+     * is pending or inside (src/sync/rwmutex.rs). The C API has no try-lock for
+     * rwmutexes; try_lock and try_lock_shared are Go's TryLock/TryRLock on those words. */
+    static constexpr std::int32_t max_readers = 1 << 30;
+
+  public:
+    constexpr shared_mutex() noexcept : rw_{{0, 0}, 0, 0, 0, 0} {}
+    shared_mutex(const shared_mutex &) = delete;
+    shared_mutex &operator=(const shared_mutex &) = delete;
+
+    void lock() { detail::check(gmp_rwmutex_lock(&rw_), "gmp_rwmutex_lock"); }
+    bool try_lock()
+    {
+        if (gmp_mutex_trylock(&rw_.w) != 0)
+            return false;
+        std::int32_t none = 0;
+        if (!__atomic_compare_exchange_n(&rw_.reader_count, &none, -max_readers, false, __ATOMIC_SEQ_CST,
+                                         __ATOMIC_SEQ_CST)) {
+            (void)gmp_mutex_unlock(&rw_.w);
+            return false;
+        }
+        return true;
+    }
+    void unlock() noexcept { (void)gmp_rwmutex_unlock(&rw_); }
+
+    void lock_shared() { detail::check(gmp_rwmutex_rlock(&rw_), "gmp_rwmutex_rlock"); }
+    bool try_lock_shared() noexcept
+    {
+        std::int32_t c = __atomic_load_n(&rw_.reader_count, __ATOMIC_SEQ_CST);
+        while (c >= 0) {
+            if (__atomic_compare_exchange_n(&rw_.reader_count, &c, c + 1, false, __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST))
+                return true;
+        }
+        return false;
+    }
+    void unlock_shared() noexcept { (void)gmp_rwmutex_runlock(&rw_); }
+    gmp_rwmutex *native_handle() noexcept { return &rw_; }
+};
+
+/* Go's sync.Cond used through std::unique_lock<gmp::mutex>. Waiters wake in FIFO order;
+ * there are no spurious wakeups, but use the predicate form anyway. There is no timed
+ * wait (the C API has none): wait for a channel with recv_for instead. */
+class condition_variable {
+    gmp_cond c_;
+
+  public:
+    constexpr condition_variable() noexcept : c_{0, 0, 0, 0, nullptr, nullptr} {}
+    condition_variable(const condition_variable &) = delete;
+    condition_variable &operator=(const condition_variable &) = delete;
+
+    void notify_one() noexcept { (void)gmp_cond_signal(&c_); }
+    void notify_all() noexcept { (void)gmp_cond_broadcast(&c_); }
+
+    /* Unlocks, waits for a notify, locks again. `lock` must own its mutex. */
+    void wait(std::unique_lock<mutex> &lock)
+    {
+        if (!lock.owns_lock())
+            throw std::system_error(EPERM, std::generic_category(), "gmp::condition_variable::wait");
+        detail::check(gmp_cond_wait(&c_, lock.mutex()->native_handle()), "gmp_cond_wait");
+    }
+    template <class Predicate> void wait(std::unique_lock<mutex> &lock, Predicate pred)
+    {
+        while (!pred())
+            wait(lock);
+    }
+    gmp_cond *native_handle() noexcept { return &c_; }
+};
+
+/* Go's sync.WaitGroup. A counter below zero aborts with a "gmp:" message (Go panics). */
+class wait_group {
+    gmp_wg wg_;
+
+  public:
+    constexpr wait_group() noexcept : wg_{0, 0, 0} {}
+    wait_group(const wait_group &) = delete;
+    wait_group &operator=(const wait_group &) = delete;
+
+    void add(std::int64_t delta = 1) { detail::check(gmp_wg_add(&wg_, delta), "gmp_wg_add"); }
+    void done() { detail::check(gmp_wg_done(&wg_), "gmp_wg_done"); }
+    void wait() { detail::check(gmp_wg_wait(&wg_), "gmp_wg_wait"); }
+    gmp_wg *native_handle() noexcept { return &wg_; }
+};
+
+/* Go's sync.Once, for gmp::call_once. */
+class once_flag {
+    gmp_once_t o_;
+    template <class F, class... Args> friend void call_once(once_flag &, F &&, Args &&...);
+
+  public:
+    constexpr once_flag() noexcept : o_{0, {0, 0}} {}
+    once_flag(const once_flag &) = delete;
+    once_flag &operator=(const once_flag &) = delete;
+};
+
+/* Calls `f(args...)` once per flag; every caller returns after that call has returned.
+ * As in Go (and unlike std::call_once), a call that throws still counts: the exception
+ * propagates to the caller that ran it and `f` is not called again. Calling call_once
+ * on the same flag from inside `f` deadlocks. */
+template <class F, class... Args> void call_once(once_flag &flag, F &&f, Args &&...args)
+{
+    struct call {
+        F &f;
+        std::tuple<Args &&...> args;
+        std::exception_ptr error;
+    } c{f, std::forward_as_tuple(std::forward<Args>(args)...), nullptr};
+    auto entry = [](void *p) noexcept {
+        auto *cp = static_cast<call *>(p);
+        try {
+            std::apply(std::forward<F>(cp->f), std::move(cp->args));
+        } catch (...) {
+            cp->error = std::current_exception();
+        }
+    };
+    detail::check(gmp_once(&flag.o_, entry, &c), "gmp_once");
+    if (c.error)
+        std::rethrow_exception(c.error);
+}
+
+/* Go's runtime.LockOSThread for a scope: while the guard lives, the goroutine runs only
+ * on this OS thread and the thread runs nothing else. Guards nest. Throws
+ * std::system_error (EPERM) outside a goroutine. */
+class lock_os_thread {
+  public:
+    lock_os_thread() { detail::check(gmp_lock_os_thread(), "gmp_lock_os_thread"); }
+    ~lock_os_thread() { (void)gmp_unlock_os_thread(); }
+    lock_os_thread(const lock_os_thread &) = delete;
+    lock_os_thread &operator=(const lock_os_thread &) = delete;
+};
+
+/* GOMAXPROCS: queries (n <= 0) or sets it; returns the previous value. */
+inline int maxprocs(int n = 0) { return static_cast<int>(detail::check(gmp_maxprocs(n), "gmp_maxprocs")); }
+
+/* Live goroutines. */
+inline std::int64_t num_goroutine() noexcept { return gmp_num_goroutine(); }
+
+} // namespace gmp
+
+#endif /* GMP_SCHED_HPP */

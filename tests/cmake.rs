@@ -1,0 +1,330 @@
+//! The CMake build and the installed package, as a user meets them: configure, build
+//! (cargo offline), run part of ctest, install into a temporary prefix; then build the
+//! README's consumers (a C and a C++ program with `find_package(gmp-sched)`, the same
+//! with `pkg-config --cflags --libs gmp-sched`), run them, and check that a GNU MP
+//! program built in the same environment (`#include <gmp.h>`, `-lgmp`) still gets GNU MP.
+//!
+//! The snippets are read from README.md (its "Using libgmp from CMake / with pkg-config /
+//! from C++" sections and the C example), with `/opt/gmp-sched` replaced by the
+//! temporary prefix, so the README's commands are what runs here.
+//!
+//! Cost: the library is built once per test process by cmake, in a cargo target
+//! directory kept under `CARGO_TARGET_TMPDIR` between runs (cargo rebuilds only what
+//! changed); the build directory and the prefix are fresh each time. The tests share
+//! that install ([`installed`]) and run their consumers one at a time.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+mod support;
+use support::{Outcome, run_ok};
+
+/// Configure, cargo build (a cold release build on two loaded cores takes minutes), install.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
+/// Anything else: a consumer's configure and build, a program's run.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The placeholder prefix of the README's snippets.
+const README_PREFIX: &str = "/opt/gmp-sched";
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn lock() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn work_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("cmake")
+}
+
+fn fresh_dir(dir: &Path) -> PathBuf {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir.to_path_buf()
+}
+
+fn command(program: &str, dir: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir)
+        // What cargo test exports for itself must not steer the nested builds.
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("PKG_CONFIG_PATH")
+        .env_remove("CMAKE_PREFIX_PATH");
+    cmd
+}
+
+/// Configures, builds, runs a part of ctest, installs; returns the prefix.
+fn installed() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let work = work_dir();
+        let build = fresh_dir(&work.join("build"));
+        let prefix = fresh_dir(&work.join("prefix"));
+        let cargo_target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cmake-cargo");
+
+        let mut configure = command("cmake", manifest_dir());
+        configure
+            .arg("-S")
+            .arg(manifest_dir())
+            .arg("-B")
+            .arg(&build)
+            .args(["-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_INSTALL_LIBDIR=lib"])
+            .arg("-DGMP_SCHED_CARGO_OFFLINE=ON")
+            .arg(format!(
+                "-DGMP_SCHED_CARGO_TARGET_DIR={}",
+                cargo_target.display()
+            ));
+        run_ok(configure, "cmake configure", TIMEOUT);
+
+        // No network: cargo runs --offline and is told so by the environment too.
+        let mut cmake_build = command("cmake", &build);
+        cmake_build
+            .args(["--build", ".", "-j", "2"])
+            .env("CARGO_NET_OFFLINE", "true");
+        run_ok(cmake_build, "cmake --build", BUILD_TIMEOUT);
+
+        // A few quick tests through ctest: it runs what the build registered.
+        let mut ctest = command("ctest", &build);
+        ctest.args([
+            "--output-on-failure",
+            "-R",
+            "^(c\\.chan_basic|c\\.select_basic|c\\.maxprocs|cxx\\..*)$",
+        ]);
+        let out = run_ok(ctest, "ctest", TIMEOUT);
+        assert!(
+            out.stdout.contains("100% tests passed") && out.stdout.contains("cxx.chan"),
+            "{}",
+            out.report("ctest ran the wrong tests")
+        );
+
+        let mut install = command("cmake", &build);
+        install
+            .arg("--install")
+            .arg(".")
+            .arg("--prefix")
+            .arg(&prefix);
+        run_ok(install, "cmake --install", TIMEOUT);
+        prefix
+    })
+}
+
+/// The text of README.md's section `heading` (up to the next `## `).
+fn readme_section(heading: &str) -> String {
+    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
+    let start = readme
+        .find(&format!("\n## {heading}\n"))
+        .unwrap_or_else(|| panic!("README.md has no section {heading:?}"));
+    let body = &readme[start + 1..];
+    let end = body[3..].find("\n## ").map_or(body.len(), |i| i + 3);
+    body[..end].to_string()
+}
+
+/// The fenced code blocks of `text` in language `lang`, in order.
+fn code_blocks(text: &str, lang: &str) -> Vec<String> {
+    let fence = format!("```{lang}\n");
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(&fence) {
+        let after = &rest[i + fence.len()..];
+        let end = after
+            .find("```")
+            .expect("unterminated code block in README.md");
+        blocks.push(after[..end].to_string());
+        rest = &after[end + 3..];
+    }
+    blocks
+}
+
+fn block(heading: &str, lang: &str, index: usize) -> String {
+    code_blocks(&readme_section(heading), lang)
+        .into_iter()
+        .nth(index)
+        .unwrap_or_else(|| panic!("README section {heading:?} lacks ```{lang} block #{index}"))
+}
+
+/// A fresh directory holding the README's hello.c and hello.cpp.
+fn consumer_dir(name: &str) -> PathBuf {
+    let dir = fresh_dir(&work_dir().join(name));
+    std::fs::write(dir.join("hello.c"), block("Example", "c", 0)).expect("write hello.c");
+    std::fs::write(
+        dir.join("hello.cpp"),
+        block("Using libgmp from C++", "cpp", 0),
+    )
+    .expect("write hello.cpp");
+    dir
+}
+
+/// Runs a README shell snippet in `dir` with the temporary prefix in place of
+/// /opt/gmp-sched.
+fn run_snippet(script: &str, dir: &Path, prefix: &Path, what: &str) -> Outcome {
+    let script = script.replace(README_PREFIX, &prefix.display().to_string());
+    let mut sh = command("sh", dir);
+    sh.arg("-ec").arg(&script);
+    run_ok(sh, &format!("{what}:\n{script}"), TIMEOUT)
+}
+
+fn check_hello_outputs(out: &Outcome, what: &str) {
+    for needle in ["goroutine", "says", "goroutines left"] {
+        assert!(
+            out.stdout.contains(needle),
+            "{}",
+            out.report(&format!("{what}: no {needle:?}"))
+        );
+    }
+}
+
+fn needed(binary: &Path) -> String {
+    let mut readelf = command("readelf", Path::new("/"));
+    readelf.arg("-d").arg(binary);
+    run_ok(readelf, "readelf -d", TIMEOUT).stdout
+}
+
+/// The installed files are where the package promises, and nothing lands where GNU MP's
+/// library and header live.
+#[test]
+fn install_layout() {
+    let prefix = installed();
+    for file in [
+        "lib/gmp-sched/libgmp.so.0",
+        "lib/gmp-sched/libgmp.so",
+        "lib/gmp-sched/libgmp.a",
+        "include/gmp-sched/gmp.h",
+        "include/gmp-sched/gmp.hpp",
+        "lib/cmake/gmp-sched/gmp-sched-config.cmake",
+        "lib/cmake/gmp-sched/gmp-sched-config-version.cmake",
+        "lib/pkgconfig/gmp-sched.pc",
+    ] {
+        assert!(prefix.join(file).exists(), "{file} is not installed");
+    }
+    for file in [
+        "lib/libgmp.so",
+        "lib/libgmp.a",
+        "lib/libgmp.so.0",
+        "include/gmp.h",
+    ] {
+        assert!(!prefix.join(file).exists(), "{file} would shadow GNU MP");
+    }
+    let link = std::fs::read_link(prefix.join("lib/gmp-sched/libgmp.so")).expect("a symlink");
+    assert_eq!(link, Path::new("libgmp.so.0"));
+    let dynamic = needed(&prefix.join("lib/gmp-sched/libgmp.so.0"));
+    assert!(
+        dynamic.contains("Library soname: [libgmp.so.0]"),
+        "{dynamic}"
+    );
+}
+
+/// README "Using libgmp from CMake": find_package, gmp::sched from C and C++, plus
+/// gmp::sched_static.
+#[test]
+fn find_package_consumers() {
+    let prefix = installed();
+    let _serial = lock();
+    let dir = consumer_dir("consumer-cmake");
+    let mut lists = block("Using libgmp from CMake", "cmake", 0);
+    lists.push_str(
+        "add_executable(hello_static hello.c)\n\
+         target_link_libraries(hello_static PRIVATE gmp::sched_static)\n",
+    );
+    std::fs::write(dir.join("CMakeLists.txt"), lists).expect("write CMakeLists.txt");
+    let out = run_snippet(
+        &block("Using libgmp from CMake", "sh", 1),
+        &dir,
+        prefix,
+        "README CMake consumer",
+    );
+    check_hello_outputs(&out, "hello (find_package)");
+    assert!(
+        out.stdout.contains("got three"),
+        "{}",
+        out.report("hello_cpp")
+    );
+
+    let exe = dir.join("build/hello_static");
+    let dynamic = needed(&exe);
+    assert!(
+        !dynamic.contains("libgmp"),
+        "hello_static links libgmp dynamically:\n{dynamic}"
+    );
+    let out = run_ok(
+        command(exe.to_str().expect("utf-8 path"), &dir),
+        "hello_static",
+        TIMEOUT,
+    );
+    check_hello_outputs(&out, "hello_static");
+
+    // The consumer records our SONAME and runs from its rpath, nothing else.
+    let dynamic = needed(&dir.join("build/hello_cpp"));
+    assert!(dynamic.contains("[libgmp.so.0]"), "{dynamic}");
+}
+
+/// README "Using libgmp with pkg-config" and "Using libgmp from C++".
+#[test]
+fn pkg_config_consumers() {
+    let prefix = installed();
+    let _serial = lock();
+    let dir = consumer_dir("consumer-pkg-config");
+    let c = block("Using libgmp with pkg-config", "sh", 0);
+    let out = run_snippet(&c, &dir, prefix, "README pkg-config consumer");
+    check_hello_outputs(&out, "hello (pkg-config)");
+    assert!(needed(&dir.join("hello")).contains("[libgmp.so.0]"));
+
+    let cxx = format!(
+        "export PKG_CONFIG_PATH={README_PREFIX}/lib/pkgconfig\n{}",
+        block("Using libgmp from C++", "sh", 0)
+    );
+    let out = run_snippet(&cxx, &dir, prefix, "README C++ consumer");
+    for word in ["got one", "got two", "got three"] {
+        assert!(out.stdout.contains(word), "{}", out.report("hello_cpp"));
+    }
+}
+
+/// A GNU MP program built with our prefix in every search path still gets GNU MP's
+/// header and library.
+#[test]
+fn gnu_mp_is_not_shadowed() {
+    let prefix = installed();
+    let _serial = lock();
+    let dir = fresh_dir(&work_dir().join("gnu-mp"));
+    std::fs::write(
+        dir.join("fact.c"),
+        "#include <gmp.h>\n#include <stdio.h>\n\
+         int main(void) {\n\
+             mpz_t f;\n\
+             mpz_init(f);\n\
+             mpz_fac_ui(f, 25);\n\
+             gmp_printf(\"%Zd %s\\n\", f, gmp_version);\n\
+             mpz_clear(f);\n\
+             return 0;\n\
+         }\n",
+    )
+    .expect("write fact.c");
+    let p = prefix.display();
+    let script = format!(
+        "export PKG_CONFIG_PATH={p}/lib/pkgconfig CMAKE_PREFIX_PATH={p}\n\
+         export C_INCLUDE_PATH={p}/include LIBRARY_PATH={p}/lib LD_LIBRARY_PATH={p}/lib\n\
+         cc -std=c11 -I{p}/include fact.c -L{p}/lib -Wl,-rpath,{p}/lib -lgmp -o fact\n\
+         ./fact\n\
+         cc -std=c11 fact.c $(pkg-config --cflags --libs gmp) -o fact_pc\n\
+         ./fact_pc\n"
+    );
+    let out = run_snippet(&script, &dir, prefix, "GNU MP program");
+    assert!(
+        out.stdout.starts_with("15511210043330985984000000 "),
+        "{}",
+        out.report("25! from GNU MP")
+    );
+    for exe in ["fact", "fact_pc"] {
+        let dynamic = needed(&dir.join(exe));
+        assert!(
+            dynamic.contains("[libgmp.so.10]") && !dynamic.contains("[libgmp.so.0]"),
+            "{exe}: {dynamic}"
+        );
+    }
+}
