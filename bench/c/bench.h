@@ -212,4 +212,55 @@ static inline void bench_result(const char *workload, int procs, int64_t n, int6
     fflush(stdout);
 }
 
+#ifdef BENCH_TCP
+/* Helpers of the TCP workloads (tcp_rtt, tcp_echo). */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+/* The "Threads:" line of /proc/self/status (-1 if absent). */
+static inline int os_threads(void)
+{
+    int t = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f != NULL) {
+        char line[256];
+        while (fgets(line, sizeof line, f) != NULL)
+            if (sscanf(line, "Threads: %d", &t) == 1)
+                break;
+        fclose(f);
+    }
+    return t;
+}
+
+/* Soft RLIMIT_NOFILE up to the hard one (Go raises it itself at start-up). */
+static inline void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static inline void set_nodelay(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* Reads exactly len bytes (io.ReadFull): len, or the failed call's -errno / 0 at EOF. */
+static inline int64_t read_full(int fd, char *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        int64_t r = gmp_read(fd, buf + got, len - got);
+        if (r <= 0)
+            return r;
+        got += (size_t)r;
+    }
+    return (int64_t)got;
+}
+#endif /* BENCH_TCP */
+
 #endif /* GMP_BENCH_H */

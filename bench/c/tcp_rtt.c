@@ -9,6 +9,7 @@
  * of the measured phase. Check: every echo equals the message sent.
  * Mirror: bench/go/tcp_rtt/main.go.
  */
+#define BENCH_TCP 1
 #include "bench.h"
 
 #include <arpa/inet.h>
@@ -28,37 +29,6 @@ static int64_t io_error;  /* first failed call of the root, as -errno */
 static const char *io_what = "";
 static int64_t wall_ns;
 static int threads;
-
-/* The "Threads:" line of /proc/self/status (-1 if absent). */
-static int os_threads(void)
-{
-    int t = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f != NULL) {
-        char line[256];
-        while (fgets(line, sizeof line, f) != NULL)
-            if (sscanf(line, "Threads: %d", &t) == 1)
-                break;
-        fclose(f);
-    }
-    return t;
-}
-
-/* Soft RLIMIT_NOFILE up to the hard one (Go raises it itself at start-up). */
-static void raise_nofile(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
-static void set_nodelay(int fd)
-{
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
 
 static void serve(void *arg)
 {
@@ -87,19 +57,6 @@ static void accept_loop(void *arg)
         }
     }
     gmp_wg_done(&wg);
-}
-
-/* Reads exactly len bytes (io.ReadFull): len, or the failed call's -errno / 0 at EOF. */
-static int64_t read_full(int fd, char *buf, size_t len)
-{
-    size_t got = 0;
-    while (got < len) {
-        int64_t r = gmp_read(fd, buf + got, len - got);
-        if (r <= 0)
-            return r;
-        got += (size_t)r;
-    }
-    return (int64_t)got;
 }
 
 /* The goroutine that plays Go's main. */

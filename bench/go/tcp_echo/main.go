@@ -17,10 +17,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"gmpbench/internal/bench"
@@ -105,33 +103,6 @@ func client(id int, addr string, m int64) {
 	}
 }
 
-// raiseNofile sets the soft RLIMIT_NOFILE to the hard one (Go 1.19+ does this itself at
-// start-up; done explicitly as in the C mirror).
-func raiseNofile() {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < rl.Max {
-		rl.Cur = rl.Max
-		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
-	}
-}
-
-// osThreads is the "Threads:" line of /proc/self/status (-1 if absent).
-func osThreads() int {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if rest, ok := bytes.CutPrefix(line, []byte("Threads:")); ok {
-			var t int
-			if _, err := fmt.Sscan(string(rest), &t); err == nil {
-				return t
-			}
-		}
-	}
-	return -1
-}
-
 func main() {
 	conns := flag.Int64("c", 1000, "connections")
 	m := flag.Int64("m", 200, "messages per connection")
@@ -141,7 +112,7 @@ func main() {
 		bench.Fail(workload, "-c %d / -m %d out of range (c in 1..8000)", *conns, *m)
 	}
 	p := bench.SetupProcs(workload, *procs)
-	raiseNofile()
+	bench.RaiseNofile()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -161,7 +132,7 @@ func main() {
 	close(start)
 	clients.Wait()
 	wall := time.Since(t0)
-	threads := osThreads()
+	threads := bench.OSThreads()
 
 	ln.Close()
 	servers.Wait()

@@ -15,9 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"gmpbench/internal/bench"
@@ -55,33 +53,6 @@ func acceptLoop(ln net.Listener) {
 	}
 }
 
-// raiseNofile sets the soft RLIMIT_NOFILE to the hard one (Go 1.19+ does this itself at
-// start-up; done explicitly as in the C mirror).
-func raiseNofile() {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < rl.Max {
-		rl.Cur = rl.Max
-		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
-	}
-}
-
-// osThreads is the "Threads:" line of /proc/self/status (-1 if absent).
-func osThreads() int {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if rest, ok := bytes.CutPrefix(line, []byte("Threads:")); ok {
-			var t int
-			if _, err := fmt.Sscan(string(rest), &t); err == nil {
-				return t
-			}
-		}
-	}
-	return -1
-}
-
 func main() {
 	n := flag.Int64("n", 100000, "round trips")
 	procs := bench.ProcsFlag()
@@ -90,7 +61,7 @@ func main() {
 		bench.Fail(workload, "-n %d out of range", *n)
 	}
 	p := bench.SetupProcs(workload, *procs)
-	raiseNofile()
+	bench.RaiseNofile()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -123,7 +94,7 @@ func main() {
 		}
 	}
 	wall := time.Since(t0)
-	threads := osThreads()
+	threads := bench.OSThreads()
 
 	c.Close()
 	ln.Close()

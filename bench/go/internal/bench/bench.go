@@ -83,3 +83,29 @@ func Result(workload string, procs int, n int64, wall time.Duration, extra strin
 	fmt.Printf("RESULT workload=%s impl=go procs=%d n=%d ns_per_op=%.3f wall_ms=%.3f maxrss_kib=%d%s\n",
 		workload, procs, n, float64(ns)/float64(n), float64(ns)/1e6, MaxRSSKiB(), extra)
 }
+
+// RaiseNofile sets the soft RLIMIT_NOFILE to the hard one (Go 1.19+ does this itself at
+// start-up; done explicitly as in the C mirror). For the TCP workloads.
+func RaiseNofile() {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < rl.Max {
+		rl.Cur = rl.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+	}
+}
+
+// OSThreads is the "Threads:" line of /proc/self/status (-1 if absent).
+func OSThreads() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Threads:"); ok {
+			if t, err := strconv.Atoi(strings.TrimSpace(rest)); err == nil {
+				return t
+			}
+		}
+	}
+	return -1
+}
