@@ -19,15 +19,17 @@
 //!   time, beside at most the Rust unit tests of other binaries.
 
 use std::collections::HashSet;
-use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
+#[allow(dead_code)] // each test binary uses its own part of the helpers
+mod support;
 use common::library;
+use support::{GMP_ENV, Outcome};
 
 /// A program still running after this long is killed and its test fails.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -38,13 +40,6 @@ static C_TESTS: Mutex<()> = Mutex::new(());
 /// Programs already compiled by this test process (always accessed under [`C_TESTS`]).
 static COMPILED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
-/// The `GMP_*` variables a program must not inherit from whoever runs `cargo test`.
-const GMP_ENV: &[&str] = &[
-    "GMP_MAXPROCS",
-    "GMP_STACK_SIZE",
-    "GMP_MAX_THREADS",
-    "GMP_DEBUG",
-];
 
 fn lock() -> MutexGuard<'static, ()> {
     // A failed test poisons the lock; the others must still run.
@@ -71,78 +66,10 @@ fn out_dir() -> PathBuf {
     dir
 }
 
-/// What a finished program left behind.
-struct Outcome {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Outcome {
-    fn report(&self, what: &str) -> String {
-        format!(
-            "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.status, self.stdout, self.stderr
-        )
-    }
-}
 
 /// Runs `cmd` to completion with piped output, killing it after [`TIMEOUT`].
-fn run_with_timeout(mut cmd: Command, what: &str) -> Outcome {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: setrlimit is async-signal-safe and touches only the child's own limits.
-    unsafe {
-        cmd.pre_exec(|| {
-            let no_core = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: spawn failed: {e}"));
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = pipe.read_to_end(&mut buf);
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("stdout piped")));
-    let err = drain(Box::new(child.stderr.take().expect("stderr piped")));
-
-    let deadline = Instant::now() + TIMEOUT;
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            timed_out = true;
-            let _ = child.kill();
-            break child.wait().expect("wait after kill");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let outcome = Outcome {
-        status,
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
-    };
-    if timed_out {
-        panic!(
-            "{}",
-            outcome.report(&format!(
-                "{what} timed out after {TIMEOUT:?} and was killed"
-            ))
-        );
-    }
-    outcome
+fn run_with_timeout(cmd: Command, what: &str) -> Outcome {
+    support::run_as_is(cmd, what, TIMEOUT)
 }
 
 /// Compiles `c-tests/<name>.c` once per test process; returns the executable.

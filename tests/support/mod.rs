@@ -1,5 +1,5 @@
-//! Running external programs from the C++ and CMake tests (`tests/cxx.rs`,
-//! `tests/cmake.rs`): compilers, cmake, the programs they build. Every command runs with
+//! Running external programs from the C, C++ and CMake tests (`tests/c_tests.rs`,
+//! `tests/cxx.rs`, `tests/cmake.rs`): compilers, cmake, the programs they build. Every command runs with
 //! piped output and a deadline; a failure reports the command's stdout and stderr.
 
 use std::io::Read;
@@ -34,12 +34,17 @@ impl Outcome {
 /// Runs `cmd` to completion with piped output and no core dumps, killing it (and
 /// failing the test) after `timeout`.
 pub fn run(mut cmd: Command, what: &str, timeout: Duration) -> Outcome {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
     for var in GMP_ENV {
         cmd.env_remove(var);
     }
+    run_as_is(cmd, what, timeout)
+}
+
+/// `run` with the environment the caller set up (the C tests set `GMP_*` themselves).
+pub fn run_as_is(mut cmd: Command, what: &str, timeout: Duration) -> Outcome {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     // SAFETY: setrlimit is async-signal-safe and touches only the child's own limits.
     unsafe {
         cmd.pre_exec(|| {
