@@ -323,6 +323,16 @@ static void cl_reader(void *arg)
     gmp_wg_done(&cl_wg);
 }
 
+static atomic_int fcl_entered;
+
+static void *foreign_blocked_reader(void *arg)
+{
+    int fd = *(int *)arg;
+    char b;
+    atomic_store(&fcl_entered, 1);
+    return (void *)(intptr_t)gmp_read(fd, &b, 1);
+}
+
 static void case_close(void)
 {
     CHECK_OK(gmp_maxprocs(2));
@@ -355,6 +365,22 @@ static void case_close(void)
         close(sv2[1]);
         close(sv[1]);
     }
+    /* A foreign thread blocked (in poll(2)) reading a registered fd does not hold up a
+     * close from another thread: it gets -EBADF, and the close returns. */
+    int p[2];
+    CHECK_OK(gmp_pipe(p));
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, foreign_blocked_reader, &p[0]), 0);
+    while (!atomic_load(&fcl_entered))
+        sleep_ms(1);
+    sleep_ms(30);
+    int64_t t0 = now_ns();
+    CHECK_OK(gmp_close(p[0]));
+    void *res;
+    CHECK_EQ(pthread_join(t, &res), 0);
+    CHECK_EQ((intptr_t)res, -EBADF);
+    CHECK(now_ns() - t0 < 500 * MS);
+    CHECK_OK(gmp_close(p[1]));
     printf("close: ok\n");
 }
 

@@ -87,6 +87,29 @@ fn poll_wait(fd: c_int, events: u32, deadline: Option<i64>) -> i64 {
     }
 }
 
+/// `poll_wait` for a thread holding a reference on `pd`: in slices of at most 20 ms, with
+/// a look at `pd` in between, so that `gmp_close` (which waits for every reference to go)
+/// is not held up by a thread asleep in poll(2) on an fd with no traffic: -EBADF once the
+/// fd is being closed.
+fn poll_wait_pd(pd: &PollDesc, seq: u32, fd: c_int, events: u32, deadline: Option<i64>) -> i64 {
+    const SLICE_NS: i64 = 20_000_000;
+    loop {
+        if !pd.registered() || pd.seq() != seq {
+            return -(libc::EBADF as i64);
+        }
+        let now = crate::sys::nanotime();
+        let slice_end = now.saturating_add(SLICE_NS);
+        let (until, last) = match deadline {
+            Some(d) if d <= slice_end => (d, true),
+            _ => (slice_end, false),
+        };
+        let r = poll_wait(fd, events, Some(until));
+        if r != -(libc::ETIMEDOUT as i64) || last {
+            return r;
+        }
+    }
+}
+
 /// The descriptor of a registered fd.
 fn registered(fd: c_int) -> Option<&'static PollDesc> {
     netpoll::lookup(fd).filter(|pd| pd.registered())
@@ -121,7 +144,7 @@ fn io(fd: c_int, mode: u32, deadline: Option<i64>, mut op: impl FnMut() -> isize
                 Err(WaitError::TimedOut) => -(libc::ETIMEDOUT as i64),
             }
         } else {
-            poll_wait(fd, events, deadline)
+            poll_wait_pd(pd, seq, fd, events, deadline)
         };
         if w < 0 {
             break w;
