@@ -501,6 +501,12 @@ pub struct GList {
     len: i32,
 }
 
+impl Default for GList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl GList {
     pub const fn new() -> GList {
         GList {
@@ -544,6 +550,12 @@ impl GList {
 pub struct GQueue {
     head: *mut G,
     tail: *mut G,
+}
+
+impl Default for GQueue {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl GQueue {

@@ -159,7 +159,7 @@ static TABLE: [AtomicPtr<Chunk>; CHUNKS] = [const { AtomicPtr::new(null_mut()) }
 
 /// The descriptor of `fd` if one was ever made.
 pub fn lookup(fd: i32) -> Option<&'static PollDesc> {
-    if fd < 0 || fd >= MAX_FD {
+    if !(0..MAX_FD).contains(&fd) {
         return None;
     }
     let c = TABLE[fd as usize / CHUNK].load(Ordering::Acquire);
@@ -169,7 +169,7 @@ pub fn lookup(fd: i32) -> Option<&'static PollDesc> {
 
 /// The descriptor of `fd`, made on first use; None for fds beyond `MAX_FD`.
 fn pd_of(fd: i32) -> Option<&'static PollDesc> {
-    if fd < 0 || fd >= MAX_FD {
+    if !(0..MAX_FD).contains(&fd) {
         return None;
     }
     let slot = &TABLE[fd as usize / CHUNK];
@@ -181,7 +181,7 @@ fn pd_of(fd: i32) -> Option<&'static PollDesc> {
             Ok(_) => c = fresh,
             Err(other) => {
                 // SAFETY: fresh was never published.
-                drop(unsafe { Box::from_raw(fresh as *mut [PollDesc; CHUNK]) });
+                drop(unsafe { Box::from_raw(fresh) });
                 c = other;
             }
         }

@@ -138,8 +138,8 @@ unsafe extern "C" fn phdr_callback(info: *mut libc::dl_phdr_info, _size: usize, 
     unsafe {
         let c = &mut *(data as *mut Collect);
         let info = &*info;
-        c.out.adds = info.dlpi_adds as u64;
-        c.out.subs = info.dlpi_subs as u64;
+        c.out.adds = info.dlpi_adds;
+        c.out.subs = info.dlpi_subs;
         if c.only_counters {
             return 1;
         }
@@ -310,6 +310,7 @@ extern "C" fn on_sigurg(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
 /// Passes a SIGURG that is not ours to the program's own handler, if it had one.
 fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: OLD_ACTION was written before our handler was installed and never since.
+    #[allow(clippy::deref_addrof)]
     let old = unsafe { (*(&raw const OLD_ACTION)).assume_init_ref() };
     let h = old.sa_sigaction;
     if h == libc::SIG_DFL || h == libc::SIG_IGN {

@@ -113,7 +113,7 @@ pub(super) unsafe fn releasep(m: &M) -> *mut P {
     }
     // SAFETY: Ps are never freed.
     let p = unsafe { &*pp };
-    if p.m.load(Ordering::Relaxed) != m as *const M as *mut M
+    if !std::ptr::eq(p.m.load(Ordering::Relaxed), m)
         || p.status.load(Ordering::Relaxed) != P_RUNNING
     {
         throw("releasep: invalid p state");
@@ -982,7 +982,7 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         // SAFETY: this M holds pp (P–M reciprocity is checked in debug builds).
         let p = unsafe { &*pp };
         debug_assert!(
-            p.m.load(Ordering::Relaxed) == m as *const M as *mut M,
+            std::ptr::eq(p.m.load(Ordering::Relaxed), m),
             "gmp: P-M reciprocity"
         );
         // SAFETY: m's thread, holding pp.
@@ -1038,7 +1038,7 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         // A G locked to another M: hand that M our P and wait for new work ourselves.
         // SAFETY: Gs are never freed.
         let lm = unsafe { (*gp).lockedm.load(Ordering::Relaxed) };
-        if !lm.is_null() && lm != m as *const M as *mut M {
+        if !lm.is_null() && !std::ptr::eq(lm, m) {
             // SAFETY: m's thread, holding a P.
             unsafe { startlockedm(m, lm) };
             continue;
@@ -1080,7 +1080,7 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         #[cfg(debug_assertions)]
         {
             let am = g.affm.load(Ordering::Relaxed);
-            if !am.is_null() && am != m as *const M as *mut M {
+            if !am.is_null() && !std::ptr::eq(am, m) {
                 throw("execute: affine goroutine on another M");
             }
         }
@@ -1094,10 +1094,10 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         #[cfg(debug_assertions)]
         {
             // Seed 003 invariants 2 (triangle) and 7 (P–M reciprocity).
-            if g.m.load(Ordering::Relaxed) != m as *const M as *mut M
+            if !std::ptr::eq(g.m.load(Ordering::Relaxed), m)
                 || m.curg.load(Ordering::Relaxed) != gp
                 || pp.is_null()
-                || (*pp).m.load(Ordering::Relaxed) != m as *const M as *mut M
+                || !std::ptr::eq((*pp).m.load(Ordering::Relaxed), m)
             {
                 throw("execute: triangle invariant broken");
             }
@@ -1249,8 +1249,8 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             }
             if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
                 let mut g = lock_sched();
-                if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
-                    if let Some(pp2) = pidleget_spinning(&mut g) {
+                if SCHED.runqsize.load(Ordering::Relaxed) != 0
+                    && let Some(pp2) = pidleget_spinning(&mut g) {
                         // SAFETY: we are m's thread and took pp2 off the idle list.
                         unsafe { acquirep(m, pp2) };
                         become_spinning(m);
@@ -1260,7 +1260,6 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
                         }
                         continue;
                     }
-                }
             }
             if let Some(pp2) = check_runqs_no_p() {
                 // SAFETY: we are m's thread and took pp2 off the idle list.
@@ -1388,10 +1387,10 @@ unsafe fn steal_work(m: &M, p: &P) -> Option<*mut G> {
         let steal_runnext = i == STEAL_TRIES - 1;
         // SAFETY: m's own thread owns fastrand.
         let r = unsafe { fastrand(m) };
-        let mut order = StealOrder::new(n, r);
-        while let Some(pos) = order.next() {
+        let order = StealOrder::new(n, r);
+        for pos in order {
             let vp = SCHED.allp[pos as usize].load(Ordering::Acquire);
-            if vp.is_null() || vp == p as *const P as *mut P {
+            if vp.is_null() || std::ptr::eq(vp, p) {
                 continue;
             }
             if steal_runnext {
@@ -1639,7 +1638,7 @@ unsafe fn drain_p_caches(p: &P) {
     // SAFETY: caller contract: the sudog cache and gfree list are ours.
     unsafe {
         sudog::flush_p_cache(&mut *p.sudogcache.ptr());
-        let mut moved = core::mem::replace(&mut *p.gfree.ptr(), GList::new());
+        let mut moved = core::mem::take(&mut *p.gfree.ptr());
         p.gfreecnt.store(0, Ordering::Relaxed);
         // Their lock ranks below SCHED.lock, so never while holding it.
         with_gfree(|gf| {

@@ -159,9 +159,9 @@ unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
         Ordering::Relaxed,
     );
     #[cfg(debug_assertions)]
-    if g.m.load(Ordering::Relaxed) != m as *const M as *mut M
+    if !std::ptr::eq(g.m.load(Ordering::Relaxed), m)
         || m.curg.load(Ordering::Relaxed) != gp
-        || p.m.load(Ordering::Relaxed) != m as *const M as *mut M
+        || !std::ptr::eq(p.m.load(Ordering::Relaxed), m)
     {
         throw("exitsyscall: triangle invariant broken");
     }

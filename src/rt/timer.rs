@@ -91,6 +91,12 @@ pub struct Timers {
     pub len: AtomicI32,
 }
 
+impl Default for Timers {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Timers {
     pub const fn new() -> Timers {
         Timers {
