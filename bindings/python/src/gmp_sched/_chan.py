@@ -207,11 +207,11 @@ class Chan(Generic[T]):
     __slots__ = ("_ptr", "_codec", "_as_parameter_", "_closed_here", "__weakref__")
 
     def __init__(self, elem: Any = None, cap: int = 0):
+        self._ptr = 0
         if isinstance(cap, bool) or not isinstance(cap, int):
             raise TypeError(f"cap must be an int, not {type(cap).__name__}")
         if cap < 0:
             raise ValueError(f"cap must be >= 0, got {cap}")
-        self._ptr = 0
         self._codec = _codec_for(elem)
         out = c_void_p()
         check(lib.gmp_chan_make(ctypes.byref(out), self._codec.size, cap), "gmp_chan_make")
@@ -424,6 +424,7 @@ def select(*cases: Case, default: bool = False, timeout: float | None = None) ->
         else:
             raise TypeError(f"select case {i} must be Send, Recv or Chan, not {type(case).__name__}")
         ch = case.chan
+        arr[i].op = op
         if ch is None:
             continue
         if not isinstance(ch, Chan):
@@ -433,7 +434,6 @@ def select(*cases: Case, default: bool = False, timeout: float | None = None) ->
         bufs[i] = buf
         codecs[i] = codec
         arr[i].chan = ch._ptr
-        arr[i].op = op
         arr[i].buf = _addr(buf)
         live += 1
     if live == 0 and not default and timeout is None:

@@ -42,8 +42,7 @@ def _wait(call: Callable[[int], int], addr: int, undo: Callable[[], object] | No
     if timeout is None and not _errors.on_main_thread():
         check(call(addr), what)
         return True
-    if timeout is not None:
-        _errors.timeout_ns(timeout)  # validates
+    _errors.timeout_ns(timeout)  # validates
     r = run_on_helper(call, (addr,), undo, timeout)
     if r is None:
         return False
@@ -84,6 +83,7 @@ class WaitGroup:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Waits until the counter is zero; False if `timeout` seconds passed first."""
+        _errors.timeout_ns(timeout)  # validates
         if self.count == 0:
             check(lib.gmp_wg_wait(self._addr), "gmp_wg_wait")
             return True
@@ -109,6 +109,7 @@ class Mutex:
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Locks it; returns False if not blocking and it is held, or `timeout` seconds
         passed (the same contract as threading.Lock.acquire, with None for no limit)."""
+        _errors.timeout_ns(timeout)  # validates
         if lib.gmp_mutex_trylock(self._addr) == 0:
             return True
         if not blocking:
