@@ -108,10 +108,14 @@ def sliced(call: Callable[..., int], args: tuple, tns: int, now: Callable[[], in
 
 
 class _Job:
-    __slots__ = ("call", "args", "undo", "done", "lock", "result", "finished", "abandoned")
+    __slots__ = ("call", "args", "undo", "owner", "done", "lock", "result", "finished", "abandoned")
 
-    def __init__(self, call: Callable[..., int], args: tuple, undo: Callable[[], object] | None):
+    def __init__(self, call: Callable[..., int], args: tuple, undo: Callable[[], object] | None,
+                 owner: object):
         self.call = call
+        # The Python object owning the C memory `args` point into: an abandoned call
+        # may still be inside C when its caller has forgotten the object.
+        self.owner = owner
         self.args = args
         self.undo = undo
         self.done = threading.Event()
@@ -161,14 +165,16 @@ _MAX_IDLE = 4
 
 
 def run_on_helper(
-    call: Callable[..., int], args: tuple, undo: Callable[[], object] | None, timeout: float | None
+    call: Callable[..., int], args: tuple, undo: Callable[[], object] | None, timeout: float | None,
+    owner: object,
 ) -> int | None:
     """Runs the blocking ``call(*args)`` on a helper thread and waits for it, for at most
     `timeout` seconds (None: no limit), interruptibly. Returns its result, or None on
     timeout. On timeout or an exception (KeyboardInterrupt) the call is abandoned: when
     it completes successfully later, ``undo()`` runs on the helper thread. If it had
-    completed before, an exception undoes it here before propagating."""
-    job = _Job(call, args, undo)
+    completed before, an exception undoes it here before propagating. The job keeps
+    `owner` (the object whose C memory the call uses) alive until the call returns."""
+    job = _Job(call, args, undo, owner)
     with _idle_lock:
         helper = _idle.pop() if _idle else None
     if helper is None:

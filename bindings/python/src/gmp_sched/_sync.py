@@ -12,11 +12,19 @@ synchronising, so they catch the misuse of a single thread, not every race.
 Waiting from the main thread goes through a helper thread so that Ctrl-C interrupts it
 (see :mod:`gmp_sched._errors`); elsewhere the call blocks in C with the GIL released.
 Cond.wait and Once are not interruptible.
+
+Timeouts: C has no timed form of these waits. ``Mutex.acquire(timeout=)`` polls
+``gmp_mutex_trylock`` (backing off from 20 µs to 2 ms: it may lose the lock to a
+goroutine that arrives later, and sees it free up to 2 ms late). ``WaitGroup.wait`` and
+the RWMutex locks with a timeout wait on a helper thread; when the timeout passes (or
+Ctrl-C interrupts the main thread) that helper stays queued as a waiter and, if it gets
+the lock later, releases it at once: meanwhile the lock may look taken.
 """
 
 from __future__ import annotations
 
 import ctypes
+import time
 from ctypes import addressof, c_uint64, sizeof
 from typing import Any, Callable, TypeVar
 
@@ -35,15 +43,16 @@ def _aligned(struct: type[S]) -> tuple[S, ctypes.Array[c_uint64]]:
     return struct.from_buffer(backing), backing
 
 
-def _wait(call: Callable[[int], int], addr: int, undo: Callable[[], object] | None,
+def _wait(call: Callable[[int], int], owner: Any, undo: Callable[[], object] | None,
           timeout: float | None, what: str) -> bool:
-    """Blocks in ``call(addr)``: directly, or through a helper thread on the main thread
-    or with a timeout. Returns False on timeout."""
+    """Blocks in ``call(owner's address)``: directly, or through a helper thread (which
+    keeps `owner` alive) on the main thread or with a timeout. False on timeout."""
+    addr = owner._addr
     if timeout is None and not _errors.on_main_thread():
         check(call(addr), what)
         return True
     _errors.timeout_ns(timeout)  # validates
-    r = run_on_helper(call, (addr,), undo, timeout)
+    r = run_on_helper(call, (addr,), undo, timeout, owner)
     if r is None:
         return False
     check(r, what)
@@ -87,7 +96,7 @@ class WaitGroup:
         if self.count == 0:
             check(lib.gmp_wg_wait(self._addr), "gmp_wg_wait")
             return True
-        return _wait(lib.gmp_wg_wait, self._addr, None, timeout, "gmp_wg_wait")
+        return _wait(lib.gmp_wg_wait, self, None, timeout, "gmp_wg_wait")
 
     def __enter__(self) -> "WaitGroup":
         return self
@@ -114,7 +123,21 @@ class Mutex:
             return True
         if not blocking:
             return False
-        return _wait(lib.gmp_mutex_lock, self._addr, self._unlock_raw, timeout, "gmp_mutex_lock")
+        if timeout is None:
+            return _wait(lib.gmp_mutex_lock, self, self._unlock_raw, None, "gmp_mutex_lock")
+        # No timed lock in C: poll trylock, backing off from 20 µs to 2 ms. (A helper
+        # thread blocked in gmp_mutex_lock would take the lock after the timeout and
+        # hand it back: a try_lock in between would fail for nothing.)
+        deadline = time.monotonic() + timeout
+        delay = 20e-6
+        while True:
+            if lib.gmp_mutex_trylock(self._addr) == 0:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, 2e-3)
 
     def lock(self) -> None:
         """Locks it, waiting as long as it takes."""
@@ -179,7 +202,7 @@ class RWMutex:
 
     def rlock(self, timeout: float | None = None) -> bool:
         """Locks for reading; False if `timeout` seconds passed first."""
-        return _wait(lib.gmp_rwmutex_rlock, self._addr, lambda: lib.gmp_rwmutex_runlock(self._addr),
+        return _wait(lib.gmp_rwmutex_rlock, self, lambda: lib.gmp_rwmutex_runlock(self._addr),
                      timeout, "gmp_rwmutex_rlock")
 
     def runlock(self) -> None:
@@ -191,7 +214,7 @@ class RWMutex:
 
     def lock(self, timeout: float | None = None) -> bool:
         """Locks for writing; False if `timeout` seconds passed first."""
-        return _wait(lib.gmp_rwmutex_lock, self._addr, lambda: lib.gmp_rwmutex_unlock(self._addr),
+        return _wait(lib.gmp_rwmutex_lock, self, lambda: lib.gmp_rwmutex_unlock(self._addr),
                      timeout, "gmp_rwmutex_lock")
 
     def unlock(self) -> None:
