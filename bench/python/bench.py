@@ -225,7 +225,7 @@ def main() -> int:
         (f"{m} tasks on a ThreadPoolExecutor", median(lambda: spawn_pool(lib, m), reps)),
     ]
     g = spawn[0][1]
-    print(f"\n| start and join, same C work | total | µs each | vs goroutines |")
+    print("\n| start and join, same C work | total | µs each | vs goroutines |")
     print("|---|---|---|---|")
     for name, v in spawn:
         print(f"| {name} | {v * 1e3:.1f} ms | {v / m * 1e6:.2f} | {v / g:.1f}× |")

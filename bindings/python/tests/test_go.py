@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import threading
 import time
 
@@ -172,8 +173,8 @@ def test_stats_dataclass() -> None:
         gs.go(gs.lib.gmp_wg_done, wg)
     wg.wait()
     assert gs.stats().spawned >= before + 10
-    with pytest.raises(Exception):
-        s.goroutines = 1  # type: ignore[misc]  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.goroutines = 1  # type: ignore[misc]
 
 
 def test_settings_validation() -> None:

@@ -31,7 +31,9 @@ def main(argv: list[str]) -> int:
     print(f"gmp_sched {gs.__version__}: libgmp found via {gs.how_loaded}, GOMAXPROCS={gs.maxprocs()}")
 
     # A pipeline of Python goroutines: square, then add one; main sums the results.
-    src, mid, out = gs.Chan(object, 16), gs.Chan(object, 16), gs.Chan(object, 16)
+    src: gs.Chan[int] = gs.Chan(object, 16)
+    mid: gs.Chan[int] = gs.Chan(object, 16)
+    out: gs.Chan[int] = gs.Chan(object, 16)
 
     def square() -> None:
         for v in src:

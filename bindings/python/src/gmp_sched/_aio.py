@@ -89,7 +89,7 @@ def _port(loop: asyncio.AbstractEventLoop) -> _Port:
 class _Op:
     __slots__ = ("chan", "op", "buf", "fut", "port", "status", "withdrawn")
 
-    def __init__(self, chan: Chan[Any], op: int, buf: Any, fut: asyncio.Future, port: _Port):
+    def __init__(self, chan: Chan[Any], op: int, buf: Any, fut: asyncio.Future[Any], port: _Port):
         self.chan = chan
         self.op = op
         self.buf = buf

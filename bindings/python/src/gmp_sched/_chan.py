@@ -50,7 +50,7 @@ _select = lib.gmp_select
 _now = lib.gmp_now
 _get_ident = threading.get_ident
 _MAIN = _errors.MAIN_THREAD_ID
-_SimpleCData = ctypes.c_int.__mro__[1]  # ctypes._SimpleCData
+_SimpleCData: Any = ctypes.c_int.__mro__[1]  # ctypes._SimpleCData
 
 _incref = ctypes.pythonapi.Py_IncRef
 _incref.argtypes = [py_object]
@@ -215,7 +215,7 @@ class Chan(Generic[T]):
         self._codec = _codec_for(elem)
         out = c_void_p()
         check(lib.gmp_chan_make(ctypes.byref(out), self._codec.size, cap), "gmp_chan_make")
-        self._ptr = out.value
+        self._ptr = out.value or 0
         self._as_parameter_ = self._ptr
         self._closed_here = False
 
@@ -463,11 +463,12 @@ def select(*cases: Case, default: bool = False, timeout: float | None = None) ->
     if arr[r].status == -EPIPE:
         raise ChannelClosed("select: channel closed", index=r)
     if arr[r].op == GMP_RECV:
-        return r, codecs[r].unpack(bufs[r])  # type: ignore[union-attr]
+        return r, codecs[r].unpack(bufs[r])
     return r, None
 
 
-def _drop_unsent(cases: tuple, bufs: list, codecs: list, sent: int | None) -> None:
+def _drop_unsent(cases: tuple[Case, ...], bufs: list[Any], codecs: list[_Codec | None],
+                 sent: int | None) -> None:
     """Gives back what send cases packed but did not send (object channels' references)."""
     for i, codec in enumerate(codecs):
         if codec is None or i == sent or isinstance(cases[i], (Recv, Chan)):

@@ -32,7 +32,7 @@ import errno as _errno
 import os
 import queue
 import threading
-from typing import Callable, NoReturn
+from typing import Any, Callable, NoReturn
 
 #: Length of one wait slice on the main thread, in seconds and nanoseconds.
 SLICE_S = 0.05
@@ -90,7 +90,7 @@ def timeout_ns(timeout: float | None) -> int:
     return min(int(timeout * 1e9), 2**62)
 
 
-def sliced(call: Callable[..., int], args: tuple, tns: int, now: Callable[[], int]) -> int:
+def sliced(call: Callable[..., int], args: tuple[Any, ...], tns: int, now: Callable[[], int]) -> int:
     """Calls ``call(*args, slice_ns)`` in slices of at most SLICE_NS until it returns
     something other than -ETIMEDOUT or `tns` nanoseconds (-1: no limit) have passed.
     Pending signal handlers run between slices (KeyboardInterrupt propagates from here)."""
@@ -110,7 +110,7 @@ def sliced(call: Callable[..., int], args: tuple, tns: int, now: Callable[[], in
 class _Job:
     __slots__ = ("call", "args", "undo", "owner", "done", "lock", "result", "finished", "abandoned")
 
-    def __init__(self, call: Callable[..., int], args: tuple, undo: Callable[[], object] | None,
+    def __init__(self, call: Callable[..., int], args: tuple[Any, ...], undo: Callable[[], object] | None,
                  owner: object):
         self.call = call
         # The Python object owning the C memory `args` point into: an abandoned call
@@ -165,7 +165,8 @@ _MAX_IDLE = 4
 
 
 def run_on_helper(
-    call: Callable[..., int], args: tuple, undo: Callable[[], object] | None, timeout: float | None,
+    call: Callable[..., int], args: tuple[Any, ...], undo: Callable[[], object] | None,
+    timeout: float | None,
     owner: object,
 ) -> int | None:
     """Runs the blocking ``call(*args)`` on a helper thread and waits for it, for at most

@@ -41,8 +41,8 @@ from ._lib import (
     lib,
 )
 
-_SimpleCData = ctypes.c_int.__mro__[1]  # ctypes._SimpleCData
-_CFuncPtr = type(lib.gmp_go).__mro__[1]  # ctypes._CFuncPtr
+_SimpleCData: Any = ctypes.c_int.__mro__[1]  # ctypes._SimpleCData
+_CFuncPtr: Any = type(lib.gmp_go).__mro__[1]  # ctypes._CFuncPtr
 
 
 def _is_python_callback(fn: Any) -> bool:
@@ -93,7 +93,7 @@ def _default_excepthook(args: ExceptHookArgs) -> None:
 excepthook: Callable[[ExceptHookArgs], object] = _default_excepthook
 
 # Python goroutines waiting to start: key (the void * argument) -> (fn, args).
-_pending: dict[int, tuple[Callable[..., object], tuple]] = {}
+_pending: dict[int, tuple[Callable[..., object], tuple[Any, ...]]] = {}
 _keys = itertools.count(1)
 _live_lock = threading.Lock()
 _live = 0
@@ -186,7 +186,7 @@ def python_goroutines() -> int:
     return _live
 
 
-def call_once(addr: int, fn: Callable[..., object], args: tuple) -> None:
+def call_once(addr: int, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
     """gmp_once(addr, fn(*args)): the exception fn raised, if it ran here, propagates."""
     caught: list[BaseException] = []
 
@@ -298,5 +298,5 @@ def stats() -> SchedStats:
     n = check(lib.gmp_stats(addressof(raw), addressof(lens), len(lens)), "gmp_stats")
     s = gmp_sched_stats.from_buffer(raw)
     assert sizeof(s) <= STATS_BUFFER_BYTES
-    values = {name: getattr(s, name) for name, _ in gmp_sched_stats._fields_}
+    values = {f[0]: getattr(s, f[0]) for f in gmp_sched_stats._fields_}
     return SchedStats(**values, runq_lens=tuple(lens[:n]))

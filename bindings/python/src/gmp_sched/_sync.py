@@ -72,7 +72,7 @@ class WaitGroup:
     @property
     def count(self) -> int:
         """The counter now (a snapshot)."""
-        c = self._wg.state >> 32
+        c = int(self._wg.state) >> 32
         return c - (1 << 32) if c >= 1 << 31 else c
 
     def add(self, delta: int = 1) -> None:
