@@ -53,6 +53,16 @@ def test_many_python_goroutines() -> None:
     assert gs.python_goroutines() == 0
 
 
+def test_python_goroutines_reuse_threads() -> None:
+    # One after the other: each ends unlocked, so its thread serves the next ones.
+    tids = Chan(object, 1)
+    seen = set()
+    for _ in range(50):
+        gs.go(lambda: tids.send(threading.get_native_id()))
+        seen.add(tids.recv(timeout=10))
+    assert len(seen) <= 8, f"{len(seen)} threads for 50 sequential Python goroutines"
+
+
 def test_exception_in_python_goroutine_goes_to_excepthook_and_program_continues() -> None:
     caught: list[gs.ExceptHookArgs] = []
     done = Chan(None, 10)

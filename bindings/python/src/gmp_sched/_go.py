@@ -7,13 +7,17 @@ Two kinds of goroutine body:
   is how Python starts thousands of cheap goroutines. It gets one argument converted to
   ``void *`` (see :func:`as_voidp`); the caller keeps what it points to alive.
 * **A Python callable** runs as a goroutine *locked to its own OS thread*
-  (``gmp_lock_os_thread`` is its first call). CPython ties a thread state to its OS
-  thread, so Python code must not migrate, nor share its thread with another goroutine
-  running Python. The cost: each Python goroutine is one OS thread, created for it and
-  ended with it (a goroutine that exits locked takes its thread along), i.e. about what
-  a ``threading.Thread`` costs, and it runs Python under the GIL. While it waits for
-  the GIL, its thread keeps its processor (P); other Ps steal the C goroutines queued
-  behind it. The live thread count is bounded by ``gmp_set_max_threads`` (10,000).
+  (``gmp_lock_os_thread`` is its first call, ``gmp_unlock_os_thread`` its last).
+  CPython ties a thread state to its OS thread, so Python code must not migrate, nor
+  share its thread with another goroutine running Python: while it runs, the thread
+  serves it alone, and a Python goroutine that waits keeps its thread asleep. So each
+  live Python goroutine is one OS thread (the runtime starts threads as needed and
+  reuses them after; the live count is bounded by ``gmp_set_max_threads``, 10,000),
+  costing about what a ``threading.Thread`` costs, and it runs Python under the GIL.
+  While it waits for the GIL its thread keeps its processor (P); other Ps steal the C
+  goroutines queued behind it. The unlock at the end is safe: ctypes drops the thread
+  state it made for the callback when the callback returns, and nothing between the
+  unlock and the end of the goroutine can switch it to another thread.
 
   An exception escaping a Python goroutine is passed to :func:`excepthook` (by default:
   the traceback is printed to stderr) and the program continues, as with threading.
@@ -114,6 +118,11 @@ def _py_goroutine(key: int | None) -> None:
     finally:
         with _live_lock:
             _live -= 1
+        # Back to an ordinary M: when this callback returns, ctypes drops the thread
+        # state PyGILState_Ensure made for it, and nothing between here and the end of
+        # the goroutine can switch, so the thread may serve other goroutines (a thread
+        # exiting locked would be ended and its M leaked).
+        lib.gmp_unlock_os_thread()
 
 
 # One trampoline for every Python goroutine, alive as long as the module: a ctypes
