@@ -35,7 +35,7 @@ from ctypes import (
 from typing import Any, Generic, Iterator, TypeVar, Union as TUnion
 
 from . import _errors
-from ._errors import EAGAIN, EPIPE, ChannelClosed, check, raise_errno, timeout_ns
+from ._errors import EAGAIN, EPIPE, ETIMEDOUT, SLICE_NS, ChannelClosed, check, raise_errno, timeout_ns
 from ._lib import GMP_RECV, GMP_SEND, gmp_select_case, lib
 
 T = TypeVar("T")
@@ -264,8 +264,13 @@ class Chan(Generic[T]):
         codec = self._codec
         buf = codec.pack(value)
         p = None if buf is None else addressof(buf)
-        if timeout is None and _get_ident() != _MAIN:
-            r = _send(self._ptr, p)
+        if timeout is None:
+            if _get_ident() != _MAIN:
+                r = _send(self._ptr, p)
+            else:  # first slice inline: the common case returns from it
+                r = _send_timeout(self._ptr, p, SLICE_NS)
+                if r == -ETIMEDOUT:
+                    r = _errors.sliced(_send_timeout, (self._ptr, p), -1, _now)
         else:
             tns = timeout_ns(timeout)
             if _get_ident() == _MAIN:
@@ -282,8 +287,13 @@ class Chan(Generic[T]):
         codec = self._codec
         buf = codec.new()
         p = None if buf is None else addressof(buf)
-        if timeout is None and _get_ident() != _MAIN:
-            r = _recv(self._ptr, p)
+        if timeout is None:
+            if _get_ident() != _MAIN:
+                r = _recv(self._ptr, p)
+            else:  # first slice inline: the common case returns from it
+                r = _recv_timeout(self._ptr, p, SLICE_NS)
+                if r == -ETIMEDOUT:
+                    r = _errors.sliced(_recv_timeout, (self._ptr, p), -1, _now)
         else:
             tns = timeout_ns(timeout)
             if _get_ident() == _MAIN:
