@@ -6,7 +6,9 @@
    b. gmp_sched: main thread <-> a Python thread (the same channels, both ends Python)
    c. queue.Queue: main thread <-> a Python thread
    d. asyncio.Queue: coroutine <-> coroutine in one loop
-2. start and join N units of C work (the same C function, called through ctypes):
+2. one-way stream of ints through a 1024-element buffer to a consumer that sums them
+   (a C goroutine / a Python thread)
+3. start and join N units of C work (the same C function, called through ctypes):
    a. as N C goroutines (gmp_sched.go + WaitGroup)
    b. as N threading.Thread
    c. on a ThreadPoolExecutor (default workers)
@@ -39,6 +41,10 @@ REPO = HERE.parent.parent
 
 class Echo(ctypes.Structure):
     _fields_ = [("in_", ctypes.c_void_p), ("out", ctypes.c_void_p), ("wg", ctypes.c_void_p)]
+
+
+class Drain(ctypes.Structure):
+    _fields_ = [("in_", ctypes.c_void_p), ("wg", ctypes.c_void_p), ("sum", ctypes.c_int64)]
 
 
 class Unit(ctypes.Structure):
@@ -142,6 +148,46 @@ def rt_asyncio(n: int) -> float:
     return asyncio.run(main())
 
 
+def stream_gmp(lib: ctypes.CDLL, n: int) -> float:
+    ch = gs.Chan(ctypes.c_int64, 1024)
+    wg = gs.WaitGroup()
+    wg.add(1)
+    d = Drain(ch.handle, wg._addr, 0)
+    gs.go(lib.drain, d)
+    send = ch.send
+    t0 = time.perf_counter()
+    for i in range(n):
+        send(i)
+    ch.close()
+    wg.wait()
+    dt = time.perf_counter() - t0
+    assert d.sum == n * (n - 1) // 2
+    return dt / n
+
+
+def stream_queue(n: int) -> float:
+    q: queue.Queue[int | None] = queue.Queue(maxsize=1024)
+    total = [0]
+
+    def consumer() -> None:
+        s = 0
+        while (v := q.get()) is not None:
+            s += v
+        total[0] = s
+
+    t = threading.Thread(target=consumer)
+    t.start()
+    put = q.put
+    t0 = time.perf_counter()
+    for i in range(n):
+        put(i)
+    put(None)
+    t.join()
+    dt = time.perf_counter() - t0
+    assert total[0] == n * (n - 1) // 2
+    return dt / n
+
+
 def spawn_goroutines(lib: ctypes.CDLL, n: int) -> float:
     wg = gs.WaitGroup()
     u = Unit(wg._addr, 0)
@@ -218,6 +264,15 @@ def main() -> int:
     print("|---|---|---|")
     for name, v in rows:
         print(f"| {name} | {v * 1e6:.1f} | {v / base:.2f} |")
+    k = n * 5
+    stream = [
+        ("gmp_sched Chan(cap 1024), main thread -> C goroutine", median(lambda: stream_gmp(lib, k), reps)),
+        ("queue.Queue(1024), main thread -> Python thread", median(lambda: stream_queue(k), reps)),
+    ]
+    print(f"\n| one-way stream ({k} items per rep) | µs per item | vs queue.Queue |")
+    print("|---|---|---|")
+    for name, v in stream:
+        print(f"| {name} | {v * 1e6:.2f} | {v / stream[1][1]:.2f} |")
     m = args.spawn
     spawn = [
         (f"{m} C goroutines (go + WaitGroup)", median(lambda: spawn_goroutines(lib, m), reps)),

@@ -35,3 +35,19 @@ void work(void *arg) {
     __atomic_fetch_add(&u->sum, v, __ATOMIC_RELAXED);
     gmp_wg_done(u->wg);
 }
+
+struct drain {
+    gmp_chan *in;
+    gmp_wg *wg;
+    int64_t sum;
+};
+
+/* Adds up the int64 values it receives until `in` is closed, then done. */
+void drain(void *arg) {
+    struct drain *d = arg;
+    int64_t x, sum = 0;
+    while (gmp_chan_recv(d->in, &x) == 0)
+        sum += x;
+    d->sum = sum;
+    gmp_wg_done(d->wg);
+}
