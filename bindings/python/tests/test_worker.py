@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 
 import gmp_sched as gs
@@ -140,3 +141,34 @@ def test_counter_worker_many_spawns(worker: ctypes.CDLL) -> None:
         gs.go(worker.count_done, wg)
     assert wg.wait(timeout=60)
     assert worker.counter_value() - before == n
+
+
+def test_threads_starting_different_c_functions_at_once(worker: ctypes.CDLL) -> None:
+    # go() caches the last function's address: threads alternating two functions must
+    # never start one with the other's address. (With the GIL of CPython 3.11 a torn
+    # cache needs a thread switch between two stores, which the interpreter does not
+    # make: this guards the behaviour, it did not catch a deliberately split store.)
+    wg = WaitGroup()
+    before = worker.counter_value()
+    per, n_threads = 2000, 4
+    wg.add(per * n_threads)
+
+    def starter(t: int) -> None:
+        for k in range(per):
+            if (k + t) % 2:
+                gs.go(worker.count_done, wg)
+            else:
+                gs.go(gs.lib.gmp_wg_done, wg)
+
+    threads = [threading.Thread(target=starter, args=(t,)) for t in range(n_threads)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads between almost any two bytecodes
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wg.wait(timeout=60)
+    assert worker.counter_value() - before == per * n_threads // 2

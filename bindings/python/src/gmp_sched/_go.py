@@ -130,8 +130,9 @@ def _py_goroutine(key: int | None) -> None:
 _TRAMPOLINE = gmp_func(_py_goroutine)
 _TRAMPOLINE_ADDR = ctypes.cast(_TRAMPOLINE, c_void_p).value
 
-_last_fn: Any = None
-_last_addr = 0
+# The last C function started and its address, one tuple so that threads racing in
+# go() never pair one function with another's address.
+_last: tuple[Any, int] = (None, 0)
 
 
 def go(fn: Any, *args: Any, stack_size: int | None = None, pinned: bool = False) -> int:
@@ -142,7 +143,7 @@ def go(fn: Any, *args: Any, stack_size: int | None = None, pinned: bool = False)
     called with ``*args`` on its own OS thread (see the module doc). `stack_size`
     (bytes) and `pinned` (GMP_GO_PINNED: C goroutines only) are gmp_attr's fields.
     """
-    global _last_fn, _last_addr, _live
+    global _last, _live
     attr = None
     if stack_size is not None or pinned:
         a = gmp_attr()
@@ -156,11 +157,10 @@ def go(fn: Any, *args: Any, stack_size: int | None = None, pinned: bool = False)
         if len(args) > 1:
             raise TypeError("a C goroutine takes at most one argument (a void *)")
         arg = as_voidp(args[0]) if args else None
-        if fn is _last_fn:
-            addr = _last_addr
-        else:
+        last_fn, addr = _last
+        if fn is not last_fn:
             addr = ctypes.cast(fn, c_void_p).value or 0
-            _last_fn, _last_addr = fn, addr
+            _last = (fn, addr)
         if attr is None:
             r = lib.gmp_go(addr, arg)
         else:
