@@ -32,6 +32,29 @@ def test_python_goroutine_runs_with_args_on_its_own_locked_thread() -> None:
     assert tid_before == tid_after != threading.get_native_id()
 
 
+def test_python_goroutines_spawn_python_and_c_goroutines() -> None:
+    # A tree: each Python goroutine starts two children (Python) and 50 C goroutines.
+    wg = WaitGroup()
+    leaves = Chan(object, 64)
+
+    def node(depth: int) -> None:
+        wg.add(50)
+        for _ in range(50):
+            gs.go(gs.lib.gmp_wg_done, wg)
+        if depth == 0:
+            leaves.send(threading.get_native_id())
+        else:
+            wg.add(2)
+            gs.go(node, depth - 1)
+            gs.go(node, depth - 1)
+        wg.done()
+
+    wg.add(1)
+    gs.go(node, 3)
+    assert wg.wait(timeout=60)
+    assert len(leaves) == 8
+
+
 def test_many_python_goroutines() -> None:
     n = 200
     results = Chan(object, n)

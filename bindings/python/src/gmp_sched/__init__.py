@@ -3,12 +3,13 @@ scheduler as a C library; not GNU MP).
 
     import ctypes, gmp_sched as gs
 
-    work = ctypes.CDLL("./libwork.so").worker     # void worker(void *arg)
+    lib = ctypes.CDLL("./libwork.so")     # void worker(void *chan): reads until closed
     jobs = gs.Chan(ctypes.c_int64, cap=64)
-    with gs.WaitGroup() as wg:                     # waits on leaving the block
-        for _ in range(1000):
-            gs.go(work, jobs)                      # cheap C goroutines
-        ...
+    for _ in range(1000):
+        gs.go(lib.worker, jobs)            # 1000 cheap C goroutines
+    for n in range(10_000):
+        jobs.send(n)                       # releases the GIL; Ctrl-C interrupts it
+    jobs.close()                           # (join the workers before dropping jobs)
 
 The rules: C functions run as ordinary goroutines (thousands are cheap); Python callables
 run as goroutines locked to an OS thread each (a thread's cost; they take the GIL);

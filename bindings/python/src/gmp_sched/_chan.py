@@ -353,13 +353,13 @@ class Chan(Generic[T]):
             raise_errno(r, "close")
 
     async def recv_async(self) -> T:
-        """Awaits a value without blocking the event loop (see gmp_sched.aio)."""
+        """Awaits a value without blocking the event loop (see gmp_sched._aio)."""
         from ._aio import recv_async
 
         return await recv_async(self)  # type: ignore[no-any-return]
 
     async def send_async(self, value: Any = None) -> None:
-        """Awaits sending `value` without blocking the event loop (see gmp_sched.aio)."""
+        """Awaits sending `value` without blocking the event loop (see gmp_sched._aio)."""
         from ._aio import send_async
 
         await send_async(self, value)
