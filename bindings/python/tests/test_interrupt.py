@@ -5,10 +5,13 @@ runtime consistent (each case checks the object still works afterwards)."""
 from __future__ import annotations
 
 import os
+import queue
 import random
 import signal
+import statistics
 import subprocess
 import sys
+import threading
 import time
 
 CHILD = r'''
@@ -72,14 +75,37 @@ print("consistent", gs.num_goroutine() >= 0, flush=True)
 '''
 
 
+def line_reader(p: "subprocess.Popen[str]") -> "queue.Queue[str]":
+    """The child's lines, read by a thread (a line may wait in the pipe's buffer, so
+    select() on the fd cannot tell when one is there)."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert p.stdout is not None
+        for line in p.stdout:
+            lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def readline(lines: "queue.Queue[str]", timeout: float = 10) -> str:
+    """The next line; fails the test if none comes within `timeout` seconds."""
+    try:
+        return lines.get(timeout=timeout)
+    except queue.Empty:
+        raise AssertionError("the child printed nothing (still blocked?)") from None
+
+
 def test_sigint_interrupts_blocked_main_thread_quickly() -> None:
     p = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, bufsize=1)
     latencies: dict[str, float] = {}
+    lines = line_reader(p)
     try:
-        assert p.stdout is not None
         while True:
-            line = p.stdout.readline()
+            line = readline(lines, 60)
             if not line:
                 break
             words = line.split()
@@ -87,7 +113,7 @@ def test_sigint_interrupts_blocked_main_thread_quickly() -> None:
                 time.sleep(0.2 + random.uniform(0, 0.05))  # blocked; any phase of a slice
                 sent = time.monotonic()
                 os.kill(p.pid, signal.SIGINT)
-                reply = p.stdout.readline().split()
+                reply = readline(lines).split()
                 assert reply[:2] == ["interrupted", words[1]], reply
                 latencies[words[1]] = float(reply[2]) - sent
             elif words[0] == "consistent":
@@ -98,7 +124,8 @@ def test_sigint_interrupts_blocked_main_thread_quickly() -> None:
             p.kill()
     assert rc == 0, p.stderr.read() if p.stderr else ""
     assert set(latencies) == {"recv", "send", "select", "waitgroup", "mutex", "rwmutex", "sleep"}
-    # The design bound is one 50 ms slice; the machine is shared, so allow slack.
-    worst = max(latencies.values())
-    assert worst < 0.5, latencies
+    # The design bound is one 50 ms slice (the target: 100 ms). The machine is shared,
+    # so a single case may be late; the typical one must not.
+    assert statistics.median(latencies.values()) < 0.1, latencies
+    assert max(latencies.values()) < 0.5, latencies
     print("SIGINT latencies (s):", {k: round(v, 4) for k, v in latencies.items()})
