@@ -75,6 +75,15 @@ def test_object_channel_gives_back_buffered_references() -> None:
     assert sys.getrefcount(payload) == before
 
 
+def test_object_channel_shared_wrappers_keep_buffered_objects() -> None:
+    och = Chan(object, 4)
+    other = Chan.from_handle(och.handle, object)
+    och.send("kept")
+    del och
+    gc.collect()
+    assert other.recv(timeout=1) == "kept"  # not drained by the first wrapper's death
+
+
 def test_try_send_try_recv() -> None:
     ch = Chan(ctypes.c_int, 1)
     assert ch.try_recv() == (False, None)

@@ -204,7 +204,7 @@ class Chan(Generic[T]):
     (C gives it back with ``gmp_chan_release``), or keep the Chan alive.
     """
 
-    __slots__ = ("_ptr", "_codec", "_as_parameter_", "_closed_here", "__weakref__")
+    __slots__ = ("_ptr", "_codec", "_as_parameter_", "__weakref__")
 
     def __init__(self, elem: Any = None, cap: int = 0):
         self._ptr = 0
@@ -217,7 +217,7 @@ class Chan(Generic[T]):
         check(lib.gmp_chan_make(ctypes.byref(out), self._codec.size, cap), "gmp_chan_make")
         self._ptr = out.value or 0
         self._as_parameter_ = self._ptr
-        self._closed_here = False
+        _count_wrapper(self)
 
     @classmethod
     def from_handle(cls, handle: int, elem: Any = None, retain: bool = True) -> "Chan[Any]":
@@ -232,7 +232,7 @@ class Chan(Generic[T]):
             check(lib.gmp_chan_retain(handle), "gmp_chan_retain")
         self._ptr = handle
         self._as_parameter_ = handle
-        self._closed_here = False
+        _count_wrapper(self)
         return self
 
     @property
@@ -256,6 +256,7 @@ class Chan(Generic[T]):
     def retain(self) -> int:
         """Adds a reference for C code and returns the handle; C must release it."""
         check(lib.gmp_chan_retain(self._ptr), "gmp_chan_retain")
+        _retained_for_c.add(self._ptr)
         return self._ptr
 
     def send(self, value: Any = None, timeout: float | None = None) -> None:
@@ -333,7 +334,6 @@ class Chan(Generic[T]):
         """Closes the channel: sends fail, receivers drain the buffer, then get
         ChannelClosed. Closing a closed channel raises ChannelClosed (Go panics)."""
         check(lib.gmp_chan_close(self._ptr), "close")
-        self._closed_here = True
 
     def __iter__(self) -> Iterator[T]:
         """Receives until the channel is closed and drained."""
@@ -372,13 +372,40 @@ class Chan(Generic[T]):
         if not ptr:
             return
         self._ptr = 0
-        if isinstance(self._codec, _ObjectCodec):
-            # Give back the references still buffered; the channel dies with us.
+        if isinstance(self._codec, _ObjectCodec) and _last_wrapper(ptr):
+            # Give back the references still buffered: the channel dies with us. (When
+            # C holds a reference too, they stay: a leak, not a theft.)
             buf = c_void_p()
             while lib.gmp_chan_try_recv(ptr, addressof(buf)) == 0:
                 if buf.value:
                     _decref(buf.value)
         lib.gmp_chan_release(ptr)
+
+
+# Object channels: Python wrappers alive per channel, and channels retained for C. The
+# last wrapper of a channel nobody else holds gives back the buffered references.
+_wrappers: dict[int, int] = {}
+_retained_for_c: set[int] = set()
+_wrappers_lock = threading.Lock()
+
+
+def _count_wrapper(ch: Chan[Any]) -> None:
+    if isinstance(ch._codec, _ObjectCodec):
+        with _wrappers_lock:
+            _wrappers[ch._ptr] = _wrappers.get(ch._ptr, 0) + 1
+
+
+def _last_wrapper(ptr: int) -> bool:
+    with _wrappers_lock:
+        n = _wrappers.get(ptr, 1) - 1
+        if n > 0:
+            _wrappers[ptr] = n
+            return False
+        _wrappers.pop(ptr, None)
+        if ptr in _retained_for_c:
+            _retained_for_c.discard(ptr)
+            return False
+        return True
 
 
 class Send:
