@@ -30,6 +30,9 @@ def _libgmp() -> Path:
             "gmp-sched: not inside the libgmp source tree; set GMP_SCHED_LIBGMP to a built libgmp.so"
         )
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if not Path(cargo).exists():
+        raise SystemExit("gmp-sched: cargo (a Rust toolchain) is needed to build libgmp.so, "
+                         "or set GMP_SCHED_LIBGMP to a built one")
     subprocess.run([cargo, "build", "--release", "--lib"], cwd=root, check=True)
     meta = subprocess.run(
         [cargo, "metadata", "--format-version", "1", "--no-deps"],
