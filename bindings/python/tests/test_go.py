@@ -239,3 +239,51 @@ def test_interpreter_exit_with_python_goroutines_running() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "bye"
+
+
+def test_many_python_goroutines_blocked_at_once() -> None:
+    # 64 Python goroutines wait on one channel at the same time (64 threads), then the
+    # main thread feeds them; each answers once.
+    n = 64
+    inbox = Chan(ctypes.c_int64)
+    answers = Chan(ctypes.c_int64, n)
+    started = WaitGroup()
+    started.add(n)
+
+    def worker() -> None:
+        started.done()
+        answers.send(inbox.recv() * 2)
+
+    for _ in range(n):
+        gs.go(worker)
+    assert started.wait(timeout=60)
+    for i in range(n):
+        inbox.send(i, timeout=30)
+    assert sorted(answers.recv(timeout=30) for _ in range(n)) == [2 * i for i in range(n)]
+
+
+def test_cond_and_once_inside_python_goroutines() -> None:
+    c = gs.Cond()
+    once = gs.Once()
+    state = {"ready": False, "inits": 0}
+    done = WaitGroup()
+    n = 6
+    done.add(n)
+
+    def init() -> None:
+        state["inits"] += 1
+
+    def waiter() -> None:
+        once.do(init)
+        with c:
+            c.wait_for(lambda: state["ready"])
+        done.done()
+
+    for _ in range(n):
+        gs.go(waiter)
+    gs.sleep(0.05)
+    with c:
+        state["ready"] = True
+        c.broadcast()
+    assert done.wait(timeout=30)
+    assert state["inits"] == 1
