@@ -199,9 +199,11 @@ class Chan(Generic[T]):
     Ctrl-C interrupts them with KeyboardInterrupt (see :mod:`gmp_sched._errors`); a
     value received in the instant the interrupt is raised is lost, as with queue.Queue.
 
-    Lifetime: the Chan releases its reference when garbage collected. C code that keeps
-    using the channel after that must hold its own reference: :meth:`retain` one for it
-    (C gives it back with ``gmp_chan_release``), or keep the Chan alive.
+    Lifetime: the Chan releases its reference when garbage collected, and the last
+    release must not happen while an operation on the channel is still in progress. C
+    goroutines using the channel must be joined first (a WaitGroup), or hold their own
+    reference: :meth:`retain` one for them (C gives it back with ``gmp_chan_release``).
+    Closing wakes them but does not wait for them to leave the channel.
     """
 
     __slots__ = ("_ptr", "_codec", "_as_parameter_", "__weakref__")
@@ -222,7 +224,9 @@ class Chan(Generic[T]):
     @classmethod
     def from_handle(cls, handle: int, elem: Any = None, retain: bool = True) -> "Chan[Any]":
         """Wraps a ``gmp_chan *`` made elsewhere (e.g. by C code). With ``retain=True``
-        the Chan takes a reference of its own; with False it adopts the caller's."""
+        the Chan takes a reference of its own; with False it adopts the caller's.
+        `elem` must give the channel's element size exactly (C copies that many bytes
+        into the buffers this Chan allocates; the library cannot be asked for it)."""
         if not isinstance(handle, int) or not handle:
             raise ValueError("handle must be a non-NULL gmp_chan address")
         self = cls.__new__(cls)
