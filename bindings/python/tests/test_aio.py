@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import threading
 import time
 
 import pytest
@@ -166,3 +167,26 @@ def test_recv_async_needs_a_running_loop() -> None:
 
 async def _needs_loop_outside() -> None:
     raise RuntimeError("no loop")
+
+
+def test_two_event_loops_in_two_threads_share_the_bridge() -> None:
+    # Each loop gets its own eventfd; completions go to the loop that awaited them.
+    ch = Chan(ctypes.c_int64)
+    n = 300
+    results: dict[str, list[int]] = {}
+
+    def loop_thread(name: str) -> None:
+        async def main() -> list[int]:
+            return [await ch.recv_async() for _ in range(n)]
+
+        results[name] = asyncio.run(asyncio.wait_for(main(), 60))
+
+    threads = [threading.Thread(target=loop_thread, args=(name,)) for name in ("a", "b")]
+    for t in threads:
+        t.start()
+    for i in range(2 * n):
+        ch.send(i, timeout=30)
+    for t in threads:
+        t.join(60)
+    assert sorted(results["a"] + results["b"]) == list(range(2 * n))
+    assert len(results["a"]) == len(results["b"]) == n
