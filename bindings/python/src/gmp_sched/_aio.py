@@ -1,0 +1,210 @@
+"""asyncio bridge: ``await ch.recv_async()`` / ``await ch.send_async(v)``.
+
+A coroutine first tries the operation without waiting. If it would block, the operation
+goes to the *bridge*: one daemon thread per process that waits in a single
+``gmp_select`` over every pending operation of every event loop, plus a wake-up channel
+that makes it re-read the set when an operation is added or withdrawn. When a case
+fires, the bridge queues the result for the operation's loop and writes that loop's
+eventfd (a pipe where there is no eventfd); the loop watches the fd with ``add_reader``
+and completes the futures, on its own thread. So the loop never blocks, however many
+coroutines wait, and goroutines or threads on the other end see an ordinary channel
+peer.
+
+Cancelling a waiting coroutine (``asyncio.wait_for`` timing out, ``task.cancel()``)
+withdraws its operation. If the bridge performed it in the same instant, a cancelled
+``send_async`` may still have sent its value, and a cancelled ``recv_async`` drops the
+value it received (as ``Chan.recv`` interrupted by Ctrl-C).
+
+Cost: an operation that has to wait costs a bridge round trip (a select rebuild, a
+futex wake of the bridge thread, an eventfd write and a loop iteration: tens of µs);
+one that can proceed at once costs what ``try_recv``/``try_send`` cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import threading
+import weakref
+from ctypes import addressof
+from typing import Any
+
+from ._chan import Chan, _Codec
+from ._errors import EPIPE, ChannelClosed, raise_errno
+from ._lib import GMP_RECV, GMP_SEND, gmp_select_case, lib
+
+_MAX_CASES = 65536
+
+
+class _Port:
+    """One event loop's side: an fd the loop watches and completions to deliver."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.done: collections.deque[_Op] = collections.deque()
+        if hasattr(os, "eventfd"):
+            self.rfd = self.wfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        else:
+            self.rfd, self.wfd = os.pipe()
+            os.set_blocking(self.rfd, False)
+            os.set_blocking(self.wfd, False)
+        loop.add_reader(self.rfd, self._drain)
+        weakref.finalize(loop, _close_fds, self.rfd, self.wfd)
+
+    def post(self, op: "_Op") -> None:
+        """Bridge thread: hands a finished operation to the loop."""
+        self.done.append(op)
+        try:
+            os.write(self.wfd, b"\x01\0\0\0\0\0\0\0")
+        except BlockingIOError:
+            pass  # the fd is already readable: the loop will drain
+
+    def _drain(self) -> None:
+        """Loop thread: completes the futures of finished operations."""
+        try:
+            os.read(self.rfd, 4096)
+        except BlockingIOError:
+            pass
+        done = self.done
+        while done:
+            done.popleft().finish()
+
+
+def _close_fds(rfd: int, wfd: int) -> None:
+    os.close(rfd)
+    if wfd != rfd:
+        os.close(wfd)
+
+
+_ports: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Port]" = weakref.WeakKeyDictionary()
+
+
+def _port(loop: asyncio.AbstractEventLoop) -> _Port:
+    port = _ports.get(loop)
+    if port is None:
+        port = _ports[loop] = _Port(loop)
+    return port
+
+
+class _Op:
+    __slots__ = ("chan", "op", "buf", "fut", "port", "status", "withdrawn")
+
+    def __init__(self, chan: Chan[Any], op: int, buf: Any, fut: asyncio.Future[Any], port: _Port):
+        self.chan = chan
+        self.op = op
+        self.buf = buf
+        self.fut = fut
+        self.port = port
+        self.status = 0
+        self.withdrawn = False
+
+    def finish(self) -> None:
+        codec: _Codec = self.chan._codec
+        if self.fut.done():  # cancelled while the bridge performed it
+            if self.op == GMP_RECV and self.status == 0:
+                codec.unpack(self.buf)  # gives back an object channel's reference
+            elif self.op == GMP_SEND and self.status != 0:
+                codec.dropped(self.buf)
+            return
+        if self.status == -EPIPE:
+            if self.op == GMP_SEND:
+                codec.dropped(self.buf)
+            self.fut.set_exception(ChannelClosed())
+        elif self.status < 0:
+            self.fut.set_exception(OSError(-self.status, os.strerror(-self.status)))
+        elif self.op == GMP_RECV:
+            self.fut.set_result(codec.unpack(self.buf))
+        else:
+            self.fut.set_result(None)
+
+
+class _Bridge:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ops: list[_Op] = []
+        self.wake: Chan[None] = Chan(None, 1)
+        self.thread: threading.Thread | None = None
+
+    def submit(self, op: _Op) -> None:
+        with self.lock:
+            self.ops.append(op)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.run, name="gmp_sched-aio-bridge", daemon=True)
+                self.thread.start()
+        self.wake.try_send()
+
+    def withdraw(self, op: _Op) -> None:
+        op.withdrawn = True
+        self.wake.try_send()
+
+    def run(self) -> None:
+        wake = self.wake.handle
+        while True:
+            with self.lock:
+                if any(o.withdrawn for o in self.ops):
+                    for o in self.ops:
+                        if o.withdrawn and o.op == GMP_SEND:
+                            o.chan._codec.dropped(o.buf)  # never sent
+                    self.ops = [o for o in self.ops if not o.withdrawn]
+                ops = self.ops[: _MAX_CASES - 1]
+            n = len(ops) + 1
+            cases = (gmp_select_case * n)()
+            cases[0].chan = wake
+            cases[0].op = GMP_RECV
+            for i, o in enumerate(ops, 1):
+                c = cases[i]
+                c.chan = o.chan.handle
+                c.op = o.op
+                c.buf = None if o.buf is None else addressof(o.buf)
+            r = lib.gmp_select(addressof(cases), n, -1)
+            if r == 0:
+                continue
+            if r < 0:
+                raise_errno(r, "aio bridge: gmp_select")
+            op = ops[r - 1]
+            op.status = cases[r].status
+            with self.lock:
+                self.ops.remove(op)
+            op.port.post(op)
+
+
+_bridge_lock = threading.Lock()
+_bridge_instance: _Bridge | None = None
+
+
+def _bridge() -> _Bridge:
+    """The process's bridge, made on first use (importing starts no runtime)."""
+    global _bridge_instance
+    with _bridge_lock:
+        if _bridge_instance is None:
+            _bridge_instance = _Bridge()
+        return _bridge_instance
+
+
+async def recv_async(ch: Chan[Any]) -> Any:
+    """Receives from `ch` without blocking the running event loop."""
+    ok, value = ch.try_recv()
+    if ok:
+        return value
+    loop = asyncio.get_running_loop()
+    op = _Op(ch, GMP_RECV, ch._codec.new(), loop.create_future(), _port(loop))
+    _bridge().submit(op)
+    try:
+        return await op.fut
+    except asyncio.CancelledError:
+        _bridge().withdraw(op)
+        raise
+
+
+async def send_async(ch: Chan[Any], value: Any = None) -> None:
+    """Sends `value` on `ch` without blocking the running event loop."""
+    if ch.try_send(value):
+        return
+    loop = asyncio.get_running_loop()
+    op = _Op(ch, GMP_SEND, ch._codec.pack(value), loop.create_future(), _port(loop))
+    _bridge().submit(op)
+    try:
+        await op.fut
+    except asyncio.CancelledError:
+        _bridge().withdraw(op)
+        raise

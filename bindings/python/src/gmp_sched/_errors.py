@@ -1,0 +1,195 @@
+"""Exceptions, the -errno mapping, and waits that Ctrl-C can interrupt.
+
+Every libgmp function returns a non-negative value or a negative errno. This binding maps:
+
+* ``-EPIPE`` from a channel operation -> :class:`ChannelClosed`;
+* ``-ETIMEDOUT`` -> the builtin :class:`TimeoutError` (errno ``ETIMEDOUT``);
+* anything else -> :class:`OSError` with that errno.
+
+Bad Python arguments (wrong types, negative sizes) raise ``TypeError``/``ValueError``
+before anything reaches C.
+
+Interrupting waits. A thread blocked inside a foreign call cannot run Python signal
+handlers; Python runs them when the call returns. So the main thread (the only one
+Python delivers signals to) never makes an unbounded blocking call:
+
+* channel operations and select wait in slices of :data:`SLICE_S` (50 ms) with the
+  ``_timeout`` forms; between slices the interpreter runs pending handlers, so Ctrl-C
+  raises ``KeyboardInterrupt`` within one slice. A timed-out slice performed nothing,
+  so the runtime is consistent when the exception propagates;
+* WaitGroup, Mutex and RWMutex waits have no timed form in C: the main thread hands the
+  blocking call to a helper thread (:func:`run_on_helper`) and waits on a
+  ``threading.Event``, which signals interrupt at once. An abandoned helper finishes its
+  call later and undoes it (unlocks the lock it got), so nothing stays held.
+
+Other threads (and goroutines running Python) make the plain blocking call: Python never
+interrupts them.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+import queue
+import threading
+from typing import Any, Callable, NoReturn
+
+#: Length of one wait slice on the main thread, in seconds and nanoseconds.
+SLICE_S = 0.05
+SLICE_NS = 50_000_000
+
+EPIPE = _errno.EPIPE
+ETIMEDOUT = _errno.ETIMEDOUT
+EAGAIN = _errno.EAGAIN
+EBUSY = _errno.EBUSY
+
+MAIN_THREAD_ID = threading.main_thread().ident
+
+
+class ChannelClosed(Exception):
+    """The channel is closed: a send on it, a receive once it is closed and drained, a
+    second close, or a select case that fired on a closed channel (``index`` is then the
+    case's index, else ``None``)."""
+
+    def __init__(self, msg: str = "channel closed", index: int | None = None):
+        super().__init__(msg)
+        self.index = index
+
+
+def raise_errno(r: int, what: str) -> NoReturn:
+    """Raises the exception for the negative errno `r` returned by `what`."""
+    e = -r
+    if e == EPIPE:
+        raise ChannelClosed(f"{what}: channel closed")
+    if e == ETIMEDOUT:
+        raise TimeoutError(e, f"{what}: timed out")
+    raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def check(r: int, what: str) -> int:
+    """Returns `r` if it is not negative, else raises for it."""
+    if r < 0:
+        raise_errno(r, what)
+    return r
+
+
+def on_main_thread() -> bool:
+    return threading.get_ident() == MAIN_THREAD_ID
+
+
+def timeout_ns(timeout: float | None) -> int:
+    """Seconds (float) to nanoseconds; ``None`` -> -1 (no limit); negative -> ValueError."""
+    if timeout is None:
+        return -1
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+        raise TypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
+    if timeout < 0:
+        raise ValueError("timeout must be >= 0")
+    if timeout != timeout:  # NaN
+        raise ValueError("timeout must not be NaN")
+    return min(int(timeout * 1e9), 2**62)
+
+
+def sliced(call: Callable[..., int], args: tuple[Any, ...], tns: int, now: Callable[[], int]) -> int:
+    """Calls ``call(*args, slice_ns)`` in slices of at most SLICE_NS until it returns
+    something other than -ETIMEDOUT or `tns` nanoseconds (-1: no limit) have passed.
+    Pending signal handlers run between slices (KeyboardInterrupt propagates from here)."""
+    if tns < 0:
+        while True:
+            r = call(*args, SLICE_NS)
+            if r != -ETIMEDOUT:
+                return r
+    deadline = now() + tns
+    while True:
+        left = deadline - now()
+        r = call(*args, max(0, min(left, SLICE_NS)))
+        if r != -ETIMEDOUT or left <= SLICE_NS:
+            return r
+
+
+class _Job:
+    __slots__ = ("call", "args", "undo", "owner", "done", "lock", "result", "finished", "abandoned")
+
+    def __init__(self, call: Callable[..., int], args: tuple[Any, ...], undo: Callable[[], object] | None,
+                 owner: object):
+        self.call = call
+        # The Python object owning the C memory `args` point into: an abandoned call
+        # may still be inside C when its caller has forgotten the object.
+        self.owner = owner
+        self.args = args
+        self.undo = undo
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+        self.result = 0
+        self.finished = False
+        self.abandoned = False
+
+    def run(self) -> None:
+        r = self.call(*self.args)
+        with self.lock:
+            self.result = r
+            self.finished = True
+            abandoned = self.abandoned
+        self.done.set()
+        if abandoned and r >= 0 and self.undo is not None:
+            self.undo()
+
+    def abandon(self) -> bool:
+        """Gives up waiting. Returns True if the call had already finished (the caller
+        then owns its outcome), False if the helper will undo it when it finishes."""
+        with self.lock:
+            if self.finished:
+                return True
+            self.abandoned = True
+            return False
+
+
+class _Helper(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(name="gmp_sched-waiter", daemon=True)
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+
+    def run(self) -> None:
+        while True:
+            job = self.jobs.get()
+            job.run()
+            with _idle_lock:
+                if len(_idle) >= _MAX_IDLE:
+                    return
+                _idle.append(self)
+
+
+_idle: list[_Helper] = []
+_idle_lock = threading.Lock()
+_MAX_IDLE = 4
+
+
+def run_on_helper(
+    call: Callable[..., int], args: tuple[Any, ...], undo: Callable[[], object] | None,
+    timeout: float | None,
+    owner: object,
+) -> int | None:
+    """Runs the blocking ``call(*args)`` on a helper thread and waits for it, for at most
+    `timeout` seconds (None: no limit), interruptibly. Returns its result, or None on
+    timeout. On timeout or an exception (KeyboardInterrupt) the call is abandoned: when
+    it completes successfully later, ``undo()`` runs on the helper thread. If it had
+    completed before, an exception undoes it here before propagating. The job keeps
+    `owner` (the object whose C memory the call uses) alive until the call returns."""
+    job = _Job(call, args, undo, owner)
+    with _idle_lock:
+        helper = _idle.pop() if _idle else None
+    if helper is None:
+        helper = _Helper()
+        helper.jobs.put(job)
+        helper.start()
+    else:
+        helper.jobs.put(job)
+    try:
+        finished = job.done.wait(timeout)
+    except BaseException:
+        if job.abandon() and job.result >= 0 and undo is not None:
+            undo()
+        raise
+    if finished or job.abandon():
+        return job.result
+    return None

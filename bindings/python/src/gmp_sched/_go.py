@@ -1,0 +1,311 @@
+"""Goroutines from Python, and the runtime's knobs.
+
+Two kinds of goroutine body:
+
+* **A C function** (a ctypes function from a shared library, ``void fn(void *)``) runs
+  as an ordinary goroutine: a few KiB of stack, parked and stolen like any other; this
+  is how Python starts thousands of cheap goroutines. It gets one argument converted to
+  ``void *`` (see :func:`as_voidp`); the caller keeps what it points to alive.
+* **A Python callable** runs as a goroutine *locked to its own OS thread*
+  (``gmp_lock_os_thread`` is its first call, ``gmp_unlock_os_thread`` its last).
+  CPython ties a thread state to its OS thread, so Python code must not migrate, nor
+  share its thread with another goroutine running Python: while it runs, the thread
+  serves it alone, and a Python goroutine that waits keeps its thread asleep. So each
+  live Python goroutine is one OS thread (the runtime starts threads as needed and
+  reuses them after; the live count is bounded by ``gmp_set_max_threads``, 10,000),
+  costing about what a ``threading.Thread`` costs, and it runs Python under the GIL.
+  While it waits for the GIL its thread keeps its processor (P); other Ps steal the C
+  goroutines queued behind it. The unlock at the end is safe: ctypes drops the thread
+  state it made for the callback when the callback returns, and nothing between the
+  unlock and the end of the goroutine can switch it to another thread.
+
+  An exception escaping a Python goroutine is passed to :func:`excepthook` (by default:
+  the traceback is printed to stderr) and the program continues, as with threading.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import sys
+import threading
+import traceback
+from ctypes import Array, Structure, Union, addressof, c_void_p, sizeof
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import _errors
+from ._errors import check, timeout_ns
+from ._lib import (
+    GMP_GO_PINNED,
+    STATS_BUFFER_BYTES,
+    gmp_attr,
+    gmp_func,
+    gmp_sched_stats,
+    lib,
+)
+
+_SimpleCData: Any = ctypes.c_int.__mro__[1]  # ctypes._SimpleCData
+_CFuncPtr: Any = type(lib.gmp_go).__mro__[1]  # ctypes._CFuncPtr
+
+
+def _is_python_callback(fn: Any) -> bool:
+    """A CFUNCTYPE object wrapping a Python callable (it owns a thunk)."""
+    objs = getattr(fn, "_objects", None) or {}
+    return any(type(v).__name__ == "CThunkObject" for v in objs.values())
+
+
+def as_voidp(arg: Any) -> int | None:
+    """The ``void *`` a C goroutine receives for `arg`: None -> NULL; an int -> that
+    address; a Chan, WaitGroup, Mutex... -> its C object; a ctypes pointer -> its value;
+    any other ctypes instance (Structure, array, c_int...) -> its address."""
+    if arg is None:
+        return None
+    if isinstance(arg, bool):
+        raise TypeError("a bool is not a goroutine argument")
+    if isinstance(arg, int):
+        return arg
+    param = getattr(arg, "_as_parameter_", None)
+    if isinstance(param, int):
+        return param
+    if isinstance(arg, (c_void_p, ctypes.c_char_p, _CFuncPtr)) or isinstance(arg, ctypes._Pointer):
+        return ctypes.cast(arg, c_void_p).value
+    if isinstance(arg, (Structure, Union, Array, _SimpleCData)):
+        return addressof(arg)
+    raise TypeError(f"cannot pass {type(arg).__name__} to a C goroutine as void *")
+
+
+@dataclass(frozen=True)
+class ExceptHookArgs:
+    """What :func:`excepthook` receives."""
+
+    exc_type: type[BaseException]
+    exc_value: BaseException
+    exc_traceback: Any
+    goroutine: int
+    fn: Callable[..., object]
+
+
+def _default_excepthook(args: ExceptHookArgs) -> None:
+    name = getattr(args.fn, "__qualname__", repr(args.fn))
+    print(f"Exception in goroutine {args.goroutine} ({name}):", file=sys.stderr)
+    traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback, file=sys.stderr)
+
+
+#: Called with an :class:`ExceptHookArgs` when a Python goroutine raises; replace it to
+#: collect or re-route errors (like threading.excepthook).
+excepthook: Callable[[ExceptHookArgs], object] = _default_excepthook
+
+# Python goroutines waiting to start: key (the void * argument) -> (fn, args).
+_pending: dict[int, tuple[Callable[..., object], tuple[Any, ...]]] = {}
+_keys = itertools.count(1)
+_live_lock = threading.Lock()
+_live = 0
+
+
+def _py_goroutine(key: int | None) -> None:
+    global _live
+    fn, args = _pending.pop(key or 0)
+    lib.gmp_lock_os_thread()
+    try:
+        fn(*args)
+    except BaseException as e:  # noqa: BLE001 - reported to the hook, as threading does
+        try:
+            hook = sys.modules[__name__].excepthook
+            hook(ExceptHookArgs(type(e), e, e.__traceback__, lib.gmp_goid(), fn))
+        except BaseException:  # noqa: BLE001 - a failing hook must not kill the thread
+            traceback.print_exc()
+    finally:
+        with _live_lock:
+            _live -= 1
+        # Back to an ordinary M: when this callback returns, ctypes drops the thread
+        # state PyGILState_Ensure made for it, and nothing between here and the end of
+        # the goroutine can switch, so the thread may serve other goroutines (a thread
+        # exiting locked would be ended and its M leaked).
+        lib.gmp_unlock_os_thread()
+
+
+# One trampoline for every Python goroutine, alive as long as the module: a ctypes
+# callback must outlive each call into it.
+_TRAMPOLINE = gmp_func(_py_goroutine)
+_TRAMPOLINE_ADDR = ctypes.cast(_TRAMPOLINE, c_void_p).value
+
+# The last C function started and its address, one tuple so that threads racing in
+# go() never pair one function with another's address.
+_last: tuple[Any, int] = (None, 0)
+
+
+def go(fn: Any, *args: Any, stack_size: int | None = None, pinned: bool = False) -> int:
+    """Starts a goroutine and returns its id.
+
+    `fn` is a C function (``void fn(void *)``, a ctypes function of a shared library),
+    given at most one argument (converted by :func:`as_voidp`), or a Python callable,
+    called with ``*args`` on its own OS thread (see the module doc). `stack_size`
+    (bytes) and `pinned` (GMP_GO_PINNED: C goroutines only) are gmp_attr's fields.
+    """
+    global _last, _live
+    attr = None
+    if stack_size is not None or pinned:
+        a = gmp_attr()
+        if stack_size is not None:
+            if isinstance(stack_size, bool) or not isinstance(stack_size, int) or stack_size <= 0:
+                raise ValueError(f"stack_size must be a positive int, got {stack_size!r}")
+            a.stack_size = stack_size
+        a.flags = GMP_GO_PINNED if pinned else 0
+        attr = a
+    if isinstance(fn, _CFuncPtr) and not _is_python_callback(fn):
+        if len(args) > 1:
+            raise TypeError("a C goroutine takes at most one argument (a void *)")
+        arg = as_voidp(args[0]) if args else None
+        last_fn, addr = _last
+        if fn is not last_fn:
+            addr = ctypes.cast(fn, c_void_p).value or 0
+            _last = (fn, addr)
+        if attr is None:
+            r = lib.gmp_go(addr, arg)
+        else:
+            r = lib.gmp_go_attr(addr, arg, ctypes.byref(attr))
+        return check(r, "gmp_go")
+    if isinstance(fn, _CFuncPtr):
+        raise TypeError(
+            "a ctypes callback wrapping a Python function cannot run as a plain goroutine: "
+            "pass the Python callable itself"
+        )
+    if not callable(fn):
+        raise TypeError(f"go() needs a C function or a callable, not {type(fn).__name__}")
+    if pinned:
+        raise ValueError("pinned applies to C goroutines (Python goroutines are locked)")
+    key = next(_keys)
+    _pending[key] = (fn, args)
+    with _live_lock:
+        _live += 1
+    if attr is None:
+        r = lib.gmp_go(_TRAMPOLINE_ADDR, key)
+    else:
+        r = lib.gmp_go_attr(_TRAMPOLINE_ADDR, key, ctypes.byref(attr))
+    if r < 0:
+        _pending.pop(key, None)
+        with _live_lock:
+            _live -= 1
+    return check(r, "gmp_go")
+
+
+def python_goroutines() -> int:
+    """Python goroutines started and not yet finished."""
+    return _live
+
+
+def call_once(addr: int, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
+    """gmp_once(addr, fn(*args)): the exception fn raised, if it ran here, propagates."""
+    caught: list[BaseException] = []
+
+    def body(_: int | None) -> None:
+        try:
+            fn(*args)
+        except BaseException as e:  # noqa: BLE001 - re-raised below, in the caller
+            caught.append(e)
+
+    cb = gmp_func(body)
+    check(lib.gmp_once(addr, ctypes.cast(cb, c_void_p).value, None), "gmp_once")
+    if caught:
+        raise caught[0]
+
+
+def sleep(seconds: float) -> None:
+    """Sleeps (a goroutine parks on a timer; a thread sleeps in the kernel, on the main
+    thread in slices that Ctrl-C interrupts). ``seconds <= 0`` only yields."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError("seconds must be a number")
+    if seconds <= 0:
+        lib.gmp_sleep(0)
+        return
+    ns = timeout_ns(seconds)
+    if not _errors.on_main_thread():
+        lib.gmp_sleep(ns)
+        return
+    deadline = lib.gmp_now() + ns
+    while True:
+        left = deadline - lib.gmp_now()
+        if left <= 0:
+            return
+        lib.gmp_sleep(min(left, _errors.SLICE_NS))
+
+
+def gosched() -> None:
+    """Yields the processor (Go's runtime.Gosched); on a plain thread, sched_yield."""
+    lib.gmp_yield()
+
+
+def goid() -> int:
+    """The calling goroutine's id, 0 on a thread that is not a goroutine."""
+    return int(lib.gmp_goid())
+
+
+def maxprocs(n: int | None = None) -> int:
+    """Returns GOMAXPROCS; with `n` (1..1024) sets it and returns the previous value."""
+    if n is None:
+        return check(lib.gmp_maxprocs(0), "gmp_maxprocs")
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"n must be an int, not {type(n).__name__}")
+    if not 1 <= n <= 1024:
+        raise ValueError(f"maxprocs must be in 1..1024, got {n}")
+    return check(lib.gmp_maxprocs(n), "gmp_maxprocs")
+
+
+def num_goroutine() -> int:
+    """Live goroutines."""
+    return check(lib.gmp_num_goroutine(), "gmp_num_goroutine")
+
+
+def num_cpu() -> int:
+    """CPUs the process may run on."""
+    return check(lib.gmp_num_cpu(), "gmp_num_cpu")
+
+
+def now() -> int:
+    """The runtime's monotonic clock, in nanoseconds."""
+    return int(lib.gmp_now())
+
+
+def set_default_stack_size(nbytes: int) -> None:
+    """Stack size of goroutines started without one (16 KiB .. 1 GiB)."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise ValueError(f"stack size must be a non-negative int, got {nbytes!r}")
+    check(lib.gmp_set_default_stack_size(nbytes), "gmp_set_default_stack_size")
+
+
+def set_max_threads(n: int) -> int:
+    """Sets the thread-count fuse; returns the previous value."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"max threads must be an int >= 1, got {n!r}")
+    return check(lib.gmp_set_max_threads(n), "gmp_set_max_threads")
+
+
+@dataclass(frozen=True)
+class SchedStats:
+    """Scheduler statistics (Go's schedtrace fields plus counters since start)."""
+
+    gomaxprocs: int
+    idleprocs: int
+    threads: int
+    spinningthreads: int
+    needspinning: int
+    idlethreads: int
+    runqueue: int
+    goroutines: int
+    steals: int
+    spawned: int
+    schedticks: int
+    #: Local run queue length of each processor.
+    runq_lens: tuple[int, ...] = field(default=())
+
+
+def stats() -> SchedStats:
+    """A snapshot of the scheduler's state."""
+    raw = (ctypes.c_uint64 * (STATS_BUFFER_BYTES // 8))()
+    lens = (ctypes.c_uint32 * 1024)()
+    n = check(lib.gmp_stats(addressof(raw), addressof(lens), len(lens)), "gmp_stats")
+    s = gmp_sched_stats.from_buffer(raw)
+    assert sizeof(s) <= STATS_BUFFER_BYTES
+    values = {f[0]: getattr(s, f[0]) for f in gmp_sched_stats._fields_}
+    return SchedStats(**values, runq_lens=tuple(lens[:n]))

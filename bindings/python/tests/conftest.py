@@ -1,0 +1,56 @@
+"""Shared fixtures: the C worker library (built with cc against the loaded libgmp)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+
+
+def libgmp_path() -> str:
+    """The file of the libgmp the package loaded."""
+    import gmp_sched
+
+    return os.path.realpath(gmp_sched.lib._name)
+
+
+class Job(ctypes.Structure):
+    """struct job of worker.c."""
+
+    _fields_ = [("in_", ctypes.c_void_p), ("out", ctypes.c_void_p), ("wg", ctypes.c_void_p)]
+
+
+@pytest.fixture(scope="session")
+def worker(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    header = REPO / "include" / "gmp.h"
+    if not header.exists():
+        pytest.skip("include/gmp.h not found (tests run from the repository)")
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    out = tmp_path_factory.mktemp("worker") / "libworker.so"
+    # Linked by path: its DT_NEEDED is libgmp's SONAME, which the loader matches to
+    # the copy the package already loaded (one runtime per process).
+    subprocess.run(
+        [cc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
+         f"-I{header.parent}", str(HERE / "worker.c"), libgmp_path(), "-o", str(out)],
+        check=True,
+    )
+    lib = ctypes.CDLL(str(out))
+    lib.counter_value.restype = ctypes.c_int64
+    lib.counter_value.argtypes = []
+    return lib
+
+
+def run_python(code: str, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess:
+    """Runs `code` in a child interpreter (the same one, so the same gmp_sched)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, **kw)  # type: ignore[call-overload]
