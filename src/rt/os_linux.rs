@@ -164,6 +164,29 @@ pub(super) fn minit(m: &M) {
     }
 }
 
+/// A goroutine locked to `m` ended its thread with pthread_exit: finish it as `goexit0` +
+/// `mexit` would (the frames it had are gone already).
+///
+/// # Safety
+/// On `m`'s exiting thread, which holds a P and whose locked goroutine is `gp`.
+unsafe fn exit_locked_thread(m: &M, gp: *mut G) {
+    // SAFETY: caller contract.
+    unsafe {
+        let g = &*gp;
+        casgstatus(g, G_RUNNING, G_DEAD);
+        let pp = m.p.load(Ordering::Relaxed);
+        owner_add_i64(&(*pp).ngoroutines, -1);
+        g.lockedm.store(core::ptr::null_mut(), Ordering::Relaxed);
+        m.lockedg.store(core::ptr::null_mut(), Ordering::Relaxed);
+        m.curg.store(core::ptr::null_mut(), Ordering::Relaxed);
+        let pp = sched::releasep(m);
+        sched::handoff_p(pp);
+    }
+    m.dead.store(true, Ordering::Relaxed);
+    SCHED.mcount.fetch_sub(1, Ordering::SeqCst);
+    crate::arch::tls_set(0);
+}
+
 /// Destructor of `EXIT_KEY`: an M's thread is exiting. Through `mexit` the M is `dead`
 /// already; otherwise its goroutine called pthread_exit (or the thread was cancelled).
 unsafe extern "C" fn thread_exit_guard(arg: *mut c_void) {
@@ -175,6 +198,16 @@ unsafe extern "C" fn thread_exit_guard(arg: *mut c_void) {
     let gp = m.curg.load(Ordering::Relaxed);
     if gp.is_null() {
         throw("an M's thread exited (pthread_exit or cancellation) outside a goroutine");
+    }
+    if m.lockedg.load(Ordering::Relaxed) == gp && !m.p.load(Ordering::Relaxed).is_null() {
+        // The goroutine is locked to this thread (LockOSThread): ending the thread is what
+        // Go does when such a goroutine exits, so take it as that exit (an embedding
+        // runtime ends its threads this way: CPython's finalization pthread_exits the
+        // threads that run Python goroutines). The goroutine is done, its P goes to
+        // another M, and this M is dead.
+        // SAFETY: this thread is m's and holds its P; gp is its running goroutine.
+        unsafe { exit_locked_thread(m, gp) };
+        return;
     }
     let mut buf = [0u8; 96];
     // SAFETY: gp was this M's goroutine when the thread left it; Gs are never freed.

@@ -44,6 +44,7 @@ C_TYPES = {
     "uint32_t": ctypes.c_uint32,
     "uint64_t": ctypes.c_uint64,
     "size_t": ctypes.c_size_t,
+    "socklen_t": ctypes.c_uint32,
     "void": None,
 }
 FUNCTION_POINTER_TYPEDEFS = {"gmp_func", "gmp_blocking_fn"}
@@ -100,4 +101,4 @@ def test_struct_layouts_match_c() -> None:
     assert ctypes.sizeof(_lib.gmp_cond) == 32
     assert ctypes.sizeof(_lib.gmp_once_t) == 12
     assert ctypes.sizeof(_lib.gmp_select_case) == 32
-    assert ctypes.sizeof(_lib.gmp_sched_stats) == 64
+    assert ctypes.sizeof(_lib.gmp_sched_stats) == 144

@@ -296,6 +296,20 @@ class SchedStats:
     steals: int
     spawned: int
     schedticks: int
+    #: Goroutine records ever allocated (reused, never freed).
+    allg: int
+    #: Preemption requests (10 ms slices), and the network poller's polls and readied
+    #: goroutines.
+    preempt_requests: int
+    netpoll_polls: int
+    netpoll_readied: int
+    #: Asynchronous preemption: signals sent, goroutines stopped, and refusals by reason.
+    preempt_signals: int
+    async_preempts: int
+    async_refused_stale: int
+    async_refused_lib: int
+    async_refused_stack: int
+    async_skipped_blocked: int
     #: Local run queue length of each processor.
     runq_lens: tuple[int, ...] = field(default=())
 
