@@ -994,6 +994,11 @@ fn pthread_exit_goroutine() {
 }
 
 #[test]
+fn pthread_exit_goroutine_locked() {
+    expect_case("pthread_exit_goroutine", "locked", &[]);
+}
+
+#[test]
 fn fork_child() {
     expect_success("fork_child", &[]);
 }
