@@ -24,7 +24,11 @@
 //! It unwinds (or jumps) off the goroutine's stack and ends the M's thread: the goroutine
 //! and the P it held would be lost without a word (a hang at GOMAXPROCS=1). Each M's
 //! thread carries a pthread key whose destructor runs when the thread exits; an M that
-//! exits through `mexit` is `dead` by then, any other exit aborts naming the goroutine.
+//! exits through `mexit` is `dead` by then. A goroutine locked to its thread
+//! (LockOSThread) that ends it is taken as exiting locked, as Go would end it: the
+//! goroutine is done, its P goes to another M, the M is dead (CPython's finalization
+//! ends the threads of Python goroutines this way). Any other exit aborts naming the
+//! goroutine.
 //!
 //! # fork
 //!
