@@ -173,16 +173,17 @@ pub(crate) unsafe fn block(
                 (*c).lock.unlock();
             }
         }
+        // A foreign thread sleeps without spinning first (Note::sleep_foreign).
         let woken = match deadline {
             None => {
-                w.note.sleep();
+                w.note.sleep_foreign(None);
                 true
             }
             Some(d) => {
                 let left = d - sys::nanotime();
                 left > 0
                     && w.note
-                        .sleep_timeout(Some(Duration::from_nanos(left as u64)))
+                        .sleep_foreign(Some(Duration::from_nanos(left as u64)))
             }
         };
         if !woken {
@@ -190,7 +191,7 @@ pub(crate) unsafe fn block(
                 return false;
             }
             // A waker claimed us first and is about to wake the note.
-            w.note.sleep();
+            w.note.sleep_foreign(None);
         }
         w.note.clear();
         return true;
