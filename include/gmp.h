@@ -870,6 +870,26 @@ int gmp_rwmutex_runlock(struct gmp_rwmutex *rw);
 int gmp_rwmutex_lock(struct gmp_rwmutex *rw);
 
 /*
+ Takes a read lock on `rw` if that needs no waiting (Go's TryRLock): 0 if the caller
+ now holds a read lock, -EBUSY if a writer holds the lock or waits for it, -EINVAL if
+ `rw` is NULL or misaligned.
+
+ # Safety
+ `rw` is NULL or points to a live gmp_rwmutex.
+ */
+int gmp_rwmutex_tryrlock(struct gmp_rwmutex *rw);
+
+/*
+ Takes the write lock on `rw` if that needs no waiting (Go's TryLock): 0 if the caller
+ now holds it, -EBUSY if a reader or a writer holds it, -EINVAL if `rw` is NULL or
+ misaligned.
+
+ # Safety
+ `rw` is NULL or points to a live gmp_rwmutex.
+ */
+int gmp_rwmutex_trylock(struct gmp_rwmutex *rw);
+
+/*
  Unlocks `rw` held for writing; the readers that waited go in before the next writer.
  Any thread may unlock it. Returns 0; -EINVAL if `rw` is NULL or misaligned. Aborts with
  "gmp: sync: Unlock of unlocked RWMutex" if no writer holds it.

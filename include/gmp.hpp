@@ -727,41 +727,31 @@ class mutex {
 class shared_mutex {
     gmp_rwmutex rw_;
 
-    /* Go's rwmutexMaxReaders: reader_count holds the readers minus this while a writer
-     * is pending or inside (src/sync/rwmutex.rs). The C API has no try-lock for
-     * rwmutexes; try_lock and try_lock_shared are Go's TryLock/TryRLock on those words. */
-    static constexpr std::int32_t max_readers = 1 << 30;
-
   public:
     constexpr shared_mutex() noexcept : rw_{{0, 0}, 0, 0, 0, 0} {}
     shared_mutex(const shared_mutex &) = delete;
     shared_mutex &operator=(const shared_mutex &) = delete;
 
     void lock() { detail::check(gmp_rwmutex_lock(&rw_), "gmp_rwmutex_lock"); }
+    /* Go's TryLock / TryRLock. */
     bool try_lock()
     {
-        if (gmp_mutex_trylock(&rw_.w) != 0)
+        const int r = gmp_rwmutex_trylock(&rw_);
+        if (r == -EBUSY)
             return false;
-        std::int32_t none = 0;
-        if (!__atomic_compare_exchange_n(&rw_.reader_count, &none, -max_readers, false, __ATOMIC_SEQ_CST,
-                                         __ATOMIC_SEQ_CST)) {
-            (void)gmp_mutex_unlock(&rw_.w);
-            return false;
-        }
+        detail::check(r, "gmp_rwmutex_trylock");
         return true;
     }
     void unlock() noexcept { (void)gmp_rwmutex_unlock(&rw_); }
 
     void lock_shared() { detail::check(gmp_rwmutex_rlock(&rw_), "gmp_rwmutex_rlock"); }
-    bool try_lock_shared() noexcept
+    bool try_lock_shared()
     {
-        std::int32_t c = __atomic_load_n(&rw_.reader_count, __ATOMIC_SEQ_CST);
-        while (c >= 0) {
-            if (__atomic_compare_exchange_n(&rw_.reader_count, &c, c + 1, false, __ATOMIC_SEQ_CST,
-                                            __ATOMIC_SEQ_CST))
-                return true;
-        }
-        return false;
+        const int r = gmp_rwmutex_tryrlock(&rw_);
+        if (r == -EBUSY)
+            return false;
+        detail::check(r, "gmp_rwmutex_tryrlock");
+        return true;
     }
     void unlock_shared() noexcept { (void)gmp_rwmutex_runlock(&rw_); }
     gmp_rwmutex *native_handle() noexcept { return &rw_; }

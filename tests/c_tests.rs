@@ -1387,3 +1387,8 @@ fn torture_preempt_stress() {
         ],
     );
 }
+
+#[test]
+fn sync_trylock() {
+    expect_success("sync_trylock", &[]);
+}

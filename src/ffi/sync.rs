@@ -319,6 +319,40 @@ pub unsafe extern "C" fn gmp_rwmutex_lock(rw: *mut gmp_rwmutex) -> c_int {
     })
 }
 
+/// Takes a read lock on `rw` if that needs no waiting (Go's TryRLock): 0 if the caller
+/// now holds a read lock, -EBUSY if a writer holds the lock or waits for it, -EINVAL if
+/// `rw` is NULL or misaligned.
+///
+/// # Safety
+/// `rw` is NULL or points to a live gmp_rwmutex.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_rwmutex_tryrlock(rw: *mut gmp_rwmutex) -> c_int {
+    boundary("gmp_rwmutex_tryrlock", || {
+        if bad(rw) {
+            return -libc::EINVAL;
+        }
+        // SAFETY: checked non-null and aligned; the caller promises it is live.
+        if unsafe { rwmutex_ref(rw) }.try_rlock() { 0 } else { -libc::EBUSY }
+    })
+}
+
+/// Takes the write lock on `rw` if that needs no waiting (Go's TryLock): 0 if the caller
+/// now holds it, -EBUSY if a reader or a writer holds it, -EINVAL if `rw` is NULL or
+/// misaligned.
+///
+/// # Safety
+/// `rw` is NULL or points to a live gmp_rwmutex.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_rwmutex_trylock(rw: *mut gmp_rwmutex) -> c_int {
+    boundary("gmp_rwmutex_trylock", || {
+        if bad(rw) {
+            return -libc::EINVAL;
+        }
+        // SAFETY: checked non-null and aligned; the caller promises it is live.
+        if unsafe { rwmutex_ref(rw) }.try_lock() { 0 } else { -libc::EBUSY }
+    })
+}
+
 /// Unlocks `rw` held for writing; the readers that waited go in before the next writer.
 /// Any thread may unlock it. Returns 0; -EINVAL if `rw` is NULL or misaligned. Aborts with
 /// "gmp: sync: Unlock of unlocked RWMutex" if no writer holds it.

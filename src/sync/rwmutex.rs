@@ -74,6 +74,39 @@ impl RwMutex<'_> {
     }
 
     /// Locks for writing: waits for other writers, then for the readers inside.
+    /// Takes a read lock if that needs no waiting (Go's TryRLock): no writer holds or waits
+    /// for the lock.
+    pub fn try_rlock(&self) -> bool {
+        let mut c = self.reader_count.load(Ordering::SeqCst);
+        while c >= 0 {
+            match self
+                .reader_count
+                .compare_exchange(c, c + 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return true,
+                Err(now) => c = now,
+            }
+        }
+        false
+    }
+
+    /// Takes the write lock if that needs no waiting (Go's TryLock): no writer and no
+    /// reader holds it.
+    pub fn try_lock(&self) -> bool {
+        if !self.w.try_lock() {
+            return false;
+        }
+        if self
+            .reader_count
+            .compare_exchange(0, -RWMUTEX_MAX_READERS, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            self.w.unlock();
+            return false;
+        }
+        true
+    }
+
     pub fn lock(&self) {
         self.w.lock();
         // Announce the writer; r readers were inside at that moment.

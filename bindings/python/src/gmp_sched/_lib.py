@@ -164,6 +164,8 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_rwmutex_runlock": (c_int, [P]),
     "gmp_rwmutex_lock": (c_int, [P]),
     "gmp_rwmutex_unlock": (c_int, [P]),
+    "gmp_rwmutex_trylock": (c_int, [P]),
+    "gmp_rwmutex_tryrlock": (c_int, [P]),
     "gmp_cond_wait": (c_int, [P, P]),
     "gmp_cond_signal": (c_int, [P]),
     "gmp_cond_broadcast": (c_int, [P]),
