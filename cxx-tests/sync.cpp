@@ -140,6 +140,8 @@ static void condition_variables()
                 sum += q.front();
                 q.pop_front();
             }
+            // Unlock before done: once wait() returns, `mu` may be gone.
+            lk.unlock();
             wg.done();
         });
     for (int i = 1; i <= 1000; i++) {
