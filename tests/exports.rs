@@ -17,10 +17,23 @@ const GNU_MP: &str = "/usr/lib/x86_64-linux-gnu/libgmp.so.10";
 /// Our SONAME (build.rs); GNU MP's is `libgmp.so.10`.
 const SONAME: &str = "libgmp.so.0";
 
-/// Symbols outside the `gmp_` prefix that the library exports on purpose. Empty until
-/// LD_PRELOAD mode exports the intercepted libc functions (`read`, `write`, ...): each
-/// must then be listed here with the reason.
-const ALLOWED_NON_GMP: &[&str] = &[];
+/// Symbols outside the `gmp_` prefix that the library exports on purpose: exactly the
+/// libc functions the interposer replaces (src/ffi/interpose.rs, DESIGN.md decision 13),
+/// so that under LD_PRELOAD (or linked) a goroutine's blocking call parks the goroutine.
+/// Each must be exported, and nothing else.
+const ALLOWED_NON_GMP: &[&str] = &[
+    // Sockets and pipes through the poller.
+    "read", "write", "readv", "writev", "recv", "send", "recvfrom", "sendto", "recvmsg",
+    "sendmsg", "accept", "accept4", "connect", "poll", "epoll_wait",
+    // Descriptor bookkeeping.
+    "socket", "socketpair", "pipe", "pipe2", "dup", "dup2", "dup3", "close", "fcntl", "ioctl",
+    // Sleeping through the timers.
+    "sleep", "usleep", "nanosleep", "clock_nanosleep",
+    // The syscall hand-off.
+    "pread", "pwrite", "open", "openat", "fsync", "fdatasync", "flock", "waitpid", "wait4",
+    // _FORTIFY_SOURCE variants.
+    "__read_chk", "__recv_chk", "__recvfrom_chk", "__pread_chk", "__poll_chk",
+];
 
 /// GNU MP's public `gmp_*` names (functions, variables and the macros that rename them
 /// to `__gmp_*`), from its manual's function index. Our `gmp_*` names must avoid them all:
@@ -119,6 +132,12 @@ fn only_gmp_symbols_exported() {
     assert!(
         stray.is_empty(),
         "{} exports non-gmp_ symbols: {stray:?}",
+        lib.display()
+    );
+    let missing: Vec<&&str> = ALLOWED_NON_GMP.iter().filter(|n| !names.contains(**n)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} does not export the hooks {missing:?}",
         lib.display()
     );
     assert!(

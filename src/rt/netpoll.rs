@@ -82,6 +82,9 @@ pub struct PollDesc {
     /// The two words of a `gmp_mutex` per direction (state, sema), used by the C API to
     /// serve concurrent readers (writers) of one fd one at a time (Go's fdMutex rlock/wlock).
     pub op_lock: [(AtomicI32, AtomicU32); 2],
+    /// The interposer's bits for this fd number (ffi/interpose.rs: `HOOK_*`), kept by the
+    /// hooks; cleared when the fd is closed or unregistered here.
+    pub hook: AtomicU32,
 }
 
 // SAFETY: the Cells are touched only under `lock`.
@@ -101,6 +104,7 @@ impl PollDesc {
                 (AtomicI32::new(0), AtomicU32::new(0)),
                 (AtomicI32::new(0), AtomicU32::new(0)),
             ],
+            hook: AtomicU32::new(0),
         }
     }
 
@@ -168,7 +172,7 @@ pub fn lookup(fd: i32) -> Option<&'static PollDesc> {
 }
 
 /// The descriptor of `fd`, made on first use; None for fds beyond `MAX_FD`.
-fn pd_of(fd: i32) -> Option<&'static PollDesc> {
+pub(crate) fn pd_of(fd: i32) -> Option<&'static PollDesc> {
     if fd < 0 || fd >= MAX_FD {
         return None;
     }
@@ -241,7 +245,7 @@ fn init() -> Result<(), i32> {
             let ev = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
             if ev < 0 {
                 let e = crate::sys::errno();
-                libc::close(ep);
+                crate::sys::real::close(ep);
                 return Err(e);
             }
             let mut e = libc::epoll_event {
@@ -250,8 +254,8 @@ fn init() -> Result<(), i32> {
             };
             if libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, ev, &mut e) < 0 {
                 let e = crate::sys::errno();
-                libc::close(ev);
-                libc::close(ep);
+                crate::sys::real::close(ev);
+                crate::sys::real::close(ep);
                 return Err(e);
             }
             EVFD.store(ev, Ordering::Release);
@@ -272,7 +276,7 @@ pub(crate) fn netpoll_break() {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a valid buffer to our eventfd.
     unsafe {
-        libc::write(
+        crate::sys::real::write(
             EVFD.load(Ordering::Acquire),
             &one as *const u64 as *const libc::c_void,
             8,
@@ -290,7 +294,7 @@ pub fn register(fd: i32) -> Result<bool, i32> {
     };
     init()?;
     // SAFETY: fcntl on an arbitrary fd number only reports EBADF if it is not open.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    let flags = unsafe { crate::sys::real::fcntl(fd, libc::F_GETFL, 0) };
     if flags < 0 {
         return Err(crate::sys::errno());
     }
@@ -320,7 +324,7 @@ pub fn register(fd: i32) -> Result<bool, i32> {
     }
     if flags & libc::O_NONBLOCK == 0 {
         // SAFETY: fd is open (F_GETFL succeeded).
-        unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) };
+        unsafe { crate::sys::real::fcntl(fd, libc::F_SETFL, (flags | libc::O_NONBLOCK) as usize) };
     }
     pd.seq.store(seq, Ordering::Release);
     pd.rg.set(SLOT_NIL);
@@ -371,14 +375,15 @@ pub fn unregister(fd: i32) -> Result<(), i32> {
         return Ok(());
     }
     pd.registered.store(false, Ordering::SeqCst);
+    pd.hook.store(0, Ordering::Relaxed);
     evict_locked(pd, &mut gs);
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
     // SAFETY: plain syscalls on our epoll fd and the caller's fd.
     unsafe {
         libc::epoll_ctl(EPFD.load(Ordering::Acquire), libc::EPOLL_CTL_DEL, fd, &mut ev);
-        let flags = libc::fcntl(fd, libc::F_GETFL);
+        let flags = crate::sys::real::fcntl(fd, libc::F_GETFL, 0);
         if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            crate::sys::real::fcntl(fd, libc::F_SETFL, (flags & !libc::O_NONBLOCK) as usize);
         }
     }
     pd.lock.unlock();
@@ -415,6 +420,7 @@ pub fn close_begin(fd: i32) -> bool {
     }
     pd.lock.lock();
     pd.registered.store(false, Ordering::SeqCst);
+    pd.hook.store(0, Ordering::Relaxed);
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
     // SAFETY: plain epoll_ctl on our epoll fd.
     unsafe { libc::epoll_ctl(EPFD.load(Ordering::Acquire), libc::EPOLL_CTL_DEL, fd, &mut ev) };
@@ -633,7 +639,7 @@ pub(crate) fn netpoll(delay: i64, out: &mut Ready) -> usize {
         if delay > 0 {
             epoll_wait_ns(ep, &mut events, delay)
         } else {
-            libc::epoll_wait(ep, events.as_mut_ptr(), N as i32, if delay < 0 { -1 } else { 0 })
+            crate::sys::real::epoll_wait(ep, events.as_mut_ptr(), N as i32, if delay < 0 { -1 } else { 0 })
         }
     };
     POLLS.fetch_add(1, Ordering::Relaxed);
@@ -648,7 +654,7 @@ pub(crate) fn netpoll(delay: i64, out: &mut Ready) -> usize {
             let mut buf = 0u64;
             // SAFETY: reads 8 bytes into a valid buffer from our non-blocking eventfd.
             unsafe {
-                libc::read(
+                crate::sys::real::read(
                     EVFD.load(Ordering::Acquire),
                     &mut buf as *mut u64 as *mut libc::c_void,
                     8,
@@ -729,7 +735,7 @@ unsafe fn epoll_wait_ns(ep: i32, events: &mut [libc::epoll_event], ns: i64) -> i
     }
     let ms = ((ns + 999_999) / 1_000_000).min(i32::MAX as i64) as i32;
     // SAFETY: valid buffer and length.
-    unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, ms) }
+    unsafe { crate::sys::real::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, ms) }
 }
 
 /// sysmon's part (Go: "poll network if not polled for more than 10ms"): returns true if it

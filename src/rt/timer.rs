@@ -521,7 +521,7 @@ pub fn sleep(ns: i64) {
                 tv_nsec: (left % 1_000_000_000) as libc::c_long,
             };
             // SAFETY: ts is valid; a null remainder is allowed. EINTR loops.
-            unsafe { libc::nanosleep(&ts, null_mut()) };
+            unsafe { crate::sys::real::nanosleep(&ts, null_mut()) };
         }
     }
     if ns <= 0 {
