@@ -44,6 +44,7 @@ const GMP_ENV: &[&str] = &[
     "GMP_STACK_SIZE",
     "GMP_MAX_THREADS",
     "GMP_DEBUG",
+    "GMP_INTERPOSE",
 ];
 
 fn lock() -> MutexGuard<'static, ()> {
@@ -1421,4 +1422,47 @@ fn sysmon_retake() {
 fn sysmon_retake_first_syscall() {
     let out = run_c("sysmon_retake", &["first"], &[]);
     assert_success(&out, "sysmon_retake first");
+}
+
+// ---- the interposer (src/ffi/interpose.rs): plain libc calls from goroutines ----
+
+/// Runs case `case` of c-tests/interpose.c, which must exit 0.
+fn interpose_case(case: &str, env: &[(&str, &str)]) {
+    let outcome = run_c("interpose", &[case], env);
+    assert_success(&outcome, &format!("interpose {case}"));
+}
+
+#[test]
+fn interpose_errno() {
+    interpose_case("errno", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_nonblock() {
+    interpose_case("nonblock", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_close() {
+    interpose_case("close", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_dup() {
+    interpose_case("dup", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_sleep() {
+    interpose_case("sleep", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_foreign() {
+    interpose_case("foreign", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_echo() {
+    interpose_case("echo", &[("GMP_MAXPROCS", "2")]);
 }
