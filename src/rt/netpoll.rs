@@ -409,13 +409,19 @@ pub fn close_begin(fd: i32) -> bool {
     ready_all(gs);
     // Operations in flight see `closing` at their next look (woken ones at once): wait
     // for them to leave before the number can be reused.
+    // After a while, sleep rather than yield: a caller bound to its M (an interposed
+    // close, a pinned goroutine) that only yielded would keep the M's P busy, and the
+    // operation it waits for may belong to a goroutine bound to another M that needs that
+    // P (GOMAXPROCS=1).
     let mut spins = 0u32;
     while pd.refs.load(Ordering::SeqCst) != 0 {
         spins += 1;
         if spins < 100 {
             core::hint::spin_loop();
-        } else {
+        } else if spins < 200 {
             gosched();
+        } else {
+            timer::sleep(20_000);
         }
     }
     pd.lock.lock();
