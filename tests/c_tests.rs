@@ -1466,3 +1466,15 @@ fn interpose_foreign() {
 fn interpose_echo() {
     interpose_case("echo", &[("GMP_MAXPROCS", "2")]);
 }
+
+#[test]
+fn interpose_cost() {
+    // Prints the pass-through cost of a hook against libc's own function.
+    interpose_case_env("interpose_cost", &[("GMP_INTERPOSE", "0"), ("GMP_MAXPROCS", "2")]);
+}
+
+/// Runs a C test (no arguments) that must exit 0, with `env`.
+fn interpose_case_env(name: &str, env: &[(&str, &str)]) {
+    let outcome = run_c(name, &[], env);
+    assert_success(&outcome, name);
+}
