@@ -204,6 +204,27 @@ static void nonblock_goroutine(void *arg)
     CHECK_EQ(errno, EAGAIN);
     close(p[0]);
     close(p[1]);
+    /* poll on several fds parks too, and reports the one that became ready. */
+    int p1[2], p2[2];
+    CHECK_EQ(pipe(p1), 0);
+    CHECK_EQ(pipe(p2), 0);
+    struct delayed d2 = {p2[1], 30};
+    CHECK_OK(gmp_go(delayed_writer, &d2));
+    struct pollfd pf[3] = {{p1[0], POLLIN, 0}, {-1, POLLIN, 0}, {p2[0], POLLIN, 0}};
+    t0 = now_sec();
+    CHECK_EQ(poll(pf, 3, 5000), 1);
+    CHECK(now_sec() - t0 >= 0.025);
+    CHECK(pf[2].revents & POLLIN);
+    CHECK_EQ(pf[0].revents, 0);
+    CHECK_EQ(poll(pf, 3, 20), 1); /* still readable */
+    CHECK_EQ(read(p2[0], &c, 1), 1);
+    t0 = now_sec();
+    CHECK_EQ(poll(pf, 3, 20), 0); /* times out, not early */
+    CHECK(now_sec() - t0 >= 0.019);
+    close(p1[0]);
+    close(p1[1]);
+    close(p2[0]);
+    close(p2[1]);
     /* A blocking socketpair for the foreign thread (main) to read. */
     CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, nb_fd), 0);
     c = 0;

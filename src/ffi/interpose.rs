@@ -935,6 +935,51 @@ fn wait_one(fd: c_int, modes: u32, deadline: Option<i64>, check: &dyn Fn() -> i6
     Some(r)
 }
 
+/// Most fds a poll may wait on without the hand-off.
+const POLL_MANY_MAX: libc::nfds_t = 64;
+
+/// A wait on several fds: a private epoll instance watching them (level-triggered, the
+/// events asked for), which is one pollable fd for `wait_one`. None when one of them
+/// cannot be watched, or there are too many (the caller takes the hand-off).
+fn poll_many(fds: *mut libc::pollfd, n: libc::nfds_t, deadline: Option<i64>, check: &dyn Fn() -> i64) -> Option<i64> {
+    if n > POLL_MANY_MAX {
+        return None;
+    }
+    // SAFETY: plain syscall.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return None;
+    }
+    forget(ep);
+    let mut ok = true;
+    for i in 0..n as usize {
+        // SAFETY: i < n, the caller's array.
+        let p = unsafe { &*fds.add(i) };
+        if p.fd < 0 {
+            continue;
+        }
+        let mut ev = libc::epoll_event {
+            events: (p.events as u16 as u32) & (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLPRI | libc::EPOLLRDHUP) as u32,
+            u64: i as u64,
+        };
+        // SAFETY: a valid event for our own epoll fd. EEXIST: the same fd twice.
+        if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, p.fd, &mut ev) } < 0 && errno() != libc::EEXIST {
+            ok = false;
+            break;
+        }
+    }
+    let r = if ok { wait_one(ep, MODE_READ, deadline, check) } else { None };
+    if let Some(pd) = netpoll::lookup(ep)
+        && pd.registered()
+    {
+        netpoll::close_begin(ep);
+        pd.hook.store(0, Ordering::Release);
+    }
+    // SAFETY: our own fd.
+    unsafe { real::close(ep) };
+    r
+}
+
 fn poll_modes(events: i16) -> u32 {
     let mut m = 0;
     if events & (libc::POLLIN | libc::POLLPRI | libc::POLLRDNORM | libc::POLLRDBAND) != 0 {
@@ -991,6 +1036,8 @@ pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int
                 {
                     return ret(r) as c_int;
                 }
+            } else if let Some(r) = poll_many(fds, n, deadline_ms(ms), &now) {
+                return ret(r) as c_int;
             }
         }
         // SAFETY: the caller's arguments.
