@@ -154,6 +154,11 @@ fn compile(name: &str) -> PathBuf {
 
 /// `compile` for a C file anywhere in the tree (examples/).
 fn compile_src(name: &str, src: &Path) -> PathBuf {
+    compile_src_libs(name, src, &[])
+}
+
+/// `compile_src` linking the system libraries `libs` too (`-lhiredis`...).
+fn compile_src_libs(name: &str, src: &Path, libs: &[&str]) -> PathBuf {
     let exe = out_dir().join(name);
     let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
     let set = compiled.get_or_insert_with(HashSet::new);
@@ -175,6 +180,7 @@ fn compile_src(name: &str, src: &Path) -> PathBuf {
     .arg(src)
     .arg(library())
     .arg("-lm")
+    .args(libs)
     .arg(format!("-Wl,-rpath,{}", soname_dir().display()))
     .arg("-o")
     .arg(&exe);
@@ -1477,4 +1483,37 @@ fn interpose_cost() {
 fn interpose_case_env(name: &str, env: &[(&str, &str)]) {
     let outcome = run_c(name, &[], env);
     assert_success(&outcome, name);
+}
+
+/// The path of `program` on PATH (or in /usr/sbin, /usr/bin), or a failure naming the
+/// package .ci/run installs for it.
+fn require_program(program: &str, package: &str) -> PathBuf {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .chain(["/usr/sbin", "/usr/bin"])
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{program} not found: install {package} (.ci/run does)"))
+}
+
+/// The distro's libhiredis, synchronous API, from 1,000 goroutines against a local
+/// redis-server the program starts on a free port (c-tests/interpose_hiredis.c).
+#[test]
+fn interpose_hiredis() {
+    let redis = require_program("redis-server", "redis-server");
+    assert!(
+        Path::new("/usr/include/hiredis/hiredis.h").exists(),
+        "hiredis.h not found: install libhiredis-dev (.ci/run does)"
+    );
+    let _serial = lock();
+    let src = manifest_dir().join("c-tests").join("interpose_hiredis.c");
+    let exe = compile_src_libs("interpose_hiredis", &src, &["-lhiredis"]);
+    let mut cmd = Command::new(&exe);
+    cmd.arg(&redis).current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH").env("GMP_MAXPROCS", "2");
+    let outcome = run_with_timeout(cmd, "interpose_hiredis");
+    assert_success(&outcome, "interpose_hiredis");
 }
