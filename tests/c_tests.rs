@@ -1517,3 +1517,25 @@ fn interpose_hiredis() {
     let outcome = run_with_timeout(cmd, "interpose_hiredis");
     assert_success(&outcome, "interpose_hiredis");
 }
+
+/// The distro's libcurl, easy API, from 200 goroutines against a thread-style HTTP server
+/// run as goroutines in the same program (c-tests/interpose_curl.c).
+#[test]
+fn interpose_curl() {
+    let header = ["/usr/include/curl/curl.h", "/usr/include/x86_64-linux-gnu/curl/curl.h"];
+    assert!(
+        header.iter().any(|h| Path::new(h).exists()),
+        "curl.h not found: install libcurl4-openssl-dev (.ci/run does)"
+    );
+    let _serial = lock();
+    let src = manifest_dir().join("c-tests").join("interpose_curl.c");
+    let exe = compile_src_libs("interpose_curl", &src, &["-lcurl"]);
+    let mut cmd = Command::new(&exe);
+    cmd.current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH").env("GMP_MAXPROCS", "2");
+    let outcome = run_with_timeout(cmd, "interpose_curl");
+    assert_success(&outcome, "interpose_curl");
+}
