@@ -6,8 +6,8 @@
  * so each goroutine parks where hiredis blocks. Every reply must be right, and the
  * process must stay at most GOMAXPROCS + 8 threads.
  *
- * The redis-server is started here, on 127.0.0.1 and a free port, before the runtime
- * starts, and is stopped at the end (argv[1]: the redis-server executable).
+ * argv[1]: the port of the redis-server on 127.0.0.1 (tests/c_tests.rs starts it on a
+ * free port and stops it).
  */
 #include "check.h"
 
@@ -15,11 +15,9 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 
 #include <hiredis/hiredis.h>
 
@@ -28,61 +26,10 @@
 #define CLIENTS 1000
 #define PAIRS 100
 
-extern char **environ;
-
 static int port;
-static pid_t server;
 static gmp_wg done = GMP_WG_INIT;
 static long ok_pairs;
 static int max_threads;
-
-/* A port nobody listens on now. */
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(s >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK_EQ(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    CHECK_EQ(getsockname(s, (struct sockaddr *)&a, &len), 0);
-    close(s);
-    return ntohs(a.sin_port);
-}
-
-static void start_server(const char *exe)
-{
-    port = free_port();
-    char portbuf[16];
-    snprintf(portbuf, sizeof portbuf, "%d", port);
-    char *argv[] = {(char *)exe, "--port", portbuf, "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--maxclients", "4000", "--daemonize", "no",
-                    "--loglevel", "warning", NULL};
-    CHECK_EQ(posix_spawn(&server, exe, NULL, NULL, argv, environ), 0);
-    /* Ready when it answers PING (main is a foreign thread: plain libc). */
-    double t0 = now_sec();
-    for (;;) {
-        redisContext *c = redisConnect("127.0.0.1", port);
-        if (c != NULL && c->err == 0) {
-            redisReply *r = redisCommand(c, "PING");
-            int up = r != NULL && r->type == REDIS_REPLY_STATUS;
-            freeReplyObject(r);
-            redisFree(c);
-            if (up)
-                return;
-        } else if (c != NULL) {
-            redisFree(c);
-        }
-        CHECK(now_sec() - t0 < 20);
-        usleep(20 * 1000);
-    }
-}
-
-static void stop_server(void)
-{
-    CHECK_EQ(kill(server, SIGTERM), 0);
-    int st;
-    CHECK_EQ(waitpid(server, &st, 0), server);
-}
 
 static void note_threads(void)
 {
@@ -129,7 +76,8 @@ int main(int argc, char **argv)
 {
     CHECK(argc == 2);
     signal(SIGPIPE, SIG_IGN);
-    start_server(argv[1]);
+    port = atoi(argv[1]);
+    CHECK(port > 0);
     double t0 = now_sec();
     CHECK_OK(gmp_wg_add(&done, CLIENTS));
     for (int i = 0; i < CLIENTS; i++)
@@ -143,6 +91,5 @@ int main(int argc, char **argv)
            CLIENTS, PAIRS, dt, 2.0 * CLIENTS * PAIRS / dt, max_threads, procs);
     CHECK_EQ(ok_pairs, (long)CLIENTS * PAIRS);
     CHECK(max_threads <= procs + 8);
-    stop_server();
     return 0;
 }

@@ -1496,26 +1496,85 @@ fn require_program(program: &str, package: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{program} not found: install {package} (.ci/run does)"))
 }
 
+/// A redis-server on 127.0.0.1 and a free port, stopped when dropped.
+struct RedisServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        let exe = require_program("redis-server", "redis-server");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(exe)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "no", "--daemonize", "no", "--maxclients", "4000"])
+            .args(["--loglevel", "warning"])
+            .current_dir(out_dir())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        let server = RedisServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Up when it answers PING.
+        loop {
+            use std::io::Write;
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let mut reply = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok()
+                    && s.read_exact(&mut reply).is_ok()
+                    && &reply == b"+PONG\r\n"
+                {
+                    return server;
+                }
+            }
+            assert!(Instant::now() < deadline, "redis-server did not come up on port {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `exe args` with a clean GMP_* environment and GOMAXPROCS=2; must exit 0.
+fn run_exe(exe: &Path, args: &[&str], what: &str) {
+    let mut cmd = Command::new(exe);
+    cmd.args(args).current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH").env("GMP_MAXPROCS", "2");
+    let outcome = run_with_timeout(cmd, what);
+    assert_success(&outcome, what);
+}
+
 /// The distro's libhiredis, synchronous API, from 1,000 goroutines against a local
-/// redis-server the program starts on a free port (c-tests/interpose_hiredis.c).
+/// redis-server (c-tests/interpose_hiredis.c); then the README's example
+/// (examples/hiredis_goroutines.c) against the same server.
 #[test]
 fn interpose_hiredis() {
-    let redis = require_program("redis-server", "redis-server");
     assert!(
         Path::new("/usr/include/hiredis/hiredis.h").exists(),
         "hiredis.h not found: install libhiredis-dev (.ci/run does)"
     );
     let _serial = lock();
+    let server = RedisServer::start();
+    let port = server.port.to_string();
     let src = manifest_dir().join("c-tests").join("interpose_hiredis.c");
     let exe = compile_src_libs("interpose_hiredis", &src, &["-lhiredis"]);
-    let mut cmd = Command::new(&exe);
-    cmd.arg(&redis).current_dir(out_dir());
-    for var in GMP_ENV {
-        cmd.env_remove(var);
-    }
-    cmd.env_remove("LD_LIBRARY_PATH").env("GMP_MAXPROCS", "2");
-    let outcome = run_with_timeout(cmd, "interpose_hiredis");
-    assert_success(&outcome, "interpose_hiredis");
+    run_exe(&exe, &[&port], "interpose_hiredis");
+    let src = manifest_dir().join("examples").join("hiredis_goroutines.c");
+    let exe = compile_src_libs("example_hiredis_goroutines", &src, &["-lhiredis"]);
+    run_exe(&exe, &["127.0.0.1", &port, "200"], "examples/hiredis_goroutines.c");
+    drop(server);
 }
 
 /// The distro's libcurl, easy API, from 200 goroutines against a thread-style HTTP server
