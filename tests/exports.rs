@@ -246,3 +246,35 @@ fn gnu_mp_name_list_is_real() {
         );
     }
 }
+
+/// The library's own code never calls a libc function it also exports (the hook): it
+/// calls libc's through `crate::sys::real` (src/sys/real.rs), so that the runtime never
+/// re-enters the interposer (a diagnostic written from inside the `write` hook would
+/// recurse; netpoll's own `fcntl` would be recorded as the user's O_NONBLOCK).
+#[test]
+fn runtime_calls_libc_through_sys_real() {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("read_dir src") {
+            let p = e.expect("dir entry").path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    let mut bad = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read source");
+        for (i, line) in text.lines().enumerate() {
+            for name in ALLOWED_NON_GMP {
+                if line.contains(&format!("libc::{name}(")) {
+                    bad.push(format!("{}:{}: libc::{name}", f.display(), i + 1));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "use crate::sys::real instead:\n{}", bad.join("\n"));
+}
