@@ -19,6 +19,10 @@
  *             with a timeout park: 1,000 sleepers on few threads; bad arguments EINVAL.
  *   foreign   calls before the runtime starts and on foreign threads pass straight
  *             through (a user non-blocking fd gives EAGAIN, sleeps sleep).
+ *   timeo     SO_RCVTIMEO / SO_SNDTIMEO are deadlines: EAGAIN when they pass (goroutine
+ *             and foreign thread), inherited by accept, kept by dup.
+ *   select    select, pselect, ppoll and epoll_wait park on their fds and answer as
+ *             libc; getaddrinfo works from a goroutine (the hand-off).
  *   echo      an unmodified thread-per-connection echo server (blocking accept, read,
  *             write), run with one goroutine per connection: 5,000 clients connected
  *             at once, every byte echoed, threads stay at most GOMAXPROCS + 8.
@@ -33,7 +37,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -505,6 +512,207 @@ static void case_foreign(void)
     printf("foreign: ok\n");
 }
 
+/* ---- timeo ----------------------------------------------------------------------- */
+
+static void set_timeo(int fd, int opt, long ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    CHECK_EQ(setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof tv), 0);
+}
+
+static int timeo_fd[2];
+
+static void timeo_goroutine(void *arg)
+{
+    (void)arg;
+    int sv[2];
+    char c, big[65536];
+    memset(big, 'b', sizeof big);
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    set_timeo(sv[0], SO_RCVTIMEO, 50);
+    double t0 = now_sec();
+    errno = 0;
+    CHECK_EQ(read(sv[0], &c, 1), -1);
+    CHECK_EQ(errno, EAGAIN);
+    CHECK(now_sec() - t0 >= 0.045);
+    /* Data before the deadline: no error. */
+    struct delayed d = {sv[1], 10};
+    CHECK_OK(gmp_go(delayed_writer, &d));
+    CHECK_EQ(recv(sv[0], &c, 1, 0), 1);
+    /* A dup keeps the timeout (it is the open file's). */
+    int d2 = dup(sv[0]);
+    t0 = now_sec();
+    CHECK_EQ(read(d2, &c, 1), -1);
+    CHECK_EQ(errno, EAGAIN);
+    CHECK(now_sec() - t0 >= 0.045);
+    close(d2);
+    /* SO_SNDTIMEO: a write into a full socket gives up. */
+    set_timeo(sv[1], SO_SNDTIMEO, 50);
+    ssize_t n;
+    while ((n = write(sv[1], big, sizeof big)) > 0)
+        ;
+    CHECK_EQ(n, -1);
+    CHECK_EQ(errno, EAGAIN);
+    close(sv[0]);
+    close(sv[1]);
+    /* accept: the listener's timeout, and the accepted socket inherits it. */
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(l >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t alen = sizeof a;
+    CHECK_EQ(getsockname(l, (struct sockaddr *)&a, &alen), 0);
+    CHECK_EQ(listen(l, 4), 0);
+    set_timeo(l, SO_RCVTIMEO, 40);
+    t0 = now_sec();
+    CHECK_EQ(accept(l, NULL, NULL), -1);
+    CHECK_EQ(errno, EAGAIN);
+    CHECK(now_sec() - t0 >= 0.035);
+    int cl = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK_EQ(connect(cl, (struct sockaddr *)&a, sizeof a), 0);
+    int s = accept(l, NULL, NULL);
+    CHECK(s >= 0);
+    t0 = now_sec();
+    CHECK_EQ(read(s, &c, 1), -1);
+    CHECK_EQ(errno, EAGAIN);
+    CHECK(now_sec() - t0 >= 0.035);
+    close(s);
+    close(cl);
+    close(l);
+    /* For main: a goroutine's blocking socket with a receive timeout. */
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, timeo_fd), 0);
+    set_timeo(timeo_fd[0], SO_RCVTIMEO, 50);
+    CHECK_EQ(write(timeo_fd[1], "x", 1), 1);
+    CHECK_EQ(read(timeo_fd[0], &c, 1), 1);
+    __atomic_store_n(&nb_done, 1, __ATOMIC_RELEASE);
+}
+
+static void case_timeo(void)
+{
+    CHECK_OK(gmp_go(timeo_goroutine, NULL));
+    while (!__atomic_load_n(&nb_done, __ATOMIC_ACQUIRE))
+        usleep(1000);
+    /* main, a foreign thread, on the goroutine's fd: the timeout holds there too. */
+    char c;
+    double t0 = now_sec();
+    errno = 0;
+    CHECK_EQ(read(timeo_fd[0], &c, 1), -1);
+    CHECK_EQ(errno, EAGAIN);
+    CHECK(now_sec() - t0 >= 0.045);
+    close(timeo_fd[0]);
+    close(timeo_fd[1]);
+    printf("timeo: ok\n");
+}
+
+/* ---- select ---------------------------------------------------------------------- */
+
+static volatile int select_parked;
+
+static void select_goroutine(void *arg)
+{
+    (void)arg;
+    int p1[2], p2[2];
+    CHECK_EQ(pipe(p1), 0);
+    CHECK_EQ(pipe(p2), 0);
+    int maxfd = (p1[0] > p2[0] ? p1[0] : p2[0]) + 1;
+    gmp_sched_stats s0 = stats();
+    /* select: the second pipe becomes readable. */
+    struct delayed d = {p2[1], 30};
+    CHECK_OK(gmp_go(delayed_writer, &d));
+    fd_set rs;
+    FD_ZERO(&rs);
+    FD_SET(p1[0], &rs);
+    FD_SET(p2[0], &rs);
+    struct timeval tv = {5, 0};
+    double t0 = now_sec();
+    CHECK_EQ(select(maxfd, &rs, NULL, NULL, &tv), 1);
+    CHECK(now_sec() - t0 >= 0.025);
+    CHECK(!FD_ISSET(p1[0], &rs));
+    CHECK(FD_ISSET(p2[0], &rs));
+    CHECK(tv.tv_sec < 5 && tv.tv_sec >= 4); /* time left, as Linux writes it */
+    /* select times out with the sets cleared. */
+    char c;
+    CHECK_EQ(read(p2[0], &c, 1), 1);
+    FD_ZERO(&rs);
+    FD_SET(p1[0], &rs);
+    FD_SET(p2[0], &rs);
+    tv.tv_sec = 0;
+    tv.tv_usec = 30000;
+    t0 = now_sec();
+    CHECK_EQ(select(maxfd, &rs, NULL, NULL, &tv), 0);
+    CHECK(now_sec() - t0 >= 0.025);
+    CHECK(!FD_ISSET(p1[0], &rs) && !FD_ISSET(p2[0], &rs));
+    /* A writable fd answers at once; a read set on the same call too. */
+    fd_set ws;
+    FD_ZERO(&rs);
+    FD_ZERO(&ws);
+    FD_SET(p1[0], &rs);
+    FD_SET(p1[1], &ws);
+    CHECK_EQ(select(p1[1] + 1, &rs, &ws, NULL, NULL), 1);
+    CHECK(FD_ISSET(p1[1], &ws) && !FD_ISSET(p1[0], &rs));
+    /* pselect, one fd. */
+    d.fd = p1[1];
+    CHECK_OK(gmp_go(delayed_writer, &d));
+    FD_ZERO(&rs);
+    FD_SET(p1[0], &rs);
+    struct timespec ts = {5, 0};
+    t0 = now_sec();
+    CHECK_EQ(pselect(p1[0] + 1, &rs, NULL, NULL, &ts, NULL), 1);
+    CHECK(now_sec() - t0 >= 0.025);
+    CHECK(FD_ISSET(p1[0], &rs));
+    CHECK_EQ(read(p1[0], &c, 1), 1);
+    /* ppoll without a mask, two fds. */
+    d.fd = p2[1];
+    CHECK_OK(gmp_go(delayed_writer, &d));
+    struct pollfd pf[2] = {{p1[0], POLLIN, 0}, {p2[0], POLLIN, 0}};
+    t0 = now_sec();
+    CHECK_EQ(ppoll(pf, 2, NULL, NULL), 1);
+    CHECK(now_sec() - t0 >= 0.025);
+    CHECK(pf[1].revents & POLLIN);
+    CHECK_EQ(read(p2[0], &c, 1), 1);
+    /* epoll_wait on an epoll fd of the program's own. */
+    int ep = epoll_create1(0);
+    CHECK(ep >= 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 7};
+    CHECK_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, p1[0], &ev), 0);
+    d.fd = p1[1];
+    CHECK_OK(gmp_go(delayed_writer, &d));
+    struct epoll_event got;
+    t0 = now_sec();
+    CHECK_EQ(epoll_wait(ep, &got, 1, 5000), 1);
+    CHECK(now_sec() - t0 >= 0.025);
+    CHECK_EQ(got.data.u32, 7);
+    CHECK_EQ(read(p1[0], &c, 1), 1);
+    t0 = now_sec();
+    CHECK_EQ(epoll_pwait(ep, &got, 1, 30, NULL), 0);
+    CHECK(now_sec() - t0 >= 0.025);
+    close(ep);
+    /* They parked: the poller woke this goroutine (no thread blocked in them). */
+    gmp_sched_stats s1 = stats();
+    printf("select: %llu wake-ups by the poller\n",
+           (unsigned long long)(s1.netpoll_readied - s0.netpoll_readied));
+    CHECK(s1.netpoll_readied - s0.netpoll_readied >= 4); /* select, pselect, ppoll, epoll_wait */
+    CHECK(s1.threads <= s1.gomaxprocs + 8);
+    /* getaddrinfo from a goroutine. */
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    CHECK_EQ(getaddrinfo("127.0.0.1", "80", &hints, &res), 0);
+    CHECK(res != NULL && res->ai_family == AF_INET);
+    freeaddrinfo(res);
+    close(p1[0]);
+    close(p1[1]);
+    close(p2[0]);
+    close(p2[1]);
+    __atomic_store_n(&nb_done, 1, __ATOMIC_RELEASE);
+}
+
+static void case_select(void)
+{
+    CHECK_OK(gmp_go(select_goroutine, NULL));
+    while (!__atomic_load_n(&nb_done, __ATOMIC_ACQUIRE))
+        usleep(1000);
+    printf("select: ok\n");
+}
+
 /* ---- echo ------------------------------------------------------------------------ */
 
 /* The server as written for threads: blocking calls, one connection per thread. */
@@ -641,6 +849,10 @@ int main(int argc, char **argv)
         case_dup();
     else if (strcmp(c, "sleep") == 0)
         case_sleep();
+    else if (strcmp(c, "timeo") == 0)
+        case_timeo();
+    else if (strcmp(c, "select") == 0)
+        case_select();
     else if (strcmp(c, "echo") == 0)
         case_echo();
     else

@@ -1469,6 +1469,16 @@ fn interpose_foreign() {
 }
 
 #[test]
+fn interpose_timeo() {
+    interpose_case("timeo", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_select() {
+    interpose_case("select", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
 fn interpose_echo() {
     interpose_case("echo", &[("GMP_MAXPROCS", "2")]);
 }

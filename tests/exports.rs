@@ -24,13 +24,16 @@ const SONAME: &str = "libgmp.so.0";
 const ALLOWED_NON_GMP: &[&str] = &[
     // Sockets and pipes through the poller.
     "read", "write", "readv", "writev", "recv", "send", "recvfrom", "sendto", "recvmsg",
-    "sendmsg", "accept", "accept4", "connect", "poll", "epoll_wait",
+    "sendmsg", "accept", "accept4", "connect", "poll", "ppoll", "select", "pselect",
+    "epoll_wait", "epoll_pwait",
     // Descriptor bookkeeping.
     "socket", "socketpair", "pipe", "pipe2", "dup", "dup2", "dup3", "close", "fcntl", "ioctl",
+    "setsockopt",
     // Sleeping through the timers.
     "sleep", "usleep", "nanosleep", "clock_nanosleep",
     // The syscall hand-off.
     "pread", "pwrite", "open", "openat", "fsync", "fdatasync", "flock", "waitpid", "wait4",
+    "getaddrinfo",
     // _FORTIFY_SOURCE variants.
     "__read_chk", "__recv_chk", "__recvfrom_chk", "__pread_chk", "__poll_chk",
 ];

@@ -168,6 +168,40 @@ fn managed(fd: c_int) -> Option<&'static PollDesc> {
     netpoll::lookup(fd).filter(|pd| pd.registered() && pd.hook.load(Ordering::Acquire) & HOOK_BLOCKING != 0)
 }
 
+/// Direction index of `PollDesc::timeo` for a netpoll mode.
+fn dir(mode: u32) -> usize {
+    (mode == MODE_WRITE) as usize
+}
+
+/// SO_RCVTIMEO (read) or SO_SNDTIMEO (write) of `fd` as the hooks know it, in ns.
+fn timeout_of(fd: c_int, mode: u32) -> Option<i64> {
+    let t = netpoll::lookup(fd)?.timeo[dir(mode)].load(Ordering::Relaxed);
+    (t > 0).then_some(t)
+}
+
+/// Clears the per-number state (bits and timeouts).
+fn clear(pd: &PollDesc) {
+    pd.hook.store(0, Ordering::Release);
+    pd.timeo[0].store(0, Ordering::Relaxed);
+    pd.timeo[1].store(0, Ordering::Relaxed);
+}
+
+/// Reads a socket's SO_RCVTIMEO and SO_SNDTIMEO from the kernel into `pd`.
+fn load_timeouts(fd: c_int, pd: &PollDesc) {
+    for (i, opt) in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO].into_iter().enumerate() {
+        let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        let mut len = core::mem::size_of::<libc::timeval>() as libc::socklen_t;
+        // SAFETY: valid out-parameters.
+        let r = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, opt, &mut tv as *mut libc::timeval as *mut c_void, &mut len) };
+        let ns = if r == 0 { timeval_ns(&tv) } else { 0 };
+        pd.timeo[i].store(ns, Ordering::Relaxed);
+    }
+}
+
+fn timeval_ns(tv: &libc::timeval) -> i64 {
+    (tv.tv_sec as i64).saturating_mul(1_000_000_000).saturating_add(tv.tv_usec as i64 * 1000).max(0)
+}
+
 #[inline]
 fn classify(fd: c_int) -> Fd {
     if let Some(pd) = netpoll::lookup(fd) {
@@ -208,6 +242,11 @@ fn adopt(fd: c_int) -> Fd {
         return Fd::Handoff;
     }
     let blocking = flags & libc::O_NONBLOCK == 0;
+    if kind == libc::S_IFSOCK {
+        load_timeouts(fd, pd);
+    } else {
+        clear(pd);
+    }
     pd.hook.store(if blocking { HOOK_BLOCKING } else { 0 }, Ordering::Release);
     match netpoll::register(fd) {
         Ok(true) if blocking => Fd::Managed,
@@ -230,7 +269,7 @@ fn forget(fd: c_int) {
         if pd.registered() {
             netpoll::close_begin(fd);
         }
-        pd.hook.store(0, Ordering::Release);
+        clear(pd);
     }
 }
 
@@ -279,6 +318,9 @@ fn dup_state(old: c_int, new: c_int) {
         return;
     };
     let Some(pd) = netpoll::pd_of(new) else { return };
+    for i in 0..2 {
+        pd.timeo[i].store(opd.timeo[i].load(Ordering::Relaxed), Ordering::Relaxed);
+    }
     pd.hook.store(opd.hook.load(Ordering::Acquire) & HOOK_BLOCKING, Ordering::Release);
     if !matches!(netpoll::register(new), Ok(true)) {
         pd.hook.store(0, Ordering::Release);
@@ -287,8 +329,9 @@ fn dup_state(old: c_int, new: c_int) {
 
 /// A call the user expects to block, on an fd that is non-blocking underneath, from a
 /// thread that cannot park: waits in poll(2) on EAGAIN. errno is as the call left it.
-fn emulate(fd: c_int, events: i16, op: &dyn Fn() -> isize) -> isize {
+fn emulate(fd: c_int, events: i16, timeout: Option<i64>, op: &dyn Fn() -> isize) -> isize {
     let saved = errno();
+    let deadline = timeout.map(|t| crate::sys::nanotime().saturating_add(t));
     loop {
         let r = op();
         if r >= 0 {
@@ -298,9 +341,20 @@ fn emulate(fd: c_int, events: i16, op: &dyn Fn() -> isize) -> isize {
         if errno() != libc::EAGAIN {
             return r;
         }
+        let ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d - crate::sys::nanotime();
+                if left <= 0 {
+                    set_errno(libc::EAGAIN);
+                    return -1;
+                }
+                (left.saturating_add(999_999) / 1_000_000).min(i32::MAX as i64) as c_int
+            }
+        };
         let mut p = libc::pollfd { fd, events, revents: 0 };
         // SAFETY: one valid pollfd.
-        if unsafe { real::poll(&mut p, 1, -1) } < 0 && errno() != libc::EINTR {
+        if unsafe { real::poll(&mut p, 1, ms) } < 0 && errno() != libc::EINTR {
             return -1;
         }
     }
@@ -312,7 +366,7 @@ fn rw(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
     if !on_goroutine() {
         if managed(fd).is_some() && live() {
             let ev = if mode == MODE_READ { libc::POLLIN } else { libc::POLLOUT };
-            return emulate(fd, ev, op);
+            return emulate(fd, ev, timeout_of(fd, mode), op);
         }
         return op();
     }
@@ -324,8 +378,11 @@ fn rw_goroutine(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
         Fd::Native => op(),
         Fd::Handoff => ret(raw_call(|| op() as i64)),
         Fd::Managed => {
+            let deadline = timeout_of(fd, mode).map(|t| crate::sys::nanotime().saturating_add(t));
             let bound = bind();
-            let r = match net::io(fd, mode, None, op) {
+            let r = match net::io(fd, mode, deadline, op) {
+                // SO_RCVTIMEO / SO_SNDTIMEO expired: EAGAIN, as POSIX says.
+                Some(r) if r == -(libc::ETIMEDOUT as i64) => -(libc::EAGAIN as i64),
                 Some(r) => r,
                 // Closed or unregistered meanwhile: as a plain blocking call.
                 None => raw_call(|| op() as i64),
@@ -510,6 +567,12 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut
     let r = rw(fd, MODE_READ, &|| unsafe { real::accept4(fd, addr, len, flags | libc::SOCK_NONBLOCK) } as isize) as c_int;
     if r >= 0 {
         adopt_new(r, user_blocking);
+        // The new socket inherits the listener's timeouts (Linux copies them).
+        if let (Some(l), Some(pd)) = (netpoll::lookup(fd), netpoll::lookup(r)) {
+            for i in 0..2 {
+                pd.timeo[i].store(l.timeo[i].load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
     }
     r
 }
@@ -544,8 +607,9 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const libc::sockaddr, len: li
     let saved_errno = errno();
     let w = if on_goroutine() {
         super::boundary("interposed connect", || {
+            let deadline = timeout_of(fd, MODE_WRITE).map(|t| crate::sys::nanotime().saturating_add(t));
             let bound = bind();
-            let w = net::io(fd, MODE_WRITE, None, || {
+            let w = net::io(fd, MODE_WRITE, deadline, || {
                 let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
                 // SAFETY: one valid pollfd.
                 let n = unsafe { real::poll(&mut p, 1, 0) };
@@ -560,9 +624,14 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const libc::sockaddr, len: li
             w.unwrap_or(0)
         })
     } else {
-        net::poll_wait(fd, libc::POLLOUT as u32, None)
+        let deadline = timeout_of(fd, MODE_WRITE).map(|t| crate::sys::nanotime().saturating_add(t));
+        net::poll_wait(fd, libc::POLLOUT as u32, deadline)
     };
     set_errno(saved_errno);
+    if w == -(libc::ETIMEDOUT as i64) {
+        // SO_SNDTIMEO expired: the connection is still in progress (Linux).
+        return ret(-(libc::EINPROGRESS as i64)) as c_int;
+    }
     if w < 0 {
         return ret(w) as c_int;
     }
@@ -665,7 +734,7 @@ pub extern "C" fn close(fd: c_int) -> c_int {
             netpoll::close_begin(fd);
             drop(bound);
         }
-        pd.hook.store(0, Ordering::Release);
+        clear(pd);
     }
     // SAFETY: close has no memory preconditions.
     unsafe { real::close(fd) }
@@ -791,6 +860,30 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: libc::c_ulong, arg: usize) -> c_i
     }
     // SAFETY: the caller's arguments.
     unsafe { real::ioctl(fd, req, arg) }
+}
+
+/// Interposes setsockopt(2): SO_RCVTIMEO and SO_SNDTIMEO become the deadlines of the
+/// hooks' waits (EAGAIN when they pass, as the kernel does for a blocking socket).
+///
+/// # Safety
+/// As setsockopt(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: libc::socklen_t) -> c_int {
+    // SAFETY: the caller's arguments.
+    let r = unsafe { real::setsockopt(fd, level, name, val, len) };
+    if r == 0
+        && level == libc::SOL_SOCKET
+        && (name == libc::SO_RCVTIMEO || name == libc::SO_SNDTIMEO)
+        && !val.is_null()
+        && len as usize >= core::mem::size_of::<libc::timeval>()
+        && live()
+        && let Some(pd) = netpoll::pd_of(fd)
+    {
+        // SAFETY: the kernel accepted it as a timeval.
+        let ns = timeval_ns(unsafe { &*(val as *const libc::timeval) });
+        pd.timeo[(name == libc::SO_SNDTIMEO) as usize].store(ns, Ordering::Relaxed);
+    }
+    r
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1071,8 +1164,250 @@ pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, n: c_
     })
 }
 
+/// A timespec timeout in milliseconds for poll (rounded up; None: invalid).
+fn ts_ms(ts: *const libc::timespec) -> Option<c_int> {
+    if ts.is_null() {
+        return Some(-1);
+    }
+    // SAFETY: non-null, the caller's timespec.
+    let ns = timespec_ns(unsafe { &*ts })?;
+    Some((ns.saturating_add(999_999) / 1_000_000).min(i32::MAX as i64) as c_int)
+}
+
+/// Interposes ppoll(2): without a signal mask, as poll; with one, the hand-off (the mask
+/// must be the thread's while it waits).
+///
+/// # Safety
+/// As ppoll(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::ppoll(fds, n, ts, mask) };
+    }
+    match ts_ms(ts) {
+        // SAFETY: the caller's arguments.
+        Some(ms) if mask.is_null() => unsafe { poll(fds, n, ms) },
+        // SAFETY: the caller's arguments.
+        _ => handoff(&|| unsafe { real::ppoll(fds, n, ts, mask) } as i64) as c_int,
+    }
+}
+
+/// Interposes epoll_pwait(2): without a signal mask, as epoll_wait; with one, the
+/// hand-off.
+///
+/// # Safety
+/// As epoll_pwait(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_pwait(ep: c_int, ev: *mut libc::epoll_event, n: c_int, ms: c_int, mask: *const libc::sigset_t) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::epoll_pwait(ep, ev, n, ms, mask) };
+    }
+    if mask.is_null() {
+        // SAFETY: the caller's arguments.
+        return unsafe { epoll_wait(ep, ev, n, ms) };
+    }
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::epoll_pwait(ep, ev, n, ms, mask) } as i64) as c_int
+}
+
+/// select's sets as pollfds for the wait (the answer comes from select itself): None when
+/// there are more than `POLL_MANY_MAX` fds (or one beyond FD_SETSIZE).
+fn select_pollfds(
+    n: c_int,
+    sets: [*mut libc::fd_set; 3],
+    out: &mut [libc::pollfd; POLL_MANY_MAX as usize],
+) -> Option<usize> {
+    if n < 0 || n as usize > libc::FD_SETSIZE {
+        return None;
+    }
+    let mut k = 0;
+    for fd in 0..n {
+        let mut events = 0;
+        for (set, ev) in sets.iter().zip([libc::POLLIN, libc::POLLOUT, libc::POLLPRI]) {
+            // SAFETY: a non-null caller's fd_set, fd < FD_SETSIZE.
+            if !set.is_null() && unsafe { libc::FD_ISSET(fd, *set) } {
+                events |= ev;
+            }
+        }
+        if events != 0 {
+            if k == out.len() {
+                return None;
+            }
+            out[k] = libc::pollfd { fd, events, revents: 0 };
+            k += 1;
+        }
+    }
+    Some(k)
+}
+
+/// The body of select and pselect on a goroutine: a zero-timeout select on copies of the
+/// sets until one is ready, parked in between on the fds; the sets are written back as
+/// select leaves them. `deadline`: None waits forever. Returns the count or -errno, None
+/// for the hand-off.
+fn select_wait(n: c_int, sets: [*mut libc::fd_set; 3], deadline: Option<i64>) -> Option<i64> {
+    let mut pfds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; POLL_MANY_MAX as usize];
+    let k = select_pollfds(n, sets, &mut pfds)?;
+    // SAFETY: fd_set is plain data.
+    let orig: [libc::fd_set; 3] = core::array::from_fn(|i| unsafe {
+        if sets[i].is_null() { core::mem::zeroed() } else { *sets[i] }
+    });
+    let last = core::cell::Cell::new(orig);
+    let check = || {
+        let mut cur = orig;
+        let ptr = |i: usize, cur: &mut [libc::fd_set; 3]| {
+            if sets[i].is_null() { core::ptr::null_mut() } else { &mut cur[i] as *mut libc::fd_set }
+        };
+        let (r, w, e) = (ptr(0, &mut cur), ptr(1, &mut cur), ptr(2, &mut cur));
+        let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        // SAFETY: valid sets and timeval.
+        let rc = raw(|| unsafe { real::select(n, r, w, e, &mut tv) } as isize);
+        last.set(cur);
+        rc
+    };
+    let first = check();
+    let r = if first != 0 {
+        first
+    } else if deadline.is_some_and(|d| d <= crate::sys::nanotime()) {
+        0
+    } else if k == 0 {
+        park_sleep(deadline.map_or(i64::MAX, |d| d - crate::sys::nanotime()));
+        check()
+    } else if k == 1 {
+        wait_one(pfds[0].fd, poll_modes(pfds[0].events), deadline, &check)?
+    } else {
+        poll_many(pfds.as_mut_ptr(), k as libc::nfds_t, deadline, &check)?
+    };
+    if r >= 0 {
+        let cur = last.get();
+        for i in 0..3 {
+            if !sets[i].is_null() {
+                // SAFETY: the caller's fd_set.
+                unsafe { *sets[i] = cur[i] };
+            }
+        }
+    }
+    Some(r)
+}
+
+/// Interposes select(2): on a goroutine, parks until one of the fds is ready or the
+/// timeout passes (at most 64 fds; more take the hand-off). Like Linux, writes the time
+/// left into `tv`.
+///
+/// # Safety
+/// As select(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn select(
+    n: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    tv: *mut libc::timeval,
+) -> c_int {
+    // SAFETY: the caller's timeval, if any.
+    let zero = !tv.is_null() && unsafe { (*tv).tv_sec == 0 && (*tv).tv_usec == 0 };
+    if !on_goroutine() || zero {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::select(n, r, w, e, tv) };
+    }
+    let deadline = if tv.is_null() {
+        None
+    } else {
+        // SAFETY: non-null, the caller's timeval.
+        let t = unsafe { &*tv };
+        if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        Some(crate::sys::nanotime().saturating_add(timeval_ns(t)))
+    };
+    super::boundary("interposed select", || match select_wait(n, [r, w, e], deadline) {
+        Some(rc) => {
+            if let Some(d) = deadline {
+                let left = (d - crate::sys::nanotime()).max(0);
+                // SAFETY: non-null (there is a deadline), the caller's timeval.
+                unsafe {
+                    (*tv).tv_sec = (left / 1_000_000_000) as libc::time_t;
+                    (*tv).tv_usec = ((left % 1_000_000_000) / 1000) as libc::suseconds_t;
+                }
+            }
+            ret(rc) as c_int
+        }
+        // SAFETY: the caller's arguments.
+        None => ret(raw_call(|| unsafe { real::select(n, r, w, e, tv) } as i64)) as c_int,
+    })
+}
+
+/// Interposes pselect(2): without a signal mask, as select (the timeout is not written
+/// back); with one, the hand-off.
+///
+/// # Safety
+/// As pselect(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pselect(
+    n: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    ts: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::pselect(n, r, w, e, ts, mask) };
+    }
+    let deadline = if ts.is_null() {
+        None
+    } else {
+        // SAFETY: non-null, the caller's timespec.
+        match timespec_ns(unsafe { &*ts }) {
+            Some(0) => None,
+            Some(ns) => Some(crate::sys::nanotime().saturating_add(ns)),
+            None => {
+                set_errno(libc::EINVAL);
+                return -1;
+            }
+        }
+    };
+    if !ts.is_null() && deadline.is_none() {
+        // A zero timeout: it does not block.
+        // SAFETY: the caller's arguments.
+        return unsafe { real::pselect(n, r, w, e, ts, mask) };
+    }
+    if mask.is_null() {
+        let rc = super::boundary("interposed pselect", || select_wait(n, [r, w, e], deadline));
+        if let Some(rc) = rc {
+            return ret(rc) as c_int;
+        }
+    }
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::pselect(n, r, w, e, ts, mask) } as i64) as c_int
+}
+
 // ---------------------------------------------------------------------------------------
 // Blocking calls epoll cannot help with: the syscall hand-off.
+
+/// Interposes getaddrinfo(3): on a goroutine, through the syscall hand-off (name
+/// resolution may wait on the network; glibc's own sockets inside it are not ours).
+///
+/// # Safety
+/// As getaddrinfo(3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const libc::addrinfo,
+    res: *mut *mut libc::addrinfo,
+) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::getaddrinfo(node, service, hints, res) };
+    }
+    // The goroutine stays on its thread in the hand-off: errno (EAI_SYSTEM) is its own.
+    // SAFETY: the caller's arguments.
+    super::boundary("interposed getaddrinfo", || rt::syscall::blocking(|| unsafe { real::getaddrinfo(node, service, hints, res) }))
+}
 
 /// Interposes pread(2).
 ///

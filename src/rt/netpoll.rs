@@ -85,6 +85,9 @@ pub struct PollDesc {
     /// The interposer's bits for this fd number (ffi/interpose.rs: `HOOK_*`), kept by the
     /// hooks; cleared when the fd is closed or unregistered here.
     pub hook: AtomicU32,
+    /// SO_RCVTIMEO and SO_SNDTIMEO in nanoseconds (0: none), as the interposer saw them
+    /// set; kept with `hook`.
+    pub timeo: [AtomicI64; 2],
 }
 
 // SAFETY: the Cells are touched only under `lock`.
@@ -105,6 +108,7 @@ impl PollDesc {
                 (AtomicI32::new(0), AtomicU32::new(0)),
             ],
             hook: AtomicU32::new(0),
+            timeo: [AtomicI64::new(0), AtomicI64::new(0)],
         }
     }
 

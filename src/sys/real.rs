@@ -161,12 +161,8 @@ real! {
         let tsp = if ms < 0 { core::ptr::null() } else { &ts as *const libc::timespec };
         sc(libc::SYS_ppoll, fds, n, tsp, 0usize, 8usize) as c_int
     };
-    fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int =
-        sc(libc::SYS_ppoll, fds, n, ts, mask, 8usize) as c_int;
     fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, n: c_int, ms: c_int) -> c_int =
         sc(libc::SYS_epoll_pwait, ep, ev, n, ms, 0usize, 8usize) as c_int;
-    fn epoll_pwait(ep: c_int, ev: *mut libc::epoll_event, n: c_int, ms: c_int, mask: *const libc::sigset_t) -> c_int =
-        sc(libc::SYS_epoll_pwait, ep, ev, n, ms, mask, 8usize) as c_int;
     fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t = sc(libc::SYS_pread64, fd, buf, n, off) as ssize_t;
     fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t = sc(libc::SYS_pwrite64, fd, buf, n, off) as ssize_t;
     fn fsync(fd: c_int) -> c_int = sc(libc::SYS_fsync, fd) as c_int;
@@ -176,6 +172,48 @@ real! {
     fn wait4(pid: libc::pid_t, status: *mut c_int, options: c_int, ru: *mut libc::rusage) -> libc::pid_t =
         sc(libc::SYS_wait4, pid, status, options, ru) as libc::pid_t;
     fn flock(fd: c_int, op: c_int) -> c_int = sc(libc::SYS_flock, fd, op) as c_int;
+    fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int =
+        sc(libc::SYS_setsockopt, fd, level, name, val, len) as c_int;
+    fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int =
+        sc(libc::SYS_ppoll, fds, n, ts, mask, 8usize) as c_int;
+    fn epoll_pwait(ep: c_int, ev: *mut libc::epoll_event, n: c_int, ms: c_int, mask: *const libc::sigset_t) -> c_int =
+        sc(libc::SYS_epoll_pwait, ep, ev, n, ms, mask, 8usize) as c_int;
+    fn select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, tv: *mut libc::timeval) -> c_int =
+        sys_select(n, r, w, e, tv);
+    fn pselect(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, ts: *const libc::timespec,
+        mask: *const libc::sigset_t) -> c_int = {
+        // The kernel's pselect6 takes the mask as {pointer, size}.
+        let m: [usize; 2] = [mask as usize, 8];
+        let mp = if mask.is_null() { core::ptr::null() } else { m.as_ptr() };
+        sc(libc::SYS_pselect6, n, r, w, e, ts, mp) as c_int
+    };
+    fn getaddrinfo(node: *const c_char, service: *const c_char, hints: *const libc::addrinfo,
+        res: *mut *mut libc::addrinfo) -> c_int = {
+        // No system call resolves names: only reachable if libc defines no getaddrinfo.
+        let _ = (node, service, hints, res);
+        libc::EAI_SYSTEM
+    };
+}
+
+/// select(2) with the raw pselect6 call (updates `tv` with the time left, as Linux does).
+unsafe fn sys_select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, tv: *mut libc::timeval) -> c_int {
+    // SAFETY: the caller's arguments; ts is a valid timespec when tv is not null.
+    unsafe {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let tsp = if tv.is_null() {
+            core::ptr::null_mut()
+        } else {
+            ts.tv_sec = (*tv).tv_sec;
+            ts.tv_nsec = (*tv).tv_usec * 1000;
+            &mut ts as *mut libc::timespec
+        };
+        let rc = sc(libc::SYS_pselect6, n, r, w, e, tsp, 0usize) as c_int;
+        if !tv.is_null() {
+            (*tv).tv_sec = ts.tv_sec;
+            (*tv).tv_usec = ts.tv_nsec / 1000;
+        }
+        rc
+    }
 }
 
 /// The variadic ones: called with their optional argument always present (an integer or
