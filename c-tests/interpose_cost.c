@@ -4,7 +4,7 @@
  * libgmp.so, so plain `read` is the hook) against libc's own functions (looked up in
  * libc.so.6 itself), on the C main thread (a foreign thread) after the runtime started,
  * and inside a goroutine with GMP_INTERPOSE=0 when the environment says so.
- * Prints the best of 7 alternating rounds of each; fails only if a hook costs more than
+ * Prints the best of 15 alternating rounds of each; fails only if a hook costs more than
  * 100 ns extra (the target is < 5 ns; the bound is loose for a loaded machine).
  */
 #include "check.h"
@@ -16,8 +16,8 @@
 
 #include "gmp.h"
 
-#define CALLS 1000000
-#define ROUNDS 7
+#define CALLS 200000
+#define ROUNDS 15
 
 typedef ssize_t (*read_fn)(int, void *, size_t);
 typedef int (*fcntl_fn)(int, int, ...);

@@ -206,8 +206,11 @@ static EVFD: AtomicI32 = AtomicI32::new(-1);
 static INIT_LOCK: Lock = Lock::new();
 /// A break is written and not yet consumed (Go's netpollWakeSig).
 static BREAK_PENDING: AtomicBool = AtomicBool::new(false);
-/// An M is blocked in `epoll_wait` (the timer M sleeping in the poller).
-pub(crate) static BLOCKED: AtomicBool = AtomicBool::new(false);
+/// Ms blocked in `epoll_wait`: the timer M sleeping in the poller, and for a moment the
+/// previous one, claimed by a waker and on its way out (timer.rs).
+pub(crate) static BLOCKED: AtomicU32 = AtomicU32::new(0);
+/// Breaks consumed by blocking polls (timer.rs passes on one that was not for its M).
+pub(crate) static BREAKS_TAKEN: AtomicU64 = AtomicU64::new(0);
 /// When the poller was last polled (`nanotime`), for sysmon's 10 ms rule.
 static LAST_POLL: AtomicI64 = AtomicI64::new(0);
 /// Counters for `gmp_stats`.
@@ -661,6 +664,13 @@ pub(crate) fn netpoll(delay: i64, out: &mut Ready) -> usize {
     for ev in &events[..n as usize] {
         let data = ev.u64;
         if data == BREAK_DATA {
+            // Only a blocking poll consumes a break (as Go's netpoll): a non-blocking one
+            // that raced with the timer M's blocking poll would otherwise swallow the break
+            // meant for it, and it would sleep on (affine work queued for it then waits
+            // forever). The eventfd is level-triggered: left unread, it stays pending.
+            if delay == 0 {
+                continue;
+            }
             let mut buf = 0u64;
             // SAFETY: reads 8 bytes into a valid buffer from our non-blocking eventfd.
             unsafe {
@@ -671,6 +681,7 @@ pub(crate) fn netpoll(delay: i64, out: &mut Ready) -> usize {
                 )
             };
             BREAK_PENDING.store(false, Ordering::SeqCst);
+            BREAKS_TAKEN.fetch_add(1, Ordering::SeqCst);
             continue;
         }
         let (fd, seq) = (data as u32 as i32, (data >> 32) as u32);
@@ -751,7 +762,7 @@ unsafe fn epoll_wait_ns(ep: i32, events: &mut [libc::epoll_event], ns: i64) -> i
 /// sysmon's part (Go: "poll network if not polled for more than 10ms"): returns true if it
 /// polled.
 pub(crate) fn sysmon_poll(now: i64) -> bool {
-    if !inited() || !any_waiters() || BLOCKED.load(Ordering::SeqCst) {
+    if !inited() || !any_waiters() || BLOCKED.load(Ordering::SeqCst) != 0 {
         return false;
     }
     if LAST_POLL.load(Ordering::Relaxed) + 10_000_000 > now {
