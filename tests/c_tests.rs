@@ -1608,3 +1608,28 @@ fn interpose_curl() {
     let outcome = run_with_timeout(cmd, "interpose_curl");
     assert_success(&outcome, "interpose_curl");
 }
+
+/// LD_PRELOAD from Python (c-tests/interpose_preload.py): preloaded, the global `usleep`
+/// is the hook and 20 goroutines sleeping in it park; loaded by ctypes alone (dlopen), it
+/// is libc's and each goroutine blocks its thread.
+#[test]
+fn interpose_preload() {
+    let python = require_program("python3", "python3");
+    let script = manifest_dir().join("c-tests").join("interpose_preload.py");
+    let _serial = lock();
+    for (mode, preload) in [("preload", true), ("dlopen", false)] {
+        let mut cmd = Command::new(&python);
+        cmd.arg(&script).arg(mode).current_dir(out_dir());
+        for var in GMP_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env_remove("LD_LIBRARY_PATH").env("GMP_LIB", library());
+        if preload {
+            cmd.env("LD_PRELOAD", library());
+        } else {
+            cmd.env_remove("LD_PRELOAD");
+        }
+        let outcome = run_with_timeout(cmd, &format!("interpose_preload.py {mode}"));
+        assert_success(&outcome, &format!("interpose_preload.py {mode}"));
+    }
+}
