@@ -44,6 +44,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <arpa/inet.h>
 
 #include "gmp.h"
@@ -349,6 +350,36 @@ static void case_close(void)
 
 /* ---- dup ------------------------------------------------------------------------- */
 
+/* A vfork child shares the parent's memory and thread pointer: its dup2 must not put its
+ * fds into the parent's poller. (Globals: nothing of the frame is clobbered by vfork.) */
+static int vf_p[2], vf_q[2];
+
+static void vfork_dup2(void)
+{
+    CHECK_EQ(pipe(vf_p), 0);                 /* a goroutine's: blocking for the user */
+    CHECK_EQ(syscall(SYS_pipe2, vf_q, O_NONBLOCK), 0); /* made behind the hooks' back */
+    pid_t pid = vfork();
+    if (pid == 0) {
+        dup2(vf_p[1], vf_q[1]);
+        _exit(0);
+    }
+    CHECK(pid > 0);
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    /* The parent's vf_q[1] is still its own non-blocking pipe, not a registered copy of
+     * the blocking vf_p[1]. */
+    CHECK((fcntl(vf_q[1], F_GETFL) & O_NONBLOCK) != 0);
+    char c;
+    CHECK_EQ(write(vf_q[1], "v", 1), 1);
+    CHECK_EQ(read(vf_q[0], &c, 1), 1);
+    CHECK_EQ(read(vf_q[0], &c, 1), -1);
+    CHECK_EQ(errno, EAGAIN);
+    close(vf_p[0]);
+    close(vf_p[1]);
+    close(vf_q[0]);
+    close(vf_q[1]);
+}
+
 static void dup_goroutine(void *arg)
 {
     (void)arg;
@@ -381,6 +412,7 @@ static void dup_goroutine(void *arg)
     close(d2);
     close(d3);
     close(sv[1]);
+    vfork_dup2();
     __atomic_store_n(&nb_done, 1, __ATOMIC_RELEASE);
 }
 

@@ -37,7 +37,7 @@
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
 use super::net;
 use super::syscall::raw_call;
@@ -79,10 +79,17 @@ fn on_goroutine() -> bool {
     rt::syscall::holds_p() && !rt::os_linux::forked() && enabled()
 }
 
-/// Whether fd bookkeeping applies (the runtime's state is this process's).
-#[inline(always)]
+/// The process the runtime's fd state belongs to (set when the library is loaded).
+static PID: AtomicI32 = AtomicI32::new(0);
+
+/// Whether fd bookkeeping applies: the runtime's state is this process's. Not in a child
+/// after fork, nor in a vfork child (which shares the parent's memory and thread pointer,
+/// so the hooks cannot tell it from its parent otherwise: dup2 in it must not register the
+/// child's fds in the parent's poller). One getpid system call: called only where a
+/// hook is about to change fd state, or is about to act on state it found.
 fn live() -> bool {
-    !rt::os_linux::forked()
+    // SAFETY: getpid has no preconditions.
+    !rt::os_linux::forked() && unsafe { libc::getpid() } == PID.load(Ordering::Relaxed)
 }
 
 /// Resolves libc's functions when the library is loaded, before `main`.
@@ -91,6 +98,8 @@ fn live() -> bool {
 static RESOLVE_AT_LOAD: extern "C" fn() = resolve_at_load;
 
 extern "C" fn resolve_at_load() {
+    // SAFETY: getpid has no preconditions.
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     real::init();
 }
 
@@ -223,6 +232,10 @@ fn adopt(fd: c_int) -> Fd {
     if (0..=2).contains(&fd) {
         return Fd::Handoff;
     }
+    if !live() {
+        // A vfork child on a goroutine's thread: touch nothing of the parent's.
+        return Fd::Native;
+    }
     // SAFETY: F_GETFL and fstat on any number only report EBADF if it is not open.
     let (flags, st) = unsafe {
         let flags = real::fcntl(fd, libc::F_GETFL, 0);
@@ -308,13 +321,24 @@ fn unblock(fd: c_int, user_blocking: bool) {
     }
 }
 
+/// Whether the table says anything about `fd`.
+fn known(fd: c_int) -> bool {
+    netpoll::lookup(fd).is_some_and(|pd| {
+        pd.registered()
+            || pd.hook.load(Ordering::Relaxed) != 0
+            || pd.timeo[0].load(Ordering::Relaxed) != 0
+            || pd.timeo[1].load(Ordering::Relaxed) != 0
+    })
+}
+
 /// The state of `old` for `new`, which now refers to the same open file (dup).
 fn dup_state(old: c_int, new: c_int) {
-    if !live() {
+    let opd = netpoll::lookup(old).filter(|pd| pd.registered());
+    if (opd.is_none() && !known(new)) || !live() {
         return;
     }
     forget(new);
-    let Some(opd) = netpoll::lookup(old).filter(|pd| pd.registered()) else {
+    let Some(opd) = opd else {
         return;
     };
     let Some(pd) = netpoll::pd_of(new) else { return };
@@ -364,7 +388,7 @@ fn emulate(fd: c_int, events: i16, timeout: Option<i64>, op: &dyn Fn() -> isize)
 #[inline(always)]
 fn rw(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
     if !on_goroutine() {
-        if managed(fd).is_some() && live() {
+        if managed(fd).is_some() && !rt::os_linux::forked() {
             let ev = if mode == MODE_READ { libc::POLLIN } else { libc::POLLOUT };
             return emulate(fd, ev, timeout_of(fd, mode), op);
         }
@@ -557,7 +581,7 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut
     if !on_goroutine() {
         // SAFETY: the caller's arguments.
         let r = rw(fd, MODE_READ, &|| unsafe { real::accept4(fd, addr, len, flags) } as isize) as c_int;
-        if r >= 0 && live() {
+        if r >= 0 && known(r) && live() {
             forget(r);
         }
         return r;
@@ -565,7 +589,9 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut
     let user_blocking = flags & libc::SOCK_NONBLOCK == 0;
     // SAFETY: the caller's arguments.
     let r = rw(fd, MODE_READ, &|| unsafe { real::accept4(fd, addr, len, flags | libc::SOCK_NONBLOCK) } as isize) as c_int;
-    if r >= 0 {
+    if r >= 0 && !live() {
+        unblock(r, user_blocking);
+    } else if r >= 0 {
         adopt_new(r, user_blocking);
         // The new socket inherits the listener's timeouts (Linux copies them).
         if let (Some(l), Some(pd)) = (netpoll::lookup(fd), netpoll::lookup(r)) {
@@ -597,7 +623,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const libc::sockaddr, len: li
     let blocking_underneath = if on_goroutine() {
         matches!(classify(fd), Fd::Managed)
     } else {
-        live() && managed(fd).is_some()
+        managed(fd).is_some() && live()
     };
     // SAFETY: the caller's arguments.
     let r = unsafe { real::connect(fd, addr, len) };
@@ -651,7 +677,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
     if !on_goroutine() {
         // SAFETY: plain syscall.
         let fd = unsafe { real::socket(domain, ty, proto) };
-        if fd >= 0 && live() {
+        if fd >= 0 && known(fd) && live() {
             forget(fd);
         }
         return fd;
@@ -659,7 +685,11 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
     // SAFETY: plain syscall.
     let fd = unsafe { real::socket(domain, ty | libc::SOCK_NONBLOCK, proto) };
     if fd >= 0 {
-        adopt_new(fd, ty & libc::SOCK_NONBLOCK == 0);
+        if live() {
+            adopt_new(fd, ty & libc::SOCK_NONBLOCK == 0);
+        } else {
+            unblock(fd, ty & libc::SOCK_NONBLOCK == 0);
+        }
     }
     fd
 }
@@ -674,13 +704,16 @@ pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, fds:
     let extra = if go { libc::SOCK_NONBLOCK } else { 0 };
     // SAFETY: the caller's arguments.
     let r = unsafe { real::socketpair(domain, ty | extra, proto, fds) };
-    if r == 0 && live() {
+    if r == 0 {
         // SAFETY: the call succeeded, so fds holds two ints.
         let (a, b) = unsafe { (*fds, *fds.add(1)) };
+        let live = (go || known(a) || known(b)) && live();
         for fd in [a, b] {
-            if go {
+            if go && live {
                 adopt_new(fd, ty & libc::SOCK_NONBLOCK == 0);
-            } else {
+            } else if go {
+                unblock(fd, ty & libc::SOCK_NONBLOCK == 0);
+            } else if live {
                 forget(fd);
             }
         }
@@ -698,13 +731,16 @@ pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
     let extra = if go { libc::O_NONBLOCK } else { 0 };
     // SAFETY: the caller's arguments.
     let r = unsafe { real::pipe2(fds, flags | extra) };
-    if r == 0 && live() {
+    if r == 0 {
         // SAFETY: the call succeeded, so fds holds two ints.
         let (a, b) = unsafe { (*fds, *fds.add(1)) };
+        let live = (go || known(a) || known(b)) && live();
         for fd in [a, b] {
-            if go {
+            if go && live {
                 adopt_new(fd, flags & libc::O_NONBLOCK == 0);
-            } else {
+            } else if go {
+                unblock(fd, flags & libc::O_NONBLOCK == 0);
+            } else if live {
                 forget(fd);
             }
         }
@@ -726,8 +762,9 @@ pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
 /// poller before the number can be reused.
 #[unsafe(no_mangle)]
 pub extern "C" fn close(fd: c_int) -> c_int {
-    if live()
+    if known(fd)
         && let Some(pd) = netpoll::lookup(fd)
+        && live()
     {
         if pd.registered() {
             let bound = on_goroutine().then(bind);
@@ -753,7 +790,7 @@ pub extern "C" fn dup(fd: c_int) -> c_int {
 
 /// dup2/dup3's shared part: `new` is closed first as close(2) would.
 fn dup_onto(old: c_int, new: c_int, f: impl FnOnce() -> c_int) -> c_int {
-    if old != new && live() && netpoll::lookup(new).is_some_and(|pd| pd.registered()) {
+    if old != new && netpoll::lookup(new).is_some_and(|pd| pd.registered()) && live() {
         // Whether `old` is open decides whether `new` gets closed at all.
         // SAFETY: F_GETFL has no memory preconditions.
         if unsafe { real::fcntl(old, libc::F_GETFL, 0) } >= 0 {
@@ -796,13 +833,13 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         libc::F_GETFL => {
             // SAFETY: no memory preconditions.
             let r = unsafe { real::fcntl(fd, cmd, arg) };
-            if r >= 0 && live() && managed(fd).is_some() {
+            if r >= 0 && managed(fd).is_some() && live() {
                 return r & !libc::O_NONBLOCK;
             }
             r
         }
         libc::F_SETFL => {
-            let pd = netpoll::lookup(fd).filter(|pd| live() && enabled() && pd.registered());
+            let pd = netpoll::lookup(fd).filter(|pd| pd.registered() && enabled() && live());
             let Some(pd) = pd else {
                 // SAFETY: no memory preconditions.
                 return unsafe { real::fcntl(fd, cmd, arg) };
@@ -841,7 +878,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: libc::c_ulong, arg: usize) -> c_int {
     if req == libc::FIONBIO && arg != 0 {
-        let pd = netpoll::lookup(fd).filter(|pd| live() && enabled() && pd.registered());
+        let pd = netpoll::lookup(fd).filter(|pd| pd.registered() && enabled() && live());
         if let Some(pd) = pd {
             // SAFETY: FIONBIO's argument points to an int (the caller's contract).
             let on = unsafe { *(arg as *const c_int) } != 0;
@@ -1437,7 +1474,7 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: usize, off: li
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
     // SAFETY: the caller's arguments.
     let fd = handoff(&|| unsafe { real::open(path, flags, mode) } as i64) as c_int;
-    if fd >= 0 && live() {
+    if fd >= 0 && known(fd) && live() {
         forget(fd);
     }
     fd
@@ -1451,7 +1488,7 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -
 pub unsafe extern "C" fn openat(dir: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
     // SAFETY: the caller's arguments.
     let fd = handoff(&|| unsafe { real::openat(dir, path, flags, mode) } as i64) as c_int;
-    if fd >= 0 && live() {
+    if fd >= 0 && known(fd) && live() {
         forget(fd);
     }
     fd
