@@ -29,6 +29,12 @@
 //!   then clears the bits. A number the kernel hands out again (socket, accept, open, dup…)
 //!   has its stale state dropped first (a close the hooks did not see: fclose).
 //!
+//! # Signals
+//! A parked goroutine is not interrupted by signals: the hooks behave as with SA_RESTART,
+//! also for poll, select and epoll_wait (which the kernel never restarts). The readiness
+//! checks they make with a zero timeout treat EINTR as "not ready yet": the runtime's own
+//! preemption signal may land on the thread during one.
+//!
 //! # Same-thread resume
 //! A goroutine that may park inside a hook is bound to its M for the hook's duration
 //! (`g.affm`, the M-affinity queue, rt/affinity.rs): it resumes on the thread it entered
@@ -1125,6 +1131,13 @@ fn deadline_ms(ms: c_int) -> Option<i64> {
     (ms >= 0).then(|| crate::sys::nanotime().saturating_add(ms as i64 * 1_000_000))
 }
 
+/// A zero-timeout readiness check's result: EINTR (a signal — the runtime's own preemption
+/// signal, say — landed on the thread during the call) counts as "nothing ready yet", as
+/// for every wait the hooks park for (see the module doc).
+fn intr_as_none(r: i64) -> i64 {
+    if r == -(libc::EINTR as i64) { 0 } else { r }
+}
+
 /// Runs a raw call on this thread and returns its result or -errno, errno unchanged.
 fn raw(f: impl FnOnce() -> isize) -> i64 {
     let saved = errno();
@@ -1147,7 +1160,7 @@ pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int
     }
     super::boundary("interposed poll", || {
         // SAFETY: the caller's arguments, with a zero timeout.
-        let now = || raw(|| unsafe { real::poll(fds, n, 0) } as isize);
+        let now = || intr_as_none(raw(|| unsafe { real::poll(fds, n, 0) } as isize));
         if n == 0 {
             if ms > 0 {
                 park_sleep(ms as i64 * 1_000_000);
@@ -1188,7 +1201,7 @@ pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, n: c_
     }
     super::boundary("interposed epoll_wait", || {
         // SAFETY: the caller's arguments, with a zero timeout.
-        let now = || raw(|| unsafe { real::epoll_wait(ep, ev, n, 0) } as isize);
+        let now = || intr_as_none(raw(|| unsafe { real::epoll_wait(ep, ev, n, 0) } as isize));
         let r = now();
         if r != 0 {
             return ret(r) as c_int;
@@ -1299,7 +1312,7 @@ fn select_wait(n: c_int, sets: [*mut libc::fd_set; 3], deadline: Option<i64>) ->
         let (r, w, e) = (ptr(0, &mut cur), ptr(1, &mut cur), ptr(2, &mut cur));
         let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
         // SAFETY: valid sets and timeval.
-        let rc = raw(|| unsafe { real::select(n, r, w, e, &mut tv) } as isize);
+        let rc = intr_as_none(raw(|| unsafe { real::select(n, r, w, e, &mut tv) } as isize));
         last.set(cur);
         rc
     };
