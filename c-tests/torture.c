@@ -34,9 +34,12 @@
  * at most every 2-20 ms ("maxprocs"), and the netpoller ("net"): a message over a fresh
  * registered socketpair with a deadline, a receive that must time out (not early), a
  * token through one registered pipe that every actor reads concurrently, and a close of
- * an fd a goroutine is parked on (it must wake with -EBADF), and CPU-bound stretches of
+ * an fd a goroutine is parked on (it must wake with -EBADF); CPU-bound stretches of
  * 0.1-5 ms that call nothing the runtime could preempt them at ("spin": only the
- * asynchronous preemption signal stops them).
+ * asynchronous preemption signal stops them); and the netpoller's operations through plain
+ * libc ("libc": read, write, poll with a timeout, nanosleep, close of an fd a goroutine
+ * is parked in read on, which parks goroutines through the interposer; the goroutine
+ * must be on the same thread after each call).
  *
  * Checks:
  *  - channels: every element carries (producer id << 32 | sequence) and a hash of it;
@@ -64,6 +67,7 @@
 #include "check.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -101,6 +105,7 @@ enum {
     FT_QUIET,
     FT_NET,
     FT_SPIN,
+    FT_LIBC,
     NFEATURES
 };
 
@@ -108,6 +113,7 @@ static const char *const feature_names[NFEATURES] = {
     "spawn", "pinned", "stack", "wg", "yield", "chan", "timeout",
     "select", "mutex", "rwmutex", "cond", "once", "sleep", "blocking",
     "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet", "net", "spin",
+    "libc",
 };
 
 static unsigned features;
@@ -136,18 +142,21 @@ enum {
     A_MAXPROCS,
     A_NET,
     A_SPIN,
+    A_LIBC,
     NACTIONS
 };
 
 static const char *const action_names[NACTIONS] = {
     "spawn", "yield", "send", "recv", "select", "mutex", "rwmutex",
     "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs", "net", "spin",
+    "libc",
 };
 
 /* The feature that enables each action. */
 static const int action_feature[NACTIONS] = {
     FT_SPAWN, FT_YIELD, FT_CHAN, FT_CHAN, FT_SELECT, FT_MUTEX, FT_RWMUTEX,
     FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS, FT_NET, FT_SPIN,
+    FT_LIBC,
 };
 
 static int enabled_actions[NACTIONS];
@@ -990,6 +999,88 @@ static void do_spin(struct actor *a)
     __asm__ volatile("" : : "r"(x));
 }
 
+/* Plain libc on a fresh socketpair, no gmp call (the interposer, "libc"). */
+struct libc_box {
+    int fd;
+    atomic_int entered;
+    ssize_t result;
+    int err;
+    gmp_wg done;
+};
+
+static void libc_closed_reader(void *arg)
+{
+    struct libc_box *box = arg;
+    char b;
+    atomic_store(&box->entered, 1);
+    box->result = read(box->fd, &b, 1);
+    box->err = errno;
+    gmp_wg_done(&box->done);
+}
+
+/* Plain read, write, poll, nanosleep and close, as an unmodified blocking library makes
+ * them: on a goroutine they park it (the interposer) and it resumes on the thread it
+ * called from; on a foreign thread they are libc's. */
+static void do_libc(struct actor *a)
+{
+    long tid0 = gettid_();
+    int kind = (int)rnd_below(&a->rng, a->goroutine ? 4 : 3);
+    if (kind == 0) {
+        /* A message over a socketpair, read in pieces as it comes. */
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        char out[64], in[64];
+        int n = 1 + (int)rnd_below(&a->rng, sizeof out);
+        for (int k = 0; k < n; k++)
+            out[k] = (char)(a->seq + (uint32_t)k);
+        CHECK_EQ(write(sv[1], out, (size_t)n), n);
+        int got = 0;
+        while (got < n) {
+            ssize_t r = read(sv[0], in + got, (size_t)(n - got));
+            CHECK(r > 0);
+            got += (int)r;
+        }
+        CHECK_EQ(memcmp(in, out, (size_t)n), 0);
+        CHECK_EQ(close(sv[0]), 0);
+        CHECK_EQ(close(sv[1]), 0);
+    } else if (kind == 1) {
+        /* poll on an empty socket times out, not before it is due. */
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        int ms = 1 + (int)rnd_below(&a->rng, 3);
+        struct pollfd p = {sv[0], POLLIN, 0};
+        int64_t t0 = gmp_now();
+        CHECK_EQ(poll(&p, 1, ms), 0);
+        CHECK(gmp_now() - t0 >= ms * MS);
+        CHECK_EQ(close(sv[0]), 0);
+        CHECK_EQ(close(sv[1]), 0);
+    } else if (kind == 2) {
+        struct timespec ts = {0, (long)(100 + rnd_below(&a->rng, 1900)) * 1000};
+        int64_t t0 = gmp_now();
+        CHECK_EQ(nanosleep(&ts, NULL), 0);
+        CHECK(gmp_now() - t0 >= ts.tv_nsec);
+    } else {
+        /* close while a goroutine is parked in read: it fails with EBADF. */
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        struct libc_box box = {.fd = sv[0], .result = 1, .done = GMP_WG_INIT};
+        CHECK_OK(gmp_wg_add(&box.done, 1));
+        CHECK_OK(gmp_go(libc_closed_reader, &box));
+        while (!atomic_load(&box.entered))
+            CHECK_OK(gmp_yield());
+        CHECK_OK(gmp_sleep(1 * MS));
+        CHECK_EQ(close(sv[0]), 0);
+        CHECK_OK(gmp_wg_wait(&box.done));
+        CHECK_EQ(box.result, -1);
+        CHECK_EQ(box.err, EBADF);
+        CHECK_EQ(close(sv[1]), 0);
+    }
+    /* Not a switch point the compiler knows of: the same thread afterwards (kind 3
+     * waits with gmp calls, which may move the goroutine). */
+    if (kind != 3)
+        CHECK_EQ(gettid_(), tid0);
+}
+
 /* ---- the action loop ---- */
 
 static void run_action(struct actor *a, int act)
@@ -1012,6 +1103,7 @@ static void run_action(struct actor *a, int act)
     case A_MAXPROCS: do_maxprocs(a); break;
     case A_NET: do_net(a); break;
     case A_SPIN: do_spin(a); break;
+    case A_LIBC: do_libc(a); break;
     default: CHECK(0);
     }
     slot_leave(a);

@@ -19,11 +19,12 @@
 //!   time, beside at most the Rust unit tests of other binaries.
 
 use std::collections::HashSet;
+use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod common;
 #[allow(dead_code)] // each test binary uses its own part of the helpers
@@ -80,6 +81,11 @@ fn compile(name: &str) -> PathBuf {
 
 /// `compile` for a C file anywhere in the tree (examples/).
 fn compile_src(name: &str, src: &Path) -> PathBuf {
+    compile_src_libs(name, src, &[])
+}
+
+/// `compile_src` linking the system libraries `libs` too (`-lhiredis`...).
+fn compile_src_libs(name: &str, src: &Path, libs: &[&str]) -> PathBuf {
     let exe = out_dir().join(name);
     let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
     let set = compiled.get_or_insert_with(HashSet::new);
@@ -101,6 +107,7 @@ fn compile_src(name: &str, src: &Path) -> PathBuf {
     .arg(src)
     .arg(library())
     .arg("-lm")
+    .args(libs)
     .arg(format!("-Wl,-rpath,{}", soname_dir().display()))
     .arg("-o")
     .arg(&exe);
@@ -1391,4 +1398,208 @@ fn torture_preempt_stress() {
 #[test]
 fn sync_trylock() {
     expect_success("sync_trylock", &[]);
+}
+
+// ---- the interposer (src/ffi/interpose.rs): plain libc calls from goroutines ----
+
+/// Runs case `case` of c-tests/interpose.c, which must exit 0.
+fn interpose_case(case: &str, env: &[(&str, &str)]) {
+    let outcome = run_c("interpose", &[case], env);
+    assert_success(&outcome, &format!("interpose {case}"));
+}
+
+#[test]
+fn interpose_errno() {
+    interpose_case("errno", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_nonblock() {
+    interpose_case("nonblock", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_close() {
+    interpose_case("close", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_dup() {
+    interpose_case("dup", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_sleep() {
+    interpose_case("sleep", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_foreign() {
+    interpose_case("foreign", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_timeo() {
+    interpose_case("timeo", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_select() {
+    interpose_case("select", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_echo() {
+    interpose_case("echo", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_cost() {
+    // Prints the pass-through cost of a hook against libc's own function.
+    interpose_case_env("interpose_cost", &[("GMP_INTERPOSE", "0"), ("GMP_MAXPROCS", "2")]);
+}
+
+/// Runs a C test (no arguments) that must exit 0, with `env`.
+fn interpose_case_env(name: &str, env: &[(&str, &str)]) {
+    let outcome = run_c(name, &[], env);
+    assert_success(&outcome, name);
+}
+
+/// The path of `program` on PATH (or in /usr/sbin, /usr/bin), or a failure naming the
+/// package .ci/run installs for it.
+fn require_program(program: &str, package: &str) -> PathBuf {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .chain(["/usr/sbin", "/usr/bin"])
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{program} not found: install {package} (.ci/run does)"))
+}
+
+/// A redis-server on 127.0.0.1 and a free port, stopped when dropped.
+struct RedisServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        let exe = require_program("redis-server", "redis-server");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(exe)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "no", "--daemonize", "no", "--maxclients", "4000"])
+            .args(["--loglevel", "warning"])
+            .current_dir(out_dir())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        let server = RedisServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Up when it answers PING.
+        loop {
+            use std::io::Write;
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let mut reply = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok()
+                    && s.read_exact(&mut reply).is_ok()
+                    && &reply == b"+PONG\r\n"
+                {
+                    return server;
+                }
+            }
+            assert!(Instant::now() < deadline, "redis-server did not come up on port {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `exe args` with a clean GMP_* environment and GOMAXPROCS=2; must exit 0.
+fn run_exe(exe: &Path, args: &[&str], what: &str) {
+    let mut cmd = Command::new(exe);
+    cmd.args(args).current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH").env("GMP_MAXPROCS", "2");
+    let outcome = run_with_timeout(cmd, what);
+    assert_success(&outcome, what);
+}
+
+/// The distro's libhiredis, synchronous API, from 1,000 goroutines against a local
+/// redis-server (c-tests/interpose_hiredis.c); then the README's example
+/// (examples/hiredis_goroutines.c) against the same server.
+#[test]
+fn interpose_hiredis() {
+    assert!(
+        Path::new("/usr/include/hiredis/hiredis.h").exists(),
+        "hiredis.h not found: install libhiredis-dev (.ci/run does)"
+    );
+    let _serial = lock();
+    let server = RedisServer::start();
+    let port = server.port.to_string();
+    let src = manifest_dir().join("c-tests").join("interpose_hiredis.c");
+    let exe = compile_src_libs("interpose_hiredis", &src, &["-lhiredis"]);
+    run_exe(&exe, &[&port], "interpose_hiredis");
+    let src = manifest_dir().join("examples").join("hiredis_goroutines.c");
+    let exe = compile_src_libs("example_hiredis_goroutines", &src, &["-lhiredis"]);
+    run_exe(&exe, &["127.0.0.1", &port, "200"], "examples/hiredis_goroutines.c");
+    drop(server);
+}
+
+/// The distro's libcurl, easy API, from 200 goroutines against a thread-style HTTP server
+/// run as goroutines in the same program (c-tests/interpose_curl.c).
+#[test]
+fn interpose_curl() {
+    let header = ["/usr/include/curl/curl.h", "/usr/include/x86_64-linux-gnu/curl/curl.h"];
+    assert!(
+        header.iter().any(|h| Path::new(h).exists()),
+        "curl.h not found: install libcurl4-openssl-dev (.ci/run does)"
+    );
+    let _serial = lock();
+    let src = manifest_dir().join("c-tests").join("interpose_curl.c");
+    let exe = compile_src_libs("interpose_curl", &src, &["-lcurl"]);
+    let mut cmd = Command::new(&exe);
+    cmd.current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH").env("GMP_MAXPROCS", "2");
+    let outcome = run_with_timeout(cmd, "interpose_curl");
+    assert_success(&outcome, "interpose_curl");
+}
+
+/// LD_PRELOAD from Python (c-tests/interpose_preload.py): preloaded, the global `usleep`
+/// is the hook and 20 goroutines sleeping in it park; loaded by ctypes alone (dlopen), it
+/// is libc's and each goroutine blocks its thread.
+#[test]
+fn interpose_preload() {
+    let python = require_program("python3", "python3");
+    let script = manifest_dir().join("c-tests").join("interpose_preload.py");
+    let _serial = lock();
+    for (mode, preload) in [("preload", true), ("dlopen", false)] {
+        let mut cmd = Command::new(&python);
+        cmd.arg(&script).arg(mode).current_dir(out_dir());
+        for var in GMP_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env_remove("LD_LIBRARY_PATH").env("GMP_LIB", library());
+        if preload {
+            cmd.env("LD_PRELOAD", library());
+        } else {
+            cmd.env_remove("LD_PRELOAD");
+        }
+        let outcome = run_with_timeout(cmd, &format!("interpose_preload.py {mode}"));
+        assert_success(&outcome, &format!("interpose_preload.py {mode}"));
+    }
 }

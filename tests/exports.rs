@@ -17,10 +17,26 @@ const GNU_MP: &str = "/usr/lib/x86_64-linux-gnu/libgmp.so.10";
 /// Our SONAME (build.rs); GNU MP's is `libgmp.so.10`.
 const SONAME: &str = "libgmp.so.0";
 
-/// Symbols outside the `gmp_` prefix that the library exports on purpose. Empty until
-/// LD_PRELOAD mode exports the intercepted libc functions (`read`, `write`, ...): each
-/// must then be listed here with the reason.
-const ALLOWED_NON_GMP: &[&str] = &[];
+/// Symbols outside the `gmp_` prefix that the library exports on purpose: exactly the
+/// libc functions the interposer replaces (src/ffi/interpose.rs, DESIGN.md decision 13),
+/// so that under LD_PRELOAD (or linked) a goroutine's blocking call parks the goroutine.
+/// Each must be exported, and nothing else.
+const ALLOWED_NON_GMP: &[&str] = &[
+    // Sockets and pipes through the poller.
+    "read", "write", "readv", "writev", "recv", "send", "recvfrom", "sendto", "recvmsg",
+    "sendmsg", "accept", "accept4", "connect", "poll", "ppoll", "select", "pselect",
+    "epoll_wait", "epoll_pwait",
+    // Descriptor bookkeeping.
+    "socket", "socketpair", "pipe", "pipe2", "dup", "dup2", "dup3", "close", "fcntl", "ioctl",
+    "setsockopt",
+    // Sleeping through the timers.
+    "sleep", "usleep", "nanosleep", "clock_nanosleep",
+    // The syscall hand-off.
+    "pread", "pwrite", "open", "openat", "fsync", "fdatasync", "flock", "waitpid", "wait4",
+    "getaddrinfo",
+    // _FORTIFY_SOURCE variants.
+    "__read_chk", "__recv_chk", "__recvfrom_chk", "__pread_chk", "__poll_chk",
+];
 
 /// GNU MP's public `gmp_*` names (functions, variables and the macros that rename them
 /// to `__gmp_*`), from its manual's function index. Our `gmp_*` names must avoid them all:
@@ -119,6 +135,12 @@ fn only_gmp_symbols_exported() {
     assert!(
         stray.is_empty(),
         "{} exports non-gmp_ symbols: {stray:?}",
+        lib.display()
+    );
+    let missing: Vec<&&str> = ALLOWED_NON_GMP.iter().filter(|n| !names.contains(**n)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} does not export the hooks {missing:?}",
         lib.display()
     );
     assert!(
@@ -226,4 +248,36 @@ fn gnu_mp_name_list_is_real() {
             "{GNU_MP} lacks __{name}"
         );
     }
+}
+
+/// The library's own code never calls a libc function it also exports (the hook): it
+/// calls libc's through `crate::sys::real` (src/sys/real.rs), so that the runtime never
+/// re-enters the interposer (a diagnostic written from inside the `write` hook would
+/// recurse; netpoll's own `fcntl` would be recorded as the user's O_NONBLOCK).
+#[test]
+fn runtime_calls_libc_through_sys_real() {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("read_dir src") {
+            let p = e.expect("dir entry").path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    let mut bad = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read source");
+        for (i, line) in text.lines().enumerate() {
+            for name in ALLOWED_NON_GMP {
+                if line.contains(&format!("libc::{name}(")) {
+                    bad.push(format!("{}:{}: libc::{name}", f.display(), i + 1));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "use crate::sys::real instead:\n{}", bad.join("\n"));
 }

@@ -395,7 +395,7 @@ extern "C" fn entry_returned() -> ! {
     // SAFETY: write(2) on fd 2 from a valid static buffer of MSG.len() bytes; abort(3) is
     // always safe to call. No allocation: the goroutine's state is unknown here.
     unsafe {
-        libc::write(2, MSG.as_ptr().cast(), MSG.len());
+        crate::sys::real::write(2, MSG.as_ptr().cast(), MSG.len());
         libc::abort()
     }
 }

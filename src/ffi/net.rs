@@ -26,7 +26,7 @@ const _: () = assert!(GMP_POLLIN == libc::POLLIN as u32 && GMP_POLLOUT == libc::
 /// Runs one raw call that reports failure as -1 + errno, on this thread, and returns its
 /// result or -errno, leaving errno as it was.
 #[inline]
-fn raw(f: impl FnOnce() -> isize) -> i64 {
+pub(crate) fn raw(f: impl FnOnce() -> isize) -> i64 {
     // SAFETY: __errno_location returns this thread's errno; nothing in between switches.
     unsafe {
         let e = libc::__errno_location();
@@ -40,7 +40,7 @@ fn raw(f: impl FnOnce() -> isize) -> i64 {
 
 /// The deadline of a C timeout: < 0 none, else relative nanoseconds from now (0: do not
 /// wait — reported as timed out, as for channels).
-fn deadline_of(timeout_ns: i64) -> Option<i64> {
+pub(crate) fn deadline_of(timeout_ns: i64) -> Option<i64> {
     (timeout_ns >= 0).then(|| crate::sys::nanotime().saturating_add(timeout_ns))
 }
 
@@ -55,7 +55,7 @@ fn on_goroutine_with_p() -> bool {
 
 /// Waits in poll(2) for `events` (POLLIN/POLLOUT) until `deadline`: 0 ready, -ETIMEDOUT,
 /// or -errno.
-fn poll_wait(fd: c_int, events: u32, deadline: Option<i64>) -> i64 {
+pub(crate) fn poll_wait(fd: c_int, events: u32, deadline: Option<i64>) -> i64 {
     loop {
         let ms = match deadline {
             None => -1,
@@ -73,7 +73,7 @@ fn poll_wait(fd: c_int, events: u32, deadline: Option<i64>) -> i64 {
             revents: 0,
         };
         // SAFETY: one valid pollfd.
-        let r = raw(|| unsafe { libc::poll(&mut p, 1, ms) } as isize);
+        let r = raw(|| unsafe { crate::sys::real::poll(&mut p, 1, ms) } as isize);
         if r == -(libc::EINTR as i64) || r == 0 {
             continue;
         }
@@ -111,14 +111,14 @@ fn poll_wait_pd(pd: &PollDesc, seq: u32, fd: c_int, events: u32, deadline: Optio
 }
 
 /// The descriptor of a registered fd.
-fn registered(fd: c_int) -> Option<&'static PollDesc> {
+pub(crate) fn registered(fd: c_int) -> Option<&'static PollDesc> {
     netpoll::lookup(fd).filter(|pd| pd.registered())
 }
 
 /// Runs `op` on `fd` in direction `mode` until it does not report EAGAIN (see the module
 /// doc). None if the fd is not registered (the caller then blocks through the syscall
 /// hand-off).
-fn io(fd: c_int, mode: u32, deadline: Option<i64>, mut op: impl FnMut() -> isize) -> Option<i64> {
+pub(crate) fn io(fd: c_int, mode: u32, deadline: Option<i64>, mut op: impl FnMut() -> isize) -> Option<i64> {
     let pd = registered(fd)?;
     let events = if mode == MODE_READ { GMP_POLLIN } else { GMP_POLLOUT };
     if !pd.incref() {
@@ -170,13 +170,13 @@ fn io_or_blocking(fd: c_int, mode: u32, timeout_ns: i64, op: impl Fn() -> isize)
 /// gmp_read on a registered fd: parks instead of blocking. None: not registered.
 pub(crate) fn read(fd: c_int, buf: *mut c_void, n: usize) -> Option<i64> {
     // SAFETY: the caller checked buf (writable for n bytes).
-    io(fd, MODE_READ, None, || unsafe { libc::read(fd, buf, n) })
+    io(fd, MODE_READ, None, || unsafe { crate::sys::real::read(fd, buf, n) })
 }
 
 /// gmp_write on a registered fd. None: not registered.
 pub(crate) fn write(fd: c_int, buf: *const c_void, n: usize) -> Option<i64> {
     // SAFETY: the caller checked buf (readable for n bytes).
-    io(fd, MODE_WRITE, None, || unsafe { libc::write(fd, buf, n) })
+    io(fd, MODE_WRITE, None, || unsafe { crate::sys::real::write(fd, buf, n) })
 }
 
 /// gmp_close's first half for a registered fd (wakes its waiters with -EBADF, waits for
@@ -241,7 +241,7 @@ pub extern "C" fn gmp_fd_wait(fd: c_int, events: u32, timeout_ns: i64) -> c_int 
         };
         let now = |p: &mut libc::pollfd| {
             // SAFETY: one valid pollfd.
-            let r = raw(|| unsafe { libc::poll(p, 1, 0) } as isize);
+            let r = raw(|| unsafe { crate::sys::real::poll(p, 1, 0) } as isize);
             if r < 0 {
                 return r as c_int;
             }
@@ -320,7 +320,7 @@ pub extern "C" fn gmp_socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int
     boundary("gmp_socket", || {
         rt::init();
         // SAFETY: plain syscall.
-        let fd = raw(|| unsafe { libc::socket(domain, ty | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, protocol) } as isize);
+        let fd = raw(|| unsafe { crate::sys::real::socket(domain, ty | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, protocol) } as isize);
         if fd < 0 {
             return fd as c_int;
         }
@@ -334,7 +334,7 @@ fn register_new(fd: c_int) -> c_int {
         Ok(_) => fd,
         Err(e) => {
             // SAFETY: fd is ours, just created.
-            unsafe { libc::close(fd) };
+            unsafe { crate::sys::real::close(fd) };
             -e
         }
     }
@@ -354,7 +354,7 @@ pub unsafe extern "C" fn gmp_pipe(fds: *mut c_int) -> c_int {
         rt::init();
         let mut p = [0 as c_int; 2];
         // SAFETY: p is a valid two-int array.
-        let r = raw(|| unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } as isize);
+        let r = raw(|| unsafe { crate::sys::real::pipe2(p.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } as isize);
         if r < 0 {
             return r as c_int;
         }
@@ -362,8 +362,8 @@ pub unsafe extern "C" fn gmp_pipe(fds: *mut c_int) -> c_int {
             if let Err(e) = netpoll::register(fd) {
                 // SAFETY: both fds are ours, just created.
                 unsafe {
-                    libc::close(p[0]);
-                    libc::close(p[1]);
+                    crate::sys::real::close(p[0]);
+                    crate::sys::real::close(p[1]);
                 }
                 return -e;
             }
@@ -399,7 +399,7 @@ pub unsafe extern "C" fn gmp_accept_timeout(
         }
         let r = io_or_blocking(fd, MODE_READ, timeout_ns, || {
             // SAFETY: caller contract.
-            unsafe { libc::accept4(fd, addr, addrlen, flags | libc::SOCK_NONBLOCK) as isize }
+            unsafe { crate::sys::real::accept4(fd, addr, addrlen, flags | libc::SOCK_NONBLOCK) as isize }
         });
         if r < 0 {
             return r as c_int;
@@ -441,7 +441,7 @@ pub unsafe extern "C" fn gmp_connect(
             return -libc::EINVAL;
         }
         // SAFETY: caller contract.
-        let r = raw(|| unsafe { libc::connect(fd, addr, len) } as isize);
+        let r = raw(|| unsafe { crate::sys::real::connect(fd, addr, len) } as isize);
         if r != -(libc::EINPROGRESS as i64) || registered(fd).is_none() {
             if r == -(libc::EINPROGRESS as i64) {
                 // Not ours, and non-blocking by the user's choice: wait like poll(2).
@@ -461,7 +461,7 @@ pub unsafe extern "C" fn gmp_connect(
                 revents: 0,
             };
             // SAFETY: one valid pollfd.
-            let n = unsafe { libc::poll(&mut p, 1, 0) };
+            let n = unsafe { crate::sys::real::poll(&mut p, 1, 0) };
             if n == 0 {
                 // SAFETY: sets this thread's errno, which `raw` reads and restores.
                 unsafe { *libc::__errno_location() = libc::EAGAIN };
@@ -477,7 +477,7 @@ pub unsafe extern "C" fn gmp_connect(
     })
 }
 
-fn so_error(fd: c_int) -> c_int {
+pub(crate) fn so_error(fd: c_int) -> c_int {
     let mut err: c_int = 0;
     let mut len = core::mem::size_of::<c_int>() as libc::socklen_t;
     // SAFETY: valid out-parameters.
@@ -508,7 +508,7 @@ pub unsafe extern "C" fn gmp_recv_timeout(fd: c_int, buf: *mut c_void, n: usize,
             return -(libc::EINVAL as i64);
         }
         // SAFETY: caller contract.
-        io_or_blocking(fd, MODE_READ, timeout_ns, || unsafe { libc::recv(fd, buf, n, flags) })
+        io_or_blocking(fd, MODE_READ, timeout_ns, || unsafe { crate::sys::real::recv(fd, buf, n, flags) })
     })
 }
 
@@ -535,7 +535,7 @@ pub unsafe extern "C" fn gmp_send_timeout(fd: c_int, buf: *const c_void, n: usiz
         }
         io_or_blocking(fd, MODE_WRITE, timeout_ns, || {
             // SAFETY: caller contract.
-            unsafe { libc::send(fd, buf, n, flags | libc::MSG_NOSIGNAL) }
+            unsafe { crate::sys::real::send(fd, buf, n, flags | libc::MSG_NOSIGNAL) }
         })
     })
 }
@@ -570,7 +570,7 @@ pub unsafe extern "C" fn gmp_recvfrom_timeout(
         }
         io_or_blocking(fd, MODE_READ, timeout_ns, || {
             // SAFETY: caller contract.
-            unsafe { libc::recvfrom(fd, buf, n, flags, addr, addrlen) }
+            unsafe { crate::sys::real::recvfrom(fd, buf, n, flags, addr, addrlen) }
         })
     })
 }
@@ -612,7 +612,7 @@ pub unsafe extern "C" fn gmp_sendto_timeout(
         }
         io_or_blocking(fd, MODE_WRITE, timeout_ns, || {
             // SAFETY: caller contract.
-            unsafe { libc::sendto(fd, buf, n, flags | libc::MSG_NOSIGNAL, addr, addrlen) }
+            unsafe { crate::sys::real::sendto(fd, buf, n, flags | libc::MSG_NOSIGNAL, addr, addrlen) }
         })
     })
 }
@@ -645,7 +645,7 @@ pub unsafe extern "C" fn gmp_recvmsg_timeout(fd: c_int, msg: *mut libc::msghdr, 
             return -(libc::EINVAL as i64);
         }
         // SAFETY: caller contract.
-        io_or_blocking(fd, MODE_READ, timeout_ns, || unsafe { libc::recvmsg(fd, msg, flags) })
+        io_or_blocking(fd, MODE_READ, timeout_ns, || unsafe { crate::sys::real::recvmsg(fd, msg, flags) })
     })
 }
 
@@ -671,7 +671,7 @@ pub unsafe extern "C" fn gmp_sendmsg_timeout(fd: c_int, msg: *const libc::msghdr
         }
         io_or_blocking(fd, MODE_WRITE, timeout_ns, || {
             // SAFETY: caller contract.
-            unsafe { libc::sendmsg(fd, msg, flags | libc::MSG_NOSIGNAL) }
+            unsafe { crate::sys::real::sendmsg(fd, msg, flags | libc::MSG_NOSIGNAL) }
         })
     })
 }

@@ -109,7 +109,7 @@ pub unsafe extern "C" fn gmp_read(fd: c_int, buf: *mut c_void, n: usize) -> i64 
             return r;
         }
         // SAFETY: caller contract.
-        raw_call(|| unsafe { libc::read(fd, buf, n) } as i64)
+        raw_call(|| unsafe { crate::sys::real::read(fd, buf, n) } as i64)
     })
 }
 
@@ -128,7 +128,7 @@ pub unsafe extern "C" fn gmp_write(fd: c_int, buf: *const c_void, n: usize) -> i
             return r;
         }
         // SAFETY: caller contract.
-        raw_call(|| unsafe { libc::write(fd, buf, n) } as i64)
+        raw_call(|| unsafe { crate::sys::real::write(fd, buf, n) } as i64)
     })
 }
 
@@ -143,7 +143,7 @@ pub unsafe extern "C" fn gmp_pread(fd: c_int, buf: *mut c_void, n: usize, off: i
             return -(libc::EINVAL as i64);
         }
         // SAFETY: caller contract.
-        raw_call(|| unsafe { libc::pread(fd, buf, n, off as libc::off_t) } as i64)
+        raw_call(|| unsafe { crate::sys::real::pread(fd, buf, n, off as libc::off_t) } as i64)
     })
 }
 
@@ -158,7 +158,7 @@ pub unsafe extern "C" fn gmp_pwrite(fd: c_int, buf: *const c_void, n: usize, off
             return -(libc::EINVAL as i64);
         }
         // SAFETY: caller contract.
-        raw_call(|| unsafe { libc::pwrite(fd, buf, n, off as libc::off_t) } as i64)
+        raw_call(|| unsafe { crate::sys::real::pwrite(fd, buf, n, off as libc::off_t) } as i64)
     })
 }
 
@@ -174,7 +174,7 @@ pub unsafe extern "C" fn gmp_open(path: *const c_char, flags: c_int, mode: c_int
             return -libc::EINVAL;
         }
         // SAFETY: caller contract.
-        raw_call(|| unsafe { libc::open(path, flags, mode as libc::c_uint) } as i64) as c_int
+        raw_call(|| unsafe { crate::sys::real::open(path, flags, mode as libc::c_uint) } as i64) as c_int
     })
 }
 
@@ -187,7 +187,7 @@ pub extern "C" fn gmp_close(fd: c_int) -> c_int {
     boundary("gmp_close", || {
         super::net::close_begin(fd);
         // SAFETY: close has no memory preconditions.
-        raw_call(|| unsafe { libc::close(fd) } as i64) as c_int
+        raw_call(|| unsafe { crate::sys::real::close(fd) } as i64) as c_int
     })
 }
 
@@ -196,7 +196,7 @@ pub extern "C" fn gmp_close(fd: c_int) -> c_int {
 pub extern "C" fn gmp_fsync(fd: c_int) -> c_int {
     // SAFETY: fsync has no memory preconditions.
     boundary("gmp_fsync", || {
-        raw_call(|| unsafe { libc::fsync(fd) } as i64) as c_int
+        raw_call(|| unsafe { crate::sys::real::fsync(fd) } as i64) as c_int
     })
 }
 

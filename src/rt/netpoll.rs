@@ -82,6 +82,12 @@ pub struct PollDesc {
     /// The two words of a `gmp_mutex` per direction (state, sema), used by the C API to
     /// serve concurrent readers (writers) of one fd one at a time (Go's fdMutex rlock/wlock).
     pub op_lock: [(AtomicI32, AtomicU32); 2],
+    /// The interposer's bits for this fd number (ffi/interpose.rs: `HOOK_*`), kept by the
+    /// hooks; cleared when the fd is closed or unregistered here.
+    pub hook: AtomicU32,
+    /// SO_RCVTIMEO and SO_SNDTIMEO in nanoseconds (0: none), as the interposer saw them
+    /// set; kept with `hook`.
+    pub timeo: [AtomicI64; 2],
 }
 
 // SAFETY: the Cells are touched only under `lock`.
@@ -101,6 +107,8 @@ impl PollDesc {
                 (AtomicI32::new(0), AtomicU32::new(0)),
                 (AtomicI32::new(0), AtomicU32::new(0)),
             ],
+            hook: AtomicU32::new(0),
+            timeo: [AtomicI64::new(0), AtomicI64::new(0)],
         }
     }
 
@@ -168,7 +176,7 @@ pub fn lookup(fd: i32) -> Option<&'static PollDesc> {
 }
 
 /// The descriptor of `fd`, made on first use; None for fds beyond `MAX_FD`.
-fn pd_of(fd: i32) -> Option<&'static PollDesc> {
+pub(crate) fn pd_of(fd: i32) -> Option<&'static PollDesc> {
     if !(0..MAX_FD).contains(&fd) {
         return None;
     }
@@ -198,8 +206,11 @@ static EVFD: AtomicI32 = AtomicI32::new(-1);
 static INIT_LOCK: Lock = Lock::new();
 /// A break is written and not yet consumed (Go's netpollWakeSig).
 static BREAK_PENDING: AtomicBool = AtomicBool::new(false);
-/// An M is blocked in `epoll_wait` (the timer M sleeping in the poller).
-pub(crate) static BLOCKED: AtomicBool = AtomicBool::new(false);
+/// Ms blocked in `epoll_wait`: the timer M sleeping in the poller, and for a moment the
+/// previous one, claimed by a waker and on its way out (timer.rs).
+pub(crate) static BLOCKED: AtomicU32 = AtomicU32::new(0);
+/// Breaks consumed by blocking polls (timer.rs passes on one that was not for its M).
+pub(crate) static BREAKS_TAKEN: AtomicU64 = AtomicU64::new(0);
 /// When the poller was last polled (`nanotime`), for sysmon's 10 ms rule.
 static LAST_POLL: AtomicI64 = AtomicI64::new(0);
 /// Counters for `gmp_stats`.
@@ -244,7 +255,7 @@ pub(crate) fn init() -> Result<(), i32> {
             let ev = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
             if ev < 0 {
                 let e = crate::sys::errno();
-                libc::close(ep);
+                crate::sys::real::close(ep);
                 return Err(e);
             }
             let mut e = libc::epoll_event {
@@ -253,8 +264,8 @@ pub(crate) fn init() -> Result<(), i32> {
             };
             if libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, ev, &mut e) < 0 {
                 let e = crate::sys::errno();
-                libc::close(ev);
-                libc::close(ep);
+                crate::sys::real::close(ev);
+                crate::sys::real::close(ep);
                 return Err(e);
             }
             EVFD.store(ev, Ordering::Release);
@@ -275,7 +286,7 @@ pub(crate) fn netpoll_break() {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a valid buffer to our eventfd.
     unsafe {
-        libc::write(
+        crate::sys::real::write(
             EVFD.load(Ordering::Acquire),
             &one as *const u64 as *const libc::c_void,
             8,
@@ -293,7 +304,7 @@ pub fn register(fd: i32) -> Result<bool, i32> {
     };
     init()?;
     // SAFETY: fcntl on an arbitrary fd number only reports EBADF if it is not open.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    let flags = unsafe { crate::sys::real::fcntl(fd, libc::F_GETFL, 0) };
     if flags < 0 {
         return Err(crate::sys::errno());
     }
@@ -323,7 +334,7 @@ pub fn register(fd: i32) -> Result<bool, i32> {
     }
     if flags & libc::O_NONBLOCK == 0 {
         // SAFETY: fd is open (F_GETFL succeeded).
-        unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) };
+        unsafe { crate::sys::real::fcntl(fd, libc::F_SETFL, (flags | libc::O_NONBLOCK) as usize) };
     }
     pd.seq.store(seq, Ordering::Release);
     pd.rg.set(SLOT_NIL);
@@ -374,14 +385,15 @@ pub fn unregister(fd: i32) -> Result<(), i32> {
         return Ok(());
     }
     pd.registered.store(false, Ordering::SeqCst);
+    pd.hook.store(0, Ordering::Relaxed);
     evict_locked(pd, &mut gs);
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
     // SAFETY: plain syscalls on our epoll fd and the caller's fd.
     unsafe {
         libc::epoll_ctl(EPFD.load(Ordering::Acquire), libc::EPOLL_CTL_DEL, fd, &mut ev);
-        let flags = libc::fcntl(fd, libc::F_GETFL);
+        let flags = crate::sys::real::fcntl(fd, libc::F_GETFL, 0);
         if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            crate::sys::real::fcntl(fd, libc::F_SETFL, (flags & !libc::O_NONBLOCK) as usize);
         }
     }
     pd.lock.unlock();
@@ -407,17 +419,24 @@ pub fn close_begin(fd: i32) -> bool {
     ready_all(gs);
     // Operations in flight see `closing` at their next look (woken ones at once): wait
     // for them to leave before the number can be reused.
+    // After a while, sleep rather than yield: a caller bound to its M (an interposed
+    // close, a pinned goroutine) that only yielded would keep the M's P busy, and the
+    // operation it waits for may belong to a goroutine bound to another M that needs that
+    // P (GOMAXPROCS=1).
     let mut spins = 0u32;
     while pd.refs.load(Ordering::SeqCst) != 0 {
         spins += 1;
         if spins < 100 {
             core::hint::spin_loop();
-        } else {
+        } else if spins < 200 {
             gosched();
+        } else {
+            timer::sleep(20_000);
         }
     }
     pd.lock.lock();
     pd.registered.store(false, Ordering::SeqCst);
+    pd.hook.store(0, Ordering::Relaxed);
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
     // SAFETY: plain epoll_ctl on our epoll fd.
     unsafe { libc::epoll_ctl(EPFD.load(Ordering::Acquire), libc::EPOLL_CTL_DEL, fd, &mut ev) };
@@ -636,7 +655,7 @@ pub(crate) fn netpoll(delay: i64, out: &mut Ready) -> usize {
         if delay > 0 {
             epoll_wait_ns(ep, &mut events, delay)
         } else {
-            libc::epoll_wait(ep, events.as_mut_ptr(), N as i32, if delay < 0 { -1 } else { 0 })
+            crate::sys::real::epoll_wait(ep, events.as_mut_ptr(), N as i32, if delay < 0 { -1 } else { 0 })
         }
     };
     POLLS.fetch_add(1, Ordering::Relaxed);
@@ -648,16 +667,24 @@ pub(crate) fn netpoll(delay: i64, out: &mut Ready) -> usize {
     for ev in &events[..n as usize] {
         let data = ev.u64;
         if data == BREAK_DATA {
+            // Only a blocking poll consumes a break (as Go's netpoll): a non-blocking one
+            // that raced with the timer M's blocking poll would otherwise swallow the break
+            // meant for it, and it would sleep on (affine work queued for it then waits
+            // forever). The eventfd is level-triggered: left unread, it stays pending.
+            if delay == 0 {
+                continue;
+            }
             let mut buf = 0u64;
             // SAFETY: reads 8 bytes into a valid buffer from our non-blocking eventfd.
             unsafe {
-                libc::read(
+                crate::sys::real::read(
                     EVFD.load(Ordering::Acquire),
                     &mut buf as *mut u64 as *mut libc::c_void,
                     8,
                 )
             };
             BREAK_PENDING.store(false, Ordering::SeqCst);
+            BREAKS_TAKEN.fetch_add(1, Ordering::SeqCst);
             continue;
         }
         let (fd, seq) = (data as u32 as i32, (data >> 32) as u32);
@@ -732,13 +759,13 @@ unsafe fn epoll_wait_ns(ep: i32, events: &mut [libc::epoll_event], ns: i64) -> i
     }
     let ms = ((ns + 999_999) / 1_000_000).min(i32::MAX as i64) as i32;
     // SAFETY: valid buffer and length.
-    unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, ms) }
+    unsafe { crate::sys::real::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, ms) }
 }
 
 /// sysmon's part (Go: "poll network if not polled for more than 10ms"): returns true if it
 /// polled.
 pub(crate) fn sysmon_poll(now: i64) -> bool {
-    if !inited() || !any_waiters() || BLOCKED.load(Ordering::SeqCst) {
+    if !inited() || !any_waiters() || BLOCKED.load(Ordering::SeqCst) != 0 {
         return false;
     }
     if LAST_POLL.load(Ordering::Relaxed) + 10_000_000 > now {

@@ -1189,7 +1189,7 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
 
         // 3. The poller, without blocking, when goroutines wait on it and no M is blocked
         // in it (that one gets the events): what it readies comes to this P (goready).
-        if netpoll::inited() && netpoll::any_waiters() && !netpoll::BLOCKED.load(Ordering::SeqCst) {
+        if netpoll::inited() && netpoll::any_waiters() && netpoll::BLOCKED.load(Ordering::SeqCst) == 0 {
             let mut ready = netpoll::Ready::new();
             if netpoll::netpoll(0, &mut ready) > 0 {
                 // SAFETY: we hold pp.

@@ -196,7 +196,7 @@ fn sysmon_loop() -> ! {
             }
         } else {
             // SAFETY: usleep has no preconditions.
-            unsafe { libc::usleep(delay as libc::c_uint) };
+            unsafe { crate::sys::real::usleep(delay as libc::c_uint) };
         }
         // Nothing runs: sleep until a syscall starts (all Ps idle means no P can be in
         // one; a goroutine must first get a P, then enter a syscall, which wakes us).

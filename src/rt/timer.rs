@@ -452,9 +452,18 @@ pub(crate) unsafe fn sleep_as_timer_m(
     if poll {
         // Block in the poller (it readies what became ready, to the global queue: we hold
         // no P). A waker breaks it with the eventfd instead of our note.
-        super::netpoll::BLOCKED.store(true, Ordering::SeqCst);
+        //
+        // epoll wakes one of the Ms blocked in it, and a waker that claims a timer M breaks
+        // the poll without naming an M, so a break may reach the wrong one: the claimed M
+        // may still be on its way into (or out of) `epoll_wait` when the next timer M
+        // blocks there. Hence: counted in BLOCKED before looking whether a waker claimed
+        // us already (then do not block); and an M that took a break while nobody claimed
+        // it passes the break on if another M is still counted.
+        super::netpoll::BLOCKED.fetch_add(1, Ordering::SeqCst);
+        let claimed = SCHED.timer_m.load(Ordering::SeqCst) != me;
+        let taken = super::netpoll::BREAKS_TAKEN.load(Ordering::SeqCst);
         super::netpoll::netpoll(
-            if left <= 0 {
+            if left <= 0 || claimed {
                 0
             } else if deadline == i64::MAX {
                 -1
@@ -463,13 +472,16 @@ pub(crate) unsafe fn sleep_as_timer_m(
             },
             ready,
         );
-        super::netpoll::BLOCKED.store(false, Ordering::SeqCst);
+        let others = super::netpoll::BLOCKED.fetch_sub(1, Ordering::SeqCst) - 1;
         if SCHED
             .timer_m
             .compare_exchange(me, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
             .is_ok()
         {
             SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
+            if others > 0 && super::netpoll::BREAKS_TAKEN.load(Ordering::SeqCst) != taken {
+                super::netpoll::netpoll_break();
+            }
         }
         // Else a waker claimed us and broke the poll (or will: the break stays pending and
         // costs the next poll one early return).
@@ -532,7 +544,7 @@ pub fn sleep(ns: i64) {
                 tv_nsec: (left % 1_000_000_000) as libc::c_long,
             };
             // SAFETY: ts is valid; a null remainder is allowed. EINTR loops.
-            unsafe { libc::nanosleep(&ts, null_mut()) };
+            unsafe { crate::sys::real::nanosleep(&ts, null_mut()) };
         }
     }
     if ns <= 0 {

@@ -634,7 +634,7 @@ fn report_overflow(goid: u64) -> ! {
     // SAFETY: write(2) from a valid buffer of `len` bytes, then abort(3); both
     // async-signal-safe.
     unsafe {
-        libc::write(2, buf.as_ptr().cast(), len);
+        crate::sys::real::write(2, buf.as_ptr().cast(), len);
         libc::abort()
     }
 }
@@ -913,22 +913,22 @@ mod tests {
         let s = alloc(MIN_STACK).expect("alloc");
         let mut fds = [0; 2];
         // SAFETY: a valid array of two fds for pipe(2).
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        assert_eq!(unsafe { crate::sys::real::pipe(fds.as_mut_ptr()) }, 0);
         let (g0, g1) = s.guard_range();
         for g in (g0..g1).step_by(page_size()) {
             // SAFETY: write(2) only reads the buffer, and reports EFAULT for unreadable
             // memory.
-            let r = unsafe { libc::write(fds[1], g as *const libc::c_void, 1) };
+            let r = unsafe { crate::sys::real::write(fds[1], g as *const libc::c_void, 1) };
             assert_eq!(r, -1, "guard page at {g:#x} (guard {g0:#x}..{g1:#x})");
             assert_eq!(errno(), libc::EFAULT);
         }
         // SAFETY: lo is readable: this one succeeds.
-        let r = unsafe { libc::write(fds[1], s.lo() as *const libc::c_void, 1) };
+        let r = unsafe { crate::sys::real::write(fds[1], s.lo() as *const libc::c_void, 1) };
         assert_eq!(r, 1);
         // SAFETY: closing the two fds made above.
         unsafe {
-            libc::close(fds[0]);
-            libc::close(fds[1]);
+            crate::sys::real::close(fds[0]);
+            crate::sys::real::close(fds[1]);
         }
         free(s);
     }

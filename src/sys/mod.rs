@@ -10,6 +10,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
 
 mod fmt;
+pub mod real;
 pub(crate) use fmt::{fmt_msg, fmt_u64};
 
 pub mod futex {
@@ -67,7 +68,7 @@ pub fn gettid() -> i32 {
 pub fn write_stderr(mut buf: &[u8]) {
     while !buf.is_empty() {
         // SAFETY: buf is a valid slice; write(2) reads at most buf.len() bytes.
-        let n = unsafe { libc::write(2, buf.as_ptr().cast(), buf.len()) };
+        let n = unsafe { crate::sys::real::write(2, buf.as_ptr().cast(), buf.len()) };
         if n <= 0 {
             // EINTR: retry; anything else: nothing better to do with a diagnostic.
             if n < 0 && errno() == libc::EINTR {

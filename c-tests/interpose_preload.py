@@ -1,0 +1,39 @@
+"""The interposer under LD_PRELOAD, from Python (tests/c_tests.rs: interpose_preload).
+
+Loads libgmp.so with ctypes and starts N goroutines whose function is `usleep`, looked
+up in the process's global scope (ctypes.CDLL(None)), with 100,000 (µs) as argument. With
+libgmp.so preloaded, that `usleep` is the library's hook: the goroutines park on timers
+and all finish in about 100 ms. Without the preload, ctypes' dlopen interposes nothing:
+`usleep` is libc's, each goroutine blocks its thread, and GOMAXPROCS=2 threads take
+N / 2 x 100 ms. argv[1]: "preload" or "dlopen" (which case the environment is).
+"""
+import ctypes
+import os
+import sys
+import time
+
+N = 20
+mode = sys.argv[1]
+lib = ctypes.CDLL(os.environ["GMP_LIB"])
+lib.gmp_go.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+lib.gmp_go.restype = ctypes.c_int64
+lib.gmp_num_goroutine.restype = ctypes.c_int64
+lib.gmp_maxprocs.argtypes = [ctypes.c_int]
+assert lib.gmp_maxprocs(2) > 0
+
+usleep = ctypes.cast(ctypes.CDLL(None).usleep, ctypes.c_void_p).value
+hook = ctypes.cast(lib.usleep, ctypes.c_void_p).value
+print(f"{mode}: global usleep is {'the hook' if usleep == hook else 'libc'}")
+assert (usleep == hook) == (mode == "preload")
+
+t0 = time.monotonic()
+for _ in range(N):
+    assert lib.gmp_go(usleep, 100000) > 0
+while lib.gmp_num_goroutine() > 0:
+    time.sleep(0.005)
+dt = time.monotonic() - t0
+print(f"{mode}: {N} goroutines sleeping 100 ms with usleep took {dt:.3f} s")
+if mode == "preload":
+    assert dt < 0.6, dt
+else:
+    assert dt >= 0.9, dt

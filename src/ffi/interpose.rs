@@ -1,0 +1,1634 @@
+//! The interposer (DESIGN.md decision 13): libgmp.so exports libc's blocking functions
+//! under their own unversioned names, so that under `LD_PRELOAD` — or in a program linked
+//! with the library — a goroutine's blocking call parks the goroutine instead of blocking
+//! its thread, in the program and in every library it uses.
+//!
+//! # When a hook acts
+//! Only on a goroutine that holds its P (not a foreign thread, not the runtime's own
+//! threads, not inside a gmp_blocking call), in a process that did not fork after the
+//! runtime started, and unless `GMP_INTERPOSE=0`. Everywhere else it calls libc's function
+//! (`sys::real`), except for fds the hooks made non-blocking underneath (below): there a
+//! call the user expects to block waits in poll(2) first, so no thread ever sees an
+//! EAGAIN it did not ask for.
+//!
+//! # The fd state (`PollDesc::hook`, rt/netpoll.rs)
+//! - `HOOK_BLOCKING`: the fd is under the poller and non-blocking underneath, but the user
+//!   sees it blocking (O_NONBLOCK hidden from F_GETFL): read/write/… park the goroutine.
+//!   Set when a goroutine creates a socket, pipe or socketpair, accepts a connection, or
+//!   first blocks on a socket, FIFO or anonymous-inode fd (eventfd, epoll, timerfd) it did
+//!   not create; set or cleared by fcntl(F_SETFL) and ioctl(FIONBIO) on a registered fd;
+//!   copied to the new number by dup/dup2/dup3/F_DUPFD.
+//! - registered without `HOOK_BLOCKING`: non-blocking by the user's choice (or registered
+//!   through the gmp C API): calls pass straight through and return EAGAIN; poll(2) on it
+//!   still parks the goroutine.
+//! - `HOOK_NOPOLL`: epoll cannot watch it (a regular file, a directory, a terminal): a
+//!   blocking call goes through the syscall hand-off. fds 0–2 are always treated so (they
+//!   are shared with other processes, whose view of O_NONBLOCK we must not change).
+//! - close (and dup2/dup3 onto a number) first wakes the goroutines parked on the fd with
+//!   EBADF, waits for the operations in flight, and unregisters it (netpoll::close_begin),
+//!   then clears the bits. A number the kernel hands out again (socket, accept, open, dup…)
+//!   has its stale state dropped first (a close the hooks did not see: fclose).
+//!
+//! # Signals
+//! A parked goroutine is not interrupted by signals: the hooks behave as with SA_RESTART,
+//! also for poll, select and epoll_wait (which the kernel never restarts). The readiness
+//! checks they make with a zero timeout treat EINTR as "not ready yet": the runtime's own
+//! preemption signal may land on the thread during one.
+//!
+//! # Same-thread resume
+//! A goroutine that may park inside a hook is bound to its M for the hook's duration
+//! (`g.affm`, the M-affinity queue, rt/affinity.rs): it resumes on the thread it entered
+//! on, so the errno the hook writes is the caller's, and `&errno` or `__thread` addresses
+//! its compiler keeps in registers stay valid. The thread runs other goroutines meanwhile.
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+
+use super::net;
+use super::syscall::raw_call;
+use crate::rt::netpoll::{self, MODE_READ, MODE_WRITE, PollDesc, WaitError};
+use crate::rt::{self, M};
+use crate::sys::real;
+
+/// `PollDesc::hook`: the user sees the fd blocking; it is non-blocking underneath.
+pub(crate) const HOOK_BLOCKING: u32 = 1;
+/// `PollDesc::hook`: not pollable; blocking calls take the syscall hand-off.
+pub(crate) const HOOK_NOPOLL: u32 = 2;
+
+/// `GMP_INTERPOSE`: 0 not read yet, 1 on, 2 off (`GMP_INTERPOSE=0`).
+static ENABLED: AtomicU8 = AtomicU8::new(0);
+
+#[cold]
+fn read_env() -> bool {
+    // SAFETY: getenv with a NUL-terminated name; the value, if any, is a C string.
+    let off = unsafe {
+        let v = libc::getenv(c"GMP_INTERPOSE".as_ptr());
+        !v.is_null() && *v == b'0' as c_char && *v.add(1) == 0
+    };
+    ENABLED.store(if off { 2 } else { 1 }, Ordering::Relaxed);
+    !off
+}
+
+#[inline(always)]
+fn enabled() -> bool {
+    match ENABLED.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => read_env(),
+    }
+}
+
+/// Whether the hook acts: the caller is a goroutine holding its P (see the module doc).
+#[inline(always)]
+fn on_goroutine() -> bool {
+    rt::syscall::holds_p() && !rt::os_linux::forked() && enabled()
+}
+
+/// The process the runtime's fd state belongs to (set when the library is loaded).
+static PID: AtomicI32 = AtomicI32::new(0);
+
+/// Whether fd bookkeeping applies: the runtime's state is this process's. Not in a child
+/// after fork, nor in a vfork child (which shares the parent's memory and thread pointer,
+/// so the hooks cannot tell it from its parent otherwise: dup2 in it must not register the
+/// child's fds in the parent's poller). One getpid system call: called only where a
+/// hook is about to change fd state, or is about to act on state it found.
+fn live() -> bool {
+    // SAFETY: getpid has no preconditions.
+    !rt::os_linux::forked() && unsafe { libc::getpid() } == PID.load(Ordering::Relaxed)
+}
+
+/// Resolves libc's functions when the library is loaded, before `main`.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static RESOLVE_AT_LOAD: extern "C" fn() = resolve_at_load;
+
+extern "C" fn resolve_at_load() {
+    // SAFETY: getpid has no preconditions.
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    real::init();
+}
+
+#[inline(always)]
+fn errno() -> c_int {
+    crate::sys::errno()
+}
+
+#[inline(always)]
+fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns the calling thread's errno.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// A result in the C convention: -1 and errno for a negative errno value.
+#[inline]
+fn ret(r: i64) -> isize {
+    if r < 0 {
+        set_errno(-r as c_int);
+        -1
+    } else {
+        r as isize
+    }
+}
+
+/// Binds the calling goroutine to its M until dropped (see "Same-thread resume").
+struct Bound(*mut M);
+
+fn bind() -> Bound {
+    let m = rt::getm();
+    // SAFETY: called on a goroutine (on_goroutine): m is this thread's M and curg is us;
+    // affm and naffine are ours to change while we run on it (as preempt.rs does).
+    unsafe {
+        let g = &*(*m).curg.load(Ordering::Relaxed);
+        if g.affm.load(Ordering::Relaxed).is_null() && g.lockedm.load(Ordering::Relaxed).is_null() {
+            g.affm.store(m, Ordering::Relaxed);
+            (*m).naffine.set((*m).naffine.get() + 1);
+            return Bound(m);
+        }
+    }
+    Bound(null_mut())
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        if self.0.is_null() {
+            return;
+        }
+        let m = rt::getm();
+        if m != self.0 {
+            rt::throw("interpose: a goroutine resumed on another thread inside a hook");
+        }
+        // SAFETY: we are the goroutine bound to m, running on it.
+        unsafe {
+            let g = &*(*m).curg.load(Ordering::Relaxed);
+            g.affm.store(null_mut(), Ordering::Relaxed);
+            (*m).naffine.set((*m).naffine.get() - 1);
+        }
+    }
+}
+
+/// What the hooks do with an fd on a goroutine.
+enum Fd {
+    /// Park on the poller (`HOOK_BLOCKING`).
+    Managed,
+    /// Pass straight through (non-blocking by the user's choice, or not open).
+    Native,
+    /// Blocks: through the syscall hand-off.
+    Handoff,
+}
+
+/// The registered descriptor of `fd` whose user sees it blocking.
+#[inline]
+fn managed(fd: c_int) -> Option<&'static PollDesc> {
+    netpoll::lookup(fd).filter(|pd| pd.registered() && pd.hook.load(Ordering::Acquire) & HOOK_BLOCKING != 0)
+}
+
+/// Direction index of `PollDesc::timeo` for a netpoll mode.
+fn dir(mode: u32) -> usize {
+    (mode == MODE_WRITE) as usize
+}
+
+/// SO_RCVTIMEO (read) or SO_SNDTIMEO (write) of `fd` as the hooks know it, in ns.
+fn timeout_of(fd: c_int, mode: u32) -> Option<i64> {
+    let t = netpoll::lookup(fd)?.timeo[dir(mode)].load(Ordering::Relaxed);
+    (t > 0).then_some(t)
+}
+
+/// Clears the per-number state (bits and timeouts).
+fn clear(pd: &PollDesc) {
+    pd.hook.store(0, Ordering::Release);
+    pd.timeo[0].store(0, Ordering::Relaxed);
+    pd.timeo[1].store(0, Ordering::Relaxed);
+}
+
+/// Reads a socket's SO_RCVTIMEO and SO_SNDTIMEO from the kernel into `pd`.
+fn load_timeouts(fd: c_int, pd: &PollDesc) {
+    for (i, opt) in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO].into_iter().enumerate() {
+        let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        let mut len = core::mem::size_of::<libc::timeval>() as libc::socklen_t;
+        // SAFETY: valid out-parameters.
+        let r = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, opt, &mut tv as *mut libc::timeval as *mut c_void, &mut len) };
+        let ns = if r == 0 { timeval_ns(&tv) } else { 0 };
+        pd.timeo[i].store(ns, Ordering::Relaxed);
+    }
+}
+
+fn timeval_ns(tv: &libc::timeval) -> i64 {
+    (tv.tv_sec as i64).saturating_mul(1_000_000_000).saturating_add(tv.tv_usec as i64 * 1000).max(0)
+}
+
+#[inline]
+fn classify(fd: c_int) -> Fd {
+    if let Some(pd) = netpoll::lookup(fd) {
+        let h = pd.hook.load(Ordering::Acquire);
+        if pd.registered() {
+            return if h & HOOK_BLOCKING != 0 { Fd::Managed } else { Fd::Native };
+        }
+        if h & HOOK_NOPOLL != 0 {
+            return Fd::Handoff;
+        }
+    }
+    adopt(fd)
+}
+
+/// First blocking use of an fd the hooks have not seen: put it under the poller if epoll
+/// can watch it and it is not shared with the outside world (see the module doc).
+#[cold]
+fn adopt(fd: c_int) -> Fd {
+    if (0..=2).contains(&fd) {
+        return Fd::Handoff;
+    }
+    if !live() {
+        // A vfork child on a goroutine's thread: touch nothing of the parent's.
+        return Fd::Native;
+    }
+    // SAFETY: F_GETFL and fstat on any number only report EBADF if it is not open.
+    let (flags, st) = unsafe {
+        let flags = real::fcntl(fd, libc::F_GETFL, 0);
+        let mut st: libc::stat = core::mem::zeroed();
+        if flags < 0 || libc::fstat(fd, &mut st) < 0 {
+            return Fd::Native;
+        }
+        (flags, st)
+    };
+    let Some(pd) = netpoll::pd_of(fd) else {
+        return Fd::Handoff;
+    };
+    let kind = st.st_mode & libc::S_IFMT;
+    // An anonymous inode (eventfd, epoll, timerfd, signalfd) has no file type bits.
+    if kind != libc::S_IFSOCK && kind != libc::S_IFIFO && kind != 0 {
+        pd.hook.store(HOOK_NOPOLL, Ordering::Release);
+        return Fd::Handoff;
+    }
+    let blocking = flags & libc::O_NONBLOCK == 0;
+    if kind == libc::S_IFSOCK {
+        load_timeouts(fd, pd);
+    } else {
+        clear(pd);
+    }
+    pd.hook.store(if blocking { HOOK_BLOCKING } else { 0 }, Ordering::Release);
+    match netpoll::register(fd) {
+        Ok(true) if blocking => Fd::Managed,
+        Ok(true) => Fd::Native,
+        Ok(false) => {
+            pd.hook.store(HOOK_NOPOLL, Ordering::Release);
+            Fd::Handoff
+        }
+        Err(_) => {
+            pd.hook.store(0, Ordering::Release);
+            Fd::Handoff
+        }
+    }
+}
+
+/// Drops what the table says about a number the kernel just handed out (the fd it
+/// described was closed without the hooks seeing it).
+fn forget(fd: c_int) {
+    if let Some(pd) = netpoll::lookup(fd) {
+        if pd.registered() {
+            netpoll::close_begin(fd);
+        }
+        clear(pd);
+    }
+}
+
+/// Puts a new fd the hooks created non-blocking underneath under the poller, as the user
+/// asked it (`user_blocking`); on failure makes it what the user asked for again.
+fn adopt_new(fd: c_int, user_blocking: bool) {
+    forget(fd);
+    let Some(pd) = netpoll::pd_of(fd) else {
+        unblock(fd, user_blocking);
+        return;
+    };
+    pd.hook.store(if user_blocking { HOOK_BLOCKING } else { 0 }, Ordering::Release);
+    match netpoll::register(fd) {
+        Ok(true) => {}
+        Ok(false) => {
+            pd.hook.store(HOOK_NOPOLL, Ordering::Release);
+            unblock(fd, user_blocking);
+        }
+        Err(_) => {
+            pd.hook.store(0, Ordering::Release);
+            unblock(fd, user_blocking);
+        }
+    }
+}
+
+/// Clears O_NONBLOCK again on an fd the user wanted blocking.
+fn unblock(fd: c_int, user_blocking: bool) {
+    if user_blocking {
+        // SAFETY: plain fcntl on an fd we just created.
+        unsafe {
+            let fl = real::fcntl(fd, libc::F_GETFL, 0);
+            if fl >= 0 {
+                real::fcntl(fd, libc::F_SETFL, (fl & !libc::O_NONBLOCK) as usize);
+            }
+        }
+    }
+}
+
+/// Whether the table says anything about `fd`.
+fn known(fd: c_int) -> bool {
+    netpoll::lookup(fd).is_some_and(|pd| {
+        pd.registered()
+            || pd.hook.load(Ordering::Relaxed) != 0
+            || pd.timeo[0].load(Ordering::Relaxed) != 0
+            || pd.timeo[1].load(Ordering::Relaxed) != 0
+    })
+}
+
+/// The state of `old` for `new`, which now refers to the same open file (dup).
+fn dup_state(old: c_int, new: c_int) {
+    let opd = netpoll::lookup(old).filter(|pd| pd.registered());
+    if (opd.is_none() && !known(new)) || !live() {
+        return;
+    }
+    forget(new);
+    let Some(opd) = opd else {
+        return;
+    };
+    let Some(pd) = netpoll::pd_of(new) else { return };
+    for i in 0..2 {
+        pd.timeo[i].store(opd.timeo[i].load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    pd.hook.store(opd.hook.load(Ordering::Acquire) & HOOK_BLOCKING, Ordering::Release);
+    if !matches!(netpoll::register(new), Ok(true)) {
+        pd.hook.store(0, Ordering::Release);
+    }
+}
+
+/// A call the user expects to block, on an fd that is non-blocking underneath, from a
+/// thread that cannot park: waits in poll(2) on EAGAIN. errno is as the call left it.
+fn emulate(fd: c_int, events: i16, timeout: Option<i64>, op: &dyn Fn() -> isize) -> isize {
+    let saved = errno();
+    let deadline = timeout.map(|t| crate::sys::nanotime().saturating_add(t));
+    loop {
+        let r = op();
+        if r >= 0 {
+            set_errno(saved);
+            return r;
+        }
+        if errno() != libc::EAGAIN {
+            return r;
+        }
+        let ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d - crate::sys::nanotime();
+                if left <= 0 {
+                    set_errno(libc::EAGAIN);
+                    return -1;
+                }
+                (left.saturating_add(999_999) / 1_000_000).min(i32::MAX as i64) as c_int
+            }
+        };
+        let mut p = libc::pollfd { fd, events, revents: 0 };
+        // SAFETY: one valid pollfd.
+        if unsafe { real::poll(&mut p, 1, ms) } < 0 && errno() != libc::EINTR {
+            return -1;
+        }
+    }
+}
+
+/// The body of every read- or write-like hook.
+#[inline(always)]
+fn rw(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
+    if !on_goroutine() {
+        if managed(fd).is_some() && !rt::os_linux::forked() {
+            let ev = if mode == MODE_READ { libc::POLLIN } else { libc::POLLOUT };
+            return emulate(fd, ev, timeout_of(fd, mode), op);
+        }
+        return op();
+    }
+    rw_goroutine(fd, mode, op)
+}
+
+fn rw_goroutine(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
+    super::boundary("interposed call", || match classify(fd) {
+        Fd::Native => op(),
+        Fd::Handoff => ret(raw_call(|| op() as i64)),
+        Fd::Managed => {
+            let deadline = timeout_of(fd, mode).map(|t| crate::sys::nanotime().saturating_add(t));
+            let bound = bind();
+            let r = match net::io(fd, mode, deadline, op) {
+                // SO_RCVTIMEO / SO_SNDTIMEO expired: EAGAIN, as POSIX says.
+                Some(r) if r == -(libc::ETIMEDOUT as i64) => -(libc::EAGAIN as i64),
+                Some(r) => r,
+                // Closed or unregistered meanwhile: as a plain blocking call.
+                None => raw_call(|| op() as i64),
+            };
+            drop(bound);
+            ret(r)
+        }
+    })
+}
+
+/// A blocking call that epoll cannot help with: through the syscall hand-off on a
+/// goroutine, directly elsewhere.
+#[inline(always)]
+fn handoff(op: &dyn Fn() -> i64) -> i64 {
+    if !on_goroutine() {
+        return op();
+    }
+    super::boundary("interposed call", || ret(raw_call(op)) as i64)
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading and writing.
+
+/// Interposes read(2) (see the module doc).
+///
+/// # Safety
+/// As read(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+    // SAFETY: the caller's arguments, as libc would get them.
+    rw(fd, MODE_READ, &|| unsafe { real::read(fd, buf, n) })
+}
+
+/// Interposes write(2).
+///
+/// # Safety
+/// As write(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+    // SAFETY: the caller's arguments.
+    rw(fd, MODE_WRITE, &|| unsafe { real::write(fd, buf, n) })
+}
+
+/// Interposes readv(2).
+///
+/// # Safety
+/// As readv(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
+    // SAFETY: the caller's arguments.
+    rw(fd, MODE_READ, &|| unsafe { real::readv(fd, iov, n) })
+}
+
+/// Interposes writev(2).
+///
+/// # Safety
+/// As writev(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
+    // SAFETY: the caller's arguments.
+    rw(fd, MODE_WRITE, &|| unsafe { real::writev(fd, iov, n) })
+}
+
+/// Interposes recv(2).
+///
+/// # Safety
+/// As recv(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: usize, flags: c_int) -> isize {
+    if flags & libc::MSG_DONTWAIT != 0 {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::recv(fd, buf, n, flags) };
+    }
+    // SAFETY: the caller's arguments.
+    rw(fd, MODE_READ, &|| unsafe { real::recv(fd, buf, n, flags) })
+}
+
+/// Interposes send(2).
+///
+/// # Safety
+/// As send(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_int) -> isize {
+    if flags & libc::MSG_DONTWAIT != 0 {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::send(fd, buf, n, flags) };
+    }
+    // SAFETY: the caller's arguments.
+    rw(fd, MODE_WRITE, &|| unsafe { real::send(fd, buf, n, flags) })
+}
+
+/// Interposes recvfrom(2).
+///
+/// # Safety
+/// As recvfrom(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    flags: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+) -> isize {
+    if flags & libc::MSG_DONTWAIT != 0 {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::recvfrom(fd, buf, n, flags, addr, len) };
+    }
+    // SAFETY: the caller's arguments.
+    rw(fd, MODE_READ, &|| unsafe { real::recvfrom(fd, buf, n, flags, addr, len) })
+}
+
+/// Interposes sendto(2).
+///
+/// # Safety
+/// As sendto(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    n: usize,
+    flags: c_int,
+    addr: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> isize {
+    if flags & libc::MSG_DONTWAIT != 0 {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::sendto(fd, buf, n, flags, addr, len) };
+    }
+    // SAFETY: the caller's arguments.
+    rw(fd, MODE_WRITE, &|| unsafe { real::sendto(fd, buf, n, flags, addr, len) })
+}
+
+/// Interposes recvmsg(2).
+///
+/// # Safety
+/// As recvmsg(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize {
+    if flags & libc::MSG_DONTWAIT != 0 {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::recvmsg(fd, msg, flags) };
+    }
+    // SAFETY: the caller's arguments.
+    rw(fd, MODE_READ, &|| unsafe { real::recvmsg(fd, msg, flags) })
+}
+
+/// Interposes sendmsg(2).
+///
+/// # Safety
+/// As sendmsg(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> isize {
+    if flags & libc::MSG_DONTWAIT != 0 {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::sendmsg(fd, msg, flags) };
+    }
+    // SAFETY: the caller's arguments.
+    rw(fd, MODE_WRITE, &|| unsafe { real::sendmsg(fd, msg, flags) })
+}
+
+// ---------------------------------------------------------------------------------------
+// Creating, connecting and closing descriptors.
+
+/// Interposes accept4(2): on a goroutine, parks until a connection arrives; the new
+/// socket goes under the poller (blocking for the user unless SOCK_NONBLOCK).
+///
+/// # Safety
+/// As accept4(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t, flags: c_int) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: the caller's arguments.
+        let r = rw(fd, MODE_READ, &|| unsafe { real::accept4(fd, addr, len, flags) } as isize) as c_int;
+        if r >= 0 && known(r) && live() {
+            forget(r);
+        }
+        return r;
+    }
+    let user_blocking = flags & libc::SOCK_NONBLOCK == 0;
+    // SAFETY: the caller's arguments.
+    let r = rw(fd, MODE_READ, &|| unsafe { real::accept4(fd, addr, len, flags | libc::SOCK_NONBLOCK) } as isize) as c_int;
+    if r >= 0 && !live() {
+        unblock(r, user_blocking);
+    } else if r >= 0 {
+        adopt_new(r, user_blocking);
+        // The new socket inherits the listener's timeouts (Linux copies them).
+        if let (Some(l), Some(pd)) = (netpoll::lookup(fd), netpoll::lookup(r)) {
+            for i in 0..2 {
+                pd.timeo[i].store(l.timeo[i].load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+    }
+    r
+}
+
+/// Interposes accept(2) (accept4 without flags).
+///
+/// # Safety
+/// As accept(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> c_int {
+    // SAFETY: same contract.
+    unsafe { accept4(fd, addr, len, 0) }
+}
+
+/// Interposes connect(2): on a goroutine and a socket the user sees blocking, parks until
+/// the connection is made or fails.
+///
+/// # Safety
+/// As connect(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const libc::sockaddr, len: libc::socklen_t) -> c_int {
+    let blocking_underneath = if on_goroutine() {
+        matches!(classify(fd), Fd::Managed)
+    } else {
+        managed(fd).is_some() && live()
+    };
+    // SAFETY: the caller's arguments.
+    let r = unsafe { real::connect(fd, addr, len) };
+    if r == 0 || !blocking_underneath || errno() != libc::EINPROGRESS {
+        return r;
+    }
+    let saved_errno = errno();
+    let w = if on_goroutine() {
+        super::boundary("interposed connect", || {
+            let deadline = timeout_of(fd, MODE_WRITE).map(|t| crate::sys::nanotime().saturating_add(t));
+            let bound = bind();
+            let w = net::io(fd, MODE_WRITE, deadline, || {
+                let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+                // SAFETY: one valid pollfd.
+                let n = unsafe { real::poll(&mut p, 1, 0) };
+                if n == 0 {
+                    set_errno(libc::EAGAIN);
+                    -1
+                } else {
+                    n as isize
+                }
+            });
+            drop(bound);
+            w.unwrap_or(0)
+        })
+    } else {
+        let deadline = timeout_of(fd, MODE_WRITE).map(|t| crate::sys::nanotime().saturating_add(t));
+        net::poll_wait(fd, libc::POLLOUT as u32, deadline)
+    };
+    set_errno(saved_errno);
+    if w == -(libc::ETIMEDOUT as i64) {
+        // SO_SNDTIMEO expired: the connection is still in progress (Linux).
+        return ret(-(libc::EINPROGRESS as i64)) as c_int;
+    }
+    if w < 0 {
+        return ret(w) as c_int;
+    }
+    let e = net::so_error(fd);
+    if e < 0 {
+        return ret(e as i64) as c_int;
+    }
+    0
+}
+
+/// Interposes socket(2): on a goroutine the socket goes under the poller at once.
+///
+/// # Safety
+/// As socket(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: plain syscall.
+        let fd = unsafe { real::socket(domain, ty, proto) };
+        if fd >= 0 && known(fd) && live() {
+            forget(fd);
+        }
+        return fd;
+    }
+    // SAFETY: plain syscall.
+    let fd = unsafe { real::socket(domain, ty | libc::SOCK_NONBLOCK, proto) };
+    if fd >= 0 {
+        if live() {
+            adopt_new(fd, ty & libc::SOCK_NONBLOCK == 0);
+        } else {
+            unblock(fd, ty & libc::SOCK_NONBLOCK == 0);
+        }
+    }
+    fd
+}
+
+/// Interposes socketpair(2).
+///
+/// # Safety
+/// As socketpair(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, fds: *mut c_int) -> c_int {
+    let go = on_goroutine();
+    let extra = if go { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: the caller's arguments.
+    let r = unsafe { real::socketpair(domain, ty | extra, proto, fds) };
+    if r == 0 {
+        // SAFETY: the call succeeded, so fds holds two ints.
+        let (a, b) = unsafe { (*fds, *fds.add(1)) };
+        let live = (go || known(a) || known(b)) && live();
+        for fd in [a, b] {
+            if go && live {
+                adopt_new(fd, ty & libc::SOCK_NONBLOCK == 0);
+            } else if go {
+                unblock(fd, ty & libc::SOCK_NONBLOCK == 0);
+            } else if live {
+                forget(fd);
+            }
+        }
+    }
+    r
+}
+
+/// Interposes pipe2(2).
+///
+/// # Safety
+/// As pipe2(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
+    let go = on_goroutine();
+    let extra = if go { libc::O_NONBLOCK } else { 0 };
+    // SAFETY: the caller's arguments.
+    let r = unsafe { real::pipe2(fds, flags | extra) };
+    if r == 0 {
+        // SAFETY: the call succeeded, so fds holds two ints.
+        let (a, b) = unsafe { (*fds, *fds.add(1)) };
+        let live = (go || known(a) || known(b)) && live();
+        for fd in [a, b] {
+            if go && live {
+                adopt_new(fd, flags & libc::O_NONBLOCK == 0);
+            } else if go {
+                unblock(fd, flags & libc::O_NONBLOCK == 0);
+            } else if live {
+                forget(fd);
+            }
+        }
+    }
+    r
+}
+
+/// Interposes pipe(2).
+///
+/// # Safety
+/// As pipe(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
+    // SAFETY: same contract.
+    unsafe { pipe2(fds, 0) }
+}
+
+/// Interposes close(2): goroutines parked on the fd wake with EBADF and the fd leaves the
+/// poller before the number can be reused.
+#[unsafe(no_mangle)]
+pub extern "C" fn close(fd: c_int) -> c_int {
+    if known(fd)
+        && let Some(pd) = netpoll::lookup(fd)
+        && live()
+    {
+        if pd.registered() {
+            let bound = on_goroutine().then(bind);
+            netpoll::close_begin(fd);
+            drop(bound);
+        }
+        clear(pd);
+    }
+    // SAFETY: close has no memory preconditions.
+    unsafe { real::close(fd) }
+}
+
+/// Interposes dup(2): the new fd inherits the old one's state.
+#[unsafe(no_mangle)]
+pub extern "C" fn dup(fd: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    let r = unsafe { real::dup(fd) };
+    if r >= 0 {
+        dup_state(fd, r);
+    }
+    r
+}
+
+/// dup2/dup3's shared part: `new` is closed first as close(2) would.
+fn dup_onto(old: c_int, new: c_int, f: impl FnOnce() -> c_int) -> c_int {
+    if old != new && netpoll::lookup(new).is_some_and(|pd| pd.registered()) && live() {
+        // Whether `old` is open decides whether `new` gets closed at all.
+        // SAFETY: F_GETFL has no memory preconditions.
+        if unsafe { real::fcntl(old, libc::F_GETFL, 0) } >= 0 {
+            let bound = on_goroutine().then(bind);
+            netpoll::close_begin(new);
+            drop(bound);
+        }
+    }
+    let r = f();
+    if r >= 0 && old != new {
+        dup_state(old, r);
+    }
+    r
+}
+
+/// Interposes dup2(2).
+#[unsafe(no_mangle)]
+pub extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    dup_onto(old, new, || unsafe { real::dup2(old, new) })
+}
+
+/// Interposes dup3(2).
+#[unsafe(no_mangle)]
+pub extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    dup_onto(old, new, || unsafe { real::dup3(old, new, flags) })
+}
+
+/// Interposes fcntl(2): O_NONBLOCK on an fd under the poller is the user's own flag
+/// (F_GETFL shows it, F_SETFL records it; the fd stays non-blocking underneath);
+/// F_DUPFD and F_DUPFD_CLOEXEC copy the state as dup does. Declared with its optional
+/// argument always present (it travels in the same register either way).
+///
+/// # Safety
+/// As fcntl(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    match cmd {
+        libc::F_GETFL => {
+            // SAFETY: no memory preconditions.
+            let r = unsafe { real::fcntl(fd, cmd, arg) };
+            if r >= 0 && managed(fd).is_some() && live() {
+                return r & !libc::O_NONBLOCK;
+            }
+            r
+        }
+        libc::F_SETFL => {
+            let pd = netpoll::lookup(fd).filter(|pd| pd.registered() && enabled() && live());
+            let Some(pd) = pd else {
+                // SAFETY: no memory preconditions.
+                return unsafe { real::fcntl(fd, cmd, arg) };
+            };
+            // SAFETY: no memory preconditions.
+            let r = unsafe { real::fcntl(fd, cmd, arg | libc::O_NONBLOCK as usize) };
+            if r >= 0 {
+                if arg as c_int & libc::O_NONBLOCK != 0 {
+                    pd.hook.fetch_and(!HOOK_BLOCKING, Ordering::AcqRel);
+                } else {
+                    pd.hook.fetch_or(HOOK_BLOCKING, Ordering::AcqRel);
+                }
+            }
+            r
+        }
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+            // SAFETY: no memory preconditions.
+            let r = unsafe { real::fcntl(fd, cmd, arg) };
+            if r >= 0 {
+                dup_state(fd, r);
+            }
+            r
+        }
+        // SAFETY: the caller's arguments (F_SETLKW blocks: the hand-off).
+        libc::F_SETLKW | libc::F_OFD_SETLKW => handoff(&|| unsafe { real::fcntl(fd, cmd, arg) } as i64) as c_int,
+        // SAFETY: the caller's arguments.
+        _ => unsafe { real::fcntl(fd, cmd, arg) },
+    }
+}
+
+/// Interposes ioctl(2) for FIONBIO on an fd under the poller (the user's own
+/// non-blocking flag, as fcntl(F_SETFL)); every other request passes through.
+///
+/// # Safety
+/// As ioctl(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ioctl(fd: c_int, req: libc::c_ulong, arg: usize) -> c_int {
+    if req == libc::FIONBIO && arg != 0 {
+        let pd = netpoll::lookup(fd).filter(|pd| pd.registered() && enabled() && live());
+        if let Some(pd) = pd {
+            // SAFETY: FIONBIO's argument points to an int (the caller's contract).
+            let on = unsafe { *(arg as *const c_int) } != 0;
+            let one: c_int = 1;
+            // SAFETY: a valid int for FIONBIO.
+            let r = unsafe { real::ioctl(fd, req, &one as *const c_int as usize) };
+            if r >= 0 {
+                if on {
+                    pd.hook.fetch_and(!HOOK_BLOCKING, Ordering::AcqRel);
+                } else {
+                    pd.hook.fetch_or(HOOK_BLOCKING, Ordering::AcqRel);
+                }
+            }
+            return r;
+        }
+    }
+    // SAFETY: the caller's arguments.
+    unsafe { real::ioctl(fd, req, arg) }
+}
+
+/// Interposes setsockopt(2): SO_RCVTIMEO and SO_SNDTIMEO become the deadlines of the
+/// hooks' waits (EAGAIN when they pass, as the kernel does for a blocking socket).
+///
+/// # Safety
+/// As setsockopt(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: libc::socklen_t) -> c_int {
+    // SAFETY: the caller's arguments.
+    let r = unsafe { real::setsockopt(fd, level, name, val, len) };
+    if r == 0
+        && level == libc::SOL_SOCKET
+        && (name == libc::SO_RCVTIMEO || name == libc::SO_SNDTIMEO)
+        && !val.is_null()
+        && len as usize >= core::mem::size_of::<libc::timeval>()
+        && live()
+        && let Some(pd) = netpoll::pd_of(fd)
+    {
+        // SAFETY: the kernel accepted it as a timeval.
+        let ns = timeval_ns(unsafe { &*(val as *const libc::timeval) });
+        pd.timeo[(name == libc::SO_SNDTIMEO) as usize].store(ns, Ordering::Relaxed);
+    }
+    r
+}
+
+// ---------------------------------------------------------------------------------------
+// Sleeping.
+
+/// Parks the goroutine for `ns` on the timers, bound to its thread.
+fn park_sleep(ns: i64) {
+    super::boundary("interposed sleep", || {
+        let bound = bind();
+        rt::timer::sleep(ns.max(1));
+        drop(bound);
+    })
+}
+
+fn timespec_ns(ts: &libc::timespec) -> Option<i64> {
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return None;
+    }
+    Some((ts.tv_sec as i64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as i64))
+}
+
+/// Interposes nanosleep(2): a goroutine parks on a timer.
+///
+/// # Safety
+/// As nanosleep(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> c_int {
+    if !on_goroutine() || req.is_null() {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::nanosleep(req, rem) };
+    }
+    // SAFETY: non-null, the caller's timespec.
+    let Some(ns) = timespec_ns(unsafe { &*req }) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    park_sleep(ns);
+    0
+}
+
+/// Interposes clock_nanosleep(2) for CLOCK_MONOTONIC and CLOCK_REALTIME, relative or
+/// absolute (TIMER_ABSTIME); other clocks pass through.
+///
+/// # Safety
+/// As clock_nanosleep(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clock_nanosleep(
+    clock: libc::clockid_t,
+    flags: c_int,
+    req: *const libc::timespec,
+    rem: *mut libc::timespec,
+) -> c_int {
+    if !on_goroutine() || req.is_null() || (clock != libc::CLOCK_MONOTONIC && clock != libc::CLOCK_REALTIME) {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::clock_nanosleep(clock, flags, req, rem) };
+    }
+    // SAFETY: non-null, the caller's timespec.
+    let Some(mut ns) = timespec_ns(unsafe { &*req }) else {
+        return libc::EINVAL;
+    };
+    if flags & libc::TIMER_ABSTIME != 0 {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: a valid out-pointer and a clock that exists.
+        unsafe { libc::clock_gettime(clock, &mut now) };
+        ns = ns.saturating_sub(timespec_ns(&now).unwrap_or(0));
+        if ns <= 0 {
+            return 0;
+        }
+    }
+    park_sleep(ns);
+    0
+}
+
+/// Interposes sleep(3).
+#[unsafe(no_mangle)]
+pub extern "C" fn sleep(secs: c_uint) -> c_uint {
+    if !on_goroutine() {
+        // SAFETY: no preconditions.
+        return unsafe { real::sleep(secs) };
+    }
+    park_sleep(secs as i64 * 1_000_000_000);
+    0
+}
+
+/// Interposes usleep(3).
+#[unsafe(no_mangle)]
+pub extern "C" fn usleep(us: libc::useconds_t) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: no preconditions.
+        return unsafe { real::usleep(us) };
+    }
+    park_sleep(us as i64 * 1000);
+    0
+}
+
+// ---------------------------------------------------------------------------------------
+// Waiting for readiness.
+
+/// Parks until the one fd of a poll-like call is ready or `deadline` passes; `check` is
+/// the call with a zero timeout (its result: > 0 ready, 0 nothing yet, < 0 -errno).
+/// None when the fd cannot be waited for on the poller (the caller takes the hand-off).
+fn wait_one(fd: c_int, modes: u32, deadline: Option<i64>, check: &dyn Fn() -> i64) -> Option<i64> {
+    let pd = match classify(fd) {
+        Fd::Managed | Fd::Native => netpoll::lookup(fd).filter(|pd| pd.registered())?,
+        Fd::Handoff => return None,
+    };
+    if !pd.incref() {
+        return None;
+    }
+    let seq = pd.seq();
+    // Each direction waited for takes its turn, in a fixed order (as gmp_fd_wait).
+    let turns: [crate::sync::mutex::Mutex; 2] = core::array::from_fn(|i| crate::sync::mutex::Mutex {
+        state: &pd.op_lock[i].0,
+        sema: &pd.op_lock[i].1,
+    });
+    let bound = bind();
+    for (i, t) in turns.iter().enumerate() {
+        if modes & (1 << i) != 0 {
+            t.lock();
+        }
+    }
+    let r = loop {
+        let r = check();
+        if r != 0 {
+            break r;
+        }
+        // SAFETY: a goroutine holding a P, with a reference on pd taken at `seq`.
+        match unsafe { netpoll::wait(pd, seq, modes, deadline) } {
+            Ok(_) => continue,
+            Err(WaitError::TimedOut) => break 0,
+            // Closed meanwhile: the call itself reports it (POLLNVAL, EBADF).
+            Err(WaitError::Closed) => break check(),
+        }
+    };
+    for (i, t) in turns.iter().enumerate() {
+        if modes & (1 << i) != 0 {
+            t.unlock();
+        }
+    }
+    drop(bound);
+    pd.decref();
+    Some(r)
+}
+
+/// Most fds a poll may wait on without the hand-off.
+const POLL_MANY_MAX: libc::nfds_t = 64;
+
+/// A wait on several fds: a private epoll instance watching them (level-triggered, the
+/// events asked for), which is one pollable fd for `wait_one`. None when one of them
+/// cannot be watched, or there are too many (the caller takes the hand-off).
+fn poll_many(fds: *mut libc::pollfd, n: libc::nfds_t, deadline: Option<i64>, check: &dyn Fn() -> i64) -> Option<i64> {
+    if n > POLL_MANY_MAX {
+        return None;
+    }
+    // SAFETY: plain syscall.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return None;
+    }
+    forget(ep);
+    let mut ok = true;
+    for i in 0..n as usize {
+        // SAFETY: i < n, the caller's array.
+        let p = unsafe { &*fds.add(i) };
+        if p.fd < 0 {
+            continue;
+        }
+        let mut ev = libc::epoll_event {
+            events: (p.events as u16 as u32) & (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLPRI | libc::EPOLLRDHUP) as u32,
+            u64: i as u64,
+        };
+        // SAFETY: a valid event for our own epoll fd. EEXIST: the same fd twice.
+        if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, p.fd, &mut ev) } < 0 && errno() != libc::EEXIST {
+            ok = false;
+            break;
+        }
+    }
+    let r = if ok { wait_one(ep, MODE_READ, deadline, check) } else { None };
+    if let Some(pd) = netpoll::lookup(ep)
+        && pd.registered()
+    {
+        netpoll::close_begin(ep);
+        pd.hook.store(0, Ordering::Release);
+    }
+    // SAFETY: our own fd.
+    unsafe { real::close(ep) };
+    r
+}
+
+fn poll_modes(events: i16) -> u32 {
+    let mut m = 0;
+    if events & (libc::POLLIN | libc::POLLPRI | libc::POLLRDNORM | libc::POLLRDBAND) != 0 {
+        m |= MODE_READ;
+    }
+    if events & (libc::POLLOUT | libc::POLLWRNORM | libc::POLLWRBAND) != 0 {
+        m |= MODE_WRITE;
+    }
+    if m == 0 { MODE_READ } else { m }
+}
+
+fn deadline_ms(ms: c_int) -> Option<i64> {
+    (ms >= 0).then(|| crate::sys::nanotime().saturating_add(ms as i64 * 1_000_000))
+}
+
+/// A zero-timeout readiness check's result: EINTR (a signal — the runtime's own preemption
+/// signal, say — landed on the thread during the call) counts as "nothing ready yet", as
+/// for every wait the hooks park for (see the module doc).
+fn intr_as_none(r: i64) -> i64 {
+    if r == -(libc::EINTR as i64) { 0 } else { r }
+}
+
+/// Runs a raw call on this thread and returns its result or -errno, errno unchanged.
+fn raw(f: impl FnOnce() -> isize) -> i64 {
+    let saved = errno();
+    let r = f();
+    let r = if r < 0 { -(errno() as i64) } else { r as i64 };
+    set_errno(saved);
+    r
+}
+
+/// Interposes poll(2): on a goroutine, a call that would wait on one fd (or on none, a
+/// sleep) parks; a wait on several fds takes the syscall hand-off.
+///
+/// # Safety
+/// As poll(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int) -> c_int {
+    if !on_goroutine() || ms == 0 {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::poll(fds, n, ms) };
+    }
+    super::boundary("interposed poll", || {
+        // SAFETY: the caller's arguments, with a zero timeout.
+        let now = || intr_as_none(raw(|| unsafe { real::poll(fds, n, 0) } as isize));
+        if n == 0 {
+            if ms > 0 {
+                park_sleep(ms as i64 * 1_000_000);
+                return 0;
+            }
+        } else {
+            let r = now();
+            if r != 0 {
+                return ret(r) as c_int;
+            }
+            if n == 1 {
+                // SAFETY: n == 1: one pollfd.
+                let p = unsafe { &*fds };
+                if p.fd >= 0
+                    && let Some(r) = wait_one(p.fd, poll_modes(p.events), deadline_ms(ms), &now)
+                {
+                    return ret(r) as c_int;
+                }
+            } else if let Some(r) = poll_many(fds, n, deadline_ms(ms), &now) {
+                return ret(r) as c_int;
+            }
+        }
+        // SAFETY: the caller's arguments.
+        ret(raw_call(|| unsafe { real::poll(fds, n, ms) } as i64)) as c_int
+    })
+}
+
+/// Interposes epoll_wait(2): an epoll fd is itself pollable, so a goroutine parks until
+/// it is readable.
+///
+/// # Safety
+/// As epoll_wait(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, n: c_int, ms: c_int) -> c_int {
+    if !on_goroutine() || ms == 0 {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::epoll_wait(ep, ev, n, ms) };
+    }
+    super::boundary("interposed epoll_wait", || {
+        // SAFETY: the caller's arguments, with a zero timeout.
+        let now = || intr_as_none(raw(|| unsafe { real::epoll_wait(ep, ev, n, 0) } as isize));
+        let r = now();
+        if r != 0 {
+            return ret(r) as c_int;
+        }
+        if let Some(r) = wait_one(ep, MODE_READ, deadline_ms(ms), &now) {
+            return ret(r) as c_int;
+        }
+        // SAFETY: the caller's arguments.
+        ret(raw_call(|| unsafe { real::epoll_wait(ep, ev, n, ms) } as i64)) as c_int
+    })
+}
+
+/// A timespec timeout in milliseconds for poll (rounded up; None: invalid).
+fn ts_ms(ts: *const libc::timespec) -> Option<c_int> {
+    if ts.is_null() {
+        return Some(-1);
+    }
+    // SAFETY: non-null, the caller's timespec.
+    let ns = timespec_ns(unsafe { &*ts })?;
+    Some((ns.saturating_add(999_999) / 1_000_000).min(i32::MAX as i64) as c_int)
+}
+
+/// Interposes ppoll(2): without a signal mask, as poll; with one, the hand-off (the mask
+/// must be the thread's while it waits).
+///
+/// # Safety
+/// As ppoll(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::ppoll(fds, n, ts, mask) };
+    }
+    match ts_ms(ts) {
+        // SAFETY: the caller's arguments.
+        Some(ms) if mask.is_null() => unsafe { poll(fds, n, ms) },
+        // SAFETY: the caller's arguments.
+        _ => handoff(&|| unsafe { real::ppoll(fds, n, ts, mask) } as i64) as c_int,
+    }
+}
+
+/// Interposes epoll_pwait(2): without a signal mask, as epoll_wait; with one, the
+/// hand-off.
+///
+/// # Safety
+/// As epoll_pwait(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_pwait(ep: c_int, ev: *mut libc::epoll_event, n: c_int, ms: c_int, mask: *const libc::sigset_t) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::epoll_pwait(ep, ev, n, ms, mask) };
+    }
+    if mask.is_null() {
+        // SAFETY: the caller's arguments.
+        return unsafe { epoll_wait(ep, ev, n, ms) };
+    }
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::epoll_pwait(ep, ev, n, ms, mask) } as i64) as c_int
+}
+
+/// select's sets as pollfds for the wait (the answer comes from select itself): None when
+/// there are more than `POLL_MANY_MAX` fds (or one beyond FD_SETSIZE).
+fn select_pollfds(
+    n: c_int,
+    sets: [*mut libc::fd_set; 3],
+    out: &mut [libc::pollfd; POLL_MANY_MAX as usize],
+) -> Option<usize> {
+    if n < 0 || n as usize > libc::FD_SETSIZE {
+        return None;
+    }
+    let mut k = 0;
+    for fd in 0..n {
+        let mut events = 0;
+        for (set, ev) in sets.iter().zip([libc::POLLIN, libc::POLLOUT, libc::POLLPRI]) {
+            // SAFETY: a non-null caller's fd_set, fd < FD_SETSIZE.
+            if !set.is_null() && unsafe { libc::FD_ISSET(fd, *set) } {
+                events |= ev;
+            }
+        }
+        if events != 0 {
+            if k == out.len() {
+                return None;
+            }
+            out[k] = libc::pollfd { fd, events, revents: 0 };
+            k += 1;
+        }
+    }
+    Some(k)
+}
+
+/// The body of select and pselect on a goroutine: a zero-timeout select on copies of the
+/// sets until one is ready, parked in between on the fds; the sets are written back as
+/// select leaves them. `deadline`: None waits forever. Returns the count or -errno, None
+/// for the hand-off.
+fn select_wait(n: c_int, sets: [*mut libc::fd_set; 3], deadline: Option<i64>) -> Option<i64> {
+    let mut pfds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; POLL_MANY_MAX as usize];
+    let k = select_pollfds(n, sets, &mut pfds)?;
+    // SAFETY: fd_set is plain data.
+    let orig: [libc::fd_set; 3] = core::array::from_fn(|i| unsafe {
+        if sets[i].is_null() { core::mem::zeroed() } else { *sets[i] }
+    });
+    let last = core::cell::Cell::new(orig);
+    let check = || {
+        let mut cur = orig;
+        let ptr = |i: usize, cur: &mut [libc::fd_set; 3]| {
+            if sets[i].is_null() { core::ptr::null_mut() } else { &mut cur[i] as *mut libc::fd_set }
+        };
+        let (r, w, e) = (ptr(0, &mut cur), ptr(1, &mut cur), ptr(2, &mut cur));
+        let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        // SAFETY: valid sets and timeval.
+        let rc = intr_as_none(raw(|| unsafe { real::select(n, r, w, e, &mut tv) } as isize));
+        last.set(cur);
+        rc
+    };
+    let first = check();
+    let r = if first != 0 {
+        first
+    } else if deadline.is_some_and(|d| d <= crate::sys::nanotime()) {
+        0
+    } else if k == 0 {
+        park_sleep(deadline.map_or(i64::MAX, |d| d - crate::sys::nanotime()));
+        check()
+    } else if k == 1 {
+        wait_one(pfds[0].fd, poll_modes(pfds[0].events), deadline, &check)?
+    } else {
+        poll_many(pfds.as_mut_ptr(), k as libc::nfds_t, deadline, &check)?
+    };
+    if r >= 0 {
+        let cur = last.get();
+        for i in 0..3 {
+            if !sets[i].is_null() {
+                // SAFETY: the caller's fd_set.
+                unsafe { *sets[i] = cur[i] };
+            }
+        }
+    }
+    Some(r)
+}
+
+/// Interposes select(2): on a goroutine, parks until one of the fds is ready or the
+/// timeout passes (at most 64 fds; more take the hand-off). Like Linux, writes the time
+/// left into `tv`.
+///
+/// # Safety
+/// As select(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn select(
+    n: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    tv: *mut libc::timeval,
+) -> c_int {
+    // SAFETY: the caller's timeval, if any.
+    let zero = !tv.is_null() && unsafe { (*tv).tv_sec == 0 && (*tv).tv_usec == 0 };
+    if !on_goroutine() || zero {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::select(n, r, w, e, tv) };
+    }
+    let deadline = if tv.is_null() {
+        None
+    } else {
+        // SAFETY: non-null, the caller's timeval.
+        let t = unsafe { &*tv };
+        if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        Some(crate::sys::nanotime().saturating_add(timeval_ns(t)))
+    };
+    super::boundary("interposed select", || match select_wait(n, [r, w, e], deadline) {
+        Some(rc) => {
+            if let Some(d) = deadline {
+                let left = (d - crate::sys::nanotime()).max(0);
+                // SAFETY: non-null (there is a deadline), the caller's timeval.
+                unsafe {
+                    (*tv).tv_sec = (left / 1_000_000_000) as libc::time_t;
+                    (*tv).tv_usec = ((left % 1_000_000_000) / 1000) as libc::suseconds_t;
+                }
+            }
+            ret(rc) as c_int
+        }
+        // SAFETY: the caller's arguments.
+        None => ret(raw_call(|| unsafe { real::select(n, r, w, e, tv) } as i64)) as c_int,
+    })
+}
+
+/// Interposes pselect(2): without a signal mask, as select (the timeout is not written
+/// back); with one, the hand-off.
+///
+/// # Safety
+/// As pselect(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pselect(
+    n: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    ts: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::pselect(n, r, w, e, ts, mask) };
+    }
+    let deadline = if ts.is_null() {
+        None
+    } else {
+        // SAFETY: non-null, the caller's timespec.
+        match timespec_ns(unsafe { &*ts }) {
+            Some(0) => None,
+            Some(ns) => Some(crate::sys::nanotime().saturating_add(ns)),
+            None => {
+                set_errno(libc::EINVAL);
+                return -1;
+            }
+        }
+    };
+    if !ts.is_null() && deadline.is_none() {
+        // A zero timeout: it does not block.
+        // SAFETY: the caller's arguments.
+        return unsafe { real::pselect(n, r, w, e, ts, mask) };
+    }
+    if mask.is_null() {
+        let rc = super::boundary("interposed pselect", || select_wait(n, [r, w, e], deadline));
+        if let Some(rc) = rc {
+            return ret(rc) as c_int;
+        }
+    }
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::pselect(n, r, w, e, ts, mask) } as i64) as c_int
+}
+
+// ---------------------------------------------------------------------------------------
+// Blocking calls epoll cannot help with: the syscall hand-off.
+
+/// Interposes getaddrinfo(3): on a goroutine, through the syscall hand-off (name
+/// resolution may wait on the network; glibc's own sockets inside it are not ours).
+///
+/// # Safety
+/// As getaddrinfo(3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const libc::addrinfo,
+    res: *mut *mut libc::addrinfo,
+) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::getaddrinfo(node, service, hints, res) };
+    }
+    // The goroutine stays on its thread in the hand-off: errno (EAI_SYSTEM) is its own.
+    // SAFETY: the caller's arguments.
+    super::boundary("interposed getaddrinfo", || rt::syscall::blocking(|| unsafe { real::getaddrinfo(node, service, hints, res) }))
+}
+
+/// Interposes pread(2).
+///
+/// # Safety
+/// As pread(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: usize, off: libc::off_t) -> isize {
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::pread(fd, buf, n, off) } as i64) as isize
+}
+
+/// Interposes pwrite(2).
+///
+/// # Safety
+/// As pwrite(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: usize, off: libc::off_t) -> isize {
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::pwrite(fd, buf, n, off) } as i64) as isize
+}
+
+/// Interposes open(2) (a FIFO's open blocks). Declared with `mode` always present.
+///
+/// # Safety
+/// As open(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: the caller's arguments.
+    let fd = handoff(&|| unsafe { real::open(path, flags, mode) } as i64) as c_int;
+    if fd >= 0 && known(fd) && live() {
+        forget(fd);
+    }
+    fd
+}
+
+/// Interposes openat(2).
+///
+/// # Safety
+/// As openat(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat(dir: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: the caller's arguments.
+    let fd = handoff(&|| unsafe { real::openat(dir, path, flags, mode) } as i64) as c_int;
+    if fd >= 0 && known(fd) && live() {
+        forget(fd);
+    }
+    fd
+}
+
+/// Interposes fsync(2).
+#[unsafe(no_mangle)]
+pub extern "C" fn fsync(fd: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    handoff(&|| unsafe { real::fsync(fd) } as i64) as c_int
+}
+
+/// Interposes fdatasync(2).
+#[unsafe(no_mangle)]
+pub extern "C" fn fdatasync(fd: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    handoff(&|| unsafe { real::fdatasync(fd) } as i64) as c_int
+}
+
+/// Interposes flock(2).
+#[unsafe(no_mangle)]
+pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    handoff(&|| unsafe { real::flock(fd, op) } as i64) as c_int
+}
+
+/// Interposes waitpid(2).
+///
+/// # Safety
+/// As waitpid(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn waitpid(pid: libc::pid_t, status: *mut c_int, options: c_int) -> libc::pid_t {
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::waitpid(pid, status, options) } as i64) as libc::pid_t
+}
+
+/// Interposes wait4(2).
+///
+/// # Safety
+/// As wait4(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wait4(pid: libc::pid_t, status: *mut c_int, options: c_int, ru: *mut libc::rusage) -> libc::pid_t {
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::wait4(pid, status, options, ru) } as i64) as libc::pid_t
+}
+
+// ---------------------------------------------------------------------------------------
+// _FORTIFY_SOURCE variants: the buffer check, then the hook.
+
+unsafe extern "C" {
+    fn __chk_fail() -> !;
+}
+
+/// Interposes `__read_chk` (read under _FORTIFY_SOURCE).
+///
+/// # Safety
+/// As read(2); `buflen` is the size of `buf`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __read_chk(fd: c_int, buf: *mut c_void, n: usize, buflen: usize) -> isize {
+    if n > buflen {
+        // SAFETY: glibc's overflow report; does not return.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: the caller's arguments.
+    unsafe { read(fd, buf, n) }
+}
+
+/// Interposes `__recv_chk`.
+///
+/// # Safety
+/// As recv(2); `buflen` is the size of `buf`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __recv_chk(fd: c_int, buf: *mut c_void, n: usize, buflen: usize, flags: c_int) -> isize {
+    if n > buflen {
+        // SAFETY: glibc's overflow report; does not return.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: the caller's arguments.
+    unsafe { recv(fd, buf, n, flags) }
+}
+
+/// Interposes `__recvfrom_chk`.
+///
+/// # Safety
+/// As recvfrom(2); `buflen` is the size of `buf`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __recvfrom_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    buflen: usize,
+    flags: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+) -> isize {
+    if n > buflen {
+        // SAFETY: glibc's overflow report; does not return.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: the caller's arguments.
+    unsafe { recvfrom(fd, buf, n, flags, addr, len) }
+}
+
+/// Interposes `__pread_chk`.
+///
+/// # Safety
+/// As pread(2); `buflen` is the size of `buf`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __pread_chk(fd: c_int, buf: *mut c_void, n: usize, off: libc::off_t, buflen: usize) -> isize {
+    if n > buflen {
+        // SAFETY: glibc's overflow report; does not return.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: the caller's arguments.
+    unsafe { pread(fd, buf, n, off) }
+}
+
+/// Interposes `__poll_chk`.
+///
+/// # Safety
+/// As poll(2); `fdslen` is the size of `fds` in bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __poll_chk(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int, fdslen: usize) -> c_int {
+    if (n as usize).saturating_mul(core::mem::size_of::<libc::pollfd>()) > fdslen {
+        // SAFETY: glibc's overflow report; does not return.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: the caller's arguments.
+    unsafe { poll(fds, n, ms) }
+}
