@@ -343,6 +343,13 @@ typedef struct gmp_once_t {
  */
 typedef int64_t (*gmp_blocking_fn)(void *arg);
 
+typedef struct DlInfo {
+  const char *dli_fname;
+  void *dli_fbase;
+  const char *dli_sname;
+  void *dli_saddr;
+} DlInfo;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -619,6 +626,21 @@ int64_t gmp_chan_cap(struct gmp_chan *c);
  (GMP_RECV: writable or NULL; GMP_SEND: readable).
  */
 int gmp_select(struct gmp_select_case *cases, size_t n, int64_t timeout_ns);
+
+/*
+ Writes every goroutine (id, status or wait reason, how long it has waited, locked or
+ pinned, a symbolized backtrace, who started it) to file descriptor `fd`, in the format
+ of Go's traceback (`goroutine 7 [chan receive, 3 minutes]:`), followed by the threads
+ outside the runtime blocked in gmp calls. Returns 0, or -EBADF if fd is negative.
+
+ Backtraces follow frame pointers from each goroutine's saved context: compile with
+ -fno-omit-frame-pointer for complete traces, and link executables with -rdynamic for
+ their function names. A running goroutine's stack is shown only for the caller. The
+ same dump is written to stderr on SIGQUIT (then the process exits with status 2, as
+ Go's runtime does) unless GMP_DEBUG=sigquit=0 or the program installed its own
+ SIGQUIT handler before the runtime started.
+ */
+int gmp_dump(int fd);
 
 /*
  Puts `fd` under the poller: it is made non-blocking, and gmp_read, gmp_write, gmp_recv,
@@ -1057,6 +1079,8 @@ int64_t gmp_now(void);
  Returns 0.
  */
 int32_t gmp_sleep(int64_t ns);
+
+extern int dladdr1(const void *addr, struct DlInfo *info, void **extra, int flags);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -80,6 +80,11 @@ fn compile(name: &str) -> PathBuf {
 
 /// `compile` for a C file anywhere in the tree (examples/).
 fn compile_src(name: &str, src: &Path) -> PathBuf {
+    compile_src_flags(name, src, &[])
+}
+
+/// `compile_src` with extra compiler flags.
+fn compile_src_flags(name: &str, src: &Path, extra: &[&str]) -> PathBuf {
     let exe = out_dir().join(name);
     let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
     let set = compiled.get_or_insert_with(HashSet::new);
@@ -96,6 +101,7 @@ fn compile_src(name: &str, src: &Path) -> PathBuf {
         "-O2",
         "-pthread",
     ])
+    .args(extra)
     .arg("-I")
     .arg(manifest_dir().join("include"))
     .arg(src)
@@ -1381,4 +1387,89 @@ fn torture_preempt_stress() {
             ("GMP_DEBUG", "schedtrace=500,asyncpreemptstress=1"),
         ],
     );
+}
+
+// ---- seeing inside: goroutine dump, deadlock detection ----
+
+/// The flags under which backtraces are complete and name the program's functions.
+const FRAME_FLAGS: &[&str] = &["-fno-omit-frame-pointer", "-rdynamic"];
+
+/// Compiles `c-tests/<name>.c` with [`FRAME_FLAGS`] and runs it with `args` and `env`.
+fn run_c_frames(name: &str, args: &[&str], env: &[(&str, &str)]) -> Outcome {
+    let _serial = lock();
+    let exe = compile_src_flags(
+        name,
+        &manifest_dir().join("c-tests").join(format!("{name}.c")),
+        FRAME_FLAGS,
+    );
+    let mut cmd = Command::new(&exe);
+    cmd.args(args).current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_with_timeout(cmd, &format!("{name} {}", args.join(" ")))
+}
+
+#[test]
+fn dump() {
+    let o = run_c_frames("dump", &[], &[("GMP_MAXPROCS", "2")]);
+    assert!(o.status.success(), "{}", o.report("dump failed"));
+}
+
+/// The goroutine ids `dump sigquit` printed (`goids recv=N select=N ...`).
+fn goids(stdout: &str) -> Vec<(String, u64)> {
+    let line = stdout.lines().find(|l| l.starts_with("goids ")).expect("goids line");
+    line.split_whitespace()
+        .skip(1)
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("key=value");
+            (k.to_string(), v.parse().expect("goid"))
+        })
+        .collect()
+}
+
+#[test]
+fn dump_sigquit() {
+    let o = run_c_frames("dump", &["sigquit"], &[("GMP_MAXPROCS", "2")]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.report("SIGQUIT must exit with status 2"));
+    assert!(o.stderr.starts_with("SIGQUIT: quit\n"), "{}", o.report("SIGQUIT header"));
+    let want = [
+        ("recv", "chan receive"),
+        ("select", "select"),
+        ("sleep", "sleep"),
+        ("mutex", "semacquire"),
+        ("wg", "sync.WaitGroup.Wait"),
+        ("locked", "chan receive"),
+        ("pinned", "chan receive"),
+        ("child", "chan receive"),
+    ];
+    let ids = goids(&o.stdout);
+    for (key, reason) in want {
+        let id = ids.iter().find(|(k, _)| k == key).expect("goid printed").1;
+        let head = format!("goroutine {id} [{reason}");
+        let rec = o.stderr.split("\n\n").find(|r| r.starts_with(&head));
+        let rec = rec.unwrap_or_else(|| panic!("{}", o.report(&format!("no record {head:?}"))));
+        let func = if key == "child" { "dump_child+".to_string() } else { format!("dump_park_{key}+") };
+        assert!(rec.contains(&func), "{}", o.report(&format!("{head}: no frame {func}")));
+    }
+    // The foreign thread (C main) is in raise(), not in a gmp wait: not listed.
+    assert!(!o.stderr.contains("a thread outside the runtime, blocked"), "{}", o.report("foreign"));
+}
+
+#[test]
+fn dump_sigquit_own_handler() {
+    let o = run_c_frames("dump", &["sigquit_own"], &[]);
+    assert!(o.status.success(), "{}", o.report("the program's own SIGQUIT handler must stay"));
+    assert!(!o.stderr.contains("goroutine "), "{}", o.report("no dump"));
+}
+
+#[test]
+fn dump_sigquit_off() {
+    let o = run_c_frames("dump", &["sigquit_off"], &[("GMP_DEBUG", "sigquit=0")]);
+    assert_eq!(o.status.signal(), Some(libc::SIGQUIT), "{}", o.report("SIGQUIT's default action"));
+    assert!(!o.stderr.contains("goroutine "), "{}", o.report("no dump"));
 }

@@ -10,6 +10,7 @@ use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub mod chan;
+pub mod debug;
 pub mod net;
 pub mod sync;
 mod syscall;

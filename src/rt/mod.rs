@@ -70,6 +70,8 @@ pub mod runq;
 
 mod affinity;
 mod config;
+pub(crate) mod checkdead;
+pub(crate) mod dump;
 pub mod lockosthread;
 pub mod netpoll;
 pub mod os_linux;
@@ -243,6 +245,11 @@ pub struct G {
     pub asyncbound: Owned<bool>,
     /// Why it waits (WAITING only).
     pub waitreason: AtomicU8,
+    /// When it parked (`dump::COARSE_NOW`, sysmon's clock), for the dump's "N minutes".
+    /// Written by gopark; read racily by the dump.
+    pub waitsince: AtomicI64,
+    /// The goroutine that started it (0: a thread outside the runtime). Set by newproc.
+    pub parentgoid: AtomicU64,
     /// Link in `SCHED.allg` (append-only, never changes once set).
     pub alllink: AtomicPtr<G>,
     /// Cleanups `goexit` runs, innermost first, if the goroutine ends before popping them
@@ -276,6 +283,8 @@ impl G {
             pinned: Owned::new(false),
             asyncbound: Owned::new(false),
             waitreason: AtomicU8::new(0),
+            waitsince: AtomicI64::new(0),
+            parentgoid: AtomicU64::new(0),
             alllink: AtomicPtr::new(null_mut()),
             defers: Owned::new(null_mut()),
             #[cfg(debug_assertions)]
@@ -653,6 +662,9 @@ pub struct Sched {
     /// The timer M sleeps in the poller (`epoll_wait`), not on its note: wake it with
     /// `netpoll_break`. Written by the timer M before it publishes itself.
     pub timer_m_poll: AtomicBool,
+    /// Ps taken off the idle list (`pidleget`), ever; written under `lock`. checkdead.rs
+    /// reads it to know that no goroutine ran while it looked.
+    pub pidlegets: AtomicU64,
 }
 
 /// `SCHED.synced`: only a holder of `SCHED.lock` may touch it.
@@ -716,6 +728,7 @@ pub static SCHED: Sched = Sched {
     timer_m: AtomicPtr::new(null_mut()),
     timer_m_until: AtomicI64::new(i64::MAX),
     timer_m_poll: AtomicBool::new(false),
+    pidlegets: AtomicU64::new(0),
 };
 
 /// Proof that the holder has `SCHED.lock`; derefs to the lock-protected state (the tokio

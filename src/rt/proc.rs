@@ -79,6 +79,11 @@ pub unsafe fn newproc(
         g.arg.set(arg);
         g.pinned.set(pinned);
         g.lockedm.store(null_mut(), Ordering::Relaxed);
+        let parent = getg();
+        g.parentgoid.store(
+            if parent.is_null() { 0 } else { (*parent).goid() },
+            Ordering::Relaxed,
+        );
         let goid = if pp.is_null() {
             SCHED.ngoroutines.fetch_add(1, Ordering::Relaxed);
             SCHED.spawned.fetch_add(1, Ordering::Relaxed);

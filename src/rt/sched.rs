@@ -54,6 +54,8 @@ pub(super) fn init_once() {
         crate::stack::install_overflow_handler(running_stack);
         os_linux::init();
         preempt::init();
+        dump::init();
+        checkdead::init();
         {
             let mut g = lock_sched();
             grow_procs(&mut g, 0, cfg.maxprocs);
@@ -159,6 +161,7 @@ pub(super) fn pidleget(g: &mut SchedGuard) -> Option<*mut P> {
     // SAFETY: pp is on the idle list, whose links the lock holder owns.
     s.pidle = unsafe { (*pp).link.get() };
     SCHED.npidle.fetch_sub(1, Ordering::SeqCst);
+    SCHED.pidlegets.store(SCHED.pidlegets.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
     // A P goes to work: sysmon must watch it (it may be in its deep sleep).
     sysmon::wake_if_sleeping();
     Some(pp)

@@ -189,7 +189,9 @@ pub fn semacquire1(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
         unsafe { root.enqueue(&mut w, lifo) };
         if w.g.is_null() {
             root.lock.unlock();
+            let registered = rt::checkdead::ForeignWait::begin(&w.note, reason);
             w.note.sleep();
+            drop(registered);
             w.note.clear();
         } else {
             // SAFETY: on a goroutine (w.g non-null); we are on the root's queue, and the

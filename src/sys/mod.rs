@@ -139,6 +139,7 @@ pub fn osyield() {
 /// The sleeper moves CLEAR → SLEEPING; the waker moves CLEAR|SLEEPING → WOKEN and makes the
 /// syscall only when it saw SLEEPING (DESIGN.md: a FUTEX_WAKE with no waiter costs ~130 ns).
 /// `clear` (WOKEN → CLEAR) is done by the sleeper after it wakes, before the note is reused.
+#[repr(transparent)]
 pub struct Note {
     key: AtomicU32,
 }
@@ -164,6 +165,12 @@ impl Note {
     /// Resets a woken note for its next use. Only the sleeper calls this.
     pub fn clear(&self) {
         self.key.store(NOTE_CLEAR, Ordering::Relaxed);
+    }
+
+    /// Whether a note key read from memory (`Note`'s only field, a u32) says the wake-up
+    /// was issued (the deadlock detector reads a sleeper's note without a reference).
+    pub fn key_is_woken(key: u32) -> bool {
+        key == NOTE_WOKEN
     }
 
     /// Wakes the sleeper (now or when it next sleeps). At most once per `clear`.
