@@ -1473,3 +1473,49 @@ fn dump_sigquit_off() {
     assert_eq!(o.status.signal(), Some(libc::SIGQUIT), "{}", o.report("SIGQUIT's default action"));
     assert!(!o.stderr.contains("goroutine "), "{}", o.report("no dump"));
 }
+
+#[test]
+fn deadlock_main_wg() {
+    let o = run_c_frames("deadlock", &["main_wg"], &[("GMP_MAXPROCS", "2")]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.report("a deadlock must exit with status 2"));
+    assert!(
+        o.stderr.starts_with("gmp: all goroutines are asleep - deadlock!\n"),
+        "{}",
+        o.report("deadlock message")
+    );
+    let waiting = o.stderr.matches("[chan receive").count();
+    assert_eq!(waiting, 3, "{}", o.report("three goroutines in chan receive"));
+    assert!(o.stderr.contains("wait_forever"), "{}", o.report("their frames"));
+    assert!(
+        o.stderr.contains("[sync.WaitGroup.Wait]: a thread outside the runtime, blocked in a gmp call")
+            || o.stderr.contains("[sync.WaitGroup.Wait, "),
+        "{}",
+        o.report("C main in its WaitGroup wait")
+    );
+}
+
+#[test]
+fn deadlock_main_recv() {
+    let o = run_c_frames("deadlock", &["main_recv"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.report("a deadlock must exit with status 2"));
+    assert!(
+        o.stderr.starts_with("gmp: all goroutines are asleep - deadlock!\n"),
+        "{}",
+        o.report("deadlock message")
+    );
+    assert!(o.stderr.contains("[chan receive"), "{}", o.report("C main in its receive"));
+}
+
+#[test]
+fn deadlock_off() {
+    let o = run_c_frames("deadlock", &["off"], &[("GMP_DEBUG", "checkdead=0")]);
+    assert!(o.status.success(), "{}", o.report("checkdead=0 must not report"));
+    assert!(o.stdout.contains("no deadlock report"), "{}", o.report("the alarm ended it"));
+}
+
+#[test]
+fn deadlock_no_false_report() {
+    let o = run_c_frames("deadlock", &[], &[("GMP_MAXPROCS", "2")]);
+    assert!(o.status.success(), "{}", o.report("a late waker is no deadlock"));
+    assert!(!o.stderr.contains("deadlock"), "{}", o.report("no report"));
+}

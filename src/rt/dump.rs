@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! goroutine 7 [chan receive, 12 seconds]:
-//! #0  0x00007f3a1c2b4e1d in libgmp.so.0+0x4ae1d
+//! #0  0x00007f3a1c2b4e1d in ?? (libgmp.so.0+0x4ae1d)
 //! #1  0x000055d0c1a2b3c4 in worker+0x24 (/tmp/prog)
 //! created by goroutine 1, entry worker (/tmp/prog)
 //! ```
@@ -24,7 +24,7 @@
 //! faulting, so a stack that changes under the dump (a goroutine resumed meanwhile) yields
 //! wrong frames at worst, never a crash. Names come from `dladdr1` (the dynamic symbol
 //! table: link executables with `-rdynamic` to see their own functions), shown only when
-//! the address falls inside the symbol's size; otherwise `object+offset` (for libgmp's
+//! the address falls inside the symbol's size; otherwise `?? (object+offset)` (for libgmp's
 //! own frames, which export no symbols; `addr2line -e libgmp.so.0 OFFSET` or gdb names them).
 //!
 //! **Async-signal safety.** The dump allocates nothing, takes no lock, and writes with raw
@@ -239,9 +239,11 @@ fn symbolize(out: &mut Out, pc: usize) {
         }
     }
     if !named {
+        out.str("?? (");
         out.cstr(basename(info.dli_fname));
         out.str("+");
         out.hex((pc - info.dli_fbase as usize) as u64, 0);
+        out.str(")");
     }
 }
 
