@@ -175,8 +175,7 @@ pub(crate) unsafe fn block(
         }
         let woken = match deadline {
             None => {
-                let _registered = rt::checkdead::ForeignWait::begin(&w.note, reason);
-                w.note.sleep();
+                rt::checkdead::foreign_sleep(&w.note, reason);
                 true
             }
             Some(d) => {

@@ -93,14 +93,24 @@ pub(crate) fn register_runtime_thread() {
     }
 }
 
-/// A foreign thread's untimed wait, registered while it lasts (see the module doc). Made
-/// just before the thread sleeps on `note`, dropped when it wakes.
-pub(crate) struct ForeignWait {
+/// A foreign thread's untimed wait on `note` (`Note::sleep`), registered for the detector
+/// once the spinning phase is over and the thread enters the kernel: a wait that ends
+/// while spinning (a channel ping-pong with C main) costs nothing more.
+pub(crate) fn foreign_sleep(note: &Note, reason: WaitReason) {
+    if note.spin() {
+        return;
+    }
+    let _registered = ForeignWait::begin(note, reason);
+    note.sleep_kernel(None);
+}
+
+/// A foreign thread's untimed wait, registered while it lasts (see the module doc).
+struct ForeignWait {
     slot: usize,
 }
 
 impl ForeignWait {
-    pub(crate) fn begin(note: &Note, reason: WaitReason) -> ForeignWait {
+    fn begin(note: &Note, reason: WaitReason) -> ForeignWait {
         let tid = crate::sys::gettid();
         let mut slot = SLOTS;
         for (i, s) in FOREIGN.iter().enumerate() {

@@ -189,9 +189,7 @@ pub fn semacquire1(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
         unsafe { root.enqueue(&mut w, lifo) };
         if w.g.is_null() {
             root.lock.unlock();
-            let registered = rt::checkdead::ForeignWait::begin(&w.note, reason);
-            w.note.sleep();
-            drop(registered);
+            rt::checkdead::foreign_sleep(&w.note, reason);
             w.note.clear();
         } else {
             // SAFETY: on a goroutine (w.g non-null); we are on the root's queue, and the

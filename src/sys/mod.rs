@@ -191,6 +191,12 @@ impl Note {
 
     /// Sleeps until `wakeup` or until `timeout` passes; returns whether it was woken.
     pub fn sleep_timeout(&self, timeout: Option<Duration>) -> bool {
+        self.spin() || self.sleep_kernel(timeout)
+    }
+
+    /// The first phase of `sleep`: polls for the wake-up a few microseconds; returns
+    /// whether it came.
+    pub fn spin(&self) -> bool {
         for _ in 0..NOTE_SPINS {
             // load-acquire pairs with the swap in `wakeup`.
             if self.key.load(Ordering::Acquire) == NOTE_WOKEN {
@@ -198,6 +204,11 @@ impl Note {
             }
             procyield(NOTE_SPIN_PAUSES);
         }
+        false
+    }
+
+    /// The second phase of `sleep_timeout`: sleeps in the kernel (no more spinning).
+    pub fn sleep_kernel(&self, timeout: Option<Duration>) -> bool {
         let deadline =
             timeout.map(|d| nanotime().saturating_add(d.as_nanos().min(i64::MAX as u128) as i64));
         loop {
