@@ -10,7 +10,9 @@
  *                  (tests/c_tests.rs checks the output);
  *   sigquit_own    the program installed its own SIGQUIT handler before the runtime
  *                  started: that handler runs, the process goes on;
- *   sigquit_off    GMP_DEBUG=sigquit=0: SIGQUIT keeps its default action.
+ *   sigquit_off    GMP_DEBUG=sigquit=0: SIGQUIT keeps its default action;
+ *   gdb            print the goroutine ids, then stop with SIGTRAP for gdb, which runs
+ *                  `info goroutines` and `goroutine N bt` (scripts/gmp-gdb.py).
  */
 #include "check.h"
 
@@ -217,11 +219,15 @@ int main(int argc, char **argv)
         CHECK(sigaction(SIGQUIT, &sa, NULL) == 0);
     }
     start_all();
-    if (strcmp(mode, "sigquit") == 0) {
+    if (strcmp(mode, "sigquit") == 0 || strcmp(mode, "gdb") == 0) {
         printf("goids recv=%lld select=%lld sleep=%lld mutex=%lld wg=%lld locked=%lld pinned=%lld child=%lld\n",
                (long long)g_recv, (long long)g_select, (long long)g_sleep, (long long)g_mutex,
                (long long)g_wg, (long long)g_locked, (long long)g_pinned, (long long)child_goid);
         fflush(stdout);
+        if (strcmp(mode, "gdb") == 0) {
+            raise(SIGTRAP); /* gdb stops here and inspects; it kills the program after */
+            return 0;
+        }
         raise(SIGQUIT);
         sleep_ms(5000);
         fprintf(stderr, "SIGQUIT did not end the process\n");

@@ -1519,3 +1519,61 @@ fn deadlock_no_false_report() {
     assert!(o.status.success(), "{}", o.report("a late waker is no deadlock"));
     assert!(!o.stderr.contains("deadlock"), "{}", o.report("no report"));
 }
+
+/// gdb in batch mode against `dump gdb`, stopped (SIGTRAP) with goroutines parked in a
+/// channel receive, a sleep and a mutex: the script, auto-loaded as `<library>-gdb.py`
+/// beside the library, lists them and unwinds their saved contexts. Skipped (with a
+/// message) when gdb is not installed.
+#[test]
+fn gdb_goroutines() {
+    if Command::new("gdb").arg("--version").output().is_err() {
+        eprintln!("gdb not installed: skipped (.ci/run installs it)");
+        return;
+    }
+    let _serial = lock();
+    let exe = compile_src_flags("dump", &manifest_dir().join("c-tests/dump.c"), FRAME_FLAGS);
+    // gdb looks for OBJFILE-gdb.py beside the library's real path (not the soname link).
+    let real = library().canonicalize().expect("library path");
+    let lib = real.parent().expect("library dir").to_path_buf();
+    let script = PathBuf::from(format!("{}-gdb.py", real.display()));
+    let _ = std::fs::remove_file(&script);
+    std::os::unix::fs::symlink(manifest_dir().join("scripts/gmp-gdb.py"), &script).expect("symlink");
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-batch", "-nx", "-iex"])
+        .arg(format!("add-auto-load-safe-path {}", lib.display()))
+        .args(["-ex", "handle SIGURG nostop noprint pass"])
+        .args(["-ex", "run"])
+        .args(["-ex", "info goroutines"])
+        .args(["-ex", "goroutine 1 bt"])
+        .args(["-ex", "goroutine 3 bt"])
+        .args(["-ex", "goroutine 4 bt"])
+        .args(["-ex", "bt 1"])
+        .arg("--args")
+        .arg(&exe)
+        .arg("gdb")
+        .current_dir(out_dir())
+        .env("GMP_MAXPROCS", "2")
+        .env_remove("LD_LIBRARY_PATH");
+    let o = run_with_timeout(cmd, "gdb dump gdb");
+    assert!(o.status.success(), "{}", o.report("gdb failed"));
+    let ids = goids(&o.stdout);
+    let id = |k: &str| ids.iter().find(|(n, _)| n == k).expect("goid").1;
+    assert_eq!((id("recv"), id("sleep"), id("mutex")), (1, 3, 4), "{}", o.report("goids"));
+    for (k, reason) in [("recv", "chan receive"), ("select", "select"), ("sleep", "sleep"),
+                        ("mutex", "semacquire"), ("wg", "sync.WaitGroup.Wait"),
+                        ("locked", "chan receive, locked to thread"),
+                        ("pinned", "chan receive, pinned to thread"), ("child", "chan receive")] {
+        let line = format!("goroutine {} [{reason}] entry dump_", id(k));
+        assert!(o.stdout.contains(&line), "{}", o.report(&format!("info goroutines: no {line:?}")));
+    }
+    // Each backtrace, from the saved registers: the runtime's frames, the C function that
+    // parked, the goroutine trampoline; in that order, once per goroutine.
+    let chunks: Vec<&str> = o.stdout.split("#0 ").skip(1).collect();
+    let bt = |func: &str| chunks.iter().any(|c| c.contains(func) && c.contains("__gmp_arch_trampoline"));
+    for func in ["dump_park_recv", "dump_park_sleep", "dump_park_mutex"] {
+        assert!(bt(func), "{}", o.report(&format!("no backtrace through {func}")));
+    }
+    // The registers were restored: the stopped thread's own frame is raise's again.
+    let last = chunks.last().expect("bt 1");
+    assert!(last.contains("raise") || last.contains("pthread_kill"), "{}", o.report("registers restored"));
+}

@@ -481,3 +481,26 @@ pub(crate) fn debug_flag(key: &str) -> Option<i64> {
         .filter_map(|(_, v)| v.trim().parse::<i64>().ok())
         .last()
 }
+
+/// Where the gdb script (`scripts/gmp-gdb.py`) finds what it reads, for builds without
+/// type information (release: `debug = 1`): not exported, found through the symbol table
+/// as `gmp::rt::dump::GDB_LAYOUT`, beside `gmp::rt::SCHED` and `gmp::rt::dump::COARSE_NOW`.
+/// Rust lays structs out as it likes, so the offsets are computed here. Entries: a
+/// version, the offset of `allg` in `Sched`, then the offsets in `G` of `sp`, `status`,
+/// `goid`, `waitreason`, `alllink`, `lockedm`, `affm`, `parentgoid`, `waitsince`, `entry`
+/// (an `Option<fn>`: a nullable pointer).
+#[used]
+pub(crate) static GDB_LAYOUT: [usize; 12] = [
+    1,
+    core::mem::offset_of!(Sched, allg),
+    core::mem::offset_of!(G, sp),
+    core::mem::offset_of!(G, status),
+    core::mem::offset_of!(G, goid),
+    core::mem::offset_of!(G, waitreason),
+    core::mem::offset_of!(G, alllink),
+    core::mem::offset_of!(G, lockedm),
+    core::mem::offset_of!(G, affm),
+    core::mem::offset_of!(G, parentgoid),
+    core::mem::offset_of!(G, waitsince),
+    core::mem::offset_of!(G, entry),
+];
