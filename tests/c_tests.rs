@@ -1577,3 +1577,55 @@ fn gdb_goroutines() {
     let last = chunks.last().expect("bt 1");
     assert!(last.contains("raise") || last.contains("pthread_kill"), "{}", o.report("registers restored"));
 }
+
+// ---- execution trace ----
+
+/// Runs scripts/check-trace.py on `path`; returns its counts (`name -> n`).
+fn check_trace(path: &Path) -> std::collections::HashMap<String, u64> {
+    let mut cmd = Command::new("python3");
+    cmd.arg(manifest_dir().join("scripts/check-trace.py")).arg(path);
+    let o = run_with_timeout(cmd, "check-trace.py");
+    assert!(o.status.success(), "{}", o.report(&format!("trace {} fails its checks", path.display())));
+    let line = o.stdout.trim().trim_start_matches('{').trim_end_matches('}');
+    line.split(',')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once(':').expect("k: v");
+            (k.trim().trim_matches('"').to_string(), v.trim().parse().expect("count"))
+        })
+        .collect()
+}
+
+fn assert_trace_counts(counts: &std::collections::HashMap<String, u64>, what: &str) {
+    let get = |k: &str| counts.get(k).copied().unwrap_or(0);
+    // 16 workers spawned by C main, 32 by them; each pong and worker pair makes 200 round
+    // trips (>= 800 unparks); 4 blocking calls of 15 ms.
+    assert!(get("spawns") >= 48, "{what}: spawns {counts:?}");
+    assert!(get("unparks") >= 800, "{what}: unparks {counts:?}");
+    assert!(get("slices") >= 800, "{what}: slices {counts:?}");
+    assert!(get("syscalls") >= 4, "{what}: syscalls {counts:?}");
+    assert!(get("handoffs") >= 1, "{what}: handoffs {counts:?}");
+    assert!(get("counters") >= 3, "{what}: counters {counts:?}");
+}
+
+#[test]
+fn trace_api() {
+    let path = out_dir().join("trace_api.json");
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("utf-8 path");
+    let o = run_c("trace", &[p], &[("GMP_MAXPROCS", "2")]);
+    assert!(o.status.success(), "{}", o.report("trace failed"));
+    let counts = check_trace(&path);
+    assert_trace_counts(&counts, "gmp_trace_start");
+    assert!(counts.get("steals").copied().unwrap_or(0) >= 1, "steals {counts:?}");
+}
+
+#[test]
+fn trace_env() {
+    let path = out_dir().join("trace_env.json");
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("utf-8 path");
+    let o = run_c("trace", &[p, "env"], &[("GMP_MAXPROCS", "2"), ("GMP_TRACE", p)]);
+    assert!(o.status.success(), "{}", o.report("trace (GMP_TRACE) failed"));
+    assert_trace_counts(&check_trace(&path), "GMP_TRACE");
+}

@@ -79,9 +79,21 @@ impl Out {
         }
     }
 
+    /// An `Out` that only collects (up to its buffer's size), for `captured`.
+    pub(crate) fn capture() -> Out {
+        Out::new(-1)
+    }
+
+    pub(crate) fn captured(&self) -> String {
+        String::from_utf8_lossy(&self.buf[..self.len]).into_owned()
+    }
+
     pub(crate) fn bytes(&mut self, mut b: &[u8]) {
         while !b.is_empty() {
             if self.len == self.buf.len() {
+                if self.fd < 0 {
+                    return;
+                }
                 self.flush();
             }
             let k = b.len().min(self.buf.len() - self.len);
@@ -205,8 +217,18 @@ unsafe extern "C" {
     fn dladdr1(addr: *const c_void, info: *mut DlInfo, extra: *mut *mut c_void, flags: c_int) -> c_int;
 }
 
-/// Writes ` name+0xoff (object)` for `pc`, or ` object+0xoff` when no symbol covers it.
+/// Writes `name+0xoff (object)` for `pc`, or `?? (object+0xoff)` when no symbol covers it.
 fn symbolize(out: &mut Out, pc: usize) {
+    symbolize_as(out, pc, true);
+}
+
+/// Writes the name of the function at `pc` (`name`, or `name+0xoff` inside it), or
+/// `?? (object+0xoff)`.
+pub(crate) fn symbol_only(out: &mut Out, pc: usize) {
+    symbolize_as(out, pc, false);
+}
+
+fn symbolize_as(out: &mut Out, pc: usize, with_object: bool) {
     let mut info = DlInfo {
         dli_fname: core::ptr::null(),
         dli_fbase: core::ptr::null_mut(),
@@ -230,11 +252,15 @@ fn symbolize(out: &mut Out, pc: usize) {
         let start = info.dli_saddr as usize;
         if pc >= start && (pc - start < size || size == 0 && pc - start < 4096) {
             out.cstr(info.dli_sname);
-            out.str("+");
-            out.hex((pc - start) as u64, 0);
-            out.str(" (");
-            out.cstr(info.dli_fname);
-            out.str(")");
+            if with_object || pc != start {
+                out.str("+");
+                out.hex((pc - start) as u64, 0);
+            }
+            if with_object {
+                out.str(" (");
+                out.cstr(info.dli_fname);
+                out.str(")");
+            }
             named = true;
         }
     }

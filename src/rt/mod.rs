@@ -72,6 +72,7 @@ mod affinity;
 mod config;
 pub(crate) mod checkdead;
 pub(crate) mod dump;
+pub(crate) mod exectrace;
 pub mod lockosthread;
 pub mod netpoll;
 pub mod os_linux;

@@ -84,6 +84,9 @@ pub unsafe fn goready(gp: *mut G) {
             .waitreason
             .store(WaitReason::None as u8, Ordering::Relaxed);
         casgstatus(&*gp, G_WAITING, G_RUNNABLE);
+        if exectrace::on() {
+            exectrace::emit(exectrace::kind::UNPARK, None, (*gp).goid(), exectrace::cur_goid());
+        }
         // A goroutine bound to an M can run only there (affinity.rs); while it is locked
         // to it, the strict form (lockedm) is in charge.
         let am = affinity::affine_m(&*gp);
@@ -134,6 +137,9 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
     let gp = m.curg.load(Ordering::Relaxed);
     // SAFETY: gp just ran on this M and is ours until we publish it below.
     let g = unsafe { &*gp };
+    if exectrace::on() {
+        exectrace::go_stop(g, act);
+    }
     match act {
         action::PARK => {
             casgstatus(g, G_RUNNING, G_WAITING);

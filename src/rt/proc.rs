@@ -102,6 +102,9 @@ pub unsafe fn newproc(
             next
         };
         g.goid.store(goid, Ordering::Relaxed);
+        if exectrace::on() {
+            exectrace::emit(exectrace::kind::SPAWN, None, goid, g.parentgoid.load(Ordering::Relaxed));
+        }
         let old = g.status.load(Ordering::Relaxed);
         casgstatus(g, old, G_RUNNABLE);
         let spilled = sched::ready_put(gp, true);

@@ -65,6 +65,7 @@ pub(super) fn init_once() {
             trace::start(t);
         }
         sysmon::start();
+        exectrace::init();
     });
 }
 
@@ -1068,6 +1069,9 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         m.curg.store(gp, Ordering::Relaxed);
         g.m.store(m as *const M as *mut M, Ordering::Relaxed);
         casgstatus(g, G_RUNNABLE, G_RUNNING);
+        if exectrace::on() {
+            exectrace::go_start(g);
+        }
         if !inherit {
             let p = &*pp;
             p.schedtick.store(
@@ -1410,6 +1414,9 @@ unsafe fn steal_work(m: &M, p: &P) -> Option<*mut G> {
             // concurrent stealing.
             if let Some((gp, count)) = unsafe { p.runq.steal(&(*vp).runq, steal_runnext) } {
                 SCHED.steals.fetch_add(count as u64, Ordering::Relaxed);
+                if exectrace::on() {
+                    exectrace::emit(exectrace::kind::STEAL, None, pos as u64, count as u64);
+                }
                 return Some(gp.as_ptr());
             }
         }

@@ -276,6 +276,9 @@ fn retake(now: i64) -> u32 {
             // We own the P now.
             p.syscalltick.store(t.wrapping_add(1), Ordering::Relaxed);
             n += 1;
+            if exectrace::on() {
+                exectrace::emit(exectrace::kind::HANDOFF, Some(p.id as u32), p.id as u64, 0);
+            }
             sched::handoff_p(pp);
         }
     }

@@ -13,6 +13,7 @@ pub const GMP_ENV: &[&str] = &[
     "GMP_STACK_SIZE",
     "GMP_MAX_THREADS",
     "GMP_DEBUG",
+    "GMP_TRACE",
 ];
 
 /// What a finished command left behind.
