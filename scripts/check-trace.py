@@ -60,10 +60,11 @@ def main(path):
                 open_ev = None
         if open_ev is not None:
             errors.append("track %r: slice from %.3f never ends" % (key, open_ev["ts"]))
+    last_start = {g: max(ts) for g, ts in starts.items()}
     for e in evs:
         if e.get("ph") == "i" and e["name"] == "unpark":
             g = e["args"]["goid"]
-            if not any(ts >= e["ts"] for ts in starts.get(g, [])):
+            if last_start.get(g, -1.0) < e["ts"]:
                 errors.append("unpark of goroutine %d at %.3f: it never runs after" % (g, e["ts"]))
     counts["tracks"] = len({(e["pid"], e["tid"]) for e in evs if "tid" in e})
     if errors:

@@ -1629,3 +1629,26 @@ fn trace_env() {
     assert!(o.status.success(), "{}", o.report("trace (GMP_TRACE) failed"));
     assert_trace_counts(&check_trace(&path), "GMP_TRACE");
 }
+
+/// The torture test once with tracing on (GMP_TRACE; the file is finished at exit): its
+/// trace passes the same checks.
+#[test]
+fn torture_traced() {
+    let path = out_dir().join("torture_trace.json");
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("utf-8 path").to_string();
+    expect_success(
+        "torture",
+        &[
+            ("TORTURE_SEED", "505"),
+            ("TORTURE_MS", "2000"),
+            ("TORTURE_PROCS", "2"),
+            ("TORTURE_FEATURES", TORTURE_FEATURES),
+            ("GMP_TRACE", p.as_str()),
+        ],
+    );
+    let counts = check_trace(&path);
+    assert!(counts.get("slices").copied().unwrap_or(0) >= 1000, "{counts:?}");
+    // A few hundred MB: not kept.
+    let _ = std::fs::remove_file(&path);
+}

@@ -7,10 +7,11 @@
 //! bytes: time, kind, track, two arguments) goes to the ring of the P the thread holds —
 //! single producer (the P's owner; ownership passes through `acquirep`/`releasep`'s
 //! release/acquire), single consumer (the writer thread), no lock, no allocation after
-//! the ring exists. A full ring drops the event and counts it. Threads without a P
+//! the ring exists. A full ring makes the producer yield until the writer has drained it
+//! (the cost of a trace that the writer cannot keep up with is time, never a hole). Threads without a P
 //! (foreign threads, sysmon, an M returning from a syscall) use one ring under a lock.
 //!
-//! **Writing.** A writer thread drains the rings every 2 ms, sorts the batch by time and
+//! **Writing.** A writer thread drains the rings every millisecond, sorts the batch by time and
 //! streams it to the file (memory stays flat: rings of `RING` events per P), with counters
 //! sampled at each drain (runnable goroutines, idle Ps, threads). Events recorded before
 //! the current trace started (a late event of an earlier trace) are dropped; at stop the
@@ -98,12 +99,17 @@ impl Ring {
             buf: (0..RING).map(|_| UnsafeCell::new(Ev::default())).collect(),
         }
     }
-    /// Producer side. The caller is the ring's one producer.
+    /// Producer side. The caller is the ring's one producer. A full ring makes it wait
+    /// for the writer (yielding the CPU to it): a trace with holes would break its slices;
+    /// only a trace that stops meanwhile drops the event.
     fn push(&self, e: Ev) {
         let t = self.tail.load(Ordering::Relaxed);
-        if t - self.head.load(Ordering::Acquire) == RING {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+        while t - self.head.load(Ordering::Acquire) == RING {
+            if !on() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            crate::sys::osyield();
         }
         // SAFETY: slot t is outside [head, tail): the consumer does not read it.
         unsafe { *self.buf[t % RING].get() = e };
@@ -452,7 +458,7 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
     let mut batch = Vec::with_capacity(RING);
     loop {
         let stop = !matches!(
-            done.recv_timeout(core::time::Duration::from_millis(2)),
+            done.recv_timeout(core::time::Duration::from_millis(1)),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout)
         );
         batch.clear();
