@@ -474,6 +474,7 @@ impl Chan {
     ///
     /// # Safety
     /// `elem` readable for `elem_size` bytes until this returns.
+    #[inline]
     pub unsafe fn send(&self, elem: *const u8, mode: Mode) -> Result<(), ChanError> {
         // A safe point: a goroutine that never blocks here is preempted when sysmon asks.
         rt::preempt_check();
@@ -488,6 +489,7 @@ impl Chan {
     ///
     /// # Safety
     /// `out` writable for `elem_size` bytes until this returns, or null.
+    #[inline]
     pub unsafe fn recv(&self, out: *mut u8, mode: Mode) -> Result<(), ChanError> {
         // A safe point (see send).
         rt::preempt_check();

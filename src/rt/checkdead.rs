@@ -96,6 +96,8 @@ pub(crate) fn register_runtime_thread() {
 /// A foreign thread's untimed wait on `note` (`Note::sleep`), registered for the detector
 /// once the spinning phase is over and the thread enters the kernel: a wait that ends
 /// while spinning (a channel ping-pong with C main) costs nothing more.
+#[cold]
+#[inline(never)]
 pub(crate) fn foreign_sleep(note: &Note, reason: WaitReason) {
     if note.spin() {
         return;

@@ -133,6 +133,7 @@ pub(super) unsafe fn gopreempt() {
 ///
 /// # Safety
 /// On `m`'s own thread, right after `execute` returned `act`.
+#[inline]
 pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
     let gp = m.curg.load(Ordering::Relaxed);
     // SAFETY: gp just ran on this M and is ours until we publish it below.
