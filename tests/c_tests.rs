@@ -1613,7 +1613,7 @@ fn trace_api() {
     let path = out_dir().join("trace_api.json");
     let _ = std::fs::remove_file(&path);
     let p = path.to_str().expect("utf-8 path");
-    let o = run_c("trace", &[p], &[("GMP_MAXPROCS", "2")]);
+    let o = run_c_frames("trace", &[p], &[("GMP_MAXPROCS", "2")]);
     assert!(o.status.success(), "{}", o.report("trace failed"));
     let counts = check_trace(&path);
     assert_trace_counts(&counts, "gmp_trace_start");
@@ -1625,7 +1625,7 @@ fn trace_env() {
     let path = out_dir().join("trace_env.json");
     let _ = std::fs::remove_file(&path);
     let p = path.to_str().expect("utf-8 path");
-    let o = run_c("trace", &[p, "env"], &[("GMP_MAXPROCS", "2"), ("GMP_TRACE", p)]);
+    let o = run_c_frames("trace", &[p, "env"], &[("GMP_MAXPROCS", "2"), ("GMP_TRACE", p)]);
     assert!(o.status.success(), "{}", o.report("trace (GMP_TRACE) failed"));
     assert_trace_counts(&check_trace(&path), "GMP_TRACE");
 }
