@@ -1652,3 +1652,43 @@ fn torture_traced() {
     // A few hundred MB: not kept.
     let _ = std::fs::remove_file(&path);
 }
+
+// ---- valgrind: goroutine stacks are registered (VALGRIND_STACK_REGISTER) ----
+
+/// Runs `c-tests/sanitize.c` (with `args`) under `valgrind --error-exitcode=1`, or None
+/// when valgrind is not installed.
+fn run_valgrind(args: &[&str]) -> Option<Outcome> {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        eprintln!("valgrind not installed: skipped (.ci/run installs it)");
+        return None;
+    }
+    let _serial = lock();
+    let exe = compile_src_flags("sanitize", &manifest_dir().join("c-tests/sanitize.c"), FRAME_FLAGS);
+    let mut cmd = Command::new("valgrind");
+    cmd.args(["-q", "--error-exitcode=1"])
+        .arg(&exe)
+        .args(args)
+        .current_dir(out_dir())
+        .env("GMP_MAXPROCS", "2")
+        .env_remove("LD_LIBRARY_PATH");
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    Some(run_with_timeout(cmd, "valgrind sanitize"))
+}
+
+#[test]
+fn valgrind_clean() {
+    let Some(o) = run_valgrind(&[]) else { return };
+    assert!(o.status.success(), "{}", o.report("valgrind reported errors"));
+    assert!(o.stdout.contains("sanitize: ok"), "{}", o.report("program result"));
+    assert!(!o.stderr.contains("=="), "{}", o.report("valgrind output"));
+}
+
+#[test]
+fn valgrind_still_reports_use_after_free() {
+    let Some(o) = run_valgrind(&["uaf"]) else { return };
+    assert_eq!(o.status.code(), Some(1), "{}", o.report("valgrind must report the bug"));
+    assert!(o.stderr.contains("Invalid read of size 8"), "{}", o.report("the invalid read"));
+    assert!(o.stderr.contains("sanitize_uaf"), "{}", o.report("in the goroutine's function"));
+}

@@ -83,7 +83,7 @@ pub(super) fn init() {
                 .any(|kv| kv.split_once('=').is_some_and(|(k, v)| k == key && v != "0"))
         })
     };
-    let off = debug("asyncpreemptoff");
+    let off = debug("asyncpreemptoff") || crate::stack::running_on_valgrind();
     STRESS.store(debug("asyncpreemptstress"), Ordering::Relaxed);
     if off || !arch::async_preempt_init(async_preempt_park) {
         return;
