@@ -2,7 +2,9 @@
  * sanitize.c -- a channel program for valgrind (and the sanitizers): goroutines and C main
  * pass values through channels, wait on a WaitGroup, sleep; it must run clean.
  * With argv[1] = "uaf", a goroutine reads a heap block after freeing it: the tool must
- * still report it (the stack annotations must not hide real bugs).
+ * still report it (the stack annotations must not hide real bugs). With "stack_overflow",
+ * a goroutine writes past a local array: ASan must report it in that frame's variable
+ * (it can only when it knows the goroutine's stack: the fiber annotations).
  */
 #include "check.h"
 
@@ -40,8 +42,31 @@ void sanitize_uaf(void *arg)
     gmp_wg_done(&wg);
 }
 
+static volatile int past_end = 8;
+
+__attribute__((noinline)) void sanitize_overflow_frame(void)
+{
+    volatile char local_buf[8];
+    local_buf[past_end] = 1;
+    sink = local_buf[0];
+}
+
+void sanitize_overflow(void *arg)
+{
+    (void)arg;
+    sanitize_overflow_frame();
+    gmp_wg_done(&wg);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "stack_overflow") == 0) {
+        CHECK_OK(gmp_wg_add(&wg, 1));
+        CHECK_OK(gmp_go(sanitize_overflow, NULL));
+        CHECK_OK(gmp_wg_wait(&wg));
+        printf("stack_overflow done\n");
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "uaf") == 0) {
         CHECK_OK(gmp_wg_add(&wg, 1));
         CHECK_OK(gmp_go(sanitize_uaf, NULL));

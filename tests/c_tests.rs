@@ -1692,3 +1692,58 @@ fn valgrind_still_reports_use_after_free() {
     assert!(o.stderr.contains("Invalid read of size 8"), "{}", o.report("the invalid read"));
     assert!(o.stderr.contains("sanitize_uaf"), "{}", o.report("in the goroutine's function"));
 }
+
+// ---- AddressSanitizer: the stack switches are announced (rt/asan.rs) ----
+
+const ASAN_FLAGS: &[&str] = &["-fsanitize=address", "-fno-omit-frame-pointer", "-g"];
+
+/// Compiles `c-tests/<name>.c` with ASan (as `asan_<name>`) and runs it with `args`.
+fn run_asan(name: &str, args: &[&str]) -> Outcome {
+    let _serial = lock();
+    let exe = compile_src_flags(
+        &format!("asan_{name}"),
+        &manifest_dir().join("c-tests").join(format!("{name}.c")),
+        ASAN_FLAGS,
+    );
+    let mut cmd = Command::new(&exe);
+    cmd.args(args).current_dir(out_dir()).env("GMP_MAXPROCS", "2").env_remove("LD_LIBRARY_PATH");
+    for var in GMP_ENV {
+        if *var != "GMP_MAXPROCS" {
+            cmd.env_remove(var);
+        }
+    }
+    run_with_timeout(cmd, &format!("asan_{name} {}", args.join(" ")))
+}
+
+/// A representative half of the C tests, built with -fsanitize=address, runs clean.
+#[test]
+fn asan_suite() {
+    for name in [
+        "sanitize", "chan_basic", "select_basic", "chan_release", "sync_mutex", "sync_rwmutex",
+        "sync_cond", "sync_once", "goexit", "once_goexit", "timers", "foreign_wait", "nested_spawn",
+        "affinity", "lockosthread", "attrs", "syscall_errno", "yield_fairness",
+        "gfree_sizes", "steals", "chan_stress", "syscall_enter_exit", "thread_state",
+    ] {
+        let o = run_asan(name, &[]);
+        assert!(o.status.success(), "{}", o.report(&format!("asan_{name} failed")));
+        assert!(!o.stderr.contains("AddressSanitizer"), "{}", o.report(&format!("asan_{name}")));
+    }
+}
+
+#[test]
+fn asan_still_reports_use_after_free() {
+    let o = run_asan("sanitize", &["uaf"]);
+    assert!(!o.status.success(), "{}", o.report("ASan must stop the program"));
+    assert!(o.stderr.contains("ERROR: AddressSanitizer: heap-use-after-free"), "{}", o.report("report"));
+    assert!(o.stderr.contains("in sanitize_uaf"), "{}", o.report("in the goroutine's function"));
+}
+
+/// ASan places an overflow of a goroutine's local array in its frame and variable: it
+/// knows the stack the thread runs on (without the annotations: "a wild pointer").
+#[test]
+fn asan_knows_goroutine_stacks() {
+    let o = run_asan("sanitize", &["stack_overflow"]);
+    assert!(!o.status.success(), "{}", o.report("ASan must stop the program"));
+    assert!(o.stderr.contains("ERROR: AddressSanitizer: stack-buffer-overflow"), "{}", o.report("report"));
+    assert!(o.stderr.contains("'local_buf'"), "{}", o.report("the variable, found in the goroutine's frame"));
+}

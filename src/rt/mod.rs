@@ -69,6 +69,7 @@
 pub mod runq;
 
 mod affinity;
+pub(crate) mod asan;
 mod config;
 pub(crate) mod checkdead;
 pub(crate) mod dump;
@@ -251,6 +252,9 @@ pub struct G {
     pub waitsince: AtomicI64,
     /// The goroutine that started it (0: a thread outside the runtime). Set by newproc.
     pub parentgoid: AtomicU64,
+    /// ASan's fake-stack save for this goroutine while it is switched away (asan.rs).
+    /// Owner: the G's M.
+    pub asan_fake: Owned<usize>,
     /// Link in `SCHED.allg` (append-only, never changes once set).
     pub alllink: AtomicPtr<G>,
     /// Cleanups `goexit` runs, innermost first, if the goroutine ends before popping them
@@ -286,6 +290,7 @@ impl G {
             waitreason: AtomicU8::new(0),
             waitsince: AtomicI64::new(0),
             parentgoid: AtomicU64::new(0),
+            asan_fake: Owned::new(0),
             alllink: AtomicPtr::new(null_mut()),
             defers: Owned::new(null_mut()),
             #[cfg(debug_assertions)]
@@ -408,6 +413,10 @@ pub struct M {
     pub tid: AtomicI32,
     /// Link in `SCHED.allm` (append-only).
     pub alllink: AtomicPtr<M>,
+    /// ASan (asan.rs): the scheduler context's fake-stack save while a goroutine runs, and
+    /// the bounds of the M's own stack. Owner: this M's thread.
+    pub asan_fake: Owned<usize>,
+    pub asan_g0: Owned<(usize, usize)>,
 }
 
 // SAFETY: an M is shared through raw pointers between threads; its non-atomic fields are

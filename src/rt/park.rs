@@ -35,7 +35,15 @@ unsafe fn mcall(act: usize) {
     // SAFETY: caller contract: we run on a goroutine, so m is this thread's M and curg is us.
     unsafe {
         let gp = (*m).curg.load(Ordering::Relaxed);
+        if asan::on() {
+            asan::leave_goroutine(&*m, &*gp, false);
+        }
         arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), act);
+        if asan::on() {
+            // Resumed, maybe on another M.
+            let m = getm();
+            asan::on_goroutine(&*m, (*gp).asan_fake.get() as *mut core::ffi::c_void);
+        }
     }
 }
 
@@ -138,6 +146,9 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
     let gp = m.curg.load(Ordering::Relaxed);
     // SAFETY: gp just ran on this M and is ours until we publish it below.
     let g = unsafe { &*gp };
+    if asan::on() {
+        asan::back_on_g0(m);
+    }
     if exectrace::on() {
         exectrace::go_stop(g, act);
     }

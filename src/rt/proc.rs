@@ -153,6 +153,10 @@ pub fn preempt_check() {
 
 /// First frame of every goroutine, on its own stack: runs the entry function, then exits.
 pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
+    if asan::on() {
+        // SAFETY: we run on an M (execute started us).
+        asan::on_goroutine(unsafe { &*getm() }, core::ptr::null_mut());
+    }
     let gp = getg();
     // SAFETY: execute switched to this fresh stack for gp, which is running on this M.
     let (entry, arg) = unsafe { ((*gp).entry.get(), (*gp).arg.get()) };
@@ -260,6 +264,9 @@ pub fn goexit() -> ! {
     // SAFETY: m is this thread's M and curg is us.
     unsafe {
         let gp = (*m).curg.load(Ordering::Relaxed);
+        if asan::on() {
+            asan::leave_goroutine(&*m, &*gp, true);
+        }
         arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), action::EXIT);
     }
     throw("goexit: dead goroutine resumed");

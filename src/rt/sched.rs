@@ -54,6 +54,7 @@ pub(super) fn init_once() {
         crate::stack::install_overflow_handler(running_stack);
         os_linux::init();
         preempt::init();
+        asan::init();
         dump::init();
         checkdead::init();
         {
@@ -723,6 +724,8 @@ fn newm(pp: *mut P, spinning: bool) {
         dead: AtomicBool::new(false),
         tid: AtomicI32::new(0),
         alllink: AtomicPtr::new(null_mut()),
+        asan_fake: Owned::new(0),
+        asan_g0: Owned::new((0, 0)),
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
@@ -1121,7 +1124,13 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
                 .as_ref()
                 .map(crate::stack::Stack::top)
                 .unwrap_or_else(|| throw("execute: G without stack"));
+            if asan::on() {
+                asan::enter_goroutine(m, g);
+            }
             return arch::start_from_g0(m.g0_sp.ptr(), top, super::proc::goentry, m.g0_fpenv.get());
+        }
+        if asan::on() {
+            asan::enter_goroutine(m, g);
         }
         arch::switch_from_g0(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())
     }
