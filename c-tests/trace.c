@@ -4,8 +4,9 @@
  * Runs a workload that makes every kind of event -- spawns (from C main and from
  * goroutines), channel ping-pong (unparks), yields, blocking calls long enough for sysmon
  * to hand their P off, and more goroutines than Ps (steals) -- between gmp_trace_start(argv[1])
- * and gmp_trace_stop(). tests/c_tests.rs then checks the file with scripts/check-trace.py.
- * With argv[2] = "env", the trace comes from GMP_TRACE and ends at exit instead.
+ * and gmp_trace_stop() (argv[1], default trace.json). tests/c_tests.rs then checks the
+ * file with scripts/check-trace.py. With argv[2] = "env", the trace comes from GMP_TRACE
+ * and ends at exit instead.
  */
 #include "check.h"
 
@@ -68,12 +69,12 @@ void trace_worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc >= 2);
+    const char *path = argc >= 2 ? argv[1] : "trace.json";
     int from_env = argc >= 3 && strcmp(argv[2], "env") == 0;
     if (!from_env) {
         CHECK_EQ(gmp_trace_start(NULL), -EINVAL);
-        CHECK_OK(gmp_trace_start(argv[1]));
-        CHECK_EQ(gmp_trace_start(argv[1]), -EBUSY);
+        CHECK_OK(gmp_trace_start(path));
+        CHECK_EQ(gmp_trace_start(path), -EBUSY);
     }
     CHECK_OK(gmp_wg_add(&wg, WORKERS));
     for (intptr_t i = 0; i < WORKERS; i++)

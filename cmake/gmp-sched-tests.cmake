@@ -10,6 +10,9 @@ set(gmp_sched_test_env_steals GMP_MAXPROCS=2)
 set(gmp_sched_test_env_attrs GMP_MAXPROCS=2)
 set(gmp_sched_test_env_chan_basic GMP_MAXPROCS=2)
 set(gmp_sched_test_env_select_basic GMP_MAXPROCS=2)
+set(gmp_sched_test_env_dump GMP_MAXPROCS=2)
+# Tests that read backtraces and function names (tests/c_tests.rs FRAME_FLAGS).
+set(gmp_sched_test_frames dump deadlock trace sanitize)
 
 file(GLOB gmp_sched_c_tests CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/c-tests/*.c")
 foreach(src IN LISTS gmp_sched_c_tests)
@@ -21,6 +24,10 @@ foreach(src IN LISTS gmp_sched_c_tests)
         C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
     target_compile_options(c_test_${name} PRIVATE -Wall -Wextra -Werror -Wpedantic)
     target_link_libraries(c_test_${name} PRIVATE gmp::sched Threads::Threads)
+    if(name IN_LIST gmp_sched_test_frames)
+        target_compile_options(c_test_${name} PRIVATE -fno-omit-frame-pointer)
+        target_link_options(c_test_${name} PRIVATE -rdynamic)
+    endif()
     add_test(NAME c.${name} COMMAND c_test_${name}
              WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}/c-tests")
     # parallel_speedup measures a speed-up: nothing else may run beside it.
