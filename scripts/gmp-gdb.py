@@ -34,10 +34,20 @@ LAYOUT_VERSION = 1
 
 
 def _address(name):
-    out = gdb.execute("info address " + name, to_string=True)
-    m = re.search(r"at address (0x[0-9a-fA-F]+)", out)
+    # With type information (debug builds) the symbol is known by its path.
+    try:
+        out = gdb.execute("info address " + name, to_string=True)
+        m = re.search(r"at address (0x[0-9a-fA-F]+)", out)
+        if m:
+            return int(m.group(1), 16)
+    except gdb.error:
+        pass
+    # Without it (release), only the symbol table knows it, demangled with its hash:
+    # "gmp::rt::SCHED::h0123456789abcdef".
+    out = gdb.execute("info variables ^%s" % name, to_string=True)
+    m = re.search(r"^(0x[0-9a-fA-F]+)\s+%s(::h[0-9a-f]+)?\s*$" % re.escape(name), out, re.M)
     if not m:
-        raise gdb.GdbError("gmp: cannot find %s (is libgmp loaded?)" % name)
+        raise gdb.GdbError("gmp: cannot find %s (is libgmp loaded, and not stripped?)" % name)
     return int(m.group(1), 16)
 
 
