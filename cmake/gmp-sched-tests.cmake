@@ -23,7 +23,7 @@ foreach(src IN LISTS gmp_sched_c_tests)
         RUNTIME_OUTPUT_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}/c-tests"
         C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
     target_compile_options(c_test_${name} PRIVATE -Wall -Wextra -Werror -Wpedantic)
-    target_link_libraries(c_test_${name} PRIVATE gmp::sched Threads::Threads)
+    target_link_libraries(c_test_${name} PRIVATE gmp::sched Threads::Threads m)
     if(name IN_LIST gmp_sched_test_frames)
         target_compile_options(c_test_${name} PRIVATE -fno-omit-frame-pointer)
         target_link_options(c_test_${name} PRIVATE -rdynamic)

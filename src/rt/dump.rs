@@ -383,6 +383,9 @@ fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
     // bound reads that cannot fault (read_words).
     // SAFETY: Gs are never freed; a torn or stale Option<Stack> only mis-bounds the walk.
     let bounds = unsafe { (*g.stack.ptr()).as_ref().map(|s| (s.lo(), s.top())) };
+    // The caller's own frames only when they are on the goroutine's stack (a SIGQUIT
+    // handler runs on the thread's alternate signal stack: then it is "running").
+    let self_fp = self_fp.filter(|&fp| bounds.is_some_and(|(lo, hi)| fp >= lo && fp < hi));
     match (self_fp, bounds) {
         (Some(fp), Some((lo, hi))) => walk(out, lo, hi, fp, 0),
         (None, Some((lo, hi))) if status == G_WAITING || status == G_RUNNABLE => {
