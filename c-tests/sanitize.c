@@ -4,7 +4,9 @@
  * With argv[1] = "uaf", a goroutine reads a heap block after freeing it: the tool must
  * still report it (the stack annotations must not hide real bugs). With "stack_overflow",
  * a goroutine writes past a local array: ASan must report it in that frame's variable
- * (it can only when it knows the goroutine's stack: the fiber annotations).
+ * (it can only when it knows the goroutine's stack: the fiber annotations). With "race",
+ * two goroutines increment a global without synchronisation: ThreadSanitizer must report
+ * it (its annotations order only what the runtime orders).
  */
 #include "check.h"
 
@@ -58,8 +60,29 @@ void sanitize_overflow(void *arg)
     gmp_wg_done(&wg);
 }
 
+static long racy_counter;
+
+void sanitize_racer(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 1000; i++) {
+        racy_counter++;
+        if (i % 100 == 0)
+            CHECK_OK(gmp_yield());
+    }
+    gmp_wg_done(&wg);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "race") == 0) {
+        CHECK_OK(gmp_wg_add(&wg, 2));
+        CHECK_OK(gmp_go(sanitize_racer, NULL));
+        CHECK_OK(gmp_go(sanitize_racer, NULL));
+        CHECK_OK(gmp_wg_wait(&wg));
+        printf("race done: %ld\n", racy_counter);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "stack_overflow") == 0) {
         CHECK_OK(gmp_wg_add(&wg, 1));
         CHECK_OK(gmp_go(sanitize_overflow, NULL));

@@ -70,6 +70,7 @@ pub mod runq;
 
 mod affinity;
 pub(crate) mod asan;
+pub(crate) mod tsan;
 mod config;
 pub(crate) mod checkdead;
 pub(crate) mod dump;
@@ -255,6 +256,8 @@ pub struct G {
     /// ASan's fake-stack save for this goroutine while it is switched away (asan.rs).
     /// Owner: the G's M.
     pub asan_fake: Owned<usize>,
+    /// Its ThreadSanitizer fiber (tsan.rs), created when it first runs. Owner: the G's M.
+    pub tsan_fiber: Owned<usize>,
     /// Link in `SCHED.allg` (append-only, never changes once set).
     pub alllink: AtomicPtr<G>,
     /// Cleanups `goexit` runs, innermost first, if the goroutine ends before popping them
@@ -291,6 +294,7 @@ impl G {
             waitsince: AtomicI64::new(0),
             parentgoid: AtomicU64::new(0),
             asan_fake: Owned::new(0),
+            tsan_fiber: Owned::new(0),
             alllink: AtomicPtr::new(null_mut()),
             defers: Owned::new(null_mut()),
             #[cfg(debug_assertions)]
@@ -417,6 +421,8 @@ pub struct M {
     /// the bounds of the M's own stack. Owner: this M's thread.
     pub asan_fake: Owned<usize>,
     pub asan_g0: Owned<(usize, usize)>,
+    /// The TSan fiber of this M's own stack (tsan.rs). Owner: this M's thread.
+    pub tsan_g0: Owned<usize>,
 }
 
 // SAFETY: an M is shared through raw pointers between threads; its non-atomic fields are

@@ -38,7 +38,14 @@ unsafe fn mcall(act: usize) {
         if asan::on() {
             asan::leave_goroutine(&*m, &*gp, false);
         }
+        if tsan::on() {
+            tsan::leave_goroutine(&*m);
+        }
         arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), act);
+        if tsan::on() {
+            // Whoever readied us released the G (goready).
+            tsan::acquire(gp as usize);
+        }
         if asan::on() {
             // Resumed, maybe on another M.
             let m = getm();
@@ -91,6 +98,9 @@ pub unsafe fn goready(gp: *mut G) {
         (*gp)
             .waitreason
             .store(WaitReason::None as u8, Ordering::Relaxed);
+        if tsan::on() {
+            tsan::release(gp as usize);
+        }
         casgstatus(&*gp, G_WAITING, G_RUNNABLE);
         if exectrace::on() {
             exectrace::emit(exectrace::kind::UNPARK, None, (*gp).goid(), exectrace::cur_goid());

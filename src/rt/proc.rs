@@ -105,6 +105,9 @@ pub unsafe fn newproc(
         if exectrace::on() {
             exectrace::emit(exectrace::kind::SPAWN, None, goid, g.parentgoid.load(Ordering::Relaxed));
         }
+        if tsan::on() {
+            tsan::release(gp as usize);
+        }
         let old = g.status.load(Ordering::Relaxed);
         casgstatus(g, old, G_RUNNABLE);
         let spilled = sched::ready_put(gp, true);
@@ -158,6 +161,10 @@ pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
         asan::on_goroutine(unsafe { &*getm() }, core::ptr::null_mut());
     }
     let gp = getg();
+    if tsan::on() {
+        // SAFETY: gp runs on this M; its stack is its own now.
+        unsafe { tsan::goroutine_started(&*gp) };
+    }
     // SAFETY: execute switched to this fresh stack for gp, which is running on this M.
     let (entry, arg) = unsafe { ((*gp).entry.get(), (*gp).arg.get()) };
     if let Some(f) = entry {
@@ -266,6 +273,10 @@ pub fn goexit() -> ! {
         let gp = (*m).curg.load(Ordering::Relaxed);
         if asan::on() {
             asan::leave_goroutine(&*m, &*gp, true);
+        }
+        if tsan::on() {
+            tsan::goroutine_exits(&*gp);
+            tsan::leave_goroutine(&*m);
         }
         arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), action::EXIT);
     }

@@ -53,8 +53,9 @@ pub(super) fn init_once() {
             .store(crate::stack::round_size(cfg.stack_size), Ordering::Relaxed);
         crate::stack::install_overflow_handler(running_stack);
         os_linux::init();
-        preempt::init();
         asan::init();
+        tsan::init();
+        preempt::init();
         dump::init();
         checkdead::init();
         {
@@ -726,6 +727,7 @@ fn newm(pp: *mut P, spinning: bool) {
         alllink: AtomicPtr::new(null_mut()),
         asan_fake: Owned::new(0),
         asan_g0: Owned::new((0, 0)),
+        tsan_g0: Owned::new(0),
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
@@ -1127,10 +1129,16 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
             if asan::on() {
                 asan::enter_goroutine(m, g);
             }
+            if tsan::on() {
+                tsan::enter_goroutine(m, g);
+            }
             return arch::start_from_g0(m.g0_sp.ptr(), top, super::proc::goentry, m.g0_fpenv.get());
         }
         if asan::on() {
             asan::enter_goroutine(m, g);
+        }
+        if tsan::on() {
+            tsan::enter_goroutine(m, g);
         }
         arch::switch_from_g0(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())
     }

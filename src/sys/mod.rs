@@ -10,6 +10,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
 
 mod fmt;
+pub(crate) mod tsan;
 pub(crate) use fmt::{fmt_msg, fmt_u64};
 
 pub mod futex {
@@ -175,6 +176,9 @@ impl Note {
 
     /// Wakes the sleeper (now or when it next sleeps). At most once per `clear`.
     pub fn wakeup(&self) {
+        if tsan::on() {
+            tsan::release(self as *const Note as usize);
+        }
         // acq-rel: release publishes what the waker wrote before (m.nextp, a readied G);
         // pairs with the acquire in `sleep`.
         match self.key.swap(NOTE_WOKEN, Ordering::AcqRel) {
@@ -191,7 +195,11 @@ impl Note {
 
     /// Sleeps until `wakeup` or until `timeout` passes; returns whether it was woken.
     pub fn sleep_timeout(&self, timeout: Option<Duration>) -> bool {
-        self.spin() || self.sleep_kernel(timeout)
+        let woken = self.spin() || self.sleep_kernel(timeout);
+        if woken && tsan::on() {
+            tsan::acquire(self as *const Note as usize);
+        }
+        woken
     }
 
     /// The first phase of `sleep`: polls for the wake-up a few microseconds; returns
