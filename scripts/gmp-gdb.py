@@ -30,7 +30,7 @@ STATUS = {G_IDLE: "idle", G_RUNNABLE: "runnable", G_RUNNING: "running",
 # rt::WaitReason, in its order (src/rt/mod.rs).
 WAIT_REASONS = ["", "semacquire", "sync.WaitGroup.Wait", "sleep", "chan send",
                 "chan receive", "select", "IO wait"]
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 
 
 def _address(name):
@@ -66,12 +66,13 @@ def _u8(addr):
 class Layout:
     def __init__(self):
         table = _address("gmp::rt::dump::GDB_LAYOUT")
-        words = [_u64(table + 8 * i) for i in range(12)]
+        words = [_u64(table + 8 * i) for i in range(13)]
         if words[0] != LAYOUT_VERSION:
             raise gdb.GdbError("gmp: layout version %d, this script knows %d"
                                % (words[0], LAYOUT_VERSION))
         (self.allg, self.sp, self.status, self.goid, self.waitreason, self.alllink,
-         self.lockedm, self.affm, self.parentgoid, self.waitsince, self.entry) = words[1:]
+         self.lockedm, self.affm, self.ext, self.waitsince, self.entry,
+         self.ext_parentgoid) = words[1:]
         self.sched = _address("gmp::rt::SCHED")
         self.coarse_now = _address("gmp::rt::dump::COARSE_NOW")
 
@@ -85,7 +86,7 @@ class Goroutine:
         self.sp = _u64(addr + lay.sp)
         self.locked = _u64(addr + lay.lockedm) != 0
         self.pinned = _u64(addr + lay.affm) != 0
-        self.parent = _u64(addr + lay.parentgoid)
+        self.parent = _u64(_u64(addr + lay.ext) + lay.ext_parentgoid)
         self.waitsince = _u64(addr + lay.waitsince)
         self.entry = _u64(addr + lay.entry)
 

@@ -42,6 +42,7 @@ pub(crate) fn init() {
         START.store(s as usize, Ordering::Relaxed);
         FINISH.store(f as usize, Ordering::Relaxed);
         ON.0.store(true, Ordering::Release);
+        super::hooks::set(super::hooks::ASAN, true);
     }
 }
 
@@ -100,7 +101,7 @@ pub(crate) fn leave_goroutine(m: &M, g: &G, exiting: bool) {
         core::ptr::null_mut()
     } else {
         // SAFETY: g is the running goroutine; its own field.
-        unsafe { g.asan_fake.ptr() }.cast()
+        unsafe { g.ext.asan_fake.ptr() }.cast()
     };
     start(save, lo, size);
 }

@@ -413,7 +413,7 @@ fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
         }
         _ => {}
     }
-    let parent = g.parentgoid.load(Ordering::Relaxed);
+    let parent = g.ext.parentgoid.load(Ordering::Relaxed);
     out.str("created by ");
     if parent == 0 {
         out.str("a thread outside the runtime");
@@ -516,11 +516,12 @@ pub(crate) fn debug_flag(key: &str) -> Option<i64> {
 /// as `gmp::rt::dump::GDB_LAYOUT`, beside `gmp::rt::SCHED` and `gmp::rt::dump::COARSE_NOW`.
 /// Rust lays structs out as it likes, so the offsets are computed here. Entries: a
 /// version, the offset of `allg` in `Sched`, then the offsets in `G` of `sp`, `status`,
-/// `goid`, `waitreason`, `alllink`, `lockedm`, `affm`, `parentgoid`, `waitsince`, `entry`
-/// (an `Option<fn>`: a nullable pointer).
+/// `goid`, `waitreason`, `alllink`, `lockedm`, `affm`, `ext` (a pointer to the `GExt`),
+/// `waitsince`, `entry` (an `Option<fn>`: a nullable pointer), then the offset of
+/// `parentgoid` in `GExt`.
 #[used]
-pub(crate) static GDB_LAYOUT: [usize; 12] = [
-    1,
+pub(crate) static GDB_LAYOUT: [usize; 13] = [
+    2,
     core::mem::offset_of!(Sched, allg),
     core::mem::offset_of!(G, sp),
     core::mem::offset_of!(G, status),
@@ -529,7 +530,8 @@ pub(crate) static GDB_LAYOUT: [usize; 12] = [
     core::mem::offset_of!(G, alllink),
     core::mem::offset_of!(G, lockedm),
     core::mem::offset_of!(G, affm),
-    core::mem::offset_of!(G, parentgoid),
+    core::mem::offset_of!(G, ext),
     core::mem::offset_of!(G, waitsince),
     core::mem::offset_of!(G, entry),
+    core::mem::offset_of!(GExt, parentgoid),
 ];

@@ -273,6 +273,7 @@ pub fn start(path: &str) -> Result<(), i32> {
     let start = crate::sys::nanotime();
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     ON.0.store(true, Ordering::SeqCst);
+    super::hooks::set(super::hooks::TRACE, true);
     let thread = std::thread::Builder::new()
         .name("gmp-trace".into())
         .spawn(move || {
@@ -288,6 +289,7 @@ pub fn start(path: &str) -> Result<(), i32> {
 pub fn stop() -> Result<(), i32> {
     let w = WRITER.lock().unwrap_or_else(|e| e.into_inner()).take().ok_or(libc::EINVAL)?;
     ON.0.store(false, Ordering::SeqCst);
+    super::hooks::set(super::hooks::TRACE, false);
     let _ = w.done.send(());
     let _ = w.thread.join();
     Ok(())

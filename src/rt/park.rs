@@ -35,21 +35,12 @@ unsafe fn mcall(act: usize) {
     // SAFETY: caller contract: we run on a goroutine, so m is this thread's M and curg is us.
     unsafe {
         let gp = (*m).curg.load(Ordering::Relaxed);
-        if asan::on() {
-            asan::leave_goroutine(&*m, &*gp, false);
-        }
-        if tsan::on() {
-            tsan::leave_goroutine(&*m);
+        if hooks::any() {
+            hooks::leave(&*m, &*gp, false);
         }
         arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), act);
-        if tsan::on() {
-            // Whoever readied us released the G (goready).
-            tsan::acquire(gp as usize);
-        }
-        if asan::on() {
-            // Resumed, maybe on another M.
-            let m = getm();
-            asan::on_goroutine(&*m, (*gp).asan_fake.get() as *mut core::ffi::c_void);
+        if hooks::any() {
+            hooks::resume(gp);
         }
     }
 }
@@ -98,13 +89,10 @@ pub unsafe fn goready(gp: *mut G) {
         (*gp)
             .waitreason
             .store(WaitReason::None as u8, Ordering::Relaxed);
-        if tsan::on() {
-            tsan::release(gp as usize);
+        if hooks::any() {
+            hooks::ready(gp);
         }
         casgstatus(&*gp, G_WAITING, G_RUNNABLE);
-        if exectrace::on() {
-            exectrace::emit(exectrace::kind::UNPARK, None, (*gp).goid(), exectrace::cur_goid());
-        }
         // A goroutine bound to an M can run only there (affinity.rs); while it is locked
         // to it, the strict form (lockedm) is in charge.
         let am = affinity::affine_m(&*gp);
@@ -156,11 +144,8 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
     let gp = m.curg.load(Ordering::Relaxed);
     // SAFETY: gp just ran on this M and is ours until we publish it below.
     let g = unsafe { &*gp };
-    if asan::on() {
-        asan::back_on_g0(m);
-    }
-    if exectrace::on() {
-        exectrace::go_stop(g, act);
+    if hooks::any() {
+        hooks::after_switch(m, g, act);
     }
     match act {
         action::PARK => {

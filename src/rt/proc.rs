@@ -80,7 +80,7 @@ pub unsafe fn newproc(
         g.pinned.set(pinned);
         g.lockedm.store(null_mut(), Ordering::Relaxed);
         let parent = getg();
-        g.parentgoid.store(
+        g.ext.parentgoid.store(
             if parent.is_null() { 0 } else { (*parent).goid() },
             Ordering::Relaxed,
         );
@@ -102,11 +102,8 @@ pub unsafe fn newproc(
             next
         };
         g.goid.store(goid, Ordering::Relaxed);
-        if exectrace::on() {
-            exectrace::emit(exectrace::kind::SPAWN, None, goid, g.parentgoid.load(Ordering::Relaxed));
-        }
-        if tsan::on() {
-            tsan::release(gp as usize);
+        if hooks::any() {
+            hooks::spawn(gp, goid, g.ext.parentgoid.load(Ordering::Relaxed));
         }
         let old = g.status.load(Ordering::Relaxed);
         casgstatus(g, old, G_RUNNABLE);
@@ -156,14 +153,9 @@ pub fn preempt_check() {
 
 /// First frame of every goroutine, on its own stack: runs the entry function, then exits.
 pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
-    if asan::on() {
-        // SAFETY: we run on an M (execute started us).
-        asan::on_goroutine(unsafe { &*getm() }, core::ptr::null_mut());
-    }
     let gp = getg();
-    if tsan::on() {
-        // SAFETY: gp runs on this M; its stack is its own now.
-        unsafe { tsan::goroutine_started(&*gp) };
+    if hooks::any() {
+        hooks::started(gp);
     }
     // SAFETY: execute switched to this fresh stack for gp, which is running on this M.
     let (entry, arg) = unsafe { ((*gp).entry.get(), (*gp).arg.get()) };
@@ -271,12 +263,8 @@ pub fn goexit() -> ! {
     // SAFETY: m is this thread's M and curg is us.
     unsafe {
         let gp = (*m).curg.load(Ordering::Relaxed);
-        if asan::on() {
-            asan::leave_goroutine(&*m, &*gp, true);
-        }
-        if tsan::on() {
-            tsan::goroutine_exits(&*gp);
-            tsan::leave_goroutine(&*m);
+        if hooks::any() {
+            hooks::leave(&*m, &*gp, true);
         }
         arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), action::EXIT);
     }

@@ -1074,9 +1074,6 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         m.curg.store(gp, Ordering::Relaxed);
         g.m.store(m as *const M as *mut M, Ordering::Relaxed);
         casgstatus(g, G_RUNNABLE, G_RUNNING);
-        if exectrace::on() {
-            exectrace::go_start(g);
-        }
         if !inherit {
             let p = &*pp;
             p.schedtick.store(
@@ -1126,19 +1123,13 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
                 .as_ref()
                 .map(crate::stack::Stack::top)
                 .unwrap_or_else(|| throw("execute: G without stack"));
-            if asan::on() {
-                asan::enter_goroutine(m, g);
-            }
-            if tsan::on() {
-                tsan::enter_goroutine(m, g);
+            if hooks::any() {
+                hooks::execute(m, g);
             }
             return arch::start_from_g0(m.g0_sp.ptr(), top, super::proc::goentry, m.g0_fpenv.get());
         }
-        if asan::on() {
-            asan::enter_goroutine(m, g);
-        }
-        if tsan::on() {
-            tsan::enter_goroutine(m, g);
+        if hooks::any() {
+            hooks::execute(m, g);
         }
         arch::switch_from_g0(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())
     }

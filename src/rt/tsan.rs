@@ -52,6 +52,7 @@ pub(crate) fn init() {
         crate::sys::tsan::enable(ACQUIRE.load(Ordering::Relaxed), RELEASE.load(Ordering::Relaxed));
     }
     ON.0.store(all, Ordering::Release);
+    super::hooks::set(super::hooks::TSAN, all);
 }
 
 #[inline(always)]
@@ -87,10 +88,10 @@ pub(crate) fn enter_goroutine(m: &M, g: &G) {
         if m.tsan_g0.get() == 0 {
             m.tsan_g0.set(call1(&CURRENT, 0));
         }
-        if g.tsan_fiber.get() == 0 {
-            g.tsan_fiber.set(call1(&CREATE, 0));
+        if g.ext.tsan_fiber.get() == 0 {
+            g.ext.tsan_fiber.set(call1(&CREATE, 0));
         }
-        switch_to(g.tsan_fiber.get());
+        switch_to(g.ext.tsan_fiber.get());
     }
 }
 
