@@ -12,6 +12,9 @@ set(gmp_sched_test_env_steals GMP_MAXPROCS=2)
 set(gmp_sched_test_env_attrs GMP_MAXPROCS=2)
 set(gmp_sched_test_env_chan_basic GMP_MAXPROCS=2)
 set(gmp_sched_test_env_select_basic GMP_MAXPROCS=2)
+set(gmp_sched_test_env_dump GMP_MAXPROCS=2)
+# Tests that read backtraces and function names (tests/c_tests.rs FRAME_FLAGS).
+set(gmp_sched_test_frames dump deadlock trace sanitize)
 
 # Programs run once per case (argv[1]).
 set(gmp_sched_test_cases_feature_mix
@@ -37,6 +40,10 @@ foreach(src IN LISTS gmp_sched_c_tests)
         C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
     target_compile_options(c_test_${name} PRIVATE -Wall -Wextra -Werror -Wpedantic)
     target_link_libraries(c_test_${name} PRIVATE gmp::sched Threads::Threads m)
+    if(name IN_LIST gmp_sched_test_frames)
+        target_compile_options(c_test_${name} PRIVATE -fno-omit-frame-pointer)
+        target_link_options(c_test_${name} PRIVATE -rdynamic)
+    endif()
     if(name IN_LIST gmp_sched_c_tests_cargo_only)
         continue()
     endif()

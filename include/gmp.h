@@ -79,6 +79,32 @@
  */
 #define GMP_POLLOUT 4
 
+#define GO_START 1
+
+#define GO_STOP 2
+
+#define SPAWN 3
+
+#define UNPARK 4
+
+#define STEAL 5
+
+#define PREEMPT 6
+
+#define HANDOFF 7
+
+#define SYSCALL_BEGIN 8
+
+#define SYSCALL_END 9
+
+#define PARK 1
+
+#define YIELD 2
+
+#define EXIT 4
+
+#define SYSCALL 5
+
 /*
  Directions (also the bits of `IoWait::fired`).
  */
@@ -619,6 +645,39 @@ int64_t gmp_chan_cap(struct gmp_chan *c);
  (GMP_RECV: writable or NULL; GMP_SEND: readable).
  */
 int gmp_select(struct gmp_select_case *cases, size_t n, int64_t timeout_ns);
+
+/*
+ Writes every goroutine (id, status or wait reason, how long it has waited, locked or
+ pinned, a symbolized backtrace, who started it) to file descriptor `fd`, in the format
+ of Go's traceback (`goroutine 7 [chan receive, 3 minutes]:`), followed by the threads
+ outside the runtime blocked in gmp calls. Returns 0, or -EBADF if fd is negative.
+
+ Backtraces follow frame pointers from each goroutine's saved context: compile with
+ -fno-omit-frame-pointer for complete traces, and link executables with -rdynamic for
+ their function names. A running goroutine's stack is shown only for the caller. The
+ same dump is written to stderr on SIGQUIT (then the process exits with status 2, as
+ Go's runtime does) unless GMP_DEBUG=sigquit=0 or the program installed its own
+ SIGQUIT handler before the runtime started.
+ */
+int gmp_dump(int fd);
+
+/*
+ Starts writing an execution trace to the file at `path` (created or truncated): Chrome
+ trace-event JSON, which ui.perfetto.dev and chrome://tracing open. One track per P with
+ a slice for each goroutine run (named after its entry function), instants for spawns,
+ unparks (with the waker), steals, preemptions and syscall hand-offs, one track per
+ thread with its blocking calls, and counters (runnable goroutines, idle Ps, threads).
+ `GMP_TRACE=path` starts one when the runtime starts (finished at exit). Returns 0,
+ -EINVAL if `path` is NULL or not UTF-8, -EBUSY if a trace is running, or the negative
+ errno of creating the file.
+ */
+int gmp_trace_start(const char *path);
+
+/*
+ Stops the trace gmp_trace_start (or GMP_TRACE) started and finishes its file (slices
+ still open end at this moment). Returns 0, or -EINVAL if no trace is running.
+ */
+int gmp_trace_stop(void);
 
 /*
  Puts `fd` under the poller: it is made non-blocking, and gmp_read, gmp_write, gmp_recv,

@@ -81,11 +81,21 @@ fn compile(name: &str) -> PathBuf {
 
 /// `compile` for a C file anywhere in the tree (examples/).
 fn compile_src(name: &str, src: &Path) -> PathBuf {
-    compile_src_libs(name, src, &[])
+    compile_src_opts(name, src, &[], &[])
 }
 
 /// `compile_src` linking the system libraries `libs` too (`-lhiredis`...).
 fn compile_src_libs(name: &str, src: &Path, libs: &[&str]) -> PathBuf {
+    compile_src_opts(name, src, &[], libs)
+}
+
+/// `compile_src` with extra compiler flags.
+fn compile_src_flags(name: &str, src: &Path, extra: &[&str]) -> PathBuf {
+    compile_src_opts(name, src, extra, &[])
+}
+
+/// `compile_src` with extra compiler flags and system libraries.
+fn compile_src_opts(name: &str, src: &Path, extra: &[&str], libs: &[&str]) -> PathBuf {
     let exe = out_dir().join(name);
     let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
     let set = compiled.get_or_insert_with(HashSet::new);
@@ -102,6 +112,7 @@ fn compile_src_libs(name: &str, src: &Path, libs: &[&str]) -> PathBuf {
         "-O2",
         "-pthread",
     ])
+    .args(extra)
     .arg("-I")
     .arg(manifest_dir().join("include"))
     .arg(src)
@@ -1602,4 +1613,415 @@ fn interpose_preload() {
         let outcome = run_with_timeout(cmd, &format!("interpose_preload.py {mode}"));
         assert_success(&outcome, &format!("interpose_preload.py {mode}"));
     }
+}
+
+// ---- seeing inside: goroutine dump, deadlock detection ----
+
+/// The flags under which backtraces are complete and name the program's functions.
+const FRAME_FLAGS: &[&str] = &["-fno-omit-frame-pointer", "-rdynamic"];
+
+/// Compiles `c-tests/<name>.c` with [`FRAME_FLAGS`] and runs it with `args` and `env`.
+fn run_c_frames(name: &str, args: &[&str], env: &[(&str, &str)]) -> Outcome {
+    let _serial = lock();
+    let exe = compile_src_flags(
+        name,
+        &manifest_dir().join("c-tests").join(format!("{name}.c")),
+        FRAME_FLAGS,
+    );
+    let mut cmd = Command::new(&exe);
+    cmd.args(args).current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_with_timeout(cmd, &format!("{name} {}", args.join(" ")))
+}
+
+#[test]
+fn dump() {
+    let o = run_c_frames("dump", &[], &[("GMP_MAXPROCS", "2")]);
+    assert!(o.status.success(), "{}", o.report("dump failed"));
+}
+
+/// The goroutine ids `dump sigquit` printed (`goids recv=N select=N ...`).
+fn goids(stdout: &str) -> Vec<(String, u64)> {
+    let line = stdout.lines().find(|l| l.starts_with("goids ")).expect("goids line");
+    line.split_whitespace()
+        .skip(1)
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').expect("key=value");
+            (k.to_string(), v.parse().expect("goid"))
+        })
+        .collect()
+}
+
+#[test]
+fn dump_sigquit() {
+    let o = run_c_frames("dump", &["sigquit"], &[("GMP_MAXPROCS", "2")]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.report("SIGQUIT must exit with status 2"));
+    assert!(o.stderr.starts_with("SIGQUIT: quit\n"), "{}", o.report("SIGQUIT header"));
+    let want = [
+        ("recv", "chan receive"),
+        ("select", "select"),
+        ("sleep", "sleep"),
+        ("mutex", "semacquire"),
+        ("wg", "sync.WaitGroup.Wait"),
+        ("locked", "chan receive"),
+        ("pinned", "chan receive"),
+        ("child", "chan receive"),
+    ];
+    let ids = goids(&o.stdout);
+    for (key, reason) in want {
+        let id = ids.iter().find(|(k, _)| k == key).expect("goid printed").1;
+        let head = format!("goroutine {id} [{reason}");
+        let rec = o.stderr.split("\n\n").find(|r| r.starts_with(&head));
+        let rec = rec.unwrap_or_else(|| panic!("{}", o.report(&format!("no record {head:?}"))));
+        let func = if key == "child" { "dump_child+".to_string() } else { format!("dump_park_{key}+") };
+        assert!(rec.contains(&func), "{}", o.report(&format!("{head}: no frame {func}")));
+    }
+    // The foreign thread (C main) is in raise(), not in a gmp wait: not listed.
+    assert!(!o.stderr.contains("a thread outside the runtime, blocked"), "{}", o.report("foreign"));
+}
+
+#[test]
+fn dump_sigquit_own_handler() {
+    let o = run_c_frames("dump", &["sigquit_own"], &[]);
+    assert!(o.status.success(), "{}", o.report("the program's own SIGQUIT handler must stay"));
+    assert!(!o.stderr.contains("goroutine "), "{}", o.report("no dump"));
+}
+
+#[test]
+fn dump_sigquit_off() {
+    let o = run_c_frames("dump", &["sigquit_off"], &[("GMP_DEBUG", "sigquit=0")]);
+    assert_eq!(o.status.signal(), Some(libc::SIGQUIT), "{}", o.report("SIGQUIT's default action"));
+    assert!(!o.stderr.contains("goroutine "), "{}", o.report("no dump"));
+}
+
+#[test]
+fn deadlock_main_wg() {
+    let o = run_c_frames("deadlock", &["main_wg"], &[("GMP_MAXPROCS", "2")]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.report("a deadlock must exit with status 2"));
+    assert!(
+        o.stderr.starts_with("gmp: all goroutines are asleep - deadlock!\n"),
+        "{}",
+        o.report("deadlock message")
+    );
+    let waiting = o.stderr.matches("[chan receive").count();
+    assert_eq!(waiting, 3, "{}", o.report("three goroutines in chan receive"));
+    assert!(o.stderr.contains("wait_forever"), "{}", o.report("their frames"));
+    assert!(
+        o.stderr.contains("[sync.WaitGroup.Wait]: a thread outside the runtime, blocked in a gmp call")
+            || o.stderr.contains("[sync.WaitGroup.Wait, "),
+        "{}",
+        o.report("C main in its WaitGroup wait")
+    );
+}
+
+#[test]
+fn deadlock_main_recv() {
+    let o = run_c_frames("deadlock", &["main_recv"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.report("a deadlock must exit with status 2"));
+    assert!(
+        o.stderr.starts_with("gmp: all goroutines are asleep - deadlock!\n"),
+        "{}",
+        o.report("deadlock message")
+    );
+    assert!(o.stderr.contains("[chan receive"), "{}", o.report("C main in its receive"));
+}
+
+#[test]
+fn deadlock_off() {
+    let o = run_c_frames("deadlock", &["off"], &[("GMP_DEBUG", "checkdead=0")]);
+    assert!(o.status.success(), "{}", o.report("checkdead=0 must not report"));
+    assert!(o.stdout.contains("no deadlock report"), "{}", o.report("the alarm ended it"));
+}
+
+#[test]
+fn deadlock_no_false_report() {
+    let o = run_c_frames("deadlock", &[], &[("GMP_MAXPROCS", "2")]);
+    assert!(o.status.success(), "{}", o.report("a late waker is no deadlock"));
+    assert!(!o.stderr.contains("deadlock"), "{}", o.report("no report"));
+}
+
+/// gdb in batch mode against `dump gdb`, stopped (SIGTRAP) with goroutines parked in a
+/// channel receive, a sleep and a mutex: the script, auto-loaded as `<library>-gdb.py`
+/// beside the library, lists them and unwinds their saved contexts. Skipped (with a
+/// message) when gdb is not installed.
+#[test]
+fn gdb_goroutines() {
+    if Command::new("gdb").arg("--version").output().is_err() {
+        eprintln!("gdb not installed: skipped (.ci/run installs it)");
+        return;
+    }
+    let _serial = lock();
+    let exe = compile_src_flags("dump", &manifest_dir().join("c-tests/dump.c"), FRAME_FLAGS);
+    // gdb looks for OBJFILE-gdb.py beside the library's real path (not the soname link).
+    let real = library().canonicalize().expect("library path");
+    let lib = real.parent().expect("library dir").to_path_buf();
+    let script = PathBuf::from(format!("{}-gdb.py", real.display()));
+    let _ = std::fs::remove_file(&script);
+    std::os::unix::fs::symlink(manifest_dir().join("scripts/gmp-gdb.py"), &script).expect("symlink");
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-batch", "-nx", "-iex"])
+        .arg(format!("add-auto-load-safe-path {}", lib.display()))
+        .args(["-ex", "handle SIGURG nostop noprint pass"])
+        .args(["-ex", "run"])
+        .args(["-ex", "info goroutines"])
+        .args(["-ex", "goroutine 1 bt"])
+        .args(["-ex", "goroutine 3 bt"])
+        .args(["-ex", "goroutine 4 bt"])
+        .args(["-ex", "bt 1"])
+        .arg("--args")
+        .arg(&exe)
+        .arg("gdb")
+        .current_dir(out_dir())
+        .env("GMP_MAXPROCS", "2")
+        .env_remove("LD_LIBRARY_PATH");
+    let o = run_with_timeout(cmd, "gdb dump gdb");
+    assert!(o.status.success(), "{}", o.report("gdb failed"));
+    let ids = goids(&o.stdout);
+    let id = |k: &str| ids.iter().find(|(n, _)| n == k).expect("goid").1;
+    assert_eq!((id("recv"), id("sleep"), id("mutex")), (1, 3, 4), "{}", o.report("goids"));
+    for (k, reason) in [("recv", "chan receive"), ("select", "select"), ("sleep", "sleep"),
+                        ("mutex", "semacquire"), ("wg", "sync.WaitGroup.Wait"),
+                        ("locked", "chan receive, locked to thread"),
+                        ("pinned", "chan receive, pinned to thread"), ("child", "chan receive")] {
+        let line = format!("goroutine {} [{reason}] entry dump_", id(k));
+        assert!(o.stdout.contains(&line), "{}", o.report(&format!("info goroutines: no {line:?}")));
+    }
+    // Each backtrace, from the saved registers: the runtime's frames, the C function that
+    // parked, the goroutine trampoline; in that order, once per goroutine.
+    let chunks: Vec<&str> = o.stdout.split("#0 ").skip(1).collect();
+    let bt = |func: &str| chunks.iter().any(|c| c.contains(func) && c.contains("__gmp_arch_trampoline"));
+    for func in ["dump_park_recv", "dump_park_sleep", "dump_park_mutex"] {
+        assert!(bt(func), "{}", o.report(&format!("no backtrace through {func}")));
+    }
+    // The registers were restored: the stopped thread's own frame is raise's again.
+    let last = chunks.last().expect("bt 1");
+    assert!(last.contains("raise") || last.contains("pthread_kill"), "{}", o.report("registers restored"));
+}
+
+// ---- execution trace ----
+
+/// Runs scripts/check-trace.py on `path`; returns its counts (`name -> n`).
+fn check_trace(path: &Path) -> std::collections::HashMap<String, u64> {
+    let mut cmd = Command::new("python3");
+    cmd.arg(manifest_dir().join("scripts/check-trace.py")).arg(path);
+    let o = run_with_timeout(cmd, "check-trace.py");
+    assert!(o.status.success(), "{}", o.report(&format!("trace {} fails its checks", path.display())));
+    let line = o.stdout.trim().trim_start_matches('{').trim_end_matches('}');
+    line.split(',')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once(':').expect("k: v");
+            (k.trim().trim_matches('"').to_string(), v.trim().parse().expect("count"))
+        })
+        .collect()
+}
+
+fn assert_trace_counts(counts: &std::collections::HashMap<String, u64>, what: &str) {
+    let get = |k: &str| counts.get(k).copied().unwrap_or(0);
+    // 16 workers spawned by C main, 32 by them; each pong and worker pair makes 200 round
+    // trips (>= 800 unparks); 4 blocking calls of 15 ms.
+    assert!(get("spawns") >= 48, "{what}: spawns {counts:?}");
+    assert!(get("unparks") >= 800, "{what}: unparks {counts:?}");
+    assert!(get("slices") >= 800, "{what}: slices {counts:?}");
+    assert!(get("syscalls") >= 4, "{what}: syscalls {counts:?}");
+    assert!(get("handoffs") >= 1, "{what}: handoffs {counts:?}");
+    assert!(get("counters") >= 3, "{what}: counters {counts:?}");
+}
+
+#[test]
+fn trace_api() {
+    let path = out_dir().join("trace_api.json");
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("utf-8 path");
+    let o = run_c_frames("trace", &[p], &[("GMP_MAXPROCS", "2")]);
+    assert!(o.status.success(), "{}", o.report("trace failed"));
+    let counts = check_trace(&path);
+    assert_trace_counts(&counts, "gmp_trace_start");
+    assert!(counts.get("steals").copied().unwrap_or(0) >= 1, "steals {counts:?}");
+}
+
+#[test]
+fn trace_env() {
+    let path = out_dir().join("trace_env.json");
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("utf-8 path");
+    let o = run_c_frames("trace", &[p, "env"], &[("GMP_MAXPROCS", "2"), ("GMP_TRACE", p)]);
+    assert!(o.status.success(), "{}", o.report("trace (GMP_TRACE) failed"));
+    assert_trace_counts(&check_trace(&path), "GMP_TRACE");
+}
+
+/// The torture test once with tracing on (GMP_TRACE; the file is finished at exit): its
+/// trace passes the same checks.
+#[test]
+fn torture_traced() {
+    let path = out_dir().join("torture_trace.json");
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("utf-8 path").to_string();
+    expect_success(
+        "torture",
+        &[
+            ("TORTURE_SEED", "505"),
+            ("TORTURE_MS", "2000"),
+            ("TORTURE_PROCS", "2"),
+            ("TORTURE_FEATURES", TORTURE_FEATURES),
+            ("GMP_TRACE", p.as_str()),
+        ],
+    );
+    let counts = check_trace(&path);
+    assert!(counts.get("slices").copied().unwrap_or(0) >= 1000, "{counts:?}");
+    // A few hundred MB: not kept.
+    let _ = std::fs::remove_file(&path);
+}
+
+// ---- valgrind: goroutine stacks are registered (VALGRIND_STACK_REGISTER) ----
+
+/// Runs `c-tests/sanitize.c` (with `args`) under `valgrind --error-exitcode=1`, or None
+/// when valgrind is not installed.
+fn run_valgrind(args: &[&str]) -> Option<Outcome> {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        eprintln!("valgrind not installed: skipped (.ci/run installs it)");
+        return None;
+    }
+    let _serial = lock();
+    let exe = compile_src_flags("sanitize", &manifest_dir().join("c-tests/sanitize.c"), FRAME_FLAGS);
+    let mut cmd = Command::new("valgrind");
+    cmd.args(["-q", "--error-exitcode=1"])
+        .arg(&exe)
+        .args(args)
+        .current_dir(out_dir())
+        .env("GMP_MAXPROCS", "2")
+        .env_remove("LD_LIBRARY_PATH");
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    Some(run_with_timeout(cmd, "valgrind sanitize"))
+}
+
+#[test]
+fn valgrind_clean() {
+    let Some(o) = run_valgrind(&[]) else { return };
+    assert!(o.status.success(), "{}", o.report("valgrind reported errors"));
+    assert!(o.stdout.contains("sanitize: ok"), "{}", o.report("program result"));
+    assert!(!o.stderr.contains("=="), "{}", o.report("valgrind output"));
+}
+
+#[test]
+fn valgrind_still_reports_use_after_free() {
+    let Some(o) = run_valgrind(&["uaf"]) else { return };
+    assert_eq!(o.status.code(), Some(1), "{}", o.report("valgrind must report the bug"));
+    assert!(o.stderr.contains("Invalid read of size 8"), "{}", o.report("the invalid read"));
+    assert!(o.stderr.contains("sanitize_uaf"), "{}", o.report("in the goroutine's function"));
+}
+
+// ---- AddressSanitizer: the stack switches are announced (rt/asan.rs) ----
+
+const ASAN_FLAGS: &[&str] = &["-fsanitize=address", "-fno-omit-frame-pointer", "-g"];
+
+/// Compiles `c-tests/<name>.c` with ASan (as `asan_<name>`) and runs it with `args`.
+fn run_asan(name: &str, args: &[&str]) -> Outcome {
+    let _serial = lock();
+    let exe = compile_src_flags(
+        &format!("asan_{name}"),
+        &manifest_dir().join("c-tests").join(format!("{name}.c")),
+        ASAN_FLAGS,
+    );
+    let mut cmd = Command::new(&exe);
+    cmd.args(args).current_dir(out_dir()).env("GMP_MAXPROCS", "2").env_remove("LD_LIBRARY_PATH");
+    for var in GMP_ENV {
+        if *var != "GMP_MAXPROCS" {
+            cmd.env_remove(var);
+        }
+    }
+    run_with_timeout(cmd, &format!("asan_{name} {}", args.join(" ")))
+}
+
+/// A representative half of the C tests, built with -fsanitize=address, runs clean.
+#[test]
+fn asan_suite() {
+    for name in [
+        "sanitize", "chan_basic", "select_basic", "chan_release", "sync_mutex", "sync_rwmutex",
+        "sync_cond", "sync_once", "goexit", "once_goexit", "timers", "foreign_wait", "nested_spawn",
+        "affinity", "lockosthread", "attrs", "syscall_errno", "yield_fairness",
+        "gfree_sizes", "steals", "chan_stress", "syscall_enter_exit", "thread_state",
+    ] {
+        let o = run_asan(name, &[]);
+        assert!(o.status.success(), "{}", o.report(&format!("asan_{name} failed")));
+        assert!(!o.stderr.contains("AddressSanitizer"), "{}", o.report(&format!("asan_{name}")));
+    }
+}
+
+#[test]
+fn asan_still_reports_use_after_free() {
+    let o = run_asan("sanitize", &["uaf"]);
+    assert!(!o.status.success(), "{}", o.report("ASan must stop the program"));
+    assert!(o.stderr.contains("ERROR: AddressSanitizer: heap-use-after-free"), "{}", o.report("report"));
+    assert!(o.stderr.contains("in sanitize_uaf"), "{}", o.report("in the goroutine's function"));
+}
+
+/// ASan places an overflow of a goroutine's local array in its frame and variable: it
+/// knows the stack the thread runs on (without the annotations: "a wild pointer").
+#[test]
+fn asan_knows_goroutine_stacks() {
+    let o = run_asan("sanitize", &["stack_overflow"]);
+    assert!(!o.status.success(), "{}", o.report("ASan must stop the program"));
+    assert!(o.stderr.contains("ERROR: AddressSanitizer: stack-buffer-overflow"), "{}", o.report("report"));
+    assert!(o.stderr.contains("'local_buf'"), "{}", o.report("the variable, found in the goroutine's frame"));
+}
+
+// ---- ThreadSanitizer: goroutines are fibers, the runtime's synchronisation is announced ----
+
+const TSAN_FLAGS: &[&str] = &["-fsanitize=thread", "-g"];
+
+/// Compiles `c-tests/<name>.c` with TSan (as `tsan_<name>`) and runs it with `args` and the
+/// suppressions for libgmp's own (uninstrumented) allocations, scripts/tsan.supp.
+fn run_tsan(name: &str, args: &[&str]) -> Outcome {
+    let _serial = lock();
+    let exe = compile_src_flags(
+        &format!("tsan_{name}"),
+        &manifest_dir().join("c-tests").join(format!("{name}.c")),
+        TSAN_FLAGS,
+    );
+    let supp = manifest_dir().join("scripts/tsan.supp");
+    let mut cmd = Command::new(&exe);
+    cmd.args(args)
+        .current_dir(out_dir())
+        .env("GMP_MAXPROCS", "2")
+        .env("TSAN_OPTIONS", format!("suppressions={}", supp.display()))
+        .env_remove("LD_LIBRARY_PATH");
+    for var in GMP_ENV {
+        if *var != "GMP_MAXPROCS" {
+            cmd.env_remove(var);
+        }
+    }
+    run_with_timeout(cmd, &format!("tsan_{name} {}", args.join(" ")))
+}
+
+/// A third of the C tests (those with fewer goroutines alive than TSan's 8,128 fibers),
+/// built with -fsanitize=thread, run without a report. Without the runtime's annotations,
+/// `sanitize` alone had four false races (a goroutine's own stack seen from two threads).
+#[test]
+fn tsan_suite() {
+    for name in [
+        "sanitize", "chan_basic", "select_basic", "chan_release", "chan_stress", "sync_mutex",
+        "sync_rwmutex", "sync_once", "once_goexit", "goexit", "foreign_wait", "affinity",
+        "attrs", "lockosthread", "yield_fairness", "syscall_errno",
+    ] {
+        let o = run_tsan(name, &[]);
+        assert!(o.status.success(), "{}", o.report(&format!("tsan_{name} failed")));
+        assert!(!o.stderr.contains("ThreadSanitizer"), "{}", o.report(&format!("tsan_{name}")));
+    }
+}
+
+#[test]
+fn tsan_still_reports_a_race() {
+    let o = run_tsan("sanitize", &["race"]);
+    assert_eq!(o.status.code(), Some(66), "{}", o.report("TSan must report the race"));
+    assert!(o.stderr.contains("WARNING: ThreadSanitizer: data race"), "{}", o.report("report"));
+    assert!(o.stderr.contains("sanitize_racer"), "{}", o.report("in the goroutines' function"));
 }

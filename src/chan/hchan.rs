@@ -474,9 +474,13 @@ impl Chan {
     ///
     /// # Safety
     /// `elem` readable for `elem_size` bytes until this returns.
+    #[inline]
     pub unsafe fn send(&self, elem: *const u8, mode: Mode) -> Result<(), ChanError> {
         // A safe point: a goroutine that never blocks here is preempted when sysmon asks.
         rt::preempt_check();
+        if crate::sys::tsan::on() {
+            crate::sys::tsan::release(self as *const Chan as usize);
+        }
         self.lock.lock();
         // SAFETY: lock held; elem per the caller contract.
         let now = unsafe { self.send_locked(self.synced(), elem) };
@@ -488,6 +492,7 @@ impl Chan {
     ///
     /// # Safety
     /// `out` writable for `elem_size` bytes until this returns, or null.
+    #[inline]
     pub unsafe fn recv(&self, out: *mut u8, mode: Mode) -> Result<(), ChanError> {
         // A safe point (see send).
         rt::preempt_check();
@@ -495,7 +500,11 @@ impl Chan {
         // SAFETY: lock held; out per the caller contract.
         let now = unsafe { self.recv_locked(self.synced(), out) };
         // SAFETY: as above.
-        unsafe { self.finish_or_block(now, out, mode, false) }
+        let r = unsafe { self.finish_or_block(now, out, mode, false) };
+        if crate::sys::tsan::on() {
+            crate::sys::tsan::acquire(self as *const Chan as usize);
+        }
+        r
     }
 
     /// Second half of send/recv: with the lock held and the attempt's outcome `now`,
@@ -588,6 +597,9 @@ impl Chan {
     /// Closes the channel (Go's closechan): every blocked receiver gets the zero value and
     /// `Closed`, every blocked sender `Closed`.
     pub fn close(&self) -> Result<(), ChanError> {
+        if crate::sys::tsan::on() {
+            crate::sys::tsan::release(self as *const Chan as usize);
+        }
         self.lock.lock();
         // SAFETY: lock held.
         let s = unsafe { self.synced() };

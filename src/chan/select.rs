@@ -110,6 +110,28 @@ fn cheaprandn(n: u32) -> u32 {
 /// valid for the channel's element size (receive: writable or null; send: readable).
 /// The caller has checked that some case is enabled or `mode` is not `Block`.
 pub unsafe fn select(cases: &mut [Case], mode: Mode) -> Result<usize, ChanError> {
+    if !crate::sys::tsan::on() {
+        // SAFETY: caller contract.
+        return unsafe { select_inner(cases, mode) };
+    }
+    // ThreadSanitizer (rt/tsan.rs): a case that fires acquires what a peer released on
+    // its channel; every send case releases first (a select may send).
+    for c in cases.iter().filter(|c| !c.chan.is_null()) {
+        crate::sys::tsan::release(c.chan as usize);
+    }
+    // SAFETY: caller contract.
+    let r = unsafe { select_inner(cases, mode) };
+    if let Ok(i) = r {
+        crate::sys::tsan::acquire(cases[i].chan as usize);
+    }
+    r
+}
+
+/// `select` without the sanitizer's annotations.
+///
+/// # Safety
+/// As for `select`.
+unsafe fn select_inner(cases: &mut [Case], mode: Mode) -> Result<usize, ChanError> {
     // A safe point (see Chan::send).
     rt::preempt_check();
     let n = cases.len();

@@ -176,7 +176,7 @@ pub(crate) unsafe fn block(
         // A foreign thread sleeps without spinning first (Note::sleep_foreign).
         let woken = match deadline {
             None => {
-                w.note.sleep_foreign(None);
+                rt::checkdead::foreign_sleep(&w.note, reason);
                 true
             }
             Some(d) => {

@@ -11,6 +11,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub mod chan;
 pub mod interpose;
+pub mod debug;
 pub mod net;
 pub mod sync;
 mod syscall;

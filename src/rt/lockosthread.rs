@@ -144,6 +144,7 @@ pub(super) fn newm_handoff(m: *mut M) {
 }
 
 extern "C" fn template_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    super::checkdead::register_runtime_thread();
     loop {
         TLOCK.lock();
         // SAFETY: we hold TLOCK.

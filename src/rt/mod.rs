@@ -69,7 +69,13 @@
 pub mod runq;
 
 mod affinity;
+pub(crate) mod asan;
+pub(crate) mod tsan;
 mod config;
+pub(crate) mod checkdead;
+pub(crate) mod dump;
+pub(crate) mod exectrace;
+pub(crate) mod hooks;
 pub mod lockosthread;
 pub mod netpoll;
 pub mod os_linux;
@@ -243,6 +249,13 @@ pub struct G {
     pub asyncbound: Owned<bool>,
     /// Why it waits (WAITING only).
     pub waitreason: AtomicU8,
+    /// When it parked (`dump::COARSE_NOW`, sysmon's clock), for the dump's "N minutes".
+    /// Written by gopark; read racily by the dump.
+    pub waitsince: AtomicI64,
+    /// What the debugging tools keep per goroutine, out of line: a G is exactly 128 bytes
+    /// (two cache lines with the adjacent-line prefetcher); one more field made it 256 and
+    /// cost ~10% in pingpong and yield2.
+    pub ext: &'static GExt,
     /// Link in `SCHED.allg` (append-only, never changes once set).
     pub alllink: AtomicPtr<G>,
     /// Cleanups `goexit` runs, innermost first, if the goroutine ends before popping them
@@ -253,6 +266,20 @@ pub struct G {
     #[cfg(debug_assertions)]
     pub queued: AtomicBool,
 }
+
+/// A goroutine's debugging state (`G::ext`), allocated with the G and never freed.
+pub struct GExt {
+    /// The goroutine that started it (0: a thread outside the runtime). Set by newproc.
+    pub parentgoid: AtomicU64,
+    /// ASan's fake-stack save for this goroutine while it is switched away (asan.rs).
+    /// Owner: the G's M.
+    pub asan_fake: Owned<usize>,
+    /// Its ThreadSanitizer fiber (tsan.rs), created when it first runs. Owner: the G's M.
+    pub tsan_fiber: Owned<usize>,
+}
+
+// A G stays within 128 bytes (see `G::ext`).
+const _: () = assert!(core::mem::size_of::<G>() <= 128 || cfg!(debug_assertions));
 
 // SAFETY: a G moves between threads by design; its non-atomic fields are `Owned`, whose
 // access discipline is the status table above.
@@ -276,6 +303,12 @@ impl G {
             pinned: Owned::new(false),
             asyncbound: Owned::new(false),
             waitreason: AtomicU8::new(0),
+            waitsince: AtomicI64::new(0),
+            ext: Box::leak(Box::new(GExt {
+                parentgoid: AtomicU64::new(0),
+                asan_fake: Owned::new(0),
+                tsan_fiber: Owned::new(0),
+            })),
             alllink: AtomicPtr::new(null_mut()),
             defers: Owned::new(null_mut()),
             #[cfg(debug_assertions)]
@@ -398,6 +431,12 @@ pub struct M {
     pub tid: AtomicI32,
     /// Link in `SCHED.allm` (append-only).
     pub alllink: AtomicPtr<M>,
+    /// ASan (asan.rs): the scheduler context's fake-stack save while a goroutine runs, and
+    /// the bounds of the M's own stack. Owner: this M's thread.
+    pub asan_fake: Owned<usize>,
+    pub asan_g0: Owned<(usize, usize)>,
+    /// The TSan fiber of this M's own stack (tsan.rs). Owner: this M's thread.
+    pub tsan_g0: Owned<usize>,
 }
 
 // SAFETY: an M is shared through raw pointers between threads; its non-atomic fields are
@@ -665,6 +704,9 @@ pub struct Sched {
     /// The timer M sleeps in the poller (`epoll_wait`), not on its note: wake it with
     /// `netpoll_break`. Written by the timer M before it publishes itself.
     pub timer_m_poll: AtomicBool,
+    /// Ps taken off the idle list (`pidleget`), ever; written under `lock`. checkdead.rs
+    /// reads it to know that no goroutine ran while it looked.
+    pub pidlegets: AtomicU64,
 }
 
 /// `SCHED.synced`: only a holder of `SCHED.lock` may touch it.
@@ -728,6 +770,7 @@ pub static SCHED: Sched = Sched {
     timer_m: AtomicPtr::new(null_mut()),
     timer_m_until: AtomicI64::new(i64::MAX),
     timer_m_poll: AtomicBool::new(false),
+    pidlegets: AtomicU64::new(0),
 };
 
 /// Proof that the holder has `SCHED.lock`; derefs to the lock-protected state (the tokio

@@ -35,7 +35,13 @@ unsafe fn mcall(act: usize) {
     // SAFETY: caller contract: we run on a goroutine, so m is this thread's M and curg is us.
     unsafe {
         let gp = (*m).curg.load(Ordering::Relaxed);
+        if hooks::any() {
+            hooks::leave(&*m, &*gp, false);
+        }
         arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), act);
+        if hooks::any() {
+            hooks::resume(gp);
+        }
     }
 }
 
@@ -65,6 +71,7 @@ pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) 
         (*m).waitunlockf.set(unlockf);
         (*m).waitlock.set(arg);
         (*gp).waitreason.store(reason as u8, Ordering::Relaxed);
+        (*gp).waitsince.store(dump::COARSE_NOW.load(Ordering::Relaxed), Ordering::Relaxed);
         mcall(action::PARK);
     }
 }
@@ -82,6 +89,9 @@ pub unsafe fn goready(gp: *mut G) {
         (*gp)
             .waitreason
             .store(WaitReason::None as u8, Ordering::Relaxed);
+        if hooks::any() {
+            hooks::ready(gp);
+        }
         casgstatus(&*gp, G_WAITING, G_RUNNABLE);
         // A goroutine bound to an M can run only there (affinity.rs); while it is locked
         // to it, the strict form (lockedm) is in charge.
@@ -129,10 +139,14 @@ pub(super) unsafe fn gopreempt() {
 ///
 /// # Safety
 /// On `m`'s own thread, right after `execute` returned `act`.
+#[inline]
 pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
     let gp = m.curg.load(Ordering::Relaxed);
     // SAFETY: gp just ran on this M and is ours until we publish it below.
     let g = unsafe { &*gp };
+    if hooks::any() {
+        hooks::after_switch(m, g, act);
+    }
     match act {
         action::PARK => {
             casgstatus(g, G_RUNNING, G_WAITING);

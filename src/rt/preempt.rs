@@ -83,7 +83,9 @@ pub(super) fn init() {
                 .any(|kv| kv.split_once('=').is_some_and(|(k, v)| k == key && v != "0"))
         })
     };
-    let off = debug("asyncpreemptoff");
+    // Off under valgrind and ThreadSanitizer too: valgrind reports the handler's writes
+    // below the stack pointer; TSan runs handlers late, not on the interrupted context.
+    let off = debug("asyncpreemptoff") || crate::stack::running_on_valgrind() || super::tsan::on();
     STRESS.store(debug("asyncpreemptstress"), Ordering::Relaxed);
     if off || !arch::async_preempt_init(async_preempt_park) {
         return;

@@ -79,6 +79,11 @@ pub unsafe fn newproc(
         g.arg.set(arg);
         g.pinned.set(pinned);
         g.lockedm.store(null_mut(), Ordering::Relaxed);
+        let parent = getg();
+        g.ext.parentgoid.store(
+            if parent.is_null() { 0 } else { (*parent).goid() },
+            Ordering::Relaxed,
+        );
         let goid = if pp.is_null() {
             SCHED.ngoroutines.fetch_add(1, Ordering::Relaxed);
             SCHED.spawned.fetch_add(1, Ordering::Relaxed);
@@ -97,6 +102,9 @@ pub unsafe fn newproc(
             next
         };
         g.goid.store(goid, Ordering::Relaxed);
+        if hooks::any() {
+            hooks::spawn(gp, goid, g.ext.parentgoid.load(Ordering::Relaxed));
+        }
         let old = g.status.load(Ordering::Relaxed);
         casgstatus(g, old, G_RUNNABLE);
         let spilled = sched::ready_put(gp, true);
@@ -146,6 +154,9 @@ pub fn preempt_check() {
 /// First frame of every goroutine, on its own stack: runs the entry function, then exits.
 pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
     let gp = getg();
+    if hooks::any() {
+        hooks::started(gp);
+    }
     // SAFETY: execute switched to this fresh stack for gp, which is running on this M.
     let (entry, arg) = unsafe { ((*gp).entry.get(), (*gp).arg.get()) };
     if let Some(f) = entry {
@@ -252,6 +263,9 @@ pub fn goexit() -> ! {
     // SAFETY: m is this thread's M and curg is us.
     unsafe {
         let gp = (*m).curg.load(Ordering::Relaxed);
+        if hooks::any() {
+            hooks::leave(&*m, &*gp, true);
+        }
         arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), action::EXIT);
     }
     throw("goexit: dead goroutine resumed");

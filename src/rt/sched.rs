@@ -53,7 +53,11 @@ pub(super) fn init_once() {
             .store(crate::stack::round_size(cfg.stack_size), Ordering::Relaxed);
         crate::stack::install_overflow_handler(running_stack);
         os_linux::init();
+        asan::init();
+        tsan::init();
         preempt::init();
+        dump::init();
+        checkdead::init();
         {
             let mut g = lock_sched();
             grow_procs(&mut g, 0, cfg.maxprocs);
@@ -63,6 +67,7 @@ pub(super) fn init_once() {
             trace::start(t);
         }
         sysmon::start();
+        exectrace::init();
     });
 }
 
@@ -159,6 +164,7 @@ pub(super) fn pidleget(g: &mut SchedGuard) -> Option<*mut P> {
     // SAFETY: pp is on the idle list, whose links the lock holder owns.
     s.pidle = unsafe { (*pp).link.get() };
     SCHED.npidle.fetch_sub(1, Ordering::SeqCst);
+    SCHED.pidlegets.store(SCHED.pidlegets.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
     // A P goes to work: sysmon must watch it (it may be in its deep sleep).
     sysmon::wake_if_sleeping();
     Some(pp)
@@ -719,6 +725,9 @@ fn newm(pp: *mut P, spinning: bool) {
         dead: AtomicBool::new(false),
         tid: AtomicI32::new(0),
         alllink: AtomicPtr::new(null_mut()),
+        asan_fake: Owned::new(0),
+        asan_g0: Owned::new((0, 0)),
+        tsan_g0: Owned::new(0),
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
@@ -1114,7 +1123,13 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
                 .as_ref()
                 .map(crate::stack::Stack::top)
                 .unwrap_or_else(|| throw("execute: G without stack"));
+            if hooks::any() {
+                hooks::execute(m, g);
+            }
             return arch::start_from_g0(m.g0_sp.ptr(), top, super::proc::goentry, m.g0_fpenv.get());
+        }
+        if hooks::any() {
+            hooks::execute(m, g);
         }
         arch::switch_from_g0(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())
     }
@@ -1406,6 +1421,9 @@ unsafe fn steal_work(m: &M, p: &P) -> Option<*mut G> {
             // concurrent stealing.
             if let Some((gp, count)) = unsafe { p.runq.steal(&(*vp).runq, steal_runnext) } {
                 SCHED.steals.fetch_add(count as u64, Ordering::Relaxed);
+                if exectrace::on() {
+                    exectrace::emit(exectrace::kind::STEAL, None, pos as u64, count as u64);
+                }
                 return Some(gp.as_ptr());
             }
         }

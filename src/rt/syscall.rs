@@ -71,6 +71,9 @@ pub fn enter() -> Result<(), EnterError> {
     if p.m.load(Ordering::Relaxed) != mp || g.m.load(Ordering::Relaxed) != mp {
         throw("entersyscall: triangle invariant broken");
     }
+    if exectrace::on() {
+        exectrace::syscall_enter(m, g);
+    }
     // SAFETY: m's own thread owns syscalltick.
     unsafe { m.syscalltick.set(p.syscalltick.load(Ordering::Relaxed)) };
     setgstatus_own(g, G_RUNNING, G_SYSCALL);
@@ -130,10 +133,16 @@ pub fn exit() {
             Ordering::Relaxed,
         );
         setgstatus_own(g, G_SYSCALL, G_RUNNING);
+        if exectrace::on() {
+            exectrace::syscall_exit(m, g);
+        }
         return;
     }
     // SAFETY: m's thread; the goroutine is in a syscall and its P is gone.
     unsafe { exitsyscall_slow(m, gp) };
+    if exectrace::on() {
+        exectrace::syscall_exit(m, g);
+    }
 }
 
 /// `exit` when our P was retaken: take an idle P, or wait on this thread, with the

@@ -201,11 +201,12 @@ fn sysmon_loop() -> ! {
         // Nothing runs: sleep until a syscall starts (all Ps idle means no P can be in
         // one; a goroutine must first get a P, then enter a syscall, which wakes us).
         if all_ps_idle() {
-            wakeable_sleep(None, all_ps_idle);
+            wakeable_sleep(checkdead::check(), all_ps_idle);
             idle = 0;
             continue;
         }
         let now = crate::sys::nanotime();
+        dump::set_coarse_now(now);
         // Goroutines waiting on fds while every P is busy: nobody else polls.
         netpoll::sysmon_poll(now);
         run_unwatched_timers(now);
@@ -275,6 +276,9 @@ fn retake(now: i64) -> u32 {
             // We own the P now.
             p.syscalltick.store(t.wrapping_add(1), Ordering::Relaxed);
             n += 1;
+            if exectrace::on() {
+                exectrace::emit(exectrace::kind::HANDOFF, Some(p.id as u32), p.id as u64, 0);
+            }
             sched::handoff_p(pp);
         }
     }

@@ -41,6 +41,7 @@ pub(super) fn start(cfg: TraceConfig) {
     let r = std::thread::Builder::new()
         .name("gmp-schedtrace".into())
         .spawn(move || {
+            super::checkdead::register_runtime_thread();
             let mut next = crate::sys::nanotime();
             loop {
                 crate::sys::write_stderr(schedtrace(cfg.detail).as_bytes());

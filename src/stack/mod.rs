@@ -447,7 +447,57 @@ fn map_slab(n: usize, size: usize) -> Result<usize, i32> {
             }
         }
     }
+    // Under valgrind, every stack is announced once (slabs are never unmapped): a switch
+    // to a goroutine then is a change of stack, not a huge "stack pointer change" that
+    // valgrind would take for a frame of gigabytes.
+    for i in 0..n {
+        let lo = base + i * stride + guard;
+        valgrind_stack_register(lo, lo + size);
+    }
     Ok(base)
+}
+
+/// `VALGRIND_STACK_REGISTER(lo, hi)`, paid once per stack when its slab is mapped.
+fn valgrind_stack_register(lo: usize, hi: usize) {
+    const VG_USERREQ_STACK_REGISTER: usize = 0x1501;
+    valgrind_request(VG_USERREQ_STACK_REGISTER, lo, hi);
+}
+
+/// `RUNNING_ON_VALGRIND`: whether the process runs under valgrind (asynchronous
+/// preemption stays off there: its handler writes below the interrupted stack pointer,
+/// which valgrind reports as invalid writes).
+pub fn running_on_valgrind() -> bool {
+    const VG_USERREQ_RUNNING_ON_VALGRIND: usize = 0x1001;
+    valgrind_request(VG_USERREQ_RUNNING_ON_VALGRIND, 0, 0) != 0
+}
+
+/// A valgrind client request: a sequence of rotations of rdi by 128 bits in all (no
+/// effect) and `xchg rbx, rbx` that valgrind recognises; natively a few cycles, returning 0.
+#[cfg(target_arch = "x86_64")]
+fn valgrind_request(req: usize, a1: usize, a2: usize) -> usize {
+    let args: [usize; 6] = [req, a1, a2, 0, 0, 0];
+    let mut result: usize = 0;
+    // SAFETY: the rotations leave rdi as it was and `xchg rbx, rbx` changes nothing;
+    // valgrind reads `args` (rax) and writes the result into rdx.
+    unsafe {
+        core::arch::asm!(
+            "rol rdi, 3",
+            "rol rdi, 13",
+            "rol rdi, 61",
+            "rol rdi, 51",
+            "xchg rbx, rbx",
+            in("rax") args.as_ptr(),
+            inout("rdx") result,
+            out("rdi") _,
+            options(nostack),
+        );
+    }
+    result
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn valgrind_request(_req: usize, _a1: usize, _a2: usize) -> usize {
+    0
 }
 
 /// Returns a stack to the pool of its size class. The memory stays mapped; it is reused

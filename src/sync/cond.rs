@@ -175,7 +175,7 @@ impl NotifyList<'_> {
         if w.g.is_null() {
             lock.unlock();
             // A notifier dequeues us and then wakes the note; we return only after that.
-            w.note.sleep_foreign(None);
+            rt::checkdead::foreign_sleep(&w.note, WaitReason::Semacquire);
         } else {
             // SAFETY: on a goroutine; our record is on the list, and the unlock function
             // releases the one lock we hold.

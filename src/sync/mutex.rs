@@ -144,6 +144,14 @@ impl Mutex<'_> {
 
     #[cold]
     pub(crate) fn lock_slow(&self) {
+        self.lock_slow_inner();
+        if crate::sys::tsan::on() {
+            // The unlock's release (unlock_slow, or the inline fast path TSan sees itself).
+            crate::sys::tsan::acquire(self.state as *const AtomicI32 as usize);
+        }
+    }
+
+    fn lock_slow_inner(&self) {
         let mut wait_start: i64 = 0;
         let mut starving = false;
         // We were woken from the semaphore (or set WOKEN while spinning): the WOKEN bit is
@@ -256,6 +264,9 @@ impl Mutex<'_> {
 
     #[cold]
     pub(crate) fn unlock_slow(&self, new: i32) {
+        if crate::sys::tsan::on() {
+            crate::sys::tsan::release(self.state as *const AtomicI32 as usize);
+        }
         if new.wrapping_add(MUTEX_LOCKED) & MUTEX_LOCKED == 0 {
             fatal("sync: unlock of unlocked mutex");
         }

@@ -163,6 +163,13 @@ pub fn semrelease(addr: &AtomicU32) {
 /// (the mutex passes true for a waiter that has already waited, see the module doc).
 /// Returns once the count was decremented for us — by us, or by a hand-off releaser.
 pub fn semacquire1(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
+    semacquire_inner(addr, lifo, reason);
+    if crate::sys::tsan::on() {
+        crate::sys::tsan::acquire(addr as *const AtomicU32 as usize);
+    }
+}
+
+fn semacquire_inner(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
     if can_acquire(addr) {
         return;
     }
@@ -189,7 +196,7 @@ pub fn semacquire1(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
         unsafe { root.enqueue(&mut w, lifo) };
         if w.g.is_null() {
             root.lock.unlock();
-            w.note.sleep_foreign(None);
+            rt::checkdead::foreign_sleep(&w.note, reason);
             w.note.clear();
         } else {
             // SAFETY: on a goroutine (w.g non-null); we are on the root's queue, and the
@@ -208,6 +215,9 @@ pub fn semacquire1(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
 /// starvation mode), the count goes straight to that waiter, and a releasing goroutine
 /// yields its P to it (see the module doc).
 pub fn semrelease1(addr: &AtomicU32, handoff: bool) {
+    if crate::sys::tsan::on() {
+        crate::sys::tsan::release(addr as *const AtomicU32 as usize);
+    }
     // release: publishes the releaser's writes to the acquirer (pairs with can_acquire).
     // SeqCst: the StoreLoad before reading nwait (pairs with semacquire's increment).
     addr.fetch_add(1, Ordering::SeqCst);

@@ -19,6 +19,9 @@ pub struct WaitGroup<'a> {
 impl WaitGroup<'_> {
     /// Adds `delta` (which may be negative) to the counter.
     pub fn add(&self, delta: i32) {
+        if delta < 0 && crate::sys::tsan::on() {
+            crate::sys::tsan::release(self.state as *const AtomicU64 as usize);
+        }
         let state = self
             .state
             .fetch_add((delta as i64 as u64) << 32, Ordering::AcqRel)
@@ -46,6 +49,13 @@ impl WaitGroup<'_> {
 
     /// Blocks until the counter is zero.
     pub fn wait(&self) {
+        self.wait_inner();
+        if crate::sys::tsan::on() {
+            crate::sys::tsan::acquire(self.state as *const AtomicU64 as usize);
+        }
+    }
+
+    fn wait_inner(&self) {
         loop {
             let state = self.state.load(Ordering::Acquire);
             if (state >> 32) as i32 == 0 {

@@ -11,6 +11,7 @@ use core::time::Duration;
 
 mod fmt;
 pub mod real;
+pub(crate) mod tsan;
 pub(crate) use fmt::{fmt_msg, fmt_u64};
 
 pub mod futex {
@@ -140,6 +141,7 @@ pub fn osyield() {
 /// The sleeper moves CLEAR → SLEEPING; the waker moves CLEAR|SLEEPING → WOKEN and makes the
 /// syscall only when it saw SLEEPING (DESIGN.md: a FUTEX_WAKE with no waiter costs ~130 ns).
 /// `clear` (WOKEN → CLEAR) is done by the sleeper after it wakes, before the note is reused.
+#[repr(transparent)]
 pub struct Note {
     key: AtomicU32,
 }
@@ -167,8 +169,17 @@ impl Note {
         self.key.store(NOTE_CLEAR, Ordering::Relaxed);
     }
 
+    /// Whether a note key read from memory (`Note`'s only field, a u32) says the wake-up
+    /// was issued (the deadlock detector reads a sleeper's note without a reference).
+    pub fn key_is_woken(key: u32) -> bool {
+        key == NOTE_WOKEN
+    }
+
     /// Wakes the sleeper (now or when it next sleeps). At most once per `clear`.
     pub fn wakeup(&self) {
+        if tsan::on() {
+            tsan::release(self as *const Note as usize);
+        }
         // acq-rel: release publishes what the waker wrote before (m.nextp, a readied G);
         // pairs with the acquire in `sleep`.
         match self.key.swap(NOTE_WOKEN, Ordering::AcqRel) {
@@ -185,7 +196,11 @@ impl Note {
 
     /// Sleeps until `wakeup` or until `timeout` passes; returns whether it was woken.
     pub fn sleep_timeout(&self, timeout: Option<Duration>) -> bool {
-        self.sleep_spin(timeout, NOTE_SPINS)
+        let woken = self.spin() || self.sleep_kernel(timeout);
+        if woken && tsan::on() {
+            tsan::acquire(self as *const Note as usize);
+        }
+        woken
     }
 
     /// `sleep_timeout` without spinning first: for a thread that is not an M (C main, a
@@ -194,17 +209,28 @@ impl Note {
     /// 2-vCPU VM: a foreign thread's channel round trip with a goroutine took 15-21 µs with
     /// the spin, 4-7 µs without).
     pub fn sleep_foreign(&self, timeout: Option<Duration>) -> bool {
-        self.sleep_spin(timeout, 0)
+        let woken = self.sleep_kernel(timeout);
+        if woken && tsan::on() {
+            tsan::acquire(self as *const Note as usize);
+        }
+        woken
     }
 
-    fn sleep_spin(&self, timeout: Option<Duration>, spins: u32) -> bool {
-        for _ in 0..spins {
+    /// The first phase of `sleep`: polls for the wake-up a few microseconds; returns
+    /// whether it came.
+    pub fn spin(&self) -> bool {
+        for _ in 0..NOTE_SPINS {
             // load-acquire pairs with the swap in `wakeup`.
             if self.key.load(Ordering::Acquire) == NOTE_WOKEN {
                 return true;
             }
             procyield(NOTE_SPIN_PAUSES);
         }
+        false
+    }
+
+    /// The second phase of `sleep_timeout`: sleeps in the kernel (no more spinning).
+    pub fn sleep_kernel(&self, timeout: Option<Duration>) -> bool {
         let deadline =
             timeout.map(|d| nanotime().saturating_add(d.as_nanos().min(i64::MAX as u128) as i64));
         loop {

@@ -14,6 +14,7 @@ pub const GMP_ENV: &[&str] = &[
     "GMP_MAX_THREADS",
     "GMP_DEBUG",
     "GMP_INTERPOSE",
+    "GMP_TRACE",
 ];
 
 /// What a finished command left behind.

@@ -180,6 +180,10 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_open": (c_int, [c_char_p, c_int, c_int]),
     "gmp_close": (c_int, [c_int]),
     # The netpoller (sockets and pipes; socklen_t is unsigned int).
+    # Seeing inside: the goroutine dump and the execution trace.
+    "gmp_dump": (c_int, [c_int]),
+    "gmp_trace_start": (c_int, [c_char_p]),
+    "gmp_trace_stop": (c_int, []),
     "gmp_fd_register": (c_int, [c_int]),
     "gmp_fd_unregister": (c_int, [c_int]),
     "gmp_fd_wait": (c_int, [c_int, c_uint32, c_int64]),

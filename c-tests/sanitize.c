@@ -1,0 +1,123 @@
+/*
+ * sanitize.c -- a channel program for valgrind (and the sanitizers): goroutines and C main
+ * pass values through channels, wait on a WaitGroup, sleep; it must run clean.
+ * With argv[1] = "uaf", a goroutine reads a heap block after freeing it: the tool must
+ * still report it (the stack annotations must not hide real bugs). With "stack_overflow",
+ * a goroutine writes past a local array: ASan must report it in that frame's variable
+ * (it can only when it knows the goroutine's stack: the fiber annotations). With "race",
+ * two goroutines increment a global without synchronisation: ThreadSanitizer must report
+ * it (its annotations order only what the runtime orders).
+ */
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PAIRS 8
+#define ROUNDS 200
+
+static gmp_wg wg = GMP_WG_INIT;
+static volatile long sink;
+
+void sanitize_echo(void *arg)
+{
+    struct gmp_chan **ch = arg;
+    long v;
+    for (int i = 0; i < ROUNDS; i++) {
+        CHECK_EQ(gmp_chan_recv(ch[0], &v), 0);
+        v *= 2;
+        CHECK_EQ(gmp_chan_send(ch[1], &v), 0);
+    }
+    CHECK_OK(gmp_sleep(1000000));
+    gmp_wg_done(&wg);
+}
+
+void sanitize_uaf(void *arg)
+{
+    (void)arg;
+    long *p = malloc(8 * sizeof *p);
+    CHECK(p != NULL);
+    memset(p, 0, 8 * sizeof *p);
+    long *volatile dangling = p; /* hidden from the compiler's use-after-free warning */
+    free(p);
+    sink = dangling[3]; /* use after free */
+    gmp_wg_done(&wg);
+}
+
+static volatile int past_end = 8;
+
+__attribute__((noinline)) void sanitize_overflow_frame(void)
+{
+    volatile char local_buf[8];
+    local_buf[past_end] = 1;
+    sink = local_buf[0];
+}
+
+void sanitize_overflow(void *arg)
+{
+    (void)arg;
+    sanitize_overflow_frame();
+    gmp_wg_done(&wg);
+}
+
+static long racy_counter;
+
+void sanitize_racer(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 1000; i++) {
+        racy_counter++;
+        if (i % 100 == 0)
+            CHECK_OK(gmp_yield());
+    }
+    gmp_wg_done(&wg);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "race") == 0) {
+        CHECK_OK(gmp_wg_add(&wg, 2));
+        CHECK_OK(gmp_go(sanitize_racer, NULL));
+        CHECK_OK(gmp_go(sanitize_racer, NULL));
+        CHECK_OK(gmp_wg_wait(&wg));
+        printf("race done: %ld\n", racy_counter);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "stack_overflow") == 0) {
+        CHECK_OK(gmp_wg_add(&wg, 1));
+        CHECK_OK(gmp_go(sanitize_overflow, NULL));
+        CHECK_OK(gmp_wg_wait(&wg));
+        printf("stack_overflow done\n");
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "uaf") == 0) {
+        CHECK_OK(gmp_wg_add(&wg, 1));
+        CHECK_OK(gmp_go(sanitize_uaf, NULL));
+        CHECK_OK(gmp_wg_wait(&wg));
+        printf("uaf done\n");
+        return 0;
+    }
+    struct gmp_chan *ch[PAIRS][2];
+    CHECK_OK(gmp_wg_add(&wg, PAIRS));
+    for (int i = 0; i < PAIRS; i++) {
+        CHECK_OK(gmp_chan_make(&ch[i][0], sizeof(long), 0));
+        CHECK_OK(gmp_chan_make(&ch[i][1], sizeof(long), 1));
+        CHECK_OK(gmp_go(sanitize_echo, ch[i]));
+    }
+    long sum = 0;
+    for (int r = 0; r < ROUNDS; r++)
+        for (int i = 0; i < PAIRS; i++) {
+            long v = r;
+            CHECK_EQ(gmp_chan_send(ch[i][0], &v), 0);
+            CHECK_EQ(gmp_chan_recv(ch[i][1], &v), 0);
+            sum += v;
+        }
+    CHECK_OK(gmp_wg_wait(&wg));
+    for (int i = 0; i < PAIRS; i++) {
+        gmp_chan_release(ch[i][0]);
+        gmp_chan_release(ch[i][1]);
+    }
+    CHECK_EQ(sum, (long)PAIRS * ROUNDS * (ROUNDS - 1));
+    printf("sanitize: ok\n");
+    return 0;
+}

@@ -1,0 +1,320 @@
+//! Deadlock detection (Go's `checkdead`, DESIGN.md decision 5), made sound for a C
+//! process whose threads the runtime does not own.
+//!
+//! Go's runtime owns every thread that can run Go code, so "no M is running" is enough.
+//! Here any thread may wake a goroutine at any time (a C thread sending on a channel, a
+//! thread not yet born), so sysmon reports a deadlock only when **nothing can ever wake
+//! anything**:
+//!
+//! 1. the runtime is quiescent: every P idle, the global queue empty, no M running a
+//!    goroutine or holding one in a syscall (`m.curg`), no affine work queued, no timer
+//!    pending (it would ready a goroutine), nobody waiting on the poller;
+//! 2. every thread of the process (`/proc/self/task`) is a runtime thread (an M, sysmon,
+//!    the template or schedtrace thread) or a foreign thread asleep in an untimed wait of
+//!    ours (channel, select, WaitGroup, mutex, semaphore, cond) whose wake-up has not been
+//!    issued (its note is not woken). A thread in any other call — `pthread_join`, `read`,
+//!    `sleep`, a timed wait, a gmp wait we do not track — might wake someone: no report;
+//! 3. nothing changed while we looked: (1) holds again afterwards, no P left the idle list
+//!    in between (`SCHED.pidlegets`, bumped by `pidleget` under the scheduler lock), no
+//!    foreign thread started or ended a wait (`FOREIGN_GEN`), and the foreign waiters'
+//!    notes are still not woken;
+//! 4. no goroutine on `allg` is runnable, running, in a syscall or being created.
+//!
+//! Why that is enough: after (1) at time t1 and with no P taken from the idle list until
+//! the end, no goroutine ran in between; so only foreign threads could act. Every foreign
+//! thread that existed during the scan was asleep in a tracked wait and stayed asleep (no
+//! registration changed, no note woken), and a thread created after the scan must have
+//! been created by an actor that was awake after it — there was none. A thread that acted
+//! and exited before the scan left its effects where (1), (3) or (4) see them (a queued
+//! goroutine, a woken note, a changed generation).
+//!
+//! Then it prints `gmp: all goroutines are asleep - deadlock!`, the goroutine dump and the
+//! foreign waiters, and exits with status 2, as Go does. `GMP_DEBUG=checkdead=0` turns it
+//! off. It runs on sysmon when every P is idle, before sysmon's deep sleep, and again (10
+//! ms, doubling to 1 s) while a foreign thread waits and the verdict is "not yet"; a
+//! foreign thread starting a wait wakes sysmon for it.
+
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU8, AtomicU64, Ordering};
+use core::time::Duration;
+
+use super::dump::Out;
+use super::*;
+
+/// Slots for foreign threads in untimed waits. A wait that finds them all taken is counted
+/// in `FOREIGN_UNTRACKED` and keeps the detector quiet until it ends.
+const SLOTS: usize = 256;
+
+struct Slot {
+    tid: AtomicI32,
+    note: AtomicPtr<Note>,
+    reason: AtomicU8,
+    since: AtomicI64,
+}
+
+static FOREIGN: [Slot; SLOTS] = [const {
+    Slot {
+        tid: AtomicI32::new(0),
+        note: AtomicPtr::new(core::ptr::null_mut()),
+        reason: AtomicU8::new(0),
+        since: AtomicI64::new(0),
+    }
+}; SLOTS];
+/// Changes at every registration and deregistration.
+static FOREIGN_GEN: AtomicU64 = AtomicU64::new(0);
+/// Registered foreign waiters, and waits that found no slot.
+static FOREIGN_WAITING: AtomicI32 = AtomicI32::new(0);
+static FOREIGN_UNTRACKED: AtomicI32 = AtomicI32::new(0);
+
+/// Runtime threads that are not Ms (template thread, schedtrace thread).
+static RUNTIME_TIDS: [AtomicI32; 8] = [const { AtomicI32::new(0) }; 8];
+
+static ENABLED: AtomicBool = AtomicBool::new(true);
+/// sysmon's thread id (set by its first `check`).
+static SYSMON_TID: AtomicI32 = AtomicI32::new(0);
+/// The recheck interval while foreign threads wait (owner: sysmon).
+static RECHECK_NS: AtomicI64 = AtomicI64::new(0);
+static RECHECK_GEN: AtomicU64 = AtomicU64::new(u64::MAX);
+
+const RECHECK_MIN_NS: i64 = 10_000_000;
+const RECHECK_MAX_NS: i64 = 1_000_000_000;
+
+/// Reads `GMP_DEBUG=checkdead=0` (from `init_once`).
+pub(crate) fn init() {
+    ENABLED.store(super::dump::debug_flag("checkdead") != Some(0), Ordering::Relaxed);
+}
+
+/// Records the calling thread as one of the runtime's own (not an M).
+pub(crate) fn register_runtime_thread() {
+    let tid = crate::sys::gettid();
+    for s in &RUNTIME_TIDS {
+        if s.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+            return;
+        }
+    }
+}
+
+/// A foreign thread's untimed wait on `note` (`Note::sleep`), registered for the detector
+/// once the spinning phase is over and the thread enters the kernel: a wait that ends
+/// while spinning (a channel ping-pong with C main) costs nothing more.
+#[cold]
+#[inline(never)]
+pub(crate) fn foreign_sleep(note: &Note, reason: WaitReason) {
+    // No spin first (Note::sleep_foreign says why).
+    let _registered = ForeignWait::begin(note, reason);
+    note.sleep_kernel(None);
+}
+
+/// A foreign thread's untimed wait, registered while it lasts (see the module doc).
+struct ForeignWait {
+    slot: usize,
+}
+
+impl ForeignWait {
+    fn begin(note: &Note, reason: WaitReason) -> ForeignWait {
+        let tid = crate::sys::gettid();
+        let mut slot = SLOTS;
+        for (i, s) in FOREIGN.iter().enumerate() {
+            if s.tid.load(Ordering::Relaxed) == 0
+                && s.tid.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed).is_ok()
+            {
+                s.reason.store(reason as u8, Ordering::Relaxed);
+                s.since.store(crate::sys::nanotime(), Ordering::Relaxed);
+                s.note.store(note as *const Note as *mut Note, Ordering::SeqCst);
+                slot = i;
+                break;
+            }
+        }
+        if slot == SLOTS {
+            FOREIGN_UNTRACKED.fetch_add(1, Ordering::SeqCst);
+        } else {
+            FOREIGN_WAITING.fetch_add(1, Ordering::SeqCst);
+        }
+        FOREIGN_GEN.fetch_add(1, Ordering::SeqCst);
+        // sysmon may be in its deep sleep (every P idle) with nobody else to wake it.
+        super::sysmon::wake_if_sleeping();
+        ForeignWait { slot }
+    }
+}
+
+impl Drop for ForeignWait {
+    fn drop(&mut self) {
+        if self.slot == SLOTS {
+            FOREIGN_UNTRACKED.fetch_sub(1, Ordering::SeqCst);
+        } else {
+            let s = &FOREIGN[self.slot];
+            s.note.store(core::ptr::null_mut(), Ordering::SeqCst);
+            s.tid.store(0, Ordering::SeqCst);
+            FOREIGN_WAITING.fetch_sub(1, Ordering::SeqCst);
+        }
+        FOREIGN_GEN.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether the note of a registered waiter may still be asleep. Its record lives on the
+/// waiter's stack, which dies when it wakes: read through the non-faulting reader.
+fn note_unwoken(note: *mut Note) -> bool {
+    !note.is_null() && super::dump::read_u32(note as usize).is_some_and(|k| !Note::key_is_woken(k))
+}
+
+/// Step 1 of the module doc.
+fn quiescent() -> bool {
+    if SCHED.npidle.load(Ordering::SeqCst) < SCHED.gomaxprocs.load(Ordering::SeqCst)
+        || SCHED.runqsize.load(Ordering::SeqCst) != 0
+        || SCHED.naffwait.load(Ordering::SeqCst) != 0
+        || netpoll::WAITERS.load(Ordering::SeqCst) != 0
+        || timer::earliest() != 0
+    {
+        return false;
+    }
+    let mut cur = SCHED.allm.load(Ordering::Acquire);
+    while !cur.is_null() {
+        // SAFETY: Ms are never freed; alllink never changes once published.
+        let m = unsafe { &*cur };
+        if !m.dead.load(Ordering::SeqCst)
+            && (!m.curg.load(Ordering::SeqCst).is_null() || m.aff.len() != 0)
+        {
+            return false;
+        }
+        cur = m.alllink.load(Ordering::Acquire);
+    }
+    true
+}
+
+fn is_runtime_thread(tid: i32) -> bool {
+    if tid == SYSMON_TID.load(Ordering::Relaxed) || RUNTIME_TIDS.iter().any(|t| t.load(Ordering::SeqCst) == tid) {
+        return true;
+    }
+    let mut cur = SCHED.allm.load(Ordering::Acquire);
+    while !cur.is_null() {
+        // SAFETY: as in `quiescent`.
+        let m = unsafe { &*cur };
+        if m.tid.load(Ordering::SeqCst) == tid && !m.dead.load(Ordering::SeqCst) {
+            return true;
+        }
+        cur = m.alllink.load(Ordering::Acquire);
+    }
+    false
+}
+
+fn foreign_waiter_asleep(tid: i32) -> bool {
+    FOREIGN
+        .iter()
+        .any(|s| s.tid.load(Ordering::SeqCst) == tid && note_unwoken(s.note.load(Ordering::SeqCst)))
+}
+
+/// Step 2: every thread is a runtime thread or a foreign waiter asleep. Allocates (the
+/// directory listing): sysmon only.
+fn all_threads_asleep() -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return false };
+    let mut n = 0;
+    for e in dir {
+        let Ok(e) = e else { return false };
+        let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            return false;
+        };
+        if !is_runtime_thread(tid) && !foreign_waiter_asleep(tid) {
+            return false;
+        }
+        n += 1;
+    }
+    n > 0
+}
+
+/// Step 4.
+fn no_live_goroutine() -> bool {
+    let mut cur = SCHED.allg.load(Ordering::Acquire);
+    while !cur.is_null() {
+        // SAFETY: Gs are never freed; alllink never changes once published.
+        let g = unsafe { &*cur };
+        let s = g.status.load(Ordering::SeqCst);
+        if s != G_WAITING && s != G_DEAD {
+            return false;
+        }
+        cur = g.alllink.load(Ordering::Acquire);
+    }
+    true
+}
+
+fn deadlocked() -> bool {
+    if FOREIGN_UNTRACKED.load(Ordering::SeqCst) != 0 {
+        return false;
+    }
+    let generation = FOREIGN_GEN.load(Ordering::SeqCst);
+    let gets = SCHED.pidlegets.load(Ordering::SeqCst);
+    if !quiescent() || !all_threads_asleep() || !quiescent() {
+        return false;
+    }
+    let notes_unwoken = FOREIGN.iter().all(|s| {
+        let note = s.note.load(Ordering::SeqCst);
+        note.is_null() || note_unwoken(note)
+    });
+    notes_unwoken
+        && no_live_goroutine()
+        && SCHED.pidlegets.load(Ordering::SeqCst) == gets
+        && FOREIGN_GEN.load(Ordering::SeqCst) == generation
+}
+
+/// Called by sysmon when every P is idle, before its deep sleep (also marks the coarse
+/// clock stale, dump.rs). Exits the process (status 2)
+/// on a deadlock; otherwise returns how long sysmon may sleep before asking again (None:
+/// until woken — no foreign thread waits, and a new wait wakes sysmon).
+pub(crate) fn check() -> Option<Duration> {
+    super::dump::coarse_now_stale();
+    if !ENABLED.load(Ordering::Relaxed) {
+        return None;
+    }
+    if SYSMON_TID.load(Ordering::Relaxed) == 0 {
+        SYSMON_TID.store(crate::sys::gettid(), Ordering::Relaxed);
+    }
+    // Without a foreign thread in one of our waits, some thread of the program (C main
+    // at least) is doing something else, which may wake anything.
+    if FOREIGN_WAITING.load(Ordering::SeqCst) == 0 {
+        return None;
+    }
+    if deadlocked() {
+        report();
+    }
+    // Not yet: a thread we cannot see into may still act. Ask again, backing off while
+    // nothing changes.
+    let generation = FOREIGN_GEN.load(Ordering::Relaxed);
+    let mut ns = RECHECK_NS.load(Ordering::Relaxed);
+    if RECHECK_GEN.swap(generation, Ordering::Relaxed) != generation || ns == 0 {
+        ns = RECHECK_MIN_NS;
+    } else {
+        ns = (ns * 2).min(RECHECK_MAX_NS);
+    }
+    RECHECK_NS.store(ns, Ordering::Relaxed);
+    Some(Duration::from_nanos(ns as u64))
+}
+
+#[cold]
+fn report() -> ! {
+    let mut out = Out::new(2);
+    out.str("gmp: all goroutines are asleep - deadlock!\n\n");
+    super::dump::dump_all(&mut out);
+    // stdio buffers of the program (its output so far), then exit without running
+    // atexit handlers or destructors over objects that parked goroutines still use.
+    // SAFETY: fflush(NULL) flushes every open stream; _exit ends the process.
+    unsafe {
+        libc::fflush(core::ptr::null_mut());
+        libc::_exit(2)
+    }
+}
+
+/// The foreign threads in tracked waits, for the dump.
+pub(crate) fn dump_foreign(out: &mut Out) {
+    let now = crate::sys::nanotime();
+    for s in &FOREIGN {
+        let tid = s.tid.load(Ordering::SeqCst);
+        if tid == 0 {
+            continue;
+        }
+        out.str("thread ");
+        out.dec(tid as u64);
+        out.str(" [");
+        let r = WaitReason::from_u8(s.reason.load(Ordering::Relaxed));
+        out.str(if r == WaitReason::None { "waiting" } else { r.as_str() });
+        super::dump::waited(out, s.since.load(Ordering::Relaxed), now);
+        out.str("]: a thread outside the runtime, blocked in a gmp call\n\n");
+    }
+}

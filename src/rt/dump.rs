@@ -1,0 +1,537 @@
+//! The goroutine dump (Go's traceback of all goroutines): `gmp_dump(fd)`, the SIGQUIT
+//! handler, and the report of the deadlock detector (checkdead.rs).
+//!
+//! Every goroutine on `SCHED.allg` that is not dead gets Go's header line,
+//! `goroutine 7 [chan receive, 3 minutes]:` (status or wait reason; how long it has
+//! waited — Go prints only whole minutes, we print seconds below a minute; `locked to
+//! thread`, `pinned to thread`), then its frames, innermost first, then who started it:
+//!
+//! ```text
+//! goroutine 7 [chan receive, 12 seconds]:
+//! #0  0x00007f3a1c2b4e1d in ?? (libgmp.so.0+0x4ae1d)
+//! #1  0x000055d0c1a2b3c4 in worker+0x24 (/tmp/prog)
+//! created by goroutine 1, entry worker (/tmp/prog)
+//! ```
+//!
+//! **Backtraces** walk frame pointers from the context the goroutine saved when it
+//! switched away (`arch::switch` leaves rbp and the return address at sp+48 and sp+56):
+//! a parked or runnable goroutine has one; a running one has none (Go: "stack
+//! unavailable"), except the goroutine calling `gmp_dump`, which walks its own frames.
+//! Code compiled without frame pointers (gcc and clang at -O1 and above unless
+//! `-fno-omit-frame-pointer`) breaks the chain: the walk stops at the first frame pointer
+//! outside the goroutine's stack or not above the previous one, and says so. Every word is
+//! read with `process_vm_readv` on our own process, which returns EFAULT instead of
+//! faulting, so a stack that changes under the dump (a goroutine resumed meanwhile) yields
+//! wrong frames at worst, never a crash. Names come from `dladdr1` (the dynamic symbol
+//! table: link executables with `-rdynamic` to see their own functions), shown only when
+//! the address falls inside the symbol's size; otherwise `?? (object+offset)` (for libgmp's
+//! own frames, which export no symbols; `addr2line -e libgmp.so.0 OFFSET` or gdb names them).
+//!
+//! **Async-signal safety.** The dump allocates nothing, takes no lock, and writes with raw
+//! write(2) from a buffer on its stack, so that the SIGQUIT handler may run it on any
+//! thread, also one interrupted inside the runtime. `dladdr1` is not on POSIX's list (glibc
+//! takes the loader's lock, which a thread stopped inside `dlopen` would hold): accepted
+//! for a dump taken just before the process exits, as Go's crash-time traceback accepts
+//! its own compromises.
+//!
+//! **Wait times** come from `G::waitsince`, stored by `gopark` from `COARSE_NOW` — a clock
+//! that sysmon refreshes each round (every 20 µs to 10 ms while any P runs; a park happens
+//! only on a running P) — so a park costs one load and one store, not a clock read.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+use super::*;
+
+/// Monotonic nanoseconds as last seen by sysmon (see the module doc). 0 before sysmon's
+/// first round.
+pub(crate) static COARSE_NOW: AtomicI64 = AtomicI64::new(0);
+
+/// Called by sysmon each round with the time it just read.
+#[inline]
+pub(crate) fn set_coarse_now(now: i64) {
+    COARSE_NOW.store(now, Ordering::Relaxed);
+}
+
+/// Called before sysmon's deep sleep (every P idle), which may last hours: a goroutine that
+/// parks after a P left the idle list but before sysmon's next round records "unknown"
+/// (0, no duration shown) rather than a time from before the sleep.
+pub(crate) fn coarse_now_stale() {
+    COARSE_NOW.store(0, Ordering::Relaxed);
+}
+
+/// A fixed buffer flushed with raw write(2): no allocation, no lock.
+pub(crate) struct Out {
+    fd: c_int,
+    buf: [u8; 2048],
+    len: usize,
+    /// write(2) failed (other than EINTR): the rest is dropped.
+    failed: bool,
+}
+
+impl Out {
+    pub(crate) fn new(fd: c_int) -> Out {
+        Out {
+            fd,
+            buf: [0; 2048],
+            len: 0,
+            failed: false,
+        }
+    }
+
+    /// An `Out` that only collects (up to its buffer's size), for `captured`.
+    pub(crate) fn capture() -> Out {
+        Out::new(-1)
+    }
+
+    pub(crate) fn captured(&self) -> String {
+        String::from_utf8_lossy(&self.buf[..self.len]).into_owned()
+    }
+
+    pub(crate) fn bytes(&mut self, mut b: &[u8]) {
+        while !b.is_empty() {
+            if self.len == self.buf.len() {
+                if self.fd < 0 {
+                    return;
+                }
+                self.flush();
+            }
+            let k = b.len().min(self.buf.len() - self.len);
+            self.buf[self.len..self.len + k].copy_from_slice(&b[..k]);
+            self.len += k;
+            b = &b[k..];
+        }
+    }
+
+    pub(crate) fn str(&mut self, s: &str) {
+        self.bytes(s.as_bytes());
+    }
+
+    pub(crate) fn dec(&mut self, v: u64) {
+        self.bytes(&crate::sys::fmt_u64(v));
+    }
+
+    /// `0x` and `v` in hex, zero-padded to `width` digits.
+    pub(crate) fn hex(&mut self, v: u64, width: usize) {
+        let mut digits = [0u8; 16];
+        let mut n = 0;
+        let mut x = v;
+        loop {
+            digits[15 - n] = b"0123456789abcdef"[(x & 15) as usize];
+            n += 1;
+            x >>= 4;
+            if x == 0 {
+                break;
+            }
+        }
+        let width = width.min(16);
+        while n < width {
+            digits[15 - n] = b'0';
+            n += 1;
+        }
+        self.bytes(b"0x");
+        self.bytes(&digits[16 - n..]);
+    }
+
+    /// A NUL-terminated C string (at most 512 bytes of it).
+    fn cstr(&mut self, p: *const c_char) {
+        if p.is_null() {
+            return;
+        }
+        let mut n = 0;
+        // SAFETY: dladdr returns NUL-terminated strings that live as long as the object.
+        while n < 512 && unsafe { *p.add(n) } != 0 {
+            n += 1;
+        }
+        // SAFETY: the n bytes before the NUL (or the cap) are readable.
+        self.bytes(unsafe { core::slice::from_raw_parts(p.cast::<u8>(), n) });
+    }
+
+    pub(crate) fn flush(&mut self) {
+        let mut b = &self.buf[..self.len];
+        while !b.is_empty() && !self.failed {
+            // Raw syscall: an interposed `write` (LD_PRELOAD mode) must not see the dump.
+            // SAFETY: b is a valid slice; write(2) reads at most b.len() bytes.
+            let n = unsafe { libc::syscall(libc::SYS_write, self.fd, b.as_ptr(), b.len()) };
+            if n < 0 {
+                if crate::sys::errno() != libc::EINTR {
+                    self.failed = true;
+                }
+                continue;
+            }
+            if n == 0 {
+                self.failed = true;
+                break;
+            }
+            b = &b[n as usize..];
+        }
+        self.len = 0;
+    }
+}
+
+/// Reads the u32 at `addr` without faulting.
+pub(crate) fn read_u32(addr: usize) -> Option<u32> {
+    let mut v = 0u32;
+    let local = libc::iovec {
+        iov_base: (&raw mut v).cast(),
+        iov_len: 4,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: 4,
+    };
+    // SAFETY: as in `read_words`.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == 4).then_some(v)
+}
+
+/// Reads `N` words at `addr` without faulting (process_vm_readv on our own process):
+/// None if any of it is not mapped.
+fn read_words<const N: usize>(addr: usize) -> Option<[usize; N]> {
+    let mut w = [0usize; N];
+    let local = libc::iovec {
+        iov_base: w.as_mut_ptr().cast(),
+        iov_len: N * 8,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: N * 8,
+    };
+    // SAFETY: both iovecs describe valid ranges of the sizes given (the remote one is
+    // checked by the kernel, which returns EFAULT instead of faulting).
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == (N * 8) as isize).then_some(w)
+}
+
+#[repr(C)]
+struct DlInfo {
+    dli_fname: *const c_char,
+    dli_fbase: *mut c_void,
+    dli_sname: *const c_char,
+    dli_saddr: *mut c_void,
+}
+
+const RTLD_DL_SYMENT: c_int = 1;
+
+unsafe extern "C" {
+    fn dladdr1(addr: *const c_void, info: *mut DlInfo, extra: *mut *mut c_void, flags: c_int) -> c_int;
+}
+
+/// Writes `name+0xoff (object)` for `pc`, or `?? (object+0xoff)` when no symbol covers it.
+fn symbolize(out: &mut Out, pc: usize) {
+    symbolize_as(out, pc, true);
+}
+
+/// Writes the name of the function at `pc` (`name`, or `name+0xoff` inside it), or
+/// `?? (object+0xoff)`.
+pub(crate) fn symbol_only(out: &mut Out, pc: usize) {
+    symbolize_as(out, pc, false);
+}
+
+fn symbolize_as(out: &mut Out, pc: usize, with_object: bool) {
+    let mut info = DlInfo {
+        dli_fname: core::ptr::null(),
+        dli_fbase: core::ptr::null_mut(),
+        dli_sname: core::ptr::null(),
+        dli_saddr: core::ptr::null_mut(),
+    };
+    let mut sym: *mut c_void = core::ptr::null_mut();
+    // SAFETY: valid out-pointers; dladdr1 only reads the loader's tables.
+    let ok = unsafe { dladdr1(pc as *const c_void, &mut info, &mut sym, RTLD_DL_SYMENT) } != 0;
+    if !ok || info.dli_fname.is_null() {
+        out.str("?");
+        return;
+    }
+    // The symbol dladdr found is only the nearest exported one below pc: trust it when pc
+    // lies inside its size (else it names the wrong function, e.g. an exported gmp_*
+    // before an internal Rust function).
+    let mut named = false;
+    if !info.dli_sname.is_null() && !sym.is_null() {
+        // SAFETY: with RTLD_DL_SYMENT, sym points at the ELF symbol of dli_sname.
+        let size = unsafe { (*(sym as *const libc::Elf64_Sym)).st_size } as usize;
+        let start = info.dli_saddr as usize;
+        if pc >= start && (pc - start < size || size == 0 && pc - start < 4096) {
+            out.cstr(info.dli_sname);
+            if with_object || pc != start {
+                out.str("+");
+                out.hex((pc - start) as u64, 0);
+            }
+            if with_object {
+                out.str(" (");
+                out.cstr(info.dli_fname);
+                out.str(")");
+            }
+            named = true;
+        }
+    }
+    if !named {
+        out.str("?? (");
+        out.cstr(basename(info.dli_fname));
+        out.str("+");
+        out.hex((pc - info.dli_fbase as usize) as u64, 0);
+        out.str(")");
+    }
+}
+
+fn basename(p: *const c_char) -> *const c_char {
+    let mut last = p;
+    let mut i = 0;
+    // SAFETY: p is a NUL-terminated string from dladdr.
+    while i < 4096 && unsafe { *p.add(i) } != 0 {
+        // SAFETY: as above.
+        if unsafe { *p.add(i) } == b'/' as c_char {
+            // SAFETY: i + 1 is at most the NUL.
+            last = unsafe { p.add(i + 1) };
+        }
+        i += 1;
+    }
+    last
+}
+
+/// Most frames printed per goroutine.
+const MAX_FRAMES: usize = 64;
+
+fn frame(out: &mut Out, n: usize, pc: usize, ret: bool) {
+    out.str("#");
+    out.dec(n as u64);
+    out.str(if n < 10 { "  " } else { " " });
+    out.hex(pc as u64, 16);
+    out.str(" in ");
+    // A return address points after the call: look up the call itself.
+    symbolize(out, if ret { pc - 1 } else { pc });
+    out.str("\n");
+}
+
+/// Walks the frame-pointer chain from `fp` (frame `first` has already been printed),
+/// staying inside `[lo, hi)`.
+fn walk(out: &mut Out, lo: usize, hi: usize, mut fp: usize, first: usize) {
+    let mut n = first;
+    while n < MAX_FRAMES {
+        if fp == 0 {
+            return; // the goroutine trampoline's rbp = 0: the chain is complete
+        }
+        if fp < lo || fp + 16 > hi || fp & 7 != 0 {
+            break;
+        }
+        let Some([next, ret]) = read_words::<2>(fp) else { break };
+        if ret == 0 {
+            return;
+        }
+        frame(out, n, ret, true);
+        n += 1;
+        if next != 0 && next <= fp {
+            break;
+        }
+        fp = next;
+    }
+    if n >= MAX_FRAMES {
+        out.str("...additional frames elided...\n");
+    } else {
+        out.str("(frame-pointer chain ends: frames compiled without frame pointers are missing)\n");
+    }
+}
+
+fn status_str(g: &G, status: u32) -> &'static str {
+    match status {
+        G_IDLE => "idle",
+        G_RUNNABLE => "runnable",
+        G_RUNNING => "running",
+        G_SYSCALL => "syscall",
+        G_WAITING => {
+            let r = g.waitreason();
+            if r == WaitReason::None { "waiting" } else { r.as_str() }
+        }
+        _ => "dead",
+    }
+}
+
+/// Writes `, N minutes` (Go) or `, N seconds` for a wait that started at `since`.
+pub(crate) fn waited(out: &mut Out, since: i64, now: i64) {
+    if since == 0 || now <= since {
+        return;
+    }
+    let secs = ((now - since) / 1_000_000_000) as u64;
+    if secs >= 60 {
+        out.str(", ");
+        out.dec(secs / 60);
+        out.str(" minutes");
+    } else if secs >= 1 {
+        out.str(", ");
+        out.dec(secs);
+        out.str(" seconds");
+    }
+}
+
+/// One goroutine's record. `self_fp`: the caller's frame pointer when `g` is the calling
+/// goroutine (its registers are live, not saved).
+fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
+    let status = g.status.load(Ordering::Acquire);
+    out.str("goroutine ");
+    out.dec(g.goid());
+    out.str(" [");
+    out.str(status_str(g, status));
+    if status == G_WAITING {
+        waited(out, g.waitsince.load(Ordering::Relaxed), now);
+    }
+    if !g.lockedm.load(Ordering::Relaxed).is_null() {
+        out.str(", locked to thread");
+    } else if !g.affm.load(Ordering::Relaxed).is_null() {
+        out.str(", pinned to thread");
+    }
+    out.str("]:\n");
+    // The stack bounds and saved sp are the G's owner's; read racily, and used only to
+    // bound reads that cannot fault (read_words).
+    // SAFETY: Gs are never freed; a torn or stale Option<Stack> only mis-bounds the walk.
+    let bounds = unsafe { (*g.stack.ptr()).as_ref().map(|s| (s.lo(), s.top())) };
+    // The caller's own frames only when they are on the goroutine's stack (a SIGQUIT
+    // handler runs on the thread's alternate signal stack: then it is "running").
+    let self_fp = self_fp.filter(|&fp| bounds.is_some_and(|(lo, hi)| fp >= lo && fp < hi));
+    match (self_fp, bounds) {
+        (Some(fp), Some((lo, hi))) => walk(out, lo, hi, fp, 0),
+        (None, Some((lo, hi))) if status == G_WAITING || status == G_RUNNABLE => {
+            // SAFETY: as above: a racy read of the saved sp, validated below.
+            let sp = unsafe { g.sp.get() };
+            if sp == 0 {
+                out.str("(not started yet)\n");
+            } else if sp < lo || sp + 64 > hi {
+                out.str("(saved context not on its stack)\n");
+            } else if let Some([rbp, ret]) = read_words::<2>(sp + 48) {
+                frame(out, 0, ret, true);
+                walk(out, lo, hi, rbp, 1);
+            }
+        }
+        _ if status == G_RUNNING || status == G_SYSCALL => {
+            out.str("(running on thread ");
+            let m = g.m.load(Ordering::Relaxed);
+            if m.is_null() {
+                out.str("?");
+            } else {
+                // SAFETY: Ms are never freed.
+                out.dec(unsafe { (*m).tid.load(Ordering::Relaxed) } as u64);
+            }
+            out.str("; stack unavailable)\n");
+        }
+        _ => {}
+    }
+    let parent = g.ext.parentgoid.load(Ordering::Relaxed);
+    out.str("created by ");
+    if parent == 0 {
+        out.str("a thread outside the runtime");
+    } else {
+        out.str("goroutine ");
+        out.dec(parent);
+    }
+    // SAFETY: as for the stack: the entry is the owner's, read racily for its address only.
+    if let Some(f) = unsafe { g.entry.get() } {
+        out.str(", entry ");
+        symbolize(out, f as usize);
+    }
+    out.str("\n\n");
+}
+
+/// The caller's frame pointer.
+#[inline(always)]
+fn current_fp() -> usize {
+    let fp: usize;
+    // SAFETY: reads rbp; no memory access.
+    unsafe { core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+    fp
+}
+
+/// Writes every goroutine that is not dead, then the foreign threads blocked in the
+/// runtime's waits (checkdead.rs knows them). Async-signal-safe (module doc).
+pub(crate) fn dump_all(out: &mut Out) {
+    let now = crate::sys::nanotime();
+    let me = getg();
+    let mut cur = SCHED.allg.load(Ordering::Acquire);
+    while !cur.is_null() {
+        // SAFETY: Gs are never freed; alllink never changes once published.
+        let g = unsafe { &*cur };
+        let st = g.status.load(Ordering::Acquire);
+        if st != G_DEAD && st != G_IDLE {
+            let fp = (cur == me).then(current_fp);
+            dump_g(out, g, now, fp);
+        }
+        cur = g.alllink.load(Ordering::Acquire);
+    }
+    super::checkdead::dump_foreign(out);
+    out.flush();
+}
+
+/// `gmp_dump(fd)`.
+pub fn dump_to_fd(fd: c_int) {
+    let mut out = Out::new(fd);
+    dump_all(&mut out);
+}
+
+static SIGQUIT_INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Installs the SIGQUIT handler (from `init_once`), as Go's runtime does: unless
+/// `GMP_DEBUG=sigquit=0`, and only if SIGQUIT still has its default action — a program that
+/// installed its own handler (or ignores SIGQUIT) before the runtime started keeps it.
+pub(crate) fn init() {
+    set_coarse_now(crate::sys::nanotime());
+    if debug_flag("sigquit") == Some(0) {
+        return;
+    }
+    // SAFETY: plain sigaction calls on valid, zeroed structs.
+    unsafe {
+        let mut old: libc::sigaction = core::mem::zeroed();
+        if libc::sigaction(libc::SIGQUIT, core::ptr::null(), &mut old) != 0
+            || old.sa_sigaction != libc::SIG_DFL
+        {
+            return;
+        }
+        let mut act: libc::sigaction = core::mem::zeroed();
+        act.sa_sigaction = on_sigquit as *const () as usize;
+        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+        libc::sigfillset(&mut act.sa_mask);
+        if libc::sigaction(libc::SIGQUIT, &act, core::ptr::null_mut()) == 0 {
+            SIGQUIT_INSTALLED.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+extern "C" fn on_sigquit(_sig: c_int, _info: *mut libc::siginfo_t, _ctx: *mut c_void) {
+    let mut out = Out::new(2);
+    out.str("SIGQUIT: quit\n\n");
+    dump_all(&mut out);
+    // SAFETY: _exit is async-signal-safe and ends the process.
+    unsafe { libc::_exit(2) }
+}
+
+/// The value of `key` in `GMP_DEBUG` (`key=N`), if present and numeric.
+pub(crate) fn debug_flag(key: &str) -> Option<i64> {
+    let v = std::env::var("GMP_DEBUG").ok()?;
+    v.split(',')
+        .map(str::trim)
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == key)
+        .filter_map(|(_, v)| v.trim().parse::<i64>().ok())
+        .last()
+}
+
+/// Where the gdb script (`scripts/gmp-gdb.py`) finds what it reads, for builds without
+/// type information (release: `debug = 1`): not exported, found through the symbol table
+/// as `gmp::rt::dump::GDB_LAYOUT`, beside `gmp::rt::SCHED` and `gmp::rt::dump::COARSE_NOW`.
+/// Rust lays structs out as it likes, so the offsets are computed here. Entries: a
+/// version, the offset of `allg` in `Sched`, then the offsets in `G` of `sp`, `status`,
+/// `goid`, `waitreason`, `alllink`, `lockedm`, `affm`, `ext` (a pointer to the `GExt`),
+/// `waitsince`, `entry` (an `Option<fn>`: a nullable pointer), then the offset of
+/// `parentgoid` in `GExt`.
+#[used]
+pub(crate) static GDB_LAYOUT: [usize; 13] = [
+    2,
+    core::mem::offset_of!(Sched, allg),
+    core::mem::offset_of!(G, sp),
+    core::mem::offset_of!(G, status),
+    core::mem::offset_of!(G, goid),
+    core::mem::offset_of!(G, waitreason),
+    core::mem::offset_of!(G, alllink),
+    core::mem::offset_of!(G, lockedm),
+    core::mem::offset_of!(G, affm),
+    core::mem::offset_of!(G, ext),
+    core::mem::offset_of!(G, waitsince),
+    core::mem::offset_of!(G, entry),
+    core::mem::offset_of!(GExt, parentgoid),
+];

@@ -1,0 +1,499 @@
+//! The execution trace (Go's `runtime/trace`, written as Chrome trace-event JSON so that
+//! ui.perfetto.dev and chrome://tracing open it): `GMP_TRACE=path`, `gmp_trace_start`,
+//! `gmp_trace_stop`.
+//!
+//! **Recording.** Each hook is `if exectrace::on() { ... }`: one relaxed load of a flag
+//! that is false unless a trace runs, a branch the CPU predicts. When on, an event (32
+//! bytes: time, kind, track, two arguments) goes to the ring of the P the thread holds —
+//! single producer (the P's owner; ownership passes through `acquirep`/`releasep`'s
+//! release/acquire), single consumer (the writer thread), no lock, no allocation after
+//! the ring exists. A full ring makes the producer yield until the writer has drained it
+//! (the cost of a trace that the writer cannot keep up with is time, never a hole). Threads without a P
+//! (foreign threads, sysmon, an M returning from a syscall) use one ring under a lock.
+//!
+//! **Writing.** A writer thread drains the rings every millisecond, sorts the batch by time and
+//! streams it to the file (memory stays flat: rings of `RING` events per P), with counters
+//! sampled at each drain (runnable goroutines, idle Ps, threads). Events recorded before
+//! the current trace started (a late event of an earlier trace) are dropped; at stop the
+//! writer ends every slice still open, then closes the JSON.
+//!
+//! **What the file holds.** Process "Ps" (pid 1): one track per P; a slice per goroutine
+//! run, named after its entry function, with its id; instants `spawn` (new goroutine,
+//! parent), `unpark` (goroutine, waker: 0 for a thread outside the runtime), `steal`
+//! (victim P, count), `preempt`, `handoff` (sysmon gave away a P whose M is in a syscall);
+//! counters. Process "Ms" (pid 2): one track per M; a `syscall` slice per blocking call.
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Mutex;
+
+use super::*;
+
+/// The P-process track of events by threads without a P (foreign threads).
+const OUTSIDE: u32 = 100_000;
+
+/// Events per ring (per P, and the shared one).
+const RING: usize = 1 << 15;
+
+#[repr(align(128))]
+struct Flag(AtomicBool);
+static ON: Flag = Flag(AtomicBool::new(false));
+
+/// Whether a trace is being recorded: the one test every hook makes.
+#[inline(always)]
+pub(crate) fn on() -> bool {
+    ON.0.load(Ordering::Relaxed)
+}
+
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Ev {
+    ts: i64,
+    kind: u8,
+    /// P id (P events) or M id (M events).
+    track: u32,
+    a: u64,
+    b: u64,
+}
+
+pub(crate) mod kind {
+    pub const GO_START: u8 = 1; // a = goid, b = entry pc
+    pub const GO_STOP: u8 = 2; // a = goid, b = why
+    pub const SPAWN: u8 = 3; // a = new goid, b = parent goid
+    pub const UNPARK: u8 = 4; // a = goid, b = waker goid
+    pub const STEAL: u8 = 5; // a = victim P, b = count
+    pub const PREEMPT: u8 = 6; // a = goid
+    pub const HANDOFF: u8 = 7; // a = P
+    pub const SYSCALL_BEGIN: u8 = 8; // M track; a = goid
+    pub const SYSCALL_END: u8 = 9; // M track; a = goid
+}
+
+/// Why a run ended (`GO_STOP`'s b).
+pub(crate) mod why {
+    pub const PARK: u64 = 1;
+    pub const YIELD: u64 = 2;
+    pub const PREEMPT: u64 = 3;
+    pub const EXIT: u64 = 4;
+    pub const SYSCALL: u64 = 5;
+}
+
+/// A single-producer single-consumer ring.
+pub(crate) struct Ring {
+    head: AtomicUsize,
+    tail: AtomicUsize,
+    dropped: AtomicU64,
+    buf: Box<[UnsafeCell<Ev>]>,
+}
+
+// SAFETY: slots in [head, tail) are read only by the consumer and the others written only by
+// the producer; the indices are atomics with release/acquire.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    fn new() -> Ring {
+        Ring {
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            buf: (0..RING).map(|_| UnsafeCell::new(Ev::default())).collect(),
+        }
+    }
+    /// Producer side. The caller is the ring's one producer. A full ring makes it wait
+    /// for the writer (yielding the CPU to it): a trace with holes would break its slices;
+    /// only a trace that stops meanwhile drops the event.
+    fn push(&self, e: Ev) {
+        let t = self.tail.load(Ordering::Relaxed);
+        while t - self.head.load(Ordering::Acquire) == RING {
+            if !on() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            crate::sys::osyield();
+        }
+        // SAFETY: slot t is outside [head, tail): the consumer does not read it.
+        unsafe { *self.buf[t % RING].get() = e };
+        self.tail.store(t + 1, Ordering::Release);
+    }
+    /// Consumer side (the writer thread).
+    fn drain(&self, out: &mut Vec<Ev>) {
+        let h = self.head.load(Ordering::Relaxed);
+        let t = self.tail.load(Ordering::Acquire);
+        for i in h..t {
+            // SAFETY: [h, t) was published by the producer's release store of tail.
+            out.push(unsafe { *self.buf[i % RING].get() });
+        }
+        self.head.store(t, Ordering::Release);
+    }
+}
+
+/// Per-P rings, indexed by P id; created by `start` for the Ps that exist and by the first
+/// event of a P created later; never freed (a late producer may still hold one).
+static RINGS: [AtomicPtr<Ring>; MAX_PROCS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_PROCS];
+/// The ring of threads without a P, under `SHARED_LOCK`.
+static SHARED: AtomicPtr<Ring> = AtomicPtr::new(core::ptr::null_mut());
+static SHARED_LOCK: crate::sys::Lock = crate::sys::Lock::new();
+
+fn ring_for(id: usize) -> &'static Ring {
+    let r = RINGS[id].load(Ordering::Acquire);
+    if !r.is_null() {
+        // SAFETY: rings are never freed.
+        return unsafe { &*r };
+    }
+    let new = Box::into_raw(Box::new(Ring::new()));
+    match RINGS[id].compare_exchange(core::ptr::null_mut(), new, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: just published, never freed.
+        Ok(_) => unsafe { &*new },
+        Err(cur) => {
+            // SAFETY: `new` was never shared.
+            drop(unsafe { Box::from_raw(new) });
+            // SAFETY: rings are never freed.
+            unsafe { &*cur }
+        }
+    }
+}
+
+fn shared() -> &'static Ring {
+    let r = SHARED.load(Ordering::Acquire);
+    if !r.is_null() {
+        // SAFETY: never freed.
+        return unsafe { &*r };
+    }
+    SHARED_LOCK.lock();
+    let mut r = SHARED.load(Ordering::Acquire);
+    if r.is_null() {
+        r = Box::into_raw(Box::new(Ring::new()));
+        SHARED.store(r, Ordering::Release);
+    }
+    SHARED_LOCK.unlock();
+    // SAFETY: never freed.
+    unsafe { &*r }
+}
+
+/// Records an event on the calling thread's P's track (`track` None) or on an explicit
+/// track, through the P's ring when the thread holds a P, else the shared ring.
+#[cold]
+#[inline(never)]
+pub(crate) fn emit(k: u8, track: Option<u32>, a: u64, b: u64) {
+    let m = getm();
+    // SAFETY: a non-null TLS slot is this thread's live M.
+    let pp = if m.is_null() { core::ptr::null_mut() } else { unsafe { (*m).p.load(Ordering::Relaxed) } };
+    let ts = crate::sys::nanotime();
+    if !pp.is_null() {
+        // SAFETY: Ps are never freed; we hold pp, so we are its ring's one producer.
+        let id = unsafe { (*pp).id } as usize;
+        let e = Ev { ts, kind: k, track: track.unwrap_or(id as u32), a, b };
+        ring_for(id).push(e);
+    } else {
+        let e = Ev { ts, kind: k, track: track.unwrap_or(OUTSIDE), a, b };
+        let r = shared();
+        SHARED_LOCK.lock();
+        r.push(e);
+        SHARED_LOCK.unlock();
+    }
+}
+
+/// `execute`: `g` starts running on the calling M's P.
+#[cold]
+#[inline(never)]
+pub(crate) fn go_start(g: &G) {
+    // SAFETY: the caller (execute, exitsyscall) owns g, so its entry is stable.
+    let entry = unsafe { g.entry.get() }.map_or(0, |f| f as usize as u64);
+    emit(kind::GO_START, None, g.goid(), entry);
+}
+
+/// `after_switch`: `g` stopped running with action `act`.
+#[cold]
+#[inline(never)]
+pub(crate) fn go_stop(g: &G, act: usize) {
+    let w = match act {
+        action::PARK => why::PARK,
+        action::GOSCHED => why::YIELD,
+        action::PREEMPT => why::PREEMPT,
+        _ => why::EXIT,
+    };
+    if act == action::PREEMPT {
+        emit(kind::PREEMPT, None, g.goid(), 0);
+    }
+    emit(kind::GO_STOP, None, g.goid(), w);
+}
+
+/// `entersyscall`, while the M still holds its P.
+#[cold]
+#[inline(never)]
+pub(crate) fn syscall_enter(m: &M, g: &G) {
+    emit(kind::GO_STOP, None, g.goid(), why::SYSCALL);
+    emit(kind::SYSCALL_BEGIN, Some(m.id as u32), g.goid(), 0);
+}
+
+/// `exitsyscall`, once the M holds a P again.
+#[cold]
+#[inline(never)]
+pub(crate) fn syscall_exit(m: &M, g: &G) {
+    emit(kind::SYSCALL_END, Some(m.id as u32), g.goid(), 0);
+    go_start(g);
+}
+
+/// The calling goroutine's id, 0 on a thread outside the runtime.
+pub(crate) fn cur_goid() -> u64 {
+    let g = getg();
+    // SAFETY: Gs are never freed.
+    if g.is_null() { 0 } else { unsafe { (*g).goid() } }
+}
+
+struct Writer {
+    done: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+static WRITER: Mutex<Option<Writer>> = Mutex::new(None);
+
+/// Starts a trace into `path`. Err: a trace already runs (EBUSY) or the file cannot be
+/// created (its errno).
+pub fn start(path: &str) -> Result<(), i32> {
+    let mut w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
+    if w.is_some() {
+        return Err(libc::EBUSY);
+    }
+    let file = std::fs::File::create(path).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+    for p in all_ps() {
+        ring_for(p.id as usize);
+    }
+    shared();
+    // Drop what an earlier trace left in the rings.
+    let mut junk = Vec::new();
+    for r in &RINGS {
+        let r = r.load(Ordering::Acquire);
+        if !r.is_null() {
+            // SAFETY: never freed; only the writer (none runs now) consumes.
+            unsafe { (*r).drain(&mut junk) };
+        }
+    }
+    // Events older than this belong to an earlier trace (a late producer): dropped.
+    let start = crate::sys::nanotime();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    ON.0.store(true, Ordering::SeqCst);
+    super::hooks::set(super::hooks::TRACE, true);
+    let thread = std::thread::Builder::new()
+        .name("gmp-trace".into())
+        .spawn(move || {
+            super::checkdead::register_runtime_thread();
+            write_loop(file, rx, start)
+        })
+        .map_err(|_| libc::EAGAIN)?;
+    *w = Some(Writer { done: tx, thread });
+    Ok(())
+}
+
+/// Stops the trace and finishes the file. Err(EINVAL): no trace runs.
+pub fn stop() -> Result<(), i32> {
+    let w = WRITER.lock().unwrap_or_else(|e| e.into_inner()).take().ok_or(libc::EINVAL)?;
+    ON.0.store(false, Ordering::SeqCst);
+    super::hooks::set(super::hooks::TRACE, false);
+    let _ = w.done.send(());
+    let _ = w.thread.join();
+    Ok(())
+}
+
+/// Reads `GMP_TRACE` (from `init_once`).
+pub(crate) fn init() {
+    if let Some(path) = std::env::var_os("GMP_TRACE").filter(|p| !p.is_empty()) {
+        let path = path.to_string_lossy().into_owned();
+        if let Err(e) = start(&path) {
+            crate::sys::write_stderr(
+                format!("gmp: GMP_TRACE={path:?}: cannot trace (errno {e})\n").as_bytes(),
+            );
+        } else {
+            // Finish the file when the program exits normally.
+            // SAFETY: registers a plain extern "C" function.
+            unsafe { libc::atexit(stop_at_exit) };
+        }
+    }
+}
+
+extern "C" fn stop_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let _ = stop();
+    });
+}
+
+struct Json {
+    out: std::io::BufWriter<std::fs::File>,
+    first: bool,
+    start: i64,
+    names: HashMap<u64, String>,
+    /// The goroutine whose slice is open on each P track, and the open syscall slices on
+    /// M tracks.
+    open_p: HashMap<u32, u64>,
+    open_m: HashMap<u32, u64>,
+    seen_m: std::collections::HashSet<u32>,
+    seen_p: std::collections::HashSet<u32>,
+}
+
+impl Json {
+    fn us(&self, ts: i64) -> f64 {
+        (ts - self.start) as f64 / 1000.0
+    }
+    fn raw(&mut self, s: &str) {
+        let sep = if self.first { "" } else { ",\n" };
+        self.first = false;
+        let _ = write!(self.out, "{sep}{s}");
+    }
+    fn name(&mut self, pc: u64) -> String {
+        if let Some(n) = self.names.get(&pc) {
+            return n.clone();
+        }
+        let n = symbol_name(pc as usize);
+        self.names.insert(pc, n.clone());
+        n
+    }
+    fn track(&mut self, pid: u32, tid: u32) {
+        let (set, what) = if pid == 1 { (&mut self.seen_p, "P") } else { (&mut self.seen_m, "M") };
+        if set.insert(tid) {
+            let name = if pid == 1 && tid == OUTSIDE {
+                "threads outside the runtime".to_string()
+            } else {
+                format!("{what}{tid}")
+            };
+            self.raw(&format!(
+                r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":"{name}"}}}}"#
+            ));
+            self.raw(&format!(
+                r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},"args":{{"sort_index":{tid}}}}}"#
+            ));
+        }
+    }
+    fn event(&mut self, e: &Ev) {
+        let ts = self.us(e.ts);
+        let t = e.track;
+        match e.kind {
+            kind::GO_START => {
+                // Written as recorded, also after a lost stop (a full ring): the checker
+                // (scripts/check-trace.py) then reports the overlap.
+                self.track(1, t);
+                let name = self.name(e.b);
+                self.raw(&format!(
+                    r#"{{"ph":"B","pid":1,"tid":{t},"ts":{ts:.3},"name":"G{} {}","cat":"goroutine","args":{{"goid":{},"entry":"{}"}}}}"#,
+                    e.a, name, e.a, name
+                ));
+                self.open_p.insert(t, e.a);
+            }
+            kind::GO_STOP => {
+                // Nothing open: the run started before the trace did (left out).
+                if self.open_p.remove(&t).is_some() {
+                    let why = ["?", "park", "yield", "preempt", "exit", "syscall"].get(e.b as usize).copied().unwrap_or("?");
+                    self.raw(&format!(r#"{{"ph":"E","pid":1,"tid":{t},"ts":{ts:.3},"args":{{"goid":{},"why":"{why}"}}}}"#, e.a));
+                }
+            }
+            kind::SYSCALL_BEGIN => {
+                self.track(2, t);
+                self.raw(&format!(r#"{{"ph":"B","pid":2,"tid":{t},"ts":{ts:.3},"name":"syscall","cat":"syscall","args":{{"goid":{}}}}}"#, e.a));
+                self.open_m.insert(t, e.a);
+            }
+            kind::SYSCALL_END => {
+                if self.open_m.remove(&t).is_some() {
+                    self.raw(&format!(r#"{{"ph":"E","pid":2,"tid":{t},"ts":{ts:.3},"args":{{"goid":{}}}}}"#, e.a));
+                }
+            }
+            _ => {
+                self.track(1, t);
+                let (name, args) = match e.kind {
+                    kind::SPAWN => ("spawn", format!(r#""goid":{},"parent":{}"#, e.a, e.b)),
+                    kind::UNPARK => ("unpark", format!(r#""goid":{},"waker":{}"#, e.a, e.b)),
+                    kind::STEAL => ("steal", format!(r#""victim":{},"count":{}"#, e.a, e.b)),
+                    kind::PREEMPT => ("preempt", format!(r#""goid":{}"#, e.a)),
+                    kind::HANDOFF => ("handoff", format!(r#""p":{}"#, e.a)),
+                    _ => return,
+                };
+                self.raw(&format!(r#"{{"ph":"i","s":"t","pid":1,"tid":{t},"ts":{ts:.3},"name":"{name}","args":{{{args}}}}}"#));
+            }
+        }
+    }
+    fn counters(&mut self, now: i64) {
+        let ts = self.us(now);
+        let runnable = SCHED.runqsize.load(Ordering::Relaxed) as i64
+            + all_ps().map(|p| p.runq.len() as i64).sum::<i64>();
+        let idle = SCHED.npidle.load(Ordering::Relaxed);
+        let threads = SCHED.mcount.load(Ordering::Relaxed);
+        self.raw(&format!(r#"{{"ph":"C","pid":1,"name":"runnable goroutines","ts":{ts:.3},"args":{{"runnable":{runnable}}}}}"#));
+        self.raw(&format!(r#"{{"ph":"C","pid":1,"name":"idle Ps","ts":{ts:.3},"args":{{"idle":{idle}}}}}"#));
+        self.raw(&format!(r#"{{"ph":"C","pid":1,"name":"threads","ts":{ts:.3},"args":{{"threads":{threads}}}}}"#));
+    }
+}
+
+fn symbol_name(pc: usize) -> String {
+    let mut s = super::dump::Out::capture();
+    super::dump::symbol_only(&mut s, pc);
+    let name = s.captured();
+    name.replace(['"', '\\'], "_")
+}
+
+fn drain_all(batch: &mut Vec<Ev>) {
+    for r in &RINGS {
+        let r = r.load(Ordering::Acquire);
+        if !r.is_null() {
+            // SAFETY: never freed; this thread is every ring's one consumer.
+            unsafe { (*r).drain(batch) };
+        }
+    }
+    let s = SHARED.load(Ordering::Acquire);
+    if !s.is_null() {
+        // SAFETY: as above.
+        unsafe { (*s).drain(batch) };
+    }
+}
+
+fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i64) {
+    let mut j = Json {
+        out: std::io::BufWriter::with_capacity(1 << 16, file),
+        first: true,
+        start,
+        names: HashMap::new(),
+        open_p: HashMap::new(),
+        open_m: HashMap::new(),
+        seen_m: Default::default(),
+        seen_p: Default::default(),
+    };
+    let _ = write!(j.out, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+    j.raw(r#"{"ph":"M","name":"process_name","pid":1,"args":{"name":"Ps"}}"#);
+    j.raw(r#"{"ph":"M","name":"process_name","pid":2,"args":{"name":"Ms"}}"#);
+    let mut batch = Vec::with_capacity(RING);
+    loop {
+        let stop = !matches!(
+            done.recv_timeout(core::time::Duration::from_millis(1)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        );
+        batch.clear();
+        drain_all(&mut batch);
+        batch.retain(|e| e.ts >= start);
+        batch.sort_by_key(|e| e.ts);
+        for e in &batch {
+            j.event(e);
+        }
+        let now = crate::sys::nanotime();
+        j.counters(now);
+        if stop {
+            // End what is still open.
+            let end = j.us(crate::sys::nanotime());
+            let open_p: Vec<_> = j.open_p.drain().collect();
+            for (t, g) in open_p {
+                j.raw(&format!(r#"{{"ph":"E","pid":1,"tid":{t},"ts":{end:.3},"args":{{"goid":{g},"why":"trace end"}}}}"#));
+            }
+            let open_m: Vec<_> = j.open_m.drain().collect();
+            for (t, g) in open_m {
+                j.raw(&format!(r#"{{"ph":"E","pid":2,"tid":{t},"ts":{end:.3},"args":{{"goid":{g}}}}}"#));
+            }
+            let dropped: u64 = RINGS
+                .iter()
+                .chain(core::iter::once(&SHARED))
+                .map(|r| r.load(Ordering::Acquire))
+                .filter(|r| !r.is_null())
+                // SAFETY: never freed.
+                .map(|r| unsafe { (*r).dropped.swap(0, Ordering::Relaxed) })
+                .sum();
+            let _ = write!(j.out, "\n],\"otherData\":{{\"dropped_events\":\"{dropped}\"}}}}\n");
+            let _ = j.out.flush();
+            return;
+        }
+    }
+}
