@@ -1941,12 +1941,14 @@ fn run_asan(name: &str, args: &[&str]) -> Outcome {
     run_with_timeout(cmd, &format!("asan_{name} {}", args.join(" ")))
 }
 
-/// A representative half of the C tests, built with -fsanitize=address, runs clean.
+/// A representative half of the C tests, built with -fsanitize=address, runs clean. (Not
+/// `timers`: its 100,000 sleepers' oversleep bound is a timing claim, and ASan's slowdown
+/// plus a busy machine pushed it past 500 ms once.)
 #[test]
 fn asan_suite() {
     for name in [
         "sanitize", "chan_basic", "select_basic", "chan_release", "sync_mutex", "sync_rwmutex",
-        "sync_cond", "sync_once", "goexit", "once_goexit", "timers", "foreign_wait", "nested_spawn",
+        "sync_cond", "sync_once", "goexit", "once_goexit", "sync_trylock", "foreign_wait", "nested_spawn",
         "affinity", "lockosthread", "attrs", "syscall_errno", "yield_fairness",
         "gfree_sizes", "steals", "chan_stress", "syscall_enter_exit", "thread_state",
     ] {
