@@ -41,7 +41,6 @@ static C_TESTS: Mutex<()> = Mutex::new(());
 /// Programs already compiled by this test process (always accessed under [`C_TESTS`]).
 static COMPILED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
-
 fn lock() -> MutexGuard<'static, ()> {
     // A failed test poisons the lock; the others must still run.
     C_TESTS.lock().unwrap_or_else(|e| e.into_inner())
@@ -67,7 +66,6 @@ fn out_dir() -> PathBuf {
     dir
 }
 
-
 /// Runs `cmd` to completion with piped output, killing it after [`TIMEOUT`].
 fn run_with_timeout(cmd: Command, what: &str) -> Outcome {
     support::run_as_is(cmd, what, TIMEOUT)
@@ -76,7 +74,10 @@ fn run_with_timeout(cmd: Command, what: &str) -> Outcome {
 /// Compiles `c-tests/<name>.c` once per test process; returns the executable.
 /// The caller holds [`C_TESTS`].
 fn compile(name: &str) -> PathBuf {
-    compile_src(name, &manifest_dir().join("c-tests").join(format!("{name}.c")))
+    compile_src(
+        name,
+        &manifest_dir().join("c-tests").join(format!("{name}.c")),
+    )
 }
 
 /// `compile` for a C file anywhere in the tree (examples/).
@@ -1201,7 +1202,6 @@ fn preempt_off() {
     expect_case("preempt", "off", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
 }
 
-
 // ---- issue 17: tests that fail when the code is wrong ----
 
 #[test]
@@ -1258,7 +1258,11 @@ fn assert_abort(outcome: &Outcome, what: &str, needle: &str) {
 #[test]
 fn config_stack_size_env() {
     // 700 KiB fit in GMP_STACK_SIZE=1M, not in the 256 KiB default.
-    let ok = run_c("config_effects", &["stack", "700"], &[("GMP_STACK_SIZE", "1M")]);
+    let ok = run_c(
+        "config_effects",
+        &["stack", "700"],
+        &[("GMP_STACK_SIZE", "1M")],
+    );
     assert_success(&ok, "config_effects stack 700 with GMP_STACK_SIZE=1M");
     let overflow = run_c("config_effects", &["stack", "700"], &[]);
     assert_abort(
@@ -1277,9 +1281,17 @@ fn config_set_default_stack_size() {
 #[test]
 fn config_max_threads_env() {
     // Three spinners at GOMAXPROCS 3 need three threads: allowed under 8, not under 2.
-    let ok = run_c("config_effects", &["threads", "3"], &[("GMP_MAX_THREADS", "8")]);
+    let ok = run_c(
+        "config_effects",
+        &["threads", "3"],
+        &[("GMP_MAX_THREADS", "8")],
+    );
     assert_success(&ok, "config_effects threads 3 with GMP_MAX_THREADS=8");
-    let fused = run_c("config_effects", &["threads", "3"], &[("GMP_MAX_THREADS", "2")]);
+    let fused = run_c(
+        "config_effects",
+        &["threads", "3"],
+        &[("GMP_MAX_THREADS", "2")],
+    );
     assert_abort(
         &fused,
         "config_effects threads 3 with GMP_MAX_THREADS=2",
@@ -1377,12 +1389,20 @@ fn sysmon_retake_first_syscall() {
 /// operations bound how long a queued goroutine waits.
 #[test]
 fn feature_mix_spawn_fair_cooperative() {
-    expect_case("feature_mix", "spawn_fair", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+    expect_case(
+        "feature_mix",
+        "spawn_fair",
+        &[("GMP_DEBUG", "asyncpreemptoff=1")],
+    );
 }
 
 #[test]
 fn feature_mix_spin_fair_cooperative() {
-    expect_case("feature_mix", "spin_fair", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+    expect_case(
+        "feature_mix",
+        "spin_fair",
+        &[("GMP_DEBUG", "asyncpreemptoff=1")],
+    );
 }
 
 #[test]
@@ -1467,7 +1487,10 @@ fn interpose_echo() {
 #[test]
 fn interpose_cost() {
     // Prints the pass-through cost of a hook against libc's own function.
-    interpose_case_env("interpose_cost", &[("GMP_INTERPOSE", "0"), ("GMP_MAXPROCS", "2")]);
+    interpose_case_env(
+        "interpose_cost",
+        &[("GMP_INTERPOSE", "0"), ("GMP_MAXPROCS", "2")],
+    );
 }
 
 /// Runs a C test (no arguments) that must exit 0, with `env`.
@@ -1501,8 +1524,22 @@ impl RedisServer {
             .expect("a free port")
             .port();
         let child = Command::new(exe)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
-            .args(["--appendonly", "no", "--daemonize", "no", "--maxclients", "4000"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args([
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--maxclients",
+                "4000",
+            ])
             .args(["--loglevel", "warning"])
             .current_dir(out_dir())
             .stdout(Stdio::null())
@@ -1522,7 +1559,10 @@ impl RedisServer {
                     return server;
                 }
             }
-            assert!(Instant::now() < deadline, "redis-server did not come up on port {port}");
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not come up on port {port}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -1564,7 +1604,11 @@ fn interpose_hiredis() {
     run_exe(&exe, &[&port], "interpose_hiredis");
     let src = manifest_dir().join("examples").join("hiredis_goroutines.c");
     let exe = compile_src_libs("example_hiredis_goroutines", &src, &["-lhiredis"]);
-    run_exe(&exe, &["127.0.0.1", &port, "200"], "examples/hiredis_goroutines.c");
+    run_exe(
+        &exe,
+        &["127.0.0.1", &port, "200"],
+        "examples/hiredis_goroutines.c",
+    );
     drop(server);
 }
 
@@ -1572,7 +1616,10 @@ fn interpose_hiredis() {
 /// run as goroutines in the same program (c-tests/interpose_curl.c).
 #[test]
 fn interpose_curl() {
-    let header = ["/usr/include/curl/curl.h", "/usr/include/x86_64-linux-gnu/curl/curl.h"];
+    let header = [
+        "/usr/include/curl/curl.h",
+        "/usr/include/x86_64-linux-gnu/curl/curl.h",
+    ];
     assert!(
         header.iter().any(|h| Path::new(h).exists()),
         "curl.h not found: install libcurl4-openssl-dev (.ci/run does)"
@@ -1648,7 +1695,10 @@ fn dump() {
 
 /// The goroutine ids `dump sigquit` printed (`goids recv=N select=N ...`).
 fn goids(stdout: &str) -> Vec<(String, u64)> {
-    let line = stdout.lines().find(|l| l.starts_with("goids ")).expect("goids line");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("goids "))
+        .expect("goids line");
     line.split_whitespace()
         .skip(1)
         .map(|kv| {
@@ -1661,8 +1711,17 @@ fn goids(stdout: &str) -> Vec<(String, u64)> {
 #[test]
 fn dump_sigquit() {
     let o = run_c_frames("dump", &["sigquit"], &[("GMP_MAXPROCS", "2")]);
-    assert_eq!(o.status.code(), Some(2), "{}", o.report("SIGQUIT must exit with status 2"));
-    assert!(o.stderr.starts_with("SIGQUIT: quit\n"), "{}", o.report("SIGQUIT header"));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        o.report("SIGQUIT must exit with status 2")
+    );
+    assert!(
+        o.stderr.starts_with("SIGQUIT: quit\n"),
+        "{}",
+        o.report("SIGQUIT header")
+    );
     let want = [
         ("recv", "chan receive"),
         ("select", "select"),
@@ -1679,41 +1738,78 @@ fn dump_sigquit() {
         let head = format!("goroutine {id} [{reason}");
         let rec = o.stderr.split("\n\n").find(|r| r.starts_with(&head));
         let rec = rec.unwrap_or_else(|| panic!("{}", o.report(&format!("no record {head:?}"))));
-        let func = if key == "child" { "dump_child+".to_string() } else { format!("dump_park_{key}+") };
-        assert!(rec.contains(&func), "{}", o.report(&format!("{head}: no frame {func}")));
+        let func = if key == "child" {
+            "dump_child+".to_string()
+        } else {
+            format!("dump_park_{key}+")
+        };
+        assert!(
+            rec.contains(&func),
+            "{}",
+            o.report(&format!("{head}: no frame {func}"))
+        );
     }
     // The foreign thread (C main) is in raise(), not in a gmp wait: not listed.
-    assert!(!o.stderr.contains("a thread outside the runtime, blocked"), "{}", o.report("foreign"));
+    assert!(
+        !o.stderr.contains("a thread outside the runtime, blocked"),
+        "{}",
+        o.report("foreign")
+    );
 }
 
 #[test]
 fn dump_sigquit_own_handler() {
     let o = run_c_frames("dump", &["sigquit_own"], &[]);
-    assert!(o.status.success(), "{}", o.report("the program's own SIGQUIT handler must stay"));
+    assert!(
+        o.status.success(),
+        "{}",
+        o.report("the program's own SIGQUIT handler must stay")
+    );
     assert!(!o.stderr.contains("goroutine "), "{}", o.report("no dump"));
 }
 
 #[test]
 fn dump_sigquit_off() {
     let o = run_c_frames("dump", &["sigquit_off"], &[("GMP_DEBUG", "sigquit=0")]);
-    assert_eq!(o.status.signal(), Some(libc::SIGQUIT), "{}", o.report("SIGQUIT's default action"));
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGQUIT),
+        "{}",
+        o.report("SIGQUIT's default action")
+    );
     assert!(!o.stderr.contains("goroutine "), "{}", o.report("no dump"));
 }
 
 #[test]
 fn deadlock_main_wg() {
     let o = run_c_frames("deadlock", &["main_wg"], &[("GMP_MAXPROCS", "2")]);
-    assert_eq!(o.status.code(), Some(2), "{}", o.report("a deadlock must exit with status 2"));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        o.report("a deadlock must exit with status 2")
+    );
     assert!(
-        o.stderr.starts_with("gmp: all goroutines are asleep - deadlock!\n"),
+        o.stderr
+            .starts_with("gmp: all goroutines are asleep - deadlock!\n"),
         "{}",
         o.report("deadlock message")
     );
     let waiting = o.stderr.matches("[chan receive").count();
-    assert_eq!(waiting, 3, "{}", o.report("three goroutines in chan receive"));
-    assert!(o.stderr.contains("wait_forever"), "{}", o.report("their frames"));
+    assert_eq!(
+        waiting,
+        3,
+        "{}",
+        o.report("three goroutines in chan receive")
+    );
     assert!(
-        o.stderr.contains("[sync.WaitGroup.Wait]: a thread outside the runtime, blocked in a gmp call")
+        o.stderr.contains("wait_forever"),
+        "{}",
+        o.report("their frames")
+    );
+    assert!(
+        o.stderr
+            .contains("[sync.WaitGroup.Wait]: a thread outside the runtime, blocked in a gmp call")
             || o.stderr.contains("[sync.WaitGroup.Wait, "),
         "{}",
         o.report("C main in its WaitGroup wait")
@@ -1723,26 +1819,48 @@ fn deadlock_main_wg() {
 #[test]
 fn deadlock_main_recv() {
     let o = run_c_frames("deadlock", &["main_recv"], &[]);
-    assert_eq!(o.status.code(), Some(2), "{}", o.report("a deadlock must exit with status 2"));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        o.report("a deadlock must exit with status 2")
+    );
     assert!(
-        o.stderr.starts_with("gmp: all goroutines are asleep - deadlock!\n"),
+        o.stderr
+            .starts_with("gmp: all goroutines are asleep - deadlock!\n"),
         "{}",
         o.report("deadlock message")
     );
-    assert!(o.stderr.contains("[chan receive"), "{}", o.report("C main in its receive"));
+    assert!(
+        o.stderr.contains("[chan receive"),
+        "{}",
+        o.report("C main in its receive")
+    );
 }
 
 #[test]
 fn deadlock_off() {
     let o = run_c_frames("deadlock", &["off"], &[("GMP_DEBUG", "checkdead=0")]);
-    assert!(o.status.success(), "{}", o.report("checkdead=0 must not report"));
-    assert!(o.stdout.contains("no deadlock report"), "{}", o.report("the alarm ended it"));
+    assert!(
+        o.status.success(),
+        "{}",
+        o.report("checkdead=0 must not report")
+    );
+    assert!(
+        o.stdout.contains("no deadlock report"),
+        "{}",
+        o.report("the alarm ended it")
+    );
 }
 
 #[test]
 fn deadlock_no_false_report() {
     let o = run_c_frames("deadlock", &[], &[("GMP_MAXPROCS", "2")]);
-    assert!(o.status.success(), "{}", o.report("a late waker is no deadlock"));
+    assert!(
+        o.status.success(),
+        "{}",
+        o.report("a late waker is no deadlock")
+    );
     assert!(!o.stderr.contains("deadlock"), "{}", o.report("no report"));
 }
 
@@ -1763,7 +1881,8 @@ fn gdb_goroutines() {
     let lib = real.parent().expect("library dir").to_path_buf();
     let script = PathBuf::from(format!("{}-gdb.py", real.display()));
     let _ = std::fs::remove_file(&script);
-    std::os::unix::fs::symlink(manifest_dir().join("scripts/gmp-gdb.py"), &script).expect("symlink");
+    std::os::unix::fs::symlink(manifest_dir().join("scripts/gmp-gdb.py"), &script)
+        .expect("symlink");
     let mut cmd = Command::new("gdb");
     cmd.args(["-batch", "-nx", "-iex"])
         .arg(format!("add-auto-load-safe-path {}", lib.display()))
@@ -1784,24 +1903,51 @@ fn gdb_goroutines() {
     assert!(o.status.success(), "{}", o.report("gdb failed"));
     let ids = goids(&o.stdout);
     let id = |k: &str| ids.iter().find(|(n, _)| n == k).expect("goid").1;
-    assert_eq!((id("recv"), id("sleep"), id("mutex")), (1, 3, 4), "{}", o.report("goids"));
-    for (k, reason) in [("recv", "chan receive"), ("select", "select"), ("sleep", "sleep"),
-                        ("mutex", "semacquire"), ("wg", "sync.WaitGroup.Wait"),
-                        ("locked", "chan receive, locked to thread"),
-                        ("pinned", "chan receive, pinned to thread"), ("child", "chan receive")] {
+    assert_eq!(
+        (id("recv"), id("sleep"), id("mutex")),
+        (1, 3, 4),
+        "{}",
+        o.report("goids")
+    );
+    for (k, reason) in [
+        ("recv", "chan receive"),
+        ("select", "select"),
+        ("sleep", "sleep"),
+        ("mutex", "semacquire"),
+        ("wg", "sync.WaitGroup.Wait"),
+        ("locked", "chan receive, locked to thread"),
+        ("pinned", "chan receive, pinned to thread"),
+        ("child", "chan receive"),
+    ] {
         let line = format!("goroutine {} [{reason}] entry dump_", id(k));
-        assert!(o.stdout.contains(&line), "{}", o.report(&format!("info goroutines: no {line:?}")));
+        assert!(
+            o.stdout.contains(&line),
+            "{}",
+            o.report(&format!("info goroutines: no {line:?}"))
+        );
     }
     // Each backtrace, from the saved registers: the runtime's frames, the C function that
     // parked, the goroutine trampoline; in that order, once per goroutine.
     let chunks: Vec<&str> = o.stdout.split("#0 ").skip(1).collect();
-    let bt = |func: &str| chunks.iter().any(|c| c.contains(func) && c.contains("__gmp_arch_trampoline"));
+    let bt = |func: &str| {
+        chunks
+            .iter()
+            .any(|c| c.contains(func) && c.contains("__gmp_arch_trampoline"))
+    };
     for func in ["dump_park_recv", "dump_park_sleep", "dump_park_mutex"] {
-        assert!(bt(func), "{}", o.report(&format!("no backtrace through {func}")));
+        assert!(
+            bt(func),
+            "{}",
+            o.report(&format!("no backtrace through {func}"))
+        );
     }
     // The registers were restored: the stopped thread's own frame is raise's again.
     let last = chunks.last().expect("bt 1");
-    assert!(last.contains("raise") || last.contains("pthread_kill"), "{}", o.report("registers restored"));
+    assert!(
+        last.contains("raise") || last.contains("pthread_kill"),
+        "{}",
+        o.report("registers restored")
+    );
 }
 
 // ---- execution trace ----
@@ -1809,15 +1955,27 @@ fn gdb_goroutines() {
 /// Runs scripts/check-trace.py on `path`; returns its counts (`name -> n`).
 fn check_trace(path: &Path) -> std::collections::HashMap<String, u64> {
     let mut cmd = Command::new("python3");
-    cmd.arg(manifest_dir().join("scripts/check-trace.py")).arg(path);
+    cmd.arg(manifest_dir().join("scripts/check-trace.py"))
+        .arg(path);
     let o = run_with_timeout(cmd, "check-trace.py");
-    assert!(o.status.success(), "{}", o.report(&format!("trace {} fails its checks", path.display())));
-    let line = o.stdout.trim().trim_start_matches('{').trim_end_matches('}');
+    assert!(
+        o.status.success(),
+        "{}",
+        o.report(&format!("trace {} fails its checks", path.display()))
+    );
+    let line = o
+        .stdout
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}');
     line.split(',')
         .filter(|kv| !kv.is_empty())
         .map(|kv| {
             let (k, v) = kv.split_once(':').expect("k: v");
-            (k.trim().trim_matches('"').to_string(), v.trim().parse().expect("count"))
+            (
+                k.trim().trim_matches('"').to_string(),
+                v.trim().parse().expect("count"),
+            )
         })
         .collect()
 }
@@ -1843,7 +2001,10 @@ fn trace_api() {
     assert!(o.status.success(), "{}", o.report("trace failed"));
     let counts = check_trace(&path);
     assert_trace_counts(&counts, "gmp_trace_start");
-    assert!(counts.get("steals").copied().unwrap_or(0) >= 1, "steals {counts:?}");
+    assert!(
+        counts.get("steals").copied().unwrap_or(0) >= 1,
+        "steals {counts:?}"
+    );
 }
 
 #[test]
@@ -1851,8 +2012,16 @@ fn trace_env() {
     let path = out_dir().join("trace_env.json");
     let _ = std::fs::remove_file(&path);
     let p = path.to_str().expect("utf-8 path");
-    let o = run_c_frames("trace", &[p, "env"], &[("GMP_MAXPROCS", "2"), ("GMP_TRACE", p)]);
-    assert!(o.status.success(), "{}", o.report("trace (GMP_TRACE) failed"));
+    let o = run_c_frames(
+        "trace",
+        &[p, "env"],
+        &[("GMP_MAXPROCS", "2"), ("GMP_TRACE", p)],
+    );
+    assert!(
+        o.status.success(),
+        "{}",
+        o.report("trace (GMP_TRACE) failed")
+    );
     assert_trace_counts(&check_trace(&path), "GMP_TRACE");
 }
 
@@ -1874,7 +2043,10 @@ fn torture_traced() {
         ],
     );
     let counts = check_trace(&path);
-    assert!(counts.get("slices").copied().unwrap_or(0) >= 1000, "{counts:?}");
+    assert!(
+        counts.get("slices").copied().unwrap_or(0) >= 1000,
+        "{counts:?}"
+    );
     // A few hundred MB: not kept.
     let _ = std::fs::remove_file(&path);
 }
@@ -1889,7 +2061,11 @@ fn run_valgrind(args: &[&str]) -> Option<Outcome> {
         return None;
     }
     let _serial = lock();
-    let exe = compile_src_flags("sanitize", &manifest_dir().join("c-tests/sanitize.c"), FRAME_FLAGS);
+    let exe = compile_src_flags(
+        "sanitize",
+        &manifest_dir().join("c-tests/sanitize.c"),
+        FRAME_FLAGS,
+    );
     let mut cmd = Command::new("valgrind");
     cmd.args(["-q", "--error-exitcode=1"])
         .arg(&exe)
@@ -1906,17 +2082,40 @@ fn run_valgrind(args: &[&str]) -> Option<Outcome> {
 #[test]
 fn valgrind_clean() {
     let Some(o) = run_valgrind(&[]) else { return };
-    assert!(o.status.success(), "{}", o.report("valgrind reported errors"));
-    assert!(o.stdout.contains("sanitize: ok"), "{}", o.report("program result"));
+    assert!(
+        o.status.success(),
+        "{}",
+        o.report("valgrind reported errors")
+    );
+    assert!(
+        o.stdout.contains("sanitize: ok"),
+        "{}",
+        o.report("program result")
+    );
     assert!(!o.stderr.contains("=="), "{}", o.report("valgrind output"));
 }
 
 #[test]
 fn valgrind_still_reports_use_after_free() {
-    let Some(o) = run_valgrind(&["uaf"]) else { return };
-    assert_eq!(o.status.code(), Some(1), "{}", o.report("valgrind must report the bug"));
-    assert!(o.stderr.contains("Invalid read of size 8"), "{}", o.report("the invalid read"));
-    assert!(o.stderr.contains("sanitize_uaf"), "{}", o.report("in the goroutine's function"));
+    let Some(o) = run_valgrind(&["uaf"]) else {
+        return;
+    };
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        o.report("valgrind must report the bug")
+    );
+    assert!(
+        o.stderr.contains("Invalid read of size 8"),
+        "{}",
+        o.report("the invalid read")
+    );
+    assert!(
+        o.stderr.contains("sanitize_uaf"),
+        "{}",
+        o.report("in the goroutine's function")
+    );
 }
 
 // ---- AddressSanitizer: the stack switches are announced (rt/asan.rs) ----
@@ -1932,7 +2131,10 @@ fn run_asan(name: &str, args: &[&str]) -> Outcome {
         ASAN_FLAGS,
     );
     let mut cmd = Command::new(&exe);
-    cmd.args(args).current_dir(out_dir()).env("GMP_MAXPROCS", "2").env_remove("LD_LIBRARY_PATH");
+    cmd.args(args)
+        .current_dir(out_dir())
+        .env("GMP_MAXPROCS", "2")
+        .env_remove("LD_LIBRARY_PATH");
     for var in GMP_ENV {
         if *var != "GMP_MAXPROCS" {
             cmd.env_remove(var);
@@ -1947,23 +2149,63 @@ fn run_asan(name: &str, args: &[&str]) -> Outcome {
 #[test]
 fn asan_suite() {
     for name in [
-        "sanitize", "chan_basic", "select_basic", "chan_release", "sync_mutex", "sync_rwmutex",
-        "sync_cond", "sync_once", "goexit", "once_goexit", "sync_trylock", "foreign_wait", "nested_spawn",
-        "affinity", "lockosthread", "attrs", "syscall_errno", "yield_fairness",
-        "gfree_sizes", "steals", "chan_stress", "syscall_enter_exit", "thread_state",
+        "sanitize",
+        "chan_basic",
+        "select_basic",
+        "chan_release",
+        "sync_mutex",
+        "sync_rwmutex",
+        "sync_cond",
+        "sync_once",
+        "goexit",
+        "once_goexit",
+        "sync_trylock",
+        "foreign_wait",
+        "nested_spawn",
+        "affinity",
+        "lockosthread",
+        "attrs",
+        "syscall_errno",
+        "yield_fairness",
+        "gfree_sizes",
+        "steals",
+        "chan_stress",
+        "syscall_enter_exit",
+        "thread_state",
     ] {
         let o = run_asan(name, &[]);
-        assert!(o.status.success(), "{}", o.report(&format!("asan_{name} failed")));
-        assert!(!o.stderr.contains("AddressSanitizer"), "{}", o.report(&format!("asan_{name}")));
+        assert!(
+            o.status.success(),
+            "{}",
+            o.report(&format!("asan_{name} failed"))
+        );
+        assert!(
+            !o.stderr.contains("AddressSanitizer"),
+            "{}",
+            o.report(&format!("asan_{name}"))
+        );
     }
 }
 
 #[test]
 fn asan_still_reports_use_after_free() {
     let o = run_asan("sanitize", &["uaf"]);
-    assert!(!o.status.success(), "{}", o.report("ASan must stop the program"));
-    assert!(o.stderr.contains("ERROR: AddressSanitizer: heap-use-after-free"), "{}", o.report("report"));
-    assert!(o.stderr.contains("in sanitize_uaf"), "{}", o.report("in the goroutine's function"));
+    assert!(
+        !o.status.success(),
+        "{}",
+        o.report("ASan must stop the program")
+    );
+    assert!(
+        o.stderr
+            .contains("ERROR: AddressSanitizer: heap-use-after-free"),
+        "{}",
+        o.report("report")
+    );
+    assert!(
+        o.stderr.contains("in sanitize_uaf"),
+        "{}",
+        o.report("in the goroutine's function")
+    );
 }
 
 /// ASan places an overflow of a goroutine's local array in its frame and variable: it
@@ -1971,9 +2213,22 @@ fn asan_still_reports_use_after_free() {
 #[test]
 fn asan_knows_goroutine_stacks() {
     let o = run_asan("sanitize", &["stack_overflow"]);
-    assert!(!o.status.success(), "{}", o.report("ASan must stop the program"));
-    assert!(o.stderr.contains("ERROR: AddressSanitizer: stack-buffer-overflow"), "{}", o.report("report"));
-    assert!(o.stderr.contains("'local_buf'"), "{}", o.report("the variable, found in the goroutine's frame"));
+    assert!(
+        !o.status.success(),
+        "{}",
+        o.report("ASan must stop the program")
+    );
+    assert!(
+        o.stderr
+            .contains("ERROR: AddressSanitizer: stack-buffer-overflow"),
+        "{}",
+        o.report("report")
+    );
+    assert!(
+        o.stderr.contains("'local_buf'"),
+        "{}",
+        o.report("the variable, found in the goroutine's frame")
+    );
 }
 
 // ---- ThreadSanitizer: goroutines are fibers, the runtime's synchronisation is announced ----
@@ -2010,20 +2265,54 @@ fn run_tsan(name: &str, args: &[&str]) -> Outcome {
 #[test]
 fn tsan_suite() {
     for name in [
-        "sanitize", "chan_basic", "select_basic", "chan_release", "chan_stress", "sync_mutex",
-        "sync_rwmutex", "sync_once", "once_goexit", "goexit", "foreign_wait", "affinity",
-        "attrs", "lockosthread", "yield_fairness", "syscall_errno",
+        "sanitize",
+        "chan_basic",
+        "select_basic",
+        "chan_release",
+        "chan_stress",
+        "sync_mutex",
+        "sync_rwmutex",
+        "sync_once",
+        "once_goexit",
+        "goexit",
+        "foreign_wait",
+        "affinity",
+        "attrs",
+        "lockosthread",
+        "yield_fairness",
+        "syscall_errno",
     ] {
         let o = run_tsan(name, &[]);
-        assert!(o.status.success(), "{}", o.report(&format!("tsan_{name} failed")));
-        assert!(!o.stderr.contains("ThreadSanitizer"), "{}", o.report(&format!("tsan_{name}")));
+        assert!(
+            o.status.success(),
+            "{}",
+            o.report(&format!("tsan_{name} failed"))
+        );
+        assert!(
+            !o.stderr.contains("ThreadSanitizer"),
+            "{}",
+            o.report(&format!("tsan_{name}"))
+        );
     }
 }
 
 #[test]
 fn tsan_still_reports_a_race() {
     let o = run_tsan("sanitize", &["race"]);
-    assert_eq!(o.status.code(), Some(66), "{}", o.report("TSan must report the race"));
-    assert!(o.stderr.contains("WARNING: ThreadSanitizer: data race"), "{}", o.report("report"));
-    assert!(o.stderr.contains("sanitize_racer"), "{}", o.report("in the goroutines' function"));
+    assert_eq!(
+        o.status.code(),
+        Some(66),
+        "{}",
+        o.report("TSan must report the race")
+    );
+    assert!(
+        o.stderr.contains("WARNING: ThreadSanitizer: data race"),
+        "{}",
+        o.report("report")
+    );
+    assert!(
+        o.stderr.contains("sanitize_racer"),
+        "{}",
+        o.report("in the goroutines' function")
+    );
 }

@@ -23,19 +23,59 @@ const SONAME: &str = "libgmp.so.0";
 /// Each must be exported, and nothing else.
 const ALLOWED_NON_GMP: &[&str] = &[
     // Sockets and pipes through the poller.
-    "read", "write", "readv", "writev", "recv", "send", "recvfrom", "sendto", "recvmsg",
-    "sendmsg", "accept", "accept4", "connect", "poll", "ppoll", "select", "pselect",
-    "epoll_wait", "epoll_pwait",
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "recv",
+    "send",
+    "recvfrom",
+    "sendto",
+    "recvmsg",
+    "sendmsg",
+    "accept",
+    "accept4",
+    "connect",
+    "poll",
+    "ppoll",
+    "select",
+    "pselect",
+    "epoll_wait",
+    "epoll_pwait",
     // Descriptor bookkeeping.
-    "socket", "socketpair", "pipe", "pipe2", "dup", "dup2", "dup3", "close", "fcntl", "ioctl",
+    "socket",
+    "socketpair",
+    "pipe",
+    "pipe2",
+    "dup",
+    "dup2",
+    "dup3",
+    "close",
+    "fcntl",
+    "ioctl",
     "setsockopt",
     // Sleeping through the timers.
-    "sleep", "usleep", "nanosleep", "clock_nanosleep",
+    "sleep",
+    "usleep",
+    "nanosleep",
+    "clock_nanosleep",
     // The syscall hand-off.
-    "pread", "pwrite", "open", "openat", "fsync", "fdatasync", "flock", "waitpid", "wait4",
+    "pread",
+    "pwrite",
+    "open",
+    "openat",
+    "fsync",
+    "fdatasync",
+    "flock",
+    "waitpid",
+    "wait4",
     "getaddrinfo",
     // _FORTIFY_SOURCE variants.
-    "__read_chk", "__recv_chk", "__recvfrom_chk", "__pread_chk", "__poll_chk",
+    "__read_chk",
+    "__recv_chk",
+    "__recvfrom_chk",
+    "__pread_chk",
+    "__poll_chk",
 ];
 
 /// GNU MP's public `gmp_*` names (functions, variables and the macros that rename them
@@ -137,7 +177,10 @@ fn only_gmp_symbols_exported() {
         "{} exports non-gmp_ symbols: {stray:?}",
         lib.display()
     );
-    let missing: Vec<&&str> = ALLOWED_NON_GMP.iter().filter(|n| !names.contains(**n)).collect();
+    let missing: Vec<&&str> = ALLOWED_NON_GMP
+        .iter()
+        .filter(|n| !names.contains(**n))
+        .collect();
     assert!(
         missing.is_empty(),
         "{} does not export the hooks {missing:?}",
@@ -267,7 +310,10 @@ fn runtime_calls_libc_through_sys_real() {
         }
     }
     let mut files = Vec::new();
-    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
     let mut bad = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).expect("read source");
@@ -279,5 +325,9 @@ fn runtime_calls_libc_through_sys_real() {
             }
         }
     }
-    assert!(bad.is_empty(), "use crate::sys::real instead:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "use crate::sys::real instead:\n{}",
+        bad.join("\n")
+    );
 }

@@ -17,8 +17,8 @@
 
 pub mod hchan;
 pub mod select;
-pub(crate) mod waitq;
 #[cfg(test)]
 mod tests;
+pub(crate) mod waitq;
 
 pub use hchan::{Chan, ChanError, Mode};

@@ -10,8 +10,8 @@ use std::sync::Mutex;
 
 use super::hchan::{Chan, ChanError, Mode};
 use super::select::{Case, select};
-use crate::rt::sudog::{SUDOG_CACHE, sudogs_allocated, sudogs_central};
 use crate::rt;
+use crate::rt::sudog::{SUDOG_CACHE, sudogs_allocated, sudogs_central};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -180,7 +180,8 @@ enum Fd {
 /// The registered descriptor of `fd` whose user sees it blocking.
 #[inline]
 fn managed(fd: c_int) -> Option<&'static PollDesc> {
-    netpoll::lookup(fd).filter(|pd| pd.registered() && pd.hook.load(Ordering::Acquire) & HOOK_BLOCKING != 0)
+    netpoll::lookup(fd)
+        .filter(|pd| pd.registered() && pd.hook.load(Ordering::Acquire) & HOOK_BLOCKING != 0)
 }
 
 /// Direction index of `PollDesc::timeo` for a netpoll mode.
@@ -203,18 +204,35 @@ fn clear(pd: &PollDesc) {
 
 /// Reads a socket's SO_RCVTIMEO and SO_SNDTIMEO from the kernel into `pd`.
 fn load_timeouts(fd: c_int, pd: &PollDesc) {
-    for (i, opt) in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO].into_iter().enumerate() {
-        let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+    for (i, opt) in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO]
+        .into_iter()
+        .enumerate()
+    {
+        let mut tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
         let mut len = core::mem::size_of::<libc::timeval>() as libc::socklen_t;
         // SAFETY: valid out-parameters.
-        let r = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, opt, &mut tv as *mut libc::timeval as *mut c_void, &mut len) };
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                &mut tv as *mut libc::timeval as *mut c_void,
+                &mut len,
+            )
+        };
         let ns = if r == 0 { timeval_ns(&tv) } else { 0 };
         pd.timeo[i].store(ns, Ordering::Relaxed);
     }
 }
 
 fn timeval_ns(tv: &libc::timeval) -> i64 {
-    (tv.tv_sec as i64).saturating_mul(1_000_000_000).saturating_add(tv.tv_usec as i64 * 1000).max(0)
+    (tv.tv_sec as i64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(tv.tv_usec as i64 * 1000)
+        .max(0)
 }
 
 #[inline]
@@ -222,7 +240,11 @@ fn classify(fd: c_int) -> Fd {
     if let Some(pd) = netpoll::lookup(fd) {
         let h = pd.hook.load(Ordering::Acquire);
         if pd.registered() {
-            return if h & HOOK_BLOCKING != 0 { Fd::Managed } else { Fd::Native };
+            return if h & HOOK_BLOCKING != 0 {
+                Fd::Managed
+            } else {
+                Fd::Native
+            };
         }
         if h & HOOK_NOPOLL != 0 {
             return Fd::Handoff;
@@ -266,7 +288,8 @@ fn adopt(fd: c_int) -> Fd {
     } else {
         clear(pd);
     }
-    pd.hook.store(if blocking { HOOK_BLOCKING } else { 0 }, Ordering::Release);
+    pd.hook
+        .store(if blocking { HOOK_BLOCKING } else { 0 }, Ordering::Release);
     match netpoll::register(fd) {
         Ok(true) if blocking => Fd::Managed,
         Ok(true) => Fd::Native,
@@ -300,7 +323,10 @@ fn adopt_new(fd: c_int, user_blocking: bool) {
         unblock(fd, user_blocking);
         return;
     };
-    pd.hook.store(if user_blocking { HOOK_BLOCKING } else { 0 }, Ordering::Release);
+    pd.hook.store(
+        if user_blocking { HOOK_BLOCKING } else { 0 },
+        Ordering::Release,
+    );
     match netpoll::register(fd) {
         Ok(true) => {}
         Ok(false) => {
@@ -347,11 +373,16 @@ fn dup_state(old: c_int, new: c_int) {
     let Some(opd) = opd else {
         return;
     };
-    let Some(pd) = netpoll::pd_of(new) else { return };
+    let Some(pd) = netpoll::pd_of(new) else {
+        return;
+    };
     for i in 0..2 {
         pd.timeo[i].store(opd.timeo[i].load(Ordering::Relaxed), Ordering::Relaxed);
     }
-    pd.hook.store(opd.hook.load(Ordering::Acquire) & HOOK_BLOCKING, Ordering::Release);
+    pd.hook.store(
+        opd.hook.load(Ordering::Acquire) & HOOK_BLOCKING,
+        Ordering::Release,
+    );
     if !matches!(netpoll::register(new), Ok(true)) {
         pd.hook.store(0, Ordering::Release);
     }
@@ -382,7 +413,11 @@ fn emulate(fd: c_int, events: i16, timeout: Option<i64>, op: &dyn Fn() -> isize)
                 (left.saturating_add(999_999) / 1_000_000).min(i32::MAX as i64) as c_int
             }
         };
-        let mut p = libc::pollfd { fd, events, revents: 0 };
+        let mut p = libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd.
         if unsafe { real::poll(&mut p, 1, ms) } < 0 && errno() != libc::EINTR {
             return -1;
@@ -395,7 +430,11 @@ fn emulate(fd: c_int, events: i16, timeout: Option<i64>, op: &dyn Fn() -> isize)
 fn rw(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
     if !on_goroutine() {
         if managed(fd).is_some() && !rt::os_linux::forked() {
-            let ev = if mode == MODE_READ { libc::POLLIN } else { libc::POLLOUT };
+            let ev = if mode == MODE_READ {
+                libc::POLLIN
+            } else {
+                libc::POLLOUT
+            };
             return emulate(fd, ev, timeout_of(fd, mode), op);
         }
         return op();
@@ -522,7 +561,9 @@ pub unsafe extern "C" fn recvfrom(
         return unsafe { real::recvfrom(fd, buf, n, flags, addr, len) };
     }
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_READ, &|| unsafe { real::recvfrom(fd, buf, n, flags, addr, len) })
+    rw(fd, MODE_READ, &|| unsafe {
+        real::recvfrom(fd, buf, n, flags, addr, len)
+    })
 }
 
 /// Interposes sendto(2).
@@ -543,7 +584,9 @@ pub unsafe extern "C" fn sendto(
         return unsafe { real::sendto(fd, buf, n, flags, addr, len) };
     }
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_WRITE, &|| unsafe { real::sendto(fd, buf, n, flags, addr, len) })
+    rw(fd, MODE_WRITE, &|| unsafe {
+        real::sendto(fd, buf, n, flags, addr, len)
+    })
 }
 
 /// Interposes recvmsg(2).
@@ -583,10 +626,19 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_i
 /// # Safety
 /// As accept4(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t, flags: c_int) -> c_int {
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+    flags: c_int,
+) -> c_int {
     if !on_goroutine() {
         // SAFETY: the caller's arguments.
-        let r = rw(fd, MODE_READ, &|| unsafe { real::accept4(fd, addr, len, flags) } as isize) as c_int;
+        let r = rw(
+            fd,
+            MODE_READ,
+            &|| unsafe { real::accept4(fd, addr, len, flags) } as isize,
+        ) as c_int;
         if r >= 0 && known(r) && live() {
             forget(r);
         }
@@ -594,7 +646,12 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut
     }
     let user_blocking = flags & libc::SOCK_NONBLOCK == 0;
     // SAFETY: the caller's arguments.
-    let r = rw(fd, MODE_READ, &|| unsafe { real::accept4(fd, addr, len, flags | libc::SOCK_NONBLOCK) } as isize) as c_int;
+    let r =
+        rw(
+            fd,
+            MODE_READ,
+            &|| unsafe { real::accept4(fd, addr, len, flags | libc::SOCK_NONBLOCK) } as isize,
+        ) as c_int;
     if r >= 0 && !live() {
         unblock(r, user_blocking);
     } else if r >= 0 {
@@ -614,7 +671,11 @@ pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut
 /// # Safety
 /// As accept(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> c_int {
+pub unsafe extern "C" fn accept(
+    fd: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+) -> c_int {
     // SAFETY: same contract.
     unsafe { accept4(fd, addr, len, 0) }
 }
@@ -625,7 +686,11 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut 
 /// # Safety
 /// As connect(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn connect(fd: c_int, addr: *const libc::sockaddr, len: libc::socklen_t) -> c_int {
+pub unsafe extern "C" fn connect(
+    fd: c_int,
+    addr: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> c_int {
     let blocking_underneath = if on_goroutine() {
         matches!(classify(fd), Fd::Managed)
     } else {
@@ -639,10 +704,15 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const libc::sockaddr, len: li
     let saved_errno = errno();
     let w = if on_goroutine() {
         super::boundary("interposed connect", || {
-            let deadline = timeout_of(fd, MODE_WRITE).map(|t| crate::sys::nanotime().saturating_add(t));
+            let deadline =
+                timeout_of(fd, MODE_WRITE).map(|t| crate::sys::nanotime().saturating_add(t));
             let bound = bind();
             let w = net::io(fd, MODE_WRITE, deadline, || {
-                let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+                let mut p = libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
                 // SAFETY: one valid pollfd.
                 let n = unsafe { real::poll(&mut p, 1, 0) };
                 if n == 0 {
@@ -705,7 +775,12 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
 /// # Safety
 /// As socketpair(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, fds: *mut c_int) -> c_int {
+pub unsafe extern "C" fn socketpair(
+    domain: c_int,
+    ty: c_int,
+    proto: c_int,
+    fds: *mut c_int,
+) -> c_int {
     let go = on_goroutine();
     let extra = if go { libc::SOCK_NONBLOCK } else { 0 };
     // SAFETY: the caller's arguments.
@@ -870,7 +945,9 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             r
         }
         // SAFETY: the caller's arguments (F_SETLKW blocks: the hand-off).
-        libc::F_SETLKW | libc::F_OFD_SETLKW => handoff(&|| unsafe { real::fcntl(fd, cmd, arg) } as i64) as c_int,
+        libc::F_SETLKW | libc::F_OFD_SETLKW => {
+            handoff(&|| unsafe { real::fcntl(fd, cmd, arg) } as i64) as c_int
+        }
         // SAFETY: the caller's arguments.
         _ => unsafe { real::fcntl(fd, cmd, arg) },
     }
@@ -911,7 +988,13 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: libc::c_ulong, arg: usize) -> c_i
 /// # Safety
 /// As setsockopt(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: libc::socklen_t) -> c_int {
+pub unsafe extern "C" fn setsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    val: *const c_void,
+    len: libc::socklen_t,
+) -> c_int {
     // SAFETY: the caller's arguments.
     let r = unsafe { real::setsockopt(fd, level, name, val, len) };
     if r == 0
@@ -945,7 +1028,11 @@ fn timespec_ns(ts: &libc::timespec) -> Option<i64> {
     if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
         return None;
     }
-    Some((ts.tv_sec as i64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as i64))
+    Some(
+        (ts.tv_sec as i64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ts.tv_nsec as i64),
+    )
 }
 
 /// Interposes nanosleep(2): a goroutine parks on a timer.
@@ -979,7 +1066,10 @@ pub unsafe extern "C" fn clock_nanosleep(
     req: *const libc::timespec,
     rem: *mut libc::timespec,
 ) -> c_int {
-    if !on_goroutine() || req.is_null() || (clock != libc::CLOCK_MONOTONIC && clock != libc::CLOCK_REALTIME) {
+    if !on_goroutine()
+        || req.is_null()
+        || (clock != libc::CLOCK_MONOTONIC && clock != libc::CLOCK_REALTIME)
+    {
         // SAFETY: the caller's arguments.
         return unsafe { real::clock_nanosleep(clock, flags, req, rem) };
     }
@@ -988,7 +1078,10 @@ pub unsafe extern "C" fn clock_nanosleep(
         return libc::EINVAL;
     };
     if flags & libc::TIMER_ABSTIME != 0 {
-        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         // SAFETY: a valid out-pointer and a clock that exists.
         unsafe { libc::clock_gettime(clock, &mut now) };
         ns = ns.saturating_sub(timespec_ns(&now).unwrap_or(0));
@@ -1038,10 +1131,11 @@ fn wait_one(fd: c_int, modes: u32, deadline: Option<i64>, check: &dyn Fn() -> i6
     }
     let seq = pd.seq();
     // Each direction waited for takes its turn, in a fixed order (as gmp_fd_wait).
-    let turns: [crate::sync::mutex::Mutex; 2] = core::array::from_fn(|i| crate::sync::mutex::Mutex {
-        state: &pd.op_lock[i].0,
-        sema: &pd.op_lock[i].1,
-    });
+    let turns: [crate::sync::mutex::Mutex; 2] =
+        core::array::from_fn(|i| crate::sync::mutex::Mutex {
+            state: &pd.op_lock[i].0,
+            sema: &pd.op_lock[i].1,
+        });
     let bound = bind();
     for (i, t) in turns.iter().enumerate() {
         if modes & (1 << i) != 0 {
@@ -1077,7 +1171,12 @@ const POLL_MANY_MAX: libc::nfds_t = 64;
 /// A wait on several fds: a private epoll instance watching them (level-triggered, the
 /// events asked for), which is one pollable fd for `wait_one`. None when one of them
 /// cannot be watched, or there are too many (the caller takes the hand-off).
-fn poll_many(fds: *mut libc::pollfd, n: libc::nfds_t, deadline: Option<i64>, check: &dyn Fn() -> i64) -> Option<i64> {
+fn poll_many(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    deadline: Option<i64>,
+    check: &dyn Fn() -> i64,
+) -> Option<i64> {
     if n > POLL_MANY_MAX {
         return None;
     }
@@ -1095,16 +1194,23 @@ fn poll_many(fds: *mut libc::pollfd, n: libc::nfds_t, deadline: Option<i64>, che
             continue;
         }
         let mut ev = libc::epoll_event {
-            events: (p.events as u16 as u32) & (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLPRI | libc::EPOLLRDHUP) as u32,
+            events: (p.events as u16 as u32)
+                & (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLPRI | libc::EPOLLRDHUP) as u32,
             u64: i as u64,
         };
         // SAFETY: a valid event for our own epoll fd. EEXIST: the same fd twice.
-        if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, p.fd, &mut ev) } < 0 && errno() != libc::EEXIST {
+        if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, p.fd, &mut ev) } < 0
+            && errno() != libc::EEXIST
+        {
             ok = false;
             break;
         }
     }
-    let r = if ok { wait_one(ep, MODE_READ, deadline, check) } else { None };
+    let r = if ok {
+        wait_one(ep, MODE_READ, deadline, check)
+    } else {
+        None
+    };
     if let Some(pd) = netpoll::lookup(ep)
         && pd.registered()
     {
@@ -1194,7 +1300,12 @@ pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int
 /// # Safety
 /// As epoll_wait(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, n: c_int, ms: c_int) -> c_int {
+pub unsafe extern "C" fn epoll_wait(
+    ep: c_int,
+    ev: *mut libc::epoll_event,
+    n: c_int,
+    ms: c_int,
+) -> c_int {
     if !on_goroutine() || ms == 0 {
         // SAFETY: the caller's arguments.
         return unsafe { real::epoll_wait(ep, ev, n, ms) };
@@ -1210,7 +1321,9 @@ pub unsafe extern "C" fn epoll_wait(ep: c_int, ev: *mut libc::epoll_event, n: c_
             return ret(r) as c_int;
         }
         // SAFETY: the caller's arguments.
-        ret(raw_call(|| unsafe { real::epoll_wait(ep, ev, n, ms) } as i64)) as c_int
+        ret(raw_call(
+            || unsafe { real::epoll_wait(ep, ev, n, ms) } as i64
+        )) as c_int
     })
 }
 
@@ -1230,7 +1343,12 @@ fn ts_ms(ts: *const libc::timespec) -> Option<c_int> {
 /// # Safety
 /// As ppoll(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int {
+pub unsafe extern "C" fn ppoll(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    ts: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
     if !on_goroutine() {
         // SAFETY: the caller's arguments.
         return unsafe { real::ppoll(fds, n, ts, mask) };
@@ -1249,7 +1367,13 @@ pub unsafe extern "C" fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, ts: *con
 /// # Safety
 /// As epoll_pwait(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn epoll_pwait(ep: c_int, ev: *mut libc::epoll_event, n: c_int, ms: c_int, mask: *const libc::sigset_t) -> c_int {
+pub unsafe extern "C" fn epoll_pwait(
+    ep: c_int,
+    ev: *mut libc::epoll_event,
+    n: c_int,
+    ms: c_int,
+    mask: *const libc::sigset_t,
+) -> c_int {
     if !on_goroutine() {
         // SAFETY: the caller's arguments.
         return unsafe { real::epoll_pwait(ep, ev, n, ms, mask) };
@@ -1275,7 +1399,10 @@ fn select_pollfds(
     let mut k = 0;
     for fd in 0..n {
         let mut events = 0;
-        for (set, ev) in sets.iter().zip([libc::POLLIN, libc::POLLOUT, libc::POLLPRI]) {
+        for (set, ev) in sets
+            .iter()
+            .zip([libc::POLLIN, libc::POLLOUT, libc::POLLPRI])
+        {
             // SAFETY: a non-null caller's fd_set, fd < FD_SETSIZE.
             if !set.is_null() && unsafe { libc::FD_ISSET(fd, *set) } {
                 events |= ev;
@@ -1285,7 +1412,11 @@ fn select_pollfds(
             if k == out.len() {
                 return None;
             }
-            out[k] = libc::pollfd { fd, events, revents: 0 };
+            out[k] = libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            };
             k += 1;
         }
     }
@@ -1297,20 +1428,35 @@ fn select_pollfds(
 /// select leaves them. `deadline`: None waits forever. Returns the count or -errno, None
 /// for the hand-off.
 fn select_wait(n: c_int, sets: [*mut libc::fd_set; 3], deadline: Option<i64>) -> Option<i64> {
-    let mut pfds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; POLL_MANY_MAX as usize];
+    let mut pfds = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; POLL_MANY_MAX as usize];
     let k = select_pollfds(n, sets, &mut pfds)?;
     // SAFETY: fd_set is plain data.
     let orig: [libc::fd_set; 3] = core::array::from_fn(|i| unsafe {
-        if sets[i].is_null() { core::mem::zeroed() } else { *sets[i] }
+        if sets[i].is_null() {
+            core::mem::zeroed()
+        } else {
+            *sets[i]
+        }
     });
     let last = core::cell::Cell::new(orig);
     let check = || {
         let mut cur = orig;
         let ptr = |i: usize, cur: &mut [libc::fd_set; 3]| {
-            if sets[i].is_null() { core::ptr::null_mut() } else { &mut cur[i] as *mut libc::fd_set }
+            if sets[i].is_null() {
+                core::ptr::null_mut()
+            } else {
+                &mut cur[i] as *mut libc::fd_set
+            }
         };
         let (r, w, e) = (ptr(0, &mut cur), ptr(1, &mut cur), ptr(2, &mut cur));
-        let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        let mut tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
         // SAFETY: valid sets and timeval.
         let rc = intr_as_none(raw(|| unsafe { real::select(n, r, w, e, &mut tv) } as isize));
         last.set(cur);
@@ -1372,20 +1518,22 @@ pub unsafe extern "C" fn select(
         }
         Some(crate::sys::nanotime().saturating_add(timeval_ns(t)))
     };
-    super::boundary("interposed select", || match select_wait(n, [r, w, e], deadline) {
-        Some(rc) => {
-            if let Some(d) = deadline {
-                let left = (d - crate::sys::nanotime()).max(0);
-                // SAFETY: non-null (there is a deadline), the caller's timeval.
-                unsafe {
-                    (*tv).tv_sec = (left / 1_000_000_000) as libc::time_t;
-                    (*tv).tv_usec = ((left % 1_000_000_000) / 1000) as libc::suseconds_t;
+    super::boundary("interposed select", || {
+        match select_wait(n, [r, w, e], deadline) {
+            Some(rc) => {
+                if let Some(d) = deadline {
+                    let left = (d - crate::sys::nanotime()).max(0);
+                    // SAFETY: non-null (there is a deadline), the caller's timeval.
+                    unsafe {
+                        (*tv).tv_sec = (left / 1_000_000_000) as libc::time_t;
+                        (*tv).tv_usec = ((left % 1_000_000_000) / 1000) as libc::suseconds_t;
+                    }
                 }
+                ret(rc) as c_int
             }
-            ret(rc) as c_int
+            // SAFETY: the caller's arguments.
+            None => ret(raw_call(|| unsafe { real::select(n, r, w, e, tv) } as i64)) as c_int,
         }
-        // SAFETY: the caller's arguments.
-        None => ret(raw_call(|| unsafe { real::select(n, r, w, e, tv) } as i64)) as c_int,
     })
 }
 
@@ -1456,7 +1604,9 @@ pub unsafe extern "C" fn getaddrinfo(
     }
     // The goroutine stays on its thread in the hand-off: errno (EAI_SYSTEM) is its own.
     // SAFETY: the caller's arguments.
-    super::boundary("interposed getaddrinfo", || rt::syscall::blocking(|| unsafe { real::getaddrinfo(node, service, hints, res) }))
+    super::boundary("interposed getaddrinfo", || {
+        rt::syscall::blocking(|| unsafe { real::getaddrinfo(node, service, hints, res) })
+    })
 }
 
 /// Interposes pread(2).
@@ -1474,7 +1624,12 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: usize, off: libc:
 /// # Safety
 /// As pwrite(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: usize, off: libc::off_t) -> isize {
+pub unsafe extern "C" fn pwrite(
+    fd: c_int,
+    buf: *const c_void,
+    n: usize,
+    off: libc::off_t,
+) -> isize {
     // SAFETY: the caller's arguments.
     handoff(&|| unsafe { real::pwrite(fd, buf, n, off) } as i64) as isize
 }
@@ -1498,7 +1653,12 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -
 /// # Safety
 /// As openat(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn openat(dir: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+pub unsafe extern "C" fn openat(
+    dir: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
     // SAFETY: the caller's arguments.
     let fd = handoff(&|| unsafe { real::openat(dir, path, flags, mode) } as i64) as c_int;
     if fd >= 0 && known(fd) && live() {
@@ -1533,7 +1693,11 @@ pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
 /// # Safety
 /// As waitpid(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn waitpid(pid: libc::pid_t, status: *mut c_int, options: c_int) -> libc::pid_t {
+pub unsafe extern "C" fn waitpid(
+    pid: libc::pid_t,
+    status: *mut c_int,
+    options: c_int,
+) -> libc::pid_t {
     // SAFETY: the caller's arguments.
     handoff(&|| unsafe { real::waitpid(pid, status, options) } as i64) as libc::pid_t
 }
@@ -1543,7 +1707,12 @@ pub unsafe extern "C" fn waitpid(pid: libc::pid_t, status: *mut c_int, options: 
 /// # Safety
 /// As wait4(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn wait4(pid: libc::pid_t, status: *mut c_int, options: c_int, ru: *mut libc::rusage) -> libc::pid_t {
+pub unsafe extern "C" fn wait4(
+    pid: libc::pid_t,
+    status: *mut c_int,
+    options: c_int,
+    ru: *mut libc::rusage,
+) -> libc::pid_t {
     // SAFETY: the caller's arguments.
     handoff(&|| unsafe { real::wait4(pid, status, options, ru) } as i64) as libc::pid_t
 }
@@ -1574,7 +1743,13 @@ pub unsafe extern "C" fn __read_chk(fd: c_int, buf: *mut c_void, n: usize, bufle
 /// # Safety
 /// As recv(2); `buflen` is the size of `buf`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn __recv_chk(fd: c_int, buf: *mut c_void, n: usize, buflen: usize, flags: c_int) -> isize {
+pub unsafe extern "C" fn __recv_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    buflen: usize,
+    flags: c_int,
+) -> isize {
     if n > buflen {
         // SAFETY: glibc's overflow report; does not return.
         unsafe { __chk_fail() }
@@ -1610,7 +1785,13 @@ pub unsafe extern "C" fn __recvfrom_chk(
 /// # Safety
 /// As pread(2); `buflen` is the size of `buf`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn __pread_chk(fd: c_int, buf: *mut c_void, n: usize, off: libc::off_t, buflen: usize) -> isize {
+pub unsafe extern "C" fn __pread_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    off: libc::off_t,
+    buflen: usize,
+) -> isize {
     if n > buflen {
         // SAFETY: glibc's overflow report; does not return.
         unsafe { __chk_fail() }
@@ -1624,7 +1805,12 @@ pub unsafe extern "C" fn __pread_chk(fd: c_int, buf: *mut c_void, n: usize, off:
 /// # Safety
 /// As poll(2); `fdslen` is the size of `fds` in bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn __poll_chk(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int, fdslen: usize) -> c_int {
+pub unsafe extern "C" fn __poll_chk(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    ms: c_int,
+    fdslen: usize,
+) -> c_int {
     if (n as usize).saturating_mul(core::mem::size_of::<libc::pollfd>()) > fdslen {
         // SAFETY: glibc's overflow report; does not return.
         unsafe { __chk_fail() }

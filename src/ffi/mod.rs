@@ -10,8 +10,8 @@ use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub mod chan;
-pub mod interpose;
 pub mod debug;
+pub mod interpose;
 pub mod net;
 pub mod sync;
 mod syscall;

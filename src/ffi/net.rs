@@ -118,9 +118,18 @@ pub(crate) fn registered(fd: c_int) -> Option<&'static PollDesc> {
 /// Runs `op` on `fd` in direction `mode` until it does not report EAGAIN (see the module
 /// doc). None if the fd is not registered (the caller then blocks through the syscall
 /// hand-off).
-pub(crate) fn io(fd: c_int, mode: u32, deadline: Option<i64>, mut op: impl FnMut() -> isize) -> Option<i64> {
+pub(crate) fn io(
+    fd: c_int,
+    mode: u32,
+    deadline: Option<i64>,
+    mut op: impl FnMut() -> isize,
+) -> Option<i64> {
     let pd = registered(fd)?;
-    let events = if mode == MODE_READ { GMP_POLLIN } else { GMP_POLLOUT };
+    let events = if mode == MODE_READ {
+        GMP_POLLIN
+    } else {
+        GMP_POLLOUT
+    };
     if !pd.incref() {
         return Some(-(libc::EBADF as i64));
     }
@@ -170,13 +179,17 @@ fn io_or_blocking(fd: c_int, mode: u32, timeout_ns: i64, op: impl Fn() -> isize)
 /// gmp_read on a registered fd: parks instead of blocking. None: not registered.
 pub(crate) fn read(fd: c_int, buf: *mut c_void, n: usize) -> Option<i64> {
     // SAFETY: the caller checked buf (writable for n bytes).
-    io(fd, MODE_READ, None, || unsafe { crate::sys::real::read(fd, buf, n) })
+    io(fd, MODE_READ, None, || unsafe {
+        crate::sys::real::read(fd, buf, n)
+    })
 }
 
 /// gmp_write on a registered fd. None: not registered.
 pub(crate) fn write(fd: c_int, buf: *const c_void, n: usize) -> Option<i64> {
     // SAFETY: the caller checked buf (readable for n bytes).
-    io(fd, MODE_WRITE, None, || unsafe { crate::sys::real::write(fd, buf, n) })
+    io(fd, MODE_WRITE, None, || unsafe {
+        crate::sys::real::write(fd, buf, n)
+    })
 }
 
 /// gmp_close's first half for a registered fd (wakes its waiters with -EBADF, waits for
@@ -320,7 +333,13 @@ pub extern "C" fn gmp_socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int
     boundary("gmp_socket", || {
         rt::init();
         // SAFETY: plain syscall.
-        let fd = raw(|| unsafe { crate::sys::real::socket(domain, ty | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, protocol) } as isize);
+        let fd = raw(|| unsafe {
+            crate::sys::real::socket(
+                domain,
+                ty | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                protocol,
+            )
+        } as isize);
         if fd < 0 {
             return fd as c_int;
         }
@@ -354,7 +373,9 @@ pub unsafe extern "C" fn gmp_pipe(fds: *mut c_int) -> c_int {
         rt::init();
         let mut p = [0 as c_int; 2];
         // SAFETY: p is a valid two-int array.
-        let r = raw(|| unsafe { crate::sys::real::pipe2(p.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } as isize);
+        let r = raw(|| unsafe {
+            crate::sys::real::pipe2(p.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC)
+        } as isize);
         if r < 0 {
             return r as c_int;
         }
@@ -399,7 +420,9 @@ pub unsafe extern "C" fn gmp_accept_timeout(
         }
         let r = io_or_blocking(fd, MODE_READ, timeout_ns, || {
             // SAFETY: caller contract.
-            unsafe { crate::sys::real::accept4(fd, addr, addrlen, flags | libc::SOCK_NONBLOCK) as isize }
+            unsafe {
+                crate::sys::real::accept4(fd, addr, addrlen, flags | libc::SOCK_NONBLOCK) as isize
+            }
         });
         if r < 0 {
             return r as c_int;
@@ -482,7 +505,13 @@ pub(crate) fn so_error(fd: c_int) -> c_int {
     let mut len = core::mem::size_of::<c_int>() as libc::socklen_t;
     // SAFETY: valid out-parameters.
     let r = raw(|| unsafe {
-        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err as *mut c_int as *mut c_void, &mut len)
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut err as *mut c_int as *mut c_void,
+            &mut len,
+        )
     } as isize);
     if r < 0 {
         return r as c_int;
@@ -502,13 +531,21 @@ fn bad_buf(p: *const c_void, n: usize) -> bool {
 /// # Safety
 /// `buf` is writable for `n` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gmp_recv_timeout(fd: c_int, buf: *mut c_void, n: usize, flags: c_int, timeout_ns: i64) -> i64 {
+pub unsafe extern "C" fn gmp_recv_timeout(
+    fd: c_int,
+    buf: *mut c_void,
+    n: usize,
+    flags: c_int,
+    timeout_ns: i64,
+) -> i64 {
     boundary("gmp_recv", || {
         if bad_buf(buf, n) {
             return -(libc::EINVAL as i64);
         }
         // SAFETY: caller contract.
-        io_or_blocking(fd, MODE_READ, timeout_ns, || unsafe { crate::sys::real::recv(fd, buf, n, flags) })
+        io_or_blocking(fd, MODE_READ, timeout_ns, || unsafe {
+            crate::sys::real::recv(fd, buf, n, flags)
+        })
     })
 }
 
@@ -528,7 +565,13 @@ pub unsafe extern "C" fn gmp_recv(fd: c_int, buf: *mut c_void, n: usize, flags: 
 /// # Safety
 /// `buf` is readable for `n` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gmp_send_timeout(fd: c_int, buf: *const c_void, n: usize, flags: c_int, timeout_ns: i64) -> i64 {
+pub unsafe extern "C" fn gmp_send_timeout(
+    fd: c_int,
+    buf: *const c_void,
+    n: usize,
+    flags: c_int,
+    timeout_ns: i64,
+) -> i64 {
     boundary("gmp_send", || {
         if bad_buf(buf, n) {
             return -(libc::EINVAL as i64);
@@ -612,7 +655,9 @@ pub unsafe extern "C" fn gmp_sendto_timeout(
         }
         io_or_blocking(fd, MODE_WRITE, timeout_ns, || {
             // SAFETY: caller contract.
-            unsafe { crate::sys::real::sendto(fd, buf, n, flags | libc::MSG_NOSIGNAL, addr, addrlen) }
+            unsafe {
+                crate::sys::real::sendto(fd, buf, n, flags | libc::MSG_NOSIGNAL, addr, addrlen)
+            }
         })
     })
 }
@@ -639,13 +684,20 @@ pub unsafe extern "C" fn gmp_sendto(
 /// # Safety
 /// `msg` is a valid msghdr whose buffers are writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gmp_recvmsg_timeout(fd: c_int, msg: *mut libc::msghdr, flags: c_int, timeout_ns: i64) -> i64 {
+pub unsafe extern "C" fn gmp_recvmsg_timeout(
+    fd: c_int,
+    msg: *mut libc::msghdr,
+    flags: c_int,
+    timeout_ns: i64,
+) -> i64 {
     boundary("gmp_recvmsg", || {
         if msg.is_null() {
             return -(libc::EINVAL as i64);
         }
         // SAFETY: caller contract.
-        io_or_blocking(fd, MODE_READ, timeout_ns, || unsafe { crate::sys::real::recvmsg(fd, msg, flags) })
+        io_or_blocking(fd, MODE_READ, timeout_ns, || unsafe {
+            crate::sys::real::recvmsg(fd, msg, flags)
+        })
     })
 }
 
@@ -664,7 +716,12 @@ pub unsafe extern "C" fn gmp_recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c
 /// # Safety
 /// `msg` is a valid msghdr whose buffers are readable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gmp_sendmsg_timeout(fd: c_int, msg: *const libc::msghdr, flags: c_int, timeout_ns: i64) -> i64 {
+pub unsafe extern "C" fn gmp_sendmsg_timeout(
+    fd: c_int,
+    msg: *const libc::msghdr,
+    flags: c_int,
+    timeout_ns: i64,
+) -> i64 {
     boundary("gmp_sendmsg", || {
         if msg.is_null() {
             return -(libc::EINVAL as i64);

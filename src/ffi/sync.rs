@@ -332,7 +332,11 @@ pub unsafe extern "C" fn gmp_rwmutex_tryrlock(rw: *mut gmp_rwmutex) -> c_int {
             return -libc::EINVAL;
         }
         // SAFETY: checked non-null and aligned; the caller promises it is live.
-        if unsafe { rwmutex_ref(rw) }.try_rlock() { 0 } else { -libc::EBUSY }
+        if unsafe { rwmutex_ref(rw) }.try_rlock() {
+            0
+        } else {
+            -libc::EBUSY
+        }
     })
 }
 
@@ -349,7 +353,11 @@ pub unsafe extern "C" fn gmp_rwmutex_trylock(rw: *mut gmp_rwmutex) -> c_int {
             return -libc::EINVAL;
         }
         // SAFETY: checked non-null and aligned; the caller promises it is live.
-        if unsafe { rwmutex_ref(rw) }.try_lock() { 0 } else { -libc::EBUSY }
+        if unsafe { rwmutex_ref(rw) }.try_lock() {
+            0
+        } else {
+            -libc::EBUSY
+        }
     })
 }
 

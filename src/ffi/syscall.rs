@@ -174,7 +174,8 @@ pub unsafe extern "C" fn gmp_open(path: *const c_char, flags: c_int, mode: c_int
             return -libc::EINVAL;
         }
         // SAFETY: caller contract.
-        raw_call(|| unsafe { crate::sys::real::open(path, flags, mode as libc::c_uint) } as i64) as c_int
+        raw_call(|| unsafe { crate::sys::real::open(path, flags, mode as libc::c_uint) } as i64)
+            as c_int
     })
 }
 

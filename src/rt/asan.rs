@@ -34,8 +34,14 @@ pub(crate) fn init() {
     // SAFETY: dlsym with NUL-terminated names; RTLD_DEFAULT searches the whole process.
     let (s, f) = unsafe {
         (
-            libc::dlsym(libc::RTLD_DEFAULT, c"__sanitizer_start_switch_fiber".as_ptr()),
-            libc::dlsym(libc::RTLD_DEFAULT, c"__sanitizer_finish_switch_fiber".as_ptr()),
+            libc::dlsym(
+                libc::RTLD_DEFAULT,
+                c"__sanitizer_start_switch_fiber".as_ptr(),
+            ),
+            libc::dlsym(
+                libc::RTLD_DEFAULT,
+                c"__sanitizer_finish_switch_fiber".as_ptr(),
+            ),
         )
     };
     if !s.is_null() && !f.is_null() {
@@ -75,7 +81,11 @@ fn finish(save: *mut c_void) -> (usize, usize) {
 #[inline(never)]
 pub(crate) fn enter_goroutine(m: &M, g: &G) {
     // SAFETY: g is ours (execute's caller contract): its stack does not change now.
-    let (lo, size) = unsafe { (*g.stack.ptr()).as_ref().map_or((0, 0), |s| (s.lo(), s.size())) };
+    let (lo, size) = unsafe {
+        (*g.stack.ptr())
+            .as_ref()
+            .map_or((0, 0), |s| (s.lo(), s.size()))
+    };
     // SAFETY: m's own thread owns asan_fake.
     start(unsafe { m.asan_fake.ptr() }.cast(), lo, size);
 }

@@ -34,7 +34,9 @@
 //! ms, doubling to 1 s) while a foreign thread waits and the verdict is "not yet"; a
 //! foreign thread starting a wait wakes sysmon for it.
 
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU8, AtomicU64, Ordering};
+use core::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU8, AtomicU64, Ordering,
+};
 use core::time::Duration;
 
 use super::dump::Out;
@@ -80,14 +82,19 @@ const RECHECK_MAX_NS: i64 = 1_000_000_000;
 
 /// Reads `GMP_DEBUG=checkdead=0` (from `init_once`).
 pub(crate) fn init() {
-    ENABLED.store(super::dump::debug_flag("checkdead") != Some(0), Ordering::Relaxed);
+    ENABLED.store(
+        super::dump::debug_flag("checkdead") != Some(0),
+        Ordering::Relaxed,
+    );
 }
 
 /// Records the calling thread as one of the runtime's own (not an M).
 pub(crate) fn register_runtime_thread() {
     let tid = crate::sys::gettid();
     for s in &RUNTIME_TIDS {
-        if s.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+        if s.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
             return;
         }
     }
@@ -115,11 +122,14 @@ impl ForeignWait {
         let mut slot = SLOTS;
         for (i, s) in FOREIGN.iter().enumerate() {
             if s.tid.load(Ordering::Relaxed) == 0
-                && s.tid.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed).is_ok()
+                && s.tid
+                    .compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok()
             {
                 s.reason.store(reason as u8, Ordering::Relaxed);
                 s.since.store(crate::sys::nanotime(), Ordering::Relaxed);
-                s.note.store(note as *const Note as *mut Note, Ordering::SeqCst);
+                s.note
+                    .store(note as *const Note as *mut Note, Ordering::SeqCst);
                 slot = i;
                 break;
             }
@@ -181,7 +191,9 @@ fn quiescent() -> bool {
 }
 
 fn is_runtime_thread(tid: i32) -> bool {
-    if tid == SYSMON_TID.load(Ordering::Relaxed) || RUNTIME_TIDS.iter().any(|t| t.load(Ordering::SeqCst) == tid) {
+    if tid == SYSMON_TID.load(Ordering::Relaxed)
+        || RUNTIME_TIDS.iter().any(|t| t.load(Ordering::SeqCst) == tid)
+    {
         return true;
     }
     let mut cur = SCHED.allm.load(Ordering::Acquire);
@@ -205,7 +217,9 @@ fn foreign_waiter_asleep(tid: i32) -> bool {
 /// Step 2: every thread is a runtime thread or a foreign waiter asleep. Allocates (the
 /// directory listing): sysmon only.
 fn all_threads_asleep() -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return false };
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
     let mut n = 0;
     for e in dir {
         let Ok(e) = e else { return false };
@@ -313,7 +327,11 @@ pub(crate) fn dump_foreign(out: &mut Out) {
         out.dec(tid as u64);
         out.str(" [");
         let r = WaitReason::from_u8(s.reason.load(Ordering::Relaxed));
-        out.str(if r == WaitReason::None { "waiting" } else { r.as_str() });
+        out.str(if r == WaitReason::None {
+            "waiting"
+        } else {
+            r.as_str()
+        });
         super::dump::waited(out, s.since.load(Ordering::Relaxed), now);
         out.str("]: a thread outside the runtime, blocked in a gmp call\n\n");
     }

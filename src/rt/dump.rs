@@ -214,7 +214,12 @@ struct DlInfo {
 const RTLD_DL_SYMENT: c_int = 1;
 
 unsafe extern "C" {
-    fn dladdr1(addr: *const c_void, info: *mut DlInfo, extra: *mut *mut c_void, flags: c_int) -> c_int;
+    fn dladdr1(
+        addr: *const c_void,
+        info: *mut DlInfo,
+        extra: *mut *mut c_void,
+        flags: c_int,
+    ) -> c_int;
 }
 
 /// Writes `name+0xoff (object)` for `pc`, or `?? (object+0xoff)` when no symbol covers it.
@@ -313,7 +318,9 @@ fn walk(out: &mut Out, lo: usize, hi: usize, mut fp: usize, first: usize) {
         if fp < lo || fp + 16 > hi || fp & 7 != 0 {
             break;
         }
-        let Some([next, ret]) = read_words::<2>(fp) else { break };
+        let Some([next, ret]) = read_words::<2>(fp) else {
+            break;
+        };
         if ret == 0 {
             return;
         }
@@ -339,7 +346,11 @@ fn status_str(g: &G, status: u32) -> &'static str {
         G_SYSCALL => "syscall",
         G_WAITING => {
             let r = g.waitreason();
-            if r == WaitReason::None { "waiting" } else { r.as_str() }
+            if r == WaitReason::None {
+                "waiting"
+            } else {
+                r.as_str()
+            }
         }
         _ => "dead",
     }
@@ -434,7 +445,9 @@ fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
 fn current_fp() -> usize {
     let fp: usize;
     // SAFETY: reads rbp; no memory access.
-    unsafe { core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
+    };
     fp
 }
 

@@ -129,7 +129,8 @@ impl Ring {
 
 /// Per-P rings, indexed by P id; created by `start` for the Ps that exist and by the first
 /// event of a P created later; never freed (a late producer may still hold one).
-static RINGS: [AtomicPtr<Ring>; MAX_PROCS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_PROCS];
+static RINGS: [AtomicPtr<Ring>; MAX_PROCS] =
+    [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_PROCS];
 /// The ring of threads without a P, under `SHARED_LOCK`.
 static SHARED: AtomicPtr<Ring> = AtomicPtr::new(core::ptr::null_mut());
 static SHARED_LOCK: crate::sys::Lock = crate::sys::Lock::new();
@@ -141,7 +142,12 @@ fn ring_for(id: usize) -> &'static Ring {
         return unsafe { &*r };
     }
     let new = Box::into_raw(Box::new(Ring::new()));
-    match RINGS[id].compare_exchange(core::ptr::null_mut(), new, Ordering::AcqRel, Ordering::Acquire) {
+    match RINGS[id].compare_exchange(
+        core::ptr::null_mut(),
+        new,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
         // SAFETY: just published, never freed.
         Ok(_) => unsafe { &*new },
         Err(cur) => {
@@ -177,15 +183,31 @@ fn shared() -> &'static Ring {
 pub(crate) fn emit(k: u8, track: Option<u32>, a: u64, b: u64) {
     let m = getm();
     // SAFETY: a non-null TLS slot is this thread's live M.
-    let pp = if m.is_null() { core::ptr::null_mut() } else { unsafe { (*m).p.load(Ordering::Relaxed) } };
+    let pp = if m.is_null() {
+        core::ptr::null_mut()
+    } else {
+        unsafe { (*m).p.load(Ordering::Relaxed) }
+    };
     let ts = crate::sys::nanotime();
     if !pp.is_null() {
         // SAFETY: Ps are never freed; we hold pp, so we are its ring's one producer.
         let id = unsafe { (*pp).id } as usize;
-        let e = Ev { ts, kind: k, track: track.unwrap_or(id as u32), a, b };
+        let e = Ev {
+            ts,
+            kind: k,
+            track: track.unwrap_or(id as u32),
+            a,
+            b,
+        };
         ring_for(id).push(e);
     } else {
-        let e = Ev { ts, kind: k, track: track.unwrap_or(OUTSIDE), a, b };
+        let e = Ev {
+            ts,
+            kind: k,
+            track: track.unwrap_or(OUTSIDE),
+            a,
+            b,
+        };
         let r = shared();
         SHARED_LOCK.lock();
         r.push(e);
@@ -238,7 +260,11 @@ pub(crate) fn syscall_exit(m: &M, g: &G) {
 pub(crate) fn cur_goid() -> u64 {
     let g = getg();
     // SAFETY: Gs are never freed.
-    if g.is_null() { 0 } else { unsafe { (*g).goid() } }
+    if g.is_null() {
+        0
+    } else {
+        unsafe { (*g).goid() }
+    }
 }
 
 struct Writer {
@@ -287,7 +313,11 @@ pub fn start(path: &str) -> Result<(), i32> {
 
 /// Stops the trace and finishes the file. Err(EINVAL): no trace runs.
 pub fn stop() -> Result<(), i32> {
-    let w = WRITER.lock().unwrap_or_else(|e| e.into_inner()).take().ok_or(libc::EINVAL)?;
+    let w = WRITER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .ok_or(libc::EINVAL)?;
     ON.0.store(false, Ordering::SeqCst);
     super::hooks::set(super::hooks::TRACE, false);
     let _ = w.done.send(());
@@ -348,7 +378,11 @@ impl Json {
         n
     }
     fn track(&mut self, pid: u32, tid: u32) {
-        let (set, what) = if pid == 1 { (&mut self.seen_p, "P") } else { (&mut self.seen_m, "M") };
+        let (set, what) = if pid == 1 {
+            (&mut self.seen_p, "P")
+        } else {
+            (&mut self.seen_m, "M")
+        };
         if set.insert(tid) {
             let name = if pid == 1 && tid == OUTSIDE {
                 "threads outside the runtime".to_string()
@@ -381,7 +415,10 @@ impl Json {
             kind::GO_STOP => {
                 // Nothing open: the run started before the trace did (left out).
                 if self.open_p.remove(&t).is_some() {
-                    let why = ["?", "park", "yield", "preempt", "exit", "syscall"].get(e.b as usize).copied().unwrap_or("?");
+                    let why = ["?", "park", "yield", "preempt", "exit", "syscall"]
+                        .get(e.b as usize)
+                        .copied()
+                        .unwrap_or("?");
                     self.raw(&format!(r#"{{"ph":"E","pid":1,"tid":{t},"ts":{ts:.3},"args":{{"goid":{},"why":"{why}"}}}}"#, e.a));
                 }
             }
@@ -392,7 +429,10 @@ impl Json {
             }
             kind::SYSCALL_END => {
                 if self.open_m.remove(&t).is_some() {
-                    self.raw(&format!(r#"{{"ph":"E","pid":2,"tid":{t},"ts":{ts:.3},"args":{{"goid":{}}}}}"#, e.a));
+                    self.raw(&format!(
+                        r#"{{"ph":"E","pid":2,"tid":{t},"ts":{ts:.3},"args":{{"goid":{}}}}}"#,
+                        e.a
+                    ));
                 }
             }
             _ => {
@@ -416,8 +456,12 @@ impl Json {
         let idle = SCHED.npidle.load(Ordering::Relaxed);
         let threads = SCHED.mcount.load(Ordering::Relaxed);
         self.raw(&format!(r#"{{"ph":"C","pid":1,"name":"runnable goroutines","ts":{ts:.3},"args":{{"runnable":{runnable}}}}}"#));
-        self.raw(&format!(r#"{{"ph":"C","pid":1,"name":"idle Ps","ts":{ts:.3},"args":{{"idle":{idle}}}}}"#));
-        self.raw(&format!(r#"{{"ph":"C","pid":1,"name":"threads","ts":{ts:.3},"args":{{"threads":{threads}}}}}"#));
+        self.raw(&format!(
+            r#"{{"ph":"C","pid":1,"name":"idle Ps","ts":{ts:.3},"args":{{"idle":{idle}}}}}"#
+        ));
+        self.raw(&format!(
+            r#"{{"ph":"C","pid":1,"name":"threads","ts":{ts:.3},"args":{{"threads":{threads}}}}}"#
+        ));
     }
 }
 
@@ -481,7 +525,9 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
             }
             let open_m: Vec<_> = j.open_m.drain().collect();
             for (t, g) in open_m {
-                j.raw(&format!(r#"{{"ph":"E","pid":2,"tid":{t},"ts":{end:.3},"args":{{"goid":{g}}}}}"#));
+                j.raw(&format!(
+                    r#"{{"ph":"E","pid":2,"tid":{t},"ts":{end:.3},"args":{{"goid":{g}}}}}"#
+                ));
             }
             let dropped: u64 = RINGS
                 .iter()
@@ -491,7 +537,10 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
                 // SAFETY: never freed.
                 .map(|r| unsafe { (*r).dropped.swap(0, Ordering::Relaxed) })
                 .sum();
-            let _ = write!(j.out, "\n],\"otherData\":{{\"dropped_events\":\"{dropped}\"}}}}\n");
+            let _ = write!(
+                j.out,
+                "\n],\"otherData\":{{\"dropped_events\":\"{dropped}\"}}}}\n"
+            );
             let _ = j.out.flush();
             return;
         }

@@ -68,7 +68,12 @@ pub(crate) fn resume(gp: *mut G) {
     }
     if asan::on() {
         // SAFETY: we run on an M (we were resumed by execute); gp is us.
-        unsafe { asan::on_goroutine(&*getm(), (*gp).ext.asan_fake.get() as *mut core::ffi::c_void) };
+        unsafe {
+            asan::on_goroutine(
+                &*getm(),
+                (*gp).ext.asan_fake.get() as *mut core::ffi::c_void,
+            )
+        };
     }
 }
 
@@ -107,7 +112,12 @@ pub(crate) fn ready(gp: *mut G) {
     }
     if exectrace::on() {
         // SAFETY: Gs are never freed.
-        exectrace::emit(exectrace::kind::UNPARK, None, unsafe { (*gp).goid() }, exectrace::cur_goid());
+        exectrace::emit(
+            exectrace::kind::UNPARK,
+            None,
+            unsafe { (*gp).goid() },
+            exectrace::cur_goid(),
+        );
     }
 }
 

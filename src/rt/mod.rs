@@ -70,26 +70,26 @@ pub mod runq;
 
 mod affinity;
 pub(crate) mod asan;
-pub(crate) mod tsan;
-mod config;
 pub(crate) mod checkdead;
+mod config;
 pub(crate) mod dump;
 pub(crate) mod exectrace;
 pub(crate) mod hooks;
 pub mod lockosthread;
 pub mod netpoll;
 pub mod os_linux;
-mod preempt;
 mod park;
+mod preempt;
 mod proc;
 mod sched;
 #[cfg(all(test, loom))]
 mod spinning_loom;
+pub(crate) mod sudog;
 pub mod syscall;
 mod sysmon;
 pub mod timer;
-pub(crate) mod sudog;
 pub mod trace;
+pub(crate) mod tsan;
 
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
@@ -331,8 +331,10 @@ impl G {
 pub fn casgstatus(gp: &G, old: u32, new: u32) {
     // Seed 003 invariant 1: only defined statuses, and no transition to the same one.
     #[cfg(debug_assertions)]
-    if !matches!(new, G_IDLE | G_RUNNABLE | G_RUNNING | G_SYSCALL | G_WAITING | G_DEAD)
-        || old == new
+    if !matches!(
+        new,
+        G_IDLE | G_RUNNABLE | G_RUNNING | G_SYSCALL | G_WAITING | G_DEAD
+    ) || old == new
     {
         throw("casgstatus: undefined status or no-op transition");
     }

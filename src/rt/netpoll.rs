@@ -40,7 +40,9 @@
 
 use core::cell::Cell;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 
 use super::timer::{self, Timer};
 use super::*;
@@ -113,7 +115,11 @@ impl PollDesc {
     }
 
     fn slot(&self, mode: u32) -> &Cell<usize> {
-        if mode == MODE_READ { &self.rg } else { &self.wg }
+        if mode == MODE_READ {
+            &self.rg
+        } else {
+            &self.wg
+        }
     }
 
     /// Whether the fd is under the poller (and not being closed).
@@ -349,7 +355,10 @@ pub fn register(fd: i32) -> Result<bool, i32> {
 /// pending events. Lock held by the caller; returns the goroutines to ready once it is
 /// released.
 fn evict_locked(pd: &PollDesc, out: &mut [*mut G; 2]) {
-    pd.seq.store(pd.seq.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+    pd.seq.store(
+        pd.seq.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Release,
+    );
     for (i, mode) in [MODE_READ, MODE_WRITE].into_iter().enumerate() {
         let slot = pd.slot(mode);
         let v = slot.replace(SLOT_NIL);
@@ -390,7 +399,12 @@ pub fn unregister(fd: i32) -> Result<(), i32> {
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
     // SAFETY: plain syscalls on our epoll fd and the caller's fd.
     unsafe {
-        libc::epoll_ctl(EPFD.load(Ordering::Acquire), libc::EPOLL_CTL_DEL, fd, &mut ev);
+        libc::epoll_ctl(
+            EPFD.load(Ordering::Acquire),
+            libc::EPOLL_CTL_DEL,
+            fd,
+            &mut ev,
+        );
         let flags = crate::sys::real::fcntl(fd, libc::F_GETFL, 0);
         if flags >= 0 {
             crate::sys::real::fcntl(fd, libc::F_SETFL, (flags & !libc::O_NONBLOCK) as usize);
@@ -439,7 +453,14 @@ pub fn close_begin(fd: i32) -> bool {
     pd.hook.store(0, Ordering::Relaxed);
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
     // SAFETY: plain epoll_ctl on our epoll fd.
-    unsafe { libc::epoll_ctl(EPFD.load(Ordering::Acquire), libc::EPOLL_CTL_DEL, fd, &mut ev) };
+    unsafe {
+        libc::epoll_ctl(
+            EPFD.load(Ordering::Acquire),
+            libc::EPOLL_CTL_DEL,
+            fd,
+            &mut ev,
+        )
+    };
     pd.lock.unlock();
     true
 }
@@ -494,7 +515,12 @@ unsafe fn on_deadline(w: usize) {
 /// # Safety
 /// On a goroutine holding a P, with a reference on `pd` (`incref`) taken when its `seq` was
 /// `seq`.
-pub unsafe fn wait(pd: &PollDesc, seq: u32, modes: u32, deadline: Option<i64>) -> Result<u32, WaitError> {
+pub unsafe fn wait(
+    pd: &PollDesc,
+    seq: u32,
+    modes: u32,
+    deadline: Option<i64>,
+) -> Result<u32, WaitError> {
     loop {
         pd.lock.lock();
         if pd.closing.load(Ordering::Relaxed) || pd.seq.load(Ordering::Relaxed) != seq {
@@ -545,7 +571,13 @@ pub unsafe fn wait(pd: &PollDesc, seq: u32, modes: u32, deadline: Option<i64>) -
         };
         // SAFETY: on a goroutine (caller contract); our record is in the slots under the
         // lock that park_commit releases, the only lock we hold.
-        unsafe { gopark(Some(park_commit), &ctx as *const ParkCtx as usize, WaitReason::IoWait) };
+        unsafe {
+            gopark(
+                Some(park_commit),
+                &ctx as *const ParkCtx as usize,
+                WaitReason::IoWait,
+            )
+        };
         if deadline.is_some() {
             // SAFETY: t was initialised (there is a deadline) and lives in this frame.
             unsafe { timer::stop(t.as_mut_ptr()) };
@@ -596,7 +628,6 @@ impl Ready {
         }
     }
 
-
     /// Readies them all (Go's injectglist: some to the global queue with Ms started for
     /// the idle Ps, the rest to the caller's P).
     pub(crate) fn ready_all(&mut self) {
@@ -626,7 +657,8 @@ impl Ready {
                 self.ready_all();
                 return;
             }
-            g.waitreason.store(WaitReason::None as u8, Ordering::Relaxed);
+            g.waitreason
+                .store(WaitReason::None as u8, Ordering::Relaxed);
             casgstatus(g, G_WAITING, G_RUNNABLE);
             sched::runq_put(p, gp, true);
         }
@@ -655,7 +687,12 @@ pub(crate) fn netpoll(delay: i64, out: &mut Ready) -> usize {
         if delay > 0 {
             epoll_wait_ns(ep, &mut events, delay)
         } else {
-            crate::sys::real::epoll_wait(ep, events.as_mut_ptr(), N as i32, if delay < 0 { -1 } else { 0 })
+            crate::sys::real::epoll_wait(
+                ep,
+                events.as_mut_ptr(),
+                N as i32,
+                if delay < 0 { -1 } else { 0 },
+            )
         }
     };
     POLLS.fetch_add(1, Ordering::Relaxed);

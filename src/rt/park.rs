@@ -62,7 +62,8 @@ pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) 
         let status = (*gp).status.load(Ordering::Relaxed);
         if status == G_SYSCALL {
             let mut buf = [0u8; 48];
-            let what = crate::sys::fmt_msg(&mut buf, &[b"waits (", reason.as_str().as_bytes(), b")"]);
+            let what =
+                crate::sys::fmt_msg(&mut buf, &[b"waits (", reason.as_str().as_bytes(), b")"]);
             syscall::throw_in_syscall(&*gp, core::str::from_utf8(what).unwrap_or("waits"));
         }
         if status != G_RUNNING {
@@ -71,7 +72,9 @@ pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) 
         (*m).waitunlockf.set(unlockf);
         (*m).waitlock.set(arg);
         (*gp).waitreason.store(reason as u8, Ordering::Relaxed);
-        (*gp).waitsince.store(dump::COARSE_NOW.load(Ordering::Relaxed), Ordering::Relaxed);
+        (*gp)
+            .waitsince
+            .store(dump::COARSE_NOW.load(Ordering::Relaxed), Ordering::Relaxed);
         mcall(action::PARK);
     }
 }

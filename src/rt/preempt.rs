@@ -78,9 +78,10 @@ static mut OLD_ACTION: core::mem::MaybeUninit<libc::sigaction> = core::mem::Mayb
 pub(super) fn init() {
     let debug = |key: &str| {
         std::env::var("GMP_DEBUG").is_ok_and(|v| {
-            v.split(',')
-                .map(str::trim)
-                .any(|kv| kv.split_once('=').is_some_and(|(k, v)| k == key && v != "0"))
+            v.split(',').map(str::trim).any(|kv| {
+                kv.split_once('=')
+                    .is_some_and(|(k, v)| k == key && v != "0")
+            })
         })
     };
     // Off under valgrind and ThreadSanitizer too: valgrind reports the handler's writes
@@ -135,7 +136,11 @@ struct Collect {
     only_counters: bool,
 }
 
-unsafe extern "C" fn phdr_callback(info: *mut libc::dl_phdr_info, _size: usize, data: *mut libc::c_void) -> libc::c_int {
+unsafe extern "C" fn phdr_callback(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    data: *mut libc::c_void,
+) -> libc::c_int {
     // SAFETY: dl_iterate_phdr passes valid info and our `Collect`.
     unsafe {
         let c = &mut *(data as *mut Collect);
@@ -151,13 +156,17 @@ unsafe extern "C" fn phdr_callback(info: *mut libc::dl_phdr_info, _size: usize, 
             core::ffi::CStr::from_ptr(info.dlpi_name).to_bytes()
         };
         let ours = info.dlpi_addr as usize == c.our_base;
-        let excluded = ours || EXCLUDED.iter().any(|pat| name.windows(pat.len()).any(|w| w == *pat));
+        let excluded = ours
+            || EXCLUDED
+                .iter()
+                .any(|pat| name.windows(pat.len()).any(|w| w == *pat));
         if !excluded {
             return 0;
         }
         for i in 0..info.dlpi_phnum as usize {
             let ph = &*info.dlpi_phdr.add(i);
-            if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && c.out.n < c.out.r.len() {
+            if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && c.out.n < c.out.r.len()
+            {
                 let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
                 c.out.r[c.out.n] = (start, start + ph.p_memsz as usize);
                 c.out.n += 1;
@@ -182,7 +191,12 @@ fn refresh_ranges(force: bool) {
     let cur = RANGES.load(Ordering::Acquire);
     if !force {
         // SAFETY: the callback only reads the counters.
-        unsafe { libc::dl_iterate_phdr(Some(phdr_callback), &mut c as *mut Collect as *mut libc::c_void) };
+        unsafe {
+            libc::dl_iterate_phdr(
+                Some(phdr_callback),
+                &mut c as *mut Collect as *mut libc::c_void,
+            )
+        };
         // SAFETY: published tables are never freed.
         if !cur.is_null() && unsafe { (*cur).adds == c.out.adds && (*cur).subs == c.out.subs } {
             return;
@@ -196,7 +210,10 @@ fn refresh_ranges(force: bool) {
         if libc::dladdr(init as *const () as *const libc::c_void, &mut di) != 0 {
             c.our_base = di.dli_fbase as usize;
         }
-        libc::dl_iterate_phdr(Some(phdr_callback), &mut c as *mut Collect as *mut libc::c_void);
+        libc::dl_iterate_phdr(
+            Some(phdr_callback),
+            &mut c as *mut Collect as *mut libc::c_void,
+        );
     }
     RANGES.store(Box::into_raw(Box::new(c.out)), Ordering::Release);
 }
@@ -218,13 +235,22 @@ fn thread_running(tid: i32) -> bool {
     let mut path = [0u8; 48];
     let msg = crate::sys::fmt_msg(
         &mut path,
-        &[b"/proc/self/task/", &crate::sys::fmt_u64(tid as u64), b"/stat\0"],
+        &[
+            b"/proc/self/task/",
+            &crate::sys::fmt_u64(tid as u64),
+            b"/stat\0",
+        ],
     );
     let mut buf = [0u8; 512];
     // SAFETY: raw syscalls (not the libc wrappers a future interposer hooks) on a
     // NUL-terminated path and a valid buffer.
     let n = unsafe {
-        let fd = libc::syscall(libc::SYS_openat, libc::AT_FDCWD, msg.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) as i32;
+        let fd = libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            msg.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        ) as i32;
         if fd < 0 {
             return false;
         }
@@ -253,7 +279,12 @@ pub(super) fn preempt_m(p: &P) {
         return;
     }
     // SAFETY: Ms are never freed.
-    let (tid, dead) = unsafe { ((*m).tid.load(Ordering::Relaxed), (*m).dead.load(Ordering::Relaxed)) };
+    let (tid, dead) = unsafe {
+        (
+            (*m).tid.load(Ordering::Relaxed),
+            (*m).dead.load(Ordering::Relaxed),
+        )
+    };
     if tid == 0 || dead {
         return;
     }
@@ -321,7 +352,8 @@ fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void)
     // SAFETY: the program installed this handler for SIGURG with these flags.
     unsafe {
         if old.sa_flags & libc::SA_SIGINFO != 0 {
-            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = core::mem::transmute(h);
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                core::mem::transmute(h);
             f(sig, info, ctx);
         } else {
             let f: extern "C" fn(libc::c_int) = core::mem::transmute(h);
@@ -364,7 +396,8 @@ unsafe fn try_preempt(uc: *mut libc::ucontext_t) {
             REFUSED_STALE.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let need = 128 + 8 + arch::ASYNC_XSAVE_SIZE.load(Ordering::Relaxed) as usize + 64 + STACK_SLACK;
+        let need =
+            128 + 8 + arch::ASYNC_XSAVE_SIZE.load(Ordering::Relaxed) as usize + 64 + STACK_SLACK;
         if sp > stack.top() || sp < stack.lo() + need {
             // Not on its own stack (C code switched stacks), or too close to the guard.
             REFUSED_STACK.fetch_add(1, Ordering::Relaxed);

@@ -81,7 +81,11 @@ pub unsafe fn newproc(
         g.lockedm.store(null_mut(), Ordering::Relaxed);
         let parent = getg();
         g.ext.parentgoid.store(
-            if parent.is_null() { 0 } else { (*parent).goid() },
+            if parent.is_null() {
+                0
+            } else {
+                (*parent).goid()
+            },
             Ordering::Relaxed,
         );
         let goid = if pp.is_null() {

@@ -164,7 +164,10 @@ pub(super) fn pidleget(g: &mut SchedGuard) -> Option<*mut P> {
     // SAFETY: pp is on the idle list, whose links the lock holder owns.
     s.pidle = unsafe { (*pp).link.get() };
     SCHED.npidle.fetch_sub(1, Ordering::SeqCst);
-    SCHED.pidlegets.store(SCHED.pidlegets.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
+    SCHED.pidlegets.store(
+        SCHED.pidlegets.load(Ordering::Relaxed) + 1,
+        Ordering::SeqCst,
+    );
     // A P goes to work: sysmon must watch it (it may be in its deep sleep).
     sysmon::wake_if_sleeping();
     Some(pp)
@@ -319,7 +322,11 @@ pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
 pub(super) unsafe fn inject_glist(gs: &[*mut G]) {
     let m = getm();
     // SAFETY: a non-null TLS slot is this thread's M; only it writes its `p`.
-    let pp = if m.is_null() { null_mut() } else { unsafe { (*m).p.load(Ordering::Relaxed) } };
+    let pp = if m.is_null() {
+        null_mut()
+    } else {
+        unsafe { (*m).p.load(Ordering::Relaxed) }
+    };
     let npidle = SCHED.npidle.load(Ordering::SeqCst).max(0) as usize;
     // Split first (the batch is at most two per poll event), then publish: once a G is
     // on the global queue another M may run it, so it must not be looked at again.
@@ -330,7 +337,9 @@ pub(super) unsafe fn inject_glist(gs: &[*mut G]) {
     for &gp in gs {
         // SAFETY: caller contract; Gs are never freed.
         unsafe {
-            (*gp).waitreason.store(WaitReason::None as u8, Ordering::Relaxed);
+            (*gp)
+                .waitreason
+                .store(WaitReason::None as u8, Ordering::Relaxed);
             casgstatus(&*gp, G_WAITING, G_RUNNABLE);
             let am = affinity::affine_m(&*gp);
             if !am.is_null() {
@@ -687,7 +696,11 @@ fn newm(pp: *mut P, spinning: bool) {
         let mut buf = [0u8; 96];
         let msg = crate::sys::fmt_msg(
             &mut buf,
-            &[b"program exceeds ", &crate::sys::fmt_u64(max as u64), b"-thread limit"],
+            &[
+                b"program exceeds ",
+                &crate::sys::fmt_u64(max as u64),
+                b"-thread limit",
+            ],
         );
         crate::sys::write_stderr(b"gmp: ");
         crate::sys::write_stderr(msg);
@@ -1003,7 +1016,8 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         // (maybe handing it on through runnext, as a channel ping-pong does). Serve the
         // global queue first, where preempted goroutines and foreign threads' spawns wait,
         // and start a new slice whatever runs next.
-        let preempted = p.preempt.load(Ordering::Relaxed) && p.preempt.swap(false, Ordering::Relaxed);
+        let preempted =
+            p.preempt.load(Ordering::Relaxed) && p.preempt.swap(false, Ordering::Relaxed);
         // Goroutines that can run only on this M come first (affinity.rs).
         // SAFETY: m's thread, holding pp.
         let mut found = unsafe { affinity::get_first(m) }.map(|gp| (gp, false));
@@ -1204,7 +1218,10 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
 
         // 3. The poller, without blocking, when goroutines wait on it and no M is blocked
         // in it (that one gets the events): what it readies comes to this P (goready).
-        if netpoll::inited() && netpoll::any_waiters() && netpoll::BLOCKED.load(Ordering::SeqCst) == 0 {
+        if netpoll::inited()
+            && netpoll::any_waiters()
+            && netpoll::BLOCKED.load(Ordering::SeqCst) == 0
+        {
             let mut ready = netpoll::Ready::new();
             if netpoll::netpoll(0, &mut ready) > 0 {
                 // SAFETY: we hold pp.
@@ -1265,16 +1282,17 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
                 let mut g = lock_sched();
                 if SCHED.runqsize.load(Ordering::Relaxed) != 0
-                    && let Some(pp2) = pidleget_spinning(&mut g) {
-                        // SAFETY: we are m's thread and took pp2 off the idle list.
-                        unsafe { acquirep(m, pp2) };
-                        become_spinning(m);
-                        // SAFETY: we own pp2 and an idle P's queue is empty.
-                        if let Some(gp) = unsafe { globrunqget(&mut g, &*pp2, 0) } {
-                            return Some((gp, false));
-                        }
-                        continue;
+                    && let Some(pp2) = pidleget_spinning(&mut g)
+                {
+                    // SAFETY: we are m's thread and took pp2 off the idle list.
+                    unsafe { acquirep(m, pp2) };
+                    become_spinning(m);
+                    // SAFETY: we own pp2 and an idle P's queue is empty.
+                    if let Some(gp) = unsafe { globrunqget(&mut g, &*pp2, 0) } {
+                        return Some((gp, false));
                     }
+                    continue;
+                }
             }
             if let Some(pp2) = check_runqs_no_p() {
                 // SAFETY: we are m's thread and took pp2 off the idle list.

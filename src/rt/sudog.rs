@@ -41,7 +41,6 @@
 //!
 //! The wait queues and the blocking protocol that uses all this are in `chan/waitq.rs`.
 
-
 use core::cell::{Cell, UnsafeCell};
 use core::ptr::{null, null_mut};
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};

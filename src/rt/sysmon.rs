@@ -133,7 +133,8 @@ fn syscall_unseen() -> bool {
 /// the scheduler, a whole time slice late behind a goroutine that keeps its P; Go accepts
 /// that (its sysmon only starts an M if a P is idle), we run it from sysmon instead.
 fn unwatched_timer() -> i64 {
-    if SCHED.npidle.load(Ordering::Relaxed) != 0 || !SCHED.timer_m.load(Ordering::SeqCst).is_null() {
+    if SCHED.npidle.load(Ordering::Relaxed) != 0 || !SCHED.timer_m.load(Ordering::SeqCst).is_null()
+    {
         return 0;
     }
     timer::earliest()

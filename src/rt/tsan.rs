@@ -49,7 +49,10 @@ pub(crate) fn init() {
         slot.store(p as usize, Ordering::Relaxed);
     }
     if all {
-        crate::sys::tsan::enable(ACQUIRE.load(Ordering::Relaxed), RELEASE.load(Ordering::Relaxed));
+        crate::sys::tsan::enable(
+            ACQUIRE.load(Ordering::Relaxed),
+            RELEASE.load(Ordering::Relaxed),
+        );
     }
     ON.0.store(all, Ordering::Release);
     super::hooks::set(super::hooks::TSAN, all);
@@ -65,7 +68,8 @@ fn call1(f: &AtomicUsize, a: usize) -> usize {
     // pointer-sized argument (or an unsigned flag) and returns a pointer or nothing, which
     // the System V ABI lets us treat alike.
     unsafe {
-        let f: unsafe extern "C" fn(usize) -> usize = core::mem::transmute(f.load(Ordering::Relaxed));
+        let f: unsafe extern "C" fn(usize) -> usize =
+            core::mem::transmute(f.load(Ordering::Relaxed));
         f(a)
     }
 }
@@ -73,11 +77,11 @@ fn call1(f: &AtomicUsize, a: usize) -> usize {
 fn switch_to(fiber: usize) {
     // SAFETY: as in `call1`; flags 0: the switch synchronises the two fibers.
     unsafe {
-        let f: unsafe extern "C" fn(usize, u32) = core::mem::transmute(SWITCH.load(Ordering::Relaxed));
+        let f: unsafe extern "C" fn(usize, u32) =
+            core::mem::transmute(SWITCH.load(Ordering::Relaxed));
         f(fiber, 0);
     }
 }
-
 
 /// On g0, just before `execute` switches to `g`.
 #[cold]

@@ -41,7 +41,6 @@ pub(crate) fn fmt_msg<'a>(buf: &'a mut [u8], parts: &[&[u8]]) -> &'a [u8] {
     &buf[..n]
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -196,10 +196,19 @@ real! {
 }
 
 /// select(2) with the raw pselect6 call (updates `tv` with the time left, as Linux does).
-unsafe fn sys_select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, tv: *mut libc::timeval) -> c_int {
+unsafe fn sys_select(
+    n: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    tv: *mut libc::timeval,
+) -> c_int {
     // SAFETY: the caller's arguments; ts is a valid timespec when tv is not null.
     unsafe {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         let tsp = if tv.is_null() {
             core::ptr::null_mut()
         } else {
@@ -255,7 +264,8 @@ pub unsafe fn ioctl(fd: c_int, req: libc::c_ulong, arg: usize) -> c_int {
     // SAFETY: p is libc's ioctl; otherwise the raw call with the same arguments.
     unsafe {
         if p != 0 {
-            let f: unsafe extern "C" fn(c_int, libc::c_ulong, ...) -> c_int = core::mem::transmute(p);
+            let f: unsafe extern "C" fn(c_int, libc::c_ulong, ...) -> c_int =
+                core::mem::transmute(p);
             f(fd, req, arg)
         } else {
             sc(libc::SYS_ioctl, fd, req, arg) as c_int
@@ -273,7 +283,8 @@ pub unsafe fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
     // SAFETY: p is libc's open; otherwise the raw call with the same arguments.
     unsafe {
         if p != 0 {
-            let f: unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int = core::mem::transmute(p);
+            let f: unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int =
+                core::mem::transmute(p);
             f(path, flags, mode)
         } else {
             sc(libc::SYS_openat, libc::AT_FDCWD, path, flags, mode) as c_int
@@ -291,7 +302,8 @@ pub unsafe fn openat(dir: c_int, path: *const c_char, flags: c_int, mode: c_uint
     // SAFETY: p is libc's openat; otherwise the raw call with the same arguments.
     unsafe {
         if p != 0 {
-            let f: unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int = core::mem::transmute(p);
+            let f: unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int =
+                core::mem::transmute(p);
             f(dir, path, flags, mode)
         } else {
             sc(libc::SYS_openat, dir, path, flags, mode) as c_int
