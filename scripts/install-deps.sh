@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the system packages the build and the full test suite need on a fresh Debian
+# machine (as root; nothing is installed when everything is there already): C and C++
+# compilers, binutils, Python, Go (the benchmarks' other side), GNU MP's header (the
+# coexistence test), cmake/pkg-config (the CMake package tests), redis-server, hiredis
+# and libcurl (the interposer's tests), gdb and valgrind (the debugging tests).
+# README's second command and .ci/run both run it before `cargo test`.
+set -euo pipefail
+need_apt=()
+for tool in cc c++ nm readelf python3 go; do
+    command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
+done
+# GNU MP's header, so that the test proving our header coexists with it runs for real.
+[ -f /usr/include/gmp.h ] || [ -f /usr/include/x86_64-linux-gnu/gmp.h ] || need_apt+=(gmpdev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq build-essential binutils python3 golang-go libgmp-dev >/dev/null
+fi
+# The CMake build and package tests (tests/cmake.rs) and the C++ tests (tests/cxx.rs).
+need_cmake=()
+for tool in cmake pkg-config g++ readelf; do
+    command -v "$tool" >/dev/null 2>&1 || need_cmake+=("$tool")
+done
+if [ ${#need_cmake[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq cmake pkg-config g++ binutils >/dev/null
+fi
+# The interposer's tests run unmodified libraries: hiredis against a local redis-server,
+# and libcurl (tests/c_tests.rs: interpose_hiredis, interpose_curl).
+need_interpose=()
+command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need_interpose+=(redis-server)
+[ -f /usr/include/hiredis/hiredis.h ] || need_interpose+=(libhiredis-dev)
+[ -f /usr/include/curl/curl.h ] || [ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || need_interpose+=(libcurl4-openssl-dev)
+if [ ${#need_interpose[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_interpose[@]}" >/dev/null
+fi
+# gdb and valgrind, for the gdb script's test and the valgrind tests (c_tests gdb_goroutines,
+# valgrind_*).
+if ! command -v gdb >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq gdb valgrind >/dev/null
+fi
