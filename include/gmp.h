@@ -670,6 +670,9 @@ int gmp_dump(int fd);
  `GMP_TRACE=path` starts one when the runtime starts (finished at exit). Returns 0,
  -EINVAL if `path` is NULL or not UTF-8, -EBUSY if a trace is running, or the negative
  errno of creating the file.
+
+ # Safety
+ `path` is NULL or a NUL-terminated string.
  */
 int gmp_trace_start(const char *path);
 

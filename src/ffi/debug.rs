@@ -36,6 +36,9 @@ pub extern "C" fn gmp_dump(fd: c_int) -> c_int {
 /// `GMP_TRACE=path` starts one when the runtime starts (finished at exit). Returns 0,
 /// -EINVAL if `path` is NULL or not UTF-8, -EBUSY if a trace is running, or the negative
 /// errno of creating the file.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gmp_trace_start(path: *const c_char) -> c_int {
     boundary("gmp_trace_start", || {

@@ -229,9 +229,9 @@ fn load_timeouts(fd: c_int, pd: &PollDesc) {
 }
 
 fn timeval_ns(tv: &libc::timeval) -> i64 {
-    (tv.tv_sec as i64)
+    tv.tv_sec
         .saturating_mul(1_000_000_000)
-        .saturating_add(tv.tv_usec as i64 * 1000)
+        .saturating_add(tv.tv_usec * 1000)
         .max(0)
 }
 
@@ -1029,9 +1029,9 @@ fn timespec_ns(ts: &libc::timespec) -> Option<i64> {
         return None;
     }
     Some(
-        (ts.tv_sec as i64)
+        ts.tv_sec
             .saturating_mul(1_000_000_000)
-            .saturating_add(ts.tv_nsec as i64),
+            .saturating_add(ts.tv_nsec),
     )
 }
 

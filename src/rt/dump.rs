@@ -521,7 +521,7 @@ pub(crate) fn debug_flag(key: &str) -> Option<i64> {
         .filter_map(|kv| kv.split_once('='))
         .filter(|(k, _)| *k == key)
         .filter_map(|(_, v)| v.trim().parse::<i64>().ok())
-        .last()
+        .next_back()
 }
 
 /// Where the gdb script (`scripts/gmp-gdb.py`) finds what it reads, for builds without

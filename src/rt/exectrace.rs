@@ -498,7 +498,7 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
         seen_m: Default::default(),
         seen_p: Default::default(),
     };
-    let _ = write!(j.out, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+    let _ = writeln!(j.out, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
     j.raw(r#"{"ph":"M","name":"process_name","pid":1,"args":{"name":"Ps"}}"#);
     j.raw(r#"{"ph":"M","name":"process_name","pid":2,"args":{"name":"Ms"}}"#);
     let mut batch = Vec::with_capacity(RING);
