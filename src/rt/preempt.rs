@@ -76,14 +76,7 @@ static mut OLD_ACTION: core::mem::MaybeUninit<libc::sigaction> = core::mem::Mayb
 /// Sets up asynchronous preemption (from `init_once`): unless `GMP_DEBUG` has
 /// `asyncpreemptoff=1`, or the CPU has no XSAVE.
 pub(super) fn init() {
-    let debug = |key: &str| {
-        std::env::var("GMP_DEBUG").is_ok_and(|v| {
-            v.split(',').map(str::trim).any(|kv| {
-                kv.split_once('=')
-                    .is_some_and(|(k, v)| k == key && v != "0")
-            })
-        })
-    };
+    let debug = |key: &str| super::dump::debug_flag(key).is_some_and(|v| v != 0);
     // Off under valgrind and ThreadSanitizer too: valgrind reports the handler's writes
     // below the stack pointer; TSan runs handlers late, not on the interrupted context.
     let off = debug("asyncpreemptoff") || crate::stack::running_on_valgrind() || super::tsan::on();
