@@ -10,6 +10,8 @@
  */
 #include "check.h"
 
+#include <stdatomic.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,15 +63,20 @@ void sanitize_overflow(void *arg)
 }
 
 static long racy_counter;
+static atomic_int racers_in;
 
 void sanitize_racer(void *arg)
 {
     (void)arg;
-    for (int i = 0; i < 1000; i++) {
+    /* Meet the other racer first (relaxed: no happens-before), so that the two loops run
+     * at the same time on the two threads; a runtime switch between them (a yield)
+     * would order them for TSan and could hide the race. Bounded: 1 s. */
+    atomic_fetch_add_explicit(&racers_in, 1, memory_order_relaxed);
+    double t0 = now_sec();
+    while (atomic_load_explicit(&racers_in, memory_order_relaxed) < 2 && now_sec() - t0 < 1.0)
+        ;
+    for (int i = 0; i < 100000; i++)
         racy_counter++;
-        if (i % 100 == 0)
-            CHECK_OK(gmp_yield());
-    }
     gmp_wg_done(&wg);
 }
 
