@@ -30,7 +30,7 @@ STATUS = {G_IDLE: "idle", G_RUNNABLE: "runnable", G_RUNNING: "running",
 # rt::WaitReason, in its order (src/rt/mod.rs).
 WAIT_REASONS = ["", "semacquire", "sync.WaitGroup.Wait", "sleep", "chan send",
                 "chan receive", "select", "IO wait"]
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 
 
 def _address(name):
@@ -70,9 +70,9 @@ class Layout:
         if words[0] != LAYOUT_VERSION:
             raise gdb.GdbError("gmp: layout version %d, this script knows %d"
                                % (words[0], LAYOUT_VERSION))
-        (self.allg, self.sp, self.status, self.goid, self.waitreason, self.alllink,
+        (self.allg, self.sp, self.status, self.goid, self.waitreason, self.parentgoid,
          self.lockedm, self.affm, self.ext, self.waitsince, self.entry,
-         self.ext_parentgoid) = words[1:]
+         self.ext_alllink) = words[1:]
         self.sched = _address("gmp::rt::SCHED")
         self.coarse_now = _address("gmp::rt::dump::COARSE_NOW")
 
@@ -86,7 +86,7 @@ class Goroutine:
         self.sp = _u64(addr + lay.sp)
         self.locked = _u64(addr + lay.lockedm) != 0
         self.pinned = _u64(addr + lay.affm) != 0
-        self.parent = _u64(_u64(addr + lay.ext) + lay.ext_parentgoid)
+        self.parent = _u64(addr + lay.parentgoid)
         self.waitsince = _u64(addr + lay.waitsince)
         self.entry = _u64(addr + lay.entry)
 
@@ -117,7 +117,7 @@ def goroutines():
         gr = Goroutine(lay, g)
         if gr.status not in (G_DEAD, G_IDLE):
             yield gr
-        g = _u64(g + lay.alllink)
+        g = _u64(_u64(g + lay.ext) + lay.ext_alllink)
         seen += 1
 
 

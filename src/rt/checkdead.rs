@@ -244,7 +244,7 @@ fn no_live_goroutine() -> bool {
         if s != G_WAITING && s != G_DEAD {
             return false;
         }
-        cur = g.alllink.load(Ordering::Acquire);
+        cur = g.ext.alllink.load(Ordering::Acquire);
     }
     true
 }

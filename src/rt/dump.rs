@@ -424,7 +424,7 @@ fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
         }
         _ => {}
     }
-    let parent = g.ext.parentgoid.load(Ordering::Relaxed);
+    let parent = g.parentgoid.load(Ordering::Relaxed);
     out.str("created by ");
     if parent == 0 {
         out.str("a thread outside the runtime");
@@ -465,7 +465,7 @@ pub(crate) fn dump_all(out: &mut Out) {
             let fp = (cur == me).then(current_fp);
             dump_g(out, g, now, fp);
         }
-        cur = g.alllink.load(Ordering::Acquire);
+        cur = g.ext.alllink.load(Ordering::Acquire);
     }
     super::checkdead::dump_foreign(out);
     out.flush();
@@ -529,22 +529,22 @@ pub(crate) fn debug_flag(key: &str) -> Option<i64> {
 /// as `gmp::rt::dump::GDB_LAYOUT`, beside `gmp::rt::SCHED` and `gmp::rt::dump::COARSE_NOW`.
 /// Rust lays structs out as it likes, so the offsets are computed here. Entries: a
 /// version, the offset of `allg` in `Sched`, then the offsets in `G` of `sp`, `status`,
-/// `goid`, `waitreason`, `alllink`, `lockedm`, `affm`, `ext` (a pointer to the `GExt`),
+/// `goid`, `waitreason`, `parentgoid`, `lockedm`, `affm`, `ext` (a pointer to the `GExt`),
 /// `waitsince`, `entry` (an `Option<fn>`: a nullable pointer), then the offset of
-/// `parentgoid` in `GExt`.
+/// `alllink` in `GExt`.
 #[used]
 pub(crate) static GDB_LAYOUT: [usize; 13] = [
-    2,
+    3,
     core::mem::offset_of!(Sched, allg),
     core::mem::offset_of!(G, sp),
     core::mem::offset_of!(G, status),
     core::mem::offset_of!(G, goid),
     core::mem::offset_of!(G, waitreason),
-    core::mem::offset_of!(G, alllink),
+    core::mem::offset_of!(G, parentgoid),
     core::mem::offset_of!(G, lockedm),
     core::mem::offset_of!(G, affm),
     core::mem::offset_of!(G, ext),
     core::mem::offset_of!(G, waitsince),
     core::mem::offset_of!(G, entry),
-    core::mem::offset_of!(GExt, parentgoid),
+    core::mem::offset_of!(GExt, alllink),
 ];

@@ -80,7 +80,7 @@ pub unsafe fn newproc(
         g.pinned.set(pinned);
         g.lockedm.store(null_mut(), Ordering::Relaxed);
         let parent = getg();
-        g.ext.parentgoid.store(
+        g.parentgoid.store(
             if parent.is_null() {
                 0
             } else {
@@ -107,7 +107,7 @@ pub unsafe fn newproc(
         };
         g.goid.store(goid, Ordering::Relaxed);
         if hooks::any() {
-            hooks::spawn(gp, goid, g.ext.parentgoid.load(Ordering::Relaxed));
+            hooks::spawn(gp, goid, g.parentgoid.load(Ordering::Relaxed));
         }
         let old = g.status.load(Ordering::Relaxed);
         casgstatus(g, old, G_RUNNABLE);
@@ -510,7 +510,7 @@ fn new_g() -> *mut G {
     let mut head = SCHED.allg.load(Ordering::Relaxed);
     loop {
         // SAFETY: gp is ours until published.
-        unsafe { (*gp).alllink.store(head, Ordering::Relaxed) };
+        unsafe { (*gp).ext.alllink.store(head, Ordering::Relaxed) };
         match SCHED
             .allg
             .compare_exchange_weak(head, gp, Ordering::Release, Ordering::Relaxed)

@@ -88,7 +88,7 @@ fn all_gs() -> impl Iterator<Item = &'static G> {
         }
         // SAFETY: Gs are never freed; alllink never changes once published.
         let g = unsafe { &*cur };
-        cur = g.alllink.load(Ordering::Acquire);
+        cur = g.ext.alllink.load(Ordering::Acquire);
         Some(g)
     })
 }
