@@ -129,14 +129,14 @@ fn bench(c: &mut Criterion) {
         b.iter(|| unsafe { bare_switch(&raw mut (*q).main_sp, (*q).co_sp, black_box(1)) })
     });
 
-    // The scheduler's round trip: g0 -> goroutine with `switch_from_g0` (known FP state, no
-    // stmxcsr), goroutine -> g0 with `switch` (the echo coroutine), as `execute` and
-    // `mcall` do.
+    // The scheduler's round trip: g0 -> goroutine with `switch_from_g0_balanced` (known FP
+    // state, no stmxcsr, no `call`), goroutine -> g0 with `switch` (the echo coroutine), as
+    // `execute` and `mcall` do.
     let fpenv = arch::fpenv_current();
     g.bench_function("scheduler_round_trip", |b| {
         // SAFETY: as for gmp_round_trip; fpenv is this thread's current FP control state.
         b.iter(|| unsafe {
-            arch::switch_from_g0(&raw mut (*p).main_sp, (*p).co_sp, black_box(1), fpenv)
+            arch::switch_from_g0_balanced(&raw mut (*p).main_sp, (*p).co_sp, black_box(1), fpenv)
         })
     });
 

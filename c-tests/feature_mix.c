@@ -14,6 +14,10 @@
  *   pingpong_fair  at GOMAXPROCS=1 two goroutines ping-pong on channels forever; a third
  *                  goroutine started later still runs within 200 ms (Go bounds it at about
  *                  10 ms: sysmon marks the slice, the next switch point honours the mark).
+ *   pingpong_fair_local  the same, but the third goroutine is started by the pair itself,
+ *                  so it waits on the pair's own P's local queue (the pair then passes its
+ *                  slice on through runnext): it ran never while the preempted goroutine was
+ *                  taken straight back off the global queue.
  *   spin_fair      at GOMAXPROCS=1 a goroutine loops on gmp_chan_try_recv / gmp_go calls
  *                  that never block; a sleeper's 1 ms timer still wakes it within 200 ms.
  *
@@ -306,6 +310,74 @@ static void case_pingpong_fair(void)
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* pingpong_fair_local */
+
+static gmp_chan *pl_a, *pl_b;
+static atomic_int pl_stop;
+static atomic_llong pl_rounds;
+static gmp_wg pl_wg = GMP_WG_INIT;
+static int64_t pl_spawned_at, pl_ran_at;
+
+static void pl_third(void *arg)
+{
+    (void)arg;
+    pl_ran_at = gmp_now();
+    atomic_store(&pl_stop, 1);
+    gmp_wg_done(&pl_wg);
+}
+
+static void pl_ping(void *arg)
+{
+    (void)arg;
+    int v = 1;
+    while (!atomic_load(&pl_stop)) {
+        if (atomic_load_explicit(&pl_rounds, memory_order_relaxed) == 1000) {
+            /* Into runnext; the send below readies pong there and moves the third
+             * goroutine to the tail of this P's local queue. */
+            pl_spawned_at = gmp_now();
+            CHECK(gmp_go(pl_third, NULL) > 0);
+        }
+        CHECK_OK(gmp_chan_send(pl_a, &v));
+        CHECK_OK(gmp_chan_recv(pl_b, &v));
+        atomic_fetch_add_explicit(&pl_rounds, 1, memory_order_relaxed);
+    }
+    v = -1;
+    CHECK_OK(gmp_chan_send(pl_a, &v));
+    gmp_wg_done(&pl_wg);
+}
+
+static void pl_pong(void *arg)
+{
+    (void)arg;
+    int v;
+    for (;;) {
+        CHECK_OK(gmp_chan_recv(pl_a, &v));
+        if (v < 0)
+            break;
+        CHECK_OK(gmp_chan_send(pl_b, &v));
+    }
+    gmp_wg_done(&pl_wg);
+}
+
+static void case_pingpong_fair_local(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    CHECK_OK(gmp_chan_make(&pl_a, sizeof(int), 0));
+    CHECK_OK(gmp_chan_make(&pl_b, sizeof(int), 0));
+    CHECK_OK(gmp_wg_add(&pl_wg, 3));
+    CHECK(gmp_go(pl_pong, NULL) > 0);
+    CHECK(gmp_go(pl_ping, NULL) > 0);
+    CHECK_OK(gmp_wg_wait(&pl_wg));
+    long long late = (long long)(pl_ran_at - pl_spawned_at);
+    printf("pingpong_fair_local: third goroutine ran after %.1f ms (%lld round trips)\n",
+           (double)late / 1e6, atomic_load(&pl_rounds));
+    CHECK(pl_spawned_at > 0);
+    CHECK(late < 100 * MS);
+    gmp_chan_release(pl_a);
+    gmp_chan_release(pl_b);
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* spin_fair */
 
 static atomic_int sf_stop;
@@ -455,7 +527,7 @@ int main(int argc, char **argv)
         {"timeout_race", case_timeout_race},   {"locked_timer", case_locked_timer},
         {"shrink_timers", case_shrink_timers}, {"pingpong_fair", case_pingpong_fair},
         {"spin_fair", case_spin_fair},         {"spawn_fair", case_spawn_fair},
-        {"timer_order", case_timer_order},
+        {"timer_order", case_timer_order},     {"pingpong_fair_local", case_pingpong_fair_local},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: feature_mix CASE\n");

@@ -800,6 +800,11 @@ fn feature_mix_pingpong_fair() {
 }
 
 #[test]
+fn feature_mix_pingpong_fair_local() {
+    expect_case("feature_mix", "pingpong_fair_local", &[]);
+}
+
+#[test]
 fn feature_mix_spin_fair() {
     expect_case("feature_mix", "spin_fair", &[]);
 }

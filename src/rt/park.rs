@@ -191,6 +191,16 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
         action::PREEMPT => {
             casgstatus(g, G_RUNNING, G_RUNNABLE);
             dropg(m, g);
+            // The mark is honoured: the new slice starts with what waits on this P (as
+            // after Go's gopreempt_m, whose schedule looks at the local queue first).
+            // Left set, `schedule` would serve the global queue first and take this very
+            // goroutine straight back, while the local queue starved behind it.
+            // SAFETY: m's thread holds its P.
+            unsafe {
+                (*m.p.load(Ordering::Relaxed))
+                    .preempt
+                    .store(false, Ordering::Relaxed)
+            };
             if !affinity::affine_m(g).is_null() {
                 // SAFETY: as for GOSCHED.
                 unsafe { affinity::put_own(m, gp) };

@@ -1140,12 +1140,17 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
             if hooks::any() {
                 hooks::execute(m, g);
             }
-            return arch::start_from_g0(m.g0_sp.ptr(), top, super::proc::goentry, m.g0_fpenv.get());
+            return arch::start_from_g0_balanced(
+                m.g0_sp.ptr(),
+                top,
+                super::proc::goentry,
+                m.g0_fpenv.get(),
+            );
         }
         if hooks::any() {
             hooks::execute(m, g);
         }
-        arch::switch_from_g0(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())
+        arch::switch_from_g0_balanced(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())
     }
 }
 
