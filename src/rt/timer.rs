@@ -80,10 +80,25 @@ impl Timer {
     }
 }
 
+/// A heap slot: the timer and a copy of its deadline. Sifting compares the copies, so a
+/// heap operation reads only the heap's own array, never the timers — which live on the
+/// stacks of their parked goroutines, one page each: with 100,000 sleepers, every
+/// comparison through the pointer was a cache and TLB miss (Go keeps `when` beside the
+/// pointer in its heap for the same reason). Moving a slot still writes the timer's `idx`.
+#[derive(Clone, Copy)]
+struct Slot {
+    when: i64,
+    t: *mut Timer,
+}
+
+/// Children per heap node (Go's timer heap is 4-ary too: half the depth of a binary heap,
+/// and the four children of a node share a cache line).
+const HEAP_ARITY: usize = 4;
+
 /// A P's timer heap.
 pub struct Timers {
     pub lock: Lock,
-    heap: Owned<Vec<*mut Timer>>,
+    heap: Owned<Vec<Slot>>,
     /// The earliest deadline in the heap, 0 when empty (Go's timer0When): read lock-free
     /// by the scheduler to decide whether to look at all.
     pub timer0_when: AtomicI64,
@@ -110,7 +125,7 @@ impl Timers {
     /// # Safety
     /// `self.lock` is held, and no other reference to the heap is live.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn heap(&self) -> &mut Vec<*mut Timer> {
+    unsafe fn heap(&self) -> &mut Vec<Slot> {
         // SAFETY: caller holds the lock that owns the heap.
         unsafe { &mut *self.heap.ptr() }
     }
@@ -120,8 +135,7 @@ impl Timers {
     unsafe fn publish(&self) {
         // SAFETY: lock held.
         let h = unsafe { self.heap() };
-        // SAFETY: heap entries are armed timers, alive while on the heap.
-        let w = h.first().map_or(0, |&t| unsafe { (*t).when });
+        let w = h.first().map_or(0, |s| s.when);
         self.timer0_when.store(w, Ordering::SeqCst);
         self.len.store(h.len() as i32, Ordering::Relaxed);
     }
@@ -131,9 +145,8 @@ impl Timers {
         // SAFETY: lock held; t is owned by the caller until it is on the heap.
         unsafe {
             let h = self.heap();
-            (*t).idx = h.len();
             (*t).pp.store(pp, Ordering::Release);
-            h.push(t);
+            h.push(Slot { when: (*t).when, t });
             let last = h.len() - 1;
             sift_up(h, last);
             self.publish();
@@ -151,9 +164,11 @@ impl Timers {
                 .unwrap_or_else(|| throw("timer: remove from empty heap"));
             if i < h.len() {
                 h[i] = last;
-                (*last).idx = i;
-                sift_down(h, i);
-                sift_up(h, i);
+                if i > 0 && last.when < h[(i - 1) / HEAP_ARITY].when {
+                    sift_up(h, i);
+                } else {
+                    sift_down(h, i);
+                }
             }
             (*t).pp.store(null_mut(), Ordering::Release);
             self.publish();
@@ -161,46 +176,58 @@ impl Timers {
     }
 }
 
+/// Moves the slot at `i` up to its place (a hole moves up; each slot that moves gets its
+/// new index written into its timer).
+///
 /// # Safety
 /// Entries are live timers.
-unsafe fn sift_up(h: &mut [*mut Timer], mut i: usize) {
-    // SAFETY: caller contract.
+unsafe fn sift_up(h: &mut [Slot], mut i: usize) {
+    let s = h[i];
+    // SAFETY: caller contract: every slot's timer is alive.
     unsafe {
         while i > 0 {
-            let parent = (i - 1) / 2;
-            if (*h[parent]).when <= (*h[i]).when {
+            let parent = (i - 1) / HEAP_ARITY;
+            if h[parent].when <= s.when {
                 break;
             }
-            h.swap(parent, i);
-            (*h[parent]).idx = parent;
-            (*h[i]).idx = i;
+            h[i] = h[parent];
+            (*h[i].t).idx = i;
             i = parent;
         }
+        h[i] = s;
+        (*s.t).idx = i;
     }
 }
 
+/// Moves the slot at `i` down to its place (the hole moves down to the earliest child).
+///
 /// # Safety
 /// Entries are live timers.
-unsafe fn sift_down(h: &mut [*mut Timer], mut i: usize) {
-    // SAFETY: caller contract.
+unsafe fn sift_down(h: &mut [Slot], mut i: usize) {
+    let s = h[i];
+    let n = h.len();
+    // SAFETY: caller contract: every slot's timer is alive.
     unsafe {
         loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut m = i;
-            if l < h.len() && (*h[l]).when < (*h[m]).when {
-                m = l;
-            }
-            if r < h.len() && (*h[r]).when < (*h[m]).when {
-                m = r;
-            }
-            if m == i {
+            let first = HEAP_ARITY * i + 1;
+            if first >= n {
                 break;
             }
-            h.swap(i, m);
-            (*h[i]).idx = i;
-            (*h[m]).idx = m;
+            let mut m = first;
+            for c in first + 1..(first + HEAP_ARITY).min(n) {
+                if h[c].when < h[m].when {
+                    m = c;
+                }
+            }
+            if h[m].when >= s.when {
+                break;
+            }
+            h[i] = h[m];
+            (*h[i].t).idx = i;
             i = m;
         }
+        h[i] = s;
+        (*s.t).idx = i;
     }
 }
 
@@ -319,12 +346,14 @@ pub(crate) fn run_due(p: &P, now: i64) -> usize {
     loop {
         // SAFETY: lock held.
         let h = unsafe { timers.heap() };
-        let Some(&t) = h.first() else { break };
+        let Some(&Slot { when, t }) = h.first() else {
+            break;
+        };
+        if when > now {
+            break;
+        }
         // SAFETY: heap entries are armed, live timers.
         unsafe {
-            if (*t).when > now {
-                break;
-            }
             timers.remove(t);
             (*t).state.store(T_RUNNING, Ordering::Relaxed);
             // Run with the lock held (a `stop` that looks meanwhile waits for T_IDLE).
@@ -378,8 +407,8 @@ pub(crate) fn move_all(from: &P, to: *mut P) {
         let src = from.timers.heap();
         let moved = core::mem::take(src);
         from.timers.publish();
-        for t in moved {
-            dst.push(to, t);
+        for slot in moved {
+            dst.push(to, slot.t);
         }
     }
     b.lock.unlock();
