@@ -112,7 +112,14 @@ fn handler_installed() -> bool {
     }
 }
 
-/// The object names whose code is never interrupted.
+/// The object names whose code is never interrupted. Besides the libraries whose internal
+/// state a goroutine switch could break, the ones the runtime itself calls into while it
+/// holds a runtime lock or is between a sanitizer's start and finish of a fiber switch:
+/// the sanitizer runtimes (their malloc interceptors and fiber calls) and common malloc
+/// replacements. A goroutine stopped there was inside the runtime: preempting it held the
+/// runtime lock across the switch (`asan_suite` under load: "a goroutine yields ...
+/// holding a runtime lock", and ASan's "starting fiber switch while in fiber switch").
+/// Any other shared object that defines `malloc` is excluded too (`malloc_object`).
 const EXCLUDED: &[&[u8]] = &[
     b"libc.so",
     b"ld-linux",
@@ -121,11 +128,25 @@ const EXCLUDED: &[&[u8]] = &[
     b"libgcc_s",
     b"libstdc++",
     b"libpthread",
+    b"libasan",
+    b"libtsan",
+    b"liblsan",
+    b"libubsan",
+    b"libhwasan",
+    b"libclang_rt",
+    b"libjemalloc",
+    b"libtcmalloc",
+    b"libmimalloc",
 ];
 
 struct Collect {
     out: Ranges,
     our_base: usize,
+    /// Where `malloc` resolves to (0: unknown): the shared object holding it is excluded,
+    /// unless it is the executable, whose code must stay preemptible.
+    malloc_addr: usize,
+    /// Objects seen so far in this walk (the first one is the executable).
+    seen: usize,
     only_counters: bool,
 }
 
@@ -148,8 +169,20 @@ unsafe extern "C" fn phdr_callback(
         } else {
             core::ffi::CStr::from_ptr(info.dlpi_name).to_bytes()
         };
+        let first = c.seen == 0;
+        c.seen += 1;
         let ours = info.dlpi_addr as usize == c.our_base;
+        let malloc = !first && c.malloc_addr != 0 && {
+            let phdrs = core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
+            phdrs.iter().any(|ph| {
+                let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                ph.p_type == libc::PT_LOAD
+                    && ph.p_flags & libc::PF_X != 0
+                    && (start..start + ph.p_memsz as usize).contains(&c.malloc_addr)
+            })
+        };
         let excluded = ours
+            || malloc
             || EXCLUDED
                 .iter()
                 .any(|pat| name.windows(pat.len()).any(|w| w == *pat));
@@ -179,6 +212,8 @@ fn refresh_ranges(force: bool) {
             subs: 0,
         },
         our_base: 0,
+        malloc_addr: 0,
+        seen: 0,
         only_counters: !force,
     };
     let cur = RANGES.load(Ordering::Acquire);
@@ -203,6 +238,7 @@ fn refresh_ranges(force: bool) {
         if libc::dladdr(init as *const () as *const libc::c_void, &mut di) != 0 {
             c.our_base = di.dli_fbase as usize;
         }
+        c.malloc_addr = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) as usize;
         libc::dl_iterate_phdr(
             Some(phdr_callback),
             &mut c as *mut Collect as *mut libc::c_void,
