@@ -30,7 +30,7 @@ STATUS = {G_IDLE: "idle", G_RUNNABLE: "runnable", G_RUNNING: "running",
 # rt::WaitReason, in its order (src/rt/mod.rs).
 WAIT_REASONS = ["", "semacquire", "sync.WaitGroup.Wait", "sleep", "chan send",
                 "chan receive", "select", "IO wait"]
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
 
 
 def _address(name):
@@ -66,13 +66,13 @@ def _u8(addr):
 class Layout:
     def __init__(self):
         table = _address("gmp::rt::dump::GDB_LAYOUT")
-        words = [_u64(table + 8 * i) for i in range(13)]
+        words = [_u64(table + 8 * i) for i in range(15)]
         if words[0] != LAYOUT_VERSION:
             raise gdb.GdbError("gmp: layout version %d, this script knows %d"
                                % (words[0], LAYOUT_VERSION))
         (self.allg, self.sp, self.status, self.goid, self.waitreason, self.parentgoid,
-         self.lockedm, self.affm, self.ext, self.waitsince, self.entry,
-         self.ext_alllink) = words[1:]
+         self.lockedm, self.affm, self.waitsince, self.entry, self.g_size,
+         self.chunk_gs, self.chunk_len, self.chunk_next) = words[1:]
         self.sched = _address("gmp::rt::SCHED")
         self.coarse_now = _address("gmp::rt::dump::COARSE_NOW")
 
@@ -111,14 +111,16 @@ class Goroutine:
 
 def goroutines():
     lay = Layout()
-    g = _u64(lay.sched + lay.allg)
+    chunk = _u64(lay.sched + lay.allg)
     seen = 0
-    while g and seen < 10_000_000:
-        gr = Goroutine(lay, g)
-        if gr.status not in (G_DEAD, G_IDLE):
-            yield gr
-        g = _u64(_u64(g + lay.ext) + lay.ext_alllink)
-        seen += 1
+    while chunk and seen < 10_000_000:
+        gs = _u64(chunk + lay.chunk_gs)
+        for i in range(_u64(chunk + lay.chunk_len)):
+            gr = Goroutine(lay, gs + i * lay.g_size)
+            if gr.status not in (G_DEAD, G_IDLE):
+                yield gr
+            seen += 1
+        chunk = _u64(chunk + lay.chunk_next)
 
 
 def _symbol(addr):

@@ -542,7 +542,11 @@ impl Chan {
             }
         };
         let w = Waiter::new();
-        let sg = sudog::acquire_sudog();
+        // On our stack, beside the waiter (a select, with a sudog per case, takes them from
+        // the caches): the frame outlives every access to it (the lifetime rules in
+        // rt/sudog.rs), and a parked goroutine then costs no runtime memory for it.
+        let sgv = Sudog::new();
+        let sg = &sgv;
         sg.prepare(&w, elem, 0);
         let me: *const Chan = self;
         // SAFETY: lock held; w lives in this frame until block returns and, on a timeout,
@@ -587,10 +591,12 @@ impl Chan {
         } else {
             Err(ChanError::Closed)
         };
-        sg.clear();
-        // SAFETY: sg is on no queue (dequeued by its waker, or removed above) and the
-        // waker's last access to it preceded our wake-up.
-        unsafe { sudog::release_sudog(sg) };
+        // sg is on no queue (dequeued by its waker, or removed above) and the waker's last
+        // access to it preceded our wake-up: the frame may go.
+        debug_assert!(
+            sg.next.get().is_null() && sg.prev.get().is_null(),
+            "chan: returning with a queued sudog"
+        );
         result
     }
 

@@ -111,7 +111,7 @@ pub(crate) fn leave_goroutine(m: &M, g: &G, exiting: bool) {
         core::ptr::null_mut()
     } else {
         // SAFETY: g is the running goroutine; its own field.
-        unsafe { g.ext.asan_fake.ptr() }.cast()
+        unsafe { g.ext().asan_fake.ptr() }.cast()
     };
     start(save, lo, size);
 }

@@ -236,17 +236,10 @@ fn all_threads_asleep() -> bool {
 
 /// Step 4.
 fn no_live_goroutine() -> bool {
-    let mut cur = SCHED.allg.load(Ordering::Acquire);
-    while !cur.is_null() {
-        // SAFETY: Gs are never freed; alllink never changes once published.
-        let g = unsafe { &*cur };
+    super::proc::all_gs().all(|g| {
         let s = g.status.load(Ordering::SeqCst);
-        if s != G_WAITING && s != G_DEAD {
-            return false;
-        }
-        cur = g.ext.alllink.load(Ordering::Acquire);
-    }
-    true
+        s == G_WAITING || s == G_DEAD
+    })
 }
 
 fn deadlocked() -> bool {

@@ -456,16 +456,12 @@ fn current_fp() -> usize {
 pub(crate) fn dump_all(out: &mut Out) {
     let now = crate::sys::nanotime();
     let me = getg();
-    let mut cur = SCHED.allg.load(Ordering::Acquire);
-    while !cur.is_null() {
-        // SAFETY: Gs are never freed; alllink never changes once published.
-        let g = unsafe { &*cur };
+    for g in super::proc::all_gs() {
         let st = g.status.load(Ordering::Acquire);
         if st != G_DEAD && st != G_IDLE {
-            let fp = (cur == me).then(current_fp);
+            let fp = core::ptr::eq(g, me).then(current_fp);
             dump_g(out, g, now, fp);
         }
-        cur = g.ext.alllink.load(Ordering::Acquire);
     }
     super::checkdead::dump_foreign(out);
     out.flush();
@@ -528,13 +524,13 @@ pub(crate) fn debug_flag(key: &str) -> Option<i64> {
 /// type information (release: `debug = 1`): not exported, found through the symbol table
 /// as `gmp::rt::dump::GDB_LAYOUT`, beside `gmp::rt::SCHED` and `gmp::rt::dump::COARSE_NOW`.
 /// Rust lays structs out as it likes, so the offsets are computed here. Entries: a
-/// version, the offset of `allg` in `Sched`, then the offsets in `G` of `sp`, `status`,
-/// `goid`, `waitreason`, `parentgoid`, `lockedm`, `affm`, `ext` (a pointer to the `GExt`),
-/// `waitsince`, `entry` (an `Option<fn>`: a nullable pointer), then the offset of
-/// `alllink` in `GExt`.
+/// version, the offset of `allg` in `Sched` (the newest `GChunk`), then the offsets in `G`
+/// of `sp`, `status`, `goid`, `waitreason`, `parentgoid`, `lockedm`, `affm`, `waitsince`,
+/// `entry` (an `Option<fn>`: a nullable pointer), the size of a `G`, then the offsets in
+/// `GChunk` of `gs` (the slots), `len` and `next` (see `proc::all_gs`).
 #[used]
-pub(crate) static GDB_LAYOUT: [usize; 13] = [
-    3,
+pub(crate) static GDB_LAYOUT: [usize; 15] = [
+    4,
     core::mem::offset_of!(Sched, allg),
     core::mem::offset_of!(G, sp),
     core::mem::offset_of!(G, status),
@@ -543,8 +539,10 @@ pub(crate) static GDB_LAYOUT: [usize; 13] = [
     core::mem::offset_of!(G, parentgoid),
     core::mem::offset_of!(G, lockedm),
     core::mem::offset_of!(G, affm),
-    core::mem::offset_of!(G, ext),
     core::mem::offset_of!(G, waitsince),
     core::mem::offset_of!(G, entry),
-    core::mem::offset_of!(GExt, alllink),
+    core::mem::size_of::<G>(),
+    core::mem::offset_of!(super::proc::GChunk, gs),
+    core::mem::offset_of!(super::proc::GChunk, len),
+    core::mem::offset_of!(super::proc::GChunk, next),
 ];

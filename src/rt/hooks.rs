@@ -71,7 +71,7 @@ pub(crate) fn resume(gp: *mut G) {
         unsafe {
             asan::on_goroutine(
                 &*getm(),
-                (*gp).ext.asan_fake.get() as *mut core::ffi::c_void,
+                (*gp).ext_if_any().map_or(0, |e| e.asan_fake.get()) as *mut core::ffi::c_void,
             )
         };
     }

@@ -256,11 +256,12 @@ pub struct G {
     /// read by the dump. Here rather than in `GExt`: a spawn writes it, and a store to the
     /// out-of-line record (a cache line of its own, cold for a reused G) cost skynet ~4%.
     pub parentgoid: AtomicU64,
-    /// What the debugging tools keep per goroutine, out of line: a G is exactly 128 bytes
-    /// (two cache lines with the adjacent-line prefetcher); one more field made it 256 and
-    /// cost ~10% in pingpong and yield2. Only cold data belongs there: nothing on the
-    /// spawn, switch or park paths touches it while no debugging hook is on.
-    pub ext: &'static GExt,
+    /// What the sanitizer hooks keep per goroutine, out of line and allocated only when
+    /// one of them first needs it (`G::ext`): a G is exactly 128 bytes (two cache lines
+    /// with the adjacent-line prefetcher; one more field made it 256 and cost ~10% in
+    /// pingpong and yield2), and a parked goroutine costs its stack page plus the G, no
+    /// more. Null until then. Owner: the G's M (the hooks run on it).
+    ext: Owned<*mut GExt>,
     /// Cleanups `goexit` runs, innermost first, if the goroutine ends before popping them
     /// (Go's `_defer` list; records live in the frames that pushed them, see
     /// `proc::defer_push`). Empty whenever the G is not running. Owner: the G's M.
@@ -270,10 +271,8 @@ pub struct G {
     pub queued: AtomicBool,
 }
 
-/// A goroutine's debugging state (`G::ext`), allocated with the G and never freed.
+/// A goroutine's sanitizer state (`G::ext`), allocated on first use and never freed.
 pub struct GExt {
-    /// Link in `SCHED.allg` (append-only, never changes once set).
-    pub alllink: AtomicPtr<G>,
     /// ASan's fake-stack save for this goroutine while it is switched away (asan.rs).
     /// Owner: the G's M.
     pub asan_fake: Owned<usize>,
@@ -308,15 +307,40 @@ impl G {
             waitreason: AtomicU8::new(0),
             waitsince: AtomicI64::new(0),
             parentgoid: AtomicU64::new(0),
-            ext: Box::leak(Box::new(GExt {
-                alllink: AtomicPtr::new(null_mut()),
-                asan_fake: Owned::new(0),
-                tsan_fiber: Owned::new(0),
-            })),
+            ext: Owned::new(null_mut()),
             defers: Owned::new(null_mut()),
             #[cfg(debug_assertions)]
             queued: AtomicBool::new(false),
         }
+    }
+
+    /// The sanitizer state, allocated by the first call.
+    ///
+    /// # Safety
+    /// On the G's M (the owner of `ext`): a hook running for it.
+    pub(crate) unsafe fn ext(&self) -> &'static GExt {
+        // SAFETY: caller contract: we own the field.
+        unsafe {
+            let mut e = self.ext.get();
+            if e.is_null() {
+                e = Box::leak(Box::new(GExt {
+                    asan_fake: Owned::new(0),
+                    tsan_fiber: Owned::new(0),
+                }));
+                self.ext.set(e);
+            }
+            &*e
+        }
+    }
+
+    /// The sanitizer state if some hook allocated it already. Never allocates: for a hook
+    /// that runs inside a fiber switch (ASan's finish must come before anything else).
+    ///
+    /// # Safety
+    /// As for [`G::ext`].
+    pub(crate) unsafe fn ext_if_any(&self) -> Option<&'static GExt> {
+        // SAFETY: caller contract; a non-null pointer is a leaked GExt.
+        unsafe { self.ext.get().as_ref() }
     }
 
     pub fn goid(&self) -> u64 {
@@ -699,9 +723,10 @@ pub struct Sched {
     pub maxmcount: AtomicI32,
     /// All Ps ever created, indexed by id; entries are never freed or replaced.
     pub allp: [AtomicPtr<P>; MAX_PROCS],
-    /// Heads of the append-only lists of all Ms and all Gs ever created.
+    /// Heads of the append-only lists of all Ms and of all chunks of Gs ever created
+    /// (`proc::all_gs`).
     pub allm: AtomicPtr<M>,
-    pub allg: AtomicPtr<G>,
+    pub allg: AtomicPtr<proc::GChunk>,
     /// Counters.
     pub goidgen: AtomicU64,
     pub mnext: AtomicI64,

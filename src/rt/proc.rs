@@ -466,30 +466,47 @@ unsafe fn pop_global(gf: &mut GFreeGlobal, want_stack: bool) -> Option<*mut G> {
 /// 128-byte G itself (it shows in the RSS of a million parked goroutines).
 const G_CHUNK: usize = 256;
 
-/// The chunk being carved: next free slot and end. Guarded by `G_CHUNK_LOCK`.
-static G_CHUNK_LOCK: Lock = Lock::new();
-static G_CHUNK_CUR: Owned<(usize, usize)> = Owned::new((0, 0));
+/// A chunk of `G_CHUNK` G slots, of which the first `len` hold Gs. The chunks are linked
+/// from `SCHED.allg`, newest first, and are never freed: they are the list of every G
+/// (Go's `allgs`), read without a lock by the dump (also from a signal handler), checkdead
+/// and scheddetail. Keeping the list here rather than a link in each G leaves the G at
+/// 128 bytes with nothing beside it.
+pub struct GChunk {
+    /// The slots (immutable).
+    pub(super) gs: *mut G,
+    /// How many slots hold a constructed G: raised with a release store after the G is
+    /// written, under `G_CHUNK_LOCK`.
+    pub(super) len: AtomicUsize,
+    /// The previous (older) chunk (immutable).
+    pub(super) next: *const GChunk,
+}
 
-/// Memory for one G, from the current chunk (a new one when it is used up). Never freed.
-fn alloc_g_slot() -> *mut G {
-    G_CHUNK_LOCK.lock();
-    // SAFETY: G_CHUNK_LOCK guards G_CHUNK_CUR.
-    let (mut next, mut end) = unsafe { G_CHUNK_CUR.get() };
-    if next == end {
-        let layout =
-            std::alloc::Layout::array::<G>(G_CHUNK).unwrap_or_else(|_| throw("new_g: layout"));
-        // SAFETY: a non-zero-sized layout.
-        let base = unsafe { std::alloc::alloc(layout) } as usize;
-        if base == 0 {
-            throw("new_g: out of memory");
+/// Serialises `new_g` (the chunk list's only writer).
+static G_CHUNK_LOCK: Lock = Lock::new();
+
+/// Every G ever allocated, newest chunk first. Lock-free and allocation-free (the dump
+/// calls it from a signal handler).
+pub(crate) fn all_gs() -> impl Iterator<Item = &'static G> {
+    let mut chunk = SCHED.allg.load(Ordering::Acquire) as *const GChunk;
+    let mut i = 0usize;
+    core::iter::from_fn(move || {
+        loop {
+            if chunk.is_null() {
+                return None;
+            }
+            // SAFETY: chunks are never freed; `len` slots are constructed Gs (the acquire
+            // pairs with new_g's release), and Gs are never freed.
+            unsafe {
+                let c = &*chunk;
+                if i < c.len.load(Ordering::Acquire) {
+                    i += 1;
+                    return Some(&*c.gs.add(i - 1));
+                }
+                chunk = c.next;
+                i = 0;
+            }
         }
-        next = base;
-        end = base + G_CHUNK * core::mem::size_of::<G>();
-    }
-    // SAFETY: as above.
-    unsafe { G_CHUNK_CUR.set((next + core::mem::size_of::<G>(), end)) };
-    G_CHUNK_LOCK.unlock();
-    next as *mut G
+    })
 }
 
 /// Gs ever allocated (Go's `allglen`): the length of `SCHED.allg`. Gs are never freed, so
@@ -501,22 +518,39 @@ pub(super) fn allglen() -> u64 {
     ALLGLEN.load(Ordering::Relaxed)
 }
 
-/// Allocates a new G (never freed) and links it on `SCHED.allg`.
+/// Allocates a new G (never freed) in the newest chunk, or a new chunk.
 fn new_g() -> *mut G {
     ALLGLEN.fetch_add(1, Ordering::Relaxed);
-    let gp = alloc_g_slot();
-    // SAFETY: a fresh, aligned, unshared slot of a G's size.
-    unsafe { gp.write(G::new()) };
-    let mut head = SCHED.allg.load(Ordering::Relaxed);
-    loop {
-        // SAFETY: gp is ours until published.
-        unsafe { (*gp).ext.alllink.store(head, Ordering::Relaxed) };
-        match SCHED
-            .allg
-            .compare_exchange_weak(head, gp, Ordering::Release, Ordering::Relaxed)
-        {
-            Ok(_) => return gp,
-            Err(h) => head = h,
+    G_CHUNK_LOCK.lock();
+    let mut chunk = SCHED.allg.load(Ordering::Relaxed) as *const GChunk;
+    // SAFETY: chunks are never freed; G_CHUNK_LOCK makes us their only writer.
+    if chunk.is_null() || unsafe { (*chunk).len.load(Ordering::Relaxed) } == G_CHUNK {
+        let layout =
+            std::alloc::Layout::array::<G>(G_CHUNK).unwrap_or_else(|_| throw("new_g: layout"));
+        // SAFETY: a non-zero-sized layout.
+        let gs = unsafe { std::alloc::alloc(layout) } as *mut G;
+        if gs.is_null() {
+            throw("new_g: out of memory");
         }
+        let c = Box::leak(Box::new(GChunk {
+            gs,
+            len: AtomicUsize::new(0),
+            next: chunk,
+        }));
+        // Release: a reader that sees the chunk sees its fields.
+        SCHED.allg.store(c, Ordering::Release);
+        chunk = c;
     }
+    // SAFETY: as above; slot `len` is inside the chunk, unused and aligned.
+    let gp = unsafe {
+        let c = &*chunk;
+        let n = c.len.load(Ordering::Relaxed);
+        let gp = c.gs.add(n);
+        gp.write(G::new());
+        // Release: a reader that counts this slot sees the constructed G.
+        c.len.store(n + 1, Ordering::Release);
+        gp
+    };
+    G_CHUNK_LOCK.unlock();
+    gp
 }

@@ -124,7 +124,7 @@ pub(crate) struct Sudog {
 }
 
 impl Sudog {
-    const fn new() -> Sudog {
+    pub(crate) const fn new() -> Sudog {
         Sudog {
             waiter: Cell::new(null()),
             elem: Cell::new(null_mut()),
@@ -156,7 +156,7 @@ impl Sudog {
         self.success.set(false);
     }
 
-    fn is_clear(&self) -> bool {
+    pub(crate) fn is_clear(&self) -> bool {
         self.waiter.get().is_null()
             && self.elem.get().is_null()
             && self.case.get() == 0

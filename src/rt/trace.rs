@@ -81,16 +81,7 @@ fn all_ms() -> impl Iterator<Item = &'static M> {
 }
 
 fn all_gs() -> impl Iterator<Item = &'static G> {
-    let mut cur = SCHED.allg.load(Ordering::Acquire);
-    core::iter::from_fn(move || {
-        if cur.is_null() {
-            return None;
-        }
-        // SAFETY: Gs are never freed; alllink never changes once published.
-        let g = unsafe { &*cur };
-        cur = g.ext.alllink.load(Ordering::Acquire);
-        Some(g)
-    })
+    super::proc::all_gs()
 }
 
 fn m_id(m: *mut M) -> String {

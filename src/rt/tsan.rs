@@ -92,10 +92,11 @@ pub(crate) fn enter_goroutine(m: &M, g: &G) {
         if m.tsan_g0.get() == 0 {
             m.tsan_g0.set(call1(&CURRENT, 0));
         }
-        if g.ext.tsan_fiber.get() == 0 {
-            g.ext.tsan_fiber.set(call1(&CREATE, 0));
+        let ext = g.ext();
+        if ext.tsan_fiber.get() == 0 {
+            ext.tsan_fiber.set(call1(&CREATE, 0));
         }
-        switch_to(g.ext.tsan_fiber.get());
+        switch_to(ext.tsan_fiber.get());
     }
 }
 
