@@ -174,7 +174,7 @@ static struct {
     void (*fn)(void *);
     void *arg;
 } bench_root_call;
-static void bench_root(void *unused)
+static inline void bench_root(void *unused)
 {
     (void)unused;
     bench_root_call.fn(bench_root_call.arg);
