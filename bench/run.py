@@ -2,13 +2,15 @@
 """Runs the libgmp-vs-Go benchmark pairs and reports libgmp/Go ratios.
 
     python3 bench/run.py [--quick] [--reps 5] [--only spawn,yield2] [--procs 1,2]
-                         [--out bench/results] [--build-only] [--timeout SECONDS]
-                         [--impls c,go] [--no-cargo] [--list]
+                         [--shapes root,main] [--out bench/results] [--build-only]
+                         [--timeout SECONDS] [--impls c,go] [--no-cargo] [--list]
 
 Builds the library (cargo build --release), every C program against it and every
 Go program; then runs each (workload, GOMAXPROCS) pair alternately
 (c, go, c, go, ...) --reps times as separate processes, and prints median and
 min-max time per operation of each side and the ratio libgmp/Go of the medians.
+A C program runs in two shapes (see SHAPES): driven by a root goroutine, and driven by
+the C main thread itself; each shape is a row of its own, against the same Go runs.
 Writes <out>/results.md (table), <out>/ratio.svg (chart) and <out>/results.json
 (every run). Exits non-zero when a build fails or a run fails (non-zero exit,
 timeout, missing or mismatched RESULT line).
@@ -58,6 +60,8 @@ class Workload:
     # For a row whose goal is absolute rather than relative to Go: libgmp's median of the
     # metric must be at least this (higher is better; `target` then only scales the chart).
     floor: float | None = None
+    # The shapes the C program has (its -shape flag, see SHAPES); Go has one shape only.
+    shapes: tuple = ("root", "main")
 
     def target_for(self, procs: int) -> float:
         if isinstance(self.target, dict):
@@ -70,6 +74,12 @@ class Workload:
         if isinstance(self.target, dict):
             return ", ".join(f"procs={p}: ≤{t:g}" for p, t in sorted(self.target.items()))
         return f"≤{self.target:g}"
+
+
+# Who drives a C workload (the C program's -shape flag). Go's main is a goroutine, so the
+# Go program has one shape, and both C shapes are compared against the same Go runs.
+SHAPES = {"root": 0, "main": 1}
+SHAPE_LABEL = {"root": "root goroutine", "main": "C main"}
 
 
 # What each metric is, for the table header of a row.
@@ -111,7 +121,8 @@ WORKLOADS = [
              metric="retained", floor=0.95),
     Workload("syscall_fast", "syscall_fast", {"n": 5_000_000}, {"n": 20_000}, 1.0,
              "one goroutine calls getppid(2) through the syscall hand-off (gmp_blocking; "
-             "Go: syscall.Syscall) n times; ns per call"),
+             "Go: syscall.Syscall) n times; ns per call",
+             shapes=("root",)),  # on C main gmp_blocking is a plain call: nothing to hand off
     Workload("hog_latency", "hog_latency", {"n": 1_000}, {"n": 20}, 1.0,
              "one goroutine spins in a loop that calls nothing; another sleeps 1 ms n times; "
              "median lateness of the wake-ups (p99 in late_p99_us)",
@@ -199,6 +210,7 @@ class Run:
     procs: int
     rep: int
     ok: bool
+    shape: str = "root"  # C: who drove it (SHAPES); Go: always its main goroutine
     ns_per_op: float | None = None
     wall_ms: float | None = None
     maxrss_kib: int | None = None
@@ -216,11 +228,14 @@ def parse_result(stdout: str) -> dict | None:
     return dict(kv.split("=", 1) for kv in lines[0].split()[1:])
 
 
-def run_one(w: Workload, impl: str, procs: int, rep: int, args: dict, timeout: float) -> Run:
+def run_one(w: Workload, impl: str, procs: int, rep: int, args: dict, timeout: float,
+            shape: str = "root") -> Run:
     exe = c_binary(w.prog) if impl == "c" else go_binary(w.prog)
     cmd = [str(exe)] + [f"-{k}={v}" for k, v in args.items()] + [f"-procs={procs}"]
+    if impl == "c" and shape != "root":  # the default shape stays off the command line
+        cmd.append(f"-shape={SHAPES[shape]}")
     env = dict(os.environ, GOMAXPROCS=str(procs), GMP_MAXPROCS=str(procs))
-    run = Run(w.name, impl, procs, rep, ok=False,
+    run = Run(w.name, impl, procs, rep, ok=False, shape=shape,
               cmd=shlex.join([str(exe.relative_to(ROOT)), *cmd[1:]]))
     try:
         r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
@@ -239,9 +254,10 @@ def run_one(w: Workload, impl: str, procs: int, rep: int, args: dict, timeout: f
         run.error = how + (f": {tail}" if tail else "")
     elif res is None:
         run.error = "no (single, well-formed) RESULT line on stdout"
-    elif (res.get("workload"), res.get("impl"), res.get("procs")) != (w.name, impl, str(procs)):
+    elif (res.get("workload"), res.get("impl"), res.get("procs"), res.get("shape", "root")) != (
+            w.name, impl, str(procs), shape):
         run.error = (f"RESULT says workload={res.get('workload')} impl={res.get('impl')} "
-                     f"procs={res.get('procs')}")
+                     f"procs={res.get('procs')} shape={res.get('shape', 'root')}")
     else:
         try:
             run.ns_per_op = float(res["ns_per_op"])
@@ -250,7 +266,8 @@ def run_one(w: Workload, impl: str, procs: int, rep: int, args: dict, timeout: f
             run.n = int(res["n"])
             run.value = float(res[w.metric])
             run.extra = {k: v for k, v in res.items() if k not in (
-                "workload", "impl", "procs", "n", "ns_per_op", "wall_ms", "maxrss_kib")}
+                "workload", "impl", "procs", "n", "ns_per_op", "wall_ms", "maxrss_kib",
+                "shape")}
             run.ok = all(math.isfinite(x) and x > 0 for x in (run.ns_per_op, run.value))
             if not run.ok:
                 run.error = f"bad ns_per_op={res['ns_per_op']} or {w.metric}={res[w.metric]}"
@@ -263,7 +280,13 @@ def run_one(w: Workload, impl: str, procs: int, rep: int, args: dict, timeout: f
 class Row:
     w: Workload
     procs: int
-    runs: dict  # impl -> list[Run]
+    shape: str  # the C side's shape (SHAPES)
+    runs: dict  # impl -> list[Run]; the Go list is shared by the rows of both shapes
+
+    @property
+    def label(self) -> str:
+        """The row's name: the workload, with /main for the C-main shape."""
+        return self.w.name if self.shape == "root" else f"{self.w.name}/{self.shape}"
 
     def stats(self, impl: str) -> tuple[float, float, float] | None:
         xs = [r.value for r in self.runs.get(impl, []) if r.ok]
@@ -312,7 +335,7 @@ def fmt_stats(s: tuple[float, float, float] | None) -> str:
     return f"{fmt_ns(s[0])} ({fmt_ns(s[1])}–{fmt_ns(s[2])})"
 
 
-HEADER = ["workload", "procs", "metric", "libgmp median (min–max)", "Go median (min–max)",
+HEADER = ["workload", "shape (libgmp)", "procs", "metric", "libgmp median (min–max)", "Go median (min–max)",
           "ratio libgmp/Go", "target", "met?"]
 
 
@@ -320,7 +343,8 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
     out = []
     for r in rows:
         ratio = r.ratio
-        out.append([r.w.name, str(r.procs), METRIC_UNIT.get(r.w.metric, r.w.metric),
+        out.append([r.label, SHAPE_LABEL[r.shape], str(r.procs),
+                    METRIC_UNIT.get(r.w.metric, r.w.metric),
                     fmt_stats(r.stats("c")), fmt_stats(r.stats("go")),
                     f"{ratio:.3f}" if ratio is not None else "-",
                     r.w.target_text() if r.w.floor is not None else f"≤{r.target:g}", r.status])
@@ -381,12 +405,22 @@ def write_markdown(path: Path, rows: list[Row], m: dict, opts: dict) -> None:
     body = table_rows(rows)
     hdr = HEADER + ["libgmp maxrss KiB", "Go maxrss KiB"]
     md.append("| " + " | ".join(hdr) + " |")
-    md.append("|" + "|".join("---:" if i in (1, 5) else "---" for i in range(len(hdr))) + "|")
+    md.append("|" + "|".join("---:" if i in (2, 6) else "---" for i in range(len(hdr))) + "|")
     for r, b in zip(rows, body):
         rss = [str(r.rss(i)) if r.rss(i) is not None else "-" for i in ("c", "go")]
         md.append("| " + " | ".join(b + rss) + " |")
     md.append("")
     md.append("![libgmp/Go ratio per workload](ratio.svg)")
+    md.append("")
+    md.append("Shapes (who drives the libgmp workload, `-shape`; Go's main is a goroutine, so "
+              "the Go side has one shape and both libgmp rows of a workload are compared "
+              "against the same Go runs):")
+    md.append("")
+    md.append("- **root goroutine**: the C main thread starts one root goroutine that does what "
+              "Go's main does, and waits for it.")
+    md.append("- **C main**: the C main thread does it itself, as a foreign thread (spawns, "
+              "sends, receives and waits without a P; it blocks on a futex where a goroutine "
+              "parks).")
     md.append("")
     md.append("Workloads:")
     md.append("")
@@ -396,18 +430,38 @@ def write_markdown(path: Path, rows: list[Row], m: dict, opts: dict) -> None:
             seen.add(r.w.name)
             args = " ".join(f"-{k} {v}" for k, v in opts["args"][r.w.name].items())
             md.append(f"- `{r.w.name}` ({args}): {r.w.what}.")
-    fails = [run for r in rows for rs in r.runs.values() for run in rs if not run.ok]
+    fails = [run for run in unique_runs(rows) if not run.ok]
     if fails:
         md.append("")
         md.append("Failed runs:")
         md.append("")
         for f in fails:
-            md.append(f"- {f.workload} {IMPL_LABEL[f.impl]} procs={f.procs} rep {f.rep}: "
-                      f"{f.error} (`{f.cmd}`)")
+            shape = f" ({SHAPE_LABEL[f.shape]})" if f.impl == "c" else ""
+            md.append(f"- {f.workload} {IMPL_LABEL[f.impl]}{shape} procs={f.procs} "
+                      f"rep {f.rep}: {f.error} (`{f.cmd}`)")
     path.write_text("\n".join(md) + "\n")
 
 
+def unique_runs(rows: list[Row]) -> list[Run]:
+    """Every run once (the rows of a workload's two shapes share their Go runs)."""
+    seen, out = set(), []
+    for r in rows:
+        for rs in r.runs.values():
+            for run in rs:
+                if id(run) not in seen:
+                    seen.add(id(run))
+                    out.append(run)
+    return out
+
+
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948"]
+# The C-main shape's bars: the same hue as the root goroutine's, lighter, hatched.
+PALETTE_MAIN = ["#a9c1da", "#f8c595", "#a8d3a2", "#d8bcd1", "#badbd8", "#f6e4a4"]
+
+
+def bar_fill(pi: int, shape: str) -> str:
+    return (PALETTE[pi % len(PALETTE)] if shape == "root"
+            else f"url(#hatch{pi % len(PALETTE_MAIN)})")
 
 
 def nice_step(span: float) -> float:
@@ -419,6 +473,8 @@ def nice_step(span: float) -> float:
 def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
     names = list(dict.fromkeys(r.w.name for r in rows))
     procs = sorted({r.procs for r in rows})
+    shapes = [sh for sh in SHAPES if any(r.shape == sh for r in rows)]
+    bars = [(p, sh) for p in procs for sh in shapes]  # per workload: shapes side by side
     ratios = [r.ratio for r in rows if r.ratio is not None]
     targets = [r.target for r in rows]
     top = max([1.25, *(t * 1.2 for t in targets), *(x * 1.15 for x in ratios)])
@@ -426,11 +482,15 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
     step = nice_step(top)
     top = math.ceil(top / step) * step
 
-    bar_w, gap_in = 34, 6
-    group_w = len(procs) * bar_w + (len(procs) - 1) * gap_in
+    bar_w, gap_in = (34, 6) if len(bars) <= 2 else (26, 4)
+    group_w = len(bars) * bar_w + (len(bars) - 1) * gap_in
     left, right, top_pad, bottom = 70, 30, 90, 70
     plot_h = 320
-    plot_w = max(560, len(names) * (group_w + 40) + 40)
+    legend = [(p, sh, f"GOMAXPROCS={p}" + (f", {SHAPE_LABEL[sh]}" if len(shapes) > 1 else ""))
+              for p, sh in bars]
+    legend_step = lambda text: 130 if len(shapes) == 1 else 16 + 7 * len(text) + 20
+    legend_w = sum(legend_step(t) for _, _, t in legend) + 80
+    plot_w = max(560, legend_w, len(names) * (group_w + 40) + 40)
     gap_out = (plot_w - len(names) * group_w) / (len(names) + 1)
     width, height = left + plot_w + right, top_pad + plot_h + bottom
     y = lambda v: top_pad + plot_h - (min(v, top) / top) * plot_h
@@ -439,6 +499,11 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
     s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
          f'viewBox="0 0 {width} {height}" font-family="Helvetica, Arial, sans-serif" '
          f'font-size="12">',
+         '<defs>' + "".join(
+             f'<pattern id="hatch{i}" width="6" height="6" patternUnits="userSpaceOnUse" '
+             f'patternTransform="rotate(45)"><rect width="6" height="6" fill="{c}"/>'
+             f'<line x1="0" y1="0" x2="0" y2="6" stroke="{PALETTE[i]}" stroke-width="2"/>'
+             f'</pattern>' for i, c in enumerate(PALETTE_MAIN)) + '</defs>',
          f'<rect width="{width}" height="{height}" fill="white"/>',
          f'<text x="{width / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">'
          f'libgmp / Go{" (--quick sizes, not a measurement)" if quick else ""}'
@@ -447,10 +512,10 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
          f'{esc(m["cpu"])}, {m["cores"]} cores · {esc(m["go"])} · {esc(m["date"])}</text>']
     # legend
     lx = left
-    for i, p in enumerate(procs):
-        s.append(f'<rect x="{lx}" y="58" width="12" height="12" fill="{PALETTE[i % len(PALETTE)]}"/>'
-                 f'<text x="{lx + 16}" y="68">GOMAXPROCS={p}</text>')
-        lx += 130
+    for p, sh, text in legend:
+        s.append(f'<rect x="{lx}" y="58" width="12" height="12" '
+                 f'fill="{bar_fill(procs.index(p), sh)}"/><text x="{lx + 16}" y="68">{esc(text)}</text>')
+        lx += legend_step(text)
     s.append(f'<line x1="{lx}" y1="64" x2="{lx + 22}" y2="64" stroke="#c00" '
              f'stroke-dasharray="5,3" stroke-width="2"/><text x="{lx + 26}" y="68">target</text>')
     # grid and axis
@@ -466,15 +531,16 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
     s.append(f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{left + plot_w}" '
              f'y2="{top_pad + plot_h}" stroke="#333"/>')
     # bars
-    by_key = {(r.w.name, r.procs): r for r in rows}
+    by_key = {(r.w.name, r.procs, r.shape): r for r in rows}
     target_lines = []  # drawn over the bars
     for gi, name in enumerate(names):
         gx = left + gap_out + gi * (group_w + gap_out)
-        for pi, p in enumerate(procs):
-            r = by_key.get((name, p))
+        for bi, (p, sh) in enumerate(bars):
+            pi = procs.index(p)
+            r = by_key.get((name, p, sh))
             if r is None:
                 continue
-            x = gx + pi * (bar_w + gap_in)
+            x = gx + bi * (bar_w + gap_in)
             cx = x + bar_w / 2
             ty = y(r.target)  # dashed target over each bar (it may differ per procs)
             if r.w.floor is None:
@@ -488,8 +554,8 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
                 continue
             yt = y(r.ratio)
             s.append(f'<rect x="{x}" y="{yt:.1f}" width="{bar_w}" height="{top_pad + plot_h - yt:.1f}" '
-                     f'fill="{PALETTE[pi % len(PALETTE)]}"><title>{esc(name)} procs={p}: '
-                     f'{r.ratio:.3f}</title></rect>')
+                     f'fill="{bar_fill(pi, sh)}"><title>{esc(name)} procs={p} '
+                     f'{esc(SHAPE_LABEL[sh])}: {r.ratio:.3f}</title></rect>')
             clipped = r.ratio > top
             if clipped:
                 s.append(f'<path d="M{x} {yt + 10:.1f} l{bar_w} -6 M{x} {yt + 16:.1f} l{bar_w} -6" '
@@ -508,7 +574,9 @@ def write_svg(path: Path, rows: list[Row], m: dict, quick: bool) -> None:
     s.extend(target_lines)  # over the bars and the Go line
     s.append(f'<text x="{left}" y="{height - 14}" fill="#666" font-size="11">Bar = median libgmp '
              f'÷ median Go of the row\'s metric (ns/op, or see the table). '
-             f'Lower is better.</text>')
+             f'Lower is better.'
+             + (' Hatched: libgmp driven by the C main thread (a foreign thread) instead of a '
+                'root goroutine; same Go runs.' if len(shapes) > 1 else '') + '</text>')
     s.append("</svg>")
     path.write_text("\n".join(s) + "\n")
 
@@ -526,8 +594,13 @@ def main() -> int:
                     help="tiny sizes, 1 rep (CI: keeps the benchmarks from rotting); "
                          "default --out bench/out/quick")
     ap.add_argument("--reps", type=int, help="runs per side per row (default 5, --quick 1)")
-    ap.add_argument("--only", type=csv, help="comma-separated workloads (default all)")
+    ap.add_argument("--only", type=csv,
+                    help="comma-separated workloads (default all); a workload selects both its "
+                         "shapes, <workload>/<shape> (pingpong/main) one")
     ap.add_argument("--procs", type=csv, default=["1", "2"], help="GOMAXPROCS values (default 1,2)")
+    ap.add_argument("--shapes", type=csv, default=list(SHAPES),
+                    help="who drives the C workloads: root (a root goroutine), main (the C "
+                         "main thread); default root,main")
     ap.add_argument("--out", type=Path, help="report folder (default bench/results)")
     ap.add_argument("--build-only", action="store_true", help="build everything, run nothing")
     ap.add_argument("--timeout", type=float, help="seconds per run (default 300, --quick 60)")
@@ -540,13 +613,24 @@ def main() -> int:
 
     if a.list:
         for w in WORKLOADS:
-            print(f"{w.name:10} prog={w.prog:8} args={w.args} quick={w.quick} "
-                  f"metric={w.metric} target {w.target_text()}  {w.what}")
+            for sh in w.shapes:
+                name = w.name if sh == "root" else f"{w.name}/{sh}"
+                print(f"{name:20} prog={w.prog:15} shape={sh:4} args={w.args} quick={w.quick} "
+                      f"metric={w.metric} target {w.target_text()}  {w.what}")
         return 0
     known = {w.name: w for w in WORKLOADS}
-    bad = [x for x in (a.only or []) if x not in known]
-    if bad:
-        ap.error(f"unknown workload(s) {', '.join(bad)}; known: {', '.join(known)}")
+    if not a.shapes or any(sh not in SHAPES for sh in a.shapes):
+        ap.error(f"--shapes takes {', '.join(SHAPES)} or both")
+    # --only: workload -> the shapes it selects
+    only: dict[str, set] | None = None
+    if a.only is not None:
+        only = {}
+        for x in a.only:
+            name, _, sh = x.partition("/")
+            if name not in known or (sh and sh not in known[name].shapes):
+                ap.error(f"unknown workload {x}; known: {', '.join(known)} "
+                         f"(each may end in /root or /main, see --list)")
+            only.setdefault(name, set()).update([sh] if sh else SHAPES)
     if not a.impls or any(i not in IMPL_LABEL for i in a.impls):
         ap.error("--impls takes c, go or c,go")
     try:
@@ -554,13 +638,22 @@ def main() -> int:
         assert procs and all(p > 0 for p in procs)
     except (ValueError, AssertionError):
         ap.error("--procs takes positive integers, e.g. 1,2")
-    workloads = [w for w in WORKLOADS if a.only is None or w.name in a.only]
+    impls = [i for i in ("c", "go") if i in a.impls]
+
+    def shapes_of(w: Workload) -> list[str]:
+        if "c" not in impls:  # the Go program has one shape
+            return ["root"]
+        return [sh for sh in SHAPES if sh in w.shapes and sh in a.shapes
+                and (only is None or sh in only.get(w.name, ()))]
+
+    workloads = [w for w in WORKLOADS if (only is None or w.name in only) and shapes_of(w)]
+    if not workloads:
+        ap.error("no workload left to run (--only / --shapes)")
     reps = a.reps if a.reps is not None else (1 if a.quick else 5)
     if reps < 1:
         ap.error("--reps must be >= 1")
     timeout = a.timeout or (60.0 if a.quick else 300.0)
     out = a.out or (BENCH / "out" / "quick" if a.quick else BENCH / "results")
-    impls = [i for i in ("c", "go") if i in a.impls]
 
     progs = list(dict.fromkeys(w.prog for w in workloads))
     if not build(progs, impls, cargo=not a.no_cargo):
@@ -574,19 +667,27 @@ def main() -> int:
     all_args = {w.name: (w.quick if a.quick else w.args) for w in workloads}
     t_start = time.monotonic()
     for w in workloads:
+        shapes = shapes_of(w)
         for p in procs:
-            row = Row(w, p, {i: [] for i in impls})
+            go_runs: list[Run] = []  # one Go run per rep, shared by the rows of both shapes
+            wrows = {sh: Row(w, p, sh, {i: (go_runs if i == "go" else []) for i in impls})
+                     for sh in shapes}
+            # Per rep: c (root goroutine), go, c (C main): the sides alternate, and each
+            # C run is next to a Go run.
+            c_steps = [("c", sh) for sh in shapes] if "c" in impls else []
+            steps = c_steps[:1] + ([("go", "root")] if "go" in impls else []) + c_steps[1:]
             for rep in range(1, reps + 1):
-                for impl in impls:  # alternate: c, go, c, go, ...
-                    run = run_one(w, impl, p, rep, all_args[w.name], timeout)
-                    row.runs[impl].append(run)
-                    log(f"  {w.name:10} procs={p} {IMPL_LABEL[impl]:6} rep {rep}/{reps}: "
+                for impl, sh in steps:
+                    run = run_one(w, impl, p, rep, all_args[w.name], timeout, sh)
+                    (go_runs if impl == "go" else wrows[sh].runs["c"]).append(run)
+                    who = IMPL_LABEL[impl] + (f" ({SHAPE_LABEL[sh]})" if impl == "c" else "")
+                    log(f"  {w.name:15} procs={p} {who:23} rep {rep}/{reps}: "
                         + (f"{fmt_ns(run.ns_per_op)} ns/op, {run.wall_ms:.0f} ms, "
                            f"{run.maxrss_kib} KiB"
                            + (f", {w.metric}={run.value:g}"
                               if w.metric not in ("ns_per_op", "wall_ms") else "")
                            if run.ok else f"FAILED: {run.error}"))
-            rows.append(row)
+            rows.extend(wrows.values())
     log(f"runs took {time.monotonic() - t_start:.0f} s")
 
     m = machine_info()
@@ -597,20 +698,21 @@ def main() -> int:
 
     out.mkdir(parents=True, exist_ok=True)
     opts = {"command": shlex.join(["python3", "bench/run.py", *sys.argv[1:]]), "reps": reps,
-            "args": all_args}
+            "args": all_args, "shapes": {w.name: shapes_of(w) for w in workloads}}
     write_markdown(out / "results.md", rows, m, opts)
     write_svg(out / "ratio.svg", rows, m, a.quick)
     (out / "results.json").write_text(json.dumps({
         "machine": m, "options": opts, "quick": a.quick,
         "targets": {w.name: {str(p): w.target_for(p) for p in procs} for w in workloads},
         "metrics": {w.name: w.metric for w in workloads},
-        "runs": [dataclasses.asdict(run) for r in rows for rs in r.runs.values() for run in rs],
+        "runs": [dataclasses.asdict(run) for run in unique_runs(rows)],
     }, indent=1) + "\n")
     print(f"\nwrote {out / 'results.md'}, {out / 'ratio.svg'}, {out / 'results.json'}")
 
     failed = [r for r in rows if r.failed]
     if failed:
-        log(f"{len(failed)} row(s) FAILED: " + ", ".join(f"{r.w.name}/procs={r.procs}" for r in failed))
+        log(f"{len(failed)} row(s) FAILED: "
+            + ", ".join(f"{r.label} procs={r.procs}" for r in failed))
         return 1
     return 0
 

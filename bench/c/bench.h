@@ -14,6 +14,11 @@
  * same spelling Go's flag package accepts. Unknown flags are an error (exit 2).
  * "-procs P" (P > 0) sets GOMAXPROCS with gmp_maxprocs(P) before timing starts;
  * that first call also starts the runtime, so start-up is never timed.
+ *
+ * "-shape S" (programs that list BENCH_SHAPE_FLAG) chooses who drives the workload, see
+ * bench_drive: 0 (the default) a root goroutine, as Go's main is one; 1 the C main
+ * thread itself, a foreign thread, as C programs are usually written. With -shape 1 the
+ * RESULT line (and a FAIL message) carries the extra key shape=main.
  */
 #ifndef GMP_BENCH_H
 #define GMP_BENCH_H
@@ -58,6 +63,7 @@ static inline void bench_usage(const char *prog, const bench_flag *flags, size_t
 static inline void bench_parse(int argc, char **argv, const bench_flag *flags, size_t nflags)
 {
     for (int i = 1; i < argc; i++) {
+        const int at = i; /* the flag's index (i moves on to a separate value) */
         const char *a = argv[i];
         if (a[0] != '-')
             goto bad;
@@ -84,17 +90,30 @@ static inline void bench_parse(int argc, char **argv, const bench_flag *flags, s
         *f->value = (int64_t)v;
         continue;
     bad:
-        fprintf(stderr, "%s: bad argument '%s'\n", argv[0], argv[i]);
+        fprintf(stderr, "%s: bad argument '%s'\n", argv[0], argv[at]);
         bench_usage(argv[0], flags, nflags);
         exit(2);
     }
+}
+
+/* Who drives the workload (-shape): see bench_drive. */
+enum { BENCH_SHAPE_ROOT = 0, BENCH_SHAPE_MAIN = 1 };
+static int64_t bench_shape = BENCH_SHAPE_ROOT;
+#define BENCH_SHAPE_FLAG                                                                   \
+    {"shape", &bench_shape,                                                                \
+     "who drives the workload: 0 a root goroutine (Go's main), 1 the C main thread"}
+
+/* The RESULT / FAIL key of the shape: "" for the root goroutine, " shape=main". */
+static inline const char *bench_shape_key(void)
+{
+    return bench_shape == BENCH_SHAPE_MAIN ? " shape=main" : "";
 }
 
 /* Prints "FAIL <workload>: <message>" to stderr and exits 1. */
 _Noreturn static inline void bench_fail(const char *workload, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "FAIL %s impl=c: ", workload);
+    fprintf(stderr, "FAIL %s impl=c%s: ", workload, bench_shape_key());
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
@@ -125,6 +144,8 @@ static inline void bench_warm_up(int procs)
 
 static inline int bench_setup_procs(const char *workload, int64_t procs)
 {
+    if (bench_shape != BENCH_SHAPE_ROOT && bench_shape != BENCH_SHAPE_MAIN)
+        bench_fail(workload, "-shape %" PRId64 " out of range (0 or 1)", bench_shape);
     if (procs > 0) {
         int prev = gmp_maxprocs((int)procs);
         if (prev < 0)
@@ -139,17 +160,36 @@ static inline int bench_setup_procs(const char *workload, int64_t procs)
     return now;
 }
 
-/* The C main thread is not a goroutine (Go's main is): a workload runs in a root
- * goroutine, which calls bench_root_finished() when it is done. */
+/* Runs driver(arg), the part of the program that Go's main goroutine runs, in the shape
+ * -shape chose, and returns when it has returned:
+ *  - BENCH_SHAPE_ROOT: in a root goroutine, while the C main thread waits for it on a
+ *    WaitGroup (the C main thread is a foreign thread that holds no P; Go's main is a
+ *    goroutine, so this is the same program as Go's);
+ *  - BENCH_SHAPE_MAIN: on the C main thread itself, which then spawns, sends, receives
+ *    and waits as a foreign thread (no P: it blocks on a futex where a goroutine parks).
+ * The driver must not call bench_fail (exit from inside a goroutine): it records what
+ * went wrong and main checks after bench_drive. */
 static gmp_wg bench_root_done = GMP_WG_INIT;
-static inline void bench_root_finished(void)
+static struct {
+    void (*fn)(void *);
+    void *arg;
+} bench_root_call;
+static inline void bench_root(void *unused)
 {
+    (void)unused;
+    bench_root_call.fn(bench_root_call.arg);
     gmp_wg_done(&bench_root_done);
 }
-static inline void bench_run_root(const char *workload, void (*root)(void *), void *arg)
+static inline void bench_drive(const char *workload, void (*driver)(void *), void *arg)
 {
+    if (bench_shape == BENCH_SHAPE_MAIN) {
+        driver(arg);
+        return;
+    }
+    bench_root_call.fn = driver;
+    bench_root_call.arg = arg;
     gmp_wg_add(&bench_root_done, 1);
-    int64_t id = gmp_go(root, arg);
+    int64_t id = gmp_go(bench_root, NULL);
     if (id <= 0)
         bench_fail(workload, "gmp_go(root) = %" PRId64, id);
     int rc = gmp_wg_wait(&bench_root_done);
@@ -201,14 +241,15 @@ static inline long bench_rss_kib(void)
     return bench_status_kib("VmRSS");
 }
 
-/* Prints the RESULT line; extra is "" or " key=value ..." (leading space). */
+/* Prints the RESULT line; extra is "" or " key=value ..." (leading space). With -shape 1
+ * the line ends with shape=main. */
 static inline void bench_result(const char *workload, int procs, int64_t n, int64_t wall_ns,
                          const char *extra)
 {
     printf("RESULT workload=%s impl=c procs=%d n=%" PRId64 " ns_per_op=%.3f wall_ms=%.3f "
-           "maxrss_kib=%ld%s\n",
+           "maxrss_kib=%ld%s%s\n",
            workload, procs, n, (double)wall_ns / (double)n, (double)wall_ns / 1e6,
-           bench_maxrss_kib(), extra);
+           bench_maxrss_kib(), extra, bench_shape_key());
     fflush(stdout);
 }
 

@@ -1,10 +1,11 @@
 /*
  * chan_mpmc: P producers and C consumers (4 and 4) share one buffered channel of int64
  * (capacity 1024). Producer j sends the K distinct values j*K+1 .. (j+1)*K, K = n / P;
- * consumers receive until the channel is closed and drained (-EPIPE), summing. A root
- * goroutine (Go's main) spawns the consumers, then the producers, waits for the
- * producers, closes the channel and waits for the consumers; the C main thread only
- * waits for the root. Reports ns per item (wall / (P*K)).
+ * consumers receive until the channel is closed and drained (-EPIPE), summing. The
+ * driver (Go: main) spawns the consumers, then the producers, waits for the producers,
+ * closes the channel and waits for the consumers; it is a root goroutine for which the
+ * C main thread only waits (-shape 0), or the C main thread itself (-shape 1). Reports
+ * ns per item (wall / (P*K)).
  * Check: the consumers got P*K items summing to T(T+1)/2, T = P*K.
  * Mirror: bench/go/chan_mpmc/main.go.
  */
@@ -66,8 +67,8 @@ static void spawn(gmp_func fn, slot *s, gmp_wg *wg)
     }
 }
 
-/* The goroutine that plays Go's main. */
-static void root(void *arg)
+/* What Go's main does; run by a root goroutine or by the C main thread (-shape). */
+static void driver(void *arg)
 {
     (void)arg;
     gmp_wg_add(&consumers_wg, nc);
@@ -79,7 +80,6 @@ static void root(void *arg)
     gmp_wg_wait(&producers_wg);
     gmp_chan_close(ch);
     gmp_wg_wait(&consumers_wg);
-    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -91,6 +91,7 @@ int main(int argc, char **argv)
         {"consumers", &nc, "consumer goroutines"},
         {"cap", &cap, "channel capacity"},
         {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+        BENCH_SHAPE_FLAG,
     };
     bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
     if (np <= 0 || np > 10000 || nc <= 0 || nc > 10000 || cap < 0 || cap > (INT64_C(1) << 31))
@@ -114,7 +115,7 @@ int main(int argc, char **argv)
         consumers[i] = (slot){0};
 
     int64_t t0 = bench_now_ns();
-    bench_run_root(WORKLOAD, root, NULL);
+    bench_drive(WORKLOAD, driver, NULL);
     int64_t wall = bench_now_ns() - t0;
 
     if (atomic_load(&spawn_error) != 0)

@@ -3,7 +3,9 @@
  * calls nothing (only asynchronous preemption can stop it); another sleeps 1 ms, N times
  * (1,000), and records how late each wake-up ran. Reports the median and the 99th
  * percentile lateness in microseconds (late_p50_us is the compared metric, late_p99_us an
- * extra key). ns_per_op is the wall time per wake.
+ * extra key). ns_per_op is the wall time per wake. The driver (Go: main; a root goroutine
+ * with -shape 0, the C main thread with -shape 1) starts both and waits; the sleeper is a
+ * goroutine in both shapes (on the C main thread a sleep involves no scheduler).
  * Check: every sleep lasted at least 1 ms.
  * Mirror: bench/go/hog_latency/main.go.
  */
@@ -42,14 +44,14 @@ static void sleeper(void *arg)
     gmp_wg_done(&wg);
 }
 
-static void root(void *arg)
+/* What Go's main does; run by a root goroutine or by the C main thread (-shape). */
+static void driver(void *arg)
 {
     (void)arg;
     gmp_wg_add(&wg, 2);
     gmp_go(hog, NULL);
     gmp_go(sleeper, NULL);
     gmp_wg_wait(&wg);
-    bench_root_finished();
 }
 
 static int cmp(const void *a, const void *b)
@@ -64,6 +66,7 @@ int main(int argc, char **argv)
     const bench_flag flags[] = {
         {"n", &n, "1 ms sleeps"},
         {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+        BENCH_SHAPE_FLAG,
     };
     bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
     if (n <= 0 || n > 10000000)
@@ -73,7 +76,7 @@ int main(int argc, char **argv)
         bench_fail(WORKLOAD, "out of memory");
     int p = bench_setup_procs(WORKLOAD, procs);
     int64_t t0 = bench_now_ns();
-    bench_run_root(WORKLOAD, root, NULL);
+    bench_drive(WORKLOAD, driver, NULL);
     int64_t wall = bench_now_ns() - t0;
     if (short_sleeps != 0)
         bench_fail(WORKLOAD, "%" PRId64 " sleeps returned early", short_sleeps);

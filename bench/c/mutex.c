@@ -1,7 +1,8 @@
 /*
  * mutex: G goroutines (8) each lock one gmp_mutex, increment a shared counter and
- * unlock, K times, K = n / G. A root goroutine (Go's main) spawns them and waits; the C
- * main thread only waits for the root. Reports ns per lock/unlock pair (wall / (G*K)).
+ * unlock, K times, K = n / G. The driver (Go: main; a root goroutine with -shape 0, the
+ * C main thread with -shape 1) spawns them and waits. Reports ns per lock/unlock pair
+ * (wall / (G*K)).
  * Check: counter == G*K. Mirror: bench/go/mutex/main.go.
  */
 #include "bench.h"
@@ -34,8 +35,8 @@ static void worker(void *arg)
     gmp_wg_done(&wg);
 }
 
-/* The goroutine that plays Go's main. */
-static void root(void *arg)
+/* What Go's main does; run by a root goroutine or by the C main thread (-shape). */
+static void driver(void *arg)
 {
     (void)arg;
     gmp_wg_add(&wg, g);
@@ -47,7 +48,6 @@ static void root(void *arg)
         }
     }
     gmp_wg_wait(&wg);
-    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -57,6 +57,7 @@ int main(int argc, char **argv)
         {"n", &n, "lock/unlock pairs in total, split evenly over the goroutines"},
         {"g", &g, "goroutines"},
         {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+        BENCH_SHAPE_FLAG,
     };
     bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
     if (g <= 0 || g > 1000000)
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
     int p = bench_setup_procs(WORKLOAD, procs);
 
     int64_t t0 = bench_now_ns();
-    bench_run_root(WORKLOAD, root, NULL);
+    bench_drive(WORKLOAD, driver, NULL);
     int64_t wall = bench_now_ns() - t0;
 
     if (spawn_error != 0)

@@ -1,13 +1,13 @@
 /*
- * parked_rss: a root goroutine (Go's main) spawns N goroutines (10^6) with the default
- * stack size; each bumps an atomic counter and blocks in gmp_chan_recv on one
- * unbuffered channel. When the counter reaches N (polled with gmp_sleep(1 ms)), the
- * root sleeps a little more (-settle_ms) so the last ones block, checks
- * gmp_num_goroutine, then reads VmRSS: kib_per_g = (VmRSS now - VmRSS before spawning)
- * / N, the memory a parked goroutine costs (the runner compares kib_per_g). Then it
- * closes the channel, every receive returns -EPIPE, and it waits for all; the C main
- * thread waits for the root. ns_per_op / wall_ms time the spawn until the counter
- * reaches N. Check: every receive returned -EPIPE.
+ * parked_rss: the driver (Go: main; a root goroutine with -shape 0, the C main thread
+ * with -shape 1) spawns N goroutines (10^6) with the default stack size; each bumps an
+ * atomic counter and blocks in gmp_chan_recv on one unbuffered channel. When the counter
+ * reaches N (polled with gmp_sleep(1 ms)), the driver sleeps a little more (-settle_ms)
+ * so the last ones block, checks gmp_num_goroutine (N, plus the root goroutine with
+ * -shape 0), then reads VmRSS: kib_per_g = (VmRSS now - VmRSS before spawning) / N, the
+ * memory a parked goroutine costs (the runner compares kib_per_g). Then it closes the
+ * channel, every receive returns -EPIPE, and it waits for all. ns_per_op / wall_ms time
+ * the spawn until the counter reaches N. Check: every receive returned -EPIPE.
  * Mirror: bench/go/parked_rss/main.go.
  */
 #include "bench.h"
@@ -35,8 +35,8 @@ static void waiter(void *arg)
     gmp_wg_done(&wg);
 }
 
-/* The goroutine that plays Go's main. */
-static void root(void *arg)
+/* What Go's main does; run by a root goroutine or by the C main thread (-shape). */
+static void driver(void *arg)
 {
     (void)arg;
     rss_before = bench_rss_kib();
@@ -63,7 +63,6 @@ static void root(void *arg)
 
     gmp_chan_close(ch);
     gmp_wg_wait(&wg);
-    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -73,6 +72,7 @@ int main(int argc, char **argv)
         {"n", &n, "goroutines"},
         {"settle_ms", &settle_ms, "extra wait after all counted, milliseconds"},
         {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+        BENCH_SHAPE_FLAG,
     };
     bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
     if (n <= 0 || n > INT32_MAX)
@@ -84,14 +84,16 @@ int main(int argc, char **argv)
     int rc = gmp_chan_make(&ch, sizeof(int64_t), 0);
     if (rc != 0)
         bench_fail(WORKLOAD, "gmp_chan_make = %d", rc);
-    bench_run_root(WORKLOAD, root, NULL);
+    bench_drive(WORKLOAD, driver, NULL);
 
     if (spawn_failed_at >= 0)
         bench_fail(WORKLOAD, "gmp_go #%" PRId64 " = %" PRId64, spawn_failed_at, spawn_error);
     if (rss_before <= 0 || rss_parked <= 0)
         bench_fail(WORKLOAD, "cannot read VmRSS");
-    if (live < n + 1)
-        bench_fail(WORKLOAD, "%" PRId64 " goroutines live, want at least %" PRId64, live, n + 1);
+    int64_t want_live = n + (bench_shape == BENCH_SHAPE_ROOT ? 1 : 0);
+    if (live < want_live)
+        bench_fail(WORKLOAD, "%" PRId64 " goroutines live, want at least %" PRId64, live,
+                   want_live);
     int64_t b = atomic_load(&bad);
     if (b != 0)
         bench_fail(WORKLOAD, "%" PRId64 " receives did not return -EPIPE", b);

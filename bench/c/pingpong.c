@@ -1,8 +1,10 @@
 /*
- * pingpong: a root goroutine (Go's main) and one echo goroutine bounce an int64 over
- * two unbuffered channels N times: root sends i on ping, echo receives it and sends
- * i+1 on pong, root receives it. The C main thread only waits for the root. Reports ns
- * per round trip (two channel handoffs, two goroutine switches).
+ * pingpong: a driver (Go: main) and one echo goroutine bounce an int64 over two
+ * unbuffered channels N times: the driver sends i on ping, echo receives it and sends
+ * i+1 on pong, the driver receives it. The driver is a root goroutine for which the C
+ * main thread only waits (-shape 0: two goroutine switches per round trip), or the C
+ * main thread itself (-shape 1: each hand-off crosses between a foreign thread and a
+ * goroutine). Reports ns per round trip.
  * Check: every reply is the value sent plus one. Mirror: bench/go/pingpong/main.go.
  */
 #include "bench.h"
@@ -12,8 +14,8 @@ static const char *const WORKLOAD = "pingpong";
 static int64_t n = 1000000;
 static gmp_chan *ping, *pong;
 static gmp_wg wg = GMP_WG_INIT;
-static int64_t bad;          /* replies that were not the value sent plus one (root) */
-static int64_t errors;       /* channel calls that failed (root) */
+static int64_t bad;          /* replies that were not the value sent plus one (driver) */
+static int64_t errors;       /* channel calls that failed (driver) */
 static int64_t echo_errors;  /* channel calls that failed (echo) */
 static int64_t spawn_error;
 
@@ -35,8 +37,8 @@ static void echo(void *arg)
     gmp_wg_done(&wg);
 }
 
-/* The goroutine that plays Go's main. */
-static void root(void *arg)
+/* What Go's main does; run by a root goroutine or by the C main thread (-shape). */
+static void driver(void *arg)
 {
     (void)arg;
     gmp_wg_add(&wg, 1);
@@ -59,7 +61,6 @@ static void root(void *arg)
         }
     }
     gmp_wg_wait(&wg);
-    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -68,6 +69,7 @@ int main(int argc, char **argv)
     const bench_flag flags[] = {
         {"n", &n, "round trips"},
         {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+        BENCH_SHAPE_FLAG,
     };
     bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
     if (n <= 0)
@@ -81,13 +83,13 @@ int main(int argc, char **argv)
         bench_fail(WORKLOAD, "gmp_chan_make = %d", rc);
 
     int64_t t0 = bench_now_ns();
-    bench_run_root(WORKLOAD, root, NULL);
+    bench_drive(WORKLOAD, driver, NULL);
     int64_t wall = bench_now_ns() - t0;
 
     if (spawn_error != 0)
         bench_fail(WORKLOAD, "gmp_go(echo) = %" PRId64, spawn_error);
     if (errors != 0 || echo_errors != 0)
-        bench_fail(WORKLOAD, "channel send/recv failed (root %" PRId64 ", echo %" PRId64 ")",
+        bench_fail(WORKLOAD, "channel send/recv failed (driver %" PRId64 ", echo %" PRId64 ")",
                    errors, echo_errors);
     if (bad != 0)
         bench_fail(WORKLOAD, "%" PRId64 " replies were not the value sent plus one", bad);

@@ -2,8 +2,9 @@
  * skynet: Go's skynet benchmark. A node of size S > 1 makes a channel with capacity div
  * (gmp_chan_make), spawns div children of size S/div numbered num + i*S/div, receives
  * their div sums, releases the channel and sends the total on its parent's channel; a
- * leaf (size 1) sends its number. A root goroutine (Go's main) spawns the top node (size
- * n, number 0) and receives the total; the C main thread only waits for the root. n
+ * leaf (size 1) sends its number. The driver (Go: main; a root goroutine with -shape 0,
+ * the C main thread with -shape 1) spawns the top node (size n, number 0) and receives
+ * the total. n
  * must be a power of div; n = 10^6, div = 10 spawns 1,111,111 goroutines. Reports ns
  * per leaf. Check: the total is n(n-1)/2 (499999500000 for n = 10^6).
  * Mirror: bench/go/skynet/main.go.
@@ -82,8 +83,8 @@ static void skynet(void *arg)
     gmp_chan_release(me.c);
 }
 
-/* The goroutine that plays Go's main. */
-static void root(void *arg)
+/* What Go's main does; run by a root goroutine or by the C main thread (-shape). */
+static void driver(void *arg)
 {
     int64_t n = *(const int64_t *)arg;
     gmp_chan *c;
@@ -102,7 +103,6 @@ static void root(void *arg)
         }
         gmp_chan_release(c);
     }
-    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -112,6 +112,7 @@ int main(int argc, char **argv)
         {"n", &n, "leaves (a power of -div)"},
         {"div", &div_, "children per node"},
         {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+        BENCH_SHAPE_FLAG,
     };
     bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
     if (div_ < 2 || div_ > MAX_DIV)
@@ -127,7 +128,7 @@ int main(int argc, char **argv)
     int p = bench_setup_procs(WORKLOAD, procs);
 
     int64_t t0 = bench_now_ns();
-    bench_run_root(WORKLOAD, root, &n);
+    bench_drive(WORKLOAD, driver, &n);
     int64_t wall = bench_now_ns() - t0;
 
     if (atomic_load(&errors) != 0)

@@ -1,7 +1,7 @@
 /*
- * sleep_many: a root goroutine (Go's main) spawns N goroutines (100,000) that each
- * sleep D (10 ms) with gmp_sleep and signal a WaitGroup; the root waits, and the C main
- * thread waits for the root. Reports the wall time (the runner compares wall_ms) and
+ * sleep_many: the driver (Go: main; a root goroutine with -shape 0, the C main thread
+ * with -shape 1) spawns N goroutines (100,000) that each sleep D (10 ms) with gmp_sleep
+ * and signal a WaitGroup, and waits. Reports the wall time (the runner compares wall_ms) and
  * ns_per_op = wall / N; the RESULT line's maxrss_kib is the peak RSS.
  * Check: every goroutine slept at least D by gmp_now (the timers' clock).
  * Mirror: bench/go/sleep_many/main.go.
@@ -29,8 +29,8 @@ static void sleeper(void *arg)
     gmp_wg_done(&wg);
 }
 
-/* The goroutine that plays Go's main. */
-static void root(void *arg)
+/* What Go's main does; run by a root goroutine or by the C main thread (-shape). */
+static void driver(void *arg)
 {
     (void)arg;
     gmp_wg_add(&wg, n);
@@ -44,7 +44,6 @@ static void root(void *arg)
         }
     }
     gmp_wg_wait(&wg);
-    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -54,6 +53,7 @@ int main(int argc, char **argv)
         {"n", &n, "goroutines"},
         {"ms", &ms, "sleep per goroutine, milliseconds"},
         {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+        BENCH_SHAPE_FLAG,
     };
     bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
     if (n <= 0 || n > INT32_MAX)
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
     int p = bench_setup_procs(WORKLOAD, procs);
 
     int64_t t0 = bench_now_ns();
-    bench_run_root(WORKLOAD, root, NULL);
+    bench_drive(WORKLOAD, driver, NULL);
     int64_t wall = bench_now_ns() - t0;
 
     if (spawn_failed_at >= 0)

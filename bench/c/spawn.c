@@ -1,7 +1,8 @@
 /*
- * spawn: N goroutines spawned by one goroutine (as Go's main goroutine does); each bumps
- * an atomic counter and signals a WaitGroup; the spawner waits, and the C main thread
- * waits for the spawner. Reports ns per goroutine (spawn + run + join).
+ * spawn: N goroutines spawned by one driver (Go: main); each bumps an atomic counter and
+ * signals a WaitGroup; the driver waits. The driver is a root goroutine for which the C
+ * main thread waits (-shape 0), or the C main thread itself (-shape 1, see bench_drive).
+ * Reports ns per goroutine (spawn + run + join).
  * Check: counter == N. Mirror: bench/go/spawn/main.go.
  */
 #include "bench.h"
@@ -23,8 +24,9 @@ static void worker(void *arg)
     gmp_wg_done(&wg);
 }
 
-/* The goroutine that plays Go's main: spawns N workers and waits for them. */
-static void root(void *arg)
+/* What Go's main does: spawns N workers and waits for them; run by a root goroutine or
+ * by the C main thread (-shape). */
+static void driver(void *arg)
 {
     (void)arg;
     for (int64_t i = 0; i < n; i++) {
@@ -38,7 +40,6 @@ static void root(void *arg)
         }
     }
     gmp_wg_wait(&wg);
-    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -47,6 +48,7 @@ int main(int argc, char **argv)
     const bench_flag flags[] = {
         {"n", &n, "goroutines to spawn"},
         {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+        BENCH_SHAPE_FLAG,
     };
     bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
     if (n <= 0 || n > INT32_MAX)
@@ -57,7 +59,7 @@ int main(int argc, char **argv)
     int rc = gmp_wg_add(&wg, n);
     if (rc < 0)
         bench_fail(WORKLOAD, "gmp_wg_add = %d", rc);
-    bench_run_root(WORKLOAD, root, NULL);
+    bench_drive(WORKLOAD, driver, NULL);
     int64_t wall = bench_now_ns() - t0;
     if (spawn_failed_at >= 0)
         bench_fail(WORKLOAD, "gmp_go #%" PRId64 " = %" PRId64, spawn_failed_at, spawn_error);

@@ -4,8 +4,10 @@
  * connection (gmp_read, gmp_write what was read), and one client goroutine per
  * connection, which connects (gmp_connect), waits for the start signal (a closed
  * channel) and then M times writes a 64-byte message and reads the 64-byte echo. All
- * sockets get TCP_NODELAY, as Go's net package sets on every TCP connection. The root
- * goroutine plays Go's main. Reports ns per message (n = C*M), timed from the start
+ * sockets get TCP_NODELAY, as Go's net package sets on every TCP connection. The driver
+ * (Go: main; a root goroutine with -shape 0, the C main thread with -shape 1) starts the
+ * accept and client goroutines, waits until all have dialed, closes the start channel
+ * and waits for the clients. Reports ns per message (n = C*M), timed from the start
  * signal (all connections established) until every client is done; extra key threads =
  * the process's OS threads (/proc/self/status Threads:) at the end of the measured phase.
  * Check: every echo equals the message sent.
@@ -114,8 +116,8 @@ static void client(void *arg)
     gmp_wg_done(&clients);
 }
 
-/* The goroutine that plays Go's main. */
-static void root(void *arg)
+/* What Go's main does; run by a root goroutine or by the C main thread (-shape). */
+static void driver(void *arg)
 {
     (void)arg;
     gmp_wg_add(&servers, 1);
@@ -142,7 +144,6 @@ static void root(void *arg)
 out:
     gmp_close(listener); /* ends accept_loop */
     gmp_wg_wait(&servers);
-    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -152,6 +153,7 @@ int main(int argc, char **argv)
         {"c", &conns, "connections"},
         {"m", &m, "messages per connection"},
         {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+        BENCH_SHAPE_FLAG,
     };
     bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
     if (conns <= 0 || conns > 8000 || m <= 0)
@@ -174,7 +176,7 @@ int main(int argc, char **argv)
         getsockname(listener, (struct sockaddr *)&server_addr, &len) != 0)
         bench_fail(WORKLOAD, "bind/listen/getsockname on 127.0.0.1:0 failed");
 
-    bench_run_root(WORKLOAD, root, NULL);
+    bench_drive(WORKLOAD, driver, NULL);
 
     if (atomic_load(&failed) != 0)
         bench_fail(WORKLOAD, "%lld clients failed, first: %s = %" PRId64,

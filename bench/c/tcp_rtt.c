@@ -1,9 +1,9 @@
 /*
  * tcp_rtt: one TCP connection on 127.0.0.1 inside the process. A listener on a random
  * port (gmp_socket, bind, listen), an accept goroutine that starts one echo goroutine per
- * connection (gmp_read, gmp_write what was read), and the root goroutine (Go's main),
- * which connects (gmp_connect) and then N times writes a 64-byte message and reads the
- * 64-byte echo. Both sockets get TCP_NODELAY, as Go's net package sets on every TCP
+ * connection (gmp_read, gmp_write what was read), and the driver (Go: main; a root
+ * goroutine with -shape 0, the C main thread with -shape 1), which connects (gmp_connect)
+ * and then N times writes a 64-byte message and reads the 64-byte echo. Both sockets get TCP_NODELAY, as Go's net package sets on every TCP
  * connection. Reports ns per round trip, timed from the first write to the last echo;
  * extra key threads = the process's OS threads (/proc/self/status Threads:) at the end
  * of the measured phase. Check: every echo equals the message sent.
@@ -24,8 +24,8 @@ static int64_t n = 100000;
 static struct sockaddr_in server_addr;
 static int listener = -1;
 static gmp_wg wg = GMP_WG_INIT;
-static int64_t bad;       /* echoes that differ from the message sent (root) */
-static int64_t io_error;  /* first failed call of the root, as -errno */
+static int64_t bad;       /* echoes that differ from the message sent (driver) */
+static int64_t io_error;  /* first failed call of the driver, as -errno */
 static const char *io_what = "";
 static int64_t wall_ns;
 static int threads;
@@ -59,8 +59,8 @@ static void accept_loop(void *arg)
     gmp_wg_done(&wg);
 }
 
-/* The goroutine that plays Go's main. */
-static void root(void *arg)
+/* What Go's main does; run by a root goroutine or by the C main thread (-shape). */
+static void driver(void *arg)
 {
     (void)arg;
     gmp_wg_add(&wg, 1);
@@ -107,7 +107,6 @@ static void root(void *arg)
 out:
     gmp_close(listener); /* ends accept_loop */
     gmp_wg_wait(&wg);
-    bench_root_finished();
 }
 
 int main(int argc, char **argv)
@@ -116,6 +115,7 @@ int main(int argc, char **argv)
     const bench_flag flags[] = {
         {"n", &n, "round trips"},
         {"procs", &procs, "GOMAXPROCS (0: leave the runtime's default)"},
+        BENCH_SHAPE_FLAG,
     };
     bench_parse(argc, argv, flags, sizeof flags / sizeof flags[0]);
     if (n <= 0)
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
         getsockname(listener, (struct sockaddr *)&server_addr, &len) != 0)
         bench_fail(WORKLOAD, "bind/listen/getsockname on 127.0.0.1:0 failed");
 
-    bench_run_root(WORKLOAD, root, NULL);
+    bench_drive(WORKLOAD, driver, NULL);
 
     if (io_error != 0)
         bench_fail(WORKLOAD, "%s = %" PRId64, io_what, io_error);
