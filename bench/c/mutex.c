@@ -4,6 +4,11 @@
  * C main thread with -shape 1) spawns them and waits. Reports ns per lock/unlock pair
  * (wall / (G*K)).
  * Check: counter == G*K. Mirror: bench/go/mutex/main.go.
+ *
+ * Also reports rmw2_ns: two uncontended locked read-modify-writes (a CAS that takes a
+ * word and an exchange that gives it back, what an uncontended lock/unlock pair needs at
+ * least) measured in this process before the run — the yardstick of issue #16's
+ * GOMAXPROCS=1 target (within 1.2x of it).
  */
 #include "bench.h"
 
@@ -33,6 +38,26 @@ static void worker(void *arg)
         gmp_mutex_unlock(&mu);
     }
     gmp_wg_done(&wg);
+}
+
+/* Nanoseconds per pair of uncontended locked read-modify-writes on one word: the best of
+   5 batches of 10^6 (a CAS 0 -> 1 and an exchange back to 0, as a lock and an unlock). */
+static double two_rmw_ns(void)
+{
+    static _Atomic int word;
+    double best = 1e9;
+    for (int b = 0; b < 5; b++) {
+        int64_t t0 = bench_now_ns();
+        for (int i = 0; i < 1000000; i++) {
+            int zero = 0;
+            atomic_compare_exchange_strong(&word, &zero, 1);
+            atomic_exchange(&word, 0);
+        }
+        double ns = (double)(bench_now_ns() - t0) / 1e6;
+        if (ns < best)
+            best = ns;
+    }
+    return best;
 }
 
 /* What Go's main does; run by a root goroutine or by the C main thread (-shape). */
@@ -66,6 +91,7 @@ int main(int argc, char **argv)
     if (k <= 0)
         bench_fail(WORKLOAD, "-n %" PRId64 " gives no iterations per goroutine", n);
     int p = bench_setup_procs(WORKLOAD, procs);
+    double rmw2 = two_rmw_ns();
 
     int64_t t0 = bench_now_ns();
     bench_drive(WORKLOAD, driver, NULL);
@@ -77,8 +103,8 @@ int main(int argc, char **argv)
         bench_fail(WORKLOAD, "gmp_mutex_lock failed %d times", atomic_load(&errors));
     if (counter != g * k)
         bench_fail(WORKLOAD, "counter = %" PRId64 ", want %" PRId64, counter, g * k);
-    char extra[64];
-    snprintf(extra, sizeof extra, " g=%" PRId64 " k=%" PRId64, g, k);
+    char extra[96];
+    snprintf(extra, sizeof extra, " g=%" PRId64 " k=%" PRId64 " rmw2_ns=%.3f", g, k, rmw2);
     bench_result(WORKLOAD, p, g * k, wall, extra);
     return 0;
 }
