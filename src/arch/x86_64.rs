@@ -315,16 +315,20 @@ pub unsafe fn switch_from_g0_balanced(
     fpenv: u64,
 ) -> usize {
     let ret: usize;
-    // SAFETY: the caller's contract is switch_from_g0's. The block behaves as a call of it:
-    // the pushed address is where the context resumes (label 7, reached by `switch`'s
-    // `jmp` when some goroutine switches back to us), at which point rsp is back where it
-    // was and the callee-saved registers are restored; the caller-saved ones are clobbered.
+    // SAFETY: the caller's contract is switch_from_g0's. The block behaves as a call of it
+    // made 128 bytes below rsp (the red zone stays untouched; rsp stays 16-aligned at the
+    // jump minus the pushed address, as at a call): the pushed address is where the
+    // context resumes (label 7, reached by `switch`'s `jmp` when some goroutine switches
+    // back to us), at which point rsp is back where it was after the push's pop and the
+    // callee-saved registers are restored; the caller-saved ones are clobbered.
     unsafe {
         asm!(
+            "sub rsp, 128", // step over the red zone the compiler may be using
             "lea rax, [rip + 7f]",
             "push rax",
             "jmp {f}",
             "7:",
+            "add rsp, 128",
             f = sym switch_from_g0,
             in("rdi") save_sp,
             in("rsi") to_sp,
@@ -352,10 +356,12 @@ pub unsafe fn start_from_g0_balanced(
     // SAFETY: as in switch_from_g0_balanced; the caller's contract is start_from_g0's.
     unsafe {
         asm!(
+            "sub rsp, 128", // step over the red zone the compiler may be using
             "lea rax, [rip + 7f]",
             "push rax",
             "jmp {f}",
             "7:",
+            "add rsp, 128",
             f = sym start_from_g0,
             in("rdi") save_sp,
             in("rsi") stack_top,
