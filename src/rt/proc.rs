@@ -554,3 +554,45 @@ fn new_g() -> *mut G {
     G_CHUNK_LOCK.unlock();
     gp
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every G `new_g` makes is listed by `all_gs` exactly once, across chunk boundaries,
+    /// including while other threads allocate (readers see only constructed slots).
+    #[test]
+    fn all_gs_lists_every_g_once() {
+        let mine: Vec<usize> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..G_CHUNK + 7)
+                            .map(|_| {
+                                // A reader walking the list meanwhile sees only whole Gs.
+                                assert!(
+                                    all_gs().all(|g| g.status.load(Ordering::Relaxed) <= G_DEAD)
+                                );
+                                new_g() as usize
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let listed: std::collections::HashMap<usize, usize> =
+            all_gs().fold(Default::default(), |mut m, g| {
+                *m.entry(g as *const G as usize).or_default() += 1;
+                m
+            });
+        for g in &mine {
+            assert_eq!(
+                listed.get(g),
+                Some(&1),
+                "G {g:#x} listed {:?} times",
+                listed.get(g)
+            );
+        }
+    }
+}
