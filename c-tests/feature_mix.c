@@ -16,6 +16,9 @@
  *                  10 ms: sysmon marks the slice, the next switch point honours the mark).
  *   spin_fair      at GOMAXPROCS=1 a goroutine loops on gmp_chan_try_recv / gmp_go calls
  *                  that never block; a sleeper's 1 ms timer still wakes it within 200 ms.
+ *   timer_cross_p  at GOMAXPROCS=2, a 10 ms sleep armed on one processor while the other
+ *                  holds a 1 s sleep wakes within 300 ms, 8 times (whichever processor
+ *                  the idle thread scans first for the earliest deadline).
  *
  * A watchdog thread fails the case (exit 1, with a message) if it has not finished in
  * WATCHDOG_S seconds, instead of hanging until the harness's timeout.
@@ -446,6 +449,59 @@ static void case_timer_order(void)
     CHECK(to_short_took < 100 * MS);
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* timer_cross_p: the earliest deadline is taken over every processor's timers */
+
+#define TC_ROUNDS 8
+
+static gmp_wg tc_long_wg = GMP_WG_INIT;
+static gmp_wg tc_short_wg = GMP_WG_INIT;
+static atomic_int tc_arrived;
+static int64_t tc_short_took[TC_ROUNDS];
+
+/* arg: the round * 2, plus 1 for the short sleeper. Both sleepers of a round spin until
+ * both have arrived, so they run at the same time, on the two processors, when they arm
+ * their timers: one processor holds a 1 s timer (and earlier rounds' ones), the other
+ * the 10 ms one. */
+static void tc_sleeper(void *arg)
+{
+    int v = (int)(intptr_t)arg, round = v / 2;
+    atomic_fetch_add(&tc_arrived, 1);
+    while (atomic_load(&tc_arrived) < 2 * (round + 1))
+        ;
+    if (v % 2) {
+        int64_t t0 = gmp_now();
+        CHECK_OK(gmp_sleep(10 * MS));
+        tc_short_took[round] = gmp_now() - t0;
+        CHECK_OK(gmp_wg_done(&tc_short_wg));
+    } else {
+        CHECK_OK(gmp_sleep(1000 * MS));
+        CHECK_OK(gmp_wg_done(&tc_long_wg));
+    }
+}
+
+static void case_timer_cross_p(void)
+{
+    CHECK_OK(gmp_maxprocs(2));
+    CHECK_OK(gmp_wg_add(&tc_long_wg, TC_ROUNDS));
+    int64_t worst = 0;
+    for (int r = 0; r < TC_ROUNDS; r++) {
+        CHECK_OK(gmp_wg_add(&tc_short_wg, 1));
+        CHECK_OK(gmp_go(tc_sleeper, (void *)(intptr_t)(2 * r)));
+        CHECK_OK(gmp_go(tc_sleeper, (void *)(intptr_t)(2 * r + 1)));
+        CHECK_OK(gmp_wg_wait(&tc_short_wg));
+        if (tc_short_took[r] > worst)
+            worst = tc_short_took[r];
+    }
+    printf("timer_cross_p: the worst of %d 10 ms sleeps beside a 1 s one on the other "
+           "processor took %.1f ms\n",
+           TC_ROUNDS, (double)worst / 1e6);
+    /* Whichever processor comes first when the idle thread looks for the earliest timer,
+     * the 10 ms one is not held up by the 1 s one (that would be ~1000 ms). */
+    CHECK(worst < 300 * MS);
+    CHECK_OK(gmp_wg_wait(&tc_long_wg));
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -455,7 +511,7 @@ int main(int argc, char **argv)
         {"timeout_race", case_timeout_race},   {"locked_timer", case_locked_timer},
         {"shrink_timers", case_shrink_timers}, {"pingpong_fair", case_pingpong_fair},
         {"spin_fair", case_spin_fair},         {"spawn_fair", case_spawn_fair},
-        {"timer_order", case_timer_order},
+        {"timer_order", case_timer_order},     {"timer_cross_p", case_timer_cross_p},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: feature_mix CASE\n");

@@ -51,7 +51,7 @@ if ! cargo mutants --version >/dev/null 2>&1; then
 fi
 
 if [ -n "${MUTANTS_LIST:-}" ]; then
-    exec cargo mutants --list --file "$file" ${MUTANTS_RE:+--re "$MUTANTS_RE"}
+    exec cargo mutants --list --file "$file" --exclude-re 'loom_tests::' ${MUTANTS_RE:+--re "$MUTANTS_RE"}
 fi
 
 out="target/mutants/$(echo "$file" | tr / _)"
@@ -64,11 +64,17 @@ re=()
 if [ -n "${MUTANTS_RE:-}" ]; then
     re=(--re "$MUTANTS_RE")
 fi
+# --cargo-arg: build only the library and the C-test harness for each mutant (not the unit
+# tests, the other test binaries and the benches: a mutant's build is then seconds);
+# --copy-target: start from this tree's build, so the first (baseline) build is incremental.
 exec cargo mutants \
     --file "$file" \
     "${re[@]}" \
+    --exclude-re 'loom_tests::' \
     --output "$out" \
     --jobs 1 \
+    --copy-target true \
+    --cargo-arg=--test=c_tests \
     --timeout "${MUTANTS_TIMEOUT:-60}" \
     --build-timeout 900 \
-    -- --test c_tests -- "${filters[@]}"
+    -- -- "${filters[@]}"
