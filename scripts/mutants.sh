@@ -64,7 +64,8 @@ if [ -n "${MUTANTS_LIST:-}" ]; then
     exec cargo mutants --list --file "$file" --exclude-re 'loom_tests::' ${MUTANTS_RE:+--re "$MUTANTS_RE"}
 fi
 
-out="target/mutants/$(echo "$file" | tr / _)"
+# MUTANTS_OUT: another results directory, for a second run of the same file at once.
+out=${MUTANTS_OUT:-"target/mutants/$(echo "$file" | tr / _)"}
 mkdir -p "$out"
 echo "scripts/mutants.sh: mutating $file; C tests: ${filters[*]:-all}; results in $out" >&2
 # The loom models and the Rust unit tests are not the test command here: the C tests are
