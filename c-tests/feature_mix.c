@@ -19,6 +19,10 @@
  *   timer_cross_p  at GOMAXPROCS=2, a 10 ms sleep armed on one processor while the other
  *                  holds a 1 s sleep wakes within 300 ms, 8 times (whichever processor
  *                  the idle thread scans first for the earliest deadline).
+ *   locked_exit_handoff  at GOMAXPROCS=2, a goroutine locked to its thread starts 8
+ *                  goroutines and returns (its thread exits), 50 times: its processor is
+ *                  handed off with their queue (it aborted "pidleput: P has non-empty run
+ *                  queue" when the hand-off ignored the local queue); all of them run.
  *
  * A watchdog thread fails the case (exit 1, with a message) if it has not finished in
  * WATCHDOG_S seconds, instead of hanging until the harness's timeout.
@@ -502,6 +506,46 @@ static void case_timer_cross_p(void)
     CHECK_OK(gmp_wg_wait(&tc_long_wg));
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* locked_exit_handoff: a goroutine that ends locked to its thread leaves its processor,
+ * with the goroutines it just started on its run queue, to another thread */
+
+#define LE_ROUNDS 50
+#define LE_CHILDREN 8
+
+static gmp_wg le_wg = GMP_WG_INIT;
+static atomic_int le_ran;
+
+static void le_child(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&le_ran, 1);
+    CHECK_OK(gmp_wg_done(&le_wg));
+}
+
+/* Locks its thread, starts the children (they go to this processor's queue, and the
+ * other processor's thread is woken to steal), and returns locked: its thread exits and
+ * the processor is handed off at once, its queue still full, while that thread spins. */
+static void le_parent(void *arg)
+{
+    (void)arg;
+    CHECK_OK(gmp_lock_os_thread());
+    for (int i = 0; i < LE_CHILDREN; i++)
+        CHECK_OK(gmp_go(le_child, NULL));
+    CHECK_OK(gmp_wg_done(&le_wg));
+}
+
+static void case_locked_exit_handoff(void)
+{
+    CHECK_OK(gmp_maxprocs(2));
+    for (int r = 0; r < LE_ROUNDS; r++) {
+        CHECK_OK(gmp_wg_add(&le_wg, 1 + LE_CHILDREN));
+        CHECK_OK(gmp_go(le_parent, NULL));
+        CHECK_OK(gmp_wg_wait(&le_wg));
+    }
+    CHECK_EQ(atomic_load(&le_ran), LE_ROUNDS * LE_CHILDREN);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -512,6 +556,7 @@ int main(int argc, char **argv)
         {"shrink_timers", case_shrink_timers}, {"pingpong_fair", case_pingpong_fair},
         {"spin_fair", case_spin_fair},         {"spawn_fair", case_spawn_fair},
         {"timer_order", case_timer_order},     {"timer_cross_p", case_timer_cross_p},
+        {"locked_exit_handoff", case_locked_exit_handoff},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: feature_mix CASE\n");

@@ -1415,6 +1415,11 @@ fn feature_mix_timer_cross_p() {
     expect_case("feature_mix", "timer_cross_p", &[]);
 }
 
+#[test]
+fn feature_mix_locked_exit_handoff() {
+    expect_case("feature_mix", "locked_exit_handoff", &[]);
+}
+
 /// The torture mix with a preemption signal every sysmon round (20 µs): every feature
 /// meets asynchronous preemption at arbitrary instructions.
 #[test]
