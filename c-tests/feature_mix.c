@@ -23,6 +23,10 @@
  *                  goroutines and returns (its thread exits), 50 times: its processor is
  *                  handed off with their queue (it aborted "pidleput: P has non-empty run
  *                  queue" when the hand-off ignored the local queue); all of them run.
+ *   grow_runs_queued  (asynchronous preemption off) at GOMAXPROCS=1 a goroutine that
+ *                  never calls the runtime holds the processor; one queued behind it runs
+ *                  once GOMAXPROCS goes to 2 (procresize must start a thread for the new
+ *                  processor: nothing else would).
  *
  * A watchdog thread fails the case (exit 1, with a message) if it has not finished in
  * WATCHDOG_S seconds, instead of hanging until the harness's timeout.
@@ -546,6 +550,45 @@ static void case_locked_exit_handoff(void)
     CHECK_EQ(atomic_load(&le_ran), LE_ROUNDS * LE_CHILDREN);
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* grow_runs_queued: raising GOMAXPROCS puts the new processor to work at once */
+
+static atomic_int gr_hog_running, gr_waiter_ran;
+
+/* Never calls the runtime (run with asynchronous preemption off): the only processor
+ * stays with it until the waiter has run elsewhere. */
+static void gr_hog(void *arg)
+{
+    (void)arg;
+    atomic_store(&gr_hog_running, 1);
+    double deadline = now_sec() + 10.0;
+    while (!atomic_load(&gr_waiter_ran))
+        CHECK(now_sec() < deadline);
+}
+
+static void gr_waiter(void *arg)
+{
+    (void)arg;
+    atomic_store(&gr_waiter_ran, 1);
+}
+
+static void case_grow_runs_queued(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    CHECK_OK(gmp_go(gr_hog, NULL));
+    WAIT_UNTIL(atomic_load(&gr_hog_running), 10);
+    /* Queued behind the hog: no processor is free, so no thread is started for it. */
+    CHECK_OK(gmp_go(gr_waiter, NULL));
+    sleep_ms(20);
+    CHECK(!atomic_load(&gr_waiter_ran));
+    /* The new processor must get a thread now: nothing else will ever wake one. */
+    int64_t t0 = gmp_now();
+    CHECK_OK(gmp_maxprocs(2));
+    WAIT_UNTIL(atomic_load(&gr_waiter_ran), 5);
+    printf("grow_runs_queued: the queued goroutine ran %.1f ms after GOMAXPROCS 1 -> 2\n",
+           (double)(gmp_now() - t0) / 1e6);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -557,6 +600,7 @@ int main(int argc, char **argv)
         {"spin_fair", case_spin_fair},         {"spawn_fair", case_spawn_fair},
         {"timer_order", case_timer_order},     {"timer_cross_p", case_timer_cross_p},
         {"locked_exit_handoff", case_locked_exit_handoff},
+        {"grow_runs_queued", case_grow_runs_queued},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: feature_mix CASE\n");

@@ -50,7 +50,8 @@ else
     src/rt/lockosthread.rs | src/rt/affinity.rs) filters=(lockosthread affinity syscall_pinned) ;;
     src/rt/sched.rs | src/rt/proc.rs | src/rt/park.rs | src/rt/runq.rs)
         filters=(nested_spawn yield_fairness goexit steals lockosthread foreign_wait
-            syscall_handoff feature_mix_shrink_timers feature_mix_locked_exit_handoff maxprocs
+            syscall_handoff feature_mix_shrink_timers feature_mix_locked_exit_handoff
+            feature_mix_grow_runs_queued maxprocs
             config_max_threads_env) ;;
     *) filters=() ;; # every C test
     esac

@@ -1420,6 +1420,15 @@ fn feature_mix_locked_exit_handoff() {
     expect_case("feature_mix", "locked_exit_handoff", &[]);
 }
 
+#[test]
+fn feature_mix_grow_runs_queued() {
+    expect_case(
+        "feature_mix",
+        "grow_runs_queued",
+        &[("GMP_DEBUG", "asyncpreemptoff=1")],
+    );
+}
+
 /// The torture mix with a preemption signal every sysmon round (20 µs): every feature
 /// meets asynchronous preemption at arbitrary instructions.
 #[test]
