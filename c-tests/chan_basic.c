@@ -453,6 +453,13 @@ static void test_bad_input(void)
     CHECK_EQ(gmp_chan_make(&c, GMP_CHAN_MAX_ELEM + 1, 0), -EINVAL);
     CHECK(c == NULL);
     CHECK_EQ(gmp_chan_make(&c, 8, ((size_t)1 << 31) + 1), -EINVAL);
+    /* The limits themselves are accepted (zero-size elements need no buffer). */
+    CHECK_OK(gmp_chan_make(&c, 0, (size_t)1 << 31));
+    CHECK_EQ(gmp_chan_cap(c), (long long)1 << 31);
+    CHECK_OK(gmp_chan_release(c));
+    CHECK_OK(gmp_chan_make(&c, GMP_CHAN_MAX_ELEM, 1));
+    CHECK_OK(gmp_chan_release(c));
+    c = NULL;
     CHECK_EQ(gmp_chan_make(&c, GMP_CHAN_MAX_ELEM, SIZE_MAX / 2), -EINVAL);
     CHECK_EQ(gmp_chan_send(NULL, &c), -EINVAL);
     CHECK_EQ(gmp_chan_recv(NULL, &c), -EINVAL);

@@ -20,6 +20,17 @@
  *                  taken straight back off the global queue.
  *   spin_fair      at GOMAXPROCS=1 a goroutine loops on gmp_chan_try_recv / gmp_go calls
  *                  that never block; a sleeper's 1 ms timer still wakes it within 200 ms.
+ *   timer_cross_p  at GOMAXPROCS=2, a 10 ms sleep armed on one processor while the other
+ *                  holds a 1 s sleep wakes within 300 ms, 8 times (whichever processor
+ *                  the idle thread scans first for the earliest deadline).
+ *   locked_exit_handoff  at GOMAXPROCS=2, a goroutine locked to its thread starts 8
+ *                  goroutines and returns (its thread exits), 50 times: its processor is
+ *                  handed off with their queue (it aborted "pidleput: P has non-empty run
+ *                  queue" when the hand-off ignored the local queue); all of them run.
+ *   grow_runs_queued  (asynchronous preemption off) at GOMAXPROCS=1 a goroutine that
+ *                  never calls the runtime holds the processor; one queued behind it runs
+ *                  once GOMAXPROCS goes to 2 (procresize must start a thread for the new
+ *                  processor: nothing else would).
  *
  * A watchdog thread fails the case (exit 1, with a message) if it has not finished in
  * WATCHDOG_S seconds, instead of hanging until the harness's timeout.
@@ -518,6 +529,138 @@ static void case_timer_order(void)
     CHECK(to_short_took < 100 * MS);
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* timer_cross_p: the earliest deadline is taken over every processor's timers */
+
+#define TC_ROUNDS 8
+
+static gmp_wg tc_long_wg = GMP_WG_INIT;
+static gmp_wg tc_short_wg = GMP_WG_INIT;
+static atomic_int tc_arrived;
+static int64_t tc_short_took[TC_ROUNDS];
+
+/* arg: the round * 2, plus 1 for the short sleeper. Both sleepers of a round spin until
+ * both have arrived, so they run at the same time, on the two processors, when they arm
+ * their timers: one processor holds a 1 s timer (and earlier rounds' ones), the other
+ * the 10 ms one. */
+static void tc_sleeper(void *arg)
+{
+    int v = (int)(intptr_t)arg, round = v / 2;
+    atomic_fetch_add(&tc_arrived, 1);
+    while (atomic_load(&tc_arrived) < 2 * (round + 1))
+        ;
+    if (v % 2) {
+        int64_t t0 = gmp_now();
+        CHECK_OK(gmp_sleep(10 * MS));
+        tc_short_took[round] = gmp_now() - t0;
+        CHECK_OK(gmp_wg_done(&tc_short_wg));
+    } else {
+        CHECK_OK(gmp_sleep(1000 * MS));
+        CHECK_OK(gmp_wg_done(&tc_long_wg));
+    }
+}
+
+static void case_timer_cross_p(void)
+{
+    CHECK_OK(gmp_maxprocs(2));
+    CHECK_OK(gmp_wg_add(&tc_long_wg, TC_ROUNDS));
+    int64_t worst = 0;
+    for (int r = 0; r < TC_ROUNDS; r++) {
+        CHECK_OK(gmp_wg_add(&tc_short_wg, 1));
+        CHECK_OK(gmp_go(tc_sleeper, (void *)(intptr_t)(2 * r)));
+        CHECK_OK(gmp_go(tc_sleeper, (void *)(intptr_t)(2 * r + 1)));
+        CHECK_OK(gmp_wg_wait(&tc_short_wg));
+        if (tc_short_took[r] > worst)
+            worst = tc_short_took[r];
+    }
+    printf("timer_cross_p: the worst of %d 10 ms sleeps beside a 1 s one on the other "
+           "processor took %.1f ms\n",
+           TC_ROUNDS, (double)worst / 1e6);
+    /* Whichever processor comes first when the idle thread looks for the earliest timer,
+     * the 10 ms one is not held up by the 1 s one (that would be ~1000 ms). */
+    CHECK(worst < 300 * MS);
+    CHECK_OK(gmp_wg_wait(&tc_long_wg));
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* locked_exit_handoff: a goroutine that ends locked to its thread leaves its processor,
+ * with the goroutines it just started on its run queue, to another thread */
+
+#define LE_ROUNDS 50
+#define LE_CHILDREN 8
+
+static gmp_wg le_wg = GMP_WG_INIT;
+static atomic_int le_ran;
+
+static void le_child(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&le_ran, 1);
+    CHECK_OK(gmp_wg_done(&le_wg));
+}
+
+/* Locks its thread, starts the children (they go to this processor's queue, and the
+ * other processor's thread is woken to steal), and returns locked: its thread exits and
+ * the processor is handed off at once, its queue still full, while that thread spins. */
+static void le_parent(void *arg)
+{
+    (void)arg;
+    CHECK_OK(gmp_lock_os_thread());
+    for (int i = 0; i < LE_CHILDREN; i++)
+        CHECK_OK(gmp_go(le_child, NULL));
+    CHECK_OK(gmp_wg_done(&le_wg));
+}
+
+static void case_locked_exit_handoff(void)
+{
+    CHECK_OK(gmp_maxprocs(2));
+    for (int r = 0; r < LE_ROUNDS; r++) {
+        CHECK_OK(gmp_wg_add(&le_wg, 1 + LE_CHILDREN));
+        CHECK_OK(gmp_go(le_parent, NULL));
+        CHECK_OK(gmp_wg_wait(&le_wg));
+    }
+    CHECK_EQ(atomic_load(&le_ran), LE_ROUNDS * LE_CHILDREN);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* grow_runs_queued: raising GOMAXPROCS puts the new processor to work at once */
+
+static atomic_int gr_hog_running, gr_waiter_ran;
+
+/* Never calls the runtime (run with asynchronous preemption off): the only processor
+ * stays with it until the waiter has run elsewhere. */
+static void gr_hog(void *arg)
+{
+    (void)arg;
+    atomic_store(&gr_hog_running, 1);
+    double deadline = now_sec() + 10.0;
+    while (!atomic_load(&gr_waiter_ran))
+        CHECK(now_sec() < deadline);
+}
+
+static void gr_waiter(void *arg)
+{
+    (void)arg;
+    atomic_store(&gr_waiter_ran, 1);
+}
+
+static void case_grow_runs_queued(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    CHECK_OK(gmp_go(gr_hog, NULL));
+    WAIT_UNTIL(atomic_load(&gr_hog_running), 10);
+    /* Queued behind the hog: no processor is free, so no thread is started for it. */
+    CHECK_OK(gmp_go(gr_waiter, NULL));
+    sleep_ms(20);
+    CHECK(!atomic_load(&gr_waiter_ran));
+    /* The new processor must get a thread now: nothing else will ever wake one. */
+    int64_t t0 = gmp_now();
+    CHECK_OK(gmp_maxprocs(2));
+    WAIT_UNTIL(atomic_load(&gr_waiter_ran), 5);
+    printf("grow_runs_queued: the queued goroutine ran %.1f ms after GOMAXPROCS 1 -> 2\n",
+           (double)(gmp_now() - t0) / 1e6);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -527,7 +670,10 @@ int main(int argc, char **argv)
         {"timeout_race", case_timeout_race},   {"locked_timer", case_locked_timer},
         {"shrink_timers", case_shrink_timers}, {"pingpong_fair", case_pingpong_fair},
         {"spin_fair", case_spin_fair},         {"spawn_fair", case_spawn_fair},
-        {"timer_order", case_timer_order},     {"pingpong_fair_local", case_pingpong_fair_local},
+        {"timer_order", case_timer_order},     {"timer_cross_p", case_timer_cross_p},
+        {"locked_exit_handoff", case_locked_exit_handoff},
+        {"grow_runs_queued", case_grow_runs_queued},
+        {"pingpong_fair_local", case_pingpong_fair_local},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: feature_mix CASE\n");

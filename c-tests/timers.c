@@ -2,7 +2,7 @@
  * timers: gmp_now and gmp_sleep, and the scheduler's timer heaps.
  *
  * 1. gmp_now is monotonic; gmp_sleep sleeps at least as long as asked, and not much more,
- *    in a goroutine and on the (foreign) main thread.
+ *    in a goroutine and on the (foreign) main thread, where it is one kernel sleep.
  * 2. A sleeping goroutine does not hold its processor: at GOMAXPROCS=1, another goroutine
  *    finishes a burst of work while the first sleeps.
  * 3. 100,000 goroutines sleeping 10 ms all wake within a short time of their deadline
@@ -75,6 +75,18 @@ int main(void)
     CHECK_OK(gmp_sleep(20 * MS)); /* foreign thread */
     int64_t el = gmp_now() - t0;
     CHECK(el >= 20 * MS && el < 520 * MS);
+    /* ... in one kernel sleep, not a loop of short or empty ones (a thread's voluntary
+     * context switches count its sleeps; a loop shows as CPU time). */
+    struct rusage r0, r1;
+    getrusage(RUSAGE_THREAD, &r0);
+    CHECK_OK(gmp_sleep(100 * MS));
+    getrusage(RUSAGE_THREAD, &r1);
+    CHECK(r1.ru_nvcsw - r0.ru_nvcsw <= 3);
+    double thread_cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) +
+                        (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+                        (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) / 1e6 +
+                        (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
+    CHECK(thread_cpu < 0.005);
     CHECK_OK(gmp_sleep(0));
     CHECK_OK(gmp_sleep(-5));
 

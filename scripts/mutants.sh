@@ -4,14 +4,21 @@
 # default value, ...) is built and the C tests that exercise FILE are run against it. A
 # mutant that no test notices ("MISSED") is a gap in the tests, or dead code.
 #
-# Not part of CI: a run is one build plus one C-test run per mutant (roughly 1-3 minutes
-# each on a 2-core machine), so run it per file and keep each run within about an hour.
+# Not part of CI: a run is one incremental build of the library plus one run of the
+# chosen C tests per mutant (5-15 s each on this machine, MUTANTS_TIMEOUT for a mutant
+# that hangs a test), after a first full build (~70 s): run it per file. On the shared
+# 2-core machine, pin it: `taskset -c 1 scripts/mutants.sh ...`.
+#
+# cargo-mutants does not mutate `unsafe fn`s (timer::start/stop, the heap's sift_up/down,
+# select's selectgo...): their logic is covered by the C tests and loom models only.
 #
 #   cargo install cargo-mutants --locked      # once
 #   scripts/mutants.sh src/sync/waitgroup.rs  # C tests chosen from the table below
 #   scripts/mutants.sh src/rt/timer.rs timers sysmon_retake   # or name the C tests
 #   MUTANTS_LIST=1 scripts/mutants.sh src/sync/cond.rs        # only list the mutants
 #   MUTANTS_RE='31:37' scripts/mutants.sh src/sync/waitgroup.rs # only mutants matching
+#   MUTANTS_EXCLUDE_RE='running_stack' scripts/mutants.sh src/rt/sched.rs  # all but those
+#   MUTANTS_TIMEOUT=20 ...                     # seconds before a hung mutant counts as caught
 #
 # Results: target/mutants/<file>/mutants.out/ (missed.txt, caught.txt, timeout.txt,
 # outcomes.json, and a log per mutant). Timeouts count as caught: a mutant that makes a C
@@ -29,18 +36,23 @@ else
     # Which C tests (tests/c_tests.rs names, matched as substrings) exercise which file.
     case "$file" in
     src/sync/waitgroup.rs) filters=(foreign_wait nested_spawn bad_input goexit) ;;
-    src/sync/mutex.rs) filters=(sync_mutex sync_misuse sync_cond sync_once) ;;
+    src/sync/mutex.rs) filters=(sync_mutex sync_trylock sync_cond sync_misuse
+        sync_unlock_in_syscall sync_rwmutex) ;;
     src/sync/rwmutex.rs) filters=(sync_rwmutex sync_misuse) ;;
     src/sync/cond.rs) filters=(sync_cond sync_misuse) ;;
     src/sync/once.rs) filters=(sync_once) ;;
     src/sync/sema.rs) filters=(sync_ foreign_wait) ;;
+    src/chan/select.rs) filters=(chan_ select_basic feature_mix_timeout_race) ;;
     src/chan/*) filters=(chan_ select_basic) ;;
-    src/rt/timer.rs) filters=(timers chan_basic select_basic sysmon_retake) ;;
+    src/rt/timer.rs) filters=(timers chan_basic select_basic feature_mix_timer_order
+        feature_mix_timer_cross_p feature_mix_locked_timer netpoll_timer) ;;
     src/rt/sysmon.rs | src/rt/syscall.rs) filters=(syscall_ sysmon_retake affinity) ;;
     src/rt/lockosthread.rs | src/rt/affinity.rs) filters=(lockosthread affinity syscall_pinned) ;;
     src/rt/sched.rs | src/rt/proc.rs | src/rt/park.rs | src/rt/runq.rs)
-        filters=(steals maxprocs nested_spawn yield_fairness goexit lockosthread affinity
-            foreign_wait syscall_handoff) ;;
+        filters=(nested_spawn yield_fairness goexit steals lockosthread foreign_wait
+            syscall_handoff feature_mix_shrink_timers feature_mix_locked_exit_handoff
+            feature_mix_grow_runs_queued maxprocs
+            config_max_threads_env) ;;
     *) filters=() ;; # every C test
     esac
 fi
@@ -51,10 +63,11 @@ if ! cargo mutants --version >/dev/null 2>&1; then
 fi
 
 if [ -n "${MUTANTS_LIST:-}" ]; then
-    exec cargo mutants --list --file "$file" ${MUTANTS_RE:+--re "$MUTANTS_RE"}
+    exec cargo mutants --list --file "$file" --exclude-re 'loom_tests::' ${MUTANTS_RE:+--re "$MUTANTS_RE"}
 fi
 
-out="target/mutants/$(echo "$file" | tr / _)"
+# MUTANTS_OUT: another results directory, for a second run of the same file at once.
+out=${MUTANTS_OUT:-"target/mutants/$(echo "$file" | tr / _)"}
 mkdir -p "$out"
 echo "scripts/mutants.sh: mutating $file; C tests: ${filters[*]:-all}; results in $out" >&2
 # The loom models and the Rust unit tests are not the test command here: the C tests are
@@ -64,11 +77,20 @@ re=()
 if [ -n "${MUTANTS_RE:-}" ]; then
     re=(--re "$MUTANTS_RE")
 fi
+if [ -n "${MUTANTS_EXCLUDE_RE:-}" ]; then
+    re+=(--exclude-re "$MUTANTS_EXCLUDE_RE")
+fi
+# --cargo-arg: build only the library and the C-test harness for each mutant (not the unit
+# tests, the other test binaries and the benches: a mutant's build is then seconds);
+# --copy-target: start from this tree's build, so the first (baseline) build is incremental.
 exec cargo mutants \
     --file "$file" \
     "${re[@]}" \
+    --exclude-re 'loom_tests::' \
     --output "$out" \
     --jobs 1 \
+    --copy-target true \
+    --cargo-arg=--test=c_tests \
     --timeout "${MUTANTS_TIMEOUT:-60}" \
     --build-timeout 900 \
-    -- --test c_tests -- "${filters[@]}"
+    -- -- "${filters[@]}"

@@ -1415,6 +1415,25 @@ fn feature_mix_timer_order() {
     expect_case("feature_mix", "timer_order", &[]);
 }
 
+#[test]
+fn feature_mix_timer_cross_p() {
+    expect_case("feature_mix", "timer_cross_p", &[]);
+}
+
+#[test]
+fn feature_mix_locked_exit_handoff() {
+    expect_case("feature_mix", "locked_exit_handoff", &[]);
+}
+
+#[test]
+fn feature_mix_grow_runs_queued() {
+    expect_case(
+        "feature_mix",
+        "grow_runs_queued",
+        &[("GMP_DEBUG", "asyncpreemptoff=1")],
+    );
+}
+
 /// The torture mix with a preemption signal every sysmon round (20 µs): every feature
 /// meets asynchronous preemption at arbitrary instructions.
 #[test]
@@ -2319,5 +2338,51 @@ fn tsan_still_reports_a_race() {
         o.stderr.contains("sanitize_racer"),
         "{}",
         o.report("in the goroutines' function")
+    );
+}
+
+// ---- the library's own mutex entry points (mutation testing found them untested) ----
+
+/// Runs `c-tests/<name>.c` compiled with `-DGMP_NO_INLINE_FAST_PATHS` (as `<name>_noinline`):
+/// `gmp_mutex_lock`/`gmp_mutex_unlock` are then the library's functions, not gmp.h's
+/// inline CAS, so their fast halves (`mutex::lock_fast`, `mutex::unlock_fast`) run.
+fn run_c_noinline(name: &str, args: &[&str]) -> Outcome {
+    let _serial = lock();
+    let exe = compile_src_flags(
+        &format!("{name}_noinline"),
+        &manifest_dir().join("c-tests").join(format!("{name}.c")),
+        &["-DGMP_NO_INLINE_FAST_PATHS"],
+    );
+    let mut cmd = Command::new(&exe);
+    cmd.args(args).current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH");
+    run_with_timeout(cmd, &format!("{name}_noinline {}", args.join(" ")))
+}
+
+/// sync_mutex.c through the library's `gmp_mutex_lock`/`gmp_mutex_unlock`: an unlock
+/// that skipped waking a waiter, or reported a misuse, fails it.
+#[test]
+fn sync_mutex_noinline() {
+    let o = run_c_noinline("sync_mutex", &[]);
+    assert_success(&o, "sync_mutex_noinline");
+}
+
+/// The library's `gmp_mutex_unlock` of an unlocked mutex aborts with Go's text.
+#[test]
+fn sync_misuse_mutex_unlock_unlocked_noinline() {
+    let o = run_c_noinline("sync_misuse", &["mutex_unlock_unlocked"]);
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGABRT),
+        "{}",
+        o.report("sync_misuse_noinline mutex_unlock_unlocked should have died by SIGABRT")
+    );
+    assert!(
+        o.stderr.contains("gmp: sync: unlock of unlocked mutex"),
+        "{}",
+        o.report("sync_misuse_noinline mutex_unlock_unlocked")
     );
 }
