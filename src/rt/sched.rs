@@ -772,7 +772,10 @@ pub(super) fn spawn_m_thread(m: *mut M) {
     unsafe {
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
-        libc::pthread_attr_setstacksize(&mut attr, G0_STACK);
+        // A refused size would silently give the default (8 MiB) stack instead.
+        if libc::pthread_attr_setstacksize(&mut attr, G0_STACK) != 0 {
+            throw("newm: pthread_attr_setstacksize refused the g0 stack size");
+        }
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         let mut tid: libc::pthread_t = 0;
         let rc = libc::pthread_create(&mut tid, &attr, mstart_trampoline, m.cast());
