@@ -661,6 +661,59 @@ static void case_grow_runs_queued(void)
            (double)(gmp_now() - t0) / 1e6);
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* retake_spinner: a P taken back from a blocking call while the other P is busy and no
+   thread is spinning or idle: handoff_p starts a spinning M for it, and must count it in
+   nmspinning first (a spinner it did not count ends its spin by taking the count below
+   zero: "gmp: findrunnable: negative nmspinning"). */
+
+static atomic_int rs_stop, rs_hog_running;
+static gmp_wg rs_wg = GMP_WG_INIT;
+static atomic_int rs_calls;
+
+static void rs_hog(void *arg)
+{
+    (void)arg;
+    atomic_store(&rs_hog_running, 1);
+    while (!atomic_load(&rs_stop))
+        ;
+    gmp_wg_done(&rs_wg);
+}
+
+static int64_t rs_block(void *arg)
+{
+    (void)arg;
+    sleep_ms(30); /* longer than sysmon's grace for a P with nothing queued (10 ms) */
+    return 0;
+}
+
+static void rs_caller(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 8; i++) {
+        CHECK_EQ(gmp_blocking(rs_block, NULL), 0);
+        atomic_fetch_add(&rs_calls, 1);
+    }
+    gmp_wg_done(&rs_wg);
+}
+
+static void case_retake_spinner(void)
+{
+    CHECK_OK(gmp_maxprocs(2));
+    CHECK_OK(gmp_wg_add(&rs_wg, 2));
+    CHECK(gmp_go(rs_hog, NULL) > 0);
+    WAIT_UNTIL(atomic_load(&rs_hog_running), 10);
+    CHECK(gmp_go(rs_caller, NULL) > 0);
+    WAIT_UNTIL(atomic_load(&rs_calls) == 8, 20);
+    atomic_store(&rs_stop, 1);
+    CHECK_OK(gmp_wg_wait(&rs_wg));
+    gmp_sched_stats st;
+    CHECK_OK(gmp_stats(&st, NULL, 0));
+    printf("retake_spinner: 8 blocking calls retaken beside a busy P; spinning threads now %lld\n",
+           (long long)st.spinningthreads);
+    CHECK(st.spinningthreads >= 0);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -674,6 +727,7 @@ int main(int argc, char **argv)
         {"locked_exit_handoff", case_locked_exit_handoff},
         {"grow_runs_queued", case_grow_runs_queued},
         {"pingpong_fair_local", case_pingpong_fair_local},
+        {"retake_spinner", case_retake_spinner},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: feature_mix CASE\n");

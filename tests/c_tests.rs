@@ -805,6 +805,11 @@ fn feature_mix_pingpong_fair_local() {
 }
 
 #[test]
+fn feature_mix_retake_spinner() {
+    expect_case("feature_mix", "retake_spinner", &[]);
+}
+
+#[test]
 fn feature_mix_spin_fair() {
     expect_case("feature_mix", "spin_fair", &[]);
 }

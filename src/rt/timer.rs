@@ -96,16 +96,27 @@ struct Slot {
 /// gained nothing measurable in sleep_many.
 const HEAP_ARITY: usize = 2;
 
-/// A P's timer heap.
+/// A P's timer heap. The lock and the heap share a cache line that only lock holders
+/// touch (in practice the P's own M); the deadline that everybody reads lock-free —
+/// thieves checking a victim's timers, sysmon and the timer M looking for the earliest —
+/// sits on the next line. Sharing one line, the readers kept pulling it away from the
+/// owner, whose every lock CAS (each `gmp_sleep`) then waited for the line to come back.
+#[repr(C, align(128))]
 pub struct Timers {
     pub lock: Lock,
     heap: Owned<Vec<Slot>>,
+    _line: [u8; 128 - TIMERS_OWNER_BYTES],
     /// The earliest deadline in the heap, 0 when empty (Go's timer0When): read lock-free
-    /// by the scheduler to decide whether to look at all.
+    /// by the scheduler to decide whether to look at all. Stored only when it changes.
     pub timer0_when: AtomicI64,
     /// Heap length, for scheddetail.
     pub len: AtomicI32,
 }
+
+/// Bytes of `Timers` before the padding: the lock (and its alignment gap) and the heap.
+const TIMERS_OWNER_BYTES: usize =
+    core::mem::size_of::<Lock>().next_multiple_of(8) + core::mem::size_of::<Owned<Vec<Slot>>>();
+const _: () = assert!(core::mem::offset_of!(Timers, timer0_when) == 128);
 
 impl Default for Timers {
     fn default() -> Self {
@@ -118,6 +129,7 @@ impl Timers {
         Timers {
             lock: Lock::new(),
             heap: Owned::new(Vec::new()),
+            _line: [0; 128 - TIMERS_OWNER_BYTES],
             timer0_when: AtomicI64::new(0),
             len: AtomicI32::new(0),
         }
@@ -137,7 +149,11 @@ impl Timers {
         // SAFETY: lock held.
         let h = unsafe { self.heap() };
         let w = h.first().map_or(0, |s| s.when);
-        self.timer0_when.store(w, Ordering::SeqCst);
+        // Unchanged (a timer went in behind the first): leave the readers' copy of the line
+        // alone. The SeqCst store when it does change is the one the wake-up protocol needs.
+        if self.timer0_when.load(Ordering::Relaxed) != w {
+            self.timer0_when.store(w, Ordering::SeqCst);
+        }
         self.len.store(h.len() as i32, Ordering::Relaxed);
     }
 
