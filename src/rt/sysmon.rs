@@ -197,17 +197,11 @@ fn sysmon_loop() -> ! {
         if delay >= WAKEABLE_US {
             // `syscall_unseen`: a syscall that started after our last look but before the
             // flag went up did not wake us; don't sleep long on it.
-            if wakeable_sleep(Some(Duration::from_micros(delay)), || !syscall_unseen())
-                && syscall_unseen()
-            {
+            if wakeable_sleep(Some(Duration::from_micros(delay)), || !syscall_unseen()) {
                 // A syscall started: look now (this round records it, the next one, 40 µs
                 // on, retakes it if it still runs), backing off at once from there: a
                 // program making many short syscalls must not keep us polling every
-                // 20 µs (a retake resets `idle` to 0, and then we do poll closely). Woken
-                // for anything else (a P taken off the idle list, a foreign thread's
-                // wait), keep backing off: C main ping-ponging with a goroutine does that
-                // on every round trip, and restarting at 20 µs each time kept sysmon
-                // polling beside it (~1 wake-up per round trip, 4 -> 25 µs per round trip).
+                // 20 µs (a retake resets `idle` to 0, and then we do poll closely).
                 idle = BACKOFF_ROUNDS;
                 delay = MIN_DELAY_US;
             }
@@ -219,14 +213,7 @@ fn sysmon_loop() -> ! {
         // one; a goroutine must first get a P, then enter a syscall, which wakes us).
         if all_ps_idle() {
             wakeable_sleep(checkdead::check(), all_ps_idle);
-            // Woken for a syscall: poll closely from here (Go's syscallWake). Woken
-            // because a P went busy again (or a foreign thread waits): a new slice cannot
-            // need preempting before 10 ms, so back off from where we were.
-            idle = if syscall_unseen() {
-                0
-            } else {
-                idle.max(BACKOFF_ROUNDS)
-            };
+            idle = 0;
             continue;
         }
         let now = crate::sys::nanotime();
