@@ -301,9 +301,35 @@ pub unsafe extern "C" fn switch_from_g0(
     )
 }
 
-/// Calls [`switch_from_g0`] without a `call`: pushes the return address by hand and jumps,
-/// so that the return-stack buffer is left as the suspended goroutine's `call` of `switch`
-/// left it (see "Return-stack balance").
+/// A call of the naked function `$f` with four arguments, made without a `call`
+/// instruction: the return address is pushed by hand and `$f` is entered with a `jmp`, so
+/// that the return-stack buffer is left as the suspended goroutine's `call` of `switch`
+/// left it (see "Return-stack balance"). The hand-made call is placed 128 bytes below rsp,
+/// off the red zone the compiler may be using; rsp is 16-aligned at the jump minus the
+/// pushed address, as at a call. Evaluates to `$f`'s return value (rax).
+macro_rules! call_balanced {
+    ($f:path, $a:expr, $b:expr, $c:expr, $d:expr) => {{
+        let ret: usize;
+        asm!(
+            "sub rsp, 128",
+            "lea rax, [rip + 7f]",
+            "push rax",
+            "jmp {f}",
+            "7:",
+            "add rsp, 128",
+            f = sym $f,
+            in("rdi") $a,
+            in("rsi") $b,
+            in("rdx") $c,
+            in("rcx") $d,
+            lateout("rax") ret,
+            clobber_abi("C"),
+        );
+        ret
+    }};
+}
+
+/// Calls [`switch_from_g0`] without a `call` (see `call_balanced`).
 ///
 /// # Safety
 /// As for [`switch_from_g0`].
@@ -314,34 +340,15 @@ pub unsafe fn switch_from_g0_balanced(
     arg: usize,
     fpenv: u64,
 ) -> usize {
-    let ret: usize;
-    // SAFETY: the caller's contract is switch_from_g0's. The block behaves as a call of it
-    // made 128 bytes below rsp (the red zone stays untouched; rsp stays 16-aligned at the
-    // jump minus the pushed address, as at a call): the pushed address is where the
-    // context resumes (label 7, reached by `switch`'s `jmp` when some goroutine switches
-    // back to us), at which point rsp is back where it was after the push's pop and the
-    // callee-saved registers are restored; the caller-saved ones are clobbered.
-    unsafe {
-        asm!(
-            "sub rsp, 128", // step over the red zone the compiler may be using
-            "lea rax, [rip + 7f]",
-            "push rax",
-            "jmp {f}",
-            "7:",
-            "add rsp, 128",
-            f = sym switch_from_g0,
-            in("rdi") save_sp,
-            in("rsi") to_sp,
-            in("rdx") arg,
-            in("rcx") fpenv,
-            lateout("rax") ret,
-            clobber_abi("C"),
-        );
-    }
-    ret
+    // SAFETY: the caller's contract is switch_from_g0's. The block behaves as a call of it:
+    // the pushed address is where the context resumes (label 7, reached by `switch`'s
+    // `jmp` when some goroutine switches back to us), at which point rsp is back where it
+    // was after the push's pop and the callee-saved registers are restored; the
+    // caller-saved ones are clobbered.
+    unsafe { call_balanced!(switch_from_g0, save_sp, to_sp, arg, fpenv) }
 }
 
-/// Calls [`start_from_g0`] without a `call`, as [`switch_from_g0_balanced`] does.
+/// Calls [`start_from_g0`] without a `call` (see `call_balanced`).
 ///
 /// # Safety
 /// As for [`start_from_g0`].
@@ -352,26 +359,8 @@ pub unsafe fn start_from_g0_balanced(
     entry: unsafe extern "C" fn(usize) -> !,
     fpenv: u64,
 ) -> usize {
-    let ret: usize;
     // SAFETY: as in switch_from_g0_balanced; the caller's contract is start_from_g0's.
-    unsafe {
-        asm!(
-            "sub rsp, 128", // step over the red zone the compiler may be using
-            "lea rax, [rip + 7f]",
-            "push rax",
-            "jmp {f}",
-            "7:",
-            "add rsp, 128",
-            f = sym start_from_g0,
-            in("rdi") save_sp,
-            in("rsi") stack_top,
-            in("rdx") entry,
-            in("rcx") fpenv,
-            lateout("rax") ret,
-            clobber_abi("C"),
-        );
-    }
-    ret
+    unsafe { call_balanced!(start_from_g0, save_sp, stack_top, entry, fpenv) }
 }
 
 /// Control bits of a saved FP slot: MXCSR's (see [`MXCSR_CONTROL_MASK`]) and the whole x87
