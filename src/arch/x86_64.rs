@@ -163,14 +163,12 @@ pub unsafe extern "C" fn switch(save_sp: *mut usize, to_sp: usize, arg: usize) -
         // From here on rsp is the resumed context's; its stack holds the same layout, so
         // the CFI above describes the resumed context's frame.
         "mov rsp, rsi",                    // load the resumed context's sp
-        "mov r10d, dword ptr [rsp]",       // r10d = resumed context's MXCSR
-        "xor r10d, r8d",                   // bits that differ from the current MXCSR
-        "test r10d, {mxcsr_mask}",         // ...among the control bits only?
+        "xor r8d, dword ptr [rsp]",        // MXCSR bits that differ from the resumed one's
+        "test r8d, {mxcsr_mask}",          // ...among the control bits only?
         "jz 2f",                           // none: keep the current MXCSR (fast path)
         "ldmxcsr dword ptr [rsp]",         // some: load the resumed context's MXCSR
         "2:",
-        "movzx r10d, word ptr [rsp + 4]",  // r10d = resumed context's x87 CW
-        "cmp r10d, r9d",                   // same as the current one?
+        "cmp r9w, word ptr [rsp + 4]",     // same x87 CW as the resumed context's?
         "je 3f",                           // yes: skip the serializing fldcw
         "fldcw word ptr [rsp + 4]",        // no: load the resumed context's x87 CW
         "3:",
