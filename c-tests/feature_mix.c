@@ -278,16 +278,22 @@ static void pp_ping(void *arg)
     gmp_wg_done(&pp_wg);
 }
 
+/* Echoes each value from `in` to `out` until it receives a negative one. */
+static void pong_loop(gmp_chan *in, gmp_chan *out)
+{
+    int v;
+    for (;;) {
+        CHECK_OK(gmp_chan_recv(in, &v));
+        if (v < 0)
+            break;
+        CHECK_OK(gmp_chan_send(out, &v));
+    }
+}
+
 static void pp_pong(void *arg)
 {
     (void)arg;
-    int v;
-    for (;;) {
-        CHECK_OK(gmp_chan_recv(pp_a, &v));
-        if (v < 0)
-            break;
-        CHECK_OK(gmp_chan_send(pp_b, &v));
-    }
+    pong_loop(pp_a, pp_b);
     gmp_wg_done(&pp_wg);
 }
 
@@ -360,13 +366,7 @@ static void pl_ping(void *arg)
 static void pl_pong(void *arg)
 {
     (void)arg;
-    int v;
-    for (;;) {
-        CHECK_OK(gmp_chan_recv(pl_a, &v));
-        if (v < 0)
-            break;
-        CHECK_OK(gmp_chan_send(pl_b, &v));
-    }
+    pong_loop(pl_a, pl_b);
     gmp_wg_done(&pl_wg);
 }
 
