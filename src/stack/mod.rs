@@ -374,17 +374,25 @@ pub fn alloc(size: usize) -> Result<Stack, i32> {
     }
     let page = page_size();
     let size = size.next_multiple_of(page);
-    let mut pool = lock_pool();
-    let class = pool.entry(size).or_insert_with(Class::new);
-    if let Some(lo) = class.dirty.pop_back().or_else(|| class.clean.pop()) {
-        return Ok(Stack { lo, size });
+    {
+        let mut pool = lock_pool();
+        let class = pool.entry(size).or_insert_with(Class::new);
+        if let Some(lo) = class.dirty.pop_back().or_else(|| class.clean.pop()) {
+            return Ok(Stack { lo, size });
+        }
     }
+    // Map a slab without the pool lock: mapping it and installing its guards takes tens of
+    // microseconds, during which every other M's stack allocation or free would wait on
+    // the mutex in the kernel (skynet at GOMAXPROCS=2: a third of the futex calls). Two Ms
+    // that find the class empty at once each map one; both slabs are used.
     let guard = guard_size();
     let stride = size + guard;
     let n = (SLAB_BYTES / stride).clamp(1, MAX_PER_SLAB);
     let slab = map_slab(n, size)?;
     // Hand out the lowest stack; the others go to the clean list, highest first popped
     // last, so consecutive allocations walk up the slab.
+    let mut pool = lock_pool();
+    let class = pool.entry(size).or_insert_with(Class::new);
     class.clean.reserve(n - 1);
     class
         .clean
