@@ -11,7 +11,7 @@
 #
 # cargo-mutants does not mutate `unsafe fn`s (timer::start/stop, the heap's sift_up/down,
 # select's selectgo...). MUTANTS_UNSAFE=1 mutates exactly those of FILE: the tree is copied
-# to target/mutants-unsafe/tree, `unsafe fn NAME` becomes `fn        NAME` in the copy's FILE
+# to target/mutants-unsafe/<file>/, `unsafe fn NAME` becomes `fn        NAME` in the copy's FILE
 # (same lines and columns; the bodies already use explicit `unsafe {}` blocks, the crate
 # denies unsafe_op_in_unsafe_fn; callers' `unsafe { f() }` only warn), and cargo-mutants runs
 # on the copy restricted (unless MUTANTS_RE is given) to the mutants inside those functions.
@@ -84,9 +84,9 @@ if [ -n "${MUTANTS_UNSAFE:-}" ]; then
         exit 2
     fi
     MUTANTS_RE=${MUTANTS_RE:-"(replace |in )([A-Za-z0-9_]+::)*($names)( -> .*)?( with |\$)"}
-    # A copy of the tree (not target/, .git): its own target/ keeps the incremental build
-    # from one run to the next.
-    tree=target/mutants-unsafe/tree
+    # A copy of the tree (not target/, .git), one per FILE so that two runs can start at
+    # once (cargo-mutants copies it again into a scratch directory of its own).
+    tree=target/mutants-unsafe/$(echo "$file" | tr / _)
     mkdir -p "$tree"
     tar --exclude=./target --exclude=./.git -cf - . | tar -C "$tree" -xf -
     sed -E -i "s/$def/\1fn        \5/" "$tree/$file"
