@@ -51,7 +51,7 @@ else
     src/sync/sema.rs) filters=(sync_ foreign_wait) ;;
     src/chan/select.rs) filters=(chan_ select_basic feature_mix_timeout_race) ;;
     src/chan/*) filters=(chan_ select_basic) ;;
-    src/rt/timer.rs) filters=(timers chan_basic select_basic feature_mix_timer_order
+    src/rt/timer.rs) filters=(timers timer_heap chan_basic select_basic feature_mix_timer_order
         feature_mix_timer_cross_p feature_mix_locked_timer netpoll_timer) ;;
     src/rt/sysmon.rs | src/rt/syscall.rs) filters=(syscall_ sysmon_retake affinity) ;;
     src/rt/lockosthread.rs | src/rt/affinity.rs) filters=(lockosthread affinity syscall_pinned) ;;

@@ -2391,3 +2391,14 @@ fn sync_misuse_mutex_unlock_unlocked_noinline() {
         o.report("sync_misuse_noinline mutex_unlock_unlocked")
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue #17, mutation testing of the `unsafe fn`s (scripts/mutants.sh MUTANTS_UNSAFE=1):
+// tests for the mutants that survived (HACKING.md, "How to write a test here").
+
+/// One P's timer heap with 256 timers: each fires in time and never early; stopped ones
+/// (removed from the middle of the heap) never fire.
+#[test]
+fn timer_heap() {
+    expect_success("timer_heap", &[]);
+}
