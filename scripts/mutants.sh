@@ -49,10 +49,10 @@ else
     src/sync/cond.rs) filters=(sync_cond sync_misuse) ;;
     src/sync/once.rs) filters=(sync_once) ;;
     src/sync/sema.rs) filters=(sync_ foreign_wait) ;;
-    src/chan/select.rs) filters=(chan_ select_basic feature_mix_timeout_race) ;;
-    src/chan/*) filters=(chan_ select_basic) ;;
+    src/chan/select.rs) filters=(chan_ select_basic select_sizes feature_mix_timeout_race) ;;
+    src/chan/*) filters=(chan_ select_basic select_sizes) ;;
     src/rt/timer.rs) filters=(timers timer_heap chan_basic select_basic feature_mix_timer_order
-        feature_mix_timer_cross_p feature_mix_locked_timer netpoll_timer) ;;
+        feature_mix_timer_cross_p feature_mix_locked_timer netpoll_timer netpoll_idle) ;;
     src/rt/sysmon.rs | src/rt/syscall.rs) filters=(syscall_ sysmon_retake affinity) ;;
     src/rt/lockosthread.rs | src/rt/affinity.rs) filters=(lockosthread affinity syscall_pinned) ;;
     src/rt/sched.rs | src/rt/proc.rs | src/rt/park.rs | src/rt/runq.rs)

@@ -2402,3 +2402,10 @@ fn sync_misuse_mutex_unlock_unlocked_noinline() {
 fn timer_heap() {
     expect_success("timer_heap", &[]);
 }
+
+/// gmp_select with 1-100 cases, around the stack/heap scratch switch at 16: ready,
+/// blocking, send and timeout selects fire exactly the right case.
+#[test]
+fn select_sizes() {
+    expect_success("select_sizes", &[]);
+}
