@@ -2409,3 +2409,13 @@ fn timer_heap() {
 fn select_sizes() {
     expect_success("select_sizes", &[]);
 }
+
+/// handoff_p's needspinning re-check: work readied while a blocking M hands off its P
+/// (the window stretched by the debug build's `handoffdelay` hook) is not stranded.
+#[test]
+fn handoff_wakeup() {
+    expect_success(
+        "handoff_wakeup",
+        &[("GMP_DEBUG", "asyncpreemptoff=1,handoffdelay=200000")],
+    );
+}
