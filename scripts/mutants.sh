@@ -58,7 +58,7 @@ else
     src/rt/sched.rs | src/rt/proc.rs | src/rt/park.rs | src/rt/runq.rs)
         filters=(nested_spawn yield_fairness goexit steals lockosthread foreign_wait
             syscall_handoff feature_mix_shrink_timers feature_mix_locked_exit_handoff
-            feature_mix_grow_runs_queued maxprocs
+            feature_mix_grow_runs_queued maxprocs handoff_wakeup
             config_max_threads_env) ;;
     *) filters=() ;; # every C test
     esac

@@ -2419,3 +2419,13 @@ fn handoff_wakeup() {
         &[("GMP_DEBUG", "asyncpreemptoff=1,handoffdelay=200000")],
     );
 }
+
+/// gmp_mutex: a spinner must not take the WOKEN bit that unlock set for the waiter it
+/// woke (the spin stretched by the debug build's `mutexspindelay` hook).
+#[test]
+fn sync_mutex_spin() {
+    expect_success(
+        "sync_mutex_spin",
+        &[("GMP_DEBUG", "asyncpreemptoff=1,mutexspindelay=40000")],
+    );
+}
