@@ -2429,3 +2429,10 @@ fn sync_mutex_spin() {
         &[("GMP_DEBUG", "asyncpreemptoff=1,mutexspindelay=40000")],
     );
 }
+
+/// Released channels are freed (header and buffer), also after blocked receivers were
+/// served: resident memory stays flat over 20,000 channels with 8 KiB buffers.
+#[test]
+fn chan_free() {
+    expect_success("chan_free", &[]);
+}
