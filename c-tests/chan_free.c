@@ -8,7 +8,8 @@
  * the channel's hold count), the goroutines end, and main releases every channel. A
  * channel whose header or buffer is not freed (release deciding wrongly under its lock,
  * a hold count that never returns to zero, a buffer left allocated by destroy) shows as
- * resident memory (~80 MB over the run when none is freed): it must not grow by more than 24 MB from the first batch to the last.
+ * resident memory (~80 MB over the run when none is freed): it must not grow by more
+ * than 24 MB from the first batch to the last.
  */
 #include "check.h"
 
