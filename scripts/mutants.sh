@@ -10,7 +10,12 @@
 # 2-core machine, pin it: `taskset -c 1 scripts/mutants.sh ...`.
 #
 # cargo-mutants does not mutate `unsafe fn`s (timer::start/stop, the heap's sift_up/down,
-# select's selectgo...): their logic is covered by the C tests and loom models only.
+# select's selectgo...). MUTANTS_UNSAFE=1 mutates exactly those of FILE: the tree is copied
+# to target/mutants-unsafe/<file>/, `unsafe fn NAME` becomes `fn        NAME` in the copy's FILE
+# (same lines and columns; the bodies already use explicit `unsafe {}` blocks, the crate
+# denies unsafe_op_in_unsafe_fn; callers' `unsafe { f() }` only warn), and cargo-mutants runs
+# on the copy restricted (unless MUTANTS_RE is given) to the mutants inside those functions.
+# The mutants are real mutants of the same code: only the signatures' `unsafe` is gone.
 #
 #   cargo install cargo-mutants --locked      # once
 #   scripts/mutants.sh src/sync/waitgroup.rs  # C tests chosen from the table below
@@ -19,6 +24,8 @@
 #   MUTANTS_RE='31:37' scripts/mutants.sh src/sync/waitgroup.rs # only mutants matching
 #   MUTANTS_EXCLUDE_RE='running_stack' scripts/mutants.sh src/rt/sched.rs  # all but those
 #   MUTANTS_TIMEOUT=20 ...                     # seconds before a hung mutant counts as caught
+#   MUTANTS_UNSAFE=1 scripts/mutants.sh src/rt/timer.rs  # only the `unsafe fn`s (see above)
+#   MUTANTS_UNSAFE=1 MUTANTS_RE='in (sift_up|sift_down)$' ...   # some of them
 #
 # Results: target/mutants/<file>/mutants.out/ (missed.txt, caught.txt, timeout.txt,
 # outcomes.json, and a log per mutant). Timeouts count as caught: a mutant that makes a C
@@ -42,16 +49,16 @@ else
     src/sync/cond.rs) filters=(sync_cond sync_misuse) ;;
     src/sync/once.rs) filters=(sync_once) ;;
     src/sync/sema.rs) filters=(sync_ foreign_wait) ;;
-    src/chan/select.rs) filters=(chan_ select_basic feature_mix_timeout_race) ;;
-    src/chan/*) filters=(chan_ select_basic) ;;
-    src/rt/timer.rs) filters=(timers chan_basic select_basic feature_mix_timer_order
-        feature_mix_timer_cross_p feature_mix_locked_timer netpoll_timer) ;;
+    src/chan/select.rs) filters=(chan_ select_basic select_sizes feature_mix_timeout_race) ;;
+    src/chan/*) filters=(chan_ select_basic select_sizes) ;;
+    src/rt/timer.rs) filters=(timers timer_heap chan_basic select_basic feature_mix_timer_order
+        feature_mix_timer_cross_p feature_mix_locked_timer netpoll_timer netpoll_idle) ;;
     src/rt/sysmon.rs | src/rt/syscall.rs) filters=(syscall_ sysmon_retake affinity) ;;
     src/rt/lockosthread.rs | src/rt/affinity.rs) filters=(lockosthread affinity syscall_pinned) ;;
     src/rt/sched.rs | src/rt/proc.rs | src/rt/park.rs | src/rt/runq.rs)
         filters=(nested_spawn yield_fairness goexit steals lockosthread foreign_wait
             syscall_handoff feature_mix_shrink_timers feature_mix_locked_exit_handoff
-            feature_mix_grow_runs_queued maxprocs
+            feature_mix_grow_runs_queued maxprocs handoff_wakeup
             config_max_threads_env) ;;
     *) filters=() ;; # every C test
     esac
@@ -62,12 +69,35 @@ if ! cargo mutants --version >/dev/null 2>&1; then
     exit 2
 fi
 
+# MUTANTS_OUT: another results directory, for a second run of the same file at once.
+out=${MUTANTS_OUT:-"target/mutants/$(echo "$file" | tr / _)${MUTANTS_UNSAFE:+-unsafe}"}
+out=$(realpath -m "$out")
+
+if [ -n "${MUTANTS_UNSAFE:-}" ]; then
+    # The definitions `[pub[(crate|super)]] [const] unsafe fn NAME` (not the `unsafe fn(..)`
+    # pointer types). Each name is matched in the mutants' names as "replace [Type::]NAME
+    # with ..." (the body replaced) or "... in [Type::]NAME" (an operator in its body).
+    def='^([[:space:]]*(pub(\([a-z]+\))?[[:space:]]+)?(const[[:space:]]+)?)unsafe fn ([A-Za-z_][A-Za-z0-9_]*)'
+    names=$(grep -oE "$def" "$file" | sed -E 's/.*unsafe fn //' | sort -u | paste -sd'|')
+    if [ -z "$names" ]; then
+        echo "scripts/mutants.sh: no unsafe fn in $file" >&2
+        exit 2
+    fi
+    MUTANTS_RE=${MUTANTS_RE:-"(replace |in )([A-Za-z0-9_]+::)*($names)( -> .*)?( with |\$)"}
+    # A copy of the tree (not target/, .git), one per FILE so that two runs can start at
+    # once (cargo-mutants copies it again into a scratch directory of its own).
+    tree=target/mutants-unsafe/$(echo "$file" | tr / _)
+    mkdir -p "$tree"
+    tar --exclude=./target --exclude=./.git -cf - . | tar -C "$tree" -xf -
+    sed -E -i "s/$def/\1fn        \5/" "$tree/$file"
+    echo "scripts/mutants.sh: unsafe fns of $file: ${names//|/ }" >&2
+    cd "$tree"
+fi
+
 if [ -n "${MUTANTS_LIST:-}" ]; then
     exec cargo mutants --list --file "$file" --exclude-re 'loom_tests::' ${MUTANTS_RE:+--re "$MUTANTS_RE"}
 fi
 
-# MUTANTS_OUT: another results directory, for a second run of the same file at once.
-out=${MUTANTS_OUT:-"target/mutants/$(echo "$file" | tr / _)"}
 mkdir -p "$out"
 echo "scripts/mutants.sh: mutating $file; C tests: ${filters[*]:-all}; results in $out" >&2
 # The loom models and the Rust unit tests are not the test command here: the C tests are

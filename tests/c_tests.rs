@@ -2391,3 +2391,48 @@ fn sync_misuse_mutex_unlock_unlocked_noinline() {
         o.report("sync_misuse_noinline mutex_unlock_unlocked")
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue #17, mutation testing of the `unsafe fn`s (scripts/mutants.sh MUTANTS_UNSAFE=1):
+// tests for the mutants that survived (HACKING.md, "How to write a test here").
+
+/// One P's timer heap with 256 timers: each fires in time and never early; stopped ones
+/// (removed from the middle of the heap) never fire.
+#[test]
+fn timer_heap() {
+    expect_success("timer_heap", &[]);
+}
+
+/// gmp_select with 1-100 cases, around the stack/heap scratch switch at 16: ready,
+/// blocking, send and timeout selects fire exactly the right case.
+#[test]
+fn select_sizes() {
+    expect_success("select_sizes", &[]);
+}
+
+/// handoff_p's needspinning re-check: work readied while a blocking M hands off its P
+/// (the window stretched by the debug build's `handoffdelay` hook) is not stranded.
+#[test]
+fn handoff_wakeup() {
+    expect_success(
+        "handoff_wakeup",
+        &[("GMP_DEBUG", "asyncpreemptoff=1,handoffdelay=200000")],
+    );
+}
+
+/// gmp_mutex: a spinner must not take the WOKEN bit that unlock set for the waiter it
+/// woke (the spin stretched by the debug build's `mutexspindelay` hook).
+#[test]
+fn sync_mutex_spin() {
+    expect_success(
+        "sync_mutex_spin",
+        &[("GMP_DEBUG", "asyncpreemptoff=1,mutexspindelay=40000")],
+    );
+}
+
+/// Released channels are freed (header and buffer), also after blocked receivers were
+/// served: resident memory stays flat over 20,000 channels with 8 KiB buffers.
+#[test]
+fn chan_free() {
+    expect_success("chan_free", &[]);
+}

@@ -914,6 +914,8 @@ pub(super) fn handoff_p(pp: *mut P) {
         startm(pp, true);
         return;
     }
+    #[cfg(debug_assertions)]
+    handoff_delay();
     let mut g = lock_sched();
     if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
         drop(g);
@@ -933,6 +935,23 @@ pub(super) fn handoff_p(pp: *mut P) {
     let when = p.timers.timer0_when.load(Ordering::SeqCst);
     if when != 0 {
         timer::wake_for_timer(when);
+    }
+}
+
+/// Test hook, debug builds only: `GMP_DEBUG=handoffdelay=<µs>` makes `handoff_p` sleep
+/// between its spinning check and its `pidleput`, widening the window in which a `wakep`
+/// that found no idle P (needspinning) must be seen by the re-check after the `pidleput`
+/// (c-tests/handoff_wakeup.c).
+#[cfg(debug_assertions)]
+fn handoff_delay() {
+    static US: core::sync::atomic::AtomicI64 = core::sync::atomic::AtomicI64::new(-1);
+    let mut us = US.load(Ordering::Relaxed);
+    if us < 0 {
+        us = super::dump::debug_flag("handoffdelay").unwrap_or(0).max(0);
+        US.store(us, Ordering::Relaxed);
+    }
+    if us > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(us as u64));
     }
 }
 

@@ -82,6 +82,22 @@ fn can_spin(iter: u32) -> bool {
     !pp.is_null() && unsafe { (*pp).runq.is_empty() }
 }
 
+/// Test hook, debug builds only: `GMP_DEBUG=mutexspindelay=<µs>` stretches each spin
+/// iteration of `lock_slow` by a sleep (the spinner keeps its P), so that a test can
+/// unlock the mutex while a spinner spins (c-tests/sync_mutex_spin.c).
+#[cfg(debug_assertions)]
+fn spin_delay() {
+    static US: core::sync::atomic::AtomicI64 = core::sync::atomic::AtomicI64::new(-1);
+    let mut us = US.load(Ordering::Relaxed);
+    if us < 0 {
+        us = rt::dump::debug_flag("mutexspindelay").unwrap_or(0).max(0);
+        US.store(us, Ordering::Relaxed);
+    }
+    if us > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(us as u64));
+    }
+}
+
 /// The uncontended lock: one CAS of a free mutex to locked. The C API runs it before (and
 /// outside) its panic boundary, so that the common case is a frameless function. (C callers
 /// usually never get here: gmp.h inlines this CAS, see HACKING.md "The mutex's inline fast
@@ -181,6 +197,8 @@ impl Mutex<'_> {
                     awoke = true;
                 }
                 procyield(ACTIVE_SPIN_CNT);
+                #[cfg(debug_assertions)]
+                spin_delay();
                 iter += 1;
                 old = self.state.load(Ordering::Relaxed);
                 continue;
