@@ -509,6 +509,21 @@ extern "C" fn on_sigquit(_sig: c_int, _info: *mut libc::siginfo_t, _ctx: *mut c_
     unsafe { libc::_exit(2) }
 }
 
+/// Test hooks, debug builds only: sleeps for the microseconds `GMP_DEBUG=<flag>=<µs>`
+/// asks for (read once into `cache`, -1 until then), to widen a race window on purpose.
+#[cfg(debug_assertions)]
+pub(crate) fn debug_delay(cache: &core::sync::atomic::AtomicI64, flag: &str) {
+    use core::sync::atomic::Ordering;
+    let mut us = cache.load(Ordering::Relaxed);
+    if us < 0 {
+        us = debug_flag(flag).unwrap_or(0).max(0);
+        cache.store(us, Ordering::Relaxed);
+    }
+    if us > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(us as u64));
+    }
+}
+
 /// The value of `key` in `GMP_DEBUG` (`key=N`), if present and numeric.
 pub(crate) fn debug_flag(key: &str) -> Option<i64> {
     let v = std::env::var("GMP_DEBUG").ok()?;

@@ -945,14 +945,7 @@ pub(super) fn handoff_p(pp: *mut P) {
 #[cfg(debug_assertions)]
 fn handoff_delay() {
     static US: core::sync::atomic::AtomicI64 = core::sync::atomic::AtomicI64::new(-1);
-    let mut us = US.load(Ordering::Relaxed);
-    if us < 0 {
-        us = super::dump::debug_flag("handoffdelay").unwrap_or(0).max(0);
-        US.store(us, Ordering::Relaxed);
-    }
-    if us > 0 {
-        std::thread::sleep(std::time::Duration::from_micros(us as u64));
-    }
+    super::dump::debug_delay(&US, "handoffdelay");
 }
 
 /// Marks `m` spinning (it holds a P and looks for work).

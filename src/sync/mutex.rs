@@ -88,14 +88,7 @@ fn can_spin(iter: u32) -> bool {
 #[cfg(debug_assertions)]
 fn spin_delay() {
     static US: core::sync::atomic::AtomicI64 = core::sync::atomic::AtomicI64::new(-1);
-    let mut us = US.load(Ordering::Relaxed);
-    if us < 0 {
-        us = rt::dump::debug_flag("mutexspindelay").unwrap_or(0).max(0);
-        US.store(us, Ordering::Relaxed);
-    }
-    if us > 0 {
-        std::thread::sleep(std::time::Duration::from_micros(us as u64));
-    }
+    rt::dump::debug_delay(&US, "mutexspindelay");
 }
 
 /// The uncontended lock: one CAS of a free mutex to locked. The C API runs it before (and
