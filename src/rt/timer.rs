@@ -750,3 +750,74 @@ mod loom_tests {
         });
     }
 }
+
+#[cfg(test)]
+mod heap_tests {
+    use super::*;
+
+    unsafe fn noop(_: usize) {}
+
+    /// The heap invariant: each slot no earlier than its parent, each timer's `idx` its
+    /// slot, each slot's deadline its timer's.
+    fn check(timers: &Timers) {
+        // SAFETY: the tests hold the lock.
+        let h = unsafe { timers.heap() };
+        for (i, s) in h.iter().enumerate() {
+            if i > 0 {
+                let p = h[(i - 1) / HEAP_ARITY].when;
+                assert!(p <= s.when, "slot {i} ({}) before its parent ({p})", s.when);
+            }
+            // SAFETY: heap entries are live timers.
+            unsafe {
+                assert_eq!((*s.t).idx, i, "timer's idx is not its slot");
+                assert_eq!((*s.t).when, s.when, "slot's deadline is not its timer's");
+            }
+        }
+    }
+
+    /// Random pushes and removals from anywhere (sift_up and sift_down both), the invariant
+    /// checked after every operation; then every timer comes out in deadline order.
+    #[test]
+    fn heap_keeps_order_under_random_removal() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for round in 0..200 {
+            let timers = Timers::new();
+            let n = 1 + rnd(80) as usize;
+            let mut ts: Vec<Timer> = (0..n).map(|_| Timer::new(noop, 0)).collect();
+            let mut on = vec![false; n];
+            timers.lock.lock();
+            for _ in 0..4 * n {
+                let k = rnd(n as u64) as usize;
+                let t: *mut Timer = &mut ts[k];
+                // SAFETY: lock held; `on` says whether t is on the heap; ts outlives it.
+                unsafe {
+                    if on[k] {
+                        timers.remove(t);
+                    } else {
+                        (*t).when = rnd(50) as i64 + 1;
+                        timers.push(null_mut(), t);
+                    }
+                }
+                on[k] = !on[k];
+                check(&timers);
+            }
+            let mut last = 0;
+            // SAFETY: lock held.
+            while let Some(&Slot { when, t }) = unsafe { timers.heap() }.first() {
+                assert!(when >= last, "round {round}: {when} popped after {last}");
+                // SAFETY: t is on this heap.
+                unsafe { timers.remove(t) };
+                check(&timers);
+                last = when;
+            }
+            timers.lock.unlock();
+            assert_eq!(timers.timer0_when.load(Ordering::Relaxed), 0);
+        }
+    }
+}
