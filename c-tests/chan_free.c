@@ -24,16 +24,6 @@
 static gmp_chan *ch[PER_BATCH];
 static gmp_wg wg = GMP_WG_INIT;
 
-static long rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    CHECK(f != NULL);
-    long size = 0, resident = 0;
-    CHECK_EQ(fscanf(f, "%ld %ld", &size, &resident), 2);
-    fclose(f);
-    return resident * sysconf(_SC_PAGESIZE);
-}
-
 static void receiver(void *arg)
 {
     gmp_chan *c = arg;
@@ -63,9 +53,9 @@ int main(void)
         for (int i = 0; i < PER_BATCH; i++)
             CHECK_OK(gmp_chan_release(ch[i]));
         if (b == 0)
-            first = rss_bytes();
+            first = rss_kib() * 1024L;
     }
-    long last = rss_bytes();
+    long last = rss_kib() * 1024L;
     printf("chan_free: resident %ld MB after the first batch, %ld MB after %d\n",
            first >> 20, last >> 20, BATCHES);
     CHECK(last - first < 24L << 20);

@@ -85,6 +85,17 @@ static inline void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* The process's resident set size in KiB, from /proc/self/statm. */
+static inline long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f != NULL);
+    long size = 0, resident = 0;
+    CHECK_EQ(fscanf(f, "%ld %ld", &size, &resident), 2);
+    fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 /* The gmp_* helpers below need the library's header (the include guard makes a second
  * #include harmless). A test that loads the library with dlopen defines CHECK_NO_GMP. */
 #ifndef CHECK_NO_GMP

@@ -73,16 +73,6 @@ static long allg(void)
     return (long)st.allg;
 }
 
-static long rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    CHECK(f != NULL);
-    long size = 0, resident = 0;
-    CHECK_EQ(fscanf(f, "%ld %ld", &size, &resident), 2);
-    fclose(f);
-    return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 int main(void)
 {
     /* Warm up: the runtime, its threads and the first Gs and stacks of each size. */
