@@ -22,6 +22,12 @@
  *    producers and the main thread, sleeping now and then so that their threads go idle
  *    and are woken for them; every value arrives exactly once and no pinned goroutine
  *    ever changes thread.
+ * 7. A pinned goroutine is never displaced by the global run queue: at GOMAXPROCS 1 and 2,
+ *    8 pinned goroutines each make 20,000 round trips with an echo goroutine while the
+ *    main thread keeps the global run queue full (a foreign thread's gmp_go queues there).
+ *    Every 61st schedule looks at the global queue; when the pinned goroutine taken from
+ *    the thread's own queue is replaced by the global one instead of going first, it is
+ *    lost and its round trips stop. All trips must finish within 60 s.
  */
 #include "check.h"
 
@@ -400,6 +406,77 @@ static void stress(int procs)
            NPROD * PER_PROD, NCONS);
 }
 
+/* ---- 7. the global run queue never displaces a pinned goroutine ------------------- */
+
+#define NGLOBAL_PINNED 8
+#define GLOBAL_TRIPS 20000
+
+static atomic_long global_trips, filler_runs;
+
+static void pinned_tripper(void *arg)
+{
+    struct pair *p = arg;
+    for (long i = 0; i < GLOBAL_TRIPS; i++) {
+        long v = i, w = -1;
+        CHECK_OK(gmp_chan_send(p->ping, &v));
+        CHECK_OK(gmp_chan_recv(p->pong, &w));
+        CHECK_EQ(w, i);
+        atomic_fetch_add(&global_trips, 1);
+    }
+    CHECK_OK(gmp_chan_close(p->ping));
+    CHECK_OK(gmp_wg_done(p->wg));
+}
+
+static void filler(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&filler_runs, 1);
+}
+
+static void global_queue_pressure(int procs)
+{
+    static struct pair pairs[NGLOBAL_PINNED];
+    CHECK_OK(gmp_maxprocs(procs));
+    atomic_store(&global_trips, 0);
+    atomic_store(&filler_runs, 0);
+    gmp_wg wg = GMP_WG_INIT;
+    gmp_attr a = {0};
+    a.flags = GMP_GO_PINNED;
+    CHECK_OK(gmp_wg_add(&wg, 2 * NGLOBAL_PINNED));
+    for (int i = 0; i < NGLOBAL_PINNED; i++) {
+        pairs[i].wg = &wg;
+        CHECK_OK(gmp_chan_make(&pairs[i].ping, sizeof(long), 0));
+        CHECK_OK(gmp_chan_make(&pairs[i].pong, sizeof(long), 0));
+        CHECK_OK(gmp_go(echo, &pairs[i]));
+        CHECK_OK(gmp_go_attr(pinned_tripper, &pairs[i], &a));
+    }
+    const long want = (long)NGLOBAL_PINNED * GLOBAL_TRIPS;
+    long spawned = 0;
+    double deadline = now_sec() + 60.0;
+    while (atomic_load(&global_trips) < want && now_sec() < deadline) {
+        /* Keep a few hundred fillers queued: enough that the global queue is rarely
+         * empty, few enough that the pinned goroutines still get most of the time. */
+        if (spawned - atomic_load(&filler_runs) < 256) {
+            CHECK_OK(gmp_go(filler, NULL));
+            spawned++;
+        } else {
+            CHECK_OK(gmp_yield());
+        }
+    }
+    long trips = atomic_load(&global_trips);
+    printf("7. GOMAXPROCS=%d: %ld of %ld pinned round trips done while %ld goroutines were "
+           "spawned from the main thread\n",
+           procs, trips, want, spawned);
+    CHECK_EQ(trips, want);
+    CHECK(spawned > 0);
+    CHECK_OK(gmp_wg_wait(&wg));
+    WAIT_UNTIL(atomic_load(&filler_runs) == spawned, 30.0);
+    for (int i = 0; i < NGLOBAL_PINNED; i++) {
+        CHECK_OK(gmp_chan_release(pairs[i].ping));
+        CHECK_OK(gmp_chan_release(pairs[i].pong));
+    }
+}
+
 int main(void)
 {
     CHECK_OK(gmp_maxprocs(2));
@@ -410,5 +487,7 @@ int main(void)
     lock_in_pinned();
     stress(2);
     stress(4);
+    global_queue_pressure(1);
+    global_queue_pressure(2);
     return 0;
 }
