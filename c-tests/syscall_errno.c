@@ -9,12 +9,20 @@
  * sets errno = EAGAIN and returns -1; then *e must be EAGAIN and gettid() unchanged.
  * Two CPU goroutines yielding in a loop keep the processors busy meanwhile. Also: the
  * gmp_read family never touches errno (a failing gmp_read leaves the caller's errno).
+ *
+ * `syscall_errno safepoint` (run with GMP_DEBUG=asyncpreemptoff=1): the preemption
+ * request honoured on the way out of gmp_blocking keeps the goroutine on its thread. Two
+ * workers each run 25 ms of CPU (over two 10 ms slices: sysmon marks the processor for
+ * preemption, and without the signal nothing acts on the mark) and then make a short
+ * gmp_blocking call, 30 times, while two yielding goroutines keep both processors busy.
+ * The mark is honoured as the call returns; gettid() must not change.
  */
 #include "check.h"
 
 #include <errno.h>
 #include <gmp.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/syscall.h>
 
 static atomic_int stop;
@@ -58,8 +66,53 @@ static void spinner(void *arg)
     CHECK_OK(gmp_wg_done(wg));
 }
 
-int main(void)
+static int64_t set_eagain_now(void *arg)
 {
+    (void)arg;
+    errno = EAGAIN;
+    return -1;
+}
+
+static void slice_worker(void *arg)
+{
+    gmp_wg *wg = arg;
+    int *e = &errno;
+    long t0 = (long)syscall(SYS_gettid);
+    for (int i = 0; i < 30; i++) {
+        double until = now_sec() + 0.025;
+        volatile long x = 0;
+        while (now_sec() < until)
+            for (int k = 0; k < 1000; k++)
+                x += k;
+        *e = 0;
+        CHECK_EQ(gmp_blocking(set_eagain_now, NULL), -1);
+        CHECK_EQ((long)syscall(SYS_gettid), t0);
+        CHECK_EQ(*e, EAGAIN);
+    }
+    CHECK_OK(gmp_wg_done(wg));
+}
+
+static int safepoint_on_return(void)
+{
+    CHECK_OK(gmp_maxprocs(2));
+    gmp_wg wg = GMP_WG_INIT, bg = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&bg, 2));
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(gmp_go(spinner, &bg));
+    CHECK_OK(gmp_wg_add(&wg, 2));
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(gmp_go(slice_worker, &wg));
+    CHECK_OK(gmp_wg_wait(&wg));
+    atomic_store(&stop, 1);
+    CHECK_OK(gmp_wg_wait(&bg));
+    printf("preemption honoured on return from gmp_blocking: 60 returns on their thread\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "safepoint") == 0)
+        return safepoint_on_return();
     CHECK_OK(gmp_maxprocs(2));
     gmp_wg wg = GMP_WG_INIT, bg = GMP_WG_INIT;
     CHECK_OK(gmp_wg_add(&bg, 2));

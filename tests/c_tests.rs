@@ -759,6 +759,23 @@ fn syscall_errno() {
 }
 
 #[test]
+fn syscall_errno_safepoint() {
+    // Asynchronous preemption off, so that sysmon's request is left for the safe point on
+    // the way out of gmp_blocking to honour.
+    let o = run_c(
+        "syscall_errno",
+        &["safepoint"],
+        &[("GMP_DEBUG", "asyncpreemptoff=1")],
+    );
+    assert!(
+        o.status.success(),
+        "{}",
+        o.report("syscall_errno safepoint failed")
+    );
+    print!("{}", o.stdout);
+}
+
+#[test]
 fn syscall_bad_input() {
     expect_success("syscall_bad_input", &[]);
 }

@@ -84,8 +84,9 @@ pub unsafe extern "C" fn gmp_blocking(func: gmp_blocking_fn, arg: *mut c_void) -
         };
         // SAFETY: the caller's contract.
         let r = rt::syscall::blocking(|| unsafe { f(arg) });
-        // A safe point on the way out, as Go's exitsyscall honours a preemption request.
-        rt::preempt_check();
+        // A safe point on the way out, as Go's exitsyscall honours a preemption request;
+        // the goroutine resumes on this thread (the header's promise: errno stays valid).
+        rt::preempt_check_bound();
         r
     })
 }

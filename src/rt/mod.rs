@@ -105,7 +105,9 @@ use runq::RunQueue;
 
 pub use config::{default_maxprocs, num_cpu};
 pub use park::{GoParkUnlock, gopark, goready, gosched};
-pub use proc::{Defer, StartError, defer_pop, defer_push, goexit, newproc, preempt_check};
+pub use proc::{
+    Defer, StartError, defer_pop, defer_push, goexit, newproc, preempt_check, preempt_check_bound,
+};
 pub use sched::procresize;
 
 /// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).

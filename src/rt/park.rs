@@ -137,6 +137,28 @@ pub(super) unsafe fn gopreempt() {
     unsafe { mcall(action::PREEMPT) };
 }
 
+/// `gopreempt` for a goroutine stopped where its C code did not expect a switch (by the
+/// SIGURG trampoline, or on the way out of a blocking call): it resumes on this same M
+/// (DESIGN.md decision 8), which serves it from its affinity queue. A goroutine already
+/// bound (pinned, or locked) keeps its binding; otherwise the binding is for this one stop
+/// (`g.asyncbound`; `execute` drops it).
+///
+/// # Safety
+/// Called on goroutine `m.curg` of this thread's M `m`, holding a P.
+pub(super) unsafe fn gopreempt_bound(m: *mut M) {
+    // SAFETY: caller contract: m is this thread's M and curg runs here, so its owner-only
+    // fields are ours.
+    unsafe {
+        let g = &*(*m).curg.load(Ordering::Relaxed);
+        if g.affm.load(Ordering::Relaxed).is_null() && g.lockedm.load(Ordering::Relaxed).is_null() {
+            g.affm.store(m, Ordering::Relaxed);
+            (*m).naffine.set((*m).naffine.get() + 1);
+            g.asyncbound.set(true);
+        }
+        gopreempt();
+    }
+}
+
 /// Runs on the scheduler stack after the goroutine `m.curg` switched to it with `act`.
 /// Returns a G to run at once (a park whose unlock function declined), else None.
 ///

@@ -444,17 +444,7 @@ unsafe fn try_preempt(uc: *mut libc::ucontext_t) {
 /// with every register saved: stop the goroutine here until it is scheduled again, on
 /// this same thread.
 extern "C" fn async_preempt_park() {
-    let m = getm();
-    // SAFETY: the trampoline runs on the goroutine the handler interrupted, on its M.
-    unsafe {
-        let gp = (*m).curg.load(Ordering::Relaxed);
-        let g = &*gp;
-        if g.affm.load(Ordering::Relaxed).is_null() && g.lockedm.load(Ordering::Relaxed).is_null() {
-            // Resume on this thread (`execute` drops the binding).
-            g.affm.store(m, Ordering::Relaxed);
-            (*m).naffine.set((*m).naffine.get() + 1);
-            g.asyncbound.set(true);
-        }
-        park::gopreempt();
-    }
+    // SAFETY: the trampoline runs on the goroutine the handler interrupted, on its M,
+    // which holds a P (try_preempt checked).
+    unsafe { park::gopreempt_bound(getm()) };
 }

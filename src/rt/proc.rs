@@ -155,6 +155,27 @@ pub fn preempt_check() {
     unsafe { safepoint(&*pp) };
 }
 
+/// `preempt_check` on the way out of a blocking call (gmp_blocking): the goroutine is
+/// preempted as there, but resumes on this same thread, since C code may keep `&errno`
+/// across the call (DESIGN.md decisions 4 and 8; the header promises it).
+pub fn preempt_check_bound() {
+    let m = getm();
+    if m.is_null() {
+        return;
+    }
+    // SAFETY: m is this thread's M (a runtime thread: only goroutines call the API there).
+    let pp = unsafe { (*m).p.load(Ordering::Relaxed) };
+    if pp.is_null() || unsafe { (*m).curg.load(Ordering::Relaxed).is_null() } {
+        return;
+    }
+    // SAFETY: we run on goroutine m.curg, whose M holds pp.
+    unsafe {
+        if (*pp).preempt.load(Ordering::Relaxed) {
+            park::gopreempt_bound(m);
+        }
+    }
+}
+
 /// First frame of every goroutine, on its own stack: runs the entry function, then exits.
 pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
     let gp = getg();
