@@ -2437,6 +2437,13 @@ fn handoff_wakeup() {
     );
 }
 
+/// stopm's look at the affinity queue: a pinned goroutine readied while its M is going to
+/// sleep (the window stretched by the debug build's `idledelay` hook) is not stranded.
+#[test]
+fn affinity_stopm() {
+    expect_success("affinity_stopm", &[("GMP_DEBUG", "idledelay=200000")]);
+}
+
 /// gmp_mutex: a spinner must not take the WOKEN bit that unlock set for the waiter it
 /// woke (the spin stretched by the debug build's `mutexspindelay` hook).
 #[test]

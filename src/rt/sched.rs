@@ -948,6 +948,17 @@ fn handoff_delay() {
     super::dump::debug_delay(&US, "handoffdelay");
 }
 
+/// Test hook, debug builds only: `GMP_DEBUG=idledelay=<µs>` makes `park_idle` sleep before
+/// its `go_idle`, widening the window in which a goroutine bound to this M is readied
+/// after the M gave up its P but before it marked its affinity queue idle: the readier
+/// then wakes nobody, and `park_idle` and `stopm` must see the queued goroutine
+/// themselves (c-tests/affinity_stopm.c).
+#[cfg(debug_assertions)]
+fn idle_delay() {
+    static US: core::sync::atomic::AtomicI64 = core::sync::atomic::AtomicI64::new(-1);
+    super::dump::debug_delay(&US, "idledelay");
+}
+
 /// Marks `m` spinning (it holds a P and looks for work).
 fn become_spinning(m: &M) {
     m.spinning.store(true, Ordering::Relaxed);
@@ -1374,6 +1385,8 @@ unsafe fn park_idle(m: &M) {
         // Work that only this M can run (queued, or claimed for us by a readier while we
         // slept as the timer M; affinity.rs): stopm gets us a P for it. Otherwise, mark
         // ourselves idle before a timed sleep, as stopm does before sleeping.
+        #[cfg(debug_assertions)]
+        idle_delay();
         // SAFETY: m's thread, no P.
         let affine = m.affwanted.load(Ordering::SeqCst) || unsafe { affinity::go_idle(m) };
         // SAFETY: m's thread, no P.
