@@ -14,6 +14,10 @@
  *             land in libc are refused (counted), none is taken there.
  *   tid       (stress) GOMAXPROCS=2: a preempted goroutine's gettid() never changes across
  *             10,000 preemptions while yielding goroutines migrate between threads.
+ *   lockexit  (stress) GOMAXPROCS=1: a goroutine preempted hundreds of times (each stop
+ *             binds it to its thread for that one stop) then ends inside
+ *             gmp_lock_os_thread: its thread must end with it, 5 times (a binding
+ *             left counted on the thread keeps it alive for goroutines it no longer has).
  *   sigurg    (stress) the program's own SIGURG handler, installed before the runtime
  *             starts, sees every SIGURG the program sends itself (1,000), while a hog is
  *             being preempted; asyncpreemptoff=1 turns the signals off.
@@ -28,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <immintrin.h>
 
@@ -447,6 +452,45 @@ static void case_tid(void)
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* lockexit */
+
+static atomic_long lockexit_tid;
+
+static void preempted_then_locked(void *arg)
+{
+    (void)arg;
+    uint64_t p0 = stats().async_preempts;
+    double t0 = now_sec();
+    while (stats().async_preempts - p0 < 200 && now_sec() - t0 < 30)
+        for (volatile int k = 0; k < 1000; k++)
+            ;
+    CHECK(stats().async_preempts - p0 >= 200);
+    CHECK_OK(gmp_lock_os_thread());
+    atomic_store(&lockexit_tid, (long)syscall(SYS_gettid));
+}
+
+static int task_exists(long tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld", tid);
+    return access(path, F_OK) == 0;
+}
+
+static void case_lockexit(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    for (int i = 0; i < 5; i++) {
+        atomic_store(&lockexit_tid, 0);
+        CHECK_OK(gmp_go(preempted_then_locked, NULL));
+        WAIT_UNTIL(atomic_load(&lockexit_tid) != 0, 60.0);
+        long tid = atomic_load(&lockexit_tid);
+        WAIT_UNTIL(!task_exists(tid), 5.0);
+    }
+    printf("lockexit: 5 threads ended with their locked goroutine after 200 preemptions "
+           "each\n");
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* sigurg */
 
 static atomic_ulong user_sigurgs;
@@ -517,6 +561,7 @@ int main(int argc, char **argv)
     } cases[] = {
         {"hog", case_hog},   {"fair", case_fair},     {"regs", case_regs}, {"libc", case_libc},
         {"tid", case_tid},   {"sigurg", case_sigurg}, {"off", case_off},
+        {"lockexit", case_lockexit},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: preempt CASE\n");

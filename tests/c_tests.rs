@@ -1220,6 +1220,11 @@ fn preempt_tid() {
 }
 
 #[test]
+fn preempt_lockexit() {
+    expect_case("preempt", "lockexit", &[PREEMPT_STRESS]);
+}
+
+#[test]
 fn preempt_sigurg() {
     expect_case("preempt", "sigurg", &[PREEMPT_STRESS]);
 }
