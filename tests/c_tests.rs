@@ -464,7 +464,7 @@ fn check_keys(body: &str, keys: &[&str]) -> Result<(), String> {
 }
 
 /// Splits `  X<n>: body` into (n, body).
-fn detail_label<'a>(line: &'a str, letter: char) -> Result<(u64, &'a str), String> {
+fn detail_label(line: &str, letter: char) -> Result<(u64, &str), String> {
     let rest = line
         .strip_prefix("  ")
         .and_then(|l| l.strip_prefix(letter))
@@ -498,10 +498,10 @@ fn blocks(stderr: &str) -> Vec<Block<'_>> {
                 sched: line,
                 details: Vec::new(),
             });
-        } else if line.starts_with("  ") {
-            if let Some(b) = out.last_mut() {
-                b.details.push(line);
-            }
+        } else if line.starts_with("  ")
+            && let Some(b) = out.last_mut()
+        {
+            b.details.push(line);
         }
     }
     out

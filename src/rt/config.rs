@@ -56,7 +56,9 @@ impl Config {
         if let Some(v) = env("GMP_DEBUG") {
             match super::trace::TraceConfig::parse(&v) {
                 Ok(t) => c.trace = t,
-                Err(()) => warn("GMP_DEBUG", &v),
+                Err(super::trace::BadItem(item)) => crate::sys::write_stderr(
+                    format!("gmp: ignoring GMP_DEBUG={v:?} (malformed item {item:?})\n").as_bytes(),
+                ),
             }
         }
         c

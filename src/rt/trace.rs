@@ -15,17 +15,23 @@ pub struct TraceConfig {
     pub detail: bool,
 }
 
+/// A `GMP_DEBUG` item that is not `key=value`, or whose value is not a number where one
+/// is needed: the item as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadItem<'a>(pub &'a str);
+
 impl TraceConfig {
     /// Parses `GMP_DEBUG`: comma-separated `key=value` items; unknown keys are ignored (as
     /// GODEBUG does), malformed values are an error.
-    pub fn parse(s: &str) -> Result<Option<TraceConfig>, ()> {
+    pub fn parse(s: &str) -> Result<Option<TraceConfig>, BadItem<'_>> {
         let mut interval = 0u64;
         let mut detail = false;
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let (k, v) = item.split_once('=').ok_or(())?;
+            let bad = |_| BadItem(item);
+            let (k, v) = item.split_once('=').ok_or(BadItem(item))?;
             match k {
-                "schedtrace" => interval = v.parse().map_err(|_| ())?,
-                "scheddetail" => detail = v.parse::<u32>().map_err(|_| ())? != 0,
+                "schedtrace" => interval = v.parse().map_err(bad)?,
+                "scheddetail" => detail = v.parse::<u32>().map_err(bad)? != 0,
                 _ => {}
             }
         }
@@ -269,7 +275,10 @@ mod tests {
             }))
         );
         assert_eq!(TraceConfig::parse("other=3"), Ok(None));
-        assert_eq!(TraceConfig::parse("schedtrace=x"), Err(()));
-        assert_eq!(TraceConfig::parse("schedtrace"), Err(()));
+        assert_eq!(
+            TraceConfig::parse("scheddetail=1,schedtrace=x"),
+            Err(BadItem("schedtrace=x"))
+        );
+        assert_eq!(TraceConfig::parse("schedtrace"), Err(BadItem("schedtrace")));
     }
 }
