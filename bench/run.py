@@ -2,7 +2,7 @@
 """Runs the libgmp-vs-Go benchmark pairs and reports libgmp/Go ratios.
 
     python3 bench/run.py [--quick] [--reps 5] [--only spawn,yield2] [--procs 1,2]
-                         [--shapes root,main] [--out bench/results] [--build-only]
+                         [--shapes root,main] [--out bench/results/CPU] [--build-only]
                          [--timeout SECONDS] [--impls c,go] [--no-cargo] [--list]
 
 Builds the library (cargo build --release), every C program against it and every
@@ -364,6 +364,25 @@ def print_table(rows: list[Row]) -> None:
         print(line(b))
 
 
+def cpu_family() -> str:
+    """The results folder of this machine's CPU: one per family the project is measured on
+    (contended rows differ between them), e.g. amd-epyc, intel-xeon."""
+    vendor, model = "", ""
+    try:
+        for l in Path("/proc/cpuinfo").read_text().splitlines():
+            if l.startswith("vendor_id") and not vendor:
+                vendor = l.split(":", 1)[1].strip()
+            elif l.startswith("model name") and not model:
+                model = l.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if vendor == "AuthenticAMD":
+        return "amd-epyc" if "EPYC" in model else "amd"
+    if vendor == "GenuineIntel":
+        return "intel-xeon" if "Xeon" in model else "intel"
+    return "other"
+
+
 def machine_info() -> dict:
     cpu = "unknown CPU"
     try:
@@ -604,7 +623,9 @@ def main() -> int:
     ap.add_argument("--shapes", type=csv, default=list(SHAPES),
                     help="who drives the C workloads: root (a root goroutine), main (the C "
                          "main thread); default root,main")
-    ap.add_argument("--out", type=Path, help="report folder (default bench/results)")
+    ap.add_argument("--out", type=Path,
+                    help="report folder (default bench/results/<cpu family>: amd-epyc, "
+                    "intel-xeon, ...)")
     ap.add_argument("--build-only", action="store_true", help="build everything, run nothing")
     ap.add_argument("--timeout", type=float, help="seconds per run (default 300, --quick 60)")
     ap.add_argument("--impls", type=csv, default=["c", "go"],
@@ -656,7 +677,7 @@ def main() -> int:
     if reps < 1:
         ap.error("--reps must be >= 1")
     timeout = a.timeout or (60.0 if a.quick else 300.0)
-    out = a.out or (BENCH / "out" / "quick" if a.quick else BENCH / "results")
+    out = a.out or (BENCH / "out" / "quick" if a.quick else BENCH / "results" / cpu_family())
 
     progs = list(dict.fromkeys(w.prog for w in workloads))
     if not build(progs, impls, cargo=not a.no_cargo):
