@@ -11,6 +11,11 @@
  * least one of them is seen on two or more threads: a yielding goroutine stays on its P's
  * queue unless stolen, so they also sleep 100 µs every 500 yields, after which the
  * timer readies them on whichever P runs it, and idle Ps steal).
+ *
+ * Scenario 3: scenario 1's goroutine started right after default-sized goroutines died on
+ * the same processor (GOMAXPROCS=1, from a root goroutine), 5 times: a goroutine about to
+ * run for the first time trades its stack for a dead goroutine's warm one only when both
+ * have the same size; a 1 MiB request must not end up on a dead 256 KiB stack.
  */
 #include "check.h"
 
@@ -156,9 +161,47 @@ static void scenario_pinned(void)
     CHECK(most >= 2);
 }
 
+/* ---- scenario 3 ---- */
+
+static void short_lived(void *arg)
+{
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void big_after_dead(void *arg)
+{
+    gmp_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.stack_size = 1024 * 1024;
+    for (int round = 0; round < 5; round++) {
+        gmp_wg dead = GMP_WG_INIT, big = GMP_WG_INIT;
+        CHECK_OK(gmp_wg_add(&dead, 8));
+        for (int i = 0; i < 8; i++)
+            CHECK(gmp_go(short_lived, &dead) > 0);
+        CHECK_OK(gmp_wg_wait(&dead));
+        /* Let the last of them finish exiting (gmp_wg_done runs before its exit). */
+        CHECK_OK(gmp_yield());
+        CHECK_OK(gmp_wg_add(&big, 1));
+        CHECK(gmp_go_attr(big_frame, &big, &attr) > 0);
+        CHECK_OK(gmp_wg_wait(&big));
+    }
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void scenario_big_after_dead(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    gmp_wg wg = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&wg, 1));
+    CHECK(gmp_go(big_after_dead, &wg) > 0);
+    CHECK_OK(gmp_wg_wait(&wg));
+    CHECK_OK(gmp_maxprocs(2));
+}
+
 int main(void)
 {
     scenario_big_stack();
     scenario_pinned();
+    scenario_big_after_dead();
     return 0;
 }
