@@ -11,6 +11,12 @@
  * the previous value, gmp_maxprocs(0), gmp_maxprocs(-1) and gmp_stats().gomaxprocs follow
  * it, every worker finishes with the right id sum and yield count, the bounds (1024 is
  * accepted, 1025 is -EINVAL and leaves the value alone).
+ *
+ * Then a shrink takes effect on processors whose threads are busy: four goroutines spin
+ * (yielding now and then) at GOMAXPROCS=4, then 1. The process's CPU time over 300 ms,
+ * divided by the wall time, must be at most 1.3 at 1 (a processor beyond GOMAXPROCS that
+ * kept running would make it ~2 on two CPUs) and, on a machine with two CPUs or more,
+ * over 1.3 at 4 (so the measure does see parallelism).
  */
 #include "check.h"
 
@@ -18,6 +24,7 @@
 #include <gmp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define WORKERS 10000L
 #define MIN_YIELDS 20L
@@ -103,6 +110,33 @@ static void noop(void *arg)
     atomic_fetch_add((atomic_long *)arg, 1);
 }
 
+static atomic_int spin_stop;
+
+static void spinner(void *arg)
+{
+    while (!atomic_load(&spin_stop)) {
+        for (volatile int k = 0; k < 2000; k++)
+            ;
+        CHECK_OK(gmp_yield());
+    }
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static double cpu_sec(void)
+{
+    struct timespec ts;
+    CHECK_OK(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts));
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds per wall second over 300 ms: how many threads ran at once. */
+static double parallelism(void)
+{
+    double c0 = cpu_sec(), w0 = now_sec();
+    sleep_ms(300);
+    return (cpu_sec() - c0) / (now_sec() - w0);
+}
+
 int main(void)
 {
     const char *env = getenv("GMP_MAXPROCS");
@@ -147,6 +181,25 @@ int main(void)
             sleep_ms(1);
         CHECK_EQ(atomic_load(&ran), 100);
     }
+    resize(&current, 2);
+
+    /* A shrink takes effect on busy processors. */
+    resize(&current, 4);
+    gmp_wg spinners = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&spinners, 4));
+    for (int i = 0; i < 4; i++)
+        CHECK(gmp_go(spinner, &spinners) > 0);
+    sleep_ms(50);
+    double at4 = parallelism();
+    resize(&current, 1);
+    sleep_ms(50);
+    double at1 = parallelism();
+    atomic_store(&spin_stop, 1);
+    CHECK_OK(gmp_wg_wait(&spinners));
+    printf("maxprocs: 4 spinners use %.2f CPUs at GOMAXPROCS=4, %.2f at 1\n", at4, at1);
+    CHECK(at1 <= 1.3);
+    if (gmp_num_cpu() >= 2)
+        CHECK(at4 > 1.3);
     resize(&current, 2);
 
     printf("maxprocs: %d resizes under %ld workers, %lld yields\n", 2 * ROUNDS, WORKERS,
