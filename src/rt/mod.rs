@@ -107,6 +107,7 @@ pub use config::{default_maxprocs, num_cpu};
 pub use park::{GoParkUnlock, gopark, goready, gosched};
 pub use proc::{
     Defer, StartError, defer_pop, defer_push, goexit, newproc, preempt_check, preempt_check_bound,
+    preempt_wanted,
 };
 pub use sched::procresize;
 

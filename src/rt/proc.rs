@@ -176,6 +176,22 @@ pub fn preempt_check_bound() {
     }
 }
 
+/// Whether the running goroutine's P has a preemption request pending (what
+/// `preempt_check` tests, without acting on it). For a caller that reads it inside a short
+/// critical section and calls `preempt_check` after leaving it, so that the safe point
+/// adds nothing between two acquisitions of a contended lock (see `Chan::send`).
+#[inline]
+pub fn preempt_wanted() -> bool {
+    let m = getm();
+    if m.is_null() {
+        return false;
+    }
+    // SAFETY: m is this thread's M; only its thread writes `m.p`.
+    let pp = unsafe { (*m).p.load(Ordering::Relaxed) };
+    // SAFETY: Ps are never freed.
+    !pp.is_null() && unsafe { (*pp).preempt.load(Ordering::Relaxed) }
+}
+
 /// First frame of every goroutine, on its own stack: runs the entry function, then exits.
 pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
     let gp = getg();
