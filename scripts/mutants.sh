@@ -59,7 +59,7 @@ else
         filters=(nested_spawn yield_fairness goexit steals lockosthread foreign_wait
             syscall_handoff feature_mix_shrink_timers feature_mix_locked_exit_handoff
             feature_mix_grow_runs_queued maxprocs handoff_wakeup
-            config_max_threads_env) ;;
+            config_max_threads_env affinity attrs preempt_lockexit) ;;
     *) filters=() ;; # every C test
     esac
 fi
