@@ -47,7 +47,7 @@ else
         sync_unlock_in_syscall sync_rwmutex) ;;
     src/sync/rwmutex.rs) filters=(sync_rwmutex sync_misuse) ;;
     src/sync/cond.rs) filters=(sync_cond sync_misuse) ;;
-    src/sync/once.rs) filters=(sync_once) ;;
+    src/sync/once.rs) filters=(sync_once once_goexit) ;;
     src/sync/sema.rs) filters=(sync_ foreign_wait) ;;
     src/chan/select.rs) filters=(chan_ select_basic select_sizes feature_mix_timeout_race) ;;
     src/chan/*) filters=(chan_ select_basic select_sizes) ;;
