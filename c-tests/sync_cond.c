@@ -19,11 +19,20 @@
  * mutex, and waits for each token to be taken before the next. The k-th signal wakes the
  * k-th waiter to queue (FIFO); gmp_cond_wait returns exactly 8 times in all (a signal
  * that woke every waiter would make the others return and wait again).
+ *
+ * Scenario 4 (the cond's list lock under contention): at GOMAXPROCS 2, 16 waiter
+ * goroutines loop on gmp_cond_wait while 6 pthreads and 2 goroutines call
+ * gmp_cond_signal and gmp_cond_broadcast in bursts of 8 (yielding in between) for 500 ms: more threads than
+ * CPUs, so the list lock's holder is sometimes descheduled and the others go past the
+ * spin into the futex (the contended unlock). Every waiter must come round many times,
+ * every call must return 0, and the lock must never be taken twice (a second holder's
+ * unlock would find it unlocked: "gmp: sync: unlock of unlocked cond list lock").
  */
 #include "check.h"
 
 #include <gmp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -252,11 +261,100 @@ static void scenario_signal(void)
     CHECK_EQ(wakeups, SIG_WAITERS);
 }
 
+/* ---- scenario 4 ---- */
+
+#define LL_WAITERS 16
+#define LL_THREADS 6
+#define LL_GSIG 2
+
+static gmp_mutex ll_mu = GMP_MUTEX_INIT;
+static gmp_cond ll_cond = GMP_COND_INIT;
+static atomic_int ll_stop;
+static atomic_long ll_wakeups, ll_signals;
+static atomic_int ll_left;
+static gmp_wg ll_wg = GMP_WG_INIT;
+
+static void ll_waiter(void *arg)
+{
+    (void)arg;
+    CHECK_OK(gmp_mutex_lock(&ll_mu));
+    while (!atomic_load(&ll_stop)) {
+        CHECK_OK(gmp_cond_wait(&ll_cond, &ll_mu));
+        atomic_fetch_add(&ll_wakeups, 1);
+    }
+    CHECK_OK(gmp_mutex_unlock(&ll_mu));
+    atomic_fetch_add(&ll_left, 1);
+    CHECK_OK(gmp_wg_done(&ll_wg));
+}
+
+/* Signals in bursts, letting the waiters run (and queue again) in between. */
+static void ll_signal_loop(int goroutine)
+{
+    long n = 0;
+    while (!atomic_load(&ll_stop)) {
+        for (int k = 0; k < 8; k++, n++) {
+            if (n % 8 == 7)
+                CHECK_OK(gmp_cond_broadcast(&ll_cond));
+            else
+                CHECK_OK(gmp_cond_signal(&ll_cond));
+        }
+        if (goroutine)
+            CHECK_OK(gmp_yield());
+        else
+            sched_yield();
+    }
+    atomic_fetch_add(&ll_signals, n);
+}
+
+static void *ll_thread(void *arg)
+{
+    (void)arg;
+    ll_signal_loop(0);
+    return NULL;
+}
+
+static void ll_goroutine(void *arg)
+{
+    (void)arg;
+    ll_signal_loop(1);
+    CHECK_OK(gmp_wg_done(&ll_wg));
+}
+
+static void scenario_list_lock(void)
+{
+    CHECK_OK(gmp_maxprocs(2));
+    CHECK_OK(gmp_wg_add(&ll_wg, LL_WAITERS + LL_GSIG));
+    for (int i = 0; i < LL_WAITERS; i++)
+        CHECK(gmp_go(ll_waiter, NULL) > 0);
+    for (int i = 0; i < LL_GSIG; i++)
+        CHECK(gmp_go(ll_goroutine, NULL) > 0);
+    pthread_t t[LL_THREADS];
+    for (int i = 0; i < LL_THREADS; i++)
+        CHECK_EQ(pthread_create(&t[i], NULL, ll_thread, NULL), 0);
+    sleep_ms(500);
+    atomic_store(&ll_stop, 1);
+    for (int i = 0; i < LL_THREADS; i++)
+        CHECK_EQ(pthread_join(t[i], NULL), 0);
+    /* The waiters may be asleep on the cond: wake them until they have all left. */
+    double deadline = now_sec() + 10.0;
+    while (atomic_load(&ll_left) < LL_WAITERS) {
+        CHECK(now_sec() < deadline);
+        CHECK_OK(gmp_cond_broadcast(&ll_cond));
+        sleep_ms(1);
+    }
+    CHECK_OK(gmp_wg_wait(&ll_wg));
+    long w = atomic_load(&ll_wakeups), sg = atomic_load(&ll_signals);
+    printf("sync_cond: list lock: %ld signal/broadcast calls, %ld wake-ups\n", sg, w);
+    CHECK(sg > 10000);
+    CHECK(w > 1000);
+}
+
 int main(void)
 {
     scenario_producer_consumer();
     scenario_broadcast();
     scenario_signal();
+    scenario_list_lock();
     printf("sync_cond: ok\n");
     return 0;
 }
