@@ -45,7 +45,7 @@ else
     src/sync/waitgroup.rs) filters=(foreign_wait nested_spawn bad_input goexit) ;;
     src/sync/mutex.rs) filters=(sync_mutex sync_trylock sync_cond sync_misuse
         sync_unlock_in_syscall sync_rwmutex) ;;
-    src/sync/rwmutex.rs) filters=(sync_rwmutex sync_misuse) ;;
+    src/sync/rwmutex.rs) filters=(sync_rwmutex sync_misuse sync_trylock) ;;
     src/sync/cond.rs) filters=(sync_cond sync_misuse) ;;
     src/sync/once.rs) filters=(sync_once once_goexit) ;;
     src/sync/sema.rs) filters=(sync_ foreign_wait) ;;
