@@ -480,20 +480,34 @@ impl Chan {
             crate::sys::tsan::release(self as *const Chan as usize);
         }
         self.lock.lock();
-        // A safe point: a goroutine that never blocks here is preempted when sysmon asks.
-        // The request is read under the lock and acted on after the operation: anything
-        // done between two acquisitions of a contended channel lock, even a few loads,
-        // hands the lock to the other CPU every time (chan_mpmc at GOMAXPROCS=2: 21 ns per
-        // item without, 37 ns with the check before `lock`; HACKING "Channels").
-        let preempt = rt::preempt_wanted();
+        self.safepoint_locked();
         // SAFETY: lock held; elem per the caller contract.
         let now = unsafe { self.send_locked(self.synced(), elem) };
         // SAFETY: as above.
-        let r = unsafe { self.finish_or_block(now, elem as *mut u8, mode, true) };
-        if preempt {
-            rt::preempt_check();
+        unsafe { self.finish_or_block(now, elem as *mut u8, mode, true) }
+    }
+
+    /// The safe point of send and receive, with the lock held: a goroutine that never
+    /// blocks on a channel is preempted when sysmon asks, before its operation (as Go's
+    /// chansend/chanrecv are, at their entry). The request is read under the lock: anything
+    /// done between two acquisitions of a contended channel lock, even a few loads, hands
+    /// the lock to the other CPU every time (chan_mpmc at GOMAXPROCS=2: 21 ns per item
+    /// without a check, 37 ns with it before `lock`; HACKING "Channels"). When it is set,
+    /// the lock is dropped for the preemption and taken again.
+    #[inline(always)]
+    fn safepoint_locked(&self) {
+        if rt::preempt_wanted() {
+            self.preempt_unlocked();
         }
-        r
+    }
+
+    /// `safepoint_locked`'s rare half: drop the lock, be preempted, take it again.
+    #[cold]
+    #[inline(never)]
+    fn preempt_unlocked(&self) {
+        self.lock.unlock();
+        rt::preempt_check();
+        self.lock.lock();
     }
 
     /// Receives into `out` (may be null: discard) (Go's chanrecv).
@@ -503,17 +517,13 @@ impl Chan {
     #[inline]
     pub unsafe fn recv(&self, out: *mut u8, mode: Mode) -> Result<(), ChanError> {
         self.lock.lock();
-        // A safe point (see send).
-        let preempt = rt::preempt_wanted();
+        self.safepoint_locked();
         // SAFETY: lock held; out per the caller contract.
         let now = unsafe { self.recv_locked(self.synced(), out) };
         // SAFETY: as above.
         let r = unsafe { self.finish_or_block(now, out, mode, false) };
         if crate::sys::tsan::on() {
             crate::sys::tsan::acquire(self as *const Chan as usize);
-        }
-        if preempt {
-            rt::preempt_check();
         }
         r
     }
