@@ -139,47 +139,51 @@ unsafe fn safepoint(p: &P) {
     }
 }
 
-/// The safe point of every `gmp_*` call that may switch (see `safepoint`): a no-op on a
+/// This thread's M and the P it holds, if the caller is a goroutine holding one: null on a
 /// foreign thread, and between `gmp_entersyscall` and `gmp_exitsyscall` (no P).
-pub fn preempt_check() {
+#[inline]
+fn running_on_p() -> Option<(*mut M, *mut P)> {
     let m = getm();
     if m.is_null() {
-        return;
+        return None;
     }
     // SAFETY: m is this thread's M (a runtime thread: only goroutines call the API there).
     let pp = unsafe { (*m).p.load(Ordering::Relaxed) };
+    // SAFETY: as above.
     if pp.is_null() || unsafe { (*m).curg.load(Ordering::Relaxed).is_null() } {
-        return;
+        return None;
     }
-    // SAFETY: we run on a goroutine of m, which holds pp.
-    unsafe { safepoint(&*pp) };
+    Some((m, pp))
+}
+
+/// The safe point of every `gmp_*` call that may switch (see `safepoint`): a no-op on a
+/// foreign thread, and between `gmp_entersyscall` and `gmp_exitsyscall` (no P).
+pub fn preempt_check() {
+    if let Some((_, pp)) = running_on_p() {
+        // SAFETY: we run on a goroutine of this M, which holds pp.
+        unsafe { safepoint(&*pp) };
+    }
 }
 
 /// `preempt_check` on the way out of a blocking call (gmp_blocking): the goroutine is
 /// preempted as there, but resumes on this same thread, since C code may keep `&errno`
 /// across the call (DESIGN.md decisions 4 and 8; the header promises it).
 pub fn preempt_check_bound() {
-    let m = getm();
-    if m.is_null() {
-        return;
-    }
-    // SAFETY: m is this thread's M (a runtime thread: only goroutines call the API there).
-    let pp = unsafe { (*m).p.load(Ordering::Relaxed) };
-    if pp.is_null() || unsafe { (*m).curg.load(Ordering::Relaxed).is_null() } {
-        return;
-    }
-    // SAFETY: we run on goroutine m.curg, whose M holds pp.
-    unsafe {
-        if (*pp).preempt.load(Ordering::Relaxed) {
-            park::gopreempt_bound(m);
+    if let Some((m, pp)) = running_on_p() {
+        // SAFETY: we run on goroutine m.curg, whose M holds pp.
+        unsafe {
+            if (*pp).preempt.load(Ordering::Relaxed) {
+                park::gopreempt_bound(m);
+            }
         }
     }
 }
 
-/// Whether the running goroutine's P has a preemption request pending (what
-/// `preempt_check` tests, without acting on it). For a caller that reads it inside a short
-/// critical section and calls `preempt_check` after leaving it, so that the safe point
-/// adds nothing between two acquisitions of a contended lock (see `Chan::send`).
+/// Whether this thread's P has a preemption request pending (what `preempt_check` tests,
+/// without acting on it, and without its check for a current goroutine: one load less on
+/// a path that runs on goroutines only). For a caller that reads it inside a short
+/// critical section and, only when it is set, leaves the section to call
+/// `preempt_check` (see `Chan::safepoint_locked`).
 #[inline]
 pub fn preempt_wanted() -> bool {
     let m = getm();
