@@ -36,7 +36,9 @@
 //!
 //! **Wait times** come from `G::waitsince`, stored by `gopark` from `COARSE_NOW` — a clock
 //! that sysmon refreshes each round (every 20 µs to 10 ms while any P runs; a park happens
-//! only on a running P) — so a park costs one load and one store, not a clock read.
+//! only on a running P) — so a park costs one load and one store, not a clock read. Sysmon
+//! marks the clock stale (0) before its deep sleep; a park in the window before its next
+//! round reads the real clock (`coarse_now`).
 
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -47,6 +49,23 @@ use super::*;
 /// first round.
 pub(crate) static COARSE_NOW: AtomicI64 = AtomicI64::new(0);
 
+/// The park time `gopark` records: sysmon's clock, or the real one while sysmon's is stale
+/// (the first parks after every P was idle; sysmon's next round, at most 20 µs after a P
+/// starts running, makes it fresh again). Without the fallback a goroutine that parked in
+/// that window showed no wait time however long it waited.
+#[inline]
+pub(crate) fn coarse_now() -> i64 {
+    match COARSE_NOW.load(Ordering::Relaxed) {
+        0 => stale_now(),
+        t => t,
+    }
+}
+
+#[cold]
+fn stale_now() -> i64 {
+    crate::sys::nanotime()
+}
+
 /// Called by sysmon each round with the time it just read.
 #[inline]
 pub(crate) fn set_coarse_now(now: i64) {
@@ -54,8 +73,8 @@ pub(crate) fn set_coarse_now(now: i64) {
 }
 
 /// Called before sysmon's deep sleep (every P idle), which may last hours: a goroutine that
-/// parks after a P left the idle list but before sysmon's next round records "unknown"
-/// (0, no duration shown) rather than a time from before the sleep.
+/// parks after a P left the idle list but before sysmon's next round reads the clock
+/// itself (`coarse_now`) rather than recording a time from before the sleep.
 pub(crate) fn coarse_now_stale() {
     COARSE_NOW.store(0, Ordering::Relaxed);
 }

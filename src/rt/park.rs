@@ -72,9 +72,7 @@ pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) 
         (*m).waitunlockf.set(unlockf);
         (*m).waitlock.set(arg);
         (*gp).waitreason.store(reason as u8, Ordering::Relaxed);
-        (*gp)
-            .waitsince
-            .store(dump::COARSE_NOW.load(Ordering::Relaxed), Ordering::Relaxed);
+        (*gp).waitsince.store(dump::coarse_now(), Ordering::Relaxed);
         mcall(action::PARK);
     }
 }
