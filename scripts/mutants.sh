@@ -61,7 +61,13 @@ else
         filters=(nested_spawn yield_fairness goexit steals lockosthread foreign_wait
             syscall_handoff feature_mix_shrink_timers feature_mix_locked_exit_handoff
             feature_mix_grow_runs_queued maxprocs handoff_wakeup
-            config_max_threads_env affinity attrs preempt_lockexit) ;;
+            config_max_threads_env affinity attrs preempt_lockexit)
+        # proc.rs and park.rs also hold the safe points (gmp_go's, the channels', the
+        # syscall exit's) and gopark/goready: the preemption and ping-pong tests see those.
+        case "$file" in
+        src/rt/proc.rs | src/rt/park.rs) filters+=(preempt_ feature_mix_pingpong_fair
+            syscall_errno_safepoint once_goexit chan_basic) ;;
+        esac ;;
     *) filters=() ;; # every C test
     esac
 fi
