@@ -106,13 +106,18 @@ pub(super) fn must_use_template() -> bool {
     unsafe { (*mp).lockedext.get() > 0 || (*mp).exiting.get() }
 }
 
+/// The template thread's stack: it only clones Ms.
+const TEMPLATE_STACK: usize = 128 * 1024;
+
 fn ensure_template_thread() {
     TEMPLATE_ONCE.call_once(|| {
         // SAFETY: plain pthread calls on a zeroed attr.
         unsafe {
             let mut attr: libc::pthread_attr_t = core::mem::zeroed();
             libc::pthread_attr_init(&mut attr);
-            libc::pthread_attr_setstacksize(&mut attr, 128 * 1024);
+            if libc::pthread_attr_setstacksize(&mut attr, TEMPLATE_STACK) != 0 {
+                throw("template thread: pthread_attr_setstacksize refused its stack size");
+            }
             libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
             let mut tid: libc::pthread_t = 0;
             let rc = libc::pthread_create(&mut tid, &attr, template_main, null_mut());

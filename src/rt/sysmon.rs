@@ -70,13 +70,18 @@ const WAKEABLE_US: u64 = 1_000;
 /// A syscall holding a P with nothing queued is left alone this long (Go: 10 ms).
 const SYSCALL_GRACE_NS: i64 = 10_000_000;
 
+/// Sysmon's thread stack (it runs no goroutine code, only the runtime's own loop).
+const SYSMON_STACK: usize = 256 * 1024;
+
 /// Starts the sysmon thread (once, from `init_once`).
 pub(super) fn start() {
     // SAFETY: plain pthread calls on a zeroed attr; the thread takes no argument.
     unsafe {
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
-        libc::pthread_attr_setstacksize(&mut attr, 256 * 1024);
+        if libc::pthread_attr_setstacksize(&mut attr, SYSMON_STACK) != 0 {
+            throw("sysmon: pthread_attr_setstacksize refused its stack size");
+        }
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         let mut tid: libc::pthread_t = 0;
         let rc = libc::pthread_create(&mut tid, &attr, sysmon_main, core::ptr::null_mut());
