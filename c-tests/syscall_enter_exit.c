@@ -11,6 +11,11 @@
  *    without gmp_entersyscall is -EINVAL; on the foreign main thread both return 0.
  * 3. 20 rounds of the same hand-off, each waiting until A is inside read (its thread
  *    asleep in the kernel, seen in /proc) before B is started.
+ * 4. The fast path: a call that returns before sysmon looks finds its processor where it
+ *    left it and goes on (Go's exitsyscall fast path), without a trip through the
+ *    scheduler. 1,000 enter/getppid/exit rounds with nothing else to run, on one thread,
+ *    add (almost) nothing to gmp_stats' schedticks; the slow path (waiting for a
+ *    processor to be handed over) counts one per round and is ~300x slower.
  */
 #include "check.h"
 
@@ -20,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 static int pipefd[2];
 static atomic_long a_tid, b_tid;
@@ -81,6 +87,34 @@ static void writer(void *arg)
     CHECK_OK(gmp_wg_done(arg));
 }
 
+#define FAST_ROUNDS 1000
+static int fast_done;
+static double fast_secs;
+static uint64_t fast_ticks;
+
+static uint64_t schedticks(void)
+{
+    gmp_sched_stats st;
+    CHECK_OK(gmp_stats(&st, NULL, 0));
+    return st.schedticks;
+}
+
+static void fast_path(void *arg)
+{
+    long t0 = tid();
+    uint64_t ticks0 = schedticks();
+    double start = now_sec();
+    for (fast_done = 0; fast_done < FAST_ROUNDS; fast_done++) {
+        CHECK_EQ(gmp_entersyscall(), 0);
+        CHECK(getppid() > 0);
+        CHECK_EQ(gmp_exitsyscall(), 0);
+        CHECK_EQ(tid(), t0);
+    }
+    fast_secs = now_sec() - start;
+    fast_ticks = schedticks() - ticks0;
+    CHECK_OK(gmp_wg_done(arg));
+}
+
 int main(void)
 {
     CHECK_EQ(gmp_entersyscall(), 0); /* foreign thread: nothing to do */
@@ -110,6 +144,18 @@ int main(void)
         CHECK(gmp_go(writer, &wg) > 0);
         WAIT_UNTIL(atomic_load(&b_tid) != 0, 10.0);
         CHECK_OK(gmp_wg_wait(&wg));
+    }
+    /* 4 */
+    {
+        gmp_wg wg = GMP_WG_INIT;
+        CHECK_OK(gmp_wg_add(&wg, 1));
+        CHECK(gmp_go(fast_path, &wg) > 0);
+        CHECK_OK(gmp_wg_wait(&wg));
+        printf("fast path: %d enter/exit rounds in %.2f ms, %llu schedticks\n", FAST_ROUNDS,
+               fast_secs * 1e3, (unsigned long long)fast_ticks);
+        CHECK_EQ(fast_done, FAST_ROUNDS);
+        /* A round's hand-off by sysmon (a syscall older than its 10 ms grace) is allowed. */
+        CHECK(fast_ticks < FAST_ROUNDS / 10);
     }
     printf("syscall_enter_exit: 21 hand-offs around a raw read\n");
     return 0;

@@ -53,8 +53,10 @@ else
     src/chan/*) filters=(chan_ select_basic select_sizes) ;;
     src/rt/timer.rs) filters=(timers timer_heap chan_basic select_basic feature_mix_timer_order
         feature_mix_timer_cross_p feature_mix_locked_timer netpoll_timer netpoll_idle) ;;
+    # Not preempt_hog: its 30 ms lateness bound fails on the unmutated tree under taskset
+    # (33 ms seen); feature_mix_pingpong_fair and preempt_sigurg see sysmon's preemption.
     src/rt/sysmon.rs) filters=(syscall_ sysmon_retake affinity preempt_off preempt_sigurg
-        preempt_hog feature_mix_pingpong_fair) ;;
+        feature_mix_pingpong_fair) ;;
     src/rt/syscall.rs) filters=(syscall_ sysmon_retake affinity) ;;
     src/rt/lockosthread.rs | src/rt/affinity.rs) filters=(lockosthread affinity syscall_pinned) ;;
     src/rt/sched.rs | src/rt/proc.rs | src/rt/park.rs | src/rt/runq.rs)
