@@ -57,7 +57,9 @@ else
     # (33 ms seen); feature_mix_pingpong_fair and preempt_sigurg see sysmon's preemption.
     src/rt/sysmon.rs) filters=(syscall_ sysmon_retake affinity preempt_off preempt_sigurg
         feature_mix_pingpong_fair) ;;
-    src/rt/syscall.rs) filters=(syscall_ sysmon_retake affinity) ;;
+    # interpose_: `holds_p` decides whether the interposer parks the goroutine.
+    src/rt/syscall.rs) filters=(syscall_ sysmon_retake affinity interpose_errno
+        interpose_sleep) ;;
     src/rt/lockosthread.rs | src/rt/affinity.rs) filters=(lockosthread affinity syscall_pinned) ;;
     src/rt/sched.rs | src/rt/proc.rs | src/rt/park.rs | src/rt/runq.rs)
         filters=(nested_spawn yield_fairness goexit steals lockosthread foreign_wait
