@@ -11,11 +11,12 @@
  *    ever runs on the locked thread while it is locked.
  * 3. Unlocked goroutines under the same load do change threads (at least one of the
  *    background yielders is seen on two or more threads).
- * 4. (Run first, while few threads exist.) Template thread: a locked goroutine renames
- *    its thread ("gmp-locked"), then makes the runtime create threads (it starts 16
- *    goroutines that block in syscalls, and waits); no other thread in /proc/self/task
- *    carries the name (new threads are not cloned from a locked one: a thread's name is
- *    inherited by pthread_create, so a clone would show it).
+ * 4. (Run first, while few threads exist.) Template thread: a locked goroutine lowers
+ *    its thread's priority (nice 19, a per-thread value on Linux that pthread_create
+ *    copies and the runtime's new threads do not reset, unlike their name, signal mask
+ *    and affinity), then makes the runtime create threads (it starts 16 goroutines that
+ *    block in syscalls, and waits); no other thread in /proc/self/task has nice 19 (new
+ *    threads are not cloned from a locked one).
  * 5. A goroutine that ends while locked takes its thread with it: gmp_stats threads and
  *    the number of entries in /proc/self/task both drop by one.
  * 6. ... unless another goroutine is pinned to that thread (GMP_GO_PINNED): at
@@ -29,7 +30,8 @@
 #include <gmp.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/prctl.h>
+#include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 
 static long tid(void)
@@ -122,7 +124,10 @@ static void locked(void *arg)
 
 /* ---- 4 ---- */
 
-static int count_named(const char *name)
+#define LOCKED_NICE 19
+
+/* Threads of this process whose nice value (field 19 of /proc/self/task/T/stat) is `nice`. */
+static int count_nice(int nice)
 {
     DIR *d = opendir("/proc/self/task");
     CHECK(d != NULL);
@@ -131,14 +136,25 @@ static int count_named(const char *name)
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        char path[300], comm[64] = {0};
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        char path[300], buf[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
         FILE *f = fopen(path, "r");
         if (!f)
-            continue;
-        if (fgets(comm, sizeof comm, f) && strncmp(comm, name, strlen(name)) == 0)
-            n++;
+            continue; /* the thread just ended */
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
+        buf[len] = 0;
+        /* After "pid (comm) ": state is field 3; skip 16 fields to reach nice. */
+        const char *p = strrchr(buf, ')');
+        CHECK(p != NULL);
+        p += 2;
+        for (int field = 3; field < 19; field++) {
+            p = strchr(p, ' ');
+            CHECK(p != NULL);
+            p++;
+        }
+        if (atoi(p) == nice)
+            n++;
     }
     closedir(d);
     return n;
@@ -176,11 +192,14 @@ static void blocker(void *arg)
     CHECK_OK(gmp_wg_done(wg));
 }
 
-static void renamer(void *arg)
+static void renicer(void *arg)
 {
     gmp_wg *outer = arg;
     CHECK_EQ(gmp_lock_os_thread(), 1);
-    CHECK_EQ(prctl(PR_SET_NAME, "gmp-locked", 0, 0, 0), 0);
+    CHECK_EQ(count_nice(LOCKED_NICE), 0);
+    /* This thread only (Linux: PRIO_PROCESS with 0 is the calling thread). */
+    CHECK_EQ(setpriority(PRIO_PROCESS, 0, LOCKED_NICE), 0);
+    CHECK_EQ(count_nice(LOCKED_NICE), 1);
     /* Make the runtime create threads while we hold a processor on a locked thread:
      * goroutines that block in syscalls, and we block too (hand-off from this thread). */
     gmp_wg wg = GMP_WG_INIT;
@@ -193,11 +212,11 @@ static void renamer(void *arg)
         CHECK(now_sec() < deadline);
         CHECK_OK(gmp_sleep(1000 * 1000));
     }
-    CHECK_EQ(count_named("gmp-locked"), 1);
+    CHECK_EQ(count_nice(LOCKED_NICE), 1);
     static char bytes[16];
     CHECK_EQ(gmp_write(block_pipe[1], bytes, 16), 16);
     CHECK_OK(gmp_wg_wait(&wg));
-    CHECK_EQ(count_named("gmp-locked"), 1);
+    CHECK_EQ(count_nice(LOCKED_NICE), 1);
     /* Ends locked: the thread goes away with it. */
     CHECK_OK(gmp_wg_done(outer));
 }
@@ -268,14 +287,14 @@ int main(void)
     CHECK_OK(gmp_chan_make(&go_ahead, sizeof(int), 0));
 
     /* First, while the runtime has few threads: new ones must be created for the
-     * renamer's blockers, and the renamer's locked thread is the one asking for them. */
+     * renicer's blockers, and the renicer's locked thread is the one asking for them. */
     gmp_wg rn = GMP_WG_INIT;
     CHECK_OK(gmp_wg_add(&rn, 1));
-    CHECK_OK(gmp_go(renamer, &rn));
+    CHECK_OK(gmp_go(renicer, &rn));
     CHECK_OK(gmp_wg_wait(&rn));
-    /* The renamer ended locked: its thread exits, and no other thread has the name. */
-    WAIT_UNTIL(count_named("gmp-locked") == 0, 10.0);
-    printf("template thread: no thread cloned from the renamed locked one\n");
+    /* The renicer ended locked: its thread exits, and no other thread has its nice. */
+    WAIT_UNTIL(count_nice(LOCKED_NICE) == 0, 10.0);
+    printf("template thread: no thread cloned from the reniced locked one\n");
 
     gmp_wg bg = GMP_WG_INIT;
     CHECK_OK(gmp_wg_add(&bg, 6));
