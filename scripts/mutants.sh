@@ -69,7 +69,10 @@ else
         # proc.rs and park.rs also hold the safe points (gmp_go's, the channels', the
         # syscall exit's) and gopark/goready: the preemption and ping-pong tests see those.
         case "$file" in
-        src/rt/proc.rs | src/rt/park.rs) filters+=(preempt_ feature_mix_pingpong_fair
+        # (Not `preempt_`: it also matches torture_preempt_stress, 30 s on one CPU; not
+        # preempt_hog, whose lateness bound fails under taskset.)
+        src/rt/proc.rs | src/rt/park.rs) filters+=(preempt_fair preempt_regs preempt_libc
+            preempt_tid preempt_sigurg preempt_off feature_mix_pingpong_fair
             syscall_errno_safepoint once_goexit chan_basic) ;;
         esac ;;
     *) filters=() ;; # every C test
