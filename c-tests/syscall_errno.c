@@ -15,7 +15,10 @@
  * workers each run 25 ms of CPU (over two 10 ms slices: sysmon marks the processor for
  * preemption, and without the signal nothing acts on the mark) and then make a short
  * gmp_blocking call, 30 times, while two yielding goroutines keep both processors busy.
- * The mark is honoured as the call returns; gettid() must not change.
+ * The mark is honoured as the call returns; gettid() must not change. Then, at
+ * GOMAXPROCS=1, that the mark is honoured at all: a worker that only burns 25 ms of CPU
+ * and calls gmp_blocking, 20 times, lets a yielding goroutine run across (at least 15 of)
+ * its calls; without the safe point nothing else runs until the worker ends.
  */
 #include "check.h"
 
@@ -92,6 +95,36 @@ static void slice_worker(void *arg)
     CHECK_OK(gmp_wg_done(wg));
 }
 
+#define FAIR_ROUNDS 20
+static atomic_long yields;
+static int advanced;
+
+static void yielder(void *arg)
+{
+    while (!atomic_load(&stop)) {
+        atomic_fetch_add(&yields, 1);
+        CHECK_OK(gmp_yield());
+    }
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void burner(void *arg)
+{
+    long t0 = (long)syscall(SYS_gettid);
+    for (int i = 0; i < FAIR_ROUNDS; i++) {
+        double until = now_sec() + 0.025;
+        volatile long x = 0;
+        while (now_sec() < until)
+            for (int k = 0; k < 1000; k++)
+                x += k;
+        long before = atomic_load(&yields);
+        CHECK_EQ(gmp_blocking(set_eagain_now, NULL), -1);
+        CHECK_EQ((long)syscall(SYS_gettid), t0);
+        advanced += atomic_load(&yields) != before;
+    }
+    CHECK_OK(gmp_wg_done(arg));
+}
+
 static int safepoint_on_return(void)
 {
     CHECK_OK(gmp_maxprocs(2));
@@ -106,6 +139,20 @@ static int safepoint_on_return(void)
     atomic_store(&stop, 1);
     CHECK_OK(gmp_wg_wait(&bg));
     printf("preemption honoured on return from gmp_blocking: 60 returns on their thread\n");
+
+    CHECK_OK(gmp_maxprocs(1));
+    atomic_store(&stop, 0);
+    gmp_wg bw = GMP_WG_INIT, yw = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&bw, 1));
+    CHECK_OK(gmp_wg_add(&yw, 1));
+    CHECK_OK(gmp_go(burner, &bw));
+    CHECK_OK(gmp_go(yielder, &yw));
+    CHECK_OK(gmp_wg_wait(&bw));
+    atomic_store(&stop, 1);
+    CHECK_OK(gmp_wg_wait(&yw));
+    printf("GOMAXPROCS=1: the yielder ran across %d of %d blocking calls\n", advanced,
+           FAIR_ROUNDS);
+    CHECK(advanced >= FAIR_ROUNDS * 3 / 4);
     return 0;
 }
 
