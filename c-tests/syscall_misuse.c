@@ -8,7 +8,8 @@
  * goroutine yields, which shows that its state is sound. At GOMAXPROCS=1 with a second
  * goroutine yielding in a loop, so that the P is retaken while the blocking function
  * runs (before the fix, the refused exit ended the call and gmp_blocking's own exit then
- * dereferenced a null P).
+ * dereferenced a null P). The blocking function also calls gmp_wg_wait on a zero count
+ * and takes a read lock: safe points that must do nothing without a processor.
  *
  * With argv[1] naming a misuse, the program must die by SIGABRT with a message naming it
  * (the harness checks the signal and stderr); reaching the end of a case is a failure:
@@ -40,6 +41,13 @@ static int64_t refuse_exit(void *arg)
     CHECK_EQ(gmp_exitsyscall(), -EINVAL);
     CHECK_EQ(gmp_entersyscall(), -EINVAL);
     CHECK_EQ(gmp_exitsyscall(), -EINVAL);
+    /* Calls with a safe point that do not wait are allowed here: the safe point sees no
+     * processor and does nothing (it must not touch the P the goroutine gave up). */
+    gmp_wg done = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_wait(&done));
+    gmp_rwmutex rw = GMP_RWMUTEX_INIT;
+    CHECK_OK(gmp_rwmutex_rlock(&rw));
+    CHECK_OK(gmp_rwmutex_runlock(&rw));
     sleep_ms(1);
     return 7;
 }
