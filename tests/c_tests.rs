@@ -1408,6 +1408,23 @@ fn sysmon_retake() {
     expect_success("sysmon_retake", &[]);
 }
 
+/// What wakes sysmon (a P leaving the idle list during its deep sleep; a syscall starting
+/// during a backed-off sleep) and the timers it runs for a P nobody else watches.
+#[test]
+fn sysmon_wake_deep() {
+    expect_case("sysmon_wake", "deep", &[]);
+}
+
+#[test]
+fn sysmon_wake_syscall() {
+    expect_case("sysmon_wake", "syscall", &[]);
+}
+
+#[test]
+fn sysmon_wake_timers() {
+    expect_case("sysmon_wake", "timers", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+}
+
 /// The 10 ms grace must hold for the first blocking call a P ever makes too (sysmon's
 /// per-P record once started at the P's own syscalltick with `syscallwhen` 0, took the
 /// first syscall for one it saw long ago and retook the P at once).
