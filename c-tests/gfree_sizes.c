@@ -8,10 +8,15 @@
  * gmp_stats().allg (goroutine records ever allocated) grows by less than 10,000 over all
  * of it, and the resident set by less than 32 MiB (a record per spawn would be over
  * 100 MB); the records are really reused (another 10,000 spawns allocate almost none).
+ * Then the count from below: 2,000 goroutines parked at once need 2,000 records (allg is
+ * at least 2,000), and the records are packed, many to an allocation: malloc's
+ * bytes in use (mallinfo2) grow by less than 16 MiB for them.
  */
 #include "check.h"
 
+#include <errno.h>
 #include <gmp.h>
+#include <malloc.h>
 #include <stdatomic.h>
 
 #define N_64K 1000000L
@@ -66,6 +71,22 @@ static void run_driver(long n, int mixed)
     CHECK_EQ(atomic_load(&ran) - before, n);
 }
 
+#define N_PARKED 2000
+static gmp_chan *release;
+
+static void parked(void *arg)
+{
+    long v;
+    CHECK_EQ(gmp_chan_recv(release, &v), -EPIPE); /* closed */
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static long malloc_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return (long)(mi.uordblks + mi.hblkhd);
+}
+
 static long allg(void)
 {
     gmp_sched_stats st;
@@ -103,5 +124,22 @@ int main(void)
     long g4 = allg();
     run_driver(10000, 1);
     CHECK(allg() - g4 < 1000);
+
+    /* Records for goroutines alive at once: counted, and packed. */
+    CHECK_OK(gmp_chan_make(&release, sizeof(long), 0));
+    long g5 = allg(), m5 = malloc_in_use();
+    gmp_wg wg = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&wg, N_PARKED));
+    for (long i = 0; i < N_PARKED; i++)
+        CHECK_OK(gmp_go(parked, &wg));
+    WAIT_UNTIL(all_goroutines_blocked(), 10);
+    long g6 = allg(), m6 = malloc_in_use();
+    printf("gfree_sizes: %d parked at once: allg %ld -> %ld, malloc in use +%ld KiB\n", N_PARKED,
+           g5, g6, (m6 - m5) / 1024);
+    CHECK(g6 >= N_PARKED); /* records ever allocated >= records alive at once */
+    CHECK(m6 - m5 < 16L << 20);
+    CHECK_OK(gmp_chan_close(release));
+    CHECK_OK(gmp_wg_wait(&wg));
+    CHECK_OK(gmp_chan_release(release));
     return 0;
 }

@@ -8,8 +8,9 @@
  * goroutine yields, which shows that its state is sound. At GOMAXPROCS=1 with a second
  * goroutine yielding in a loop, so that the P is retaken while the blocking function
  * runs (before the fix, the refused exit ended the call and gmp_blocking's own exit then
- * dereferenced a null P). The blocking function also calls gmp_wg_wait on a zero count
- * and takes a read lock: safe points that must do nothing without a processor.
+ * dereferenced a null P). The blocking function also calls gmp_wg_wait on a zero count,
+ * takes a read lock, and sends and receives on a buffered channel with room: safe points
+ * that must do nothing without a processor.
  *
  * With argv[1] naming a misuse, the program must die by SIGABRT with a message naming it
  * (the harness checks the signal and stderr); reaching the end of a case is a failure:
@@ -31,6 +32,7 @@
 #include <string.h>
 
 static gmp_chan *ch;
+static gmp_chan *buffered;
 static volatile int stop_spinner;
 
 static int64_t refuse_exit(void *arg)
@@ -48,6 +50,11 @@ static int64_t refuse_exit(void *arg)
     gmp_rwmutex rw = GMP_RWMUTEX_INIT;
     CHECK_OK(gmp_rwmutex_rlock(&rw));
     CHECK_OK(gmp_rwmutex_runlock(&rw));
+    long v = 5;
+    CHECK_OK(gmp_chan_send(buffered, &v)); /* room in the buffer: no wait */
+    v = 0;
+    CHECK_OK(gmp_chan_recv(buffered, &v));
+    CHECK_EQ(v, 5);
     sleep_ms(1);
     return 7;
 }
@@ -77,6 +84,7 @@ static void balanced(void *arg)
 
 static void run_balanced(void)
 {
+    CHECK_OK(gmp_chan_make(&buffered, sizeof(long), 1));
     gmp_wg wg = GMP_WG_INIT;
     CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK_OK(gmp_go(spinner, NULL));
