@@ -12,7 +12,7 @@
  *    1 s blocking call: B must start within 500 ms, long before the call returns.
  * 3. Back-off: while one goroutine computes for 1 s (a P busy, nothing to retake; it
  *    makes one short blocking call first, which wakes sysmon from its all-idle sleep), the
- *    process's threads together make fewer than 1,000 voluntary context switches (sysmon
+ *    process's threads together make fewer than 400 voluntary context switches (sysmon
  *    polling every 20 us would make ~50,000; backed off to 10 ms, ~150). With every P idle
  *    for 1 s, fewer than 50 (sysmon sleeps until a syscall wakes it).
  */
@@ -183,7 +183,9 @@ int main(int argc, char **argv)
         long idle = voluntary_switches() - v0;
         printf("3. voluntary context switches in 1 s: %ld with a busy P, %ld all idle\n", busy,
                idle);
-        CHECK(busy < 1000);
+        /* ~100 here; 740 with the delay growing by addition instead of doubling, 840 with
+         * the 1 ms cap for queued work applied always. */
+        CHECK(busy < 400);
         CHECK(idle < 50);
     }
     return 0;
