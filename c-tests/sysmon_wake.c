@@ -14,6 +14,14 @@
  *            within about 100 us; without the wake-up the hand-off waits out sysmon's
  *            10 ms sleep and one more round. 21 rounds; the median hand-off must be under
  *            3 ms.
+ *   slice    The other side of the 10 ms slice: a goroutine that computes for 4 ms and
+ *            yields, 200 times at GOMAXPROCS=1, is never asked to yield: gmp_stats
+ *            preempt_requests grows by at most 3 more than the bursts that a loaded
+ *            machine stretched to 9 ms or more (0 requests seen on a quiet one). Run with
+ *            GMP_DEBUG=asyncpreemptoff=1: a request is then only a mark, which the yield
+ *            clears, and does not itself stretch the burst it interrupts. Asking for a P seen twice with one
+ *            schedtick, whatever the time between, makes ~15; tracking the slice start
+ *            wrongly, ~100.
  *   timers   GOMAXPROCS=1, asynchronous preemption off (GMP_DEBUG=asyncpreemptoff=1, set
  *            by the harness), the first goroutines of the process: S starts H and sleeps
  *            50 ms; H, run next on the same P, spins without a safe point for up to 5 s.
@@ -131,6 +139,38 @@ static void case_syscall(void)
     CHECK(handoff_ms[ROUNDS / 2] < 3.0);
 }
 
+/* ---- slice ---- */
+
+#define BURSTS 200
+
+static int long_slices; /* bursts the OS stretched to 9 ms or more */
+
+static void bursts(void *arg)
+{
+    for (int i = 0; i < BURSTS; i++) {
+        double start = now_sec(), until = start + 0.004;
+        while (now_sec() < until)
+            ;
+        long_slices += now_sec() - start >= 0.009;
+        CHECK_OK(gmp_yield());
+    }
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void case_slice(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    gmp_wg wg = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&wg, 1));
+    uint64_t r0 = stats().preempt_requests;
+    CHECK(gmp_go(bursts, &wg) > 0);
+    WAIT_UNTIL(stats().goroutines == 0, 30);
+    uint64_t n = stats().preempt_requests - r0;
+    printf("slice: %llu preemption requests for %d bursts of 4 ms (%d stretched to 9 ms)\n",
+           (unsigned long long)n, BURSTS, long_slices);
+    CHECK(n <= (uint64_t)long_slices + 3);
+}
+
 /* ---- timers ---- */
 
 static void h_spin(void *arg);
@@ -171,7 +211,7 @@ static void case_timers(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: sysmon_wake deep|syscall|timers\n");
+        fprintf(stderr, "usage: sysmon_wake deep|syscall|slice|timers\n");
         return 2;
     }
     alarm(90); /* a hang fails the case */
@@ -179,6 +219,8 @@ int main(int argc, char **argv)
         case_deep();
     else if (strcmp(argv[1], "syscall") == 0)
         case_syscall();
+    else if (strcmp(argv[1], "slice") == 0)
+        case_slice();
     else if (strcmp(argv[1], "timers") == 0)
         case_timers();
     else

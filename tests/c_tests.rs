@@ -1421,6 +1421,11 @@ fn sysmon_wake_syscall() {
 }
 
 #[test]
+fn sysmon_wake_slice() {
+    expect_case("sysmon_wake", "slice", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+}
+
+#[test]
 fn sysmon_wake_timers() {
     expect_case("sysmon_wake", "timers", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
 }
