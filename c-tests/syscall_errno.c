@@ -15,7 +15,10 @@
  * workers each run 25 ms of CPU (over two 10 ms slices: sysmon marks the processor for
  * preemption, and without the signal nothing acts on the mark) and then make a short
  * gmp_blocking call, 30 times, while two yielding goroutines keep both processors busy.
- * The mark is honoured as the call returns; gettid() must not change. Then, at
+ * The mark is honoured as the call returns; gettid() must not change. A third worker,
+ * started pinned, does the same and must still be pinned afterwards (its own record in
+ * gmp_dump says so): the binding for one stop must not replace a pinned goroutine's own,
+ * or dropping it unpins the goroutine. Then, at
  * GOMAXPROCS=1, that the mark is honoured at all: a worker that only burns 25 ms of CPU
  * and calls gmp_blocking, 20 times, lets a yielding goroutine run across (at least 15 of)
  * its calls; without the safe point nothing else runs until the worker ends.
@@ -25,8 +28,10 @@
 #include <errno.h>
 #include <gmp.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 static atomic_int stop;
 
@@ -76,9 +81,8 @@ static int64_t set_eagain_now(void *arg)
     return -1;
 }
 
-static void slice_worker(void *arg)
+static long slices(void)
 {
-    gmp_wg *wg = arg;
     int *e = &errno;
     long t0 = (long)syscall(SYS_gettid);
     for (int i = 0; i < 30; i++) {
@@ -92,7 +96,42 @@ static void slice_worker(void *arg)
         CHECK_EQ((long)syscall(SYS_gettid), t0);
         CHECK_EQ(*e, EAGAIN);
     }
-    CHECK_OK(gmp_wg_done(wg));
+    return t0;
+}
+
+static void slice_worker(void *arg)
+{
+    slices();
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+/* Whether this goroutine's own record in gmp_dump says "pinned to thread". */
+static int dump_says_pinned(void)
+{
+    static char text[1 << 16];
+    int fds[2];
+    CHECK_EQ(pipe(fds), 0);
+    CHECK_EQ(gmp_dump(fds[1]), 0);
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof text - 1 && (r = read(fds[0], text + n, sizeof text - 1 - n)) > 0)
+        n += (size_t)r;
+    close(fds[0]);
+    text[n] = 0;
+    char head[64];
+    snprintf(head, sizeof head, "goroutine %lld [running, pinned to thread]",
+             (long long)gmp_goid());
+    return strstr(text, head) != NULL;
+}
+
+/* Started pinned: the one-stop binding of those preemptions must not replace its own. */
+static void pinned_slice_worker(void *arg)
+{
+    CHECK(dump_says_pinned());
+    slices();
+    CHECK(dump_says_pinned());
+    CHECK_OK(gmp_wg_done(arg));
 }
 
 #define FAIR_ROUNDS 20
@@ -132,13 +171,15 @@ static int safepoint_on_return(void)
     CHECK_OK(gmp_wg_add(&bg, 2));
     for (int i = 0; i < 2; i++)
         CHECK_OK(gmp_go(spinner, &bg));
-    CHECK_OK(gmp_wg_add(&wg, 2));
+    CHECK_OK(gmp_wg_add(&wg, 3));
     for (int i = 0; i < 2; i++)
         CHECK_OK(gmp_go(slice_worker, &wg));
+    gmp_attr pinned = {0, GMP_GO_PINNED};
+    CHECK_OK(gmp_go_attr(pinned_slice_worker, &wg, &pinned));
     CHECK_OK(gmp_wg_wait(&wg));
     atomic_store(&stop, 1);
     CHECK_OK(gmp_wg_wait(&bg));
-    printf("preemption honoured on return from gmp_blocking: 60 returns on their thread\n");
+    printf("preemption honoured on return from gmp_blocking: 90 returns on their thread\n");
 
     CHECK_OK(gmp_maxprocs(1));
     atomic_store(&stop, 0);
