@@ -54,9 +54,10 @@ else
     src/rt/timer.rs) filters=(timers timer_heap chan_basic select_basic feature_mix_timer_order
         feature_mix_timer_cross_p feature_mix_locked_timer netpoll_timer netpoll_idle) ;;
     # Not preempt_hog: its 30 ms lateness bound fails on the unmutated tree under taskset
-    # (33 ms seen); feature_mix_pingpong_fair and preempt_sigurg see sysmon's preemption.
+    # (33 ms seen); feature_mix_pingpong_fair, preempt_fair and preempt_sigurg see sysmon's
+    # preemption.
     src/rt/sysmon.rs) filters=(syscall_ sysmon_retake sysmon_wake affinity preempt_off
-        preempt_sigurg feature_mix_pingpong_fair) ;;
+        preempt_sigurg preempt_fair feature_mix_pingpong_fair) ;;
     # interpose_: `holds_p` decides whether the interposer parks the goroutine.
     src/rt/syscall.rs) filters=(syscall_ sysmon_retake affinity interpose_errno
         interpose_sleep) ;;
