@@ -7,11 +7,15 @@
  * gmp_goexit. Every waiter must return, the function must have run once, and a later
  * gmp_once on the same once must not run its function. A goroutine that ends this way
  * leaves nothing behind (the goroutine count drops to zero). Then the same with the
- * function calling gmp_goexit uncontended, in a goroutine that never blocked.
+ * function calling gmp_goexit uncontended, in a goroutine that never blocked. Last, a
+ * goroutine that completed a once normally (from a deeper frame, since returned) and
+ * then calls gmp_goexit ends cleanly: the once's cleanup record left the goroutine when
+ * the function returned, so the exit does not run it again on a dead frame.
  */
 #include "check.h"
 
 #include <gmp.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define WAITERS 20
@@ -65,6 +69,37 @@ static void quick(void *arg)
     exited_through = 1;
 }
 
+static gmp_once_t once3 = GMP_ONCE_INIT;
+static int normal_calls, after_exit;
+
+static void normal_fn(void *arg)
+{
+    (void)arg;
+    normal_calls++;
+}
+
+__attribute__((noinline)) static void run_once3(void)
+{
+    CHECK_OK(gmp_once(&once3, normal_fn, NULL));
+}
+
+/* Overwrites the stack below the caller's frame, where run_once3's frames were. */
+__attribute__((noinline)) static void scribble(void)
+{
+    volatile char junk[4096];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (char)0xA5;
+}
+
+static void done_then_exit(void *arg)
+{
+    (void)arg;
+    run_once3();
+    scribble();
+    gmp_goexit();
+    after_exit = 1;
+}
+
 int main(void)
 {
     gmp_wg wg = GMP_WG_INIT;
@@ -87,6 +122,15 @@ int main(void)
     }
     CHECK_OK(gmp_once(&once2, never, NULL));
     CHECK_EQ(exited_through, 0);
+
+    CHECK_OK(gmp_go(done_then_exit, NULL));
+    for (int i = 0; gmp_num_goroutine() != 0; i++) {
+        CHECK(i < 10000);
+        sleep_ms(1);
+    }
+    CHECK_EQ(after_exit, 0);
+    CHECK_EQ(normal_calls, 1);
+    CHECK_OK(gmp_once(&once3, never, NULL));
     printf("gmp_goexit in the once function: once done, %d waiters returned\n", WAITERS);
     return 0;
 }
