@@ -22,6 +22,10 @@
  * 6. ... unless another goroutine is pinned to that thread (GMP_GO_PINNED): at
  *    GOMAXPROCS=1 goroutine A starts pinned B (which runs first on A's thread and parks),
  *    then locks and ends. The thread stays; B, woken, runs on it and ends.
+ * 7. ... and goes once the pinned goroutines have ended: at GOMAXPROCS=1 goroutine A
+ *    starts pinned B, which runs on A's thread and ends; then A locks and ends. A's
+ *    thread must leave /proc/self/task (the count of goroutines pinned to it is back to
+ *    zero).
  */
 #include "check.h"
 
@@ -266,6 +270,30 @@ static void pinned_a(void *arg)
     CHECK_OK(gmp_wg_done(wg)); /* ends locked, while B is pinned to this thread */
 }
 
+/* ---- 7 ---- */
+
+static atomic_long quick_tid, locker_tid;
+
+static void pinned_quick(void *arg)
+{
+    (void)arg;
+    atomic_store(&quick_tid, tid());
+}
+
+static void locker_after_pinned(void *arg)
+{
+    atomic_store(&locker_tid, tid());
+    gmp_attr attr = {0};
+    attr.flags = GMP_GO_PINNED;
+    CHECK(gmp_go_attr(pinned_quick, NULL, &attr) > 0);
+    /* GOMAXPROCS 1: B runs next on this processor, and ends; wait until it is gone. */
+    while (gmp_num_goroutine() > 1)
+        CHECK_OK(gmp_yield());
+    CHECK_EQ(atomic_load(&quick_tid), atomic_load(&locker_tid));
+    CHECK_EQ(gmp_lock_os_thread(), 1);
+    CHECK_OK(gmp_wg_done(arg)); /* ends locked; nothing is pinned to this thread now */
+}
+
 static int task_exists(long t)
 {
     char path[64];
@@ -347,6 +375,14 @@ int main(void)
     CHECK_EQ(atomic_load(&pin_tid_b_after), ta);
     CHECK_OK(gmp_wg_wait(&pw));
     printf("goroutine ending locked with another pinned to its thread: the thread stayed\n");
+
+    /* 7 */
+    gmp_wg lw = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&lw, 1));
+    CHECK(gmp_go(locker_after_pinned, &lw) > 0);
+    CHECK_OK(gmp_wg_wait(&lw));
+    WAIT_UNTIL(!task_exists(atomic_load(&locker_tid)), 5.0);
+    printf("goroutine ending locked after its pinned one ended: the thread went\n");
     CHECK_OK(gmp_chan_release(pin_go));
     CHECK_OK(gmp_chan_release(ch));
     CHECK_OK(gmp_chan_release(go_ahead));
