@@ -18,6 +18,8 @@
  */
 #include "check.h"
 
+#include <sys/resource.h>
+
 #include <errno.h>
 #include <gmp.h>
 #include <stdatomic.h>
@@ -54,6 +56,28 @@ static void check_go_attr(size_t stack_size, uint32_t flags, int64_t expect_err)
         CHECK(r > 0);
         CHECK_OK(gmp_wg_wait(&wg));
     }
+}
+
+/* `bad_input nomem`: with the address space limited (RLIMIT_AS) to what the process uses
+ * plus 64 MiB, a goroutine with a 1 GiB stack cannot get one: gmp_go_attr returns -ENOMEM
+ * (not -EINVAL, which is for a size outside the documented range), and a default
+ * goroutine still starts afterwards (the record was given back). */
+static int nomem(void)
+{
+    check_go_attr(0, 0, 0); /* the runtime, its threads and first stacks exist */
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f != NULL);
+    long pages = 0;
+    CHECK_EQ(fscanf(f, "%ld", &pages), 1);
+    fclose(f);
+    struct rlimit lim;
+    CHECK_EQ(getrlimit(RLIMIT_AS, &lim), 0);
+    lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (64u << 20);
+    CHECK_EQ(setrlimit(RLIMIT_AS, &lim), 0);
+    check_go_attr((size_t)1 << 30, 0, -ENOMEM);
+    check_go_attr(0, 0, 0);
+    printf("bad_input nomem: a 1 GiB stack beyond RLIMIT_AS is -ENOMEM\n");
+    return 0;
 }
 
 static void argument_errors(void)
@@ -219,7 +243,7 @@ static int misuse(const char *which)
 int main(int argc, char **argv)
 {
     if (argc > 1)
-        return misuse(argv[1]);
+        return strcmp(argv[1], "nomem") == 0 ? nomem() : misuse(argv[1]);
     argument_errors();
     printf("bad_input: ok\n");
     return 0;

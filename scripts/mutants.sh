@@ -74,8 +74,8 @@ else
         # preempt_hog, whose lateness bound fails under taskset.)
         src/rt/proc.rs | src/rt/park.rs) filters+=(preempt_fair preempt_regs preempt_libc
             preempt_tid preempt_sigurg preempt_off feature_mix_pingpong_fair
-            syscall_errno_safepoint syscall_misuse once_goexit chan_basic dump deadlock_
-            gfree_sizes) ;;
+            syscall_errno_safepoint syscall_misuse once_goexit sync_once chan_basic dump
+            deadlock_ gfree_sizes bad_input) ;;
         esac ;;
     *) filters=() ;; # every C test
     esac

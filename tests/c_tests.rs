@@ -266,6 +266,12 @@ fn bad_input_stack_overflow() {
     );
 }
 
+/// A stack the address space cannot hold is -ENOMEM, not -EINVAL.
+#[test]
+fn bad_input_nomem() {
+    expect_case("bad_input", "nomem", &[]);
+}
+
 #[test]
 fn bad_input_thread_fuse() {
     expect_abort("bad_input", "thread_fuse", &["gmp: thread exhaustion"]);
