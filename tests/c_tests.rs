@@ -1428,12 +1428,20 @@ fn sysmon_wake_syscall() {
 
 #[test]
 fn sysmon_wake_slice() {
-    expect_case("sysmon_wake", "slice", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+    expect_case(
+        "sysmon_wake",
+        "slice",
+        &[("GMP_DEBUG", "asyncpreemptoff=1")],
+    );
 }
 
 #[test]
 fn sysmon_wake_timers() {
-    expect_case("sysmon_wake", "timers", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+    expect_case(
+        "sysmon_wake",
+        "timers",
+        &[("GMP_DEBUG", "asyncpreemptoff=1")],
+    );
 }
 
 /// The 10 ms grace must hold for the first blocking call a P ever makes too (sysmon's
