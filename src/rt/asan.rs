@@ -28,6 +28,9 @@ struct Flag(AtomicBool);
 static ON: Flag = Flag(AtomicBool::new(false));
 static START: AtomicUsize = AtomicUsize::new(0);
 static FINISH: AtomicUsize = AtomicUsize::new(0);
+/// `__asan_unpoison_memory_region`, or 0.
+static UNPOISON: AtomicUsize = AtomicUsize::new(0);
+type UnpoisonFn = unsafe extern "C" fn(*const c_void, usize);
 
 /// Looks the ASan fiber functions up (from `init_once`).
 pub(crate) fn init() {
@@ -44,6 +47,14 @@ pub(crate) fn init() {
             ),
         )
     };
+    // SAFETY: as above.
+    let u = unsafe {
+        libc::dlsym(
+            libc::RTLD_DEFAULT,
+            c"__asan_unpoison_memory_region".as_ptr(),
+        )
+    };
+    UNPOISON.store(u as usize, Ordering::Relaxed);
     if !s.is_null() && !f.is_null() {
         START.store(s as usize, Ordering::Relaxed);
         FINISH.store(f as usize, Ordering::Relaxed);
@@ -101,13 +112,27 @@ pub(crate) fn on_goroutine(m: &M, save: *mut c_void) {
 }
 
 /// On a goroutine, just before it switches to its M's stack; `exiting`: it never comes
-/// back (its fake stack is dropped).
+/// back (its fake stack is dropped, and its whole stack unpoisoned: frames that
+/// gmp_goexit abandoned never ran their epilogues, and their redzones would otherwise
+/// still be poisoned when the stack is reused by another goroutine).
 #[cold]
 #[inline(never)]
 pub(crate) fn leave_goroutine(m: &M, g: &G, exiting: bool) {
     // SAFETY: m runs g on this thread; both fields are owned by it now.
     let (lo, size) = unsafe { m.asan_g0.get() };
     let save = if exiting {
+        let unpoison = UNPOISON.load(Ordering::Relaxed);
+        // SAFETY: g is the running goroutine; its stack is its own field.
+        let stack = unsafe { (*g.stack.ptr()).as_ref().map(|s| (s.lo(), s.size())) };
+        if let (true, Some((slo, ssize))) = (unpoison != 0, stack) {
+            // SAFETY: UNPOISON holds __asan_unpoison_memory_region; the range is this
+            // goroutine's mapped stack (clearing shadow bytes only loses detection in the
+            // few frames of the exit path still running on it).
+            unsafe {
+                let f: UnpoisonFn = core::mem::transmute(unpoison);
+                f(slo as *const c_void, ssize);
+            }
+        }
         core::ptr::null_mut()
     } else {
         // SAFETY: g is the running goroutine; its own field.
