@@ -121,24 +121,31 @@ pub(crate) fn leave_goroutine(m: &M, g: &G, exiting: bool) {
     // SAFETY: m runs g on this thread; both fields are owned by it now.
     let (lo, size) = unsafe { m.asan_g0.get() };
     let save = if exiting {
-        let unpoison = UNPOISON.load(Ordering::Relaxed);
-        // SAFETY: g is the running goroutine; its stack is its own field.
-        let stack = unsafe { (*g.stack.ptr()).as_ref().map(|s| (s.lo(), s.size())) };
-        if let (true, Some((slo, ssize))) = (unpoison != 0, stack) {
-            // SAFETY: UNPOISON holds __asan_unpoison_memory_region; the range is this
-            // goroutine's mapped stack (clearing shadow bytes only loses detection in the
-            // few frames of the exit path still running on it).
-            unsafe {
-                let f: UnpoisonFn = core::mem::transmute(unpoison);
-                f(slo as *const c_void, ssize);
-            }
-        }
+        unpoison_stack(g);
         core::ptr::null_mut()
     } else {
         // SAFETY: g is the running goroutine; its own field.
         unsafe { g.ext().asan_fake.ptr() }.cast()
     };
     start(save, lo, size);
+}
+
+/// Clears the shadow of dying goroutine `g`'s whole stack (see `leave_goroutine`).
+fn unpoison_stack(g: &G) {
+    let f = UNPOISON.load(Ordering::Relaxed);
+    if f == 0 {
+        return;
+    }
+    // SAFETY: g is the running goroutine; its stack is its own field.
+    if let Some((lo, size)) = unsafe { (*g.stack.ptr()).as_ref().map(|s| (s.lo(), s.size())) } {
+        // SAFETY: UNPOISON holds __asan_unpoison_memory_region; the range is this
+        // goroutine's mapped stack (clearing shadow bytes only loses detection in the few
+        // frames of the exit path still running on it).
+        unsafe {
+            let f: UnpoisonFn = core::mem::transmute(f);
+            f(lo as *const c_void, size);
+        }
+    }
 }
 
 /// On g0, right after a goroutine switched back to it (`after_switch`).

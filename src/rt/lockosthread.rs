@@ -111,21 +111,7 @@ const TEMPLATE_STACK: usize = 128 * 1024;
 
 fn ensure_template_thread() {
     TEMPLATE_ONCE.call_once(|| {
-        // SAFETY: plain pthread calls on a zeroed attr.
-        unsafe {
-            let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-            libc::pthread_attr_init(&mut attr);
-            if libc::pthread_attr_setstacksize(&mut attr, TEMPLATE_STACK) != 0 {
-                throw("template thread: pthread_attr_setstacksize refused its stack size");
-            }
-            libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
-            let mut tid: libc::pthread_t = 0;
-            let rc = libc::pthread_create(&mut tid, &attr, template_main, null_mut());
-            libc::pthread_attr_destroy(&mut attr);
-            if rc != 0 {
-                throw("failed to create the template thread");
-            }
-        }
+        crate::sys::spawn_detached("template thread", TEMPLATE_STACK, template_main, null_mut());
     });
 }
 

@@ -766,24 +766,10 @@ fn newm(pp: *mut P, spinning: bool) {
 }
 
 /// Creates the OS thread of the new M `m` (from `newm`, or from the template thread).
+/// mstart_trampoline receives the M pointer, which stays valid forever (Ms are never
+/// freed).
 pub(super) fn spawn_m_thread(m: *mut M) {
-    // SAFETY: plain pthread calls on a zeroed attr; mstart_trampoline receives the M
-    // pointer, which stays valid forever (Ms are never freed).
-    unsafe {
-        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        libc::pthread_attr_init(&mut attr);
-        // A refused size would silently give the default (8 MiB) stack instead.
-        if libc::pthread_attr_setstacksize(&mut attr, G0_STACK) != 0 {
-            throw("newm: pthread_attr_setstacksize refused the g0 stack size");
-        }
-        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
-        let mut tid: libc::pthread_t = 0;
-        let rc = libc::pthread_create(&mut tid, &attr, mstart_trampoline, m.cast());
-        libc::pthread_attr_destroy(&mut attr);
-        if rc != 0 {
-            throw("newm: failed to create an OS thread (pthread_create)");
-        }
-    }
+    crate::sys::spawn_detached("newm", G0_STACK, mstart_trampoline, m.cast());
 }
 
 extern "C" fn mstart_trampoline(arg: *mut libc::c_void) -> *mut libc::c_void {

@@ -75,21 +75,7 @@ const SYSMON_STACK: usize = 256 * 1024;
 
 /// Starts the sysmon thread (once, from `init_once`).
 pub(super) fn start() {
-    // SAFETY: plain pthread calls on a zeroed attr; the thread takes no argument.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        libc::pthread_attr_init(&mut attr);
-        if libc::pthread_attr_setstacksize(&mut attr, SYSMON_STACK) != 0 {
-            throw("sysmon: pthread_attr_setstacksize refused its stack size");
-        }
-        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
-        let mut tid: libc::pthread_t = 0;
-        let rc = libc::pthread_create(&mut tid, &attr, sysmon_main, core::ptr::null_mut());
-        libc::pthread_attr_destroy(&mut attr);
-        if rc != 0 {
-            throw("sysmon: failed to create its thread");
-        }
-    }
+    crate::sys::spawn_detached("sysmon", SYSMON_STACK, sysmon_main, core::ptr::null_mut());
 }
 
 /// Called by `entersyscall` after publishing P_SYSCALL (SeqCst), and when a goroutine

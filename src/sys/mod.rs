@@ -363,6 +363,47 @@ impl Default for Lock {
     }
 }
 
+/// The entry function of a thread started by [`spawn_detached`].
+pub(crate) type ThreadEntry = extern "C" fn(*mut libc::c_void) -> *mut libc::c_void;
+
+/// Starts a detached OS thread running `entry(arg)` on a `stack`-byte stack (the runtime's
+/// Ms, sysmon, the template thread). Aborts with a `gmp:` message naming `who` if the size
+/// is refused — pthread would silently give the default 8 MiB stack instead — or if the
+/// thread cannot be created.
+pub(crate) fn spawn_detached(who: &str, stack: usize, entry: ThreadEntry, arg: *mut libc::c_void) {
+    let mut buf = [0u8; 128];
+    // SAFETY: plain pthread calls on a zeroed attr, destroyed before we return; `arg` is
+    // the caller's to hand over.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        if libc::pthread_attr_setstacksize(&mut attr, stack) != 0 {
+            let msg = fmt_msg(
+                &mut buf,
+                &[
+                    who.as_bytes(),
+                    b": pthread_attr_setstacksize refused the stack size",
+                ],
+            );
+            throw(core::str::from_utf8(msg).unwrap_or("pthread_attr_setstacksize refused"));
+        }
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let mut tid: libc::pthread_t = 0;
+        let rc = libc::pthread_create(&mut tid, &attr, entry, arg);
+        libc::pthread_attr_destroy(&mut attr);
+        if rc != 0 {
+            let msg = fmt_msg(
+                &mut buf,
+                &[
+                    who.as_bytes(),
+                    b": failed to create an OS thread (pthread_create)",
+                ],
+            );
+            throw(core::str::from_utf8(msg).unwrap_or("pthread_create failed"));
+        }
+    }
+}
+
 /// A broken invariant: prints `gmp: <msg>` to stderr and aborts (Go's `throw`). It lives
 /// at the bottom layer so that every layer can abort with a message.
 #[cold]
