@@ -114,6 +114,14 @@ static inline long rss_kib(void)
         }                                                                          \
     } while (0)
 
+/* The scheduler's counters now (gmp_stats without run queue lengths), checked. */
+static inline gmp_sched_stats sched_stats(void)
+{
+    gmp_sched_stats s;
+    CHECK_OK(gmp_stats(&s, NULL, 0));
+    return s;
+}
+
 /* True when no goroutine runs or is runnable: every P idle, the global run queue empty,
  * and both still so after a millisecond with no goroutine scheduled in between (an idle
  * P's local queue is always empty). Every goroutine alive then is blocked: parked on a

@@ -89,9 +89,7 @@ static long malloc_in_use(void)
 
 static long allg(void)
 {
-    gmp_sched_stats st;
-    CHECK_OK(gmp_stats(&st, NULL, 0));
-    return (long)st.allg;
+    return (long)sched_stats().allg;
 }
 
 int main(void)

@@ -51,13 +51,6 @@
 
 static int tid(void) { return (int)syscall(SYS_gettid); }
 
-static gmp_sched_stats stats(void)
-{
-    gmp_sched_stats s;
-    CHECK_OK(gmp_stats(&s, NULL, 0));
-    return s;
-}
-
 /* Spins (yielding) until *flag is set; fails after 20 s. */
 static void wait_flag(volatile int *flag)
 {
@@ -128,7 +121,7 @@ static void errno_reader(void *arg)
 
 static void case_errno(void)
 {
-    gmp_sched_stats s0 = stats();
+    gmp_sched_stats s0 = sched_stats();
     CHECK_OK(gmp_go(spinner, NULL));
     CHECK_OK(gmp_go(spinner, NULL));
     CHECK_OK(gmp_wg_add(&errno_wg, ERRNO_GOROUTINES));
@@ -136,7 +129,7 @@ static void case_errno(void)
         CHECK_OK(gmp_go(errno_reader, NULL));
     CHECK_OK(gmp_wg_wait(&errno_wg));
     __atomic_store_n(&errno_done, 1, __ATOMIC_RELEASE);
-    gmp_sched_stats s1 = stats();
+    gmp_sched_stats s1 = sched_stats();
     long parks = (long)(s1.netpoll_readied - s0.netpoll_readied);
     printf("errno: %d reads, %ld woken by the poller, %ld moved, %ld stale\n",
            ERRNO_GOROUTINES * ERRNO_ROUNDS, parks, errno_moved, errno_stale);
@@ -487,7 +480,7 @@ static void case_sleep(void)
         CHECK_OK(gmp_go(sleeper, (void *)(intptr_t)i));
     CHECK_OK(gmp_wg_wait(&sleep_wg));
     double dt = now_sec() - t0;
-    gmp_sched_stats s = stats();
+    gmp_sched_stats s = sched_stats();
     printf("sleep: %d sleepers of 100 ms in %.3f s on %d threads\n", SLEEPERS, dt, s.threads);
     CHECK(!sleep_bad);
     /* Had they blocked their threads, 1,000 x 100 ms on a few threads would take 10+ s. */
@@ -647,7 +640,7 @@ static void select_goroutine(void *arg)
     CHECK_EQ(pipe(p1), 0);
     CHECK_EQ(pipe(p2), 0);
     int maxfd = (p1[0] > p2[0] ? p1[0] : p2[0]) + 1;
-    gmp_sched_stats s0 = stats();
+    gmp_sched_stats s0 = sched_stats();
     /* select: the second pipe becomes readable. */
     struct delayed d = {p2[1], 30};
     CHECK_OK(gmp_go(delayed_writer, &d));
@@ -720,7 +713,7 @@ static void select_goroutine(void *arg)
     CHECK(now_sec() - t0 >= 0.025);
     close(ep);
     /* They parked: the poller woke this goroutine (no thread blocked in them). */
-    gmp_sched_stats s1 = stats();
+    gmp_sched_stats s1 = sched_stats();
     printf("select: %llu wake-ups by the poller\n",
            (unsigned long long)(s1.netpoll_readied - s0.netpoll_readied));
     CHECK(s1.netpoll_readied - s0.netpoll_readied >= 4); /* select, pselect, ppoll, epoll_wait */
@@ -845,8 +838,8 @@ static void case_echo(void)
         CHECK_OK(gmp_go(client, (void *)(intptr_t)i));
     CHECK_OK(gmp_wg_wait(&connected));
     /* Every client connected and every handler blocked in read() at the same time. */
-    gmp_sched_stats s = stats();
-    for (double t1 = now_sec(); s.goroutines < 2 * CLIENTS + 1; s = stats()) {
+    gmp_sched_stats s = sched_stats();
+    for (double t1 = now_sec(); s.goroutines < 2 * CLIENTS + 1; s = sched_stats()) {
         CHECK(now_sec() - t1 < 60);
         usleep(1000);
     }
@@ -855,7 +848,7 @@ static void case_echo(void)
     CHECK(s.threads <= s.gomaxprocs + 8);
     __atomic_store_n(&go_ahead, 1, __ATOMIC_RELEASE);
     CHECK_OK(gmp_wg_wait(&finished));
-    s = stats();
+    s = sched_stats();
     printf("echo: %ld bytes echoed in %.2f s, %d threads\n", echoed_bytes, now_sec() - t0,
            s.threads);
     CHECK(s.threads <= s.gomaxprocs + 8);

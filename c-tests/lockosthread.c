@@ -180,13 +180,6 @@ static int count_tasks(void)
 static int block_pipe[2];
 static atomic_int blockers_in;
 
-static int threads(void)
-{
-    gmp_sched_stats s;
-    CHECK_OK(gmp_stats(&s, NULL, 0));
-    return s.threads;
-}
-
 static void blocker(void *arg)
 {
     gmp_wg *wg = arg;
@@ -212,7 +205,7 @@ static void renicer(void *arg)
         CHECK_OK(gmp_go(blocker, &wg));
     /* Wait until all 16 are inside read at once: 16 threads in the kernel plus ours. */
     double deadline = now_sec() + 10.0;
-    while (atomic_load(&blockers_in) < 16 || threads() < 17) {
+    while (atomic_load(&blockers_in) < 16 || sched_stats().threads < 17) {
         CHECK(now_sec() < deadline);
         CHECK_OK(gmp_sleep(1000 * 1000));
     }
@@ -350,12 +343,12 @@ int main(void)
      * thread count is settled. */
     WAIT_UNTIL(atomic_load(&exits_locked_ready), 10.0);
     WAIT_BLOCKED(1);
-    int t0 = threads(), k0 = count_tasks();
+    int t0 = sched_stats().threads, k0 = count_tasks();
     int v = 1;
     CHECK_OK(gmp_chan_send(go_ahead, &v));
     CHECK_OK(gmp_wg_wait(&ex));
-    WAIT_UNTIL(threads() <= t0 - 1 && count_tasks() <= k0 - 1, 10.0);
-    int t1 = threads(), k1 = count_tasks();
+    WAIT_UNTIL(sched_stats().threads <= t0 - 1 && count_tasks() <= k0 - 1, 10.0);
+    int t1 = sched_stats().threads, k1 = count_tasks();
     printf("goroutine exiting locked: threads %d -> %d, tasks %d -> %d\n", t0, t1, k0, k1);
     CHECK_EQ(t1, t0 - 1);
     CHECK_EQ(k1, k0 - 1);

@@ -40,13 +40,6 @@
 
 #define MS 1000000LL
 
-static struct gmp_sched_stats stats(void)
-{
-    struct gmp_sched_stats s;
-    CHECK_OK(gmp_stats(&s, NULL, 0));
-    return s;
-}
-
 static atomic_int stop;
 
 /* ---------------------------------------------------------------------------------- */
@@ -93,18 +86,18 @@ static void case_hog(void)
     CHECK_OK(gmp_wg_add(&one, 1));
     CHECK_OK(gmp_wg_done(&one));
     CHECK_OK(gmp_wg_wait(&one));
-    while (hog_worst == 0 && stats().async_preempts < 100)
+    while (hog_worst == 0 && sched_stats().async_preempts < 100)
         sleep_ms(10);
     /* Wait for the sleeper (the hog only ends when told). */
     for (;;) {
-        struct gmp_sched_stats s = stats();
+        struct gmp_sched_stats s = sched_stats();
         if (s.goroutines <= 1)
             break;
         sleep_ms(10);
     }
     atomic_store(&stop, 1);
     CHECK_OK(gmp_wg_wait(&hog_wg));
-    struct gmp_sched_stats s = stats();
+    struct gmp_sched_stats s = sched_stats();
     printf("hog: worst 1 ms sleep lateness %.1f ms; %llu signals, %llu preemptions\n",
            (double)hog_worst / 1e6, (unsigned long long)s.preempt_signals,
            (unsigned long long)s.async_preempts);
@@ -308,16 +301,16 @@ static void case_regs(void)
     /* One processor: every preempted loop shares its thread with the others, which
      * overwrite every vector register it does not get back. */
     CHECK_OK(gmp_maxprocs(1));
-    uint64_t p0 = stats().async_preempts;
+    uint64_t p0 = sched_stats().async_preempts;
     CHECK_OK(gmp_wg_add(&reg_wg, 5));
     for (int k = 0; k < 5; k++)
         CHECK_OK(gmp_go(reg_worker, (void *)(intptr_t)k));
     double t0 = now_sec();
-    while (stats().async_preempts - p0 < 100000 && now_sec() - t0 < 60)
+    while (sched_stats().async_preempts - p0 < 100000 && now_sec() - t0 < 60)
         sleep_ms(50);
     atomic_store(&stop, 1);
     CHECK_OK(gmp_wg_wait(&reg_wg));
-    uint64_t n = stats().async_preempts - p0;
+    uint64_t n = sched_stats().async_preempts - p0;
     printf("regs: %llu preemptions, %lu rounds (avx2 %s, avx512 %s), %lu mismatches\n",
            (unsigned long long)n, atomic_load(&reg_rounds), have_avx2 ? "yes" : "no",
            have_avx512 ? "yes" : "no", atomic_load(&reg_failures));
@@ -370,14 +363,14 @@ static void printf_worker(void *arg)
 static void case_libc(void)
 {
     CHECK_OK(gmp_maxprocs(1));
-    struct gmp_sched_stats s0 = stats();
+    struct gmp_sched_stats s0 = sched_stats();
     CHECK_OK(gmp_wg_add(&libc_wg, 2));
     CHECK_OK(gmp_go(malloc_worker, NULL));
     CHECK_OK(gmp_go(printf_worker, NULL));
     sleep_ms(1500);
     atomic_store(&stop, 1);
     CHECK_OK(gmp_wg_wait(&libc_wg));
-    struct gmp_sched_stats s1 = stats();
+    struct gmp_sched_stats s1 = sched_stats();
     unsigned long long done = s1.async_preempts - s0.async_preempts;
     unsigned long long lib = s1.async_refused_lib - s0.async_refused_lib;
     printf("libc: %llu preemptions outside libc, %llu signals refused inside it\n", done, lib);
@@ -427,7 +420,7 @@ static void case_tid(void)
 {
     CHECK_OK(gmp_maxprocs(2));
     CHECK_OK(gmp_chan_make(&tid_tokens, sizeof(int), 0));
-    uint64_t p0 = stats().async_preempts;
+    uint64_t p0 = sched_stats().async_preempts;
     CHECK_OK(gmp_wg_add(&tid_wg, 6));
     for (int i = 0; i < 2; i++)
         CHECK_OK(gmp_go(tid_spinner, NULL));
@@ -435,7 +428,7 @@ static void case_tid(void)
         CHECK_OK(gmp_go(tid_mover, NULL));
     double t0 = now_sec();
     int token = 0;
-    while (stats().async_preempts - p0 < 10000 && now_sec() - t0 < 60) {
+    while (sched_stats().async_preempts - p0 < 10000 && now_sec() - t0 < 60) {
         for (int k = 0; k < 20; k++)
             CHECK_OK(gmp_chan_send(tid_tokens, &token));
         sleep_ms(1);
@@ -443,7 +436,7 @@ static void case_tid(void)
     atomic_store(&stop, 1);
     CHECK_OK(gmp_chan_close(tid_tokens));
     CHECK_OK(gmp_wg_wait(&tid_wg));
-    uint64_t n = stats().async_preempts - p0;
+    uint64_t n = sched_stats().async_preempts - p0;
     printf("tid: %llu preemptions, spinner thread changes %lu, yielders moved %lu times\n",
            (unsigned long long)n, atomic_load(&tid_changes), atomic_load(&tid_mover_moves));
     CHECK(n >= 10000);
@@ -459,12 +452,12 @@ static atomic_long lockexit_tid;
 static void preempted_then_locked(void *arg)
 {
     (void)arg;
-    uint64_t p0 = stats().async_preempts;
+    uint64_t p0 = sched_stats().async_preempts;
     double t0 = now_sec();
-    while (stats().async_preempts - p0 < 200 && now_sec() - t0 < 30)
+    while (sched_stats().async_preempts - p0 < 200 && now_sec() - t0 < 30)
         for (volatile int k = 0; k < 1000; k++)
             ;
-    CHECK(stats().async_preempts - p0 >= 200);
+    CHECK(sched_stats().async_preempts - p0 >= 200);
     CHECK_OK(gmp_lock_os_thread());
     atomic_store(&lockexit_tid, (long)syscall(SYS_gettid));
 }
@@ -525,16 +518,16 @@ static void case_sigurg(void)
         }
     }
     /* Let the hog be preempted some more with the user's handler in place. */
-    uint64_t p0 = stats().async_preempts;
+    uint64_t p0 = sched_stats().async_preempts;
     double t0 = now_sec();
-    while (stats().async_preempts - p0 < 100 && now_sec() - t0 < 30)
+    while (sched_stats().async_preempts - p0 < 100 && now_sec() - t0 < 30)
         sleep_ms(5);
     atomic_store(&stop, 1);
     CHECK_OK(gmp_wg_wait(&hog_wg));
     printf("sigurg: the user's handler saw %lu of 1000 SIGURGs; %llu preemptions meanwhile\n",
-           atomic_load(&user_sigurgs), (unsigned long long)(stats().async_preempts - p0));
+           atomic_load(&user_sigurgs), (unsigned long long)(sched_stats().async_preempts - p0));
     CHECK_EQ(atomic_load(&user_sigurgs), 1000);
-    CHECK(stats().async_preempts - p0 >= 100);
+    CHECK(sched_stats().async_preempts - p0 >= 100);
 }
 
 /* asyncpreemptoff=1: no signals at all (the cooperative request stays). */
@@ -544,7 +537,7 @@ static void case_off(void)
     CHECK_OK(gmp_wg_add(&hog_wg, 1));
     CHECK_OK(gmp_go(hog, NULL));
     sleep_ms(300);
-    struct gmp_sched_stats s = stats();
+    struct gmp_sched_stats s = sched_stats();
     atomic_store(&stop, 1);
     CHECK_OK(gmp_wg_wait(&hog_wg));
     printf("off: %llu preemption requests, %llu signals\n",

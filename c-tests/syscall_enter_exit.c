@@ -92,17 +92,10 @@ static int fast_done;
 static double fast_secs;
 static uint64_t fast_ticks;
 
-static uint64_t schedticks(void)
-{
-    gmp_sched_stats st;
-    CHECK_OK(gmp_stats(&st, NULL, 0));
-    return st.schedticks;
-}
-
 static void fast_path(void *arg)
 {
     long t0 = tid();
-    uint64_t ticks0 = schedticks();
+    uint64_t ticks0 = sched_stats().schedticks;
     double start = now_sec();
     for (fast_done = 0; fast_done < FAST_ROUNDS; fast_done++) {
         CHECK_EQ(gmp_entersyscall(), 0);
@@ -111,7 +104,7 @@ static void fast_path(void *arg)
         CHECK_EQ(tid(), t0);
     }
     fast_secs = now_sec() - start;
-    fast_ticks = schedticks() - ticks0;
+    fast_ticks = sched_stats().schedticks - ticks0;
     CHECK_OK(gmp_wg_done(arg));
 }
 

@@ -39,13 +39,6 @@
 
 static atomic_int v_ran, h_started, stop;
 
-static gmp_sched_stats stats(void)
-{
-    gmp_sched_stats s;
-    CHECK_OK(gmp_stats(&s, NULL, 0));
-    return s;
-}
-
 /* ---- deep ---- */
 
 static void v(void *arg)
@@ -72,7 +65,7 @@ static void case_deep(void)
 {
     CHECK_OK(gmp_maxprocs(1));
     CHECK(gmp_go(noop, NULL) > 0); /* the runtime and sysmon start */
-    WAIT_UNTIL(all_goroutines_blocked() && stats().goroutines == 0, 5);
+    WAIT_UNTIL(all_goroutines_blocked() && sched_stats().goroutines == 0, 5);
     /* Sysmon sees every P idle within one round (at most 10 ms) and sleeps without end. */
     sleep_ms(100);
     double t0 = now_sec();
@@ -132,7 +125,7 @@ static void case_syscall(void)
     CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK(gmp_go(yield_then_block, &wg) > 0);
     /* Not gmp_wg_wait: a foreign waiter would give sysmon a timeout of its own. */
-    WAIT_UNTIL(stats().goroutines == 0, 60);
+    WAIT_UNTIL(sched_stats().goroutines == 0, 60);
     qsort(handoff_ms, ROUNDS, sizeof handoff_ms[0], cmp_double);
     printf("syscall: hand-off after a backed-off sysmon: min %.3f median %.3f max %.3f ms\n",
            handoff_ms[0], handoff_ms[ROUNDS / 2], handoff_ms[ROUNDS - 1]);
@@ -162,10 +155,10 @@ static void case_slice(void)
     CHECK_OK(gmp_maxprocs(1));
     gmp_wg wg = GMP_WG_INIT;
     CHECK_OK(gmp_wg_add(&wg, 1));
-    uint64_t r0 = stats().preempt_requests;
+    uint64_t r0 = sched_stats().preempt_requests;
     CHECK(gmp_go(bursts, &wg) > 0);
-    WAIT_UNTIL(stats().goroutines == 0, 30);
-    uint64_t n = stats().preempt_requests - r0;
+    WAIT_UNTIL(sched_stats().goroutines == 0, 30);
+    uint64_t n = sched_stats().preempt_requests - r0;
     printf("slice: %llu preemption requests for %d bursts of 4 ms (%d stretched to 9 ms)\n",
            (unsigned long long)n, BURSTS, long_slices);
     CHECK(n <= (uint64_t)long_slices + 3);
@@ -200,11 +193,11 @@ static void case_timers(void)
     WAIT_UNTIL(atomic_load(&h_started), 5);
     double t0 = now_sec();
     /* S's timer ran beside the busy P: S waits in the global queue while H spins. */
-    WAIT_UNTIL(stats().runqueue == 1, 4);
+    WAIT_UNTIL(sched_stats().runqueue == 1, 4);
     double ms = (now_sec() - t0) * 1e3;
     CHECK(now_sec() - t0 < 4.5); /* H still spins (it gives up after 5 s) */
     atomic_store(&stop, 1);
-    WAIT_UNTIL(stats().goroutines == 0, 10);
+    WAIT_UNTIL(sched_stats().goroutines == 0, 10);
     printf("timers: the busy P's timer ran after %.1f ms\n", ms);
 }
 
