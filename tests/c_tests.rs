@@ -1444,6 +1444,35 @@ fn sysmon_wake_timers() {
     );
 }
 
+/// C main in a quick exchange with a goroutine: neither side sleeps in the kernel per
+/// message (channels at GOMAXPROCS 1 and 2, a socketpair), the spinning that does this is
+/// bounded (idle), and a goroutine woken by the poller starts a new time slice (socket,
+/// root: no preemption requests).
+#[test]
+fn foreign_exchange_chan1() {
+    expect_case("foreign_exchange", "chan1", &[]);
+}
+
+#[test]
+fn foreign_exchange_chan2() {
+    expect_case("foreign_exchange", "chan2", &[]);
+}
+
+#[test]
+fn foreign_exchange_socket() {
+    expect_case("foreign_exchange", "socket", &[]);
+}
+
+#[test]
+fn foreign_exchange_root() {
+    expect_case("foreign_exchange", "root", &[]);
+}
+
+#[test]
+fn foreign_exchange_idle() {
+    expect_case("foreign_exchange", "idle", &[]);
+}
+
 /// The 10 ms grace must hold for the first blocking call a P ever makes too (sysmon's
 /// per-P record once started at the P's own syscalltick with `syscallwhen` 0, took the
 /// first syscall for one it saw long ago and retook the P at once).

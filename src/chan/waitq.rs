@@ -173,13 +173,15 @@ pub(crate) unsafe fn block(
                 (*c).lock.unlock();
             }
         }
-        // A foreign thread sleeps without spinning first (Note::sleep_foreign).
+        // A foreign thread spins first only when its last wait was quick
+        // (sys::foreign_wait).
         let woken = match deadline {
             None => {
                 rt::checkdead::foreign_sleep(&w.note, reason);
                 true
             }
             Some(d) => {
+                rt::foreign_act();
                 let left = d - sys::nanotime();
                 left > 0
                     && w.note

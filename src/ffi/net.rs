@@ -110,6 +110,56 @@ fn poll_wait_pd(pd: &PollDesc, seq: u32, fd: c_int, events: u32, deadline: Optio
     }
 }
 
+/// `poll_wait_pd` for a thread that is not an M (C main), which may poll without
+/// sleeping a moment first when it is in a quick exchange with goroutines
+/// (`sys::foreign_wait`); an idle M then stays awake for its next hand-off too.
+fn foreign_poll_wait(
+    pd: &PollDesc,
+    seq: u32,
+    fd: c_int,
+    events: u32,
+    deadline: Option<i64>,
+) -> i64 {
+    rt::foreign_act();
+    let r = core::cell::Cell::new(-(libc::ETIMEDOUT as i64));
+    let timeout = deadline
+        .map(|d| core::time::Duration::from_nanos((d - crate::sys::nanotime()).max(0) as u64));
+    crate::sys::foreign_wait(
+        timeout,
+        |ns| {
+            let end = crate::sys::nanotime().saturating_add(ns);
+            loop {
+                let mut p = libc::pollfd {
+                    fd,
+                    events: events as i16,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; a zero timeout does not block.
+                let n = raw(|| unsafe { crate::sys::real::poll(&mut p, 1, 0) } as isize);
+                if n != 0 && n != -(libc::EINTR as i64) {
+                    // Ready, or an error the sleeping path reports the same way.
+                    r.set(if n < 0 {
+                        n
+                    } else if p.revents & libc::POLLNVAL != 0 {
+                        -(libc::EBADF as i64)
+                    } else {
+                        0
+                    });
+                    return true;
+                }
+                if crate::sys::nanotime() >= end {
+                    return false;
+                }
+            }
+        },
+        |_| {
+            r.set(poll_wait_pd(pd, seq, fd, events, deadline));
+            r.get() != -(libc::ETIMEDOUT as i64)
+        },
+    );
+    r.get()
+}
+
 /// The descriptor of a registered fd.
 pub(crate) fn registered(fd: c_int) -> Option<&'static PollDesc> {
     netpoll::lookup(fd).filter(|pd| pd.registered())
@@ -152,6 +202,8 @@ pub(crate) fn io(
                 Err(WaitError::Closed) => -(libc::EBADF as i64),
                 Err(WaitError::TimedOut) => -(libc::ETIMEDOUT as i64),
             }
+        } else if rt::getm().is_null() {
+            foreign_poll_wait(pd, seq, fd, events, deadline)
         } else {
             poll_wait_pd(pd, seq, fd, events, deadline)
         };

@@ -90,6 +90,7 @@ pub(crate) fn init() {
 
 /// Records the calling thread as one of the runtime's own (not an M).
 pub(crate) fn register_runtime_thread() {
+    super::sched::mark_runtime_thread();
     let tid = crate::sys::gettid();
     for s in &RUNTIME_TIDS {
         if s.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed)
@@ -106,9 +107,15 @@ pub(crate) fn register_runtime_thread() {
 #[cold]
 #[inline(never)]
 pub(crate) fn foreign_sleep(note: &Note, reason: WaitReason) {
-    // No spin first (Note::sleep_foreign says why).
-    let _registered = ForeignWait::begin(note, reason);
-    note.sleep_kernel(None);
+    super::sched::foreign_act();
+    crate::sys::foreign_wait(
+        None,
+        |spin| note.spin_for(spin),
+        |_| {
+            let _registered = ForeignWait::begin(note, reason);
+            note.sleep_kernel(None)
+        },
+    );
 }
 
 /// A foreign thread's untimed wait, registered while it lasts (see the module doc).

@@ -640,7 +640,7 @@ impl Ready {
 
     /// Readies them with the first one kept for the calling M, which holds a P and will
     /// run it next (Go's findRunnable: `gp := list.pop(); injectglist(&list)`): it goes to
-    /// the P's `runnext` without waking anybody, and only the rest are injected. A poll
+    /// the P's local queue without waking anybody, and only the rest are injected. A poll
     /// that finds one goroutine then costs no thread wake-up: the M that polled runs it.
     ///
     /// # Safety
@@ -660,7 +660,11 @@ impl Ready {
             g.waitreason
                 .store(WaitReason::None as u8, Ordering::Relaxed);
             casgstatus(g, G_WAITING, G_RUNNABLE);
-            sched::runq_put(p, gp, true);
+            // At the tail, not runnext: the queue is empty (callers poll when it is), and a
+            // goroutine woken by the poller starts a new slice, as Go's findRunnable
+            // returns it with inheritTime false (sysmon would otherwise see the P's
+            // schedtick stand still across idle periods and ask for preemption).
+            sched::runq_put(p, gp, false);
         }
         READIED.fetch_add(1, Ordering::Relaxed);
         self.gs.copy_within(1..self.n, 0);

@@ -53,6 +53,8 @@ pub(super) fn init_once() {
             .store(crate::stack::round_size(cfg.stack_size), Ordering::Relaxed);
         crate::stack::install_overflow_handler(running_stack);
         os_linux::init();
+        // Spinning for a foreign thread's hand-off needs a CPU for each side.
+        crate::sys::FOREIGN_SPIN.store(os_linux::num_cpu() >= 2, Ordering::Relaxed);
         asan::init();
         tsan::init();
         preempt::init();
@@ -296,9 +298,21 @@ pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
             let mut g = lock_sched();
             globrunqput(&mut g, gp);
         }
+        if m.is_null() && !RUNTIME_THREAD.with(|r| r.get()) {
+            foreign_act();
+            // A foreign thread in a quick exchange with goroutines: an M is about to look
+            // (spinning for it, or about to, as the goroutine that answered it parks).
+            // Give it a moment before waking another M, whose wake-up costs microseconds
+            // and whose spinning then takes a CPU (`spin_for_foreign`).
+            if crate::sys::foreign_quick() && handed_over() {
+                return false;
+            }
+        }
         // Every P busy: the goroutine waits for one to reach the end of its slice, which
-        // sysmon must then be awake to see (its back-off may be 10 ms long).
-        if SCHED.npidle.load(Ordering::Relaxed) == 0 {
+        // sysmon must then be awake to see (its back-off may be 10 ms long). A spinning M
+        // (one waiting for a foreign thread's next hand-off) takes it at once instead.
+        if SCHED.npidle.load(Ordering::Relaxed) == 0 && SCHED.nmspinning.load(Ordering::SeqCst) == 0
+        {
             sysmon::wake_if_sleeping();
         }
         false
@@ -741,6 +755,7 @@ fn newm(pp: *mut P, spinning: bool) {
         asan_fake: Owned::new(0),
         asan_g0: Owned::new((0, 0)),
         tsan_g0: Owned::new(0),
+        foreign_seen: Owned::new(0),
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
@@ -963,13 +978,35 @@ fn become_spinning(m: &M) {
 }
 
 /// A spinning M found work: stop spinning, and since it may have been the only one looking,
-/// wake another M to keep looking (Go's resetspinning).
+/// wake another M to keep looking (Go's resetspinning) — if there is anything to look
+/// for. Go wakes one unconditionally; the new M then often finds nothing and sleeps again,
+/// a futex wake and sleep per hand-off that costs microseconds when the producer is a
+/// foreign thread handing one goroutine at a time. Work submitted while we spun did not
+/// wake anyone (its submitter saw nmspinning > 0): it is on a queue, and our look at the
+/// queues after the SeqCst decrement sees it (the same StoreLoad pairing as step 6 of
+/// find_runnable; spinning_loom.rs models both). Work submitted after the decrement
+/// wakes an M through its own wakep.
 fn reset_spinning(m: &M) {
     m.spinning.store(false, Ordering::Relaxed);
     if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
         throw("findrunnable: negative nmspinning");
     }
-    wakep();
+    if work_visible() {
+        wakep();
+    }
+}
+
+/// Whether the global queue or any P's local queue (runnext included) holds a goroutine.
+fn work_visible() -> bool {
+    if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
+        return true;
+    }
+    let procs = SCHED.gomaxprocs.load(Ordering::SeqCst) as usize;
+    (0..procs).any(|i| {
+        let pp = SCHED.allp[i].load(Ordering::Acquire);
+        // SAFETY: entries of allp are never freed.
+        !pp.is_null() && unsafe { !(*pp).runq.is_empty() }
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1059,8 +1096,11 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         let (gp, inherit) = match found {
             Some((gp, inherit)) => (gp, inherit && !preempted),
             // SAFETY: m's thread, holding a P.
+            // A request consumed above ends the slice whatever find_runnable found (its
+            // local-queue pick may be runnext, which would inherit the old slice and leave
+            // sysmon asking again every round).
             None => match unsafe { find_runnable(m) } {
-                Some(x) => x,
+                Some((gp, inherit)) => (gp, inherit && !preempted),
                 None => continue, // our P was retired and we got another one: start over
             },
         };
@@ -1264,6 +1304,45 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             }
         }
 
+        // 4a. A thread that is not an M (C main) handed goroutines work, or began to wait
+        // for them, since this M last went idle: it is likely in an exchange with them,
+        // and its next hand-off follows their answer within microseconds. Stay awake for
+        // it, spinning (so that its wakep finds nothing to wake), instead of sleeping:
+        // waking an idle CPU costs 5-20 µs in a VM, the spin ends at the first work.
+        // One M at a time does this: one foreign thread's exchange needs one partner, and
+        // on a small machine more spinners would take the CPUs the work needs.
+        // SAFETY: m's thread.
+        if (unsafe { foreign_moved(m) } || foreign_recent())
+            && crate::sys::FOREIGN_SPIN.load(Ordering::Relaxed)
+            && (m.spinning.load(Ordering::Relaxed)
+                || 2 * SCHED.nmspinning.load(Ordering::SeqCst)
+                    < procs - SCHED.npidle.load(Ordering::SeqCst))
+            && !FOREIGN_SPINNER.swap(true, Ordering::Acquire)
+        {
+            if !m.spinning.load(Ordering::Relaxed) {
+                become_spinning(m);
+            }
+            // SAFETY: we own pp and are spinning.
+            let found = unsafe { spin_for_foreign(m, p) };
+            FOREIGN_SPINNER.store(false, Ordering::Release);
+            if let Some((gp, inherit)) = found {
+                // Stop spinning without Go's wake-up of a successor (`reset_spinning`):
+                // a foreign thread's next hand-off calls wakep itself. Only work already
+                // queued behind this one needs another M — the submitter's wakep saw us
+                // spinning and woke nobody (the SeqCst pair: our decrement, then our
+                // look at the queue; its queue insert, then its look at nmspinning).
+                m.spinning.store(false, Ordering::Relaxed);
+                if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
+                    throw("findrunnable: negative nmspinning");
+                }
+                if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
+                    wakep();
+                }
+                return Some((gp, inherit));
+            }
+            continue;
+        }
+
         // 5. Nothing found: drop the P.
         let was_spinning;
         {
@@ -1338,6 +1417,123 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
         // SAFETY: m's thread, no P, not spinning.
         unsafe { park_idle(m) };
         // Woken with a P (and maybe spinning): loop, re-checking that P.
+    }
+}
+
+/// How long a foreign thread in a quick exchange waits for an M to take what it put on
+/// the global queue before `wakep` (`ready_put`).
+const HANDOVER_NS: i64 = 2_000;
+
+/// Whether the global queue emptied within `HANDOVER_NS` (an M took the work).
+fn handed_over() -> bool {
+    let now = crate::sys::nanotime();
+    crate::sys::FOREIGN_LAST_NS.store(now, Ordering::Relaxed);
+    let deadline = now + HANDOVER_NS;
+    loop {
+        if SCHED.runqsize.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
+        crate::sys::procyield(8);
+        if crate::sys::nanotime() >= deadline {
+            return false;
+        }
+    }
+}
+
+thread_local! {
+    /// Set on the runtime's own threads that are not Ms (sysmon, the template thread, the
+    /// trace writers): what they ready (sysmon runs timers) is not a foreign hand-off.
+    static RUNTIME_THREAD: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as one of the runtime's own (see `RUNTIME_THREAD`).
+pub(super) fn mark_runtime_thread() {
+    RUNTIME_THREAD.with(|r| r.set(true));
+}
+
+/// Held by the M in `spin_for_foreign` (at most one).
+static FOREIGN_SPINNER: AtomicBool = AtomicBool::new(false);
+
+/// Records a hand-off or a wait of a thread that is not an M (see `Sched::foreign_acts`).
+#[inline]
+pub(crate) fn foreign_act() {
+    SCHED.foreign_acts.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Whether a foreign thread acted since `m` last asked (and notes that it has now seen it).
+///
+/// # Safety
+/// On `m`'s own thread (`foreign_seen`'s owner).
+#[inline]
+unsafe fn foreign_moved(m: &M) -> bool {
+    let acts = SCHED.foreign_acts.load(Ordering::Relaxed);
+    // SAFETY: caller contract.
+    unsafe {
+        if acts == m.foreign_seen.get() {
+            return false;
+        }
+        m.foreign_seen.set(acts);
+    }
+    true
+}
+
+/// Whether a foreign thread is in a quick exchange with goroutines right now
+/// (`sys::FOREIGN_LAST_NS`).
+fn foreign_recent() -> bool {
+    let last = crate::sys::FOREIGN_LAST_NS.load(Ordering::Relaxed);
+    crate::sys::nanotime() - last < crate::sys::FOREIGN_RECENT_NS
+}
+
+/// `find_runnable` step 4a: polls the places a foreign thread's work arrives (the global
+/// queue, this P's queue and timers, the poller) for up to `sys::FOREIGN_SPIN_NS`, or until
+/// the foreign thread acts again (the exchange goes on: the poll restarts). None when
+/// nothing came; the caller then carries on as after a failed steal.
+///
+/// # Safety
+/// Called by `p`'s owner `m`, spinning.
+unsafe fn spin_for_foreign(m: &M, p: &P) -> Option<(*mut G, bool)> {
+    let mut deadline = crate::sys::nanotime() + crate::sys::FOREIGN_SPIN_NS;
+    let mut polls = 0u32;
+    loop {
+        if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) {
+            return None;
+        }
+        check_timers(p);
+        // SAFETY: we own p.
+        if let Some((gp, inherit)) = unsafe { p.runq.get() } {
+            return Some((gp.as_ptr(), inherit));
+        }
+        if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
+            let mut g = lock_sched();
+            // SAFETY: we own p and its queue is empty.
+            if let Some(gp) = unsafe { globrunqget(&mut g, p, 0) } {
+                return Some((gp, false));
+            }
+        }
+        if m.aff.len() != 0 || SCHED.needspinning.load(Ordering::Relaxed) == 1 {
+            return None;
+        }
+        polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(8)
+            && netpoll::inited()
+            && netpoll::any_waiters()
+            && netpoll::BLOCKED.load(Ordering::SeqCst) == 0
+        {
+            let mut ready = netpoll::Ready::new();
+            if netpoll::netpoll(0, &mut ready) > 0 {
+                // SAFETY: we hold p.
+                unsafe { ready.run_first_ready_rest(p) };
+                continue;
+            }
+        }
+        crate::sys::procyield(16);
+        let now = crate::sys::nanotime();
+        // SAFETY: m's thread.
+        if unsafe { foreign_moved(m) } {
+            deadline = now + crate::sys::FOREIGN_SPIN_NS;
+        } else if now >= deadline {
+            return None;
+        }
     }
 }
 

@@ -96,6 +96,63 @@ mod loom_tests {
         });
     }
 
+    /// A spinning M that found work (`reset_spinning`): it stops spinning and wakes a
+    /// successor only if it then sees more work queued (Go wakes one unconditionally).
+    /// Whether it started one.
+    fn resetter(s: &Sched, barrier: bool) -> bool {
+        if s.nmspinning.fetch_sub(1, SeqCst) <= 0 {
+            panic!("negative nmspinning");
+        }
+        if barrier {
+            fence(SeqCst);
+        }
+        if s.tail.load(Acquire) == 0 {
+            return false;
+        }
+        // wakep.
+        if s.nmspinning.load(SeqCst) == 0
+            && s.nmspinning.compare_exchange(0, 1, SeqCst, Relaxed).is_ok()
+        {
+            s.started.fetch_add(1, Relaxed);
+        }
+        true
+    }
+
+    fn check_reset(barrier: bool) {
+        loom::model(move || {
+            let s = Arc::new(Sched {
+                tail: AtomicU32::new(0),
+                // The resetter is the one spinning M when the model starts.
+                nmspinning: AtomicI32::new(1),
+                started: AtomicU32::new(0),
+            });
+            let s2 = s.clone();
+            let m = thread::spawn(move || resetter(&s2, barrier));
+            producer(&s, true);
+            m.join().unwrap();
+            assert!(
+                s.started.load(Relaxed) >= 1,
+                "lost wake-up: the G is queued, the spinner went to run its own work \
+                 without waking a successor and the producer saw it spinning"
+            );
+        });
+    }
+
+    /// The conditional successor wake-up loses nothing: whatever the interleaving, the
+    /// queued G gets a spinning M (from its producer or from the resetter).
+    #[test]
+    fn reset_spinning_no_lost_wakeup() {
+        check_reset(true);
+    }
+
+    /// Without the resetter's StoreLoad barrier the look at the queue can miss the G that
+    /// a producer queued while seeing it spin.
+    #[test]
+    #[should_panic(expected = "lost wake-up")]
+    fn reset_spinning_broken_without_barrier() {
+        check_reset(false);
+    }
+
     /// The protocol as the runtime implements it: no lost wake-up in any interleaving.
     #[test]
     fn spinning_no_lost_wakeup() {

@@ -192,6 +192,7 @@ extern "C" fn sysmon_main(_: *mut libc::c_void) -> *mut libc::c_void {
 }
 
 fn sysmon_loop() -> ! {
+    super::sched::mark_runtime_thread();
     let mut idle: u32 = 0;
     let mut delay: u64 = MIN_DELAY_US;
     loop {
