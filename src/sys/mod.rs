@@ -296,21 +296,21 @@ impl Default for Note {
 /// idle M waits, spinning, for such a thread's next hand-off (`sched::spin_for_foreign`):
 /// about two wake-ups of an idle vCPU (5-20 µs each in a VM). Measured in time, not in
 /// pause instructions, whose length differs tenfold between CPU families.
-pub const FOREIGN_SPIN_NS: i64 = 20_000;
+pub(crate) const FOREIGN_SPIN_NS: i64 = 20_000;
 
 /// Whether foreign waits and idle Ms may spin for each other (set at start-up: the
 /// machine has at least two CPUs).
-pub static FOREIGN_SPIN: core::sync::atomic::AtomicBool =
+pub(crate) static FOREIGN_SPIN: core::sync::atomic::AtomicBool =
     core::sync::atomic::AtomicBool::new(false);
 
 /// When a thread that is not an M last began or ended a wait on goroutines, or handed
 /// one work in a quick exchange (`nanotime`): an M going idle within
 /// `FOREIGN_RECENT_NS` of it waits for the next hand-off (`sched::spin_for_foreign`).
-pub static FOREIGN_LAST_NS: core::sync::atomic::AtomicI64 =
+pub(crate) static FOREIGN_LAST_NS: core::sync::atomic::AtomicI64 =
     core::sync::atomic::AtomicI64::new(i64::MIN / 2);
 
 /// See `FOREIGN_LAST_NS`.
-pub const FOREIGN_RECENT_NS: i64 = 50_000;
+pub(crate) const FOREIGN_RECENT_NS: i64 = 50_000;
 
 /// A foreign wait shorter than this makes the thread's next wait spin first.
 const FOREIGN_QUICK_NS: i64 = 50_000;
