@@ -996,17 +996,25 @@ fn reset_spinning(m: &M) {
     }
 }
 
-/// Whether the global queue or any P's local queue (runnext included) holds a goroutine.
+/// Whether anything waits for an M that only a new spinning M would see: a goroutine on
+/// the global queue or on any P's local queue (runnext included), or a pending timer or
+/// poller wait with no timer M to watch it (`timer::wake_for_timer` calls `wakep` when
+/// there is none, and that `wakep` does nothing while an M spins: the spinner going idle
+/// becomes the timer M; one that found work instead must pass the job on). All SeqCst
+/// loads after the caller's SeqCst decrement of `nmspinning`.
 fn work_visible() -> bool {
     if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
         return true;
     }
     let procs = SCHED.gomaxprocs.load(Ordering::SeqCst) as usize;
-    (0..procs).any(|i| {
+    let queued = (0..procs).any(|i| {
         let pp = SCHED.allp[i].load(Ordering::Acquire);
         // SAFETY: entries of allp are never freed.
         !pp.is_null() && unsafe { !(*pp).runq.is_empty() }
-    })
+    });
+    queued
+        || (SCHED.timer_m.load(Ordering::SeqCst).is_null()
+            && (timer::earliest() != 0 || (netpoll::inited() && netpoll::any_waiters())))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1326,18 +1334,11 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             let found = unsafe { spin_for_foreign(m, p) };
             FOREIGN_SPINNER.store(false, Ordering::Release);
             if let Some((gp, inherit)) = found {
-                // Stop spinning without Go's wake-up of a successor (`reset_spinning`):
-                // a foreign thread's next hand-off calls wakep itself. Only work already
-                // queued behind this one needs another M — the submitter's wakep saw us
-                // spinning and woke nobody (the SeqCst pair: our decrement, then our
-                // look at the queue; its queue insert, then its look at nmspinning).
-                m.spinning.store(false, Ordering::Relaxed);
-                if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
-                    throw("findrunnable: negative nmspinning");
-                }
-                if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
-                    wakep();
-                }
+                // Stop spinning as `reset_spinning` does (`schedule` would do it too, but
+                // this is the place that says why it is enough): a foreign thread's next
+                // hand-off calls wakep itself, and whatever was submitted while we spun
+                // (its wakep saw us and woke nobody) is what `work_visible` looks for.
+                reset_spinning(m);
                 return Some((gp, inherit));
             }
             continue;

@@ -97,8 +97,10 @@ mod loom_tests {
     }
 
     /// A spinning M that found work (`reset_spinning`): it stops spinning and wakes a
-    /// successor only if it then sees more work queued (Go wakes one unconditionally).
-    /// Whether it started one.
+    /// successor only if it then sees more work (Go wakes one unconditionally). Whether it
+    /// started one. `tail` stands for every word `work_visible` reads: a queue's tail, a
+    /// P's earliest timer (`timer0_when`, stored SeqCst before `wake_for_timer` reads
+    /// `timer_m` and calls `wakep`), the poller's waiter count.
     fn resetter(s: &Sched, barrier: bool) -> bool {
         if s.nmspinning.fetch_sub(1, SeqCst) <= 0 {
             panic!("negative nmspinning");
