@@ -1212,6 +1212,8 @@ static void *watchdog_main(void *arg)
             char why[96];
             snprintf(why, sizeof why, "no progress for %.1f s", (double)stall_ms / 1000);
             report(why);
+            /* Every goroutine's state and frames, for the post-mortem. */
+            gmp_dump(2);
             abort();
         }
     }

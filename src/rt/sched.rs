@@ -978,15 +978,25 @@ fn become_spinning(m: &M) {
 }
 
 /// A spinning M found work: stop spinning, and since it may have been the only one looking,
-/// wake another M to keep looking (Go's resetspinning) — if there is anything to look
-/// for. Go wakes one unconditionally; the new M then often finds nothing and sleeps again,
-/// a futex wake and sleep per hand-off that costs microseconds when the producer is a
-/// foreign thread handing one goroutine at a time. Work submitted while we spun did not
-/// wake anyone (its submitter saw nmspinning > 0): it is on a queue, and our look at the
-/// queues after the SeqCst decrement sees it (the same StoreLoad pairing as step 6 of
-/// find_runnable; spinning_loom.rs models both). Work submitted after the decrement
-/// wakes an M through its own wakep.
+/// wake another M to keep looking (Go's resetspinning).
 fn reset_spinning(m: &M) {
+    m.spinning.store(false, Ordering::Relaxed);
+    if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
+        throw("findrunnable: negative nmspinning");
+    }
+    wakep();
+}
+
+/// `reset_spinning` for an M that found work while spinning for a foreign thread
+/// (`spin_for_foreign`): it wakes a successor only if there is anything to look for. Go's
+/// unconditional wake-up would start an M per message that C main hands over one at a
+/// time, which finds nothing and sleeps again (ping-pong from C main at GOMAXPROCS=2:
+/// 16-30 µs per round trip, against ~0.5 µs without). Work submitted while we spun did
+/// not wake anyone (its submitter saw nmspinning > 0): our look after the SeqCst
+/// decrement sees it (the StoreLoad pairing of find_runnable's step 6; spinning_loom.rs,
+/// `reset_spinning_no_lost_wakeup`). Work submitted after the decrement wakes an M
+/// through its own wakep.
+fn reset_spinning_foreign(m: &M) {
     m.spinning.store(false, Ordering::Relaxed);
     if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
         throw("findrunnable: negative nmspinning");
@@ -1335,11 +1345,8 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             let found = unsafe { spin_for_foreign(m, p) };
             FOREIGN_SPINNER.store(false, Ordering::Release);
             if let Some((gp, inherit)) = found {
-                // Stop spinning as `reset_spinning` does (`schedule` would do it too, but
-                // this is the place that says why it is enough): a foreign thread's next
-                // hand-off calls wakep itself, and whatever was submitted while we spun
-                // (its wakep saw us and woke nobody) is what `work_visible` looks for.
-                reset_spinning(m);
+                // A foreign thread's next hand-off calls wakep itself.
+                reset_spinning_foreign(m);
                 return Some((gp, inherit));
             }
             continue;
