@@ -18,6 +18,11 @@
  *            (readied into runnext), and sysmon asked for preemption every round.
  *   root     That last check with the driver a goroutine (GOMAXPROCS=1, both sides on
  *            the poller): at most 2 requests in 300 ms.
+ *   burst    After a quick exchange C main spawns 2,000 goroutines of ~5 us of work each
+ *            (GOMAXPROCS=1, so the global queue fills): the burst must take less than
+ *            twice as long as the same burst after a long wait, plus 1 ms. A foreign
+ *            hand-off in a quick exchange waits up to 2 us for an M to take its goroutine;
+ *            doing that for every spawn of a burst made it ~10x slower.
  *   idle     The spinning is bounded: after a quick exchange, C main waits 300 ms on a
  *            channel that a sleeping goroutine fills, and then 300 ms on a WaitGroup while
  *            goroutines sleep 1 ms at a time; the process's CPU time over each wait stays
@@ -196,6 +201,31 @@ static void napper(void *arg)
     gmp_wg_done(&nappers);
 }
 
+/* ---- burst ---- */
+
+static gmp_wg burst_wg = GMP_WG_INIT;
+
+static void work_5us(void *arg)
+{
+    (void)arg;
+    double t0 = now_sec();
+    while (now_sec() - t0 < 5e-6)
+        ;
+    gmp_wg_done(&burst_wg);
+}
+
+/* Seconds C main spends spawning `n` workers (then waits for them). */
+static double burst(int n)
+{
+    gmp_wg_add(&burst_wg, n);
+    double t0 = now_sec();
+    for (int i = 0; i < n; i++)
+        CHECK(gmp_go(work_5us, NULL) > 0);
+    double t = now_sec() - t0;
+    CHECK_OK(gmp_wg_wait(&burst_wg));
+    return t;
+}
+
 static void start_sock_echo(void)
 {
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
@@ -208,12 +238,29 @@ int main(int argc, char **argv)
 {
     CHECK(argc == 2);
     const char *c = argv[1];
-    if (strcmp(c, "chan1") == 0 || strcmp(c, "chan2") == 0 || strcmp(c, "idle") == 0) {
+    if (strcmp(c, "chan1") == 0 || strcmp(c, "chan2") == 0 || strcmp(c, "idle") == 0 ||
+        strcmp(c, "burst") == 0) {
         CHECK_OK(gmp_maxprocs(strcmp(c, "chan2") == 0 ? 2 : 1));
         CHECK_OK(gmp_chan_make(&ping, sizeof(long), 0));
         CHECK_OK(gmp_chan_make(&pong, sizeof(long), 0));
         CHECK(gmp_go(echo_chan, NULL) > 0);
         exchange_chan(1000);
+        if (strcmp(c, "burst") == 0) {
+            burst(2000); /* allocates the goroutines both measured bursts reuse */
+            /* After a long wait (the thread's next wait does not spin). */
+            CHECK_OK(gmp_chan_make(&late, sizeof(long), 0));
+            CHECK(gmp_go(send_late, NULL) > 0);
+            long v = 0;
+            CHECK_OK(gmp_chan_recv(late, &v));
+            double slow = burst(2000);
+            /* After a quick exchange. */
+            exchange_chan(1000);
+            double quick = burst(2000);
+            printf("burst of 2000 spawns: %.2f ms after a long wait, %.2f ms after an "
+                   "exchange\n", slow * 1e3, quick * 1e3);
+            CHECK(quick < 2 * slow + 1e-3);
+            return 0;
+        }
         if (strcmp(c, "idle") == 0) {
             CHECK_OK(gmp_chan_make(&late, sizeof(long), 0));
             CHECK(gmp_go(send_late, NULL) > 0);

@@ -1446,8 +1446,8 @@ fn sysmon_wake_timers() {
 
 /// C main in a quick exchange with a goroutine: neither side sleeps in the kernel per
 /// message (channels at GOMAXPROCS 1 and 2, a socketpair), the spinning that does this is
-/// bounded (idle), and a goroutine woken by the poller starts a new time slice (socket,
-/// root: no preemption requests).
+/// bounded (idle) and does not slow a burst of spawns (burst), and a goroutine woken by
+/// the poller starts a new time slice (socket, root: no preemption requests).
 #[test]
 fn foreign_exchange_chan1() {
     expect_case("foreign_exchange", "chan1", &[]);
@@ -1466,6 +1466,11 @@ fn foreign_exchange_socket() {
 #[test]
 fn foreign_exchange_root() {
     expect_case("foreign_exchange", "root", &[]);
+}
+
+#[test]
+fn foreign_exchange_burst() {
+    expect_case("foreign_exchange", "burst", &[]);
 }
 
 #[test]

@@ -294,17 +294,20 @@ pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
     };
     let spilled = if pp.is_null() {
         enqueued(gp);
-        {
+        let alone = {
             let mut g = lock_sched();
             globrunqput(&mut g, gp);
-        }
+            SCHED.runqsize.load(Ordering::Relaxed) == 1
+        };
         if m.is_null() && !RUNTIME_THREAD.with(|r| r.get()) {
             foreign_act();
-            // A foreign thread in a quick exchange with goroutines: an M is about to look
-            // (spinning for it, or about to, as the goroutine that answered it parks).
-            // Give it a moment before waking another M, whose wake-up costs microseconds
-            // and whose spinning then takes a CPU (`spin_for_foreign`).
-            if crate::sys::foreign_quick() && handed_over() {
+            // A foreign thread in a quick exchange with goroutines, handing over one
+            // goroutine: an M is about to look (spinning for it, or about to, as the
+            // goroutine that answered it parks). Give it a moment before waking another M,
+            // whose wake-up costs microseconds and whose spinning then takes a CPU
+            // (`spin_for_foreign`). Not for a burst (the queue held more): each spawn
+            // would wait for Ms that are busy with the earlier ones.
+            if alone && crate::sys::foreign_quick() && handed_over() {
                 return false;
             }
         }
@@ -1114,10 +1117,10 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         }
         let (gp, inherit) = match found {
             Some((gp, inherit)) => (gp, inherit && !preempted),
-            // SAFETY: m's thread, holding a P.
             // A request consumed above ends the slice whatever find_runnable found (its
             // local-queue pick may be runnext, which would inherit the old slice and leave
             // sysmon asking again every round).
+            // SAFETY: m's thread, holding a P.
             None => match unsafe { find_runnable(m) } {
                 Some((gp, inherit)) => (gp, inherit && !preempted),
                 None => continue, // our P was retired and we got another one: start over
@@ -1267,22 +1270,10 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             return None;
         }
 
-        // 0. Due timers (they may make goroutines runnable on this P).
-        check_timers(p);
-
-        // 1. Local run queue.
+        // 0-2. Due timers, the local run queue, the global run queue.
         // SAFETY: we own pp.
-        if let Some((gp, inherit)) = unsafe { p.runq.get() } {
-            return Some((gp.as_ptr(), inherit));
-        }
-
-        // 2. Global run queue.
-        if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
-            let mut g = lock_sched();
-            // SAFETY: we own pp and its queue is empty.
-            if let Some(gp) = unsafe { globrunqget(&mut g, p, 0) } {
-                return Some((gp, false));
-            }
+        if let Some(x) = unsafe { timers_and_queues(p) } {
+            return Some(x);
         }
 
         // 2a. Goroutines that can run only on this M (`schedule` looks at them first, so
@@ -1292,18 +1283,10 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             return Some((gp, false));
         }
 
-        // 3. The poller, without blocking, when goroutines wait on it and no M is blocked
-        // in it (that one gets the events): what it readies comes to this P (goready).
-        if netpoll::inited()
-            && netpoll::any_waiters()
-            && netpoll::BLOCKED.load(Ordering::SeqCst) == 0
-        {
-            let mut ready = netpoll::Ready::new();
-            if netpoll::netpoll(0, &mut ready) > 0 {
-                // SAFETY: we hold pp.
-                unsafe { ready.run_first_ready_rest(p) };
-                continue;
-            }
+        // 3. The poller, without blocking.
+        // SAFETY: we hold pp.
+        if unsafe { poll_network(p) } {
+            continue;
         }
 
         // 4. Steal, if spinning is allowed: limit the number of spinning Ms to half the
@@ -1507,33 +1490,17 @@ unsafe fn spin_for_foreign(m: &M, p: &P) -> Option<(*mut G, bool)> {
         if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) {
             return None;
         }
-        check_timers(p);
         // SAFETY: we own p.
-        if let Some((gp, inherit)) = unsafe { p.runq.get() } {
-            return Some((gp.as_ptr(), inherit));
-        }
-        if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
-            let mut g = lock_sched();
-            // SAFETY: we own p and its queue is empty.
-            if let Some(gp) = unsafe { globrunqget(&mut g, p, 0) } {
-                return Some((gp, false));
-            }
+        if let Some(x) = unsafe { timers_and_queues(p) } {
+            return Some(x);
         }
         if m.aff.len() != 0 || SCHED.needspinning.load(Ordering::Relaxed) == 1 {
             return None;
         }
         polls = polls.wrapping_add(1);
-        if polls.is_multiple_of(64)
-            && netpoll::inited()
-            && netpoll::any_waiters()
-            && netpoll::BLOCKED.load(Ordering::SeqCst) == 0
-        {
-            let mut ready = netpoll::Ready::new();
-            if netpoll::netpoll(0, &mut ready) > 0 {
-                // SAFETY: we hold p.
-                unsafe { ready.run_first_ready_rest(p) };
-                continue;
-            }
+        // SAFETY: we hold p.
+        if polls.is_multiple_of(64) && unsafe { poll_network(p) } {
+            continue;
         }
         core::hint::spin_loop();
         // SAFETY: m's thread.
@@ -1543,6 +1510,48 @@ unsafe fn spin_for_foreign(m: &M, p: &P) -> Option<(*mut G, bool)> {
             return None;
         }
     }
+}
+
+/// `find_runnable`'s first steps, also polled by `spin_for_foreign`: runs `p`'s due timers
+/// (they may make goroutines runnable on it), then takes a goroutine from its local run
+/// queue, else from the global one.
+///
+/// # Safety
+/// Called by `p`'s owner.
+unsafe fn timers_and_queues(p: &P) -> Option<(*mut G, bool)> {
+    check_timers(p);
+    // SAFETY: caller contract.
+    if let Some((gp, inherit)) = unsafe { p.runq.get() } {
+        return Some((gp.as_ptr(), inherit));
+    }
+    if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
+        let mut g = lock_sched();
+        // SAFETY: we own p and its queue is empty.
+        if let Some(gp) = unsafe { globrunqget(&mut g, p, 0) } {
+            return Some((gp, false));
+        }
+    }
+    None
+}
+
+/// The poller, without blocking, when goroutines wait on it and no M is blocked in it
+/// (that one gets the events): what it readies comes to `p` (the first to its queue, to
+/// run next). Returns whether it readied anything.
+///
+/// # Safety
+/// On the M holding `p`.
+unsafe fn poll_network(p: &P) -> bool {
+    if !netpoll::inited() || !netpoll::any_waiters() || netpoll::BLOCKED.load(Ordering::SeqCst) != 0
+    {
+        return false;
+    }
+    let mut ready = netpoll::Ready::new();
+    if netpoll::netpoll(0, &mut ready) == 0 {
+        return false;
+    }
+    // SAFETY: caller contract.
+    unsafe { ready.run_first_ready_rest(p) };
+    true
 }
 
 /// Runs `p`'s due timers; reads the clock only when `p` has a timer.
