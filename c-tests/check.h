@@ -15,6 +15,7 @@
 #define _GNU_SOURCE 1
 #endif
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
@@ -94,6 +95,35 @@ static inline long rss_kib(void)
     CHECK_EQ(fscanf(f, "%ld %ld", &size, &resident), 2);
     fclose(f);
     return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Calls fn(text, ctx) for every thread of this process with the contents of its
+ * /proc/self/task/<tid>/<file> (at most 4 KiB, NUL-terminated); a thread that ends
+ * meanwhile is skipped. Returns the number of threads seen. */
+static inline int each_thread_file(const char *file, void (*fn)(const char *text, void *ctx),
+                                   void *ctx)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL);
+    struct dirent *e;
+    int threads = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], buf[4096];
+        snprintf(path, sizeof path, "/proc/self/task/%s/%s", e->d_name, file);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue; /* the thread just ended */
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        threads++;
+        if (fn != NULL)
+            fn(buf, ctx);
+    }
+    closedir(d);
+    return threads;
 }
 
 /* The gmp_* helpers below need the library's header (the include guard makes a second

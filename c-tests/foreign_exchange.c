@@ -30,7 +30,6 @@
  */
 #include "check.h"
 
-#include <dirent.h>
 #include <gmp.h>
 #include <sched.h>
 #include <stdio.h>
@@ -41,31 +40,21 @@
 
 enum { ROUNDS = 20000 };
 
+static void add_m_switches(const char *status, void *ctx)
+{
+    const char *key = "\nvoluntary_ctxt_switches:";
+    const char *v = strstr(status, key);
+    if (strncmp(status, "Name:\tgmp-m", 11) == 0 && v != NULL)
+        *(long *)ctx += strtol(v + strlen(key), NULL, 10);
+}
+
 /* Voluntary context switches of this thread (C main) and of the Ms ("gmp-m*"). */
 static long sleeps(void)
 {
     struct rusage ru;
     CHECK(getrusage(RUSAGE_THREAD, &ru) == 0);
     long total = ru.ru_nvcsw;
-    DIR *d = opendir("/proc/self/task");
-    CHECK(d != NULL);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], buf[4096];
-        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue; /* the thread exited */
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = 0;
-        const char *v = strstr(buf, "\nvoluntary_ctxt_switches:");
-        if (strncmp(buf, "Name:\tgmp-m", 11) == 0 && v != NULL)
-            total += strtol(v + strlen("\nvoluntary_ctxt_switches:"), NULL, 10);
-    }
-    closedir(d);
+    each_thread_file("status", add_m_switches, &total);
     return total;
 }
 

@@ -29,7 +29,6 @@
  */
 #include "check.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <gmp.h>
 #include <stdatomic.h>
@@ -130,51 +129,37 @@ static void locked(void *arg)
 
 #define LOCKED_NICE 19
 
+struct nice_count {
+    int nice, n;
+};
+
+static void count_if_nice(const char *stat, void *ctx)
+{
+    struct nice_count *c = ctx;
+    /* After "pid (comm) ": state is field 3; skip 16 fields to reach nice. */
+    const char *p = strrchr(stat, ')');
+    CHECK(p != NULL);
+    p += 2;
+    for (int field = 3; field < 19; field++) {
+        p = strchr(p, ' ');
+        CHECK(p != NULL);
+        p++;
+    }
+    if (atoi(p) == c->nice)
+        c->n++;
+}
+
 /* Threads of this process whose nice value (field 19 of /proc/self/task/T/stat) is `nice`. */
 static int count_nice(int nice)
 {
-    DIR *d = opendir("/proc/self/task");
-    CHECK(d != NULL);
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], buf[1024];
-        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue; /* the thread just ended */
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        /* After "pid (comm) ": state is field 3; skip 16 fields to reach nice. */
-        const char *p = strrchr(buf, ')');
-        CHECK(p != NULL);
-        p += 2;
-        for (int field = 3; field < 19; field++) {
-            p = strchr(p, ' ');
-            CHECK(p != NULL);
-            p++;
-        }
-        if (atoi(p) == nice)
-            n++;
-    }
-    closedir(d);
-    return n;
+    struct nice_count c = {nice, 0};
+    each_thread_file("stat", count_if_nice, &c);
+    return c.n;
 }
 
 static int count_tasks(void)
 {
-    DIR *d = opendir("/proc/self/task");
-    CHECK(d != NULL);
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
+    return each_thread_file("stat", NULL, NULL);
 }
 
 static int block_pipe[2];

@@ -18,7 +18,6 @@
  */
 #include "check.h"
 
-#include <dirent.h>
 #include <gmp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -68,27 +67,19 @@ static void spawn_then_block(void *arg)
     blocker(arg);
 }
 
+static void add_switches(const char *status, void *ctx)
+{
+    const char *key = "\nvoluntary_ctxt_switches:";
+    const char *v = strstr(status, key);
+    if (v != NULL)
+        *(long *)ctx += atol(v + strlen(key));
+}
+
 /* Voluntary context switches of all this process's threads so far. */
 static long voluntary_switches(void)
 {
-    DIR *d = opendir("/proc/self/task");
-    CHECK(d != NULL);
-    struct dirent *e;
     long total = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], line[256];
-        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue; /* a thread that just exited */
-        while (fgets(line, sizeof line, f))
-            if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
-                total += atol(line + 24);
-        fclose(f);
-    }
-    closedir(d);
+    each_thread_file("status", add_switches, &total);
     return total;
 }
 
