@@ -181,7 +181,6 @@ pub(crate) unsafe fn block(
                 true
             }
             Some(d) => {
-                rt::foreign_act();
                 let left = d - sys::nanotime();
                 left > 0
                     && w.note

@@ -120,7 +120,6 @@ fn foreign_poll_wait(
     events: u32,
     deadline: Option<i64>,
 ) -> i64 {
-    rt::foreign_act();
     let r = core::cell::Cell::new(-(libc::ETIMEDOUT as i64));
     let timeout = deadline
         .map(|d| core::time::Duration::from_nanos((d - crate::sys::nanotime()).max(0) as u64));

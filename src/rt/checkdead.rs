@@ -107,7 +107,6 @@ pub(crate) fn register_runtime_thread() {
 #[cold]
 #[inline(never)]
 pub(crate) fn foreign_sleep(note: &Note, reason: WaitReason) {
-    super::sched::foreign_act();
     crate::sys::foreign_wait(
         None,
         |spin| note.spin_for(spin),

@@ -109,7 +109,6 @@ pub use proc::{
     Defer, StartError, defer_pop, defer_push, goexit, newproc, preempt_check, preempt_check_bound,
     preempt_wanted,
 };
-pub(crate) use sched::foreign_act;
 pub use sched::procresize;
 
 /// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).
@@ -487,7 +486,7 @@ pub struct M {
     pub asan_g0: Owned<(usize, usize)>,
     /// The TSan fiber of this M's own stack (tsan.rs). Owner: this M's thread.
     pub tsan_g0: Owned<usize>,
-    /// `SCHED.foreign_acts` when this M last looked, going idle (`find_runnable`'s spin
+    /// `sys::FOREIGN_ACTS` when this M last looked, going idle (`find_runnable`'s spin
     /// for a foreign thread). Owner: this M's thread.
     pub foreign_seen: Owned<u64>,
 }
@@ -725,10 +724,6 @@ pub struct Sched {
     pub nmidle: AtomicI32,
     /// Length of `synced.affwait`. Written under `lock`; read lock-free as a hint.
     pub naffwait: AtomicI32,
-    /// Hand-offs and waits of threads that are not Ms (C main): bumped when one readies
-    /// or spawns a goroutine or begins a wait on goroutines. An M going idle that sees it
-    /// moved stays awake a moment for the next one (`sched::spin_for_foreign`).
-    pub foreign_acts: Padded<AtomicU64>,
     pub mcount: AtomicI32,
     /// The thread-count fuse.
     pub maxmcount: AtomicI32,
@@ -807,7 +802,6 @@ pub static SCHED: Sched = Sched {
     gomaxprocs: Padded(AtomicI32::new(0)),
     nmidle: AtomicI32::new(0),
     naffwait: AtomicI32::new(0),
-    foreign_acts: Padded(AtomicU64::new(0)),
     mcount: AtomicI32::new(0),
     maxmcount: AtomicI32::new(DEFAULT_MAX_THREADS),
     allp: [const { AtomicPtr::new(null_mut()) }; MAX_PROCS],

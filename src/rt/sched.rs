@@ -300,7 +300,7 @@ pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
             SCHED.runqsize.load(Ordering::Relaxed) == 1
         };
         if m.is_null() && !RUNTIME_THREAD.with(|r| r.get()) {
-            foreign_act();
+            crate::sys::foreign_act();
             // A foreign thread in a quick exchange with goroutines, handing over one
             // goroutine: an M is about to look (spinning for it, or about to, as the
             // goroutine that answered it parks). Give it a moment before waking another M,
@@ -1446,19 +1446,13 @@ pub(super) fn mark_runtime_thread() {
 /// Held by the M in `spin_for_foreign` (at most one).
 static FOREIGN_SPINNER: AtomicBool = AtomicBool::new(false);
 
-/// Records a hand-off or a wait of a thread that is not an M (see `Sched::foreign_acts`).
-#[inline]
-pub(crate) fn foreign_act() {
-    SCHED.foreign_acts.fetch_add(1, Ordering::Relaxed);
-}
-
 /// Whether a foreign thread acted since `m` last asked (and notes that it has now seen it).
 ///
 /// # Safety
 /// On `m`'s own thread (`foreign_seen`'s owner).
 #[inline]
 unsafe fn foreign_moved(m: &M) -> bool {
-    let acts = SCHED.foreign_acts.load(Ordering::Relaxed);
+    let acts = crate::sys::FOREIGN_ACTS.load(Ordering::Relaxed);
     // SAFETY: caller contract.
     unsafe {
         if acts == m.foreign_seen.get() {

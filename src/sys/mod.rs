@@ -316,6 +316,19 @@ pub(crate) static FOREIGN_LAST_NS: core::sync::atomic::AtomicI64 =
 /// See `FOREIGN_LAST_NS`.
 pub(crate) const FOREIGN_RECENT_NS: i64 = 50_000;
 
+/// Hand-offs and waits of threads that are not Ms: bumped at each foreign wait
+/// (`foreign_wait`) and when one readies or spawns a goroutine (`sched::ready_put`). An M
+/// going idle that sees it moved stays awake a moment for the next one
+/// (`sched::spin_for_foreign`). No clock read: the spawn path pays one relaxed RMW.
+pub(crate) static FOREIGN_ACTS: core::sync::atomic::AtomicU64 =
+    core::sync::atomic::AtomicU64::new(0);
+
+/// Records a hand-off or a wait of a thread that is not an M (`FOREIGN_ACTS`).
+#[inline]
+pub(crate) fn foreign_act() {
+    FOREIGN_ACTS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// A foreign wait shorter than this makes the thread's next wait spin first.
 const FOREIGN_QUICK_NS: i64 = 50_000;
 
@@ -344,6 +357,7 @@ pub fn foreign_wait(
     spin: impl FnOnce(i64) -> bool,
     sleep: impl FnOnce(Option<Duration>) -> bool,
 ) -> bool {
+    foreign_act();
     let start = nanotime();
     FOREIGN_LAST_NS.store(start, Ordering::Relaxed);
     let woken = if foreign_quick() {
