@@ -2529,6 +2529,14 @@ fn sync_mutex_spin() {
     );
 }
 
+/// gmp_mutex spins even with goroutines queued on its P (a deviation from Go's canSpin),
+/// but only a bounded time: a goroutine made runnable on the locker's P (spawned, woken by
+/// a timer, woken by a channel send) runs while the mutex is still held elsewhere.
+#[test]
+fn sync_mutex_local() {
+    expect_success("sync_mutex_local", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
+}
+
 /// Released channels are freed (header and buffer), also after blocked receivers were
 /// served: resident memory stays flat over 20,000 channels with 8 KiB buffers.
 #[test]
