@@ -740,11 +740,16 @@ pub struct Sched {
     /// threads); the Ps keep their own counts.
     pub ngoroutines: AtomicI64,
     pub spawned: AtomicU64,
-    pub steals: AtomicU64,
     /// Preemption requests sysmon made (`P::preempt` set while clear).
     pub preempt_requests: AtomicU64,
-    /// Default usable stack size for new goroutines.
-    pub default_stack: AtomicUsize,
+    /// Goroutines stolen, in total. Written by the Ms, apart from the counters above that
+    /// foreign threads write at every spawn.
+    pub steals: Padded<AtomicU64>,
+    /// Default usable stack size for new goroutines. Read at every spawn and goroutine
+    /// exit, written once: on a line of its own, or the Ms' reads at every exit and a
+    /// foreign thread's counter updates at every spawn take the line from each other
+    /// (spawn from C main).
+    pub default_stack: Padded<AtomicUsize>,
     /// Dead Gs beyond the per-P caches (Go's `sched.gFree`), under `gfree_lock`.
     pub gfree_lock: Padded<Lock>,
     gfree: Owned<GFreeGlobal>,
@@ -811,9 +816,9 @@ pub static SCHED: Sched = Sched {
     mnext: AtomicI64::new(0),
     ngoroutines: AtomicI64::new(0),
     spawned: AtomicU64::new(0),
-    steals: AtomicU64::new(0),
+    steals: Padded(AtomicU64::new(0)),
     preempt_requests: AtomicU64::new(0),
-    default_stack: AtomicUsize::new(crate::stack::DEFAULT_STACK),
+    default_stack: Padded(AtomicUsize::new(crate::stack::DEFAULT_STACK)),
     gfree_lock: Padded(Lock::new()),
     gfree: Owned::new(GFreeGlobal {
         stack: GList::new(),
