@@ -498,19 +498,11 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
 }
 
 /// Starts moving `gp`'s record (both of its cache lines) into this CPU's cache; null is
-/// ignored. A hint: it changes no state.
+/// ignored.
 #[inline(always)]
 fn prefetch_g(gp: *mut G) {
-    if gp.is_null() {
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch instructions never fault, whatever the address; the G's two lines
-    // are the 128 bytes of the record.
-    unsafe {
-        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(gp as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>((gp as *const i8).add(64));
+    if !gp.is_null() {
+        crate::sys::prefetch_range(gp as usize, gp as usize + core::mem::size_of::<G>());
     }
 }
 
