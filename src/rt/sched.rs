@@ -985,13 +985,20 @@ fn become_spinning(m: &M) {
     }
 }
 
-/// A spinning M found work: stop spinning, and since it may have been the only one looking,
-/// wake another M to keep looking (Go's resetspinning).
-fn reset_spinning(m: &M) {
+/// Ends `m`'s spinning. The SeqCst decrement is the StoreLoad barrier that pairs with
+/// `wakep`'s: a look at the queues after it sees what a submitter that saw `m` spinning
+/// (and so woke nobody) queued.
+fn stop_spinning(m: &M) {
     m.spinning.store(false, Ordering::Relaxed);
     if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
         throw("findrunnable: negative nmspinning");
     }
+}
+
+/// A spinning M found work: stop spinning, and since it may have been the only one looking,
+/// wake another M to keep looking (Go's resetspinning).
+fn reset_spinning(m: &M) {
+    stop_spinning(m);
     wakep();
 }
 
@@ -1005,10 +1012,7 @@ fn reset_spinning(m: &M) {
 /// `reset_spinning_no_lost_wakeup`). Work submitted after the decrement wakes an M
 /// through its own wakep.
 fn reset_spinning_foreign(m: &M) {
-    m.spinning.store(false, Ordering::Relaxed);
-    if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
-        throw("findrunnable: negative nmspinning");
-    }
+    stop_spinning(m);
     if work_visible() {
         wakep();
     }
@@ -1368,10 +1372,7 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
         // decrement would find nmspinning > 0, not wake anyone, and sit until someone else
         // happened to look. The SeqCst RMW is the StoreLoad barrier pairing with wakep's.
         if was_spinning {
-            m.spinning.store(false, Ordering::Relaxed);
-            if SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst) <= 0 {
-                throw("findrunnable: negative nmspinning");
-            }
+            stop_spinning(m);
             if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
                 let mut g = lock_sched();
                 if SCHED.runqsize.load(Ordering::Relaxed) != 0

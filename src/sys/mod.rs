@@ -340,8 +340,8 @@ pub(crate) const FOREIGN_RECENT_NS: i64 = 50_000;
 /// Hand-offs and waits of threads that are not Ms: bumped at each foreign wait
 /// (`foreign_wait`) and when one in a quick exchange readies or spawns a goroutine
 /// (`sched::ready_put`). An M going idle that sees it moved stays awake a moment for the
-/// next one (`sched::spin_for_foreign`). No clock read: the spawn path pays one relaxed
-/// RMW.
+/// next one (`sched::spin_for_foreign`). No clock read: a hand-off in an exchange pays one
+/// relaxed RMW; a spawn outside one pays nothing.
 pub(crate) static FOREIGN_ACTS: core::sync::atomic::AtomicU64 =
     core::sync::atomic::AtomicU64::new(0);
 
