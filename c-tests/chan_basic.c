@@ -178,6 +178,19 @@ static void test_closed(void)
     CHECK_EQ(v, 0);
     CHECK_EQ(gmp_chan_recv_timeout(c, &v, 10 * MS), -EPIPE);
     CHECK_EQ(gmp_chan_recv(c, NULL), -EPIPE);
+
+    /* Closed with room in the buffer: a send still fails and adds nothing. */
+    gmp_chan *r;
+    CHECK_EQ(gmp_chan_make(&r, sizeof(int), 4), 0);
+    CHECK_EQ(gmp_chan_send(r, &(int){1}), 0);
+    CHECK_EQ(gmp_chan_close(r), 0);
+    CHECK_EQ(gmp_chan_send(r, &(int){2}), -EPIPE);
+    CHECK_EQ(gmp_chan_try_send(r, &(int){3}), -EPIPE);
+    CHECK_EQ(gmp_chan_len(r), 1);
+    CHECK_EQ(gmp_chan_recv(r, &v), 0);
+    CHECK_EQ(v, 1);
+    CHECK_EQ(gmp_chan_recv(r, &v), -EPIPE);
+    CHECK_OK(gmp_chan_release(r));
     CHECK_OK(gmp_chan_release(c));
 
     /* Blocked senders (unbuffered and full buffered) and receivers woken by close. */

@@ -27,6 +27,12 @@ impl WaitQ {
         }
     }
 
+    /// Whether no sudog is queued (stale ones included).
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.first.is_null()
+    }
+
     /// Appends `sg`.
     ///
     /// # Safety

@@ -76,7 +76,7 @@ unsafe fn chan<'a>(c: *mut gmp_chan) -> Option<&'a Chan> {
 ///
 /// # Safety
 /// As gmp_chan_send.
-#[inline]
+#[inline(always)]
 unsafe fn send(c: *mut gmp_chan, elem: *const c_void, mode: Mode) -> c_int {
     // SAFETY: caller contract.
     let Some(ch) = (unsafe { chan(c) }) else {
@@ -93,7 +93,7 @@ unsafe fn send(c: *mut gmp_chan, elem: *const c_void, mode: Mode) -> c_int {
 ///
 /// # Safety
 /// As gmp_chan_recv.
-#[inline]
+#[inline(always)]
 unsafe fn recv(c: *mut gmp_chan, out: *mut c_void, mode: Mode) -> c_int {
     // SAFETY: caller contract.
     let Some(ch) = (unsafe { chan(c) }) else {
