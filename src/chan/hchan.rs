@@ -491,7 +491,8 @@ impl Chan {
             let s = self.synced();
             // The common case inline: open, no receiver waiting, room in the buffer (what
             // send_locked does for it, without its calls and its result's round trip
-            // through memory: a buffered send is ~70 instructions instead of ~140).
+            // through memory: chan_mpmc's send and receive went from ~280 instructions
+            // per item to ~180).
             if s.qcount < self.cap
                 && s.state == 0
                 && s.recvq.is_empty()
