@@ -78,6 +78,10 @@ class Workload:
 
 # Who drives a C workload (the C program's -shape flag). Go's main is a goroutine, so the
 # Go program has one shape, and both C shapes are compared against the same Go runs.
+# A row whose libgmp and Go runs both spread over this factor (max/min) ran while the
+# machine was disturbed (Row.disturbed).
+DISTURBED_SPREAD = 2.0
+
 SHAPES = {"root": 0, "main": 1}
 SHAPE_LABEL = {"root": "root goroutine", "main": "C main"}
 
@@ -325,6 +329,17 @@ class Row:
     def target(self) -> float:
         return self.w.target_for(self.procs)
 
+    @property
+    def disturbed(self) -> bool:
+        """Both sides' runs spread over DISTURBED_SPREAD (max/min): what a stretch of a
+        shared VM running slow for everyone looks like (2026-11-24: spawn at GOMAXPROCS=2
+        took 2-3x its usual time on both sides for three reps), as opposed to one side's
+        own variance. The medians of such a row say little; run it again."""
+        c, g = self.stats("c"), self.stats("go")
+        if c is None or g is None or min(c[1], g[1]) <= 0:
+            return False
+        return c[2] / c[1] >= DISTURBED_SPREAD and g[2] / g[1] >= DISTURBED_SPREAD
+
 
 # ---------------------------------------------------------------------------- report
 
@@ -362,6 +377,10 @@ def print_table(rows: list[Row]) -> None:
     print(line(["-" * w for w in widths]))
     for b in body:
         print(line(b))
+    disturbed = [r.label + f" procs={r.procs}" for r in rows if r.disturbed]
+    if disturbed:
+        print(f"\nDisturbed (both sides spread over {DISTURBED_SPREAD:g}x): "
+              + ", ".join(disturbed) + ": run them again.")
 
 
 def cpu_family() -> str:
@@ -452,6 +471,12 @@ def write_markdown(path: Path, rows: list[Row], m: dict, opts: dict) -> None:
             seen.add(r.w.name)
             args = " ".join(f"-{k} {v}" for k, v in opts["args"][r.w.name].items())
             md.append(f"- `{r.w.name}` ({args}): {r.w.what}.")
+    disturbed = [r.label + f" procs={r.procs}" for r in rows if r.disturbed]
+    if disturbed:
+        md.append("")
+        md.append(f"Rows whose runs spread over {DISTURBED_SPREAD:g}x (max/min) on both sides, "
+                  "as when the machine slows down for everyone; their medians are "
+                  "unreliable, run them again: " + ", ".join(disturbed) + ".")
     fails = [run for run in unique_runs(rows) if not run.ok]
     if fails:
         md.append("")
