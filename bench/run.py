@@ -369,6 +369,11 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
     return out
 
 
+def disturbed_rows(rows: list[Row]) -> list[str]:
+    """The rows that ran while the machine was disturbed (Row.disturbed), named for a report."""
+    return [f"{r.label} procs={r.procs}" for r in rows if r.disturbed]
+
+
 def print_table(rows: list[Row]) -> None:
     body = table_rows(rows)
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(HEADER)]
@@ -377,7 +382,7 @@ def print_table(rows: list[Row]) -> None:
     print(line(["-" * w for w in widths]))
     for b in body:
         print(line(b))
-    disturbed = [r.label + f" procs={r.procs}" for r in rows if r.disturbed]
+    disturbed = disturbed_rows(rows)
     if disturbed:
         print(f"\nDisturbed (both sides spread over {DISTURBED_SPREAD:g}x): "
               + ", ".join(disturbed) + ": run them again.")
@@ -471,7 +476,7 @@ def write_markdown(path: Path, rows: list[Row], m: dict, opts: dict) -> None:
             seen.add(r.w.name)
             args = " ".join(f"-{k} {v}" for k, v in opts["args"][r.w.name].items())
             md.append(f"- `{r.w.name}` ({args}): {r.w.what}.")
-    disturbed = [r.label + f" procs={r.procs}" for r in rows if r.disturbed]
+    disturbed = disturbed_rows(rows)
     if disturbed:
         md.append("")
         md.append(f"Rows whose runs spread over {DISTURBED_SPREAD:g}x (max/min) on both sides, "
