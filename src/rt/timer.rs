@@ -51,8 +51,9 @@ pub struct Timer {
     /// The P whose heap holds the timer, or null. Written under that heap's lock; read
     /// without it by `stop` to find the heap (then re-checked under the lock).
     pp: AtomicPtr<P>,
-    /// Index in that heap. Owner: the heap's lock.
-    idx: usize,
+    /// Its name in that heap's position table (`Heap::pos`), given by `push`. Owner: the
+    /// heap's lock.
+    id: u32,
     /// `T_IDLE`, `T_ARMED` or `T_RUNNING` (the table in the module doc).
     state: AtomicU8,
 }
@@ -74,21 +75,69 @@ impl Timer {
             f,
             arg,
             pp: AtomicPtr::new(null_mut()),
-            idx: 0,
+            id: 0,
             state: AtomicU8::new(T_IDLE),
         }
     }
 }
 
-/// A heap slot: the timer and a copy of its deadline. Sifting compares the copies, so a
-/// heap operation reads only the heap's own array, never the timers — which live on the
-/// stacks of their parked goroutines, one page each: with 100,000 sleepers, every
-/// comparison through the pointer was a cache and TLB miss (Go keeps `when` beside the
-/// pointer in its heap for the same reason). Moving a slot still writes the timer's `idx`.
+/// A heap slot: a timer's id and a copy of its deadline. Sifting compares the copies and
+/// records each move in the heap's position table, so a heap operation reads and writes
+/// only the heap's own arrays, never the timers — which live on the stacks of their parked
+/// goroutines, one page each: with 100,000 sleepers every access through a timer pointer
+/// is a cache and TLB miss. Go keeps `when` beside the pointer for the same reason; it has
+/// no index to keep because it deletes lazily (a stopped timer stays in the heap as a
+/// zombie until it reaches the top), which needs the garbage collector to keep a stopped
+/// timer's memory alive — ours is a goroutine's stack frame, reused once `stop` returns.
+/// 16 bytes: the heap of 50,000 sleepers still fits a 1 MiB L2 with its position table.
 #[derive(Clone, Copy)]
 struct Slot {
     when: i64,
-    t: *mut Timer,
+    id: u32,
+}
+
+/// A P's timer heap and its tables by timer id (`Timer::id`): `pos[id]` is the slot of the
+/// timer named `id` (so `stop` finds a timer's slot without the slot index living in the
+/// timer), `timer[id]` the timer. Ids are handed out by `push` and recycled last-in
+/// first-out through `free`, so the tables stay about as long as the most timers the heap
+/// has held at once, and dense.
+struct Heap {
+    slots: Vec<Slot>,
+    pos: Vec<u32>,
+    timer: Vec<*mut Timer>,
+    free: Vec<u32>,
+}
+
+impl Heap {
+    const fn new() -> Heap {
+        Heap {
+            slots: Vec::new(),
+            pos: Vec::new(),
+            timer: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// Puts `s` at slot `i`, recording it in the position table.
+    #[inline(always)]
+    fn place(&mut self, i: usize, s: Slot) {
+        self.slots[i] = s;
+        self.pos[s.id as usize] = i as u32;
+    }
+
+    /// A free id for a new timer.
+    fn new_id(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(id) => id,
+            None => {
+                let id = u32::try_from(self.pos.len())
+                    .unwrap_or_else(|_| throw("timer: more than 2^32 timers on one P"));
+                self.pos.push(0);
+                self.timer.push(null_mut());
+                id
+            }
+        }
+    }
 }
 
 /// Children per heap node. Binary: with the deadlines inline, a 4-ary heap (Go's) halved
@@ -104,7 +153,7 @@ const HEAP_ARITY: usize = 2;
 #[repr(C, align(128))]
 pub struct Timers {
     pub lock: Lock,
-    heap: Owned<Vec<Slot>>,
+    heap: Owned<Heap>,
     _line: [u8; 128 - TIMERS_OWNER_BYTES],
     /// The earliest deadline in the heap, 0 when empty (Go's timer0When): read lock-free
     /// by the scheduler to decide whether to look at all. Stored only when it changes.
@@ -115,7 +164,7 @@ pub struct Timers {
 
 /// Bytes of `Timers` before the padding: the lock (and its alignment gap) and the heap.
 const TIMERS_OWNER_BYTES: usize =
-    core::mem::size_of::<Lock>().next_multiple_of(8) + core::mem::size_of::<Owned<Vec<Slot>>>();
+    core::mem::size_of::<Lock>().next_multiple_of(8) + core::mem::size_of::<Owned<Heap>>();
 const _: () = assert!(core::mem::offset_of!(Timers, timer0_when) == 128);
 
 impl Default for Timers {
@@ -128,7 +177,7 @@ impl Timers {
     pub const fn new() -> Timers {
         Timers {
             lock: Lock::new(),
-            heap: Owned::new(Vec::new()),
+            heap: Owned::new(Heap::new()),
             _line: [0; 128 - TIMERS_OWNER_BYTES],
             timer0_when: AtomicI64::new(0),
             len: AtomicI32::new(0),
@@ -138,7 +187,7 @@ impl Timers {
     /// # Safety
     /// `self.lock` is held, and no other reference to the heap is live.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn heap(&self) -> &mut Vec<Slot> {
+    unsafe fn heap(&self) -> &mut Heap {
         // SAFETY: caller holds the lock that owns the heap.
         unsafe { &mut *self.heap.ptr() }
     }
@@ -148,13 +197,13 @@ impl Timers {
     unsafe fn publish(&self) {
         // SAFETY: lock held.
         let h = unsafe { self.heap() };
-        let w = h.first().map_or(0, |s| s.when);
+        let w = h.slots.first().map_or(0, |s| s.when);
         // Unchanged (a timer went in behind the first): leave the readers' copy of the line
         // alone. The SeqCst store when it does change is the one the wake-up protocol needs.
         if self.timer0_when.load(Ordering::Relaxed) != w {
             self.timer0_when.store(w, Ordering::SeqCst);
         }
-        self.len.store(h.len() as i32, Ordering::Relaxed);
+        self.len.store(h.slots.len() as i32, Ordering::Relaxed);
     }
 
     /// Adds `t` (lock held, `t` not on any heap).
@@ -163,8 +212,15 @@ impl Timers {
         unsafe {
             let h = self.heap();
             (*t).pp.store(pp, Ordering::Release);
-            h.push(Slot { when: (*t).when, t });
-            let last = h.len() - 1;
+            let id = h.new_id();
+            (*t).id = id;
+            let last = h.slots.len();
+            h.slots.push(Slot {
+                when: (*t).when,
+                id,
+            });
+            h.pos[id as usize] = last as u32;
+            h.timer[id as usize] = t;
             sift_up(h, last);
             self.publish();
         }
@@ -172,80 +228,83 @@ impl Timers {
 
     /// Removes `t`, which is on this heap (lock held).
     unsafe fn remove(&self, t: *mut Timer) {
-        // SAFETY: lock held; t is on this heap.
+        // SAFETY: lock held; t is on this heap, so its id names its slot.
         unsafe {
             let h = self.heap();
-            let i = (*t).idx;
-            let last = h
-                .pop()
-                .unwrap_or_else(|| throw("timer: remove from empty heap"));
-            if i < h.len() {
-                h[i] = last;
-                if i > 0 && last.when < h[(i - 1) / HEAP_ARITY].when {
-                    sift_up(h, i);
-                } else {
-                    sift_down(h, i);
-                }
+            let id = (*t).id as usize;
+            if h.timer.get(id) != Some(&t) {
+                throw("timer: removing a timer that is not on this heap");
             }
+            self.remove_at(h.pos[id] as usize);
+        }
+    }
+
+    /// Removes the timer in slot `i` (lock held, `i` in the heap) and returns it. Reads
+    /// only the heap's arrays; writes the timer's `pp`.
+    unsafe fn remove_at(&self, i: usize) -> *mut Timer {
+        // SAFETY: lock held.
+        let h = unsafe { self.heap() };
+        let id = h.slots[i].id;
+        let t = core::mem::replace(&mut h.timer[id as usize], null_mut());
+        let last = h
+            .slots
+            .pop()
+            .unwrap_or_else(|| throw("timer: remove from empty heap"));
+        if i < h.slots.len() {
+            h.place(i, last);
+            if i > 0 && last.when < h.slots[(i - 1) / HEAP_ARITY].when {
+                sift_up(h, i);
+            } else {
+                sift_down(h, i);
+            }
+        }
+        h.free.push(id);
+        // SAFETY: t was on this heap, so it is alive, and ours under the lock.
+        unsafe {
             (*t).pp.store(null_mut(), Ordering::Release);
             self.publish();
         }
+        t
     }
 }
 
 /// Moves the slot at `i` up to its place (a hole moves up; each slot that moves gets its
-/// new index written into its timer).
-///
-/// # Safety
-/// Entries are live timers.
-unsafe fn sift_up(h: &mut [Slot], mut i: usize) {
-    let s = h[i];
-    // SAFETY: caller contract: every slot's timer is alive.
-    unsafe {
-        while i > 0 {
-            let parent = (i - 1) / HEAP_ARITY;
-            if h[parent].when <= s.when {
-                break;
-            }
-            h[i] = h[parent];
-            (*h[i].t).idx = i;
-            i = parent;
+/// new index written into the position table).
+fn sift_up(h: &mut Heap, mut i: usize) {
+    let s = h.slots[i];
+    while i > 0 {
+        let parent = (i - 1) / HEAP_ARITY;
+        if h.slots[parent].when <= s.when {
+            break;
         }
-        h[i] = s;
-        (*s.t).idx = i;
+        h.place(i, h.slots[parent]);
+        i = parent;
     }
+    h.place(i, s);
 }
 
 /// Moves the slot at `i` down to its place (the hole moves down to the earliest child).
-///
-/// # Safety
-/// Entries are live timers.
-unsafe fn sift_down(h: &mut [Slot], mut i: usize) {
-    let s = h[i];
-    let n = h.len();
-    // SAFETY: caller contract: every slot's timer is alive.
-    unsafe {
-        loop {
-            let first = HEAP_ARITY * i + 1;
-            if first >= n {
-                break;
-            }
-            let mut m = first;
-            for c in first + 1..(first + HEAP_ARITY).min(n) {
-                if h[c].when < h[m].when {
-                    m = c;
-                }
-            }
-            if h[m].when >= s.when {
-                break;
-            }
-            h[i] = h[m];
-            (*h[i].t).idx = i;
-            i = m;
+fn sift_down(h: &mut Heap, mut i: usize) {
+    let s = h.slots[i];
+    let n = h.slots.len();
+    loop {
+        let first = HEAP_ARITY * i + 1;
+        if first >= n {
+            break;
         }
-        h[i] = s;
-        (*s.t).idx = i;
+        let mut m = first;
+        for c in first + 1..(first + HEAP_ARITY).min(n) {
+            if h.slots[c].when < h.slots[m].when {
+                m = c;
+            }
+        }
+        if h.slots[m].when >= s.when {
+            break;
+        }
+        h.place(i, h.slots[m]);
+        i = m;
     }
+    h.place(i, s);
 }
 
 /// Arms `t` to run its callback at `when` (`nanotime` clock) or soon after.
@@ -363,7 +422,7 @@ pub(crate) fn run_due(p: &P, now: i64) -> usize {
     loop {
         // SAFETY: lock held.
         let h = unsafe { timers.heap() };
-        let Some(&Slot { when, t }) = h.first() else {
+        let Some(&Slot { when, .. }) = h.slots.first() else {
             break;
         };
         if when > now {
@@ -371,7 +430,14 @@ pub(crate) fn run_due(p: &P, now: i64) -> usize {
         }
         // SAFETY: heap entries are armed, live timers.
         unsafe {
-            timers.remove(t);
+            let t = timers.remove_at(0);
+            // The next timer to fire lives on another parked goroutine's stack, most
+            // likely out of the caches: start fetching it now, while this one runs.
+            let h = timers.heap();
+            if let Some(next) = h.slots.first() {
+                let a = h.timer[next.id as usize] as usize;
+                crate::sys::prefetch_range(a, a + core::mem::size_of::<Timer>());
+            }
             (*t).state.store(T_RUNNING, Ordering::Relaxed);
             // Run with the lock held (a `stop` that looks meanwhile waits for T_IDLE).
             ((*t).f)((*t).arg);
@@ -422,10 +488,14 @@ pub(crate) fn move_all(from: &P, to: *mut P) {
     // null `pp` for an armed timer other than in `run_due`).
     unsafe {
         let src = from.timers.heap();
-        let moved = core::mem::take(src);
+        let moved = core::mem::take(&mut src.timer);
+        // Every id is free again: the tables start over.
+        src.slots.clear();
+        src.pos.clear();
+        src.free.clear();
         from.timers.publish();
-        for slot in moved {
-            dst.push(to, slot.t);
+        for t in moved.into_iter().filter(|t| !t.is_null()) {
+            dst.push(to, t);
         }
     }
     b.lock.unlock();
@@ -757,22 +827,39 @@ mod heap_tests {
 
     unsafe fn noop(_: usize) {}
 
-    /// The heap invariant: each slot no earlier than its parent, each timer's `idx` its
-    /// slot, each slot's deadline its timer's.
+    /// The heap invariant: each slot no earlier than its parent, each slot's id its timer's
+    /// and the position table's entry for that id the slot, each slot's deadline its
+    /// timer's; every id either on the heap or free, once.
     fn check(timers: &Timers) {
         // SAFETY: the tests hold the lock.
         let h = unsafe { timers.heap() };
-        for (i, s) in h.iter().enumerate() {
+        for (i, s) in h.slots.iter().enumerate() {
             if i > 0 {
-                let p = h[(i - 1) / HEAP_ARITY].when;
+                let p = h.slots[(i - 1) / HEAP_ARITY].when;
                 assert!(p <= s.when, "slot {i} ({}) before its parent ({p})", s.when);
             }
+            assert_eq!(h.pos[s.id as usize] as usize, i, "pos[id] is not the slot");
+            let t = h.timer[s.id as usize];
             // SAFETY: heap entries are live timers.
             unsafe {
-                assert_eq!((*s.t).idx, i, "timer's idx is not its slot");
-                assert_eq!((*s.t).when, s.when, "slot's deadline is not its timer's");
+                assert_eq!((*t).id, s.id, "slot's id is not its timer's");
+                assert_eq!((*t).when, s.when, "slot's deadline is not its timer's");
             }
         }
+        for &id in &h.free {
+            assert!(
+                h.timer[id as usize].is_null(),
+                "a free id still names a timer"
+            );
+        }
+        let mut seen = vec![0u8; h.pos.len()];
+        for id in h.slots.iter().map(|s| s.id).chain(h.free.iter().copied()) {
+            seen[id as usize] += 1;
+        }
+        assert!(
+            seen.iter().all(|&c| c == 1),
+            "an id lost or given twice: {seen:?}"
+        );
     }
 
     /// Random pushes and removals from anywhere (sift_up and sift_down both), the invariant
@@ -809,7 +896,9 @@ mod heap_tests {
             }
             let mut last = 0;
             // SAFETY: lock held.
-            while let Some(&Slot { when, t }) = unsafe { timers.heap() }.first() {
+            while let Some(&Slot { when, id }) = unsafe { timers.heap() }.slots.first() {
+                // SAFETY: lock held.
+                let t = unsafe { timers.heap() }.timer[id as usize];
                 assert!(when >= last, "round {round}: {when} popped after {last}");
                 // SAFETY: t is on this heap.
                 unsafe { timers.remove(t) };
