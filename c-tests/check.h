@@ -117,6 +117,8 @@ static inline int each_thread_file(const char *file, void (*fn)(const char *text
             continue; /* the thread just ended */
         size_t n = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
+        if (n == 0)
+            continue; /* it ended between the open and the read (the read fails: ESRCH) */
         buf[n] = 0;
         threads++;
         if (fn != NULL)

@@ -2495,6 +2495,14 @@ fn timer_heap() {
     expect_success("timer_heap", &[]);
 }
 
+/// A sleeper on a busy P (GOMAXPROCS=1) wakes through that P's own timer check while C
+/// main keeps ~180 ms of work queued globally: the timer M leaves a busy P's timers to it
+/// until they are 0.5 ms overdue, instead of readying their goroutines behind the queue.
+#[test]
+fn timer_busy_p() {
+    expect_success("timer_busy_p", &[]);
+}
+
 /// gmp_select with 1-100 cases, around the stack/heap scratch switch at 16: ready,
 /// blocking, send and timeout selects fire exactly the right case.
 #[test]

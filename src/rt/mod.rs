@@ -513,9 +513,15 @@ pub struct P {
     pub schedtick: AtomicU32,
     /// Link in `SCHED.pidle`. Owner: holder of `SCHED.lock`.
     pub link: Owned<*mut P>,
-    /// Dead Gs with stacks, for reuse by `newproc` on this P. Owner: the holding M.
+    /// Dead Gs whose stacks ran here last, the most recent on top (`gfput` after an exit):
+    /// `take_hot_stack` hands their stacks, still faulted in and warm, to the goroutines
+    /// that start here. Owner: the holding M.
     pub gfree: Owned<GList>,
-    /// Length of `gfree`, readable by trace.
+    /// Dead Gs whose stacks are cold: those that traded their stack in `take_hot_stack`
+    /// (they hold the starting goroutine's own, often never touched) and those taken off the
+    /// global cache. `newproc` on this P takes these first. Owner: the holding M.
+    pub gfree_cold: Owned<GList>,
+    /// Length of `gfree` and `gfree_cold` together, readable by trace.
     pub gfreecnt: AtomicI32,
     /// Preemption request (Go's `gp.preempt`, kept on the P because sysmon sees Ps, not
     /// Gs): set by sysmon when the P has run goroutines for `FORCE_PREEMPT_NS` without a
@@ -752,6 +758,8 @@ pub struct Sched {
     pub default_stack: Padded<AtomicUsize>,
     /// Dead Gs beyond the per-P caches (Go's `sched.gFree`), under `gfree_lock`.
     pub gfree_lock: Padded<Lock>,
+    /// Length of `gfree.hot`, read without the lock to skip it when empty.
+    pub gfree_hot: AtomicI32,
     gfree: Owned<GFreeGlobal>,
     /// Process start, for schedtrace's "SCHED Nms".
     pub start_ns: AtomicI64,
@@ -786,7 +794,12 @@ pub struct Synced {
 
 /// Global dead-G cache: Gs with a default-size stack, and Gs whose stack was released.
 pub struct GFreeGlobal {
+    /// Dead Gs with a stack that is likely untouched or long unused (spilled from the Ps'
+    /// cold lists): what a spawn takes first.
     pub stack: GList,
+    /// Dead Gs whose stacks ran last (spilled from the Ps' hot lists): what an M whose P has
+    /// no hot stack left takes for the goroutines it starts (`take_hot_stack`).
+    pub hot: GList,
     pub nostack: GList,
 }
 
@@ -820,8 +833,10 @@ pub static SCHED: Sched = Sched {
     preempt_requests: AtomicU64::new(0),
     default_stack: Padded(AtomicUsize::new(crate::stack::DEFAULT_STACK)),
     gfree_lock: Padded(Lock::new()),
+    gfree_hot: AtomicI32::new(0),
     gfree: Owned::new(GFreeGlobal {
         stack: GList::new(),
+        hot: GList::new(),
         nostack: GList::new(),
     }),
     start_ns: AtomicI64::new(0),

@@ -378,49 +378,61 @@ unsafe fn gfput(pp: *mut P, gp: *mut G) {
     if pp.is_null() {
         with_gfree(|gf| {
             // SAFETY: gp is ours; the global list is locked.
-            unsafe { put_global(gf, gp) }
+            unsafe { put_global(gf, gp, false) }
         });
         return;
     }
-    // SAFETY: pp is held by this thread, so its gfree is ours.
+    // SAFETY: pp is held by this thread, so its lists are ours.
     let p = unsafe { &*pp };
-    let list = unsafe { &mut *p.gfree.ptr() };
+    let (hot, cold) = unsafe { (&mut *p.gfree.ptr(), &mut *p.gfree_cold.ptr()) };
     // SAFETY: gp is ours.
-    unsafe { list.push(gp) };
-    if list.len() >= GFREE_LOCAL_MAX {
-        // Spill from under the G just put: its stack is the one the next goroutine to start
-        // here takes (`take_hot_stack`), still in the cache and faulted in. The Gs below it
-        // mostly hold the untouched stacks they received in those trades; spilling the top
-        // instead left one of those on top, and every spill cost the next start a page fault
-        // (spawn from C main: ~20,000 faults per million spawns, its RSS growing with them).
+    unsafe { hot.push(gp) };
+    if hot.len() + cold.len() >= GFREE_LOCAL_MAX {
+        // Spill the cold Gs first, then hot ones from under the G just put: its stack is
+        // the one the next goroutine to start here takes (`take_hot_stack`), in the cache
+        // and faulted in. Spilling from the top once left a G with an untouched stack there
+        // after every spill, and the next start faulted its page in (spawn from C main:
+        // ~20,000 faults per million spawns, its RSS growing with them).
         // SAFETY: our list; gp is on it.
-        let top = unsafe { list.pop() };
+        let top = unsafe { hot.pop() };
         with_gfree(|gf| {
-            while list.len() > GFREE_LOCAL_MAX - GFREE_BATCH - 1 {
-                // SAFETY: our list; the global one is locked.
-                if let Some(g) = unsafe { list.pop() } {
-                    unsafe { put_global(gf, g) };
+            while hot.len() + cold.len() > GFREE_LOCAL_MAX - GFREE_BATCH - 1 {
+                // SAFETY: our lists; the global one is locked.
+                unsafe {
+                    if let Some(g) = cold.pop() {
+                        put_global(gf, g, false);
+                    } else if let Some(g) = hot.pop() {
+                        put_global(gf, g, true);
+                    } else {
+                        break;
+                    }
                 }
             }
         });
         if let Some(top) = top {
             // SAFETY: our list; top came off it.
-            unsafe { list.push(top) };
+            unsafe { hot.push(top) };
         }
     }
-    p.gfreecnt.store(list.len(), Ordering::Relaxed);
+    p.gfreecnt.store(hot.len() + cold.len(), Ordering::Relaxed);
 }
 
-/// Puts a dead G on the global cache, releasing its stack when enough are cached already.
+/// Puts a dead G on the global cache (on its hot list if `hot`: its stack ran last),
+/// releasing its stack when enough are cached already.
 ///
 /// # Safety
 /// `gp` is DEAD and ours; `gf` is the locked global cache.
-unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G) {
+pub(super) unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G, hot: bool) {
     // SAFETY: gp is ours.
     unsafe {
         let st = &mut *(*gp).stack.ptr();
-        if st.is_some() && gf.stack.len() < GFREE_GLOBAL_STACKS_MAX {
-            gf.stack.push(gp);
+        if st.is_some() && gf.stack.len() + gf.hot.len() < GFREE_GLOBAL_STACKS_MAX {
+            if hot {
+                gf.hot.push(gp);
+                SCHED.gfree_hot.store(gf.hot.len(), Ordering::Relaxed);
+            } else {
+                gf.stack.push(gp);
+            }
         } else {
             if let Some(s) = st.take() {
                 stack::free(s);
@@ -460,24 +472,26 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
             gp
         })
     } else {
-        // SAFETY: pp is held by this thread, so its gfree is ours.
+        // SAFETY: pp is held by this thread, so its lists are ours.
         let p = unsafe { &*pp };
-        let list = unsafe { &mut *p.gfree.ptr() };
-        if list.is_empty() {
+        let (hot, cold) = unsafe { (&mut *p.gfree.ptr(), &mut *p.gfree_cold.ptr()) };
+        if hot.is_empty() && cold.is_empty() {
             with_gfree(|gf| {
                 for _ in 0..GFREE_BATCH {
                     // SAFETY: the global cache is locked.
                     match unsafe { pop_global(gf, want_stack) } {
                         // SAFETY: our list; the G came off the locked global one.
-                        Some(g) => unsafe { list.push(g) },
+                        Some(g) => unsafe { cold.push(g) },
                         None => break,
                     }
                 }
             });
         }
-        // SAFETY: our list.
-        let gp = unsafe { list.pop() };
-        p.gfreecnt.store(list.len(), Ordering::Relaxed);
+        // The cold ones first: a hot stack is worth more to a goroutine starting here
+        // (`take_hot_stack`) than to one being queued.
+        // SAFETY: our lists.
+        let gp = unsafe { cold.pop().or_else(|| hot.pop()) };
+        p.gfreecnt.store(hot.len() + cold.len(), Ordering::Relaxed);
         gp
     };
     let gp = match gp {
@@ -517,8 +531,10 @@ fn prefetch_g(gp: *mut G) {
     }
 }
 
-/// A dead G off the global cache: one that kept a (default-size) stack first if
-/// `want_stack`, else one without a stack first.
+/// A dead G off the global cache for a spawn: one that kept a (default-size) stack first
+/// if `want_stack`, else one without a stack first. The hot list comes last either way:
+/// a spawned goroutine may wait long before it runs, and a hot stack is worth more to one
+/// starting now (`take_hot_stack`).
 ///
 /// # Safety
 /// `gf` is the locked global cache.
@@ -526,12 +542,42 @@ fn prefetch_g(gp: *mut G) {
 unsafe fn pop_global(gf: &mut GFreeGlobal, want_stack: bool) -> Option<*mut G> {
     // SAFETY: caller contract.
     unsafe {
-        if want_stack {
+        let gp = if want_stack {
             gf.stack.pop().or_else(|| gf.nostack.pop())
         } else {
             gf.nostack.pop().or_else(|| gf.stack.pop())
-        }
+        };
+        gp.or_else(|| {
+            let gp = gf.hot.pop();
+            SCHED.gfree_hot.store(gf.hot.len(), Ordering::Relaxed);
+            gp
+        })
     }
+}
+
+/// Refills `p`'s empty hot list from the global one (up to a batch), for the goroutines
+/// about to start on `p` (`take_hot_stack`). One relaxed load when the global list is
+/// empty.
+///
+/// # Safety
+/// On the M holding `p`.
+pub(super) unsafe fn refill_hot(p: &P) {
+    if SCHED.gfree_hot.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    // SAFETY: caller contract: p's lists are ours.
+    let (hot, cold) = unsafe { (&mut *p.gfree.ptr(), &mut *p.gfree_cold.ptr()) };
+    with_gfree(|gf| {
+        for _ in 0..GFREE_BATCH {
+            // SAFETY: the global list is locked; ours is ours.
+            match unsafe { gf.hot.pop() } {
+                Some(g) => unsafe { hot.push(g) },
+                None => break,
+            }
+        }
+        SCHED.gfree_hot.store(gf.hot.len(), Ordering::Relaxed);
+    });
+    p.gfreecnt.store(hot.len() + cold.len(), Ordering::Relaxed);
 }
 
 /// Gs are carved out of chunks of this many: one allocation per chunk instead of one

@@ -1241,16 +1241,24 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
 /// died most recently on this P, if they are alike: that stack's top lines are still in
 /// the cache (and its pages mapped), whereas the stack the new G got at spawn time — maybe
 /// tens of thousands of goroutines ago, in a program that spawns far ahead of running —
-/// has long left it. The dead G keeps the cold stack for a later spawn, which does not
-/// touch it (newproc writes nothing to a stack). Nothing else refers to either stack: both
-/// Gs are ours (one just dequeued, never run; one on our P's free list).
+/// has long left it, or was never touched. The dead G keeps the cold stack for a later
+/// spawn, which does not touch it (newproc writes nothing to a stack), and moves to the
+/// cold list: the next goroutine to start takes the next hot stack. (With one list, the
+/// traded G stayed on top and only one start per exit found a hot stack; sleep_many from
+/// C main, whose M starts goroutines in batches between batches of exits, faulted in a new
+/// stack for nearly every start.) Nothing else refers to either stack: both Gs are ours
+/// (one just dequeued, never run; one on our P's free list).
 ///
 /// # Safety
 /// On the M holding `p`, which dequeued `g` (sp 0, never run).
 unsafe fn take_hot_stack(p: &P, g: &G) {
     // SAFETY: p's free list and its Gs belong to the holding M (caller contract); g is ours.
     unsafe {
-        let dead = (*p.gfree.ptr()).peek();
+        let list = &mut *p.gfree.ptr();
+        if list.is_empty() {
+            super::proc::refill_hot(p);
+        }
+        let dead = list.peek();
         if dead.is_null() {
             return;
         }
@@ -1260,6 +1268,8 @@ unsafe fn take_hot_stack(p: &P, g: &G) {
             && h.size() == c.size()
         {
             core::mem::swap(hot, cold);
+            list.pop();
+            (*p.gfree_cold.ptr()).push(dead);
         }
     }
 }
@@ -1591,6 +1601,11 @@ unsafe fn park_idle(m: &M) {
         // SAFETY: m's thread, no P.
         let mut ready = netpoll::Ready::new();
         if next == 0 || affine || !unsafe { timer::sleep_as_timer_m(m, next, &mut ready) } {
+            if !affine {
+                // Another M is the timer M; it may sleep past `next` if it found every P
+                // busy, and we just made one idle.
+                timer::wake_timer_m_for_idle_p(next);
+            }
             // SAFETY: m's thread, no P, not spinning.
             unsafe { stopm(m) };
             return;
@@ -1613,10 +1628,13 @@ unsafe fn park_idle(m: &M) {
                 unsafe { ready.run_first_ready_rest(&*pp) };
                 return;
             }
-            // Every P is busy: run the due timers and ready what the poll found anyway
-            // (their goroutines go to the global queue, where the busy Ps find them).
+            // Every P is busy: ready what the poll found anyway (to the global queue, where
+            // the busy Ps find them, as Go's injectglist), and run the timers their Ps have
+            // left overdue for `BUSY_GRACE_NS` (a P held by one goroutine); the others are
+            // their Ps' to run at their next pass through the scheduler, which sends their
+            // goroutines to a local queue rather than behind the global one.
             None => {
-                timer::run_all_due(crate::sys::nanotime());
+                timer::run_all_due(crate::sys::nanotime() - timer::BUSY_GRACE_NS);
                 ready.ready_all();
             }
         }
@@ -1793,6 +1811,7 @@ fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 schedtick: AtomicU32::new(0),
                 link: Owned::new(null_mut()),
                 gfree: Owned::new(GList::new()),
+                gfree_cold: Owned::new(GList::new()),
                 gfreecnt: AtomicI32::new(0),
                 preempt: AtomicBool::new(false),
                 goidcache: Owned::new((0, 0)),
@@ -1906,13 +1925,17 @@ unsafe fn drain_p_caches(p: &P) {
     // SAFETY: caller contract: the sudog cache and gfree list are ours.
     unsafe {
         sudog::flush_p_cache(&mut *p.sudogcache.ptr());
-        let mut moved = core::mem::take(&mut *p.gfree.ptr());
+        let mut hot = core::mem::take(&mut *p.gfree.ptr());
+        let mut cold = core::mem::take(&mut *p.gfree_cold.ptr());
         p.gfreecnt.store(0, Ordering::Relaxed);
         // Their lock ranks below SCHED.lock, so never while holding it.
         with_gfree(|gf| {
-            // SAFETY: the list was ours; the global list is locked.
-            while let Some(gp) = moved.pop() {
+            // SAFETY: the lists were ours; the global list is locked.
+            while let Some(gp) = cold.pop() {
                 gf.stack.push(gp);
+            }
+            while let Some(gp) = hot.pop() {
+                super::proc::put_global(gf, gp, true);
             }
         });
     }

@@ -167,7 +167,7 @@ fn unwatched_timer() -> i64 {
 /// leaves them waiting. Without this grace sysmon ran the timers of 100,000 sleepers
 /// (sleep_many) beside the busy P, contending for its heap lock and sending every wake-up
 /// through the global queue: 130 -> 195 ms.
-const UNWATCHED_GRACE_NS: i64 = 500_000;
+const UNWATCHED_GRACE_NS: i64 = timer::BUSY_GRACE_NS;
 
 /// Runs the timers no M watches (see `unwatched_timer`) that are overdue by more than
 /// [`UNWATCHED_GRACE_NS`]. Their callbacks ready goroutines to the global queue (sysmon

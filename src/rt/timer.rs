@@ -506,6 +506,26 @@ pub(crate) fn move_all(from: &P, to: *mut P) {
     }
 }
 
+/// How long a due timer of a busy P may wait for that P before an M without a P (the timer
+/// M, or sysmon when there is none) runs it, readying its goroutine to the global queue.
+/// A busy P runs its due timers each time it passes through the scheduler, which a program
+/// that switches at all does every few microseconds; only a P held by one goroutine for
+/// longer leaves them waiting. Running them at once instead sent the wake-ups of sleepers
+/// through the global queue behind every goroutine queued there: sleep_many driven from C
+/// main (which keeps ~60,000 spawned goroutines queued) woke a third of its sleepers over
+/// 20 ms late, each holding its stack meanwhile (from sysmon, before the grace: 130 -> 195
+/// ms).
+pub(crate) const BUSY_GRACE_NS: i64 = 500_000;
+
+/// After a P went idle: wakes the timer M if it sleeps past the earliest deadline `next`
+/// (it sleeps `BUSY_GRACE_NS` longer while every P is busy), so that it takes the idle P
+/// and runs the timer on time.
+pub(crate) fn wake_timer_m_for_idle_p(next: i64) {
+    if next != 0 && next < SCHED.timer_m_until.load(Ordering::SeqCst) {
+        wake_timer_m();
+    }
+}
+
 /// Wakes the timer M (if any) so that it recomputes its deadline.
 fn wake_timer_m() {
     let tm = SCHED.timer_m.load(Ordering::SeqCst);
@@ -553,9 +573,23 @@ pub(crate) unsafe fn sleep_as_timer_m(
     {
         return false;
     }
+    // With every P busy, a due timer is its P's to run (`check_timers`, at the P's next
+    // pass through the scheduler): we would have to send its goroutine through the global
+    // queue, behind whatever waits there. So sleep until it is `BUSY_GRACE_NS` overdue,
+    // which only a P held by one goroutine for that long leaves it. The SeqCst load of
+    // `npidle` after publishing `timer_m_until` pairs with a P going idle (`pidleput`'s
+    // SeqCst add, then `park_idle` reads `timer_m_until` and wakes us to recompute).
+    let with_grace = |d: i64| {
+        if d != 0 && d != i64::MAX && SCHED.npidle.load(Ordering::SeqCst) == 0 {
+            d.saturating_add(BUSY_GRACE_NS)
+        } else {
+            d
+        }
+    };
+    let deadline = with_grace(deadline);
     SCHED.timer_m_until.store(deadline, Ordering::SeqCst);
     // A timer may have been started before we published our deadline, without seeing us.
-    let e = earliest();
+    let e = with_grace(earliest());
     let deadline = if e != 0 && e < deadline { e } else { deadline };
     // Affine work may have been queued for us before we published ourselves (affinity.rs;
     // SeqCst pairs with wake_affine_m's store-then-load): then do not sleep.
