@@ -25,6 +25,7 @@ const MODELS: &[&str] = &[
     "rt::spinning_loom::loom_tests::broken_without_producer_barrier",
     "rt::timer::loom_tests::stop_waits_for_a_running_callback",
     "rt::timer::loom_tests::stop_follows_a_moving_timer",
+    "rt::timer::loom_tests::idle_p_wakes_a_timer_m_in_its_grace",
 ];
 
 #[test]

@@ -576,9 +576,10 @@ pub(crate) unsafe fn sleep_as_timer_m(
     // With every P busy, a due timer is its P's to run (`check_timers`, at the P's next
     // pass through the scheduler): we would have to send its goroutine through the global
     // queue, behind whatever waits there. So sleep until it is `BUSY_GRACE_NS` overdue,
-    // which only a P held by one goroutine for that long leaves it. The SeqCst load of
-    // `npidle` after publishing `timer_m_until` pairs with a P going idle (`pidleput`'s
-    // SeqCst add, then `park_idle` reads `timer_m_until` and wakes us to recompute).
+    // which only a P held by one goroutine for that long leaves it. Our SeqCst loads of
+    // `npidle` after claiming `timer_m` pair with a P going idle (`pidleput`'s SeqCst add,
+    // then `park_idle` reads `timer_m` and `timer_m_until` and wakes us to recompute):
+    // `loom_tests::idle_p_wakes_a_timer_m_in_its_grace`.
     let with_grace = |d: i64| {
         if d != 0 && d != i64::MAX && SCHED.npidle.load(Ordering::SeqCst) == 0 {
             d.saturating_add(BUSY_GRACE_NS)
@@ -832,6 +833,87 @@ mod loom_tests {
             runner.join().unwrap();
             // Exactly one of them won: a disarmed timer never fires.
             assert_eq!(w.fired.load(Ordering::Relaxed), usize::from(!disarmed));
+        });
+    }
+
+    /// The timer M's grace while every P is busy (`sleep_as_timer_m`) against an M that
+    /// makes a P idle and then parks (`park_idle` → `wake_timer_m_for_idle_p`): restated
+    /// with loom's atomics, the same SeqCst loads and stores. Whoever ends up sleeping as
+    /// the timer M either sleeps until the earliest deadline exactly or is woken: a timer
+    /// of an idle P never waits out the grace. The pair that makes it so: the timer M
+    /// claims `timer_m` before it reads `npidle`; the parking M adds to `npidle` before it
+    /// reads `timer_m` and `timer_m_until` (MAX until a timer M publishes its deadline).
+    /// Reading `timer_m_until` before the add fails the model.
+    #[test]
+    fn idle_p_wakes_a_timer_m_in_its_grace() {
+        use loom::sync::atomic::{AtomicBool, AtomicI32, AtomicI64};
+        const EARLIEST: i64 = 100;
+        const GRACE: i64 = 50;
+        struct W {
+            npidle: AtomicI32,
+            until: AtomicI64,
+            timer_m: AtomicUsize,
+            woken: AtomicBool,
+        }
+        impl W {
+            /// `sleep_as_timer_m` up to its deadline: None if another M is the timer M.
+            fn sleep_as_timer_m(&self, me: usize) -> Option<i64> {
+                if self
+                    .timer_m
+                    .compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_err()
+                {
+                    return None;
+                }
+                let with_grace = |d: i64| {
+                    if self.npidle.load(Ordering::SeqCst) == 0 {
+                        d + GRACE
+                    } else {
+                        d
+                    }
+                };
+                let d0 = with_grace(EARLIEST);
+                self.until.store(d0, Ordering::SeqCst);
+                Some(d0.min(with_grace(EARLIEST)))
+            }
+            /// `wake_timer_m_for_idle_p` (and `wake_timer_m`'s claim).
+            fn wake_for_idle_p(&self) {
+                if EARLIEST < self.until.load(Ordering::SeqCst) {
+                    let tm = self.timer_m.load(Ordering::SeqCst);
+                    if tm != 0
+                        && self
+                            .timer_m
+                            .compare_exchange(tm, 0, Ordering::SeqCst, Ordering::Relaxed)
+                            .is_ok()
+                    {
+                        self.woken.store(true, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+        model(|| {
+            let w = Arc::new(W {
+                npidle: AtomicI32::new(0),
+                until: AtomicI64::new(i64::MAX),
+                timer_m: AtomicUsize::new(0),
+                woken: AtomicBool::new(false),
+            });
+            let w2 = w.clone();
+            // An M with nothing to do while the only P is busy: it may become the timer M.
+            let timer_m = loom::thread::spawn(move || w2.sleep_as_timer_m(1));
+            // The busy P's M runs out of work: its P goes idle (pidleput), then it parks.
+            w.npidle.fetch_add(1, Ordering::SeqCst);
+            let mine = w.sleep_as_timer_m(2);
+            if mine.is_none() {
+                w.wake_for_idle_p();
+            }
+            let theirs = timer_m.join().unwrap();
+            for d in [mine, theirs].into_iter().flatten() {
+                assert!(
+                    d == EARLIEST || w.woken.load(Ordering::SeqCst),
+                    "a timer M sleeps past an idle P's timer (deadline {d}) unwoken"
+                );
+            }
         });
     }
 
