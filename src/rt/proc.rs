@@ -525,7 +525,7 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
 /// Starts moving `gp`'s record (both of its cache lines) into this CPU's cache; null is
 /// ignored.
 #[inline(always)]
-fn prefetch_g(gp: *mut G) {
+pub(super) fn prefetch_g(gp: *mut G) {
     if !gp.is_null() {
         crate::sys::prefetch_range(gp as usize, gp as usize + core::mem::size_of::<G>());
     }

@@ -277,6 +277,21 @@ impl<T> RunQueue<T> {
         }
     }
 
+    /// The entry `get` would take from the ring next (ignoring runnext), or null when the
+    /// ring is empty: a hint (a thief may take it first), for prefetching.
+    ///
+    /// # Safety
+    /// Only the owner may call it.
+    #[inline]
+    pub unsafe fn peek_ring(&self) -> *mut T {
+        // Relaxed: a hint; only we write tail and the slots from head to tail.
+        let h = self.head.load(Relaxed);
+        if self.tail.load(Relaxed) == h {
+            return ptr::null_mut();
+        }
+        self.slot(h).load(Relaxed)
+    }
+
     /// Steals from `victim` into `self`: grabs half of `victim`'s ring (rounded up) into
     /// `self`'s ring and returns one of them (the newest) to run, with the number stolen
     /// (that one included), for statistics. When `victim`'s ring is empty and
