@@ -1,11 +1,11 @@
 /*
  * timer_busy_p.c -- a sleeper on a busy P wakes on time while the global queue is long.
  *
- * Scenario: GOMAXPROCS=1. 200 ticker goroutines first sleep 50 ms; meanwhile their M,
- * with nothing to run, drops the P and waits as the timer M (main waits until the P is
- * idle). Then the C main thread spawns 60,000 workers that each spin for 3 us: ~180 ms of
- * work queued on the global run queue, which another M runs on the P. Each ticker then
- * sleeps 1 ms, 20 times, and counts the wake-ups that came over 30 ms late.
+ * Scenario (one round): GOMAXPROCS=1. 200 ticker goroutines first sleep 50 ms; meanwhile
+ * their M, with nothing to run, drops the P and waits as the timer M (main waits until
+ * the P is idle). Then the C main thread spawns 60,000 workers that each spin for 3 us:
+ * ~180 ms of work queued on the global run queue, which another M runs on the P. Each
+ * ticker then sleeps 1 ms, 20 times, and counts the wake-ups that came over 60 ms late.
  *
  * The P stays busy the whole time and passes through the scheduler every few
  * microseconds, running its own due timers there: the ticker goes to the P's runnext and
@@ -14,20 +14,27 @@
  * wake-up was then tens of milliseconds late (the queue's drain time). It runs a busy
  * P's timers only once they are BUSY_GRACE_NS (0.5 ms) overdue.
  *
- * Checks: under 2% of the 4,000 wake-ups are over 30 ms late (measured: none; with the
- * timer M running the timers, 200 in four runs of five: one wake-up per ticker went
- * through the global queue), none early, every worker ran.
+ * That fallback is also what a P whose thread the OS has descheduled for over 0.5 ms
+ * gets (it looks like a P held by one goroutine): then its tickers' wake-ups do go
+ * behind the queue, in about one round in 20 on a noisy VM. So three rounds, and at
+ * least two must be clean.
+ *
+ * Checks: in at least two of three rounds fewer than 20 of the 4,000 wake-ups are over
+ * 60 ms late (measured: none in most rounds, ~150-200 in a round with such a stall;
+ * with the timer M running every due timer, 30-200 in nearly every round: up to one
+ * wake-up per ticker went through the global queue), none early, every worker ran.
  */
 #include "check.h"
 
 #include <gmp.h>
 #include <stdatomic.h>
 
+#define ROUNDS 3
 #define WORKERS 60000L
 #define TICKERS 200
 #define TICKS 20
 #define WORK_NS 3000L
-#define LATE_NS (30 * 1000000L)
+#define LATE_NS (60 * 1000000L)
 
 static atomic_long ran, wakeups, late, early;
 static gmp_wg workers_wg = GMP_WG_INIT;
@@ -60,9 +67,12 @@ static void ticker(void *arg)
     CHECK_EQ(gmp_wg_done(&tickers_wg), 0);
 }
 
-int main(void)
+/* One round; returns how many wake-ups were over LATE_NS late. */
+static long round_late(void)
 {
-    CHECK(gmp_maxprocs(1) >= 1);
+    atomic_store(&ran, 0);
+    atomic_store(&wakeups, 0);
+    atomic_store(&late, 0);
     CHECK_OK(gmp_wg_add(&workers_wg, WORKERS));
     CHECK_OK(gmp_wg_add(&tickers_wg, TICKERS));
     for (int i = 0; i < TICKERS; i++)
@@ -75,10 +85,21 @@ int main(void)
     CHECK_OK(gmp_wg_wait(&workers_wg));
     CHECK_EQ(atomic_load(&ran), WORKERS);
     CHECK_EQ(atomic_load(&wakeups), (long)TICKERS * TICKS);
-
-    long n = atomic_load(&late);
-    printf("timer_busy_p: %ld of %ld wake-ups over 30 ms late\n", n, (long)TICKERS * TICKS);
     CHECK_EQ(atomic_load(&early), 0);
-    CHECK(n * 50 < (long)TICKERS * TICKS);
+    return atomic_load(&late);
+}
+
+int main(void)
+{
+    CHECK(gmp_maxprocs(1) >= 1);
+    int clean = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        long n = round_late();
+        printf("timer_busy_p: round %d: %ld of %ld wake-ups over 60 ms late\n", r, n,
+               (long)TICKERS * TICKS);
+        if (n < 20)
+            clean++;
+    }
+    CHECK(clean >= 2);
     return 0;
 }
