@@ -368,13 +368,14 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
 unsafe fn gfput(pp: *mut P, gp: *mut G) {
     let default = SCHED.default_stack.load(Ordering::Relaxed);
     // SAFETY: gp is ours.
-    unsafe {
+    let has_stack = unsafe {
         let st = &mut *(*gp).stack.ptr();
         // Odd-sized stacks are not cached with the G.
         if let Some(s) = st.take_if(|s| s.size() != default) {
             stack::free(s);
         }
-    }
+        st.is_some()
+    };
     if pp.is_null() {
         with_gfree(|gf| {
             // SAFETY: gp is ours; the global list is locked.
@@ -385,8 +386,16 @@ unsafe fn gfput(pp: *mut P, gp: *mut G) {
     // SAFETY: pp is held by this thread, so its lists are ours.
     let p = unsafe { &*pp };
     let (hot, cold) = unsafe { (&mut *p.gfree.ptr(), &mut *p.gfree_cold.ptr()) };
+    // A G without a stack has nothing to give a starting goroutine: it goes on the cold
+    // list, so that the hot list's top always holds a stack `take_hot_stack` can trade.
     // SAFETY: gp is ours.
-    unsafe { hot.push(gp) };
+    unsafe {
+        if has_stack {
+            hot.push(gp);
+        } else {
+            cold.push(gp);
+        }
+    }
     if hot.len() + cold.len() >= GFREE_LOCAL_MAX {
         // Spill the cold Gs first, then hot ones from under the G just put: its stack is
         // the one the next goroutine to start here takes (`take_hot_stack`), in the cache

@@ -1272,6 +1272,10 @@ unsafe fn take_hot_stack(p: &P, g: &G) {
         if dead.is_null() {
             return;
         }
+        #[cfg(debug_assertions)]
+        if (*dead).status.load(Ordering::Relaxed) != G_DEAD || (*(*dead).stack.ptr()).is_none() {
+            throw("take_hot_stack: a G on the hot list is not dead or has no stack");
+        }
         let hot = &mut *(*dead).stack.ptr();
         let cold = &mut *g.stack.ptr();
         if let (Some(h), Some(c)) = (hot.as_ref(), cold.as_ref())
