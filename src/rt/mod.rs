@@ -758,8 +758,10 @@ pub struct Sched {
     pub default_stack: Padded<AtomicUsize>,
     /// Dead Gs beyond the per-P caches (Go's `sched.gFree`), under `gfree_lock`.
     pub gfree_lock: Padded<Lock>,
-    /// Length of `gfree.hot`, read without the lock to skip it when empty.
-    pub gfree_hot: AtomicI32,
+    /// Length of `gfree.hot` (kept by `GFreeGlobal::push_hot`/`pop_hot`), read without the
+    /// lock on a goroutine's start to skip the lock when the list is empty. On a line of
+    /// its own: only those two write it, under the lock.
+    pub gfree_hot: Padded<AtomicI32>,
     gfree: Owned<GFreeGlobal>,
     /// Process start, for schedtrace's "SCHED Nms".
     pub start_ns: AtomicI64,
@@ -799,8 +801,29 @@ pub struct GFreeGlobal {
     pub stack: GList,
     /// Dead Gs whose stacks ran last (spilled from the Ps' hot lists): what an M whose P has
     /// no hot stack left takes for the goroutines it starts (`take_hot_stack`).
-    pub hot: GList,
+    hot: GList,
     pub nostack: GList,
+}
+
+impl GFreeGlobal {
+    /// # Safety
+    /// As `GList::push`; the caller holds `gfree_lock`.
+    pub unsafe fn push_hot(&mut self, gp: *mut G) {
+        // SAFETY: caller contract.
+        unsafe { self.hot.push(gp) };
+        SCHED.gfree_hot.store(self.hot.len(), Ordering::Relaxed);
+    }
+    /// # Safety
+    /// The caller holds `gfree_lock`.
+    pub unsafe fn pop_hot(&mut self) -> Option<*mut G> {
+        // SAFETY: caller contract.
+        let gp = unsafe { self.hot.pop() };
+        SCHED.gfree_hot.store(self.hot.len(), Ordering::Relaxed);
+        gp
+    }
+    pub fn len_with_stack(&self) -> i32 {
+        self.stack.len() + self.hot.len()
+    }
 }
 
 /// The scheduler. One per process (DESIGN.md decision 11).
@@ -833,7 +856,7 @@ pub static SCHED: Sched = Sched {
     preempt_requests: AtomicU64::new(0),
     default_stack: Padded(AtomicUsize::new(crate::stack::DEFAULT_STACK)),
     gfree_lock: Padded(Lock::new()),
-    gfree_hot: AtomicI32::new(0),
+    gfree_hot: Padded(AtomicI32::new(0)),
     gfree: Owned::new(GFreeGlobal {
         stack: GList::new(),
         hot: GList::new(),

@@ -385,7 +385,7 @@ unsafe fn gfput(pp: *mut P, gp: *mut G) {
     }
     // SAFETY: pp is held by this thread, so its lists are ours.
     let p = unsafe { &*pp };
-    let (hot, cold) = unsafe { (&mut *p.gfree.ptr(), &mut *p.gfree_cold.ptr()) };
+    let (hot, cold) = unsafe { gfree_lists(p) };
     // A G without a stack has nothing to give a starting goroutine: it goes on the cold
     // list, so that the hot list's top always holds a stack `take_hot_stack` can trade.
     // SAFETY: gp is ours.
@@ -402,7 +402,7 @@ unsafe fn gfput(pp: *mut P, gp: *mut G) {
         // and faulted in. Spilling from the top once left a G with an untouched stack there
         // after every spill, and the next start faulted its page in (spawn from C main:
         // ~20,000 faults per million spawns, its RSS growing with them).
-        // SAFETY: our list; gp is on it.
+        // SAFETY: our list.
         let top = unsafe { hot.pop() };
         with_gfree(|gf| {
             while hot.len() + cold.len() > GFREE_LOCAL_MAX - GFREE_BATCH - 1 {
@@ -426,6 +426,16 @@ unsafe fn gfput(pp: *mut P, gp: *mut G) {
     p.gfreecnt.store(hot.len() + cold.len(), Ordering::Relaxed);
 }
 
+/// P `p`'s dead-G lists: the hot one (`P::gfree`) and the cold one (`P::gfree_cold`).
+///
+/// # Safety
+/// On the M holding `p`, with no other reference to either list live.
+#[allow(clippy::mut_from_ref)]
+pub(super) unsafe fn gfree_lists(p: &P) -> (&mut GList, &mut GList) {
+    // SAFETY: caller contract: the holding M owns both.
+    unsafe { (&mut *p.gfree.ptr(), &mut *p.gfree_cold.ptr()) }
+}
+
 /// Puts a dead G on the global cache (on its hot list if `hot`: its stack ran last),
 /// releasing its stack when enough are cached already.
 ///
@@ -435,10 +445,9 @@ pub(super) unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G, hot: bool) {
     // SAFETY: gp is ours.
     unsafe {
         let st = &mut *(*gp).stack.ptr();
-        if st.is_some() && gf.stack.len() + gf.hot.len() < GFREE_GLOBAL_STACKS_MAX {
+        if st.is_some() && gf.len_with_stack() < GFREE_GLOBAL_STACKS_MAX {
             if hot {
-                gf.hot.push(gp);
-                SCHED.gfree_hot.store(gf.hot.len(), Ordering::Relaxed);
+                gf.push_hot(gp);
             } else {
                 gf.stack.push(gp);
             }
@@ -483,7 +492,7 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
     } else {
         // SAFETY: pp is held by this thread, so its lists are ours.
         let p = unsafe { &*pp };
-        let (hot, cold) = unsafe { (&mut *p.gfree.ptr(), &mut *p.gfree_cold.ptr()) };
+        let (hot, cold) = unsafe { gfree_lists(p) };
         if hot.is_empty() && cold.is_empty() {
             with_gfree(|gf| {
                 for _ in 0..GFREE_BATCH {
@@ -556,11 +565,7 @@ unsafe fn pop_global(gf: &mut GFreeGlobal, want_stack: bool) -> Option<*mut G> {
         } else {
             gf.nostack.pop().or_else(|| gf.stack.pop())
         };
-        gp.or_else(|| {
-            let gp = gf.hot.pop();
-            SCHED.gfree_hot.store(gf.hot.len(), Ordering::Relaxed);
-            gp
-        })
+        gp.or_else(|| gf.pop_hot())
     }
 }
 
@@ -575,16 +580,15 @@ pub(super) unsafe fn refill_hot(p: &P) {
         return;
     }
     // SAFETY: caller contract: p's lists are ours.
-    let (hot, cold) = unsafe { (&mut *p.gfree.ptr(), &mut *p.gfree_cold.ptr()) };
+    let (hot, cold) = unsafe { gfree_lists(p) };
     with_gfree(|gf| {
         for _ in 0..GFREE_BATCH {
             // SAFETY: the global list is locked; ours is ours.
-            match unsafe { gf.hot.pop() } {
+            match unsafe { gf.pop_hot() } {
                 Some(g) => unsafe { hot.push(g) },
                 None => break,
             }
         }
-        SCHED.gfree_hot.store(gf.hot.len(), Ordering::Relaxed);
     });
     p.gfreecnt.store(hot.len() + cold.len(), Ordering::Relaxed);
 }

@@ -1264,10 +1264,10 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
 unsafe fn take_hot_stack(p: &P, g: &G) {
     // SAFETY: p's free list and its Gs belong to the holding M (caller contract); g is ours.
     unsafe {
-        let list = &mut *p.gfree.ptr();
-        if list.is_empty() {
+        if (*p.gfree.ptr()).is_empty() {
             super::proc::refill_hot(p);
         }
+        let (list, cold_list) = super::proc::gfree_lists(p);
         let dead = list.peek();
         if dead.is_null() {
             return;
@@ -1283,7 +1283,7 @@ unsafe fn take_hot_stack(p: &P, g: &G) {
         {
             core::mem::swap(hot, cold);
             list.pop();
-            (*p.gfree_cold.ptr()).push(dead);
+            cold_list.push(dead);
         }
     }
 }
@@ -1939,14 +1939,15 @@ unsafe fn drain_p_caches(p: &P) {
     // SAFETY: caller contract: the sudog cache and gfree list are ours.
     unsafe {
         sudog::flush_p_cache(&mut *p.sudogcache.ptr());
-        let mut hot = core::mem::take(&mut *p.gfree.ptr());
-        let mut cold = core::mem::take(&mut *p.gfree_cold.ptr());
+        let (hot, cold) = super::proc::gfree_lists(p);
+        let (mut hot, mut cold) = (core::mem::take(hot), core::mem::take(cold));
         p.gfreecnt.store(0, Ordering::Relaxed);
         // Their lock ranks below SCHED.lock, so never while holding it.
         with_gfree(|gf| {
-            // SAFETY: the lists were ours; the global list is locked.
+            // SAFETY: the lists were ours; the global list is locked. put_global files a
+            // G whose stack gfput gave back under `nostack`.
             while let Some(gp) = cold.pop() {
-                gf.stack.push(gp);
+                super::proc::put_global(gf, gp, false);
             }
             while let Some(gp) = hot.pop() {
                 super::proc::put_global(gf, gp, true);

@@ -219,8 +219,8 @@ impl Timers {
                 when: (*t).when,
                 id,
             });
-            h.pos[id as usize] = last as u32;
             h.timer[id as usize] = t;
+            // Records the slot's final position in `pos`.
             sift_up(h, last);
             self.publish();
         }
