@@ -15,7 +15,9 @@
  *  - 8 worker goroutines, each looping over random actions until the stop flag;
  *  - 2 foreign pthreads doing the same (feature "foreign"), except what needs a goroutine;
  *  - short-lived children the workers spawn (feature "spawn"), some with GMP_GO_PINNED
- *    ("pinned": their gettid() must never change), some with a small stack ("stack");
+ *    ("pinned": their gettid() must never change), some with a small stack ("stack",
+ *    which also switches the default stack size between 256 and 128 KiB now and then,
+ *    while goroutines promised a stack of the other size wait to start);
  *    a worker waits for its children on a WaitGroup of its own ("wg": every child must
  *    have checked in when the wait returns), or leaves them to a global one;
  *  - a source and a sink goroutine per channel (features "chan" or "select"), so that a
@@ -822,6 +824,8 @@ static void do_spawn(struct actor *a)
         return;
     }
     int n = 1 + (int)rnd_below(&a->rng, 4);
+    if (on(FT_STACK) && rnd_below(&a->rng, 64) == 0)
+        CHECK_OK(gmp_set_default_stack_size(rnd_below(&a->rng, 2) ? 256 * 1024 : 128 * 1024));
     int wait = on(FT_WG) && rnd_below(&a->rng, 4) != 0;
     gmp_wg local = GMP_WG_INIT;
     atomic_int checkin = 0;

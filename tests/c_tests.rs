@@ -1094,6 +1094,18 @@ fn stack_guard() {
     expect_success("stack_guard", &[]);
 }
 
+/// A goroutine spawned by a goroutine takes a stack when it starts (skynet's faults).
+#[test]
+fn lazy_stacks() {
+    expect_success("lazy_stacks", &[]);
+}
+
+/// The promise of a stack that cannot be kept is gmp_go's -ENOMEM, not a failed start.
+#[test]
+fn lazy_stacks_nomem() {
+    expect_case("lazy_stacks", "nomem", &[]);
+}
+
 #[test]
 fn stack_guard_jump() {
     expect_abort(

@@ -416,14 +416,13 @@ fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
     // The caller's own frames only when they are on the goroutine's stack (a SIGQUIT
     // handler runs on the thread's alternate signal stack: then it is "running").
     let self_fp = self_fp.filter(|&fp| bounds.is_some_and(|(lo, hi)| fp >= lo && fp < hi));
+    // SAFETY: as above: a racy read of the saved sp, validated below.
+    let sp = unsafe { g.sp.get() };
     match (self_fp, bounds) {
         (Some(fp), Some((lo, hi))) => walk(out, lo, hi, fp, 0),
+        _ if status == G_RUNNABLE && unstarted(sp) => out.str("(not started yet)\n"),
         (None, Some((lo, hi))) if status == G_WAITING || status == G_RUNNABLE => {
-            // SAFETY: as above: a racy read of the saved sp, validated below.
-            let sp = unsafe { g.sp.get() };
-            if sp == 0 {
-                out.str("(not started yet)\n");
-            } else if sp < lo || sp + 64 > hi {
+            if sp < lo || sp + 64 > hi {
                 out.str("(saved context not on its stack)\n");
             } else if let Some([rbp, ret]) = read_words::<2>(sp + 48) {
                 frame(out, 0, ret, true);

@@ -229,7 +229,9 @@ pub struct G {
     pub status: AtomicU32,
     /// Goroutine id; set by `newproc` before the G is published. Atomic because trace reads it.
     pub goid: AtomicU64,
-    /// The stack. Owner: the G's owner. `None` only for a dead G whose stack was released.
+    /// The stack. Owner: the G's owner. `None` for a dead G whose stack was released or
+    /// given to a starting goroutine, and for a goroutine that has not started and was
+    /// promised one (`sp` says of what size; see `SP_UNSTARTED`).
     pub stack: Owned<Option<Stack>>,
     /// What to run and its argument. Owner: the G's owner.
     pub entry: Owned<Option<GoFn>>,
@@ -534,6 +536,11 @@ pub struct P {
     /// Goroutine ids reserved for this P, `[next, end)` (Go's goidcache: one shared
     /// atomic add per `GOID_CACHE_BATCH` spawns). Owner: the holding M.
     pub goidcache: Owned<(u64, u64)>,
+    /// Stacks promised to this P by `stack::reserve` and not yet handed to a goroutine, and
+    /// their size: a spawn here takes one for a goroutine that starts without a stack
+    /// (`proc::take_ticket`), and a start that finds a dead G's stack gives one back
+    /// (`proc::return_ticket`). Owner: the holding M.
+    pub stack_tickets: Owned<Tickets>,
     /// Goroutines started minus goroutines ended on this P, and goroutines started on it.
     /// Written by the holding M only (load + store, no read-modify-write); summed by
     /// `goroutine_count` and `trace::stats`.
@@ -792,6 +799,39 @@ pub struct Synced {
     /// without touching the Gs (in a program that queues far ahead, each G is a cache
     /// miss, and popping a linked list is a chain of them).
     pub runq: std::collections::VecDeque<*mut G>,
+}
+
+/// Stacks of one size promised by `stack::reserve` and held for goroutines not yet spawned
+/// (see `proc::take_ticket`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tickets {
+    /// The stack size they are for (whole pages).
+    pub size: usize,
+    pub count: usize,
+}
+
+impl Tickets {
+    pub const fn new() -> Tickets {
+        Tickets { size: 0, count: 0 }
+    }
+}
+
+impl Default for Tickets {
+    fn default() -> Tickets {
+        Tickets::new()
+    }
+}
+
+/// `G::sp` of a goroutine that has not run yet: an odd value, which no saved stack pointer
+/// is. With nothing else set, the G holds its stack; `SP_UNSTARTED | size` means it holds a
+/// promise of a stack of `size` bytes (`stack::reserve`; whole pages, so the low bit is
+/// free), which `execute` turns into a stack when it first runs.
+pub const SP_UNSTARTED: usize = 1;
+
+/// Whether a G whose saved stack pointer is `sp` has not run yet (see `SP_UNSTARTED`).
+#[inline(always)]
+pub fn unstarted(sp: usize) -> bool {
+    sp & SP_UNSTARTED != 0
 }
 
 /// Global dead-G cache: Gs with a default-size stack, and Gs whose stack was released.

@@ -131,7 +131,7 @@ unsafe fn prefetch_resume(g: &G) {
     unsafe {
         let sp = g.sp.get();
         if let Some(st) = (*g.stack.ptr()).as_ref()
-            && sp != 0
+            && !unstarted(sp)
         {
             crate::sys::prefetch_range(sp, (sp + RESUME_PREFETCH_BYTES).min(st.top()));
         }

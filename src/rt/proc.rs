@@ -69,12 +69,9 @@ pub unsafe fn newproc(
     // SAFETY: gp is DEAD or IDLE and ours alone (just taken off a free list or allocated).
     unsafe {
         let g = &*gp;
-        if (*g.stack.ptr()).is_none() {
-            throw("newproc: G without stack");
-        }
-        // Nothing is written to the stack now: `execute` starts a G whose sp is 0 at the
-        // top of its stack (arch::start_from_g0), when it is about to run.
-        g.sp.set(0);
+        // Nothing is written to the stack now (gfget set `sp` to SP_UNSTARTED, with the
+        // size of the promised stack if it has none): `execute` starts the G at the top of
+        // its stack (arch::start_from_g0), when it is about to run.
         g.entry.set(Some(entry));
         g.arg.set(arg);
         g.pinned.set(pinned);
@@ -461,43 +458,49 @@ pub(super) unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G, hot: bool) {
 }
 
 /// Takes a dead G for a new goroutine with a `size`-byte stack (whole pages): from P `pp`'s
-/// cache, the global cache, or freshly allocated. Any dead G will do, whatever stack it
-/// kept (Go's gfget): one whose stack has the wrong size gives it back to the stack pool
-/// and takes one of the right size. Only when no dead G is cached anywhere is a new G
-/// allocated, so the number of Gs is bounded by the peak of live goroutines plus the
-/// caches, whatever the mix of stack sizes. For the default size, Gs that kept a stack are
-/// preferred; for another size, Gs without one (a default stack would only go back to the
-/// pool).
+/// cache, the global cache, or freshly allocated, and sets its `sp` to `SP_UNSTARTED`. Any
+/// dead G will do, whatever stack it kept (Go's gfget): one whose stack has the wrong size
+/// gives it back to the stack pool. A G left without a stack gets one now, or, for the
+/// default size on a P, the promise of one (`take_ticket`), which `execute` keeps when the
+/// goroutine starts.
+/// Only when no dead G is cached anywhere is a new G allocated, so the number of Gs is
+/// bounded by the peak of live goroutines plus the caches, whatever the mix of stack sizes.
+/// For the default size, Gs that kept a stack are preferred; for another size, Gs without
+/// one (a default stack would only go back to the pool).
 ///
 /// # Safety
 /// `pp`, if non-null, is held by this thread.
 unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
     let default = SCHED.default_stack.load(Ordering::Relaxed);
     let want_stack = size == default;
+    // A goroutine of the default size spawned by a goroutine gets its stack when it first
+    // runs (see `take_ticket`); one of another size, or spawned by a thread without a P,
+    // gets it now.
+    let lazy = want_stack && !pp.is_null();
     let gp = if pp.is_null() {
         // SAFETY: the global cache is locked.
         with_gfree(|gf| unsafe {
-            let gp = pop_global(gf, want_stack);
+            let gp = pop_global(gf, want_stack, false);
             // A thread without a P (C main) takes one G per spawn off the global cache,
             // where Ms left them: each is in another CPU's cache, and reading its link
             // stalls this thread. Fetch the next one now, so that it has arrived by the
             // next spawn.
-            prefetch_g(if want_stack {
-                gf.stack.peek()
-            } else {
-                gf.nostack.peek()
-            });
+            prefetch_g(peek_global(gf, want_stack));
             gp
         })
     } else {
         // SAFETY: pp is held by this thread, so its lists are ours.
         let p = unsafe { &*pp };
         let (hot, cold) = unsafe { gfree_lists(p) };
-        if hot.is_empty() && cold.is_empty() {
+        // A goroutine promised a stack leaves the hot Gs alone: their stacks are for the
+        // goroutines that start here (`bind_stack`). Taking them for queued goroutines left
+        // the starting ones without, and each started on a fresh stack (skynet: ~40,000
+        // page faults, against ~9,400 goroutines started and not ended at its peak).
+        if cold.is_empty() && (lazy || hot.is_empty()) {
             with_gfree(|gf| {
                 for _ in 0..GFREE_BATCH {
                     // SAFETY: the global cache is locked.
-                    match unsafe { pop_global(gf, want_stack) } {
+                    match unsafe { pop_global(gf, want_stack, lazy) } {
                         // SAFETY: our list; the G came off the locked global one.
                         Some(g) => unsafe { cold.push(g) },
                         None => break,
@@ -506,9 +509,14 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
             });
         }
         // The cold ones first: a hot stack is worth more to a goroutine starting here
-        // (`take_hot_stack`) than to one being queued.
+        // (`take_hot_stack`, `bind_stack`) than to one being queued.
         // SAFETY: our lists.
-        let gp = unsafe { cold.pop().or_else(|| hot.pop()) };
+        let gp = unsafe {
+            match cold.pop() {
+                None if !lazy => hot.pop(),
+                gp => gp,
+            }
+        };
         p.gfreecnt.store(hot.len() + cold.len(), Ordering::Relaxed);
         gp
     };
@@ -522,22 +530,169 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
         if let Some(s) = st.take_if(|s| s.size() != size) {
             stack::free(s);
         }
-        if st.is_none() {
-            match stack::alloc(size) {
-                Ok(s) => *st = Some(s),
-                Err(e) => {
-                    // Give the G back so it is not lost.
-                    with_gfree(|gf| gf.nostack.push(gp));
-                    return Err(if e == libc::EINVAL {
-                        StartError::BadStackSize
-                    } else {
-                        StartError::NoMemory
-                    });
+        if st.is_some() {
+            (*gp).sp.set(SP_UNSTARTED);
+            return Ok(gp);
+        }
+        if lazy {
+            // SAFETY: pp is held by this thread (caller contract): its tickets are ours.
+            if take_ticket(&mut *(*pp).stack_tickets.ptr(), size) {
+                (*gp).sp.set(SP_UNSTARTED | size);
+                return Ok(gp);
+            }
+            // The pool cannot promise a stack (no address space left for a slab), but a
+            // dead G may still hold one: take that G instead, as an eager spawn would.
+            with_gfree(|gf| gf.nostack.push(gp));
+            return match gfget_stacked(&*pp, size) {
+                Some(g) => {
+                    (*g).sp.set(SP_UNSTARTED);
+                    Ok(g)
                 }
+                None => Err(StartError::NoMemory),
+            };
+        }
+        match stack::alloc(size) {
+            Ok(s) => *st = Some(s),
+            Err(e) => {
+                // Give the G back so it is not lost.
+                with_gfree(|gf| gf.nostack.push(gp));
+                return Err(if e == libc::EINVAL {
+                    StartError::BadStackSize
+                } else {
+                    StartError::NoMemory
+                });
             }
         }
+        (*gp).sp.set(SP_UNSTARTED);
     }
     Ok(gp)
+}
+
+/// A dead G holding a `size`-byte stack: the top of P `p`'s hot list, else one off the
+/// global cache. For a spawn the pool could not promise a stack to.
+///
+/// # Safety
+/// On the M holding `p`.
+unsafe fn gfget_stacked(p: &P, size: usize) -> Option<*mut G> {
+    let fits = |g: *mut G| {
+        // SAFETY: g is a dead G on a list we hold (the caller's, or the locked global one).
+        unsafe {
+            (*(*g).stack.ptr())
+                .as_ref()
+                .is_some_and(|s| s.size() == size)
+        }
+    };
+    // SAFETY: caller contract: p's lists are ours.
+    let (hot, cold) = unsafe { gfree_lists(p) };
+    let top = hot.peek();
+    if !top.is_null() && fits(top) {
+        // SAFETY: our list, top is on it.
+        unsafe { hot.pop() };
+        p.gfreecnt.store(hot.len() + cold.len(), Ordering::Relaxed);
+        return Some(top);
+    }
+    // SAFETY: the global lists are locked; what is popped and not taken goes back.
+    with_gfree(|gf| unsafe {
+        if let Some(g) = gf.stack.pop() {
+            if fits(g) {
+                return Some(g);
+            }
+            gf.stack.push(g);
+        }
+        if let Some(g) = gf.pop_hot() {
+            if fits(g) {
+                return Some(g);
+            }
+            gf.push_hot(g);
+        }
+        None
+    })
+}
+
+/// Promises taken from the stack pool at a time for a P's tickets.
+const TICKET_BATCH: usize = 64;
+/// A P holding more unused promises than this gives `TICKET_BATCH` back to the pool. A
+/// goroutine spawning in a loop fills its P's run queue (256) before the spawned ones
+/// start and give their promises back: a P that keeps two queues' worth trades with the
+/// pool (a mutex each way) once per ~`TICKET_BATCH` goroutines only when the number
+/// queued really grows or shrinks (with a cap of 64, spawn at GOMAXPROCS=1 took and gave
+/// back a batch every ~37 goroutines). Unused promises cost address space only.
+const TICKET_MAX: usize = 512;
+
+/// Takes the promise of a `size`-byte stack for a goroutine that starts without one, from
+/// a P's tickets `t`, refilling them from the stack pool (`stack::reserve`, which maps what
+/// the promises need). False when the pool cannot promise one: `gmp_go` then fails with
+/// -ENOMEM, as it did when the stack was mapped at spawn time.
+///
+/// Why promises: a goroutine gets its stack when it first runs (`sched::bind_stack`),
+/// mostly the warm stack of one that just died, so a program that spawns far ahead of
+/// running does not fault in, guard and keep a stack for each queued goroutine (skynet at
+/// GOMAXPROCS=1 has ~65,000 goroutines alive at its peak, of which ~9,400 have started:
+/// page faults 47,000 → 12,000, peak RSS 190 → 51 MB, time 480 → ~300 ns per goroutine).
+/// But `gmp_go` must still report running out of memory, and a goroutine must never find
+/// no stack when it starts: the promise is a stack the pool keeps for it (address space
+/// only, until handed out), taken by `bind_stack` if no dead G's stack is at hand.
+///
+/// A thread without a P (C main) still gets the stack at spawn. Paying for it is what
+/// keeps it from outrunning the Ms: with promises, C main spawning a million empty
+/// goroutines queued ~100,000 of them instead of ~20,000, its Ms then ran Gs that had left
+/// the cache, and the spawn row was ~10% slower with 4× the RSS.
+#[inline(always)]
+pub(super) fn take_ticket(t: &mut Tickets, size: usize) -> bool {
+    if t.size == size && t.count > 0 {
+        t.count -= 1;
+        return true;
+    }
+    take_ticket_slow(t, size)
+}
+
+#[cold]
+#[inline(never)]
+fn take_ticket_slow(t: &mut Tickets, size: usize) -> bool {
+    if t.size != size {
+        // The default stack size changed since these were taken.
+        if t.count > 0 {
+            stack::unreserve(t.size, t.count);
+        }
+        *t = Tickets { size, count: 0 };
+    }
+    if stack::reserve(size, TICKET_BATCH).is_ok() {
+        t.count = TICKET_BATCH;
+    } else if stack::reserve(size, 1).is_ok() {
+        t.count = 1;
+    } else {
+        return false;
+    }
+    t.count -= 1;
+    true
+}
+
+/// Gives back to `t` the promise of a `size`-byte stack that a starting goroutine did not
+/// need (it took a dead G's stack), returning a batch to the pool when `t` holds too many.
+#[inline(always)]
+pub(super) fn return_ticket(t: &mut Tickets, size: usize) {
+    if t.size == size && t.count < TICKET_MAX {
+        t.count += 1;
+        return;
+    }
+    return_ticket_slow(t, size);
+}
+
+#[cold]
+#[inline(never)]
+fn return_ticket_slow(t: &mut Tickets, size: usize) {
+    if t.size != size {
+        if t.count > 0 {
+            // Left from before the default stack size changed.
+            stack::unreserve(t.size, t.count);
+        }
+        *t = Tickets { size, count: 0 };
+    }
+    t.count += 1;
+    if t.count > TICKET_MAX {
+        stack::unreserve(size, TICKET_BATCH);
+        t.count -= TICKET_BATCH;
+    }
 }
 
 /// Starts moving `gp`'s record (both of its cache lines) into this CPU's cache; null is
@@ -550,14 +705,15 @@ pub(super) fn prefetch_g(gp: *mut G) {
 }
 
 /// A dead G off the global cache for a spawn: one that kept a (default-size) stack first
-/// if `want_stack`, else one without a stack first. The hot list comes last either way:
-/// a spawned goroutine may wait long before it runs, and a hot stack is worth more to one
-/// starting now (`take_hot_stack`).
+/// if `want_stack`, else one without a stack first. The hot list comes last, and not at all
+/// for a goroutine that will be promised a stack (`lazy`): a spawned goroutine may wait
+/// long before it runs, and a hot stack is worth more to one starting now
+/// (`take_hot_stack`, `bind_stack`).
 ///
 /// # Safety
 /// `gf` is the locked global cache.
 #[inline(always)]
-unsafe fn pop_global(gf: &mut GFreeGlobal, want_stack: bool) -> Option<*mut G> {
+unsafe fn pop_global(gf: &mut GFreeGlobal, want_stack: bool, lazy: bool) -> Option<*mut G> {
     // SAFETY: caller contract.
     unsafe {
         let gp = if want_stack {
@@ -565,8 +721,24 @@ unsafe fn pop_global(gf: &mut GFreeGlobal, want_stack: bool) -> Option<*mut G> {
         } else {
             gf.nostack.pop().or_else(|| gf.stack.pop())
         };
-        gp.or_else(|| gf.pop_hot())
+        if lazy {
+            gp
+        } else {
+            gp.or_else(|| gf.pop_hot())
+        }
     }
+}
+
+/// The G `pop_global(gf, want_stack, _)` would take next from the stack and nostack
+/// lists (null if both are empty), to prefetch.
+#[inline(always)]
+fn peek_global(gf: &GFreeGlobal, want_stack: bool) -> *mut G {
+    let (first, second) = if want_stack {
+        (gf.stack.peek(), gf.nostack.peek())
+    } else {
+        (gf.nostack.peek(), gf.stack.peek())
+    };
+    if first.is_null() { second } else { first }
 }
 
 /// Refills `p`'s empty hot list from the global one (up to a batch), for the goroutines

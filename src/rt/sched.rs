@@ -1223,9 +1223,14 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         }
         // The scheduler's FP control state is constant, so the switch need not read it.
         let sp = g.sp.get();
-        if sp == 0 {
+        if unstarted(sp) {
             // Never ran: start it at the top of its stack (newproc prepared nothing).
-            take_hot_stack(&*pp, g);
+            let promised = sp & !SP_UNSTARTED;
+            if promised == 0 {
+                take_hot_stack(&*pp, g);
+            } else {
+                bind_stack(&*pp, g, promised);
+            }
             let top = (*g.stack.ptr())
                 .as_ref()
                 .map(crate::stack::Stack::top)
@@ -1285,6 +1290,45 @@ unsafe fn take_hot_stack(p: &P, g: &G) {
             list.pop();
             cold_list.push(dead);
         }
+    }
+}
+
+/// A goroutine about to run for the first time that was promised a `size`-byte stack at
+/// spawn (`proc::take_ticket`) gets one: the stack of the G that died most recently on this
+/// P (as `take_hot_stack`, whose reasons apply; the promise goes back to the P's tickets),
+/// else one the pool kept for the promise.
+///
+/// # Safety
+/// On the M holding `p`, which dequeued `g` (unstarted, no stack).
+unsafe fn bind_stack(p: &P, g: &G, size: usize) {
+    // SAFETY: p's free lists, tickets and their Gs belong to the holding M (caller
+    // contract); g is ours.
+    unsafe {
+        if (*p.gfree.ptr()).is_empty() {
+            super::proc::refill_hot(p);
+        }
+        let (list, cold_list) = super::proc::gfree_lists(p);
+        let dead = list.peek();
+        let st = &mut *g.stack.ptr();
+        #[cfg(debug_assertions)]
+        if st.is_some() {
+            throw("bind_stack: the goroutine has a stack");
+        }
+        if !dead.is_null() {
+            #[cfg(debug_assertions)]
+            if (*dead).status.load(Ordering::Relaxed) != G_DEAD {
+                throw("bind_stack: a G on the hot list is not dead");
+            }
+            let hot = &mut *(*dead).stack.ptr();
+            if hot.as_ref().is_some_and(|h| h.size() == size) {
+                *st = hot.take();
+                list.pop();
+                cold_list.push(dead);
+                super::proc::return_ticket(&mut *p.stack_tickets.ptr(), size);
+                return;
+            }
+        }
+        *st = Some(crate::stack::alloc_reserved(size));
     }
 }
 
@@ -1829,6 +1873,7 @@ fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 gfreecnt: AtomicI32::new(0),
                 preempt: AtomicBool::new(false),
                 goidcache: Owned::new((0, 0)),
+                stack_tickets: Owned::new(Tickets::new()),
                 ngoroutines: AtomicI64::new(0),
                 nspawned: AtomicU64::new(0),
                 timers: timer::Timers::new(),
@@ -1942,6 +1987,10 @@ unsafe fn drain_p_caches(p: &P) {
         let (hot, cold) = super::proc::gfree_lists(p);
         let (mut hot, mut cold) = (core::mem::take(hot), core::mem::take(cold));
         p.gfreecnt.store(0, Ordering::Relaxed);
+        let t = core::mem::take(&mut *p.stack_tickets.ptr());
+        if t.count > 0 {
+            crate::stack::unreserve(t.size, t.count);
+        }
         // Their lock ranks below SCHED.lock, so never while holding it.
         with_gfree(|gf| {
             // SAFETY: the lists were ours; the global list is locked. put_global files a
