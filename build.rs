@@ -14,7 +14,9 @@ fn main() {
     let crate_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
 
-    println!("cargo:rerun-if-changed=src/ffi");
+    // cbindgen reads the whole crate (any `pub const` ends up in the header unless
+    // cbindgen.toml excludes it), so any source change may change the header.
+    println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{SONAME}");
     // Never unloaded (DF_1_NODELETE): once the runtime has started, its threads (sysmon,

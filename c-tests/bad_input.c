@@ -65,15 +65,7 @@ static void check_go_attr(size_t stack_size, uint32_t flags, int64_t expect_err)
 static int nomem(void)
 {
     check_go_attr(0, 0, 0); /* the runtime, its threads and first stacks exist */
-    FILE *f = fopen("/proc/self/statm", "r");
-    CHECK(f != NULL);
-    long pages = 0;
-    CHECK_EQ(fscanf(f, "%ld", &pages), 1);
-    fclose(f);
-    struct rlimit lim;
-    CHECK_EQ(getrlimit(RLIMIT_AS, &lim), 0);
-    lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (64u << 20);
-    CHECK_EQ(setrlimit(RLIMIT_AS, &lim), 0);
+    limit_address_space((size_t)64 << 20);
     check_go_attr((size_t)1 << 30, 0, -ENOMEM);
     check_go_attr(0, 0, 0);
     printf("bad_input nomem: a 1 GiB stack beyond RLIMIT_AS is -ENOMEM\n");

@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,6 +96,23 @@ static inline long rss_kib(void)
     CHECK_EQ(fscanf(f, "%ld %ld", &size, &resident), 2);
     fclose(f);
     return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Limits the address space (RLIMIT_AS) to what the process maps now plus `extra` bytes;
+ * returns the limit it replaced, for setrlimit to restore. */
+static inline struct rlimit limit_address_space(size_t extra)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f != NULL);
+    long pages = 0;
+    CHECK_EQ(fscanf(f, "%ld", &pages), 1);
+    fclose(f);
+    struct rlimit lim;
+    CHECK_EQ(getrlimit(RLIMIT_AS, &lim), 0);
+    struct rlimit old = lim;
+    lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (rlim_t)extra;
+    CHECK_EQ(setrlimit(RLIMIT_AS, &lim), 0);
+    return old;
 }
 
 /* Calls fn(text, ctx) for every thread of this process with the contents of its

@@ -27,7 +27,6 @@
 #include <gmp.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #define DIV 10
 #define LEAVES 100000L
@@ -142,16 +141,7 @@ struct nomem_state {
 static void nomem_root(void *arg)
 {
     struct nomem_state *s = arg;
-    FILE *f = fopen("/proc/self/statm", "r");
-    CHECK(f != NULL);
-    long pages = 0;
-    CHECK_EQ(fscanf(f, "%ld", &pages), 1);
-    fclose(f);
-    struct rlimit lim;
-    CHECK_EQ(getrlimit(RLIMIT_AS, &lim), 0);
-    struct rlimit old = lim;
-    lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (64u << 20);
-    CHECK_EQ(setrlimit(RLIMIT_AS, &lim), 0);
+    struct rlimit old = limit_address_space((size_t)64 << 20);
     for (;;) {
         CHECK_OK(gmp_wg_add(&s->all, 1));
         int64_t id = gmp_go(waiter, &s->all);

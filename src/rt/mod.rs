@@ -826,7 +826,7 @@ impl Default for Tickets {
 /// is. With nothing else set, the G holds its stack; `SP_UNSTARTED | size` means it holds a
 /// promise of a stack of `size` bytes (`stack::reserve`; whole pages, so the low bit is
 /// free), which `execute` turns into a stack when it first runs.
-pub const SP_UNSTARTED: usize = 1;
+pub(crate) const SP_UNSTARTED: usize = 1;
 
 /// Whether a G whose saved stack pointer is `sp` has not run yet (see `SP_UNSTARTED`).
 #[inline(always)]
