@@ -2184,6 +2184,35 @@ fn torture_traced() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// The same with a writer that pauses 300 µs after each ring it drains (debug builds'
+/// `tracedraindelay`): goroutines whose syscall begins on one P and ends on another then
+/// push the end to a ring the writer has still to drain and the begin to one it drained,
+/// and a writer that wrote everything it drained lost the end (this run failed about one
+/// time in three that way, without the writer's `cut`).
+#[test]
+fn torture_traced_slow_writer() {
+    let path = out_dir().join("torture_trace_slow.json");
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("utf-8 path").to_string();
+    expect_success(
+        "torture",
+        &[
+            ("TORTURE_SEED", "606"),
+            ("TORTURE_MS", "1500"),
+            ("TORTURE_PROCS", "2"),
+            ("TORTURE_FEATURES", TORTURE_FEATURES),
+            ("GMP_TRACE", p.as_str()),
+            ("GMP_DEBUG", "tracedraindelay=300"),
+        ],
+    );
+    let counts = check_trace(&path);
+    assert!(
+        counts.get("syscalls").copied().unwrap_or(0) >= 100,
+        "{counts:?}"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
 // ---- valgrind: goroutine stacks are registered (VALGRIND_STACK_REGISTER) ----
 
 /// Runs `c-tests/sanitize.c` (with `args`) under `valgrind --error-exitcode=1`, or None

@@ -12,7 +12,8 @@
 //! (foreign threads, sysmon, an M returning from a syscall) use one ring under a lock.
 //!
 //! **Writing.** A writer thread drains the rings every millisecond, sorts the batch by time and
-//! streams it to the file (memory stays flat: rings of `RING` events per P), with counters
+//! streams the events stamped before the drain began to the file, holding the rest for the
+//! next batch (memory stays flat: rings of `RING` events per P), with counters
 //! sampled at each drain (runnable goroutines, idle Ps, threads). Events recorded before
 //! the current trace started (a late event of an earlier trace) are dropped; at stop the
 //! writer ends every slice still open, then closes the JSON.
@@ -478,6 +479,8 @@ fn drain_all(batch: &mut Vec<Ev>) {
         if !r.is_null() {
             // SAFETY: never freed; this thread is every ring's one consumer.
             unsafe { (*r).drain(batch) };
+            #[cfg(debug_assertions)]
+            drain_delay();
         }
     }
     let s = SHARED.load(Ordering::Acquire);
@@ -485,6 +488,15 @@ fn drain_all(batch: &mut Vec<Ev>) {
         // SAFETY: as above.
         unsafe { (*s).drain(batch) };
     }
+}
+
+/// Test hook, debug builds only: `GMP_DEBUG=tracedraindelay=<µs>` makes the writer sleep
+/// after draining each ring, so that producers push to the rings it has drained already
+/// while it drains the others (`torture_traced_slow_writer`: see `write_loop`'s `cut`).
+#[cfg(debug_assertions)]
+fn drain_delay() {
+    static US: core::sync::atomic::AtomicI64 = core::sync::atomic::AtomicI64::new(-1);
+    super::dump::debug_delay(&US, "tracedraindelay");
 }
 
 fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i64) {
@@ -502,16 +514,33 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
     j.raw(r#"{"ph":"M","name":"process_name","pid":1,"args":{"name":"Ps"}}"#);
     j.raw(r#"{"ph":"M","name":"process_name","pid":2,"args":{"name":"Ms"}}"#);
     let mut batch = Vec::with_capacity(RING);
+    // Events drained but held back for the next batch (see `cut`).
+    let mut later: Vec<Ev> = Vec::new();
     loop {
         let stop = !matches!(
             done.recv_timeout(core::time::Duration::from_millis(1)),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout)
         );
+        // Only events stamped before the drain starts are written now. A thread pushes an
+        // event after stamping it, and may push the next one to another P's ring (a
+        // syscall begins on the P it leaves and ends on the P it gets): draining the rings
+        // one after another could find the end in one ring while the begin went into an
+        // already drained one, and the end came out a batch before its begin and was lost
+        // (`torture_traced`, once). Whatever was pushed before an event stamped before
+        // `cut` was pushed before the drain, so it is in this batch or an earlier one.
+        let cut = if stop {
+            i64::MAX
+        } else {
+            crate::sys::nanotime()
+        };
         batch.clear();
+        batch.append(&mut later);
         drain_all(&mut batch);
         batch.retain(|e| e.ts >= start);
         batch.sort_by_key(|e| e.ts);
-        for e in &batch {
+        let now_part = batch.partition_point(|e| e.ts < cut);
+        later.extend_from_slice(&batch[now_part..]);
+        for e in &batch[..now_part] {
             j.event(e);
         }
         let now = crate::sys::nanotime();
