@@ -2158,30 +2158,41 @@ fn trace_env() {
     assert_trace_counts(&check_trace(&path), "GMP_TRACE");
 }
 
+/// Runs the torture test (seed, milliseconds, GOMAXPROCS 2) with tracing on into `file`
+/// and `extra` in its environment, checks the trace (scripts/check-trace.py) and returns its
+/// counts. The trace (a few hundred MB) is not kept.
+fn traced_torture(
+    file: &str,
+    seed: &str,
+    ms: &str,
+    extra: &[(&str, &str)],
+) -> std::collections::HashMap<String, u64> {
+    let path = out_dir().join(file);
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("utf-8 path").to_string();
+    let mut env = vec![
+        ("TORTURE_SEED", seed),
+        ("TORTURE_MS", ms),
+        ("TORTURE_PROCS", "2"),
+        ("TORTURE_FEATURES", TORTURE_FEATURES),
+        ("GMP_TRACE", p.as_str()),
+    ];
+    env.extend_from_slice(extra);
+    expect_success("torture", &env);
+    let counts = check_trace(&path);
+    let _ = std::fs::remove_file(&path);
+    counts
+}
+
 /// The torture test once with tracing on (GMP_TRACE; the file is finished at exit): its
 /// trace passes the same checks.
 #[test]
 fn torture_traced() {
-    let path = out_dir().join("torture_trace.json");
-    let _ = std::fs::remove_file(&path);
-    let p = path.to_str().expect("utf-8 path").to_string();
-    expect_success(
-        "torture",
-        &[
-            ("TORTURE_SEED", "505"),
-            ("TORTURE_MS", "2000"),
-            ("TORTURE_PROCS", "2"),
-            ("TORTURE_FEATURES", TORTURE_FEATURES),
-            ("GMP_TRACE", p.as_str()),
-        ],
-    );
-    let counts = check_trace(&path);
+    let counts = traced_torture("torture_trace.json", "505", "2000", &[]);
     assert!(
         counts.get("slices").copied().unwrap_or(0) >= 1000,
         "{counts:?}"
     );
-    // A few hundred MB: not kept.
-    let _ = std::fs::remove_file(&path);
 }
 
 /// The same with a writer that pauses 300 µs after each ring it drains (debug builds'
@@ -2191,26 +2202,16 @@ fn torture_traced() {
 /// time in three that way, without the writer's `cut`).
 #[test]
 fn torture_traced_slow_writer() {
-    let path = out_dir().join("torture_trace_slow.json");
-    let _ = std::fs::remove_file(&path);
-    let p = path.to_str().expect("utf-8 path").to_string();
-    expect_success(
-        "torture",
-        &[
-            ("TORTURE_SEED", "606"),
-            ("TORTURE_MS", "1500"),
-            ("TORTURE_PROCS", "2"),
-            ("TORTURE_FEATURES", TORTURE_FEATURES),
-            ("GMP_TRACE", p.as_str()),
-            ("GMP_DEBUG", "tracedraindelay=300"),
-        ],
+    let counts = traced_torture(
+        "torture_trace_slow.json",
+        "606",
+        "1500",
+        &[("GMP_DEBUG", "tracedraindelay=300")],
     );
-    let counts = check_trace(&path);
     assert!(
         counts.get("syscalls").copied().unwrap_or(0) >= 100,
         "{counts:?}"
     );
-    let _ = std::fs::remove_file(&path);
 }
 
 // ---- valgrind: goroutine stacks are registered (VALGRIND_STACK_REGISTER) ----

@@ -803,23 +803,11 @@ pub struct Synced {
 
 /// Stacks of one size promised by `stack::reserve` and held for goroutines not yet spawned
 /// (see `proc::take_ticket`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tickets {
     /// The stack size they are for (whole pages).
     pub size: usize,
     pub count: usize,
-}
-
-impl Tickets {
-    pub const fn new() -> Tickets {
-        Tickets { size: 0, count: 0 }
-    }
-}
-
-impl Default for Tickets {
-    fn default() -> Tickets {
-        Tickets::new()
-    }
 }
 
 /// `G::sp` of a goroutine that has not run yet: an odd value, which no saved stack pointer

@@ -493,7 +493,7 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
         let p = unsafe { &*pp };
         let (hot, cold) = unsafe { gfree_lists(p) };
         // A goroutine promised a stack leaves the hot Gs alone: their stacks are for the
-        // goroutines that start here (`bind_stack`). Taking them for queued goroutines left
+        // goroutines that start here (`take_hot_stack`). Taking them for queued goroutines left
         // the starting ones without, and each started on a fresh stack (skynet: ~40,000
         // page faults, against ~9,400 goroutines started and not ended at its peak).
         if cold.is_empty() && (lazy || hot.is_empty()) {
@@ -509,7 +509,7 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
             });
         }
         // The cold ones first: a hot stack is worth more to a goroutine starting here
-        // (`take_hot_stack`, `bind_stack`) than to one being queued.
+        // (`take_hot_stack`) than to one being queued.
         // SAFETY: our lists.
         let gp = unsafe {
             match cold.pop() {
@@ -624,14 +624,14 @@ const TICKET_MAX: usize = 512;
 /// the promises need). False when the pool cannot promise one: `gmp_go` then fails with
 /// -ENOMEM, as it did when the stack was mapped at spawn time.
 ///
-/// Why promises: a goroutine gets its stack when it first runs (`sched::bind_stack`),
+/// Why promises: a goroutine gets its stack when it first runs (`sched::take_hot_stack`),
 /// mostly the warm stack of one that just died, so a program that spawns far ahead of
 /// running does not fault in, guard and keep a stack for each queued goroutine (skynet at
 /// GOMAXPROCS=1 has ~65,000 goroutines alive at its peak, of which ~9,400 have started:
 /// page faults 47,000 → 12,000, peak RSS 190 → 51 MB, time 480 → ~300 ns per goroutine).
 /// But `gmp_go` must still report running out of memory, and a goroutine must never find
 /// no stack when it starts: the promise is a stack the pool keeps for it (address space
-/// only, until handed out), taken by `bind_stack` if no dead G's stack is at hand.
+/// only, until handed out), taken by `take_hot_stack` if no dead G's stack is at hand.
 ///
 /// A thread without a P (C main) still gets the stack at spawn. Paying for it is what
 /// keeps it from outrunning the Ms: with promises, C main spawning a million empty
@@ -649,13 +649,7 @@ pub(super) fn take_ticket(t: &mut Tickets, size: usize) -> bool {
 #[cold]
 #[inline(never)]
 fn take_ticket_slow(t: &mut Tickets, size: usize) -> bool {
-    if t.size != size {
-        // The default stack size changed since these were taken.
-        if t.count > 0 {
-            stack::unreserve(t.size, t.count);
-        }
-        *t = Tickets { size, count: 0 };
-    }
+    retarget(t, size);
     if stack::reserve(size, TICKET_BATCH).is_ok() {
         t.count = TICKET_BATCH;
     } else if stack::reserve(size, 1).is_ok() {
@@ -681,17 +675,22 @@ pub(super) fn return_ticket(t: &mut Tickets, size: usize) {
 #[cold]
 #[inline(never)]
 fn return_ticket_slow(t: &mut Tickets, size: usize) {
-    if t.size != size {
-        if t.count > 0 {
-            // Left from before the default stack size changed.
-            stack::unreserve(t.size, t.count);
-        }
-        *t = Tickets { size, count: 0 };
-    }
+    retarget(t, size);
     t.count += 1;
     if t.count > TICKET_MAX {
         stack::unreserve(size, TICKET_BATCH);
         t.count -= TICKET_BATCH;
+    }
+}
+
+/// Makes `t` hold tickets for `size`: those left from before the default stack size
+/// changed go back to the pool.
+fn retarget(t: &mut Tickets, size: usize) {
+    if t.size != size {
+        if t.count > 0 {
+            stack::unreserve(t.size, t.count);
+        }
+        *t = Tickets { size, count: 0 };
     }
 }
 
@@ -708,7 +707,7 @@ pub(super) fn prefetch_g(gp: *mut G) {
 /// if `want_stack`, else one without a stack first. The hot list comes last, and not at all
 /// for a goroutine that will be promised a stack (`lazy`): a spawned goroutine may wait
 /// long before it runs, and a hot stack is worth more to one starting now
-/// (`take_hot_stack`, `bind_stack`).
+/// (`take_hot_stack`).
 ///
 /// # Safety
 /// `gf` is the locked global cache.

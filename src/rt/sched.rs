@@ -1225,12 +1225,7 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         let sp = g.sp.get();
         if unstarted(sp) {
             // Never ran: start it at the top of its stack (newproc prepared nothing).
-            let promised = sp & !SP_UNSTARTED;
-            if promised == 0 {
-                take_hot_stack(&*pp, g);
-            } else {
-                bind_stack(&*pp, g, promised);
-            }
+            take_hot_stack(&*pp, g, sp & !SP_UNSTARTED);
             let top = (*g.stack.ptr())
                 .as_ref()
                 .map(crate::stack::Stack::top)
@@ -1264,43 +1259,14 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
 /// stack for nearly every start.) Nothing else refers to either stack: both Gs are ours
 /// (one just dequeued, never run; one on our P's free list).
 ///
-/// # Safety
-/// On the M holding `p`, which dequeued `g` (sp 0, never run).
-unsafe fn take_hot_stack(p: &P, g: &G) {
-    // SAFETY: p's free list and its Gs belong to the holding M (caller contract); g is ours.
-    unsafe {
-        if (*p.gfree.ptr()).is_empty() {
-            super::proc::refill_hot(p);
-        }
-        let (list, cold_list) = super::proc::gfree_lists(p);
-        let dead = list.peek();
-        if dead.is_null() {
-            return;
-        }
-        #[cfg(debug_assertions)]
-        if (*dead).status.load(Ordering::Relaxed) != G_DEAD || (*(*dead).stack.ptr()).is_none() {
-            throw("take_hot_stack: a G on the hot list is not dead or has no stack");
-        }
-        let hot = &mut *(*dead).stack.ptr();
-        let cold = &mut *g.stack.ptr();
-        if let (Some(h), Some(c)) = (hot.as_ref(), cold.as_ref())
-            && h.size() == c.size()
-        {
-            core::mem::swap(hot, cold);
-            list.pop();
-            cold_list.push(dead);
-        }
-    }
-}
-
-/// A goroutine about to run for the first time that was promised a `size`-byte stack at
-/// spawn (`proc::take_ticket`) gets one: the stack of the G that died most recently on this
-/// P (as `take_hot_stack`, whose reasons apply; the promise goes back to the P's tickets),
-/// else one the pool kept for the promise.
+/// A goroutine that was promised a stack at spawn instead of getting one (`promised`, the
+/// size; 0 for one that holds its stack; `proc::take_ticket`) takes the hot stack outright,
+/// and its promise goes back to the P's tickets; with no hot stack of that size at hand it
+/// takes the one the pool kept for the promise.
 ///
 /// # Safety
-/// On the M holding `p`, which dequeued `g` (unstarted, no stack).
-unsafe fn bind_stack(p: &P, g: &G, size: usize) {
+/// On the M holding `p`, which dequeued `g` (never run; without a stack iff `promised`).
+unsafe fn take_hot_stack(p: &P, g: &G, promised: usize) {
     // SAFETY: p's free lists, tickets and their Gs belong to the holding M (caller
     // contract); g is ours.
     unsafe {
@@ -1309,26 +1275,37 @@ unsafe fn bind_stack(p: &P, g: &G, size: usize) {
         }
         let (list, cold_list) = super::proc::gfree_lists(p);
         let dead = list.peek();
-        let st = &mut *g.stack.ptr();
+        let mine = &mut *g.stack.ptr();
         #[cfg(debug_assertions)]
-        if st.is_some() {
-            throw("bind_stack: the goroutine has a stack");
+        if mine.is_some() == (promised != 0) {
+            throw("take_hot_stack: a G with both a stack and a promise, or neither");
         }
+        let want = if promised != 0 {
+            promised
+        } else {
+            mine.as_ref().map_or(0, crate::stack::Stack::size)
+        };
         if !dead.is_null() {
             #[cfg(debug_assertions)]
-            if (*dead).status.load(Ordering::Relaxed) != G_DEAD {
-                throw("bind_stack: a G on the hot list is not dead");
+            if (*dead).status.load(Ordering::Relaxed) != G_DEAD || (*(*dead).stack.ptr()).is_none()
+            {
+                throw("take_hot_stack: a G on the hot list is not dead or has no stack");
             }
             let hot = &mut *(*dead).stack.ptr();
-            if hot.as_ref().is_some_and(|h| h.size() == size) {
-                *st = hot.take();
+            if hot.as_ref().is_some_and(|h| h.size() == want) {
+                // A promised G has no stack: the dead one is left without.
+                core::mem::swap(hot, mine);
                 list.pop();
                 cold_list.push(dead);
-                super::proc::return_ticket(&mut *p.stack_tickets.ptr(), size);
+                if promised != 0 {
+                    super::proc::return_ticket(&mut *p.stack_tickets.ptr(), promised);
+                }
                 return;
             }
         }
-        *st = Some(crate::stack::alloc_reserved(size));
+        if promised != 0 {
+            *mine = Some(crate::stack::alloc_reserved(promised));
+        }
     }
 }
 
@@ -1873,7 +1850,7 @@ fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 gfreecnt: AtomicI32::new(0),
                 preempt: AtomicBool::new(false),
                 goidcache: Owned::new((0, 0)),
-                stack_tickets: Owned::new(Tickets::new()),
+                stack_tickets: Owned::new(Tickets::default()),
                 ngoroutines: AtomicI64::new(0),
                 nspawned: AtomicU64::new(0),
                 timers: timer::Timers::new(),

@@ -92,7 +92,7 @@
 //! # Reservations
 //!
 //! A goroutine spawned by a goroutine gets its stack when it first runs (the scheduler's
-//! `bind_stack`), mostly the warm stack of one that just died. What it holds until then
+//! `take_hot_stack`), mostly the warm stack of one that just died. What it holds until then
 //! is a promise: [`reserve`] counts it against the class's free stacks (`dirty`, `clean`,
 //! slabs not yet guarded, stacks in flight), mapping slabs until they cover every promise,
 //! and [`alloc`] never takes the class below its promises. So running out of address
