@@ -28,6 +28,16 @@
  *    Every 61st schedule looks at the global queue; when the pinned goroutine taken from
  *    the thread's own queue is replaced by the global one instead of going first, it is
  *    lost and its round trips stop. All trips must finish within 60 s.
+ * 8. A goroutine locking a thread that a pinned goroutine is bound to: at GOMAXPROCS=1 a
+ *    pinned goroutine holds a mutex and starts a goroutine that runs on its thread next,
+ *    locks the thread (gmp_lock_os_thread) and waits for the mutex. The pinned goroutine
+ *    can run on that thread only, and is made runnable before the locker waits (a channel
+ *    send from the locker) or while it waits (a 2 ms timer). Locked to that thread, the
+ *    locker would leave the pinned goroutine nowhere to run, and both waited forever; so
+ *    the lock moves the locker to another thread: its gettid() after the lock differs from
+ *    the pinned goroutine's and stays the same until it unlocks. 100 rounds of each, each
+ *    within 20 s; and the threads the moves use are reused: after the first rounds the
+ *    process's thread count grows by at most 4 (a new thread per move would add ~200).
  */
 #include "check.h"
 
@@ -477,6 +487,96 @@ static void global_queue_pressure(int procs)
     }
 }
 
+/* ---- 8. a locked goroutine waits for a goroutine pinned to the thread it locked --- */
+
+static gmp_mutex held_mu = GMP_MUTEX_INIT;
+static gmp_chan *go_on;
+static atomic_long locked_tid;
+static atomic_int rounds_done;
+
+struct lock_round {
+    int by_timer; /* the pinned goroutine wakes from a timer, not from the locker's send */
+    gmp_wg wg;
+};
+
+static void locker(void *arg)
+{
+    struct lock_round *r = arg;
+    CHECK_EQ(gmp_lock_os_thread(), 1);
+    long t = tid();
+    atomic_store(&locked_tid, t);
+    if (!r->by_timer) {
+        long v = 1;
+        CHECK_OK(gmp_chan_send(go_on, &v)); /* the pinned one is queued for its thread */
+    }
+    CHECK_OK(gmp_mutex_lock(&held_mu)); /* held by the pinned one until it runs */
+    CHECK_EQ(tid(), t);
+    CHECK_EQ(gmp_lock_os_thread(), 2); /* nested: no move */
+    CHECK_EQ(tid(), t);
+    CHECK_EQ(gmp_unlock_os_thread(), 1);
+    CHECK_OK(gmp_mutex_unlock(&held_mu));
+    CHECK_EQ(gmp_unlock_os_thread(), 0);
+    CHECK_OK(gmp_wg_done(&r->wg));
+}
+
+static void holder(void *arg)
+{
+    struct lock_round *r = arg;
+    long t = tid();
+    atomic_store(&locked_tid, 0);
+    CHECK_OK(gmp_mutex_lock(&held_mu));
+    CHECK(gmp_go(locker, r) > 0); /* runs next, on this thread, when we wait */
+    if (r->by_timer) {
+        CHECK_OK(gmp_sleep(2 * 1000 * 1000));
+    } else {
+        long v;
+        CHECK_OK(gmp_chan_recv(go_on, &v));
+    }
+    CHECK_EQ(tid(), t);
+    /* The locker has locked (it sent, or waits for the mutex, or the timer fired first
+     * and it has yet to run: then it has not stored its thread yet). */
+    long lt = atomic_load(&locked_tid);
+    CHECK(lt != t);
+    CHECK_OK(gmp_mutex_unlock(&held_mu));
+    CHECK_OK(gmp_wg_done(&r->wg));
+}
+
+static void lock_round_main(void *arg)
+{
+    struct lock_round *r = arg;
+    gmp_attr a = {0};
+    a.flags = GMP_GO_PINNED;
+    CHECK_OK(gmp_wg_add(&r->wg, 2));
+    CHECK_OK(gmp_go_attr(holder, r, &a));
+    CHECK_OK(gmp_wg_wait(&r->wg));
+    atomic_fetch_add(&rounds_done, 1);
+}
+
+#define LOCK_ROUNDS 200
+
+static void locked_waits_for_pinned(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    CHECK_OK(gmp_chan_make(&go_on, sizeof(long), 0));
+    static struct lock_round rounds[LOCK_ROUNDS];
+    int threads_early = 0;
+    for (int i = 0; i < LOCK_ROUNDS; i++) {
+        rounds[i] = (struct lock_round){i % 2, GMP_WG_INIT};
+        int before = atomic_load(&rounds_done);
+        CHECK(gmp_go(lock_round_main, &rounds[i]) > 0);
+        WAIT_UNTIL(atomic_load(&rounds_done) == before + 1, 20);
+        if (i == 3)
+            threads_early = thread_count();
+    }
+    int threads_late = thread_count();
+    CHECK(threads_late <= threads_early + 4);
+    CHECK_OK(gmp_chan_release(go_on));
+    CHECK_OK(gmp_maxprocs(2));
+    printf("8. a locked goroutine waiting for one pinned to the thread it locked: "
+           "%d rounds, threads %d -> %d\n",
+           LOCK_ROUNDS, threads_early, threads_late);
+}
+
 int main(void)
 {
     CHECK_OK(gmp_maxprocs(2));
@@ -489,5 +589,6 @@ int main(void)
     stress(4);
     global_queue_pressure(1);
     global_queue_pressure(2);
+    locked_waits_for_pinned();
     return 0;
 }

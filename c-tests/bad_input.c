@@ -94,13 +94,16 @@ static void argument_errors(void)
     check_go_attr(16 * 1024 - 1, 0, -EINVAL);
     check_go_attr((size_t)1 << 40, 0, -EINVAL);
     check_go_attr(((size_t)1 << 30) + 1, 0, -EINVAL);
-    check_go_attr(0, 2, -EINVAL);
+    check_go_attr(0, 4, -EINVAL);
+    check_go_attr(0, GMP_GO_LOCKED | 8u, -EINVAL);
     check_go_attr(0, 0x80000000u, -EINVAL);
     check_go_attr(0, GMP_GO_PINNED | 4u, -EINVAL);
     check_go_attr(16 * 1024, 0, 0);       /* GMP_MIN_STACK */
     check_go_attr((size_t)1 << 30, 0, 0); /* GMP_MAX_STACK */
     check_go_attr(0, 0, 0);
     check_go_attr(0, GMP_GO_PINNED, 0);
+    check_go_attr(0, GMP_GO_LOCKED, 0);
+    check_go_attr(0, GMP_GO_PINNED | GMP_GO_LOCKED, 0);
     CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK(gmp_go_attr(count, &wg, NULL) > 0); /* NULL attr: the defaults */
     CHECK_OK(gmp_wg_wait(&wg));

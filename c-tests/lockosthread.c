@@ -20,12 +20,22 @@
  * 5. A goroutine that ends while locked takes its thread with it: gmp_stats threads and
  *    the number of entries in /proc/self/task both drop by one.
  * 6. ... unless another goroutine is pinned to that thread (GMP_GO_PINNED): at
- *    GOMAXPROCS=1 goroutine A starts pinned B (which runs first on A's thread and parks),
- *    then locks and ends. The thread stays; B, woken, runs on it and ends.
+ *    GOMAXPROCS=1 goroutine A, itself pinned (so that its lock cannot move it, see 8),
+ *    starts pinned B (which runs first on A's thread and parks), then locks (on the same
+ *    thread) and ends. The thread stays; B, woken, runs on it and ends.
  * 7. ... and goes once the pinned goroutines have ended: at GOMAXPROCS=1 goroutine A
  *    starts pinned B, which runs on A's thread and ends; then A locks and ends. A's
  *    thread must leave /proc/self/task (the count of goroutines pinned to it is back to
  *    zero).
+ * 8. Locking a thread another goroutine is pinned to moves the locker: at GOMAXPROCS=1
+ *    goroutine C starts pinned D (which runs first on C's thread and parks), then locks:
+ *    count 1, on another thread, where it stays across yields and a sleep while D, woken
+ *    meanwhile, runs on C's first thread. C unlocks (0).
+ * 9. GMP_GO_LOCKED: a goroutine started with it is locked from its first instruction
+ *    (gmp_lock_os_thread returns 2, unlocks return 1 then 0). Started by C from the thread
+ *    D is pinned to, it runs on another thread; ending locked, it takes that thread
+ *    with it (gone from /proc/self/task). With GMP_GO_PINNED | GMP_GO_LOCKED it keeps
+ *    its thread across yields after unlocking too. Unknown flag bits are -EINVAL.
  */
 #include "check.h"
 
@@ -245,6 +255,7 @@ static void pinned_a(void *arg)
     while (atomic_load(&pin_tid_b) == 0)
         CHECK_OK(gmp_yield());
     CHECK_EQ(gmp_lock_os_thread(), 1);
+    CHECK_EQ(tid(), atomic_load(&pin_tid_a)); /* pinned: locked where it is */
     CHECK_OK(gmp_wg_done(wg)); /* ends locked, while B is pinned to this thread */
 }
 
@@ -270,6 +281,96 @@ static void locker_after_pinned(void *arg)
     CHECK_EQ(atomic_load(&quick_tid), atomic_load(&locker_tid));
     CHECK_EQ(gmp_lock_os_thread(), 1);
     CHECK_OK(gmp_wg_done(arg)); /* ends locked; nothing is pinned to this thread now */
+}
+
+/* ---- 8 and 9 ---- */
+
+static gmp_chan *pin_d;
+static atomic_long tid_c, tid_d, tid_d_after, tid_moved, tid_e, tid_f;
+
+static void pinned_d(void *arg)
+{
+    atomic_store(&tid_d, tid());
+    int v;
+    CHECK_OK(gmp_chan_recv(pin_d, &v)); /* parks, bound to its thread */
+    atomic_store(&tid_d_after, tid());
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void born_locked(void *arg)
+{
+    long t = tid();
+    atomic_store(&tid_e, t);
+    CHECK_EQ(gmp_lock_os_thread(), 2);
+    CHECK_OK(gmp_yield());
+    CHECK_EQ(tid(), t);
+    CHECK_EQ(gmp_unlock_os_thread(), 1);
+    CHECK_OK(gmp_sleep(1000 * 1000));
+    CHECK_EQ(tid(), t);
+    CHECK_OK(gmp_wg_done(arg)); /* ends locked: the thread goes */
+}
+
+static void born_locked_pinned(void *arg)
+{
+    long t = tid();
+    atomic_store(&tid_f, t);
+    CHECK_EQ(gmp_lock_os_thread(), 2);
+    CHECK_EQ(gmp_unlock_os_thread(), 1);
+    CHECK_EQ(gmp_unlock_os_thread(), 0);
+    for (int i = 0; i < 20; i++) {
+        CHECK_OK(gmp_yield());
+        CHECK_EQ(tid(), t);
+    }
+    CHECK_OK(gmp_wg_done(arg));
+}
+
+static void locker_c(void *arg)
+{
+    gmp_wg *wg = arg;
+    long tc = tid();
+    atomic_store(&tid_c, tc);
+    gmp_attr attr = {0};
+    attr.flags = GMP_GO_PINNED;
+    CHECK(gmp_go_attr(pinned_d, wg, &attr) > 0);
+    /* GOMAXPROCS 1: D is next on this processor, so it first runs (and binds) here. */
+    while (atomic_load(&tid_d) == 0)
+        CHECK_OK(gmp_yield());
+    CHECK_EQ(atomic_load(&tid_d), tc);
+
+    /* 8 */
+    CHECK_EQ(gmp_lock_os_thread(), 1);
+    long t = tid();
+    atomic_store(&tid_moved, t);
+    CHECK(t != tc);
+    int v = 1;
+    CHECK_OK(gmp_chan_send(pin_d, &v)); /* D runs on tc meanwhile */
+    for (int i = 0; i < 10; i++) {
+        CHECK_OK(gmp_yield());
+        CHECK_EQ(tid(), t);
+    }
+    CHECK_OK(gmp_sleep(2 * 1000 * 1000));
+    CHECK_EQ(tid(), t);
+    CHECK_EQ(gmp_unlock_os_thread(), 0);
+
+    /* 9: from a thread something is pinned to again (D has ended; pin another). */
+    atomic_store(&tid_d, 0);
+    atomic_store(&tid_d_after, 0);
+    CHECK(gmp_go_attr(pinned_d, wg, &attr) > 0);
+    while (atomic_load(&tid_d) == 0)
+        CHECK_OK(gmp_yield());
+    long here = tid();
+    CHECK_EQ(atomic_load(&tid_d), here);
+    attr.flags = GMP_GO_LOCKED;
+    CHECK(gmp_go_attr(born_locked, wg, &attr) > 0);
+    while (atomic_load(&tid_e) == 0)
+        CHECK_OK(gmp_yield());
+    CHECK(atomic_load(&tid_e) != here);
+    attr.flags = GMP_GO_LOCKED | GMP_GO_PINNED;
+    CHECK(gmp_go_attr(born_locked_pinned, wg, &attr) > 0);
+    attr.flags = 4;
+    CHECK_EQ(gmp_go_attr(born_locked, wg, &attr), -EINVAL);
+    CHECK_OK(gmp_chan_send(pin_d, &v));
+    CHECK_OK(gmp_wg_done(wg));
 }
 
 static int task_exists(long t)
@@ -343,7 +444,9 @@ int main(void)
     CHECK_OK(gmp_chan_make(&pin_go, sizeof(int), 0));
     gmp_wg pw = GMP_WG_INIT;
     CHECK_OK(gmp_wg_add(&pw, 2));
-    CHECK(gmp_go(pinned_a, &pw) > 0);
+    gmp_attr pa = {0};
+    pa.flags = GMP_GO_PINNED;
+    CHECK(gmp_go_attr(pinned_a, &pw, &pa) > 0);
     WAIT_BLOCKED(1); /* A gone, B parked */
     long ta = atomic_load(&pin_tid_a);
     CHECK_EQ(atomic_load(&pin_tid_b), ta);
@@ -361,6 +464,20 @@ int main(void)
     CHECK_OK(gmp_wg_wait(&lw));
     WAIT_UNTIL(!task_exists(atomic_load(&locker_tid)), 5.0);
     printf("goroutine ending locked after its pinned one ended: the thread went\n");
+
+    /* 8, 9 */
+    CHECK_OK(gmp_chan_make(&pin_d, sizeof(int), 0));
+    gmp_wg cw = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&cw, 5)); /* C, D twice, E, F */
+    CHECK(gmp_go(locker_c, &cw) > 0);
+    CHECK_OK(gmp_wg_wait(&cw));
+    CHECK_EQ(atomic_load(&tid_d_after), atomic_load(&tid_d));
+    CHECK(atomic_load(&tid_f) != 0);
+    WAIT_UNTIL(!task_exists(atomic_load(&tid_e)), 5.0);
+    printf("lock on a thread with a pinned goroutine moved the locker (%ld -> %ld); "
+           "GMP_GO_LOCKED started on another thread, which went with it\n",
+           atomic_load(&tid_c), atomic_load(&tid_moved));
+    CHECK_OK(gmp_chan_release(pin_d));
     CHECK_OK(gmp_chan_release(pin_go));
     CHECK_OK(gmp_chan_release(ch));
     CHECK_OK(gmp_chan_release(go_ahead));

@@ -17,7 +17,9 @@
  *  - short-lived children the workers spawn (feature "spawn"), some with GMP_GO_PINNED
  *    ("pinned": their gettid() must never change), some with a small stack ("stack",
  *    which also switches the default stack size between 256 and 128 KiB now and then,
- *    while goroutines promised a stack of the other size wait to start);
+ *    while goroutines promised a stack of the other size wait to start), some with
+ *    GMP_GO_LOCKED (with "lock": locked from their start, their gettid() must not change
+ *    until they unlock at their end; one in five ends locked, taking its thread along);
  *    a worker waits for its children on a WaitGroup of its own ("wg": every child must
  *    have checked in when the wait returns), or leaves them to a global one;
  *  - a source and a sink goroutine per channel (features "chan" or "select"), so that a
@@ -31,8 +33,9 @@
  * take and return a token of a pool guarded by a cond ("cond"), gmp_once on a
  * moving frontier of once objects, gmp_sleep, gmp_blocking (nanosleep, or a read of a
  * pipe that has data), a mutex unlocked from inside gmp_blocking ("blkunlock"), a
- * gmp_lock_os_thread section (nested sometimes) doing yields, channel operations, sleeps
- * and blocking calls with gettid() checked after each ("lock"), gmp_maxprocs(1..4)
+ * gmp_lock_os_thread section (nested sometimes) doing yields, channel operations (not in
+ * pinned goroutines, which must not wait for others while locked), sleeps and blocking
+ * calls with gettid() checked after each ("lock"), gmp_maxprocs(1..4)
  * at most every 2-20 ms ("maxprocs"), and the netpoller ("net"): a message over a fresh
  * registered socketpair with a deadline, a receive that must time out (not early), a
  * token through one registered pipe that every actor reads concurrently, and a close of
@@ -251,6 +254,7 @@ struct actor {
     int slot;          /* index in slot_*, or -1 */
     int goroutine;     /* 0 on a foreign thread */
     int pinned;        /* GMP_GO_PINNED: tid must never change */
+    int locked;        /* GMP_GO_LOCKED: tid must not change until the final unlock */
     long tid;          /* first tid (pinned) */
     int depth;         /* 0 worker, 1 child, 2 grandchild */
 };
@@ -286,7 +290,7 @@ static void slot_leave(const struct actor *a)
 
 static void check_pinned(const struct actor *a)
 {
-    if (a->pinned)
+    if (a->pinned || a->locked)
         CHECK_EQ(gettid_(), a->tid);
 }
 
@@ -723,12 +727,15 @@ static void do_lock(struct actor *a)
         case 0:
             gmp_yield();
             break;
+        /* A pinned goroutine cannot move off the thread it locks, so the goroutines
+         * bound there (pinned, or stopped there for one stop) wait until it unlocks, and it
+         * must not wait for them: it makes no channel exchanges while locked. */
         case 1:
-            if (on(FT_CHAN))
+            if (on(FT_CHAN) && !a->pinned)
                 do_send(a);
             break;
         case 2:
-            if (on(FT_CHAN))
+            if (on(FT_CHAN) && !a->pinned)
                 do_recv(a);
             break;
         case 3:
@@ -777,6 +784,8 @@ static void do_maxprocs(struct actor *a)
 struct child {
     int depth;
     int pinned;
+    int locked;        /* GMP_GO_LOCKED */
+    int end_locked;    /* ... and it ends without unlocking */
     atomic_int *checkin;   /* NULL when detached */
     gmp_wg *wg;
 };
@@ -793,6 +802,7 @@ static void child_main(void *arg)
             slot = i;
     actor_init(&a, slot, 1, c->depth);
     a.pinned = c->pinned;
+    a.locked = c->locked;
     if (slot >= 0) {
         atomic_store(&slot_action[slot], -1);
         atomic_store(&slot_pinned[slot], a.pinned);
@@ -807,6 +817,10 @@ static void child_main(void *arg)
         check_pinned(&a);
     }
     CHECK_EQ(scratch[0], (char)(a.pid & 0x7f));
+    if (a.locked && !c->end_locked) {
+        CHECK_EQ(gmp_unlock_os_thread(), 0);
+        a.locked = 0;
+    }
     atomic_fetch_add(&children_done, 1);
     if (c->checkin != NULL)
         atomic_fetch_add(c->checkin, 1);
@@ -843,10 +857,13 @@ static void do_spawn(struct actor *a)
         c->checkin = wait ? &checkin : NULL;
         c->wg = wg;
         gmp_attr attr = {0};
-        attr.flags = c->pinned ? GMP_GO_PINNED : 0;
+        /* From the count of spawns, as the stack size switch above. */
+        long k = atomic_fetch_add(&children_spawned, 1);
+        c->locked = on(FT_LOCK) && k % 7 == 3;
+        c->end_locked = c->locked && k % 35 == 3;
+        attr.flags = (c->pinned ? GMP_GO_PINNED : 0) | (c->locked ? GMP_GO_LOCKED : 0);
         if (on(FT_STACK) && rnd_below(&a->rng, 3) == 0)
             attr.stack_size = rnd_below(&a->rng, 2) ? GMP_MIN_STACK : 64 * 1024;
-        atomic_fetch_add(&children_spawned, 1);
         CHECK_OK(gmp_go_attr(child_main, c, &attr));
     }
     if (wait) {
@@ -879,10 +896,13 @@ static void nap(struct actor *a)
 {
     int64_t ns = 200 * US + (int64_t)rnd_below(&a->rng, 2800) * US;
     int locked = on(FT_LOCK) && a->goroutine && rnd_below(&a->rng, 2) == 0;
-    long tid = gettid_();
+    long tid = 0;
     slot_enter(a, A_NAP);
     if (locked) {
-        CHECK_EQ(gmp_lock_os_thread(), 1);
+        /* The thread it is locked to when the lock returns (not always the one it called
+         * from: a thread with goroutines bound to it is not locked). */
+        CHECK_EQ(gmp_lock_os_thread(), a->locked + 1);
+        tid = gettid_();
         if (a->slot >= 0)
             atomic_store(&slot_locked[a->slot], 1);
     }
@@ -901,7 +921,7 @@ static void nap(struct actor *a)
     }
     if (locked) {
         CHECK_EQ(gettid_(), tid);
-        CHECK_EQ(gmp_unlock_os_thread(), 0);
+        CHECK_EQ(gmp_unlock_os_thread(), a->locked);
         if (a->slot >= 0)
             atomic_store(&slot_locked[a->slot], 0);
     }

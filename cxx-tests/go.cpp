@@ -1,6 +1,6 @@
 // gmp::go and gmp::go_with: callables of every kind (lambdas with move-only captures,
 // function pointers with arguments, member functions, mutable functors), arguments
-// passed by value as std::thread does, options (pinned, stack size), many goroutines,
+// passed by value as std::thread does, options (pinned, locked, stack size), many goroutines,
 // exceptions caught inside goroutines, and an exception escaping a goroutine, which must end the program with a gmp: message.
 #include "gmp.hpp"
 
@@ -125,6 +125,20 @@ int main(int argc, char **argv)
         same_thread = same;
         wg.done();
     }) > 0);
+    // go_with locked: the goroutine is locked from its start (a lock nests to 2) and
+    // keeps its thread until it unlocks.
+    wg.add(1);
+    std::atomic<bool> locked_ok{false};
+    CHECK(gmp::go_with({0, false, true}, [&] {
+        const long tid = syscall(SYS_gettid);
+        bool ok = gmp_lock_os_thread() == 2 && gmp_unlock_os_thread() == 1;
+        for (int i = 0; i < 20; i++) {
+            gmp::yield();
+            ok = ok && syscall(SYS_gettid) == tid;
+        }
+        locked_ok = ok && gmp_unlock_os_thread() == 0;
+        wg.done();
+    }) > 0);
     wg.add(1);
     std::atomic<long> big_sum{0};
     gmp::go_with({4u << 20, false}, [&] {
@@ -139,6 +153,7 @@ int main(int argc, char **argv)
     });
     wg.wait();
     CHECK(same_thread);
+    CHECK(locked_ok);
     CHECK(big_sum == (2 << 20) / 4096);
 
     // Exceptions thrown and caught inside goroutines, across switches, are ordinary.

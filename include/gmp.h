@@ -38,9 +38,19 @@
  variables across calls that switch. The thread keeps running other goroutines while
  this one waits; when it becomes runnable it queues on that thread alone (no other
  thread runs or steals it), and an idle thread is woken for it. (For a thread that
- serves only one goroutine, use gmp_lock_os_thread.)
+ serves only one goroutine, use gmp_lock_os_thread or GMP_GO_LOCKED.)
  */
 #define GMP_GO_PINNED 1
+
+/*
+ Flag for `gmp_attr.flags`: the goroutine starts locked to the OS thread that runs it,
+ as if its first call were gmp_lock_os_thread (count 1; gmp_unlock_os_thread releases
+ it, and a goroutine that ends locked takes its thread with it), before any of its code
+ runs. For code that ties state to its thread from its first instruction (a Python
+ callback: CPython binds a thread state to the thread that enters it). The thread is one
+ no other goroutine is bound to (see gmp_lock_os_thread).
+ */
+#define GMP_GO_LOCKED 2
 
 /*
  Smallest and largest stack size `gmp_attr.stack_size` accepts (bytes).
@@ -140,7 +150,7 @@ typedef struct gmp_attr {
    */
   size_t stack_size;
   /*
-   0 or GMP_GO_PINNED.
+   0, or GMP_GO_PINNED and/or GMP_GO_LOCKED.
    */
   uint32_t flags;
 } gmp_attr;
@@ -1113,6 +1123,16 @@ int gmp_fsync(int fd);
  with it: the thread exits instead of serving other goroutines, so state the goroutine
  changed in it (namespaces, credentials, signal mask…) never leaks. New threads are
  never created from a locked thread.
+
+ The thread is the one the goroutine runs on when the call returns — not always the one
+ it called from. A thread that other goroutines are bound to (started GMP_GO_PINNED
+ there, or stopped there inside an intercepted call or by a preemption) is not locked,
+ since they can run nowhere else: the first (unnested) call then moves the goroutine to
+ a thread nothing is bound to and locks that one. So take gettid(), errno's address or
+ `__thread` addresses after the call, as after any call that may switch. A goroutine
+ started GMP_GO_PINNED never moves: it locks its own thread, and the goroutines bound to
+ that thread wait until it unlocks (it must not wait for them while locked). To be
+ locked from the goroutine's first instruction, start it with GMP_GO_LOCKED.
 
  Returns the new nesting count (>= 1); -EPERM on a thread that is not a goroutine;
  -EOVERFLOW if the count would overflow.

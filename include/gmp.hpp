@@ -166,11 +166,13 @@ template <class> inline constexpr bool always_false = false;
 
 } // namespace detail
 
-/* Options of gmp::go_with (gmp_attr): stack bytes (0: the default) and pinning to the
- * OS thread that first runs the goroutine (GMP_GO_PINNED). */
+/* Options of gmp::go_with (gmp_attr): stack bytes (0: the default), pinning to the
+ * OS thread that first runs the goroutine (GMP_GO_PINNED), and starting locked to its
+ * thread, as if its first call were gmp_lock_os_thread (GMP_GO_LOCKED). */
 struct go_options {
     std::size_t stack_size = 0;
     bool pinned = false;
+    bool locked = false;
 };
 
 /* Starts a goroutine running `std::invoke(f, args...)` on copies (or moves) of `f` and
@@ -186,7 +188,7 @@ template <class F, class... Args> std::int64_t go_with(const go_options &opts, F
     auto t = std::make_unique<Task>(Task{std::forward<F>(f), Tuple(std::forward<Args>(args)...)});
     gmp_attr attr{};
     attr.stack_size = opts.stack_size;
-    attr.flags = opts.pinned ? GMP_GO_PINNED : 0u;
+    attr.flags = (opts.pinned ? GMP_GO_PINNED : 0u) | (opts.locked ? GMP_GO_LOCKED : 0u);
     const std::int64_t id = gmp_go_attr(&detail::task_entry<Task>, t.get(), &attr);
     detail::check(id, "gmp_go");
     t.release(); // the goroutine owns it now
@@ -837,8 +839,10 @@ template <class F, class... Args> void call_once(once_flag &flag, F &&f, Args &&
 }
 
 /* Go's runtime.LockOSThread for a scope: while the guard lives, the goroutine runs only
- * on this OS thread and the thread runs nothing else. Guards nest. Throws
- * std::system_error (EPERM) outside a goroutine. */
+ * on one OS thread and the thread runs nothing else. That thread is the one it runs on
+ * once the guard is constructed (the lock may move it off a thread other goroutines are
+ * pinned to; see gmp_lock_os_thread). Guards nest. Throws std::system_error (EPERM)
+ * outside a goroutine. */
 class lock_os_thread {
   public:
     lock_os_thread() { detail::check(gmp_lock_os_thread(), "gmp_lock_os_thread"); }

@@ -50,8 +50,16 @@ pub type gmp_func = Option<unsafe extern "C" fn(arg: *mut c_void)>;
 /// variables across calls that switch. The thread keeps running other goroutines while
 /// this one waits; when it becomes runnable it queues on that thread alone (no other
 /// thread runs or steals it), and an idle thread is woken for it. (For a thread that
-/// serves only one goroutine, use gmp_lock_os_thread.)
+/// serves only one goroutine, use gmp_lock_os_thread or GMP_GO_LOCKED.)
 pub const GMP_GO_PINNED: u32 = 1;
+
+/// Flag for `gmp_attr.flags`: the goroutine starts locked to the OS thread that runs it,
+/// as if its first call were gmp_lock_os_thread (count 1; gmp_unlock_os_thread releases
+/// it, and a goroutine that ends locked takes its thread with it), before any of its code
+/// runs. For code that ties state to its thread from its first instruction (a Python
+/// callback: CPython binds a thread state to the thread that enters it). The thread is one
+/// no other goroutine is bound to (see gmp_lock_os_thread).
+pub const GMP_GO_LOCKED: u32 = 2;
 
 /// Smallest and largest stack size `gmp_attr.stack_size` accepts (bytes).
 pub const GMP_MIN_STACK: usize = 16384;
@@ -72,7 +80,7 @@ pub struct gmp_attr {
     /// for frames or alloca blocks of up to 64 KiB compiled without stack-clash protection;
     /// a bigger one can jump the guard into another goroutine's stack.
     pub stack_size: usize,
-    /// 0 or GMP_GO_PINNED.
+    /// 0, or GMP_GO_PINNED and/or GMP_GO_LOCKED.
     pub flags: u32,
 }
 
@@ -137,13 +145,15 @@ pub struct gmp_sched_stats {
     pub async_skipped_blocked: u64,
 }
 
-fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, pinned: bool) -> i64 {
+fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, flags: u32) -> i64 {
     let Some(f) = f else {
         return -(libc::EINVAL as i64);
     };
     // SAFETY: gmp_go's contract: the caller promises fn may be called with arg on a
     // goroutine.
-    match unsafe { rt::newproc(f, arg, stack_size, pinned) } {
+    let (pinned, locked) = (flags & GMP_GO_PINNED != 0, flags & GMP_GO_LOCKED != 0);
+    // SAFETY: as above.
+    match unsafe { rt::newproc(f, arg, stack_size, pinned, locked) } {
         Ok(id) => id as i64,
         Err(rt::StartError::BadStackSize) => -(libc::EINVAL as i64),
         Err(rt::StartError::NoMemory) => -(libc::ENOMEM as i64),
@@ -159,7 +169,7 @@ fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, pinned: bool) -> i64 
 /// thread it goes to the global run queue. The runtime starts on the first call.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_go(func: gmp_func, arg: *mut c_void) -> i64 {
-    boundary("gmp_go", || start(func, arg, 0, false))
+    boundary("gmp_go", || start(func, arg, 0, 0))
 }
 
 /// Starts `fn(arg)` as a new goroutine with attributes (`attr` may be NULL: defaults).
@@ -182,13 +192,13 @@ pub unsafe extern "C" fn gmp_go_attr(
             None => (0, 0),
             Some(a) => (a.stack_size, a.flags),
         };
-        if flags & !GMP_GO_PINNED != 0 {
+        if flags & !(GMP_GO_PINNED | GMP_GO_LOCKED) != 0 {
             return -(libc::EINVAL as i64);
         }
         if size != 0 && !(GMP_MIN_STACK..=GMP_MAX_STACK).contains(&size) {
             return -(libc::EINVAL as i64);
         }
-        start(func, arg, size, flags & GMP_GO_PINNED != 0)
+        start(func, arg, size, flags)
     })
 }
 

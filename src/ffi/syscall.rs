@@ -210,6 +210,16 @@ pub extern "C" fn gmp_fsync(fd: c_int) -> c_int {
 /// changed in it (namespaces, credentials, signal mask…) never leaks. New threads are
 /// never created from a locked thread.
 ///
+/// The thread is the one the goroutine runs on when the call returns — not always the one
+/// it called from. A thread that other goroutines are bound to (started GMP_GO_PINNED
+/// there, or stopped there inside an intercepted call or by a preemption) is not locked,
+/// since they can run nowhere else: the first (unnested) call then moves the goroutine to
+/// a thread nothing is bound to and locks that one. So take gettid(), errno's address or
+/// `__thread` addresses after the call, as after any call that may switch. A goroutine
+/// started GMP_GO_PINNED never moves: it locks its own thread, and the goroutines bound to
+/// that thread wait until it unlocks (it must not wait for them while locked). To be
+/// locked from the goroutine's first instruction, start it with GMP_GO_LOCKED.
+///
 /// Returns the new nesting count (>= 1); -EPERM on a thread that is not a goroutine;
 /// -EOVERFLOW if the count would overflow.
 #[unsafe(no_mangle)]

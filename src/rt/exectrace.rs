@@ -231,7 +231,7 @@ pub(crate) fn go_start(g: &G) {
 pub(crate) fn go_stop(g: &G, act: usize) {
     let w = match act {
         action::PARK => why::PARK,
-        action::GOSCHED => why::YIELD,
+        action::GOSCHED | action::LOCKMOVE => why::YIELD,
         action::PREEMPT => why::PREEMPT,
         _ => why::EXIT,
     };

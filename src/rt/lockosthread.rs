@@ -6,7 +6,17 @@
 //! and unbinds at zero (a goroutine started pinned stays bound by its loose affinity,
 //! affinity.rs).
 //! While bound the M runs only that goroutine: when it blocks, the M hands its P off and
-//! sleeps (`stoplockedm`); whoever dequeues it hands a P to its M (`startlockedm`). A
+//! sleeps (`stoplockedm`); whoever dequeues it hands a P to its M (`startlockedm`).
+//!
+//! Unlike Go, a thread may have goroutines bound to it loosely (M-affinity: pinned ones,
+//! and ones stopped there for one stop, affinity.rs), which run on it and nowhere else.
+//! Locking such a thread would leave them no thread while the lock lasts, and the locked
+//! goroutine deadlocked when it waited for one of them (the torture test found it). So a
+//! first `lock` on a thread with bound goroutines (`m.naffine`) moves the caller to another
+//! thread, one nothing is bound to, and locks it there (`sched::lock_move`): the caller is
+//! locked to the thread it runs on when `lock` returns, which may not be the one it called
+//! from. A goroutine that is itself pinned cannot move: it locks its own thread, and the
+//! others bound to it wait until it unlocks (it must not wait for them meanwhile). A
 //! goroutine that ends with a nonzero count takes its thread with it (`goexit0` sets
 //! `m.exiting`; the scheduler loop returns and `mexit` ends the thread).
 //!
@@ -62,6 +72,19 @@ pub fn lock() -> Result<u32, LockError> {
         let n = m.lockedext.get();
         if n == u32::MAX {
             return Err(LockError::Overflow);
+        }
+        if n == 0 && m.naffine.get() != 0 && (*gp).affm.load(Ordering::Relaxed).is_null() {
+            // Goroutines are bound to this thread; locked, it would run none of them, and
+            // we could wait for one forever. Lock to a thread nothing is bound to.
+            super::park::golockmove();
+            #[cfg(debug_assertions)]
+            {
+                let lm = getm();
+                if (*lm).lockedg.load(Ordering::Relaxed) != gp || (*lm).lockedext.get() != 1 {
+                    throw("lock: moved goroutine not locked to its new thread");
+                }
+            }
+            return Ok(1);
         }
         m.lockedext.set(n + 1);
         m.lockedg.store(gp, Ordering::Relaxed);

@@ -32,7 +32,9 @@
 //! | `G_SYSCALL`    | in a blocking call (syscall.rs)          | its M (`g.m`, `m.curg == g`; `m.p == 0`, `m.oldp` = the P it left in P_SYSCALL, or null while the M waits on `affwait` for a P) | its M only: `exitsyscall` → RUNNING |
 //!
 //! "On exactly one run queue" counts an M's affinity queue (`m.aff`, affinity.rs): a
-//! RUNNABLE goroutine bound to an M (`g.affm`) waits there and nowhere else.
+//! RUNNABLE goroutine bound to an M (`g.affm`) waits there and nowhere else. One RUNNABLE
+//! goroutine is on no queue: the one `sched::lock_move` hands to an M as its `lockedg`
+//! with `lockstart` set, which that M alone runs next.
 //! `G_PREEMPTED` comes with the preemption issue.
 //!
 //! A `P`'s status: `P_IDLE` (on the idle list, no M; only a holder of `SCHED.lock` moves it
@@ -54,7 +56,8 @@
 //! `affwait` with `curg` still in G_SYSCALL), the timer M (asleep on `park` with a
 //! deadline, see timer.rs), or dead (`dead`, its thread exited because its goroutine
 //! ended locked). Who moves an M on or off a list: the M itself puts itself on one
-//! (`stopm`, `wait_for_p`); `startm` takes it off `midle`; a readier of a goroutine
+//! (`stopm`, `wait_for_p`); `startm` takes it off `midle`, and so does `lock_move` (an M
+//! nothing is bound to, which it locks to a goroutine before waking it); a readier of a goroutine
 //! affine to it moves it from `midle` to `affwait` or wakes it with a P
 //! (`wake_affine_m`); a P hand-over takes it off `affwait` — all under `SCHED.lock`.
 //!
@@ -249,6 +252,9 @@ pub struct G {
     pub affm: AtomicPtr<M>,
     /// Bind to the first M that runs it (attribute of `gmp_go`). Owner: the G's owner.
     pub pinned: Owned<bool>,
+    /// Lock to the first M that runs it, one no goroutine is bound to (`GMP_GO_LOCKED`;
+    /// `sched::start_locked` clears it). Owner: the G's owner.
+    pub startlocked: Owned<bool>,
     /// `affm` was set by an asynchronous preemption, for that one stop: `execute` clears
     /// it when the G resumes (preempt.rs). Owner: the G's M.
     pub asyncbound: Owned<bool>,
@@ -308,6 +314,7 @@ impl G {
             lockedm: AtomicPtr::new(null_mut()),
             affm: AtomicPtr::new(null_mut()),
             pinned: Owned::new(false),
+            startlocked: Owned::new(false),
             asyncbound: Owned::new(false),
             waitreason: AtomicU8::new(0),
             waitsince: AtomicI64::new(0),
@@ -408,6 +415,9 @@ pub(crate) mod action {
     /// Preemption at a safe point: put it on the global run queue, behind everything
     /// waiting there (Go's gopreempt_m).
     pub(crate) const PREEMPT: usize = 4;
+    /// `gmp_lock_os_thread` on a thread that goroutines are bound to: run it on another
+    /// thread, locked to it (`sched::lock_move`).
+    pub(crate) const LOCKMOVE: usize = 5;
 }
 
 /// The unlock function `gopark` runs on the scheduler stack once the goroutine's context
@@ -473,6 +483,11 @@ pub struct M {
     pub inblocking: Owned<u32>,
     /// LockOSThread nesting count (Go's `lockedExt`). Owner: this M's thread.
     pub lockedext: Owned<u32>,
+    /// `lockedg` was handed to this M runnable, with the P it was given, by `lock_move`:
+    /// run it at once instead of waiting for it in `stoplockedm`. Written by `lock_move`
+    /// while the M sleeps on no list (or before its thread starts), published by the
+    /// wake-up; then owned by this M's thread, which clears it.
+    pub lockstart: Owned<bool>,
     /// Set by goexit0 when the goroutine ended locked: the M exits its thread. Owner: this
     /// M's thread.
     pub exiting: Owned<bool>,

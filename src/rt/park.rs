@@ -168,6 +168,16 @@ pub(super) unsafe fn gopreempt() {
     unsafe { mcall(action::PREEMPT) };
 }
 
+/// Stops the calling goroutine and resumes it on another M, locked to it with a count of
+/// 1 (`sched::lock_move`).
+///
+/// # Safety
+/// Called on a goroutine that is not locked, nor bound to an M.
+pub(super) unsafe fn golockmove() {
+    // SAFETY: caller contract.
+    unsafe { mcall(action::LOCKMOVE) };
+}
+
 /// `gopreempt` for a goroutine stopped where its C code did not expect a switch (by the
 /// SIGURG trampoline, or on the way out of a blocking call): it resumes on this same M
 /// (DESIGN.md decision 8), which serves it from its affinity queue. A goroutine already
@@ -260,6 +270,14 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
                 return None;
             }
             sched::ready_put_global(gp);
+            None
+        }
+        action::LOCKMOVE => {
+            casgstatus(g, G_RUNNING, G_RUNNABLE);
+            dropg(m, g);
+            // SAFETY: m's thread holding a P; gp stopped here, is RUNNABLE, on no queue,
+            // unbound (lockosthread::lock checked), and ours.
+            unsafe { sched::lock_move(m, gp) };
             None
         }
         action::EXIT => {

@@ -45,6 +45,7 @@ pub unsafe fn newproc(
     arg: *mut c_void,
     stack_size: usize,
     pinned: bool,
+    locked: bool,
 ) -> Result<u64, StartError> {
     init();
     // Whole pages, as the stack will be: the caches compare sizes exactly. (The default
@@ -75,6 +76,7 @@ pub unsafe fn newproc(
         g.entry.set(Some(entry));
         g.arg.set(arg);
         g.pinned.set(pinned);
+        g.startlocked.set(locked);
         g.lockedm.store(null_mut(), Ordering::Relaxed);
         let parent = getg();
         g.parentgoid.store(

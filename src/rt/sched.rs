@@ -712,6 +712,12 @@ const G0_STACK: usize = 512 * 1024;
 
 /// Creates a new M (an OS thread) that will run P `pp`.
 fn newm(pp: *mut P, spinning: bool) {
+    start_m(allocm(pp, spinning));
+}
+
+/// Allocates a new M that will take P `pp` when its thread starts (`start_m`); until then
+/// its fields are the caller's.
+fn allocm(pp: *mut P, spinning: bool) -> *mut M {
     let count = SCHED.mcount.fetch_add(1, Ordering::SeqCst) + 1;
     let max = SCHED.maxmcount.load(Ordering::Relaxed);
     if count > max {
@@ -729,7 +735,7 @@ fn newm(pp: *mut P, spinning: bool) {
         crate::sys::write_stderr(b"\n");
         throw("thread exhaustion");
     }
-    let m = Box::into_raw(Box::new(M {
+    Box::into_raw(Box::new(M {
         id: SCHED.mnext.fetch_add(1, Ordering::Relaxed),
         g0_sp: Owned::new(0),
         g0_fpenv: Owned::new(0),
@@ -756,6 +762,7 @@ fn newm(pp: *mut P, spinning: bool) {
         syscalltick: Owned::new(0),
         inblocking: Owned::new(0),
         lockedext: Owned::new(0),
+        lockstart: Owned::new(false),
         exiting: Owned::new(false),
         dead: AtomicBool::new(false),
         tid: AtomicI32::new(0),
@@ -764,7 +771,11 @@ fn newm(pp: *mut P, spinning: bool) {
         asan_g0: Owned::new((0, 0)),
         tsan_g0: Owned::new(0),
         foreign_seen: Owned::new(0),
-    }));
+    }))
+}
+
+/// Publishes new M `m` (from `allocm`) and starts its thread.
+fn start_m(m: *mut M) {
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
     loop {
@@ -1075,11 +1086,22 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
     // An M locked to a G runs nothing else: wait for it to become runnable.
     let lg = m.lockedg.load(Ordering::Relaxed);
     if !lg.is_null() {
+        // Handed its goroutine with a P by `lock_move` (a new M), or its goroutine stopped
+        // running and the M waits until someone finds it runnable again.
         // SAFETY: m's thread.
-        unsafe { stoplockedm(m) };
+        if unsafe { !take_lockstart(m) } {
+            // SAFETY: m's thread.
+            unsafe { stoplockedm(m) };
+        }
         return (lg, false);
     }
     loop {
+        // An idle M that `lock_move` took and handed a goroutine to lock to, with a P: it
+        // woke in `stopm`, wherever this loop had called it.
+        // SAFETY: m's thread.
+        if unsafe { take_lockstart(m) } {
+            return (m.lockedg.load(Ordering::Relaxed), false);
+        }
         let pp = m.p.load(Ordering::Relaxed);
         // SAFETY: this M holds pp (P–M reciprocity is checked in debug builds).
         let p = unsafe { &*pp };
@@ -1142,7 +1164,7 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
             // SAFETY: m's thread, holding a P.
             None => match unsafe { find_runnable(m) } {
                 Some((gp, inherit)) => (gp, inherit && !preempted),
-                None => continue, // our P was retired and we got another one: start over
+                None => continue, // P retired (we got another one), or handed a locked G: start over
             },
         };
         dequeued(gp);
@@ -1157,6 +1179,10 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         if !lm.is_null() && !std::ptr::eq(lm, m) {
             // SAFETY: m's thread, holding a P.
             unsafe { startlockedm(m, lm) };
+            continue;
+        }
+        // SAFETY: we dequeued gp, so its owner-only fields are ours.
+        if unsafe { (*gp).startlocked.get() } && unsafe { !start_locked(m, gp) } {
             continue;
         }
         return (gp, inherit);
@@ -1320,7 +1346,10 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
         let pp = m.p.load(Ordering::Relaxed);
         // SAFETY: we hold pp.
         let p = unsafe { &*pp };
-        if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) {
+        // Our P was retired, or `lock_move` handed us a goroutine to run locked (woken
+        // in `park_idle`): `schedule` starts over.
+        // SAFETY: m's own thread owns lockstart.
+        if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) || unsafe { m.lockstart.get() } {
             return None;
         }
 
@@ -1828,6 +1857,112 @@ unsafe fn startlockedm(m: &M, lm: *mut M) {
         (*lm).park.wakeup();
         stopm(m);
     }
+}
+
+/// `gmp_lock_os_thread` from goroutine `gp` found goroutines bound to this M (pinned to
+/// it, or stopped on it for one stop: `m.naffine`). Locked here, the M would run only `gp`
+/// and they could run nowhere: a locked goroutine waiting for one of them (a mutex it
+/// holds) would wait forever. So `gp` is locked to another M instead, one nothing is bound
+/// to: an idle one (`mget_clean`), else a new one; it gets our P and runs `gp` at once
+/// (`m.lockstart`), and we stop. Ms are reused, so a program that keeps locking on such
+/// threads does not keep making threads.
+///
+/// Also how a goroutine started with `GMP_GO_LOCKED` reaches its thread when the M that
+/// dequeued it has goroutines bound to it (`start_locked`).
+///
+/// # Safety
+/// On `m`'s own thread, holding a P, not spinning; `gp` is RUNNABLE, on no queue, has no
+/// M, is not bound to any M, and is ours (it stopped running on `m`, from `after_switch`;
+/// or `schedule` dequeued it, unstarted).
+pub(super) unsafe fn lock_move(m: &M, gp: *mut G) {
+    let clean = {
+        let mut g = lock_sched();
+        mget_clean(&mut g)
+    };
+    // SAFETY: m's thread, holding a P.
+    let pp = unsafe { releasep(m) };
+    let bind = |lm: *mut M| {
+        // SAFETY: lm sleeps on no list (taken off `midle` under the lock) or has no thread
+        // yet, so its fields are ours until the wake-up (or the thread start) publishes
+        // them; gp is ours (caller contract).
+        unsafe {
+            (*lm).lockedext.set(1);
+            (*lm).lockstart.set(true);
+            (*lm).lockedg.store(gp, Ordering::Relaxed);
+            (*gp).lockedm.store(lm, Ordering::Relaxed);
+        }
+    };
+    match clean {
+        Some(lm) => {
+            bind(lm);
+            give_p(lm, pp);
+        }
+        None => {
+            let lm = allocm(pp, false);
+            bind(lm);
+            start_m(lm);
+        }
+    }
+    // SAFETY: m's thread, no P, not spinning (it ran a goroutine).
+    unsafe { stopm(m) };
+}
+
+/// `gp`, started with `GMP_GO_LOCKED`, is about to run for the first time: lock it to this
+/// M and return true, or, when goroutines are bound to this M, hand it to another
+/// (`lock_move`, which stops us) and return false.
+///
+/// # Safety
+/// On `m`'s own thread, holding a P, not spinning; `gp` is RUNNABLE, dequeued and ours.
+#[cold]
+#[inline(never)]
+unsafe fn start_locked(m: &M, gp: *mut G) -> bool {
+    // SAFETY: caller contract: gp is ours, m's owner-only fields are ours.
+    unsafe {
+        (*gp).startlocked.set(false);
+        if m.naffine.get() != 0 {
+            lock_move(m, gp);
+            return false;
+        }
+        m.lockedext.set(1);
+        m.lockedg.store(gp, Ordering::Relaxed);
+        (*gp).lockedm.store(m as *const M as *mut M, Ordering::Relaxed);
+    }
+    true
+}
+
+/// Takes an idle M that no goroutine is bound to off the idle list (for `lock_move`).
+fn mget_clean(g: &mut SchedGuard) -> Option<*mut M> {
+    let mut m = g.synced().midle;
+    while !m.is_null() {
+        // SAFETY: Ms are never freed. An M on `midle` sleeps in `stopm` and changed its
+        // owner-only `naffine` before it put itself there under the lock we hold; nothing
+        // becomes bound to it while it sleeps (binding happens on the M's own thread).
+        let clean = unsafe { (*m).naffine.get() == 0 } && unsafe { (*m).aff.len() } == 0;
+        if clean {
+            munlink(g, m);
+            return Some(m);
+        }
+        // SAFETY: the idle list's links are owned by the lock holder.
+        m = unsafe { (*m).schedlink.get() };
+    }
+    None
+}
+
+/// Whether `lock_move` handed this M its locked goroutine with the P it holds: run it now.
+/// Clears the mark.
+///
+/// # Safety
+/// On `m`'s own thread.
+#[inline]
+unsafe fn take_lockstart(m: &M) -> bool {
+    // SAFETY: caller contract; the writer published it with the wake-up we woke from.
+    unsafe {
+        if !m.lockstart.get() {
+            return false;
+        }
+        m.lockstart.set(false);
+    }
+    true
 }
 
 // ---------------------------------------------------------------------------------------

@@ -32,6 +32,33 @@ def test_python_goroutine_runs_with_args_on_its_own_locked_thread() -> None:
     assert tid_before == tid_after != threading.get_native_id()
 
 
+def test_python_goroutines_start_beside_pinned_c_goroutines() -> None:
+    # At GOMAXPROCS=1, pinned C goroutines park bound to the thread that ran them, which
+    # then picks up the Python goroutines. A lock taken inside the callback would move the
+    # goroutine off that thread after ctypes had bound a thread state to it (a crash);
+    # started GMP_GO_LOCKED, each is locked to a thread nothing is pinned to before any
+    # Python runs. In a child interpreter, which a crash must not take down with pytest.
+    r = run_python(
+        "import threading\n"
+        "import gmp_sched as gs\n"
+        "gs.maxprocs(1)\n"
+        "hold = gs.WaitGroup(); hold.add(1)\n"
+        "for _ in range(8): gs.go(gs.lib.gmp_wg_wait, hold, pinned=True)\n"
+        "gs.sleep(0.05)\n"
+        "out = gs.Chan(object, 64)\n"
+        "def body():\n"
+        "    t = threading.get_native_id(); gs.sleep(0.001); gs.gosched()\n"
+        "    out.send((t, threading.get_native_id()))\n"
+        "for _ in range(40): gs.go(body)\n"
+        "res = [out.recv(timeout=20) for _ in range(40)]\n"
+        "assert all(a == b for a, b in res), res\n"
+        "hold.done(); gs.sleep(0.05)\n"
+        "print('python goroutines:', len(res))\n"
+    )
+    assert r.returncode == 0, r.stderr
+    assert "python goroutines: 40" in r.stdout
+
+
 def test_python_goroutines_spawn_python_and_c_goroutines() -> None:
     # A tree: each Python goroutine starts two children (Python) and 50 C goroutines.
     wg = WaitGroup()

@@ -6,8 +6,11 @@ Two kinds of goroutine body:
   as an ordinary goroutine: a few KiB of stack, parked and stolen like any other; this
   is how Python starts thousands of cheap goroutines. It gets one argument converted to
   ``void *`` (see :func:`as_voidp`); the caller keeps what it points to alive.
-* **A Python callable** runs as a goroutine *locked to its own OS thread*
-  (``gmp_lock_os_thread`` is its first call, ``gmp_unlock_os_thread`` its last).
+* **A Python callable** runs as a goroutine *locked to its own OS thread* (started
+  with ``GMP_GO_LOCKED``, so locked before ctypes enters Python on the thread;
+  ``gmp_unlock_os_thread`` is its last call). A lock taken inside the callback would be
+  too late: ctypes has bound a thread state to the thread by then, and a lock on a
+  thread that C goroutines are pinned to moves the goroutine to another thread.
   CPython ties a thread state to its OS thread, so Python code must not migrate, nor
   share its thread with another goroutine running Python: while it runs, the thread
   serves it alone, and a Python goroutine that waits keeps its thread asleep. So each
@@ -37,6 +40,7 @@ from typing import Any, Callable
 from . import _errors
 from ._errors import check, timeout_ns
 from ._lib import (
+    GMP_GO_LOCKED,
     GMP_GO_PINNED,
     STATS_BUFFER_BYTES,
     gmp_attr,
@@ -106,7 +110,6 @@ _live = 0
 def _py_goroutine(key: int | None) -> None:
     global _live
     fn, args = _pending.pop(key or 0)
-    lib.gmp_lock_os_thread()
     try:
         fn(*args)
     except BaseException as e:  # noqa: BLE001 - reported to the hook, as threading does
@@ -180,9 +183,9 @@ def go(fn: Any, *args: Any, stack_size: int | None = None, pinned: bool = False)
     with _live_lock:
         _live += 1
     if attr is None:
-        r = lib.gmp_go(_TRAMPOLINE_ADDR, key)
-    else:
-        r = lib.gmp_go_attr(_TRAMPOLINE_ADDR, key, ctypes.byref(attr))
+        attr = gmp_attr()
+    attr.flags = GMP_GO_LOCKED
+    r = lib.gmp_go_attr(_TRAMPOLINE_ADDR, key, ctypes.byref(attr))
     if r < 0:
         _pending.pop(key, None)
         with _live_lock:

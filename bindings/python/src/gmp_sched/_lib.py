@@ -36,6 +36,7 @@ from pathlib import Path
 
 # Constants of include/gmp.h.
 GMP_GO_PINNED = 1
+GMP_GO_LOCKED = 2
 GMP_MIN_STACK = 16384
 GMP_MAX_STACK = 1073741824
 GMP_MAX_PROCS = 1024
