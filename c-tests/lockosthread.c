@@ -30,7 +30,8 @@
  * 8. Locking a thread another goroutine is pinned to moves the locker: at GOMAXPROCS=1
  *    goroutine C starts pinned D (which runs first on C's thread and parks), then locks:
  *    count 1, on another thread, where it stays across yields and a sleep while D, woken
- *    meanwhile, runs on C's first thread. C unlocks (0).
+ *    meanwhile, runs on C's first thread. C unlocks (0). Inside a gmp_blocking call
+ *    (which cannot switch) the same lock stays on the thread instead.
  * 9. GMP_GO_LOCKED: a goroutine started with it is locked from its first instruction
  *    (gmp_lock_os_thread returns 2, unlocks return 1 then 0). Started by C from the thread
  *    D is pinned to, it runs on another thread; ending locked, it takes that thread
@@ -324,6 +325,15 @@ static void born_locked_pinned(void *arg)
     CHECK_OK(gmp_wg_done(arg));
 }
 
+/* Inside gmp_blocking (no processor, cannot switch) a lock stays on the thread. */
+static int64_t lock_in_blocking(void *arg)
+{
+    long t = tid();
+    int a = gmp_lock_os_thread(), b = gmp_unlock_os_thread();
+    *(int *)arg = a == 1 && b == 0 && tid() == t;
+    return 0;
+}
+
 static void locker_c(void *arg)
 {
     gmp_wg *wg = arg;
@@ -336,6 +346,10 @@ static void locker_c(void *arg)
     while (atomic_load(&tid_d) == 0)
         CHECK_OK(gmp_yield());
     CHECK_EQ(atomic_load(&tid_d), tc);
+
+    int ok = 0;
+    CHECK_EQ(gmp_blocking(lock_in_blocking, &ok), 0);
+    CHECK(ok);
 
     /* 8 */
     CHECK_EQ(gmp_lock_os_thread(), 1);

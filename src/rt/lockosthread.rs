@@ -73,9 +73,15 @@ pub fn lock() -> Result<u32, LockError> {
         if n == u32::MAX {
             return Err(LockError::Overflow);
         }
-        if n == 0 && m.naffine.get() != 0 && (*gp).affm.load(Ordering::Relaxed).is_null() {
+        if n == 0
+            && m.naffine.get() != 0
+            && (*gp).affm.load(Ordering::Relaxed).is_null()
+            && !m.p.load(Ordering::Relaxed).is_null()
+        {
             // Goroutines are bound to this thread; locked, it would run none of them, and
-            // we could wait for one forever. Lock to a thread nothing is bound to.
+            // we could wait for one forever. Lock to a thread nothing is bound to. (Not
+            // from inside a blocking call, which holds no P and cannot switch: there the
+            // lock stays on this thread, as before.)
             super::park::golockmove();
             #[cfg(debug_assertions)]
             {
