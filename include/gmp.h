@@ -1131,8 +1131,9 @@ int gmp_fsync(int fd);
  a thread nothing is bound to and locks that one. So take gettid(), errno's address or
  `__thread` addresses after the call, as after any call that may switch. A goroutine
  started GMP_GO_PINNED never moves: it locks its own thread, and the goroutines bound to
- that thread wait until it unlocks (it must not wait for them while locked). To be
- locked from the goroutine's first instruction, start it with GMP_GO_LOCKED.
+ that thread wait until it unlocks (it must not wait for them while locked); nor does a
+ call from inside a gmp_blocking function, which cannot switch. To be locked from the
+ goroutine's first instruction, start it with GMP_GO_LOCKED.
 
  Returns the new nesting count (>= 1); -EPERM on a thread that is not a goroutine;
  -EOVERFLOW if the count would overflow.
