@@ -791,6 +791,11 @@ fn lockosthread() {
     expect_success("lockosthread", &[]);
 }
 
+#[test]
+fn lockosthread_exit_reuse() {
+    expect_success("lockosthread_exit_reuse", &[]);
+}
+
 /// Runs case `case` of a multi-case C test, which must exit 0.
 fn expect_case(name: &str, case: &str, env: &[(&str, &str)]) {
     let outcome = run_c(name, &[case], env);

@@ -84,6 +84,18 @@ impl AffQueue {
     }
 }
 
+impl AffQueue {
+    /// Back to the state of `new` (a dead M revived by `allocm`; the queue is empty).
+    pub fn reset(&self) {
+        self.with(|a| {
+            if !a.q.is_empty() {
+                throw("AffQueue::reset: goroutines queued");
+            }
+            a.idle = false;
+        });
+    }
+}
+
 impl Default for AffQueue {
     fn default() -> Self {
         AffQueue::new()

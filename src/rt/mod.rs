@@ -491,7 +491,8 @@ pub struct M {
     /// Set by goexit0 when the goroutine ended locked: the M exits its thread. Owner: this
     /// M's thread.
     pub exiting: Owned<bool>,
-    /// The thread exited (the M stays on `allm`, never freed).
+    /// The thread exited: the M is on `SCHED.mfree` (it stays on `allm`, never freed,
+    /// until `allocm` revives it for a new thread).
     pub dead: AtomicBool,
     /// Kernel thread id (for scheddetail and tests).
     pub tid: AtomicI32,
@@ -807,6 +808,9 @@ pub struct Synced {
     /// next P to go idle, `handoff_p` and the busy Ps' 61-tick check serve it).
     pub affwait: *mut M,
     pub affwait_tail: *mut M,
+    /// Ms whose threads exited (a goroutine ended locked to them), linked through
+    /// `schedlink`: `allocm` revives them instead of allocating (Go frees exited Ms).
+    pub mfree: *mut M,
     /// Idle Ps (Go's `pidle`).
     pub pidle: *mut P,
     /// The global run queue: a ring of pointers rather than Go's list through
@@ -876,6 +880,7 @@ pub static SCHED: Sched = Sched {
         midle: null_mut(),
         affwait: null_mut(),
         affwait_tail: null_mut(),
+        mfree: null_mut(),
         pidle: null_mut(),
         runq: std::collections::VecDeque::new(),
     })),

@@ -186,7 +186,7 @@ unsafe fn exit_locked_thread(m: &M, gp: *mut G) {
         let pp = sched::releasep(m);
         sched::handoff_p(pp);
     }
-    m.dead.store(true, Ordering::Relaxed);
+    m.dead.store(true, Ordering::Release);
     SCHED.mcount.fetch_sub(1, Ordering::SeqCst);
     crate::arch::tls_set(0);
 }
@@ -197,6 +197,8 @@ unsafe extern "C" fn thread_exit_guard(arg: *mut c_void) {
     // SAFETY: the value set by `minit`: this thread's M, never freed.
     let m = unsafe { &*(arg as *const M) };
     if m.dead.load(Ordering::Relaxed) {
+        // Our last look at the M: another thread may revive it from here on.
+        sched::mfree_put(m);
         return;
     }
     let gp = m.curg.load(Ordering::Relaxed);
@@ -211,6 +213,7 @@ unsafe extern "C" fn thread_exit_guard(arg: *mut c_void) {
         // another M, and this M is dead.
         // SAFETY: this thread is m's and holds its P; gp is its running goroutine.
         unsafe { exit_locked_thread(m, gp) };
+        sched::mfree_put(m);
         return;
     }
     let mut buf = [0u8; 96];

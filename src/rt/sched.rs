@@ -735,7 +735,23 @@ fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         crate::sys::write_stderr(b"\n");
         throw("thread exhaustion");
     }
-    Box::into_raw(Box::new(M {
+    let fastrand = 0x9E37_79B9_7F4A_7C15 ^ (count as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let dead = {
+        let mut g = lock_sched();
+        let s = g.synced();
+        let m = s.mfree;
+        if !m.is_null() {
+            // SAFETY: Ms on mfree are dead and linked under the lock we hold.
+            s.mfree = unsafe { (*m).schedlink.get() };
+        }
+        m
+    };
+    if !dead.is_null() {
+        // SAFETY: we took it off mfree: its thread has exited and nobody else owns it.
+        unsafe { revive_m(dead, pp, spinning, fastrand) };
+        return dead;
+    }
+    let m = Box::into_raw(Box::new(M {
         id: SCHED.mnext.fetch_add(1, Ordering::Relaxed),
         g0_sp: Owned::new(0),
         g0_fpenv: Owned::new(0),
@@ -755,9 +771,7 @@ fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         lockedg: AtomicPtr::new(null_mut()),
         waitunlockf: Owned::new(None),
         waitlock: Owned::new(0),
-        fastrand: Owned::new(
-            0x9E37_79B9_7F4A_7C15 ^ (count as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
-        ),
+        fastrand: Owned::new(fastrand),
         oldp: AtomicPtr::new(null_mut()),
         syscalltick: Owned::new(0),
         inblocking: Owned::new(0),
@@ -771,11 +785,7 @@ fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         asan_g0: Owned::new((0, 0)),
         tsan_g0: Owned::new(0),
         foreign_seen: Owned::new(0),
-    }))
-}
-
-/// Publishes new M `m` (from `allocm`) and starts its thread.
-fn start_m(m: *mut M) {
+    }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
     loop {
@@ -789,6 +799,95 @@ fn start_m(m: *mut M) {
             Err(h) => head = h,
         }
     }
+    m
+}
+
+/// Resets dead M `m` to the state `allocm` gives a new one (keeping its `id` and its place
+/// on `allm`, whose readers skip it until `dead` turns false).
+///
+/// # Safety
+/// `m` was just taken off `SCHED.mfree`: its thread has exited, and no list or goroutine
+/// refers to it.
+unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
+    // Every field, by name: a field added to M without a line here does not compile.
+    // SAFETY: caller contract: the Owned fields have no owner until the new thread starts.
+    unsafe {
+        let M {
+            id: _,
+            g0_sp,
+            g0_fpenv,
+            curg,
+            p,
+            nextp,
+            spinning: spin,
+            blocked,
+            park,
+            schedlink,
+            schedprev,
+            mlist,
+            aff,
+            affwanted,
+            naffine,
+            affskip,
+            lockedg,
+            waitunlockf,
+            waitlock,
+            fastrand: rand,
+            oldp,
+            syscalltick,
+            inblocking,
+            lockedext,
+            lockstart,
+            exiting,
+            dead,
+            tid,
+            alllink: _,
+            asan_fake,
+            asan_g0,
+            tsan_g0,
+            foreign_seen,
+        } = &*m;
+        if !curg.load(Ordering::Relaxed).is_null()
+            || !p.load(Ordering::Relaxed).is_null()
+            || naffine.get() != 0
+            || aff.len() != 0
+            || !lockedg.load(Ordering::Relaxed).is_null()
+        {
+            throw("allocm: dead m still in use");
+        }
+        g0_sp.set(0);
+        g0_fpenv.set(0);
+        nextp.store(pp, Ordering::Relaxed);
+        spin.store(spinning, Ordering::Relaxed);
+        blocked.store(false, Ordering::Relaxed);
+        park.clear();
+        schedlink.set(null_mut());
+        schedprev.set(null_mut());
+        mlist.set(affinity::MLIST_NONE);
+        aff.reset();
+        affwanted.store(false, Ordering::Relaxed);
+        affskip.set(false);
+        waitunlockf.set(None);
+        waitlock.set(0);
+        rand.set(fastrand);
+        oldp.store(null_mut(), Ordering::Relaxed);
+        syscalltick.set(0);
+        inblocking.set(0);
+        lockedext.set(0);
+        lockstart.set(false);
+        exiting.set(false);
+        tid.store(0, Ordering::Relaxed);
+        asan_fake.set(0);
+        asan_g0.set((0, 0));
+        tsan_g0.set(0);
+        foreign_seen.set(0);
+        // Last: allm's readers look at an M only once it is not dead.
+        dead.store(false, Ordering::Release);
+    }
+}
+
+/// Starts the thread of new M `m` (from `allocm`).
+fn start_m(m: *mut M) {
     // A thread whose state its goroutine may have changed (LockOSThread: namespaces,
     // credentials, scheduling policy, signal mask, affinity — all inherited by clone) must
     // not be the parent of a new M: the template thread creates it instead.
@@ -842,8 +941,10 @@ unsafe fn mstart(m: &M) {
 }
 
 /// The M's goroutine ended while locked to it (LockOSThread): give its P away and let the
-/// thread end (Go's mexit). The M stays on `allm` marked dead (Ms are never freed); the
-/// thread's alternate signal stack is unmapped by src/stack's thread-exit destructor.
+/// thread end (Go's mexit). The M stays on `allm` marked dead; the thread's exit
+/// destructor puts it on `SCHED.mfree` (`mfree_put`), where `allocm` finds it for the
+/// next new thread (Ms are never freed, but reused). The thread's alternate signal stack
+/// is unmapped by src/stack's thread-exit destructor.
 ///
 /// # Safety
 /// On `m`'s own thread, holding a P, with no current goroutine.
@@ -860,9 +961,26 @@ unsafe fn mexit(m: &M) {
     // m.exiting is still set, so an M this hand-off creates comes from the template thread.
     handoff_p(pp);
     m.lockedg.store(null_mut(), Ordering::Relaxed);
-    m.dead.store(true, Ordering::Relaxed);
+    m.dead.store(true, Ordering::Release);
     SCHED.mcount.fetch_sub(1, Ordering::SeqCst);
     arch::tls_set(0);
+}
+
+/// Puts dead M `m` on `SCHED.mfree`, where `allocm` revives it. Called by the thread-exit
+/// destructor of `m`'s thread (os_linux.rs), its last use of `m`: no code of the thread
+/// that was `m` may touch it afterwards.
+pub(super) fn mfree_put(m: &M) {
+    // SAFETY: on m's own (exiting) thread, which owns naffine.
+    if unsafe { m.naffine.get() } != 0 || m.aff.len() != 0 {
+        // Goroutines are bound to it: a thread ended under them by pthread_exit (mexit
+        // refuses to end one). They are stranded, and the M must not serve anyone else.
+        return;
+    }
+    let mut g = lock_sched();
+    let s = g.synced();
+    // SAFETY: schedlink is owned by the holder of SCHED.lock.
+    unsafe { m.schedlink.set(s.mfree) };
+    s.mfree = m as *const M as *mut M;
 }
 
 /// Stops the current M until new work is available; returns holding the P it was handed.
