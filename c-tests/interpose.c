@@ -26,6 +26,14 @@
  *   echo      an unmodified thread-per-connection echo server (blocking accept, read,
  *             write), run with one goroutine per connection: 5,000 clients connected
  *             at once, every byte echoed, threads stay at most GOMAXPROCS + 8.
+ *   offload   a blocking call that waits for a goroutine parked on its thread: at
+ *             GOMAXPROCS=1 goroutine A takes a flock and parks in read() on a pipe
+ *             (bound to its thread); B, run next on that thread, asks for the same lock
+ *             (flock blocks). The write that wakes A comes once both are parked; A must
+ *             run on its thread to release the lock, so B's flock is made on a helper
+ *             thread while B parks (before, the thread sat in B's flock and A never ran).
+ *             Both end within 10 s, each on the thread it started on; and a waitpid
+ *             failing with ECHILD on the helper sets B's errno.
  */
 #include "check.h"
 
@@ -39,6 +47,7 @@
 #include <string.h>
 #include <netdb.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/resource.h>
@@ -856,6 +865,61 @@ static void case_echo(void)
     close(listener);
 }
 
+/* ---- offload ------------------------------------------------------------------- */
+
+static int off_pipe[2], off_fd1, off_fd2;
+static int off_tid_a, off_a_done, off_b_done;
+
+static void off_b(void *arg)
+{
+    (void)arg;
+    int t = tid();
+    CHECK_EQ(t, off_tid_a); /* run next on A's thread (GOMAXPROCS=1) */
+    int st;
+    errno = 0;
+    CHECK_EQ(waitpid(-1, &st, 0), -1); /* no children: ECHILD, made on a helper */
+    CHECK_EQ(errno, ECHILD);
+    CHECK_EQ(tid(), t);
+    CHECK_EQ(flock(off_fd2, LOCK_EX), 0); /* A holds it until its read returns */
+    CHECK_EQ(tid(), t);
+    CHECK_EQ(flock(off_fd2, LOCK_UN), 0);
+    __atomic_store_n(&off_b_done, 1, __ATOMIC_RELEASE);
+}
+
+static void off_a(void *arg)
+{
+    (void)arg;
+    off_tid_a = tid();
+    CHECK_EQ(flock(off_fd1, LOCK_EX), 0);
+    CHECK(gmp_go(off_b, NULL) > 0); /* runs next, here, once we park */
+    char c;
+    CHECK_EQ(read(off_pipe[0], &c, 1), 1); /* parks, bound to this thread */
+    CHECK_EQ(tid(), off_tid_a);
+    CHECK_EQ(flock(off_fd1, LOCK_UN), 0);
+    __atomic_store_n(&off_a_done, 1, __ATOMIC_RELEASE);
+}
+
+static void case_offload(void)
+{
+    CHECK_OK(gmp_maxprocs(1));
+    char path[] = "/tmp/gmp-offload-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    off_fd1 = open(path, O_RDWR);
+    off_fd2 = open(path, O_RDWR);
+    CHECK(off_fd1 >= 0 && off_fd2 >= 0);
+    unlink(path);
+    CHECK_EQ(pipe(off_pipe), 0);
+    CHECK(gmp_go(off_a, NULL) > 0);
+    WAIT_BLOCKED(2); /* A in read, B in its flock (parked while a helper makes it) */
+    CHECK_EQ(write(off_pipe[1], "x", 1), 1);
+    WAIT_UNTIL(__atomic_load_n(&off_a_done, __ATOMIC_ACQUIRE) &&
+                   __atomic_load_n(&off_b_done, __ATOMIC_ACQUIRE),
+               10);
+    printf("offload: a flock waiting for a goroutine parked on its thread returned\n");
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -880,6 +944,8 @@ int main(int argc, char **argv)
         case_select();
     else if (strcmp(c, "echo") == 0)
         case_echo();
+    else if (strcmp(c, "offload") == 0)
+        case_offload();
     else
         CHECK(!"unknown case");
     return 0;

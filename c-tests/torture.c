@@ -42,7 +42,9 @@
  * an fd a goroutine is parked on (it must wake with -EBADF); CPU-bound stretches of
  * 0.1-5 ms that call nothing the runtime could preempt them at ("spin": only the
  * asynchronous preemption signal stops them); and the netpoller's operations through plain
- * libc ("libc": read, write, poll with a timeout, nanosleep, close of an fd a goroutine
+ * libc ("libc": read, write, poll with a timeout, nanosleep, a waitpid that fails with
+ * ECHILD (a hand-off call, made on a helper thread when goroutines are bound to the
+ * caller's thread), close of an fd a goroutine
  * is parked in read on, which parks goroutines through the interposer; the goroutine
  * must be on the same thread after each call).
  *
@@ -72,6 +74,7 @@
 #include "check.h"
 
 #include <errno.h>
+#include <sys/wait.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1086,6 +1089,11 @@ static void do_libc(struct actor *a)
         int64_t t0 = gmp_now();
         CHECK_EQ(nanosleep(&ts, NULL), 0);
         CHECK(gmp_now() - t0 >= ts.tv_nsec);
+        /* A hand-off call (no children: it fails at once), made on a helper thread when
+         * goroutines are bound to this one; the errno is the call's either way. */
+        errno = 0;
+        CHECK_EQ(waitpid(-1, NULL, 0), -1);
+        CHECK_EQ(errno, ECHILD);
     } else {
         /* close while a goroutine is parked in read: it fails with EBADF. */
         int sv[2];

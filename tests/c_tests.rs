@@ -1583,6 +1583,11 @@ fn interpose_errno() {
 }
 
 #[test]
+fn interpose_offload() {
+    interpose_case("offload", &[("GMP_MAXPROCS", "1")]);
+}
+
+#[test]
 fn interpose_nonblock() {
     interpose_case("nonblock", &[("GMP_MAXPROCS", "2")]);
 }

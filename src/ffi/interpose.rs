@@ -445,7 +445,7 @@ fn rw(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
 fn rw_goroutine(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
     super::boundary("interposed call", || match classify(fd) {
         Fd::Native => op(),
-        Fd::Handoff => ret(raw_call(|| op() as i64)),
+        Fd::Handoff => ret(blocking_call(&|| op() as i64)),
         Fd::Managed => {
             let deadline = timeout_of(fd, mode).map(|t| crate::sys::nanotime().saturating_add(t));
             let bound = bind();
@@ -454,7 +454,7 @@ fn rw_goroutine(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
                 Some(r) if r == -(libc::ETIMEDOUT as i64) => -(libc::EAGAIN as i64),
                 Some(r) => r,
                 // Closed or unregistered meanwhile: as a plain blocking call.
-                None => raw_call(|| op() as i64),
+                None => blocking_call(&|| op() as i64),
             };
             drop(bound);
             ret(r)
@@ -463,13 +463,37 @@ fn rw_goroutine(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
 }
 
 /// A blocking call that epoll cannot help with: through the syscall hand-off on a
-/// goroutine, directly elsewhere.
+/// goroutine (or a helper thread: `blocking_call`), directly elsewhere.
 #[inline(always)]
 fn handoff(op: &dyn Fn() -> i64) -> i64 {
     if !on_goroutine() {
         return op();
     }
+    super::boundary("interposed call", || ret(blocking_call(op)) as i64)
+}
+
+/// `handoff` for a call whose effect is tied to the calling thread (a signal mask for the
+/// length of the wait): always on the caller's own thread.
+#[inline(always)]
+fn handoff_here(op: &dyn Fn() -> i64) -> i64 {
+    if !on_goroutine() {
+        return op();
+    }
     super::boundary("interposed call", || ret(raw_call(op)) as i64)
+}
+
+/// A goroutine's blocking call, as `raw_call` (its result, or -errno): on a helper thread
+/// while the goroutine parks bound to its M when goroutines are bound to that M (they can
+/// run meanwhile, and the call may be waiting for one of them: rt/offload.rs), else
+/// through the syscall hand-off on the caller's thread.
+fn blocking_call(op: &dyn Fn() -> i64) -> i64 {
+    if rt::offload::wanted() {
+        // SAFETY: on a goroutine that wanted() accepted; op is thread-agnostic (a libc
+        // call on the caller's arguments, which stay alive while it parks).
+        let (r, e) = unsafe { rt::offload::run(op) };
+        return if r < 0 { -(e as i64) } else { r };
+    }
+    raw_call(op)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1290,7 +1314,7 @@ pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int
             }
         }
         // SAFETY: the caller's arguments.
-        ret(raw_call(|| unsafe { real::poll(fds, n, ms) } as i64)) as c_int
+        ret(blocking_call(&|| unsafe { real::poll(fds, n, ms) } as i64)) as c_int
     })
 }
 
@@ -1321,8 +1345,8 @@ pub unsafe extern "C" fn epoll_wait(
             return ret(r) as c_int;
         }
         // SAFETY: the caller's arguments.
-        ret(raw_call(
-            || unsafe { real::epoll_wait(ep, ev, n, ms) } as i64
+        ret(blocking_call(
+            &|| unsafe { real::epoll_wait(ep, ev, n, ms) } as i64
         )) as c_int
     })
 }
@@ -1357,7 +1381,7 @@ pub unsafe extern "C" fn ppoll(
         // SAFETY: the caller's arguments.
         Some(ms) if mask.is_null() => unsafe { poll(fds, n, ms) },
         // SAFETY: the caller's arguments.
-        _ => handoff(&|| unsafe { real::ppoll(fds, n, ts, mask) } as i64) as c_int,
+        _ => handoff_here(&|| unsafe { real::ppoll(fds, n, ts, mask) } as i64) as c_int,
     }
 }
 
@@ -1383,7 +1407,7 @@ pub unsafe extern "C" fn epoll_pwait(
         return unsafe { epoll_wait(ep, ev, n, ms) };
     }
     // SAFETY: the caller's arguments.
-    handoff(&|| unsafe { real::epoll_pwait(ep, ev, n, ms, mask) } as i64) as c_int
+    handoff_here(&|| unsafe { real::epoll_pwait(ep, ev, n, ms, mask) } as i64) as c_int
 }
 
 /// select's sets as pollfds for the wait (the answer comes from select itself): None when
@@ -1532,7 +1556,7 @@ pub unsafe extern "C" fn select(
                 ret(rc) as c_int
             }
             // SAFETY: the caller's arguments.
-            None => ret(raw_call(|| unsafe { real::select(n, r, w, e, tv) } as i64)) as c_int,
+            None => ret(blocking_call(&|| unsafe { real::select(n, r, w, e, tv) } as i64)) as c_int,
         }
     })
 }
@@ -1580,7 +1604,7 @@ pub unsafe extern "C" fn pselect(
         }
     }
     // SAFETY: the caller's arguments.
-    handoff(&|| unsafe { real::pselect(n, r, w, e, ts, mask) } as i64) as c_int
+    handoff_here(&|| unsafe { real::pselect(n, r, w, e, ts, mask) } as i64) as c_int
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1602,9 +1626,20 @@ pub unsafe extern "C" fn getaddrinfo(
         // SAFETY: the caller's arguments.
         return unsafe { real::getaddrinfo(node, service, hints, res) };
     }
-    // The goroutine stays on its thread in the hand-off: errno (EAI_SYSTEM) is its own.
-    // SAFETY: the caller's arguments.
     super::boundary("interposed getaddrinfo", || {
+        if rt::offload::wanted() {
+            // On a helper (see `blocking_call`); its errno comes back for EAI_SYSTEM.
+            // SAFETY: the caller's arguments, alive while it parks.
+            let (r, e) = unsafe {
+                rt::offload::run(&|| real::getaddrinfo(node, service, hints, res) as i64)
+            };
+            if r == libc::EAI_SYSTEM as i64 {
+                set_errno(e);
+            }
+            return r as c_int;
+        }
+        // The goroutine stays on its thread in the hand-off: errno (EAI_SYSTEM) is its own.
+        // SAFETY: the caller's arguments.
         rt::syscall::blocking(|| unsafe { real::getaddrinfo(node, service, hints, res) })
     })
 }

@@ -178,6 +178,7 @@ fn quiescent() -> bool {
         || SCHED.runqsize.load(Ordering::SeqCst) != 0
         || SCHED.naffwait.load(Ordering::SeqCst) != 0
         || netpoll::WAITERS.load(Ordering::SeqCst) != 0
+        || super::offload::INFLIGHT.load(Ordering::SeqCst) != 0
         || timer::earliest() != 0
     {
         return false;
@@ -199,6 +200,7 @@ fn quiescent() -> bool {
 fn is_runtime_thread(tid: i32) -> bool {
     if tid == SYSMON_TID.load(Ordering::Relaxed)
         || RUNTIME_TIDS.iter().any(|t| t.load(Ordering::SeqCst) == tid)
+        || super::offload::is_helper(tid)
     {
         return true;
     }

@@ -81,6 +81,7 @@ pub(crate) mod hooks;
 pub mod lockosthread;
 pub mod netpoll;
 pub mod os_linux;
+pub mod offload;
 mod park;
 mod preempt;
 mod proc;
@@ -154,6 +155,8 @@ pub enum WaitReason {
     ChanRecv = 5,
     Select = 6,
     IoWait = 7,
+    /// In a blocking call a helper thread makes for it (offload.rs).
+    Syscall = 8,
 }
 
 impl WaitReason {
@@ -167,6 +170,7 @@ impl WaitReason {
             WaitReason::ChanRecv => "chan receive",
             WaitReason::Select => "select",
             WaitReason::IoWait => "IO wait",
+            WaitReason::Syscall => "syscall",
         }
     }
     fn from_u8(v: u8) -> WaitReason {
@@ -178,6 +182,7 @@ impl WaitReason {
             5 => WaitReason::ChanRecv,
             6 => WaitReason::Select,
             7 => WaitReason::IoWait,
+            8 => WaitReason::Syscall,
             _ => WaitReason::None,
         }
     }
