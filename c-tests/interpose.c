@@ -28,12 +28,14 @@
  *             at once, every byte echoed, threads stay at most GOMAXPROCS + 8.
  *   offload   a blocking call that waits for a goroutine parked on its thread: at
  *             GOMAXPROCS=1 goroutine A takes a flock and parks in read() on a pipe
- *             (bound to its thread); B, run next on that thread, asks for the same lock
- *             (flock blocks). The write that wakes A comes once both are parked; A must
- *             run on its thread to release the lock, so B's flock is made on a helper
- *             thread while B parks (before, the thread sat in B's flock and A never ran).
- *             Both end within 10 s, each on the thread it started on; and a waitpid
- *             failing with ECHILD on the helper sets B's errno.
+ *             (bound to its thread); B, run next on that thread, starts C and asks for
+ *             the same lock (flock blocks). C, next on that thread, takes another flock
+ *             (a second call on a helper while the first still blocks its own: each call
+ *             has a helper) and then writes the byte that wakes A. A must run on its
+ *             thread to release the lock, so B's flock is made on a helper thread while
+ *             B parks (before, the thread sat in B's flock and A never ran). All end
+ *             within 10 s, each on the thread it started on; and a waitpid failing with
+ *             ECHILD on a helper sets B's errno.
  */
 #include "check.h"
 
@@ -867,8 +869,20 @@ static void case_echo(void)
 
 /* ---- offload ------------------------------------------------------------------- */
 
-static int off_pipe[2], off_fd1, off_fd2;
-static int off_tid_a, off_a_done, off_b_done;
+static int off_pipe[2], off_fd1, off_fd2, off_fd3;
+static int off_tid_a, off_a_done, off_b_done, off_c_done;
+
+static void off_c(void *arg)
+{
+    (void)arg;
+    int t = tid();
+    CHECK_EQ(t, off_tid_a);
+    CHECK_EQ(flock(off_fd3, LOCK_EX), 0); /* on a second helper: the first is in B's */
+    CHECK_EQ(tid(), t);
+    CHECK_EQ(flock(off_fd3, LOCK_UN), 0);
+    CHECK_EQ(write(off_pipe[1], "x", 1), 1); /* wakes A */
+    __atomic_store_n(&off_c_done, 1, __ATOMIC_RELEASE);
+}
 
 static void off_b(void *arg)
 {
@@ -880,6 +894,7 @@ static void off_b(void *arg)
     CHECK_EQ(waitpid(-1, &st, 0), -1); /* no children: ECHILD, made on a helper */
     CHECK_EQ(errno, ECHILD);
     CHECK_EQ(tid(), t);
+    CHECK(gmp_go(off_c, NULL) > 0); /* runs next, here, once we park */
     CHECK_EQ(flock(off_fd2, LOCK_EX), 0); /* A holds it until its read returns */
     CHECK_EQ(tid(), t);
     CHECK_EQ(flock(off_fd2, LOCK_UN), 0);
@@ -910,12 +925,15 @@ static void case_offload(void)
     off_fd2 = open(path, O_RDWR);
     CHECK(off_fd1 >= 0 && off_fd2 >= 0);
     unlink(path);
+    char path3[] = "/tmp/gmp-offload-XXXXXX";
+    off_fd3 = mkstemp(path3);
+    CHECK(off_fd3 >= 0);
+    unlink(path3);
     CHECK_EQ(pipe(off_pipe), 0);
     CHECK(gmp_go(off_a, NULL) > 0);
-    WAIT_BLOCKED(2); /* A in read, B in its flock (parked while a helper makes it) */
-    CHECK_EQ(write(off_pipe[1], "x", 1), 1);
     WAIT_UNTIL(__atomic_load_n(&off_a_done, __ATOMIC_ACQUIRE) &&
-                   __atomic_load_n(&off_b_done, __ATOMIC_ACQUIRE),
+                   __atomic_load_n(&off_b_done, __ATOMIC_ACQUIRE) &&
+                   __atomic_load_n(&off_c_done, __ATOMIC_ACQUIRE),
                10);
     printf("offload: a flock waiting for a goroutine parked on its thread returned\n");
 }
