@@ -1,14 +1,18 @@
 /*
- * thread_state.c -- the runtime's threads do not inherit a foreign thread's state.
+ * thread_state.c -- what the runtime's threads take from the thread that started the
+ * runtime, and what they do not.
  *
- * Before its first gmp call, main blocks SIGINT, confines itself to one CPU and renames
- * itself "weird"; all of that would be cloned into every thread it creates. Then it
- * starts goroutines (the first threads of the runtime are created from main), and each
- * checks from inside, at several points (it sleeps in between, so it may move between
- * threads): its thread's signal mask does not block SIGINT, its affinity has as many
- * CPUs as the process had at start (more than one on a machine with more), and its
- * thread name is the runtime's ("gmp-..."). gmp_num_cpu() counts the process's CPUs, not
- * main's one.
+ * Before its first gmp call, main blocks SIGINT (to collect it with sigwait) and SIGURG,
+ * confines itself to one CPU and renames itself "weird"; all of that would be cloned into
+ * every thread it creates. Then it starts goroutines (the first threads of the runtime
+ * are created from main), and each checks from inside, at several points (it sleeps in
+ * between, so it may move between threads): its thread's signal mask blocks SIGINT (the
+ * mask the runtime was started with is honoured, as Go does) but not SIGURG (preemption's
+ * signal, which the runtime needs), its affinity has as many CPUs as the process had at
+ * start (more than one on a machine with more), and its thread name is the runtime's
+ * ("gmp-..."). gmp_num_cpu() counts the process's CPUs, not main's one. Then a sigwait
+ * thread collects 10 SIGINTs sent to the process (kill) while the runtime's threads
+ * exist: with SIGINT open on an M, the first one killed the process.
  */
 #include "check.h"
 
@@ -39,7 +43,8 @@ static void check_thread(void)
 {
     sigset_t mask;
     CHECK_EQ(pthread_sigmask(SIG_BLOCK, NULL, &mask), 0);
-    CHECK(!sigismember(&mask, SIGINT));
+    CHECK(sigismember(&mask, SIGINT));
+    CHECK(!sigismember(&mask, SIGURG));
     CHECK_EQ(affinity_count(), process_cpus);
     char name[17] = {0};
     CHECK_EQ(prctl(PR_GET_NAME, name, 0, 0, 0), 0);
@@ -48,6 +53,23 @@ static void check_thread(void)
         CHECK(strncmp(name, "gmp-", 4) == 0);
     }
     tids[__atomic_fetch_add(&ntids, 1, __ATOMIC_SEQ_CST)] = (int)syscall(SYS_gettid);
+}
+
+static int sigints;
+
+static void *sigwaiter(void *arg)
+{
+    (void)arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    for (int i = 0; i < 10; i++) {
+        int sig = 0;
+        CHECK_EQ(sigwait(&set, &sig), 0);
+        CHECK_EQ(sig, SIGINT);
+        __atomic_fetch_add(&sigints, 1, __ATOMIC_SEQ_CST);
+    }
+    return NULL;
 }
 
 static void worker(void *arg)
@@ -67,6 +89,7 @@ int main(void)
     sigset_t block;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGURG);
     CHECK_EQ(pthread_sigmask(SIG_BLOCK, &block, NULL), 0);
     cpu_set_t one;
     CPU_ZERO(&one);
@@ -91,7 +114,23 @@ int main(void)
     }
     /* Main's own state is its business: untouched. */
     CHECK_EQ(affinity_count(), 1);
-    printf("%d checks on %d threads: SIGINT unblocked, %d CPUs, runtime's names\n", ntids,
-           distinct, process_cpus);
+
+    /* Process-directed SIGINTs reach the sigwait thread, never an M. Goroutines keep
+     * threads busy and idle meanwhile. */
+    pthread_t waiter;
+    CHECK_EQ(pthread_create(&waiter, NULL, sigwaiter, NULL), 0);
+    CHECK_OK(gmp_wg_add(&wg, GOROUTINES));
+    ntids = 0;
+    for (int i = 0; i < GOROUTINES; i++)
+        CHECK_OK(gmp_go(worker, &wg));
+    for (int i = 0; i < 10; i++) {
+        CHECK_EQ(kill(getpid(), SIGINT), 0);
+        WAIT_UNTIL(__atomic_load_n(&sigints, __ATOMIC_SEQ_CST) == i + 1, 10.0);
+    }
+    CHECK_EQ(pthread_join(waiter, NULL), 0);
+    CHECK_OK(gmp_wg_wait(&wg));
+    printf("%d checks on %d threads: SIGINT blocked as in main, SIGURG open, %d CPUs, "
+           "runtime's names; 10 SIGINTs reached the sigwait thread\n",
+           GOROUTINES * CHECKS, distinct, process_cpus);
     return 0;
 }

@@ -8,7 +8,13 @@
 //! thread — which may have blocked SIGINT (to `sigwait` for it elsewhere), confined
 //! itself to one CPU, or renamed itself; every M would inherit that, and GOMAXPROCS=N
 //! could end up on one CPU. So each M resets its own state when it starts, before it runs
-//! anything: an empty signal mask (the runtime needs no signal blocked), the affinity the
+//! anything: the signal mask of the thread that started the runtime (`INIT_SIGMASK`, read
+//! by its first gmp call), less the signals the runtime needs (`ESSENTIAL`: SIGURG for
+//! preemption, and the synchronous ones, which the stack-overflow handler catches) — as
+//! Go honours the mask a program starts with, so that a C program that blocked SIGTERM
+//! or SIGCHLD in `main` for a `sigwait` thread or a signalfd, before starting goroutines,
+//! still gets them there and not on an M (until session 13 Ms started with an empty mask,
+//! and such a signal killed the process) — the affinity the
 //! process had when the library was loaded (`PROCESS_CPUS`, read by a constructor before
 //! `main`, so `taskset` applies and a later change by `main` does not), and the name
 //! `gmp-m<id>`. Resetting in the new thread covers every creator (foreign threads,
@@ -41,7 +47,7 @@
 //! stack pool, the semaphore table, timers) would have to be rebuilt while possibly
 //! locked by a thread that no longer exists.)
 
-use core::ffi::c_void;
+use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -49,6 +55,22 @@ use super::*;
 
 /// The CPUs the process may run on, as they were when the library was loaded.
 static PROCESS_CPUS: OnceLock<libc::cpu_set_t> = OnceLock::new();
+
+/// The signal mask every M starts with: the mask of the thread that started the runtime,
+/// without `ESSENTIAL` (set by `init`).
+static INIT_SIGMASK: OnceLock<libc::sigset_t> = OnceLock::new();
+
+/// Signals an M never blocks: preemption's, and the synchronous ones (blocking those is
+/// undefined, and a stack overflow must reach its handler).
+const ESSENTIAL: [c_int; 7] = [
+    libc::SIGURG,
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGTRAP,
+    libc::SIGSYS,
+];
 
 /// Runs `capture_process_cpus` when the library is loaded (before `main` for a program
 /// linked with it or preloading it; at `dlopen` otherwise).
@@ -93,6 +115,19 @@ static FORKED: AtomicBool = AtomicBool::new(false);
 /// fork handler.
 pub(super) fn init() {
     process_cpus();
+    INIT_SIGMASK.get_or_init(|| {
+        // SAFETY: sigset_t is plain data; pthread_sigmask with a null set only reads this
+        // thread's mask.
+        unsafe {
+            let mut set: libc::sigset_t = core::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::pthread_sigmask(libc::SIG_SETMASK, core::ptr::null(), &mut set);
+            for sig in ESSENTIAL {
+                libc::sigdelset(&mut set, sig);
+            }
+            set
+        }
+    });
     EXIT_KEY.get_or_init(|| {
         let mut key: libc::pthread_key_t = 0;
         // SAFETY: key is a valid out-pointer; the destructor has the signature pthread
@@ -143,11 +178,17 @@ pub(super) fn minit(m: &M) {
     // sleep within tens of microseconds.
     // SAFETY: prctl on this thread only.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
-    // SAFETY: an empty set is a valid mask; pthread_sigmask changes only this thread.
+    // SAFETY: a mask made by sigemptyset/pthread_sigmask; this thread only.
     unsafe {
-        let mut none: libc::sigset_t = core::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &none, core::ptr::null_mut());
+        let mask = match INIT_SIGMASK.get() {
+            Some(m) => *m,
+            None => {
+                let mut none: libc::sigset_t = core::mem::zeroed();
+                libc::sigemptyset(&mut none);
+                none
+            }
+        };
+        libc::pthread_sigmask(libc::SIG_SETMASK, &mask, core::ptr::null_mut());
     }
     let cpus = process_cpus();
     // SAFETY: CPU_COUNT reads a valid cpu_set_t.
