@@ -1346,7 +1346,7 @@ pub unsafe extern "C" fn epoll_wait(
         }
         // SAFETY: the caller's arguments.
         ret(blocking_call(
-            &|| unsafe { real::epoll_wait(ep, ev, n, ms) } as i64
+            &|| unsafe { real::epoll_wait(ep, ev, n, ms) } as i64,
         )) as c_int
     })
 }
@@ -1556,7 +1556,9 @@ pub unsafe extern "C" fn select(
                 ret(rc) as c_int
             }
             // SAFETY: the caller's arguments.
-            None => ret(blocking_call(&|| unsafe { real::select(n, r, w, e, tv) } as i64)) as c_int,
+            None => ret(blocking_call(
+                &|| unsafe { real::select(n, r, w, e, tv) } as i64
+            )) as c_int,
         }
     })
 }

@@ -157,7 +157,12 @@ unsafe fn submit(_gp: *mut G, arg: usize) -> bool {
         WORK.notify_one();
     } else {
         drop(pool);
-        crate::sys::spawn_detached("offload helper", HELPER_STACK, helper_main, core::ptr::null_mut());
+        crate::sys::spawn_detached(
+            "offload helper",
+            HELPER_STACK,
+            helper_main,
+            core::ptr::null_mut(),
+        );
     }
     true
 }
@@ -171,9 +176,10 @@ extern "C" fn helper_main(_: *mut libc::c_void) -> *mut libc::c_void {
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, core::ptr::null_mut());
     }
     let tid = crate::sys::gettid();
-    let slot = TIDS
-        .iter()
-        .find(|s| s.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed).is_ok());
+    let slot = TIDS.iter().find(|s| {
+        s.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    });
     let r = std::panic::catch_unwind(helper_loop);
     if r.is_err() {
         throw("offload helper panicked");

@@ -2043,7 +2043,9 @@ unsafe fn start_locked(m: &M, gp: *mut G) -> bool {
         }
         m.lockedext.set(1);
         m.lockedg.store(gp, Ordering::Relaxed);
-        (*gp).lockedm.store(m as *const M as *mut M, Ordering::Relaxed);
+        (*gp)
+            .lockedm
+            .store(m as *const M as *mut M, Ordering::Relaxed);
     }
     true
 }
