@@ -257,9 +257,6 @@ pub struct G {
     pub affm: AtomicPtr<M>,
     /// Bind to the first M that runs it (attribute of `gmp_go`). Owner: the G's owner.
     pub pinned: Owned<bool>,
-    /// Lock to the first M that runs it, one no goroutine is bound to (`GMP_GO_LOCKED`;
-    /// `sched::start_locked` clears it). Owner: the G's owner.
-    pub startlocked: Owned<bool>,
     /// `affm` was set by an asynchronous preemption, for that one stop: `execute` clears
     /// it when the G resumes (preempt.rs). Owner: the G's M.
     pub asyncbound: Owned<bool>,
@@ -319,7 +316,6 @@ impl G {
             lockedm: AtomicPtr::new(null_mut()),
             affm: AtomicPtr::new(null_mut()),
             pinned: Owned::new(false),
-            startlocked: Owned::new(false),
             asyncbound: Owned::new(false),
             waitreason: AtomicU8::new(0),
             waitsince: AtomicI64::new(0),
@@ -452,6 +448,13 @@ pub struct M {
     pub spinning: AtomicBool,
     /// Asleep on `park` (for scheddetail).
     pub blocked: AtomicBool,
+    /// `lockedg` was handed to this M runnable, with the P it was given, by `lock_move`:
+    /// run it at once instead of waiting for it in `stoplockedm`. Written by `lock_move`
+    /// while the M sleeps on no list (or before its thread starts), published by the
+    /// wake-up; then owned by this M's thread, which clears it.
+    /// (Beside the other flags, on the line `schedule` reads anyway: it checks this
+    /// every round.)
+    pub lockstart: Owned<bool>,
     /// Where this M sleeps when idle (stopm) or locked-idle (stoplockedm).
     pub park: Note,
     /// Links in `SCHED.midle` (both) or `SCHED.affwait` (`schedlink` only), and which of
@@ -488,11 +491,6 @@ pub struct M {
     pub inblocking: Owned<u32>,
     /// LockOSThread nesting count (Go's `lockedExt`). Owner: this M's thread.
     pub lockedext: Owned<u32>,
-    /// `lockedg` was handed to this M runnable, with the P it was given, by `lock_move`:
-    /// run it at once instead of waiting for it in `stoplockedm`. Written by `lock_move`
-    /// while the M sleeps on no list (or before its thread starts), published by the
-    /// wake-up; then owned by this M's thread, which clears it.
-    pub lockstart: Owned<bool>,
     /// Set by goexit0 when the goroutine ended locked: the M exits its thread. Owner: this
     /// M's thread.
     pub exiting: Owned<bool>,
@@ -833,6 +831,12 @@ pub struct Tickets {
     pub size: usize,
     pub count: usize,
 }
+
+/// `G::lockedm` of a goroutine started `GMP_GO_LOCKED` that has not run yet: lock it to
+/// the first M that dequeues it, or to one nothing is bound to (`sched::start_locked`).
+/// Never an M's address (Ms are heap blocks aligned to 128 bytes); `schedule` finds it
+/// with the `lockedm` check it makes anyway, so it costs other goroutines nothing.
+pub(crate) const LOCK_AT_START: *mut M = core::ptr::NonNull::<M>::dangling().as_ptr();
 
 /// `G::sp` of a goroutine that has not run yet: an odd value, which no saved stack pointer
 /// is. With nothing else set, the G holds its stack; `SP_UNSTARTED | size` means it holds a

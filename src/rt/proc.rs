@@ -76,8 +76,10 @@ pub unsafe fn newproc(
         g.entry.set(Some(entry));
         g.arg.set(arg);
         g.pinned.set(pinned);
-        g.startlocked.set(locked);
-        g.lockedm.store(null_mut(), Ordering::Relaxed);
+        g.lockedm.store(
+            if locked { LOCK_AT_START } else { null_mut() },
+            Ordering::Relaxed,
+        );
         let parent = getg();
         g.parentgoid.store(
             if parent.is_null() {

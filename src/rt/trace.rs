@@ -91,10 +91,13 @@ fn all_gs() -> impl Iterator<Item = &'static G> {
 }
 
 fn m_id(m: *mut M) -> String {
-    // SAFETY: Ms are never freed.
     if m.is_null() {
         "nil".into()
+    } else if m == LOCK_AT_START {
+        // Started GMP_GO_LOCKED, not run yet.
+        "start".into()
     } else {
+        // SAFETY: Ms are never freed.
         unsafe { (*m).id.to_string() }
     }
 }
