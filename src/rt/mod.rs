@@ -249,7 +249,9 @@ pub struct G {
     /// The M running it (RUNNING only), for the triangle invariant and scheddetail.
     pub m: AtomicPtr<M>,
     /// The M this G is locked to (LockOSThread): only that M runs it, and it runs nothing
-    /// else. Written by the G's own thread while it runs.
+    /// else. Written by the G's own thread while it runs; by `newproc` (`LOCK_AT_START`
+    /// for GMP_GO_LOCKED, else null) and by `sched::start_locked`/`lock_move` (which own
+    /// the G they dequeued or stopped) before it runs.
     pub lockedm: AtomicPtr<M>,
     /// The M this G is affine to (started with `GMP_GO_PINNED`; affinity.rs): only that M
     /// runs it, and runs other goroutines too. Set by the first M that runs the G, cleared
