@@ -352,7 +352,7 @@ struct Json {
     out: std::io::BufWriter<std::fs::File>,
     first: bool,
     start: i64,
-    names: HashMap<u64, String>,
+    names: HashMap<u64, std::rc::Rc<str>>,
     /// The goroutine whose slice is open on each P track, and the open syscall slices on
     /// M tracks.
     open_p: HashMap<u32, u64>,
@@ -361,20 +361,36 @@ struct Json {
     seen_p: std::collections::HashSet<u32>,
 }
 
+/// Microseconds since the trace started, with three decimals (`ts` is in nanoseconds),
+/// printed from integers: the writer prints one or two per event, and float formatting
+/// was a good part of why it could not keep up with a switch-bound program.
+struct Us(i64);
+
+impl core::fmt::Display for Us {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let ns = self.0.unsigned_abs();
+        write!(f, "{sign}{}.{:03}", ns / 1000, ns % 1000)
+    }
+}
+
 impl Json {
-    fn us(&self, ts: i64) -> f64 {
-        (ts - self.start) as f64 / 1000.0
+    fn us(&self, ts: i64) -> Us {
+        Us(ts - self.start)
     }
-    fn raw(&mut self, s: &str) {
-        let sep = if self.first { "" } else { ",\n" };
+    /// Writes one JSON array element, formatted straight into the buffer.
+    fn raw(&mut self, args: core::fmt::Arguments<'_>) {
+        if !self.first {
+            let _ = self.out.write_all(b",\n");
+        }
         self.first = false;
-        let _ = write!(self.out, "{sep}{s}");
+        let _ = self.out.write_fmt(args);
     }
-    fn name(&mut self, pc: u64) -> String {
+    fn name(&mut self, pc: u64) -> std::rc::Rc<str> {
         if let Some(n) = self.names.get(&pc) {
             return n.clone();
         }
-        let n = symbol_name(pc as usize);
+        let n: std::rc::Rc<str> = symbol_name(pc as usize).into();
         self.names.insert(pc, n.clone());
         n
     }
@@ -390,10 +406,10 @@ impl Json {
             } else {
                 format!("{what}{tid}")
             };
-            self.raw(&format!(
+            self.raw(format_args!(
                 r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":"{name}"}}}}"#
             ));
-            self.raw(&format!(
+            self.raw(format_args!(
                 r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},"args":{{"sort_index":{tid}}}}}"#
             ));
         }
@@ -407,8 +423,8 @@ impl Json {
                 // (scripts/check-trace.py) then reports the overlap.
                 self.track(1, t);
                 let name = self.name(e.b);
-                self.raw(&format!(
-                    r#"{{"ph":"B","pid":1,"tid":{t},"ts":{ts:.3},"name":"G{} {}","cat":"goroutine","args":{{"goid":{},"entry":"{}"}}}}"#,
+                self.raw(format_args!(
+                    r#"{{"ph":"B","pid":1,"tid":{t},"ts":{ts},"name":"G{} {}","cat":"goroutine","args":{{"goid":{},"entry":"{}"}}}}"#,
                     e.a, name, e.a, name
                 ));
                 self.open_p.insert(t, e.a);
@@ -420,33 +436,38 @@ impl Json {
                         .get(e.b as usize)
                         .copied()
                         .unwrap_or("?");
-                    self.raw(&format!(r#"{{"ph":"E","pid":1,"tid":{t},"ts":{ts:.3},"args":{{"goid":{},"why":"{why}"}}}}"#, e.a));
+                    self.raw(format_args!(r#"{{"ph":"E","pid":1,"tid":{t},"ts":{ts},"args":{{"goid":{},"why":"{why}"}}}}"#, e.a));
                 }
             }
             kind::SYSCALL_BEGIN => {
                 self.track(2, t);
-                self.raw(&format!(r#"{{"ph":"B","pid":2,"tid":{t},"ts":{ts:.3},"name":"syscall","cat":"syscall","args":{{"goid":{}}}}}"#, e.a));
+                self.raw(format_args!(r#"{{"ph":"B","pid":2,"tid":{t},"ts":{ts},"name":"syscall","cat":"syscall","args":{{"goid":{}}}}}"#, e.a));
                 self.open_m.insert(t, e.a);
             }
             kind::SYSCALL_END => {
                 if self.open_m.remove(&t).is_some() {
-                    self.raw(&format!(
-                        r#"{{"ph":"E","pid":2,"tid":{t},"ts":{ts:.3},"args":{{"goid":{}}}}}"#,
+                    self.raw(format_args!(
+                        r#"{{"ph":"E","pid":2,"tid":{t},"ts":{ts},"args":{{"goid":{}}}}}"#,
                         e.a
                     ));
                 }
             }
             _ => {
                 self.track(1, t);
-                let (name, args) = match e.kind {
-                    kind::SPAWN => ("spawn", format!(r#""goid":{},"parent":{}"#, e.a, e.b)),
-                    kind::UNPARK => ("unpark", format!(r#""goid":{},"waker":{}"#, e.a, e.b)),
-                    kind::STEAL => ("steal", format!(r#""victim":{},"count":{}"#, e.a, e.b)),
-                    kind::PREEMPT => ("preempt", format!(r#""goid":{}"#, e.a)),
-                    kind::HANDOFF => ("handoff", format!(r#""p":{}"#, e.a)),
+                // (name, first argument's key, second's or "" for none)
+                let (name, k1, k2) = match e.kind {
+                    kind::SPAWN => ("spawn", "goid", "parent"),
+                    kind::UNPARK => ("unpark", "goid", "waker"),
+                    kind::STEAL => ("steal", "victim", "count"),
+                    kind::PREEMPT => ("preempt", "goid", ""),
+                    kind::HANDOFF => ("handoff", "p", ""),
                     _ => return,
                 };
-                self.raw(&format!(r#"{{"ph":"i","s":"t","pid":1,"tid":{t},"ts":{ts:.3},"name":"{name}","args":{{{args}}}}}"#));
+                if k2.is_empty() {
+                    self.raw(format_args!(r#"{{"ph":"i","s":"t","pid":1,"tid":{t},"ts":{ts},"name":"{name}","args":{{"{k1}":{}}}}}"#, e.a));
+                } else {
+                    self.raw(format_args!(r#"{{"ph":"i","s":"t","pid":1,"tid":{t},"ts":{ts},"name":"{name}","args":{{"{k1}":{},"{k2}":{}}}}}"#, e.a, e.b));
+                }
             }
         }
     }
@@ -456,12 +477,12 @@ impl Json {
             + all_ps().map(|p| p.runq.len() as i64).sum::<i64>();
         let idle = SCHED.npidle.load(Ordering::Relaxed);
         let threads = SCHED.mcount.load(Ordering::Relaxed);
-        self.raw(&format!(r#"{{"ph":"C","pid":1,"name":"runnable goroutines","ts":{ts:.3},"args":{{"runnable":{runnable}}}}}"#));
-        self.raw(&format!(
-            r#"{{"ph":"C","pid":1,"name":"idle Ps","ts":{ts:.3},"args":{{"idle":{idle}}}}}"#
+        self.raw(format_args!(r#"{{"ph":"C","pid":1,"name":"runnable goroutines","ts":{ts},"args":{{"runnable":{runnable}}}}}"#));
+        self.raw(format_args!(
+            r#"{{"ph":"C","pid":1,"name":"idle Ps","ts":{ts},"args":{{"idle":{idle}}}}}"#
         ));
-        self.raw(&format!(
-            r#"{{"ph":"C","pid":1,"name":"threads","ts":{ts:.3},"args":{{"threads":{threads}}}}}"#
+        self.raw(format_args!(
+            r#"{{"ph":"C","pid":1,"name":"threads","ts":{ts},"args":{{"threads":{threads}}}}}"#
         ));
     }
 }
@@ -511,8 +532,12 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
         seen_p: Default::default(),
     };
     let _ = writeln!(j.out, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
-    j.raw(r#"{"ph":"M","name":"process_name","pid":1,"args":{"name":"Ps"}}"#);
-    j.raw(r#"{"ph":"M","name":"process_name","pid":2,"args":{"name":"Ms"}}"#);
+    j.raw(format_args!(
+        r#"{{"ph":"M","name":"process_name","pid":1,"args":{{"name":"Ps"}}}}"#
+    ));
+    j.raw(format_args!(
+        r#"{{"ph":"M","name":"process_name","pid":2,"args":{{"name":"Ms"}}}}"#
+    ));
     let mut batch = Vec::with_capacity(RING);
     // Events drained but held back for the next batch (see `cut`).
     let mut later: Vec<Ev> = Vec::new();
@@ -550,12 +575,12 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
             let end = j.us(crate::sys::nanotime());
             let open_p: Vec<_> = j.open_p.drain().collect();
             for (t, g) in open_p {
-                j.raw(&format!(r#"{{"ph":"E","pid":1,"tid":{t},"ts":{end:.3},"args":{{"goid":{g},"why":"trace end"}}}}"#));
+                j.raw(format_args!(r#"{{"ph":"E","pid":1,"tid":{t},"ts":{end},"args":{{"goid":{g},"why":"trace end"}}}}"#));
             }
             let open_m: Vec<_> = j.open_m.drain().collect();
             for (t, g) in open_m {
-                j.raw(&format!(
-                    r#"{{"ph":"E","pid":2,"tid":{t},"ts":{end:.3},"args":{{"goid":{g}}}}}"#
+                j.raw(format_args!(
+                    r#"{{"ph":"E","pid":2,"tid":{t},"ts":{end},"args":{{"goid":{g}}}}}"#
                 ));
             }
             let dropped: u64 = RINGS
