@@ -353,6 +353,7 @@ struct Json {
     first: bool,
     start: i64,
     names: HashMap<u64, std::rc::Rc<str>>,
+    line: Line,
     /// The goroutine whose slice is open on each P track, and the open syscall slices on
     /// M tracks.
     open_p: HashMap<u32, u64>,
@@ -374,7 +375,58 @@ impl core::fmt::Display for Us {
     }
 }
 
+/// One JSON element built as bytes, for the events every switch writes (starts, stops,
+/// instants): hand-rolled integer printing, since `core::fmt` was then the writer's cost.
+#[derive(Default)]
+struct Line(Vec<u8>);
+
+impl Line {
+    fn s(&mut self, s: &str) -> &mut Line {
+        self.0.extend_from_slice(s.as_bytes());
+        self
+    }
+    fn u(&mut self, mut v: u64) -> &mut Line {
+        let mut buf = [0u8; 20];
+        let mut i = buf.len();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.0.extend_from_slice(&buf[i..]);
+        self
+    }
+    /// Microseconds with three decimals, from nanoseconds (as `Us`).
+    fn us(&mut self, ns: i64) -> &mut Line {
+        if ns < 0 {
+            self.0.push(b'-');
+        }
+        let ns = ns.unsigned_abs();
+        self.u(ns / 1000);
+        let f = ns % 1000;
+        self.0.extend_from_slice(&[
+            b'.',
+            b'0' + (f / 100) as u8,
+            b'0' + (f / 10 % 10) as u8,
+            b'0' + (f % 10) as u8,
+        ]);
+        self
+    }
+}
+
 impl Json {
+    /// Writes the element built in `self.line` and empties it.
+    fn flush_line(&mut self) {
+        if !self.first {
+            let _ = self.out.write_all(b",\n");
+        }
+        self.first = false;
+        let _ = self.out.write_all(&self.line.0);
+        self.line.0.clear();
+    }
     fn us(&self, ts: i64) -> Us {
         Us(ts - self.start)
     }
@@ -415,7 +467,8 @@ impl Json {
         }
     }
     fn event(&mut self, e: &Ev) {
-        let ts = self.us(e.ts);
+        let ns = e.ts - self.start;
+        let ts = Us(ns);
         let t = e.track;
         match e.kind {
             kind::GO_START => {
@@ -423,10 +476,21 @@ impl Json {
                 // (scripts/check-trace.py) then reports the overlap.
                 self.track(1, t);
                 let name = self.name(e.b);
-                self.raw(format_args!(
-                    r#"{{"ph":"B","pid":1,"tid":{t},"ts":{ts},"name":"G{} {}","cat":"goroutine","args":{{"goid":{},"entry":"{}"}}}}"#,
-                    e.a, name, e.a, name
-                ));
+                self.line
+                    .s(r#"{"ph":"B","pid":1,"tid":"#)
+                    .u(t as u64)
+                    .s(r#","ts":"#)
+                    .us(ns)
+                    .s(r#","name":"G"#)
+                    .u(e.a)
+                    .s(" ")
+                    .s(&name)
+                    .s(r#"","cat":"goroutine","args":{"goid":"#)
+                    .u(e.a)
+                    .s(r#","entry":""#)
+                    .s(&name)
+                    .s(r#""}}"#);
+                self.flush_line();
                 self.open_p.insert(t, e.a);
             }
             kind::GO_STOP => {
@@ -436,7 +500,17 @@ impl Json {
                         .get(e.b as usize)
                         .copied()
                         .unwrap_or("?");
-                    self.raw(format_args!(r#"{{"ph":"E","pid":1,"tid":{t},"ts":{ts},"args":{{"goid":{},"why":"{why}"}}}}"#, e.a));
+                    self.line
+                        .s(r#"{"ph":"E","pid":1,"tid":"#)
+                        .u(t as u64)
+                        .s(r#","ts":"#)
+                        .us(ns)
+                        .s(r#","args":{"goid":"#)
+                        .u(e.a)
+                        .s(r#","why":""#)
+                        .s(why)
+                        .s(r#""}}"#);
+                    self.flush_line();
                 }
             }
             kind::SYSCALL_BEGIN => {
@@ -463,11 +537,22 @@ impl Json {
                     kind::HANDOFF => ("handoff", "p", ""),
                     _ => return,
                 };
-                if k2.is_empty() {
-                    self.raw(format_args!(r#"{{"ph":"i","s":"t","pid":1,"tid":{t},"ts":{ts},"name":"{name}","args":{{"{k1}":{}}}}}"#, e.a));
-                } else {
-                    self.raw(format_args!(r#"{{"ph":"i","s":"t","pid":1,"tid":{t},"ts":{ts},"name":"{name}","args":{{"{k1}":{},"{k2}":{}}}}}"#, e.a, e.b));
+                self.line
+                    .s(r#"{"ph":"i","s":"t","pid":1,"tid":"#)
+                    .u(t as u64)
+                    .s(r#","ts":"#)
+                    .us(ns)
+                    .s(r#","name":""#)
+                    .s(name)
+                    .s(r#"","args":{""#)
+                    .s(k1)
+                    .s(r#"":"#)
+                    .u(e.a);
+                if !k2.is_empty() {
+                    self.line.s(r#",""#).s(k2).s(r#"":"#).u(e.b);
                 }
+                self.line.s("}}");
+                self.flush_line();
             }
         }
     }
@@ -526,6 +611,7 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
         first: true,
         start,
         names: HashMap::new(),
+        line: Line::default(),
         open_p: HashMap::new(),
         open_m: HashMap::new(),
         seen_m: Default::default(),
