@@ -686,3 +686,44 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Line, Us};
+
+    /// The byte builder prints what `Us` and `{}` print (the JSON must not change with it).
+    #[test]
+    fn line_prints_as_fmt() {
+        for v in [0u64, 7, 10, 999, 1000, 123_456_789, u64::MAX] {
+            let mut l = Line::default();
+            l.u(v);
+            assert_eq!(String::from_utf8(l.0).unwrap(), v.to_string());
+        }
+        for ns in [
+            0i64,
+            1,
+            9,
+            10,
+            99,
+            100,
+            999,
+            1000,
+            1001,
+            1_234_567,
+            -1,
+            -1500,
+            i64::MIN + 1,
+        ] {
+            let mut l = Line::default();
+            l.us(ns);
+            assert_eq!(String::from_utf8(l.0).unwrap(), Us(ns).to_string(), "{ns}");
+            if ns >= 0 {
+                assert_eq!(
+                    Us(ns).to_string(),
+                    format!("{:.3}", ns as f64 / 1000.0),
+                    "{ns}"
+                );
+            }
+        }
+    }
+}
