@@ -160,6 +160,8 @@ def test_go_bad_input() -> None:
         gs.go(print, stack_size=-1)
     with pytest.raises(ValueError):
         gs.go(print, pinned=True)
+    with pytest.raises(ValueError):
+        gs.go(print, locked=True)
     with pytest.raises(TypeError):
         gs.go(gs.lib.gmp_wg_done, 1, 2)
     with pytest.raises(TypeError):
@@ -174,8 +176,21 @@ def test_c_goroutine_from_the_library_itself() -> None:
     wg.add(1000)
     for i in range(1000):
         gs.go(gs.lib.gmp_wg_done, wg, stack_size=gs._lib.GMP_MIN_STACK if i % 2 else None,
-              pinned=i % 3 == 0)
+              pinned=i % 3 == 0, locked=i % 5 == 0)
     assert wg.wait(timeout=30)
+
+
+def test_c_goroutine_started_locked(worker: ctypes.CDLL) -> None:
+    class DepthJob(ctypes.Structure):
+        _fields_ = [("depth", ctypes.c_int), ("wg", ctypes.c_void_p)]
+
+    wg = WaitGroup()
+    jobs = [DepthJob(0, gs.as_voidp(wg)) for _ in range(2)]
+    wg.add(2)
+    gs.go(worker.record_lock_depth, ctypes.pointer(jobs[0]), locked=True)
+    gs.go(worker.record_lock_depth, ctypes.pointer(jobs[1]))
+    assert wg.wait(timeout=10)
+    assert [j.depth for j in jobs] == [2, 1]
 
 
 def test_as_voidp() -> None:

@@ -53,3 +53,17 @@ void count_done(void *arg) {
     gmp_wg_done(wg);
 }
 int64_t counter_value(void) { return __atomic_load_n(&counter, __ATOMIC_RELAXED); }
+
+/* Records the count gmp_lock_os_thread returns (2 when started locked, 1 otherwise),
+ * unlocks back to zero, then done. */
+struct depth_job {
+    int depth;
+    gmp_wg *wg;
+};
+void record_lock_depth(void *arg) {
+    struct depth_job *j = arg;
+    j->depth = gmp_lock_os_thread();
+    while (gmp_unlock_os_thread() > 0) {
+    }
+    gmp_wg_done(j->wg);
+}

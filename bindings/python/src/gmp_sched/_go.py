@@ -138,23 +138,31 @@ _TRAMPOLINE_ADDR = ctypes.cast(_TRAMPOLINE, c_void_p).value
 _last: tuple[Any, int] = (None, 0)
 
 
-def go(fn: Any, *args: Any, stack_size: int | None = None, pinned: bool = False) -> int:
+def go(
+    fn: Any,
+    *args: Any,
+    stack_size: int | None = None,
+    pinned: bool = False,
+    locked: bool = False,
+) -> int:
     """Starts a goroutine and returns its id.
 
     `fn` is a C function (``void fn(void *)``, a ctypes function of a shared library),
     given at most one argument (converted by :func:`as_voidp`), or a Python callable,
     called with ``*args`` on its own OS thread (see the module doc). `stack_size`
-    (bytes) and `pinned` (GMP_GO_PINNED: C goroutines only) are gmp_attr's fields.
+    (bytes), `pinned` (GMP_GO_PINNED) and `locked` (GMP_GO_LOCKED: started locked to its
+    thread) are gmp_attr's fields; the last two are for C goroutines (Python goroutines
+    are always locked).
     """
     global _last, _live
     attr = None
-    if stack_size is not None or pinned:
+    if stack_size is not None or pinned or locked:
         a = gmp_attr()
         if stack_size is not None:
             if isinstance(stack_size, bool) or not isinstance(stack_size, int) or stack_size <= 0:
                 raise ValueError(f"stack_size must be a positive int, got {stack_size!r}")
             a.stack_size = stack_size
-        a.flags = GMP_GO_PINNED if pinned else 0
+        a.flags = (GMP_GO_PINNED if pinned else 0) | (GMP_GO_LOCKED if locked else 0)
         attr = a
     if isinstance(fn, _CFuncPtr) and not _is_python_callback(fn):
         if len(args) > 1:
@@ -176,8 +184,10 @@ def go(fn: Any, *args: Any, stack_size: int | None = None, pinned: bool = False)
         )
     if not callable(fn):
         raise TypeError(f"go() needs a C function or a callable, not {type(fn).__name__}")
-    if pinned:
-        raise ValueError("pinned applies to C goroutines (Python goroutines are locked)")
+    if pinned or locked:
+        raise ValueError(
+            "pinned and locked apply to C goroutines (Python goroutines are locked)"
+        )
     key = next(_keys)
     _pending[key] = (fn, args)
     with _live_lock:
