@@ -399,6 +399,18 @@ impl Line {
         self.0.extend_from_slice(&buf[i..]);
         self
     }
+    /// `{"ph":"<ph>","pid":<pid>,"tid":<tid>,"ts":<ns as µs>`: how a slice's begin and end
+    /// start.
+    fn head(&mut self, ph: &str, pid: u32, tid: u32, ns: i64) -> &mut Line {
+        self.s(r#"{"ph":""#)
+            .s(ph)
+            .s(r#"","pid":"#)
+            .u(pid as u64)
+            .s(r#","tid":"#)
+            .u(tid as u64)
+            .s(r#","ts":"#)
+            .us(ns)
+    }
     /// Microseconds with three decimals, from nanoseconds (as `Us`).
     fn us(&mut self, ns: i64) -> &mut Line {
         if ns < 0 {
@@ -477,10 +489,7 @@ impl Json {
                 self.track(1, t);
                 let name = self.name(e.b);
                 self.line
-                    .s(r#"{"ph":"B","pid":1,"tid":"#)
-                    .u(t as u64)
-                    .s(r#","ts":"#)
-                    .us(ns)
+                    .head("B", 1, t, ns)
                     .s(r#","name":"G"#)
                     .u(e.a)
                     .s(" ")
@@ -501,10 +510,7 @@ impl Json {
                         .copied()
                         .unwrap_or("?");
                     self.line
-                        .s(r#"{"ph":"E","pid":1,"tid":"#)
-                        .u(t as u64)
-                        .s(r#","ts":"#)
-                        .us(ns)
+                        .head("E", 1, t, ns)
                         .s(r#","args":{"goid":"#)
                         .u(e.a)
                         .s(r#","why":""#)
