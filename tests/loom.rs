@@ -26,6 +26,7 @@ const MODELS: &[&str] = &[
     "rt::timer::loom_tests::stop_waits_for_a_running_callback",
     "rt::timer::loom_tests::stop_follows_a_moving_timer",
     "rt::timer::loom_tests::idle_p_wakes_a_timer_m_in_its_grace",
+    "rt::offload::loom_tests::every_call_has_a_helper",
 ];
 
 #[test]

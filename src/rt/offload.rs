@@ -148,11 +148,22 @@ pub unsafe fn run(op: &dyn Fn() -> i64) -> (i64, i32) {
     (req.result, req.errno)
 }
 
+/// The pool's rule (see `Pool`): a call just queued behind `queued - 1` others is taken by
+/// a waiting helper only if every queued call has one (`idle` counts the helpers still
+/// waiting, including those notified but not yet awake); otherwise it gets a new helper.
+/// A call may wait for the one queued behind it, so sharing a helper could deadlock
+/// (`loom_tests::every_call_has_a_helper` does, with `idle >= 1` here: loom reports the
+/// deadlock and aborts, which is why that form is not a test of its own).
+#[inline]
+fn idle_helpers_suffice(idle: usize, queued: usize) -> bool {
+    idle >= queued
+}
+
 /// gopark's unlock function: the goroutine is parked; queue its call for a helper.
 unsafe fn submit(_gp: *mut G, arg: usize) -> bool {
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     pool.queue.push_back(arg as *mut Request);
-    if pool.idle >= pool.queue.len() {
+    if idle_helpers_suffice(pool.idle, pool.queue.len()) {
         drop(pool);
         WORK.notify_one();
     } else {
@@ -233,4 +244,127 @@ unsafe fn call(req: *mut Request) {
 /// Whether `tid` is a live helper thread (checkdead).
 pub(crate) fn is_helper(tid: i32) -> bool {
     TIDS.iter().any(|t| t.load(Ordering::SeqCst) == tid)
+}
+
+/// Loom model of the pool (run by `tests/loom.rs`): the submit rule and the helpers' loop
+/// with loom's mutex and condition variable, calls reduced to closures. The scenario is the
+/// one the rule exists for: a helper waits idle; call A, queued first, blocks until call
+/// B, queued second, has run. The rule must give B a helper of its own in every
+/// interleaving; a rule that hands B to the idle helper already woken for A deadlocks.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use loom::sync::{Arc, Condvar, Mutex};
+    use loom::thread;
+    use std::collections::VecDeque;
+
+    type Call = Box<dyn FnOnce() + Send>;
+
+    struct Pool {
+        queue: VecDeque<Call>,
+        idle: usize,
+        shutdown: bool,
+    }
+
+    struct Shared {
+        pool: Mutex<Pool>,
+        work: Condvar,
+    }
+
+    fn helper(s: Arc<Shared>) {
+        let mut pool = s.pool.lock().unwrap();
+        loop {
+            if let Some(call) = pool.queue.pop_front() {
+                drop(pool);
+                call();
+                pool = s.pool.lock().unwrap();
+                continue;
+            }
+            if pool.shutdown {
+                return;
+            }
+            pool.idle += 1;
+            pool = s.work.wait(pool).unwrap();
+            pool.idle -= 1;
+        }
+    }
+
+    fn submit(
+        s: &Arc<Shared>,
+        call: Call,
+        rule: fn(usize, usize) -> bool,
+    ) -> Option<thread::JoinHandle<()>> {
+        let mut pool = s.pool.lock().unwrap();
+        pool.queue.push_back(call);
+        if rule(pool.idle, pool.queue.len()) {
+            drop(pool);
+            s.work.notify_one();
+            None
+        } else {
+            drop(pool);
+            let s2 = s.clone();
+            Some(thread::spawn(move || helper(s2)))
+        }
+    }
+
+    fn scenario(rule: fn(usize, usize) -> bool) {
+        let mut b = loom::model::Builder::new();
+        if b.preemption_bound.is_none() {
+            // Enough for the deadlock (the helper waits, then both calls are queued
+            // before it wakes); unbounded, the model runs for tens of minutes.
+            b.preemption_bound = Some(2);
+        }
+        b.check(move || {
+            let s = Arc::new(Shared {
+                pool: Mutex::new(Pool {
+                    queue: VecDeque::new(),
+                    idle: 0,
+                    shutdown: false,
+                }),
+                work: Condvar::new(),
+            });
+            let mut helpers = Vec::new();
+            let s1 = s.clone();
+            helpers.push(thread::spawn(move || helper(s1)));
+            // (The first helper may or may not be waiting when A is queued: loom explores
+            // both.) The gate: whether B has run, which A waits for, and how many of A
+            // and B have finished.
+            let gate = Arc::new((Mutex::new((false, 0u32)), Condvar::new()));
+            let (ga, gb) = (gate.clone(), gate.clone());
+            let a: Call = Box::new(move || {
+                let (m, cv) = &*ga;
+                let mut st = m.lock().unwrap();
+                while !st.0 {
+                    st = cv.wait(st).unwrap();
+                }
+                st.1 += 1;
+                cv.notify_all();
+            });
+            let b: Call = Box::new(move || {
+                let (m, cv) = &*gb;
+                let mut st = m.lock().unwrap();
+                st.0 = true;
+                st.1 += 1;
+                cv.notify_all();
+            });
+            helpers.extend(submit(&s, a, rule));
+            helpers.extend(submit(&s, b, rule));
+            {
+                let (m, cv) = &*gate;
+                let mut st = m.lock().unwrap();
+                while st.1 < 2 {
+                    st = cv.wait(st).unwrap();
+                }
+            }
+            s.pool.lock().unwrap().shutdown = true;
+            s.work.notify_all();
+            for h in helpers {
+                h.join().unwrap();
+            }
+        });
+    }
+
+    #[test]
+    fn every_call_has_a_helper() {
+        scenario(super::idle_helpers_suffice);
+    }
 }
