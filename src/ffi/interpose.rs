@@ -42,13 +42,12 @@
 //! its compiler keeps in registers stay valid. The thread runs other goroutines meanwhile.
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
-use core::ptr::null_mut;
 use core::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
 use super::net;
 use super::syscall::raw_call;
+use crate::rt;
 use crate::rt::netpoll::{self, MODE_READ, MODE_WRITE, PollDesc, WaitError};
-use crate::rt::{self, M};
 use crate::sys::real;
 
 /// `PollDesc::hook`: the user sees the fd blocking; it is non-blocking underneath.
@@ -131,40 +130,10 @@ fn ret(r: i64) -> isize {
     }
 }
 
-/// Binds the calling goroutine to its M until dropped (see "Same-thread resume").
-struct Bound(*mut M);
-
-fn bind() -> Bound {
-    let m = rt::getm();
-    // SAFETY: called on a goroutine (on_goroutine): m is this thread's M and curg is us;
-    // affm and naffine are ours to change while we run on it (as preempt.rs does).
-    unsafe {
-        let g = &*(*m).curg.load(Ordering::Relaxed);
-        if g.affm.load(Ordering::Relaxed).is_null() && g.lockedm.load(Ordering::Relaxed).is_null() {
-            g.affm.store(m, Ordering::Relaxed);
-            (*m).naffine.set((*m).naffine.get() + 1);
-            return Bound(m);
-        }
-    }
-    Bound(null_mut())
-}
-
-impl Drop for Bound {
-    fn drop(&mut self) {
-        if self.0.is_null() {
-            return;
-        }
-        let m = rt::getm();
-        if m != self.0 {
-            rt::throw("interpose: a goroutine resumed on another thread inside a hook");
-        }
-        // SAFETY: we are the goroutine bound to m, running on it.
-        unsafe {
-            let g = &*(*m).curg.load(Ordering::Relaxed);
-            g.affm.store(null_mut(), Ordering::Relaxed);
-            (*m).naffine.set((*m).naffine.get() - 1);
-        }
-    }
+/// Binds the calling goroutine (on_goroutine) to its M until dropped (see "Same-thread
+/// resume").
+fn bind() -> rt::Bound {
+    rt::bind_current()
 }
 
 /// What the hooks do with an fd on a goroutine.

@@ -133,6 +133,46 @@ pub(super) unsafe fn ready(gp: *mut G, am: *mut M) {
     }
 }
 
+/// Binds the running goroutine to its M until dropped: the same-thread resume of a call
+/// that parks where its C code did not expect a switch (an interposed call, a blocking
+/// call made on a helper thread: offload.rs). A goroutine already bound (pinned) or locked
+/// is left as it is. Dropped on the M it was made on (a resume elsewhere throws).
+pub struct Bound(*mut M);
+
+/// `Bound` for the goroutine running on this thread. Call it on a goroutine only.
+pub fn bind_current() -> Bound {
+    let m = getm();
+    // SAFETY: called on a goroutine: m is this thread's M and curg is us; affm and naffine
+    // are ours to change while we run on it (as preempt.rs does).
+    unsafe {
+        let g = &*(*m).curg.load(Ordering::Relaxed);
+        if g.affm.load(Ordering::Relaxed).is_null() && g.lockedm.load(Ordering::Relaxed).is_null() {
+            g.affm.store(m, Ordering::Relaxed);
+            (*m).naffine.set((*m).naffine.get() + 1);
+            return Bound(m);
+        }
+    }
+    Bound(core::ptr::null_mut())
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        if self.0.is_null() {
+            return;
+        }
+        let m = getm();
+        if m != self.0 {
+            throw("a goroutine bound to its thread resumed on another");
+        }
+        // SAFETY: we are the goroutine bound to m, running on it.
+        unsafe {
+            let g = &*(*m).curg.load(Ordering::Relaxed);
+            g.affm.store(core::ptr::null_mut(), Ordering::Relaxed);
+            (*m).naffine.set((*m).naffine.get() - 1);
+        }
+    }
+}
+
 /// The M's own affine goroutine `gp` yielded (or was preempted): queue it behind the
 /// local run queue's next goroutine.
 ///

@@ -99,6 +99,22 @@ pub fn lock() -> Result<u32, LockError> {
     }
 }
 
+/// Binds goroutine `gp` and M `m` as a first (unnested) lock does: count 1, `m.lockedg`,
+/// `gp.lockedm` (for `sched::start_locked` and `sched::lock_move`, which lock a goroutine
+/// that is not running).
+///
+/// # Safety
+/// `m`'s owner-only fields are the caller's (it is `m`'s thread, or `m` sleeps on no list
+/// or has no thread yet), and `gp` is the caller's.
+pub(super) unsafe fn lock_first(m: *mut M, gp: *mut G) {
+    // SAFETY: caller contract.
+    unsafe {
+        (*m).lockedext.set(1);
+        (*m).lockedg.store(gp, Ordering::Relaxed);
+        (*gp).lockedm.store(m, Ordering::Relaxed);
+    }
+}
+
 /// Undoes one `lock`; at zero the goroutine may run on any thread again (unless it was
 /// started pinned: then it stays on this one, which runs other goroutines again). A call without a matching lock does nothing (Go). Returns the new count.
 pub fn unlock() -> Result<u32, LockError> {

@@ -107,6 +107,7 @@ use crate::stack::Stack;
 use crate::sys::{Lock, Note};
 use runq::RunQueue;
 
+pub use affinity::{Bound, bind_current};
 pub use config::{default_maxprocs, num_cpu};
 pub use park::{GoParkUnlock, gopark, goready, gosched};
 pub use proc::{

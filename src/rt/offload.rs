@@ -102,20 +102,10 @@ pub fn wanted() -> bool {
 /// # Safety
 /// On a goroutine for which `wanted()` holds; `op` may run on another thread.
 pub unsafe fn run(op: &dyn Fn() -> i64) -> (i64, i32) {
-    let m = getm();
-    // SAFETY: caller contract: m is this thread's M and curg runs here.
-    let gp = unsafe { (*m).curg.load(Ordering::Relaxed) };
-    // Bind for the length of the call (if not bound already: pinned).
-    // SAFETY: we run on gp, on m: its affm and m's naffine are ours (as preempt.rs).
-    let bound = unsafe {
-        if (*gp).affm.load(Ordering::Relaxed).is_null() {
-            (*gp).affm.store(m, Ordering::Relaxed);
-            (*m).naffine.set((*m).naffine.get() + 1);
-            true
-        } else {
-            false
-        }
-    };
+    // SAFETY: caller contract: getm() is this thread's M and curg runs here.
+    let gp = unsafe { (*getm()).curg.load(Ordering::Relaxed) };
+    // Bound for the length of the call (if not bound already: pinned).
+    let bound = bind_current();
     // SAFETY: the helper uses `op` only before readying us, and we wait for that.
     let op: *const (dyn Fn() -> i64 + 'static) = unsafe { core::mem::transmute(op) };
     let mut req = Request {
@@ -134,17 +124,7 @@ pub unsafe fn run(op: &dyn Fn() -> i64) -> (i64, i32) {
             WaitReason::Syscall,
         )
     };
-    if bound {
-        let m2 = getm();
-        if m2 != m {
-            throw("offload: a goroutine resumed on another thread after its call");
-        }
-        // SAFETY: as above, back on m.
-        unsafe {
-            (*gp).affm.store(core::ptr::null_mut(), Ordering::Relaxed);
-            (*m).naffine.set((*m).naffine.get() - 1);
-        }
-    }
+    drop(bound);
     (req.result, req.errno)
 }
 

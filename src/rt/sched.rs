@@ -2014,10 +2014,8 @@ pub(super) unsafe fn lock_move(m: &M, gp: *mut G) {
         // yet, so its fields are ours until the wake-up (or the thread start) publishes
         // them; gp is ours (caller contract).
         unsafe {
-            (*lm).lockedext.set(1);
+            lockosthread::lock_first(lm, gp);
             (*lm).lockstart.set(true);
-            (*lm).lockedg.store(gp, Ordering::Relaxed);
-            (*gp).lockedm.store(lm, Ordering::Relaxed);
         }
     };
     match clean {
@@ -2051,11 +2049,7 @@ unsafe fn start_locked(m: &M, gp: *mut G) -> bool {
             lock_move(m, gp);
             return false;
         }
-        m.lockedext.set(1);
-        m.lockedg.store(gp, Ordering::Relaxed);
-        (*gp)
-            .lockedm
-            .store(m as *const M as *mut M, Ordering::Relaxed);
+        lockosthread::lock_first(m as *const M as *mut M, gp);
     }
     true
 }
