@@ -127,9 +127,10 @@ WORKLOADS = [
              "200 ms in read(2) on a pipe, over throughput without it",
              metric="retained", floor=0.95),
     Workload("syscall_fast", "syscall_fast", {"n": 5_000_000}, {"n": 20_000}, 1.0,
-             "one goroutine calls getppid(2) through the syscall hand-off (gmp_blocking; "
-             "Go: syscall.Syscall) n times; ns per call",
-             shapes=("root",)),  # on C main gmp_blocking is a plain call: nothing to hand off
+             "one goroutine calls getppid(2) through the syscall hand-off (gmp_syscall; "
+             "Go: syscall.Syscall) n times; ns per call (raw_ns: libc's getppid(); "
+             "blocking_ns: through gmp_blocking(fn))",
+             shapes=("root",)),  # on C main gmp_syscall is a plain call: nothing to hand off
     Workload("hog_latency", "hog_latency", {"n": 1_000}, {"n": 20}, 1.0,
              "one goroutine spins in a loop that calls nothing; another sleeps 1 ms n times; "
              "median lateness of the wake-ups (p99 in late_p99_us)",

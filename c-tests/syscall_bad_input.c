@@ -9,6 +9,11 @@
  * goroutine: gmp_exitsyscall without gmp_entersyscall -> -EINVAL; a nested
  * gmp_entersyscall -> -EINVAL; gmp_blocking inside gmp_entersyscall runs directly; a
  * file written with gmp_pwrite reads back with gmp_pread; unlock without lock -> 0.
+ * gmp_syscall, everywhere: the calls that would break the thread (exit, clone, clone3,
+ * fork, vfork, rt_sigreturn, arch_prctl, set_tid_address, rseq, sigaltstack) -> -EINVAL
+ * without being made; an unknown number -> the kernel's -ENOSYS; a bad fd -> -EBADF; a
+ * real call returns the kernel's result (getppid, and a read of a pipe); errno is never
+ * changed; inside gmp_entersyscall it simply makes the call.
  */
 #include "check.h"
 
@@ -17,6 +22,8 @@
 #include <gmp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static int64_t forty_two(void *arg)
 {
@@ -24,8 +31,33 @@ static int64_t forty_two(void *arg)
     return 42;
 }
 
+static void raw_syscalls(void)
+{
+    static const long refused[] = {SYS_exit,        SYS_clone,      SYS_clone3,
+                                   SYS_fork,        SYS_vfork,      SYS_rt_sigreturn,
+                                   SYS_arch_prctl,  SYS_set_tid_address, SYS_rseq,
+                                   SYS_sigaltstack};
+    errno = 321;
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        CHECK_EQ(gmp_syscall(refused[i], 0, 0, 0, 0, 0, 0), -EINVAL);
+    CHECK_EQ(gmp_syscall(100000, 0, 0, 0, 0, 0, 0), -ENOSYS);
+    CHECK_EQ(gmp_syscall(-1, 0, 0, 0, 0, 0, 0), -ENOSYS);
+    char c = 0;
+    CHECK_EQ(gmp_syscall(SYS_read, -1, (long)&c, 1, 0, 0, 0), -EBADF);
+    CHECK_EQ(gmp_syscall(SYS_getppid, 0, 0, 0, 0, 0, 0), (long)getppid());
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    CHECK_EQ(gmp_syscall(SYS_write, p[1], (long)"q", 1, 0, 0, 0), 1);
+    CHECK_EQ(gmp_syscall(SYS_read, p[0], (long)&c, 1, 0, 0, 0), 1);
+    CHECK_EQ(c, 'q');
+    close(p[0]);
+    close(p[1]);
+    CHECK_EQ(errno, 321);
+}
+
 static void common(void)
 {
+    raw_syscalls();
     char buf[8];
     errno = 123;
     CHECK_EQ(gmp_blocking(NULL, NULL), -EINVAL);
@@ -71,6 +103,7 @@ static void in_goroutine(void *arg)
     CHECK_EQ(gmp_entersyscall(), 0);
     CHECK_EQ(gmp_entersyscall(), -EINVAL);
     CHECK_EQ(gmp_blocking(forty_two, NULL), 42);
+    raw_syscalls();
     CHECK_EQ(gmp_exitsyscall(), 0);
     CHECK_EQ(gmp_exitsyscall(), -EINVAL);
     CHECK_EQ(gmp_unlock_os_thread(), 0);

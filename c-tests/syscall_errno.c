@@ -6,7 +6,9 @@
  * before the loop (at -O2 the compiler would hoist it anyway: __errno_location is
  * const), then *e = 0, gmp_blocking(fn) where fn sleeps (every 4th call 100 us, long
  * enough for sysmon to retake the processor, so the return may have to wait for one),
- * sets errno = EAGAIN and returns -1; then *e must be EAGAIN and gettid() unchanged.
+ * sets errno = EAGAIN and returns -1; then *e must be EAGAIN and gettid() unchanged; every
+ * 4th round also a 100 us nanosleep through gmp_syscall, after which *e (untouched) and
+ * gettid() must be unchanged too.
  * Two CPU goroutines yielding in a loop keep the processors busy meanwhile. Also: the
  * gmp_read family never touches errno (a failing gmp_read leaves the caller's errno).
  *
@@ -54,6 +56,15 @@ static void worker(void *arg)
         CHECK_EQ(gmp_blocking(set_eagain, (void *)(intptr_t)i), -1);
         CHECK_EQ(*e, EAGAIN);
         CHECK_EQ((long)syscall(SYS_gettid), t0);
+        if (i % 4 == 1) {
+            struct timespec ts = {0, 100000};
+            long r;
+            while ((r = gmp_syscall(SYS_nanosleep, (long)&ts, (long)&ts, 0, 0, 0, 0)) == -EINTR)
+                ;
+            CHECK_EQ(r, 0);
+            CHECK_EQ(*e, EAGAIN);
+            CHECK_EQ((long)syscall(SYS_gettid), t0);
+        }
     }
     *e = 77;
     char c;

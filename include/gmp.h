@@ -1056,6 +1056,30 @@ int gmp_exitsyscall(void);
 int64_t gmp_blocking(gmp_blocking_fn func, void *arg);
 
 /*
+ Makes system call `nr` with arguments `a1`..`a6` (pass 0 for those it does not take)
+ as a blocking call, like Go's syscall.Syscall6: other goroutines keep running if it
+ blocks (see gmp_entersyscall). The goroutine stays on its OS thread across the call.
+ Returns what the kernel returns: the result (>= 0), or -errno; errno is left
+ unchanged. It is the `syscall` instruction itself, called from gmp_syscall's own
+ frame, so it costs a few ns over calling libc's wrapper for the same call. On a thread
+ that is not a goroutine, or inside another blocking call, it simply makes the call.
+ As with syscall(2), a signal may interrupt it, and the runtime's preemption signal
+ (SIGURG) is one: a call the kernel does not restart under SA_RESTART (nanosleep, poll,
+ epoll_wait…) may then return -EINTR and is retried by the caller (Go's syscall.Syscall
+ behaves the same).
+
+ Refuses with -EINVAL (without making it) a call that would break the thread under the
+ runtime: exit (use pthread_exit or return from the goroutine), clone, clone3, fork,
+ vfork (use fork(3) or posix_spawn), rt_sigreturn, arch_prctl, set_tid_address, rseq,
+ sigaltstack. Process exit (exit_group) is allowed.
+
+ # Safety
+ The call must be sound for the calling thread, as with syscall(2): memory it reads or
+ writes through its arguments must be valid.
+ */
+long gmp_syscall(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+
+/*
  read(2) as a blocking call (see gmp_entersyscall): other goroutines keep running while
  it blocks. On an fd registered with the poller (gmp_fd_register, gmp_socket, gmp_pipe,
  gmp_accept) the goroutine parks until the fd is readable instead (no thread blocks),

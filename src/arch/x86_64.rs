@@ -585,6 +585,39 @@ pub fn tls_set(v: usize) {
     }
 }
 
+/// Makes system call `nr` with six arguments and returns the kernel's answer (a result >= 0
+/// or -errno), without touching errno: the `syscall` instruction itself, so the call adds
+/// no function level between the caller and the kernel (on this family a return after a
+/// kernel entry mispredicts, ~6 ns per level; README, "trivial syscall").
+///
+/// # Safety
+/// The call must be sound for the calling thread: its arguments are whatever `nr` wants
+/// (pointers it reads or writes must be valid), and it must not break the thread under
+/// the runtime (gmp_syscall refuses the calls that would).
+#[inline(always)]
+pub unsafe fn syscall6(nr: i64, a: [i64; 6]) -> i64 {
+    let r: i64;
+    // SAFETY: the caller's contract. The kernel's x86-64 convention: number in rax,
+    // arguments in rdi, rsi, rdx, r10, r8, r9; result in rax; rcx and r11 are clobbered.
+    // No stack use (nostack); memory may be read or written by the call (no nomem).
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") nr => r,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    r
+}
+
 // ---------------------------------------------------------------------------------------
 // Asynchronous preemption (rt/preempt.rs): the trampoline a signal handler diverts a
 // goroutine into.

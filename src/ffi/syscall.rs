@@ -1,6 +1,6 @@
 //! C API for blocking calls (syscall hand-off) and LockOSThread.
 
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_char, c_int, c_long, c_void};
 
 use super::boundary;
 use crate::rt;
@@ -86,6 +86,75 @@ pub unsafe extern "C" fn gmp_blocking(func: gmp_blocking_fn, arg: *mut c_void) -
         let r = rt::syscall::blocking(|| unsafe { f(arg) });
         // A safe point on the way out, as Go's exitsyscall honours a preemption request;
         // the goroutine resumes on this thread (the header's promise: errno stays valid).
+        rt::preempt_check_bound();
+        r
+    })
+}
+
+/// Whether gmp_syscall refuses system call `nr`: the calls that would break the thread
+/// under the runtime rather than do something for the goroutine. Ending the thread
+/// (exit) takes an M and its goroutine with it; a thread or process made by a raw clone,
+/// fork or vfork starts on the goroutine's stack outside the runtime (and skips libc's
+/// fork handlers); rt_sigreturn, arch_prctl (the TLS base), set_tid_address, rseq and
+/// sigaltstack (the stack the preemption signal runs on) replace state libc and the
+/// runtime keep for the thread.
+#[inline]
+fn syscall_refused(nr: c_long) -> bool {
+    matches!(
+        nr,
+        libc::SYS_exit
+            | libc::SYS_clone
+            | libc::SYS_clone3
+            | libc::SYS_fork
+            | libc::SYS_vfork
+            | libc::SYS_rt_sigreturn
+            | libc::SYS_arch_prctl
+            | libc::SYS_set_tid_address
+            | libc::SYS_rseq
+            | libc::SYS_sigaltstack
+    )
+}
+
+/// Makes system call `nr` with arguments `a1`..`a6` (pass 0 for those it does not take)
+/// as a blocking call, like Go's syscall.Syscall6: other goroutines keep running if it
+/// blocks (see gmp_entersyscall). The goroutine stays on its OS thread across the call.
+/// Returns what the kernel returns: the result (>= 0), or -errno; errno is left
+/// unchanged. It is the `syscall` instruction itself, called from gmp_syscall's own
+/// frame, so it costs a few ns over calling libc's wrapper for the same call. On a thread
+/// that is not a goroutine, or inside another blocking call, it simply makes the call.
+/// As with syscall(2), a signal may interrupt it, and the runtime's preemption signal
+/// (SIGURG) is one: a call the kernel does not restart under SA_RESTART (nanosleep, poll,
+/// epoll_wait…) may then return -EINTR and is retried by the caller (Go's syscall.Syscall
+/// behaves the same).
+///
+/// Refuses with -EINVAL (without making it) a call that would break the thread under the
+/// runtime: exit (use pthread_exit or return from the goroutine), clone, clone3, fork,
+/// vfork (use fork(3) or posix_spawn), rt_sigreturn, arch_prctl, set_tid_address, rseq,
+/// sigaltstack. Process exit (exit_group) is allowed.
+///
+/// # Safety
+/// The call must be sound for the calling thread, as with syscall(2): memory it reads or
+/// writes through its arguments must be valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_syscall(
+    nr: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    a4: c_long,
+    a5: c_long,
+    a6: c_long,
+) -> c_long {
+    boundary("gmp_syscall", || {
+        if syscall_refused(nr) {
+            return -(libc::EINVAL as c_long);
+        }
+        // SAFETY: the caller's contract; the calls that would break the thread are refused
+        // above.
+        let r = rt::syscall::blocking(|| unsafe {
+            crate::arch::syscall6(nr, [a1, a2, a3, a4, a5, a6])
+        });
+        // A safe point on the way out, as in gmp_blocking.
         rt::preempt_check_bound();
         r
     })
