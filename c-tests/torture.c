@@ -69,7 +69,10 @@
  * TORTURE_STALL_MS, it prints "torture: no progress for ...", the seed, gmp_stats, the
  * run queue lengths, what main and each actor (children too, up to 256) are doing and
  * for how long, and aborts. Run with
- * GMP_DEBUG=schedtrace=500 to have the scheduler's own trace on stderr as well.
+ * GMP_DEBUG=schedtrace=500 to have the scheduler's own trace on stderr as well. The suite
+ * and scripts/torture.sh add stacktrim=20: sysmon trims the stack caches every 20 ms
+ * instead of every second, so that trims (stacks taken from dead goroutines and released)
+ * happen throughout the run.
  */
 #include "check.h"
 

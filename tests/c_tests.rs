@@ -792,6 +792,16 @@ fn lockosthread() {
 }
 
 #[test]
+fn stack_trim_idle() {
+    expect_case("stack_trim", "idle", &[]);
+}
+
+#[test]
+fn stack_trim_bursts() {
+    expect_case("stack_trim", "bursts", &[]);
+}
+
+#[test]
 fn lockosthread_exit_reuse() {
     expect_success("lockosthread_exit_reuse", &[]);
 }
@@ -1193,7 +1203,7 @@ fn torture(procs: &str, seed: &str) {
             ("TORTURE_MS", "3000"),
             ("TORTURE_PROCS", procs),
             ("TORTURE_FEATURES", TORTURE_FEATURES),
-            ("GMP_DEBUG", "schedtrace=500"),
+            ("GMP_DEBUG", "schedtrace=500,stacktrim=20"),
         ],
     );
 }
@@ -1559,7 +1569,10 @@ fn torture_preempt_stress() {
             ("TORTURE_MS", "3000"),
             ("TORTURE_PROCS", "2"),
             ("TORTURE_FEATURES", TORTURE_FEATURES),
-            ("GMP_DEBUG", "schedtrace=500,asyncpreemptstress=1"),
+            (
+                "GMP_DEBUG",
+                "schedtrace=500,asyncpreemptstress=1,stacktrim=20",
+            ),
         ],
     );
 }

@@ -652,6 +652,43 @@ impl GList {
     pub fn peek(&self) -> *mut G {
         self.head
     }
+    /// Detaches the bottom `n` Gs (0 < n <= len), walking the `len - n` above them, and
+    /// returns that chain's first G (linked by `schedlink`, the last one's null).
+    ///
+    /// # Safety
+    /// The caller owns the list.
+    pub unsafe fn split_bottom(&mut self, n: i32) -> *mut G {
+        debug_assert!(n > 0 && n <= self.len);
+        let keep = self.len - n;
+        // SAFETY: every G walked is on this list, which the caller owns.
+        unsafe {
+            let head = if keep == 0 {
+                let h = self.head;
+                self.head = null_mut();
+                h
+            } else {
+                let mut last = self.head;
+                for _ in 1..keep {
+                    last = (*last).schedlink.get();
+                }
+                let h = (*last).schedlink.get();
+                (*last).schedlink.set(null_mut());
+                h
+            };
+            self.len = keep;
+            head
+        }
+    }
+    /// Puts the chain `head ..= tail` of `n` Gs (linked by `schedlink`) on top of the list.
+    ///
+    /// # Safety
+    /// The chain is valid, owned by the caller and on no list.
+    pub unsafe fn push_chain(&mut self, head: *mut G, tail: *mut G, n: i32) {
+        // SAFETY: the caller owns the chain and this list.
+        unsafe { (*tail).schedlink.set(self.head) };
+        self.head = head;
+        self.len += n;
+    }
     /// # Safety
     /// The caller owns the list.
     pub unsafe fn pop(&mut self) -> Option<*mut G> {
@@ -857,14 +894,38 @@ pub fn unstarted(sp: usize) -> bool {
 pub struct GFreeGlobal {
     /// Dead Gs with a stack that is likely untouched or long unused (spilled from the Ps'
     /// cold lists): what a spawn takes first.
-    pub stack: GList,
+    stack: GList,
     /// Dead Gs whose stacks ran last (spilled from the Ps' hot lists): what an M whose P has
     /// no hot stack left takes for the goroutines it starts (`take_hot_stack`).
     hot: GList,
     pub nostack: GList,
+    /// The fewest Gs `stack` and `hot` held since the last trim (`proc::trim_gfree`): that
+    /// many at the bottom of each were not taken for a whole period.
+    stack_low: i32,
+    hot_low: i32,
 }
 
 impl GFreeGlobal {
+    /// # Safety
+    /// As `GList::push`; the caller holds `gfree_lock`.
+    pub unsafe fn push_stack(&mut self, gp: *mut G) {
+        // SAFETY: caller contract.
+        unsafe { self.stack.push(gp) };
+    }
+    /// # Safety
+    /// The caller holds `gfree_lock`.
+    pub unsafe fn pop_stack(&mut self) -> Option<*mut G> {
+        // SAFETY: caller contract.
+        let gp = unsafe { self.stack.pop() };
+        self.stack_low = self.stack_low.min(self.stack.len());
+        gp
+    }
+    pub fn peek_stack(&self) -> *mut G {
+        self.stack.peek()
+    }
+    pub fn peek_hot(&self) -> *mut G {
+        self.hot.peek()
+    }
     /// # Safety
     /// As `GList::push`; the caller holds `gfree_lock`.
     pub unsafe fn push_hot(&mut self, gp: *mut G) {
@@ -878,7 +939,36 @@ impl GFreeGlobal {
         // SAFETY: caller contract.
         let gp = unsafe { self.hot.pop() };
         SCHED.gfree_hot.store(self.hot.len(), Ordering::Relaxed);
+        self.hot_low = self.hot_low.min(self.hot.len());
         gp
+    }
+    /// Takes off `stack` and `hot` the Gs at the bottom of each that stayed there since the
+    /// last call (below the list's low-water mark), beyond `floor` per list, and starts the
+    /// next period. Walks only the Gs above them. Returns the Gs taken off each list as a
+    /// chain (linked by `schedlink`, null-terminated; null if none) and its length.
+    ///
+    /// # Safety
+    /// The caller holds `gfree_lock`.
+    pub unsafe fn take_unused(&mut self, floor: i32) -> [(*mut G, i32); 2] {
+        let mut out = [(null_mut(), 0); 2];
+        for (slot, (list, low)) in out.iter_mut().zip([
+            (&mut self.stack, &mut self.stack_low),
+            (&mut self.hot, &mut self.hot_low),
+        ]) {
+            let take = (*low).min(list.len()) - floor;
+            if take > 0 {
+                // SAFETY: caller contract: the list is ours.
+                *slot = (unsafe { list.split_bottom(take) }, take);
+            }
+            *low = list.len();
+        }
+        SCHED.gfree_hot.store(self.hot.len(), Ordering::Relaxed);
+        out
+    }
+    /// Whether `stack` and `hot` hold more than `floor` Gs each: a later `take_unused`
+    /// may find some.
+    pub fn above(&self, floor: i32) -> bool {
+        self.stack.len() > floor || self.hot.len() > floor
     }
     pub fn len_with_stack(&self) -> i32 {
         self.stack.len() + self.hot.len()
@@ -921,6 +1011,8 @@ pub static SCHED: Sched = Sched {
         stack: GList::new(),
         hot: GList::new(),
         nostack: GList::new(),
+        stack_low: 0,
+        hot_low: 0,
     }),
     start_ns: AtomicI64::new(0),
     timer_m: AtomicPtr::new(null_mut()),

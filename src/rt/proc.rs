@@ -450,7 +450,7 @@ pub(super) unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G, hot: bool) {
             if hot {
                 gf.push_hot(gp);
             } else {
-                gf.stack.push(gp);
+                gf.push_stack(gp);
             }
         } else {
             if let Some(s) = st.take() {
@@ -459,6 +459,49 @@ pub(super) unsafe fn put_global(gf: &mut GFreeGlobal, gp: *mut G, hot: bool) {
             gf.nostack.push(gp);
         }
     }
+}
+
+/// Dead Gs per global list (`stack`, `hot`) that [`trim_gfree`] leaves their stacks
+/// however long unused: what a burst of goroutines from C main or a starved P starts on.
+const GFREE_TRIM_FLOOR: i32 = 64;
+
+/// sysmon's periodic trim of the global dead-G cache (Go frees the stacks of dead Gs at
+/// each GC): the Gs that no spawn or start took during the whole period since the last
+/// call, beyond [`GFREE_TRIM_FLOOR`] per list, give their stacks back to the pool with all
+/// their pages released (`stack::free_released`), and go to the `nostack` list. The Ps'
+/// own caches (at most `GFREE_LOCAL_MAX` each) are left alone. Returns whether the cache
+/// still holds more than the floor, so that a later call may release more.
+pub(super) fn trim_gfree() -> bool {
+    // SAFETY: the global cache is locked.
+    let chains = with_gfree(|gf| unsafe { gf.take_unused(GFREE_TRIM_FLOOR) });
+    let mut stacks = Vec::new();
+    let mut tails = [null_mut::<G>(); 2];
+    for (&(head, _), tail) in chains.iter().zip(tails.iter_mut()) {
+        let mut gp = head;
+        while !gp.is_null() {
+            // SAFETY: the chain came off the locked global cache: its dead Gs are ours
+            // until they go back on a list.
+            unsafe {
+                if let Some(s) = (*(*gp).stack.ptr()).take() {
+                    stacks.push(s);
+                }
+                *tail = gp;
+                gp = (*gp).schedlink.get();
+            }
+        }
+    }
+    if !stacks.is_empty() {
+        stack::free_released(stacks);
+    }
+    with_gfree(|gf| {
+        for (&(head, n), &tail) in chains.iter().zip(tails.iter()) {
+            if n > 0 {
+                // SAFETY: the chain is ours (above) and on no list; the cache is locked.
+                unsafe { gf.nostack.push_chain(head, tail, n) };
+            }
+        }
+        gf.above(GFREE_TRIM_FLOOR)
+    })
 }
 
 /// Takes a dead G for a new goroutine with a `size`-byte stack (whole pages): from P `pp`'s
@@ -597,11 +640,11 @@ unsafe fn gfget_stacked(p: &P, size: usize) -> Option<*mut G> {
     }
     // SAFETY: the global lists are locked; what is popped and not taken goes back.
     with_gfree(|gf| unsafe {
-        if let Some(g) = gf.stack.pop() {
+        if let Some(g) = gf.pop_stack() {
             if fits(g) {
                 return Some(g);
             }
-            gf.stack.push(g);
+            gf.push_stack(g);
         }
         if let Some(g) = gf.pop_hot() {
             if fits(g) {
@@ -708,10 +751,11 @@ pub(super) fn prefetch_g(gp: *mut G) {
 }
 
 /// A dead G off the global cache for a spawn: one that kept a (default-size) stack first
-/// if `want_stack`, else one without a stack first. The hot list comes last, and not at all
-/// for a goroutine that will be promised a stack (`lazy`): a spawned goroutine may wait
-/// long before it runs, and a hot stack is worth more to one starting now
-/// (`take_hot_stack`).
+/// if `want_stack`, else one without a stack first. The hot list is not used at all for a
+/// goroutine that will be promised a stack (`lazy`): a spawned goroutine may wait long
+/// before it runs, and a hot stack is worth more to one starting now (`take_hot_stack`).
+/// For one that takes its stack now it comes before the Gs without a stack (which the
+/// trim leaves behind, `trim_gfree`), whose stack would come from the pool, released.
 ///
 /// # Safety
 /// `gf` is the locked global cache.
@@ -719,29 +763,33 @@ pub(super) fn prefetch_g(gp: *mut G) {
 unsafe fn pop_global(gf: &mut GFreeGlobal, want_stack: bool, lazy: bool) -> Option<*mut G> {
     // SAFETY: caller contract.
     unsafe {
-        let gp = if want_stack {
-            gf.stack.pop().or_else(|| gf.nostack.pop())
-        } else {
-            gf.nostack.pop().or_else(|| gf.stack.pop())
-        };
-        if lazy {
-            gp
-        } else {
-            gp.or_else(|| gf.pop_hot())
+        match (want_stack, lazy) {
+            (true, true) => gf.pop_stack().or_else(|| gf.nostack.pop()),
+            (true, false) => gf
+                .pop_stack()
+                .or_else(|| gf.pop_hot())
+                .or_else(|| gf.nostack.pop()),
+            (false, _) => gf
+                .nostack
+                .pop()
+                .or_else(|| gf.pop_stack())
+                .or_else(|| if lazy { None } else { gf.pop_hot() }),
         }
     }
 }
 
-/// The G `pop_global(gf, want_stack, _)` would take next from the stack and nostack
-/// lists (null if both are empty), to prefetch.
+/// The G `pop_global(gf, want_stack, false)` would take next (null if none), to prefetch.
 #[inline(always)]
 fn peek_global(gf: &GFreeGlobal, want_stack: bool) -> *mut G {
-    let (first, second) = if want_stack {
-        (gf.stack.peek(), gf.nostack.peek())
+    let order = if want_stack {
+        [gf.peek_stack(), gf.peek_hot(), gf.nostack.peek()]
     } else {
-        (gf.nostack.peek(), gf.stack.peek())
+        [gf.nostack.peek(), gf.peek_stack(), gf.peek_hot()]
     };
-    if first.is_null() { second } else { first }
+    order
+        .into_iter()
+        .find(|g| !g.is_null())
+        .unwrap_or(null_mut())
 }
 
 /// Refills `p`'s empty hot list from the global one (up to a batch), for the goroutines

@@ -70,6 +70,45 @@ const WAKEABLE_US: u64 = 1_000;
 /// A syscall holding a P with nothing queued is left alone this long (Go: 10 ms).
 const SYSCALL_GRACE_NS: i64 = 10_000_000;
 
+/// How often the stack caches are trimmed (`Trim`): a stack no goroutine took for a whole
+/// period gives its memory back. `GMP_DEBUG=stacktrim=MS` sets another period (0: never
+/// trim), for tests that want many trims.
+const TRIM_PERIOD_NS: i64 = 1_000_000_000;
+
+/// When the stack caches are trimmed next, and whether they may hold something to trim
+/// (then the deep sleep ends for it). Only the sysmon thread uses them.
+struct Trim {
+    next: i64,
+    pending: bool,
+    period: i64,
+}
+
+impl Trim {
+    /// Trims the stack caches if a period has passed since the last time (Go frees dead
+    /// Gs' stacks at each GC, and its scavenger returns the memory): first the global
+    /// dead-G cache, whose unused stacks go to the pool released, then the pool itself
+    /// (HACKING.md, "Stacks"). Both release only what no goroutine took for a whole period,
+    /// so a program that spawns in bursts keeps the stacks it reuses.
+    fn maybe(&mut self, now: i64) {
+        if now >= self.next && self.period > 0 {
+            let more_g = super::proc::trim_gfree();
+            let more_pool = crate::stack::trim();
+            self.pending = more_g || more_pool;
+            self.next = now + self.period;
+        }
+    }
+
+    /// The deep sleep's timeout given checkdead's: also until the next trim while the
+    /// caches may hold something to trim.
+    fn deep_timeout(&self, now: i64, other: Option<Duration>) -> Option<Duration> {
+        if !self.pending || self.period == 0 {
+            return other;
+        }
+        let left = Duration::from_nanos((self.next - now).max(0) as u64);
+        Some(other.map_or(left, |o| o.min(left)))
+    }
+}
+
 /// Sysmon's thread stack (it runs no goroutine code, only the runtime's own loop).
 const SYSMON_STACK: usize = 256 * 1024;
 
@@ -195,6 +234,12 @@ fn sysmon_loop() -> ! {
     super::sched::mark_runtime_thread();
     let mut idle: u32 = 0;
     let mut delay: u64 = MIN_DELAY_US;
+    let period = dump::debug_flag("stacktrim").map_or(TRIM_PERIOD_NS, |ms| ms.max(0) * 1_000_000);
+    let mut trim = Trim {
+        next: crate::sys::nanotime() + period,
+        pending: true,
+        period,
+    };
     loop {
         if idle == 0 {
             delay = MIN_DELAY_US;
@@ -236,11 +281,20 @@ fn sysmon_loop() -> ! {
         // Nothing runs: sleep until a syscall starts (all Ps idle means no P can be in
         // one; a goroutine must first get a P, then enter a syscall, which wakes us).
         if all_ps_idle() {
-            wakeable_sleep(WAIT_DEEP, checkdead::check(), all_ps_idle);
+            let now = crate::sys::nanotime();
+            if trim.pending {
+                trim.maybe(now);
+            }
+            let timeout = trim.deep_timeout(now, checkdead::check());
+            if wakeable_sleep(WAIT_DEEP, timeout, all_ps_idle) {
+                // Goroutines ran again: they may leave stacks to trim.
+                trim.pending = true;
+            }
             idle = 0;
             continue;
         }
         let now = crate::sys::nanotime();
+        trim.maybe(now);
         dump::set_coarse_now(now);
         // Goroutines waiting on fds while every P is busy: nobody else polls.
         netpoll::sysmon_poll(now);

@@ -89,6 +89,28 @@
 //! ~2.5 µs, so the top 16 KiB, where a goroutine's first frames live, stay resident and a
 //! recycled stack starts without faults.
 //!
+//! # Trimming
+//!
+//! Go frees the stacks of dead goroutines at each GC and its scavenger returns the memory
+//! to the system; here sysmon does it once a second (`rt::sysmon`, `Trim`), in two steps,
+//! each releasing only what nobody took during the whole second:
+//!
+//! - the scheduler's global dead-G cache (`rt::proc::trim_gfree`): each of its lists
+//!   remembers the fewest Gs it held since the last trim (its low-water mark). That many
+//!   at the bottom of the LIFO list were not taken. Beyond a floor of 64 per list, their
+//!   stacks are released entirely ([`free_released`], one `process_madvise(DONTNEED)` per
+//!   32) and go to the `bare` list here; the Gs stay, without a stack.
+//! - this pool ([`trim`]): by the same low-water marks, unused `dirty` stacks are released
+//!   entirely and unused `clean` ones (beyond [`TRIM_CLEAN_FLOOR`]) lose their top 16 KiB
+//!   too; both go to `bare`, which `alloc` takes last.
+//!
+//! So after a burst the memory goes back within one to two seconds of idleness (~2 s for
+//! 2,000 goroutines that each used 64 KiB: `stack_trim idle`), while a program that spawns
+//! in bursts more often than that keeps the stacks it keeps reusing (`stack_trim bursts`:
+//! no faults between bursts 200 ms apart). The Ps' own dead-G caches (64 each) are not
+//! trimmed. A program that goes idle keeps sysmon waking once a period until nothing is
+//! left above the floors, then sysmon sleeps until woken as before.
+//!
 //! # Reservations
 //!
 //! A goroutine spawned by a goroutine gets its stack when it first runs (the scheduler's
@@ -362,6 +384,12 @@ struct Class {
     /// Released, or never used: everything below the top [`KEEP_RESIDENT`] bytes reads as
     /// zeros. Taken when `dirty` is empty.
     clean: Vec<usize>,
+    /// Released entirely by [`trim`]: nothing resident. Taken when `clean` is empty too.
+    bare: Vec<usize>,
+    /// The fewest stacks `dirty` and `clean` held since the last [`trim`]: that many at the
+    /// bottom of each went unused for the whole period (see "Trimming").
+    dirty_low: usize,
+    clean_low: usize,
     /// Slabs mapped by [`reserve`] whose guards are not installed yet, as (base, stacks):
     /// a slab's guards go in when its first stack is handed out (see "Reservations").
     unguarded: Vec<(usize, usize)>,
@@ -380,6 +408,9 @@ impl Class {
         Class {
             dirty: VecDeque::new(),
             clean: Vec::new(),
+            bare: Vec::new(),
+            dirty_low: 0,
+            clean_low: 0,
             unguarded: Vec::new(),
             nunguarded: 0,
             inflight: 0,
@@ -389,12 +420,21 @@ impl Class {
 
     /// Free stacks of the class, wherever they are.
     fn free(&self) -> usize {
-        self.dirty.len() + self.clean.len() + self.nunguarded + self.inflight
+        self.dirty.len() + self.clean.len() + self.bare.len() + self.nunguarded + self.inflight
     }
 
-    /// A free stack that is ready to run on (guarded; not in flight), newest first.
+    /// A free stack that is ready to run on (guarded; not in flight), newest first, warmest
+    /// list first.
     fn pop_ready(&mut self) -> Option<usize> {
-        self.dirty.pop_back().or_else(|| self.clean.pop())
+        if let Some(lo) = self.dirty.pop_back() {
+            self.dirty_low = self.dirty_low.min(self.dirty.len());
+            return Some(lo);
+        }
+        if let Some(lo) = self.clean.pop() {
+            self.clean_low = self.clean_low.min(self.clean.len());
+            return Some(lo);
+        }
+        self.bare.pop()
     }
 
     /// Puts the stacks of a slab of `n` (base `base`, stride `stride`) on the clean list but
@@ -555,6 +595,92 @@ pub fn alloc_reserved(size: usize) -> Stack {
     }
 }
 
+/// Clean stacks per class whose top pages [`trim`] leaves resident however long unused:
+/// what a burst of this many goroutines starts on without faults.
+const TRIM_CLEAN_FLOOR: usize = 64;
+
+/// Trims the pool (sysmon calls it once a period; see "Trimming"): in each class, the
+/// dirty stacks that no allocation took during the whole period since the last call
+/// release all their pages, and the clean ones (beyond [`TRIM_CLEAN_FLOOR`]) their top
+/// pages too; all of them go to `bare`. Returns whether some class still holds stacks that
+/// a later call could release (so sysmon keeps calling while it idles).
+pub fn trim() -> bool {
+    let mut work: Vec<(usize, Vec<usize>, Vec<usize>)> = Vec::new();
+    {
+        let mut pool = lock_pool();
+        for (&size, class) in pool.iter_mut() {
+            let nd = class.dirty_low.min(class.dirty.len());
+            let nc = class
+                .clean_low
+                .min(class.clean.len())
+                .saturating_sub(TRIM_CLEAN_FLOOR);
+            if nd + nc > 0 {
+                let dirty: Vec<usize> = class.dirty.drain(..nd).collect();
+                let clean: Vec<usize> = class.clean.drain(..nc).collect();
+                class.inflight += nd + nc;
+                work.push((size, dirty, clean));
+            }
+            class.dirty_low = class.dirty.len();
+            class.clean_low = class.clean.len();
+        }
+    }
+    for (size, dirty, clean) in work {
+        release_ranges(dirty.iter().map(|&lo| iov(lo, size)));
+        let keep = KEEP_RESIDENT.min(size);
+        release_ranges(clean.iter().map(|&lo| iov(lo + size - keep, keep)));
+        let mut pool = lock_pool();
+        let class = pool.entry(size).or_insert_with(Class::new);
+        class.inflight -= dirty.len() + clean.len();
+        class.bare.extend_from_slice(&dirty);
+        class.bare.extend_from_slice(&clean);
+    }
+    lock_pool()
+        .values()
+        .any(|c| !c.dirty.is_empty() || c.clean.len() > TRIM_CLEAN_FLOOR)
+}
+
+/// Gives stacks back to the pool with all their pages released (they go to `bare`): for
+/// the stacks of dead Gs that the scheduler's trim takes out of its caches.
+pub fn free_released(stacks: Vec<Stack>) {
+    release_ranges(stacks.iter().map(|s| iov(s.lo, s.size)));
+    let mut pool = lock_pool();
+    for s in stacks {
+        pool.entry(s.size)
+            .or_insert_with(Class::new)
+            .bare
+            .push(s.lo);
+    }
+}
+
+/// `MADV_DONTNEED` over every range of `ranges`, [`RELEASE_BATCH`] ranges per
+/// `process_madvise` call (one `madvise` each where that is refused). Every range must lie
+/// in a free stack that only the caller holds.
+fn release_ranges(ranges: impl Iterator<Item = libc::iovec>) {
+    let mut batch = [iov(0, 0); RELEASE_BATCH];
+    let mut n = 0;
+    let flush = |b: &[libc::iovec]| {
+        // SAFETY: each range lies in a free stack only the caller holds, on which nothing
+        // runs any more; DONTNEED on private anonymous memory only drops its contents (the
+        // guard markers below the stacks are outside the ranges and survive it anyway).
+        if unsafe { madvise_batch(b, libc::MADV_DONTNEED) } {
+            return;
+        }
+        for r in b {
+            // SAFETY: as above.
+            unsafe { libc::madvise(r.iov_base, r.iov_len, libc::MADV_DONTNEED) };
+        }
+    };
+    for r in ranges {
+        batch[n] = r;
+        n += 1;
+        if n == RELEASE_BATCH {
+            flush(&batch);
+            n = 0;
+        }
+    }
+    flush(&batch[..n]);
+}
+
 /// Locks the pool. A poisoned lock only means another thread panicked holding it; the
 /// lists are always consistent (pushes and pops), so keep going.
 fn lock_pool() -> MutexGuard<'static, BTreeMap<usize, Class>> {
@@ -695,6 +821,8 @@ fn take_oldest_dirty(class: &mut Class, batch: &mut [usize; RELEASE_BATCH]) {
     for (b, lo) in batch.iter_mut().zip(class.dirty.drain(..RELEASE_BATCH)) {
         *b = lo;
     }
+    // They came off the bottom, where the stacks unused since the last trim are.
+    class.dirty_low = class.dirty_low.saturating_sub(RELEASE_BATCH);
     class.inflight += RELEASE_BATCH;
 }
 
