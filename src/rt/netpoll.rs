@@ -440,7 +440,7 @@ pub fn close_begin(fd: i32) -> bool {
     let mut spins = 0u32;
     while pd.refs.load(Ordering::SeqCst) != 0 {
         spins += 1;
-        if spins < 100 {
+        if spins < crate::sys::pauses(100) {
             core::hint::spin_loop();
         } else if spins < 200 {
             gosched();

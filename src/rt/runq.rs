@@ -77,14 +77,12 @@ mod shim {
 
     /// Gives a victim that is about to run its `runnext` G the time to do so before a thief
     /// takes it. Go sleeps 3 µs ("a sync chan send/recv takes ~50ns as of time of writing,
-    /// so 3us gives ~50x overshoot"). A `pause` is ~40 cycles on recent x86-64 cores, so 64
-    /// of them are ~1 µs at 3 GHz; then one `sched_yield` (~1 µs, and it lets the victim
-    /// run if it shares our CPU). No timer: nanosleep would sleep 50 µs of timer slack.
+    /// so 3us gives ~50x overshoot"). 64 reference pauses (`sys::procyield`, calibrated)
+    /// are ~1.6 µs; then one `sched_yield` (~1 µs, and it lets the victim run if it shares
+    /// our CPU). No timer: nanosleep would sleep 50 µs of timer slack.
     #[cfg(not(loom))]
     pub(super) fn runnext_backoff() {
-        for _ in 0..64 {
-            core::hint::spin_loop();
-        }
+        crate::sys::procyield(64);
         std::thread::yield_now();
     }
 

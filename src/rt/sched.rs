@@ -42,6 +42,8 @@ static INIT: std::sync::Once = std::sync::Once::new();
 
 pub(super) fn init_once() {
     INIT.call_once(|| {
+        // Before anything spins: spin counts are in the reference machine's pauses.
+        crate::sys::calibrate_pause();
         let cfg = config::Config::from_env();
         SCHED
             .start_ns

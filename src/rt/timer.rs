@@ -370,7 +370,7 @@ pub unsafe fn stop(t: *mut Timer) -> bool {
                 // The callback is in flight on another thread: wait for it (it holds that
                 // heap's lock and never blocks).
                 spins += 1;
-                if spins < 64 {
+                if spins < crate::sys::pauses(64) {
                     core::hint::spin_loop();
                 } else {
                     crate::sys::osyield();

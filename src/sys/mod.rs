@@ -119,12 +119,58 @@ pub fn nanotime() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-/// Spins with the CPU's pause hint `n` times (Go's procyield).
+/// Spins for as long as `n` pause instructions take on the machine the runtime's spin
+/// constants were tuned on (Go's procyield, calibrated): `pauses(n)` pauses here.
 #[inline]
 pub fn procyield(n: u32) {
-    for _ in 0..n {
+    for _ in 0..pauses(n) {
         core::hint::spin_loop();
     }
+}
+
+/// How long one pause instruction took, in picoseconds, on the machine where every spin
+/// count of the runtime was tuned (a 2-vCPU AMD EPYC Zen 4 VM: 63-65 TSC cycles at 2.6
+/// GHz, measured in session 14). The latency of `pause` differs severalfold between CPU
+/// families (~140 cycles on Skylake-derived Intel cores), so a count of pauses tuned on
+/// one spins that much longer or shorter on another; [`calibrate_pause`] measures this
+/// machine's and [`pauses`] converts.
+const REF_PAUSE_PS: u64 = 25_000;
+
+/// Pauses here per pause of the reference machine, in 1/256ths (256: the same latency).
+/// Set once by [`calibrate_pause`] at start-up; until then 256.
+static PAUSE_SCALE_Q8: AtomicU32 = AtomicU32::new(256);
+
+/// The number of pause instructions that takes here as long as `n` took on the reference
+/// machine (at least 1 when `n` is not 0).
+#[inline(always)]
+pub fn pauses(n: u32) -> u32 {
+    let scaled = (n as u64 * PAUSE_SCALE_Q8.load(Ordering::Relaxed) as u64 + 128) >> 8;
+    (scaled as u32).max(n.min(1))
+}
+
+/// The scale [`pauses`] uses for a machine whose pause takes `measured_ps` picoseconds,
+/// in 1/256ths, clamped to [1/16, 16]: a measurement disturbed by the hypervisor (the
+/// vCPU descheduled for a while) must not shrink the spins to nothing, nor a bogus tiny
+/// one make them endless.
+pub fn pause_scale_q8(measured_ps: u64) -> u32 {
+    (REF_PAUSE_PS * 256 / measured_ps.max(1)).clamp(16, 4096) as u32
+}
+
+/// Measures how long a pause instruction takes on this machine (the fastest of five runs
+/// of 200, ~25 µs in all) and sets the scale [`procyield`] and [`pauses`] use. Called
+/// once at start-up.
+pub fn calibrate_pause() {
+    const N: u64 = 200;
+    let mut best = i64::MAX;
+    for _ in 0..5 {
+        let t0 = nanotime();
+        for _ in 0..N {
+            core::hint::spin_loop();
+        }
+        best = best.min(nanotime() - t0);
+    }
+    let ps = best.max(1) as u64 * 1000 / N;
+    PAUSE_SCALE_Q8.store(pause_scale_q8(ps), Ordering::Relaxed);
 }
 
 /// Gives up the CPU to another runnable thread (Go's osyield).
@@ -150,8 +196,8 @@ const NOTE_CLEAR: u32 = 0;
 const NOTE_WOKEN: u32 = 1;
 const NOTE_SLEEPING: u32 = 2;
 
-/// How long a sleeper polls before entering the kernel: 16 × 30 = 480 pause instructions,
-/// 2–25 µs depending on the CPU's pause latency (10–140 cycles). A wake-up that lands in that window costs ~0.3 µs instead of the 5–10 µs of
+/// How long a sleeper polls before entering the kernel: 16 × 30 = 480 reference pauses
+/// (`procyield`, calibrated), ~12 µs. A wake-up that lands in that window costs ~0.3 µs instead of the 5–10 µs of
 /// a futex wake across CPUs (DESIGN.md, "Parking"); longer spins burn a core that an idle
 /// machine should give back.
 const NOTE_SPINS: u32 = 16;
@@ -409,8 +455,8 @@ pub struct Lock {
     state: AtomicU32,
 }
 
-/// Polls of a held lock before sleeping, with 1, 2, 4 … up to 64 pauses between polls:
-/// ~10–100 µs in all, depending on the CPU's pause latency. The scheduler's critical sections last tens of nanoseconds and the
+/// Polls of a held lock before sleeping, with 1, 2, 4 … up to 64 reference pauses between
+/// polls (`procyield`, calibrated): ~6,000 pauses, ~150 µs in all. The scheduler's critical sections last tens of nanoseconds and the
 /// holder is running on another CPU, so spinning almost always wins; sleeping marks the lock
 /// contended, after which every unlock pays a FUTEX_WAKE (~130 ns) until it drains.
 const LOCK_SPINS: u32 = 100;
@@ -543,6 +589,40 @@ pub fn throw(msg: &str) -> ! {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// The scale is the inverse ratio of pause latencies, clamped to [1/16, 16].
+    #[test]
+    fn pause_scale_inverts_and_clamps() {
+        assert_eq!(pause_scale_q8(REF_PAUSE_PS), 256);
+        assert_eq!(pause_scale_q8(2 * REF_PAUSE_PS), 128); // a slower pause: half as many
+        assert_eq!(pause_scale_q8(REF_PAUSE_PS / 4), 1024);
+        assert_eq!(pause_scale_q8(1), 4096);
+        assert_eq!(pause_scale_q8(0), 4096);
+        assert_eq!(pause_scale_q8(u64::MAX / 512), 16);
+    }
+
+    /// After calibration, a spin lasts about what it lasted on the reference machine:
+    /// 1,000 reference pauses are 25 µs, here within [0.5, 2]x (the fastest of 7 runs, so
+    /// that a descheduled vCPU does not count). Uncalibrated on a CPU whose pause is
+    /// ~140 cycles (Skylake-derived Intel), the same count spins ~50-70 µs.
+    #[test]
+    fn calibrated_spin_lasts_the_reference_time() {
+        calibrate_pause();
+        let best = (0..7)
+            .map(|_| {
+                let t0 = nanotime();
+                procyield(1000);
+                nanotime() - t0
+            })
+            .min()
+            .unwrap();
+        let want = 1000 * REF_PAUSE_PS as i64 / 1000;
+        assert!(
+            best >= want / 2 && best <= want * 2,
+            "1000 reference pauses took {best} ns, want ~{want} (scale {}/256)",
+            PAUSE_SCALE_Q8.load(Ordering::Relaxed)
+        );
+    }
 
     /// Invariant 8's bookkeeping: each held runtime lock counts on its thread only.
     #[cfg(debug_assertions)]
