@@ -2459,6 +2459,7 @@ fn tsan_suite() {
         "sync_mutex",
         "sync_rwmutex",
         "sync_once",
+        "sync_cond",
         "once_goexit",
         "goexit",
         "foreign_wait",

@@ -400,9 +400,22 @@ pub unsafe extern "C" fn gmp_cond_wait(c: *mut gmp_cond, m: *mut gmp_mutex) -> c
         let (list, mutex) = unsafe { (cond_ref(c), mutex_ref(m)) };
         // The ticket is taken under m: a signal sent after the unlock below counts for us.
         let t = list.add();
+        // Under ThreadSanitizer: this unlock and the lock below are made here, where TSan
+        // does not look (libgmp is not instrumented); announce them on the mutex word, as
+        // the mutex's slow paths do, or what m protects looks unordered between the
+        // waiter and whoever held m meanwhile (pthread_cond_wait's interceptor does the
+        // same for a pthread mutex).
+        let tsan = crate::sys::tsan::on();
+        let word = mutex.state as *const core::sync::atomic::AtomicI32 as usize;
+        if tsan {
+            crate::sys::tsan::release(word);
+        }
         mutex.unlock();
         list.wait_ticket(t);
         mutex.lock();
+        if tsan {
+            crate::sys::tsan::acquire(word);
+        }
         0
     })
 }
