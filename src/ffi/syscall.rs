@@ -33,6 +33,19 @@ pub(crate) fn raw_call(f: impl FnOnce() -> i64) -> i64 {
     r
 }
 
+/// Makes system call `nr` as a blocking call and returns the kernel's answer (a result or
+/// -errno): the `syscall` instruction in the caller's frame, with no libc wrapper between
+/// (one function level less, and no errno to save and restore), for the gmp_read family.
+///
+/// # Safety
+/// The call must be sound for the calling thread (valid pointers, and not one of the
+/// calls `gmp_syscall` refuses).
+#[inline(always)]
+unsafe fn sys_blocking(nr: c_long, a: [c_long; 6]) -> i64 {
+    // SAFETY: the caller's contract.
+    rt::syscall::blocking(|| unsafe { crate::arch::syscall6(nr, a) })
+}
+
 /// Tells the scheduler that the calling goroutine is about to block in the kernel (or in
 /// any long call that does not use gmp): its processor stays attached to the thread, and if
 /// the call lasts more than ~20 µs while other goroutines wait, the monitor thread hands
@@ -178,8 +191,13 @@ pub unsafe extern "C" fn gmp_read(fd: c_int, buf: *mut c_void, n: usize) -> i64 
         if let Some(r) = super::net::read(fd, buf, n) {
             return r;
         }
-        // SAFETY: caller contract.
-        raw_call(|| unsafe { crate::sys::real::read(fd, buf, n) } as i64)
+        // SAFETY: caller contract (buf writable for n bytes).
+        unsafe {
+            sys_blocking(
+                libc::SYS_read,
+                [fd as c_long, buf as c_long, n as c_long, 0, 0, 0],
+            )
+        }
     })
 }
 
@@ -197,8 +215,13 @@ pub unsafe extern "C" fn gmp_write(fd: c_int, buf: *const c_void, n: usize) -> i
         if let Some(r) = super::net::write(fd, buf, n) {
             return r;
         }
-        // SAFETY: caller contract.
-        raw_call(|| unsafe { crate::sys::real::write(fd, buf, n) } as i64)
+        // SAFETY: caller contract (buf readable for n bytes).
+        unsafe {
+            sys_blocking(
+                libc::SYS_write,
+                [fd as c_long, buf as c_long, n as c_long, 0, 0, 0],
+            )
+        }
     })
 }
 
@@ -212,8 +235,13 @@ pub unsafe extern "C" fn gmp_pread(fd: c_int, buf: *mut c_void, n: usize, off: i
         if buf.is_null() {
             return -(libc::EINVAL as i64);
         }
-        // SAFETY: caller contract.
-        raw_call(|| unsafe { crate::sys::real::pread(fd, buf, n, off as libc::off_t) } as i64)
+        // SAFETY: caller contract (buf writable for n bytes).
+        unsafe {
+            sys_blocking(
+                libc::SYS_pread64,
+                [fd as c_long, buf as c_long, n as c_long, off, 0, 0],
+            )
+        }
     })
 }
 
@@ -227,8 +255,13 @@ pub unsafe extern "C" fn gmp_pwrite(fd: c_int, buf: *const c_void, n: usize, off
         if buf.is_null() {
             return -(libc::EINVAL as i64);
         }
-        // SAFETY: caller contract.
-        raw_call(|| unsafe { crate::sys::real::pwrite(fd, buf, n, off as libc::off_t) } as i64)
+        // SAFETY: caller contract (buf readable for n bytes).
+        unsafe {
+            sys_blocking(
+                libc::SYS_pwrite64,
+                [fd as c_long, buf as c_long, n as c_long, off, 0, 0],
+            )
+        }
     })
 }
 
@@ -243,9 +276,20 @@ pub unsafe extern "C" fn gmp_open(path: *const c_char, flags: c_int, mode: c_int
         if path.is_null() {
             return -libc::EINVAL;
         }
-        // SAFETY: caller contract.
-        raw_call(|| unsafe { crate::sys::real::open(path, flags, mode as libc::c_uint) } as i64)
-            as c_int
+        // SAFETY: caller contract (path NUL-terminated). open(2) is openat(AT_FDCWD, ...).
+        unsafe {
+            sys_blocking(
+                libc::SYS_openat,
+                [
+                    libc::AT_FDCWD as c_long,
+                    path as c_long,
+                    flags as c_long,
+                    mode as c_long,
+                    0,
+                    0,
+                ],
+            ) as c_int
+        }
     })
 }
 
@@ -258,16 +302,16 @@ pub extern "C" fn gmp_close(fd: c_int) -> c_int {
     boundary("gmp_close", || {
         super::net::close_begin(fd);
         // SAFETY: close has no memory preconditions.
-        raw_call(|| unsafe { crate::sys::real::close(fd) } as i64) as c_int
+        unsafe { sys_blocking(libc::SYS_close, [fd as c_long, 0, 0, 0, 0, 0]) as c_int }
     })
 }
 
 /// fsync(2) as a blocking call. Returns 0 or -errno.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_fsync(fd: c_int) -> c_int {
-    // SAFETY: fsync has no memory preconditions.
     boundary("gmp_fsync", || {
-        raw_call(|| unsafe { crate::sys::real::fsync(fd) } as i64) as c_int
+        // SAFETY: fsync has no memory preconditions.
+        unsafe { sys_blocking(libc::SYS_fsync, [fd as c_long, 0, 0, 0, 0, 0]) as c_int }
     })
 }
 
