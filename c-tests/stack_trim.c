@@ -11,6 +11,10 @@
  * burst then runs as well (its goroutines find their stacks zeroed below where they
  * wrote, as any fresh stack), and its memory goes back too.
  *
+ * `stack_trim off` (run with GMP_DEBUG=stacktrim=0): the same burst, and 3 s of idleness
+ * later the memory is still there (the knob turns the trim off, so `idle` above measures
+ * the trim and nothing else).
+ *
  * `stack_trim bursts` (GOMAXPROCS=2): 12 bursts of 1,000 goroutines that each write 16
  * KiB of stack, one every 200 ms (2.4 s: at least two trims of the caches happen in
  * between). The stacks are reused, not released and faulted back in: after the first two
@@ -88,6 +92,18 @@ static void idle_case(void)
     }
 }
 
+static void off_case(void)
+{
+    const long n = 2000, d = 64 * 1024;
+    burst(100, d);
+    long r0 = rss_kib();
+    burst(n, d);
+    sleep_ms(3000);
+    long r1 = rss_kib();
+    printf("stack_trim off: rss %ld KiB before the burst, %ld 3 s after it\n", r0, r1);
+    CHECK(r1 - r0 > n * d / 1024 * 7 / 10);
+}
+
 static void bursts_case(void)
 {
     const long n = 1000, d = 16 * 1024;
@@ -112,6 +128,8 @@ int main(int argc, char **argv)
         idle_case();
     else if (strcmp(argv[1], "bursts") == 0)
         bursts_case();
+    else if (strcmp(argv[1], "off") == 0)
+        off_case();
     else
         CHECK(!"unknown case");
     return 0;

@@ -797,6 +797,11 @@ fn stack_trim_idle() {
 }
 
 #[test]
+fn stack_trim_off() {
+    expect_case("stack_trim", "off", &[("GMP_DEBUG", "stacktrim=0")]);
+}
+
+#[test]
 fn stack_trim_bursts() {
     expect_case("stack_trim", "bursts", &[]);
 }
