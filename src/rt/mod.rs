@@ -944,8 +944,10 @@ impl GFreeGlobal {
     }
     /// Takes off `stack` and `hot` the Gs at the bottom of each that stayed there since the
     /// last call (below the list's low-water mark), beyond `floor` per list, and starts the
-    /// next period. Walks only the Gs above them. Returns the Gs taken off each list as a
-    /// chain (linked by `schedlink`, null-terminated; null if none) and its length.
+    /// next period. Walks only the Gs above them, under the lock: the ones used during the
+    /// period plus the floor (a list that both kept idle Gs and grew by many during one
+    /// period makes this walk long, once). Returns the Gs taken off each list as a chain
+    /// (linked by `schedlink`, null-terminated; null if none) and its length.
     ///
     /// # Safety
     /// The caller holds `gfree_lock`.
@@ -965,8 +967,8 @@ impl GFreeGlobal {
         SCHED.gfree_hot.store(self.hot.len(), Ordering::Relaxed);
         out
     }
-    /// Whether `stack` and `hot` hold more than `floor` Gs each: a later `take_unused`
-    /// may find some.
+    /// Whether `stack` or `hot` holds more than `floor` Gs: a later `take_unused` may find
+    /// some.
     pub fn above(&self, floor: i32) -> bool {
         self.stack.len() > floor || self.hot.len() > floor
     }
