@@ -39,6 +39,7 @@ def test_every_exported_symbol_is_declared() -> None:
 # C type in the header -> the ctypes type the declaration must use.
 C_TYPES = {
     "int": ctypes.c_int,
+    "long": ctypes.c_long,
     "int32_t": ctypes.c_int32,
     "int64_t": ctypes.c_int64,
     "uint32_t": ctypes.c_uint32,
