@@ -13,7 +13,8 @@
  * gmp_read family never touches errno (a failing gmp_read leaves the caller's errno).
  *
  * `syscall_errno safepoint` (run with GMP_DEBUG=asyncpreemptoff=1): the preemption
- * request honoured on the way out of gmp_blocking keeps the goroutine on its thread. Two
+ * request honoured on the way out of gmp_blocking (and of gmp_syscall: every other call
+ * below goes through it instead) keeps the goroutine on its thread. Two
  * workers each run 25 ms of CPU (over two 10 ms slices: sysmon marks the processor for
  * preemption, and without the signal nothing acts on the mark) and then make a short
  * gmp_blocking call, 30 times, while two yielding goroutines keep both processors busy.
@@ -102,8 +103,15 @@ static long slices(void)
         while (now_sec() < until)
             for (int k = 0; k < 1000; k++)
                 x += k;
-        *e = 0;
-        CHECK_EQ(gmp_blocking(set_eagain_now, NULL), -1);
+        /* Every other call through gmp_syscall, which has the same safe point (and leaves
+         * errno alone). */
+        if (i % 2) {
+            *e = EAGAIN;
+            CHECK_EQ(gmp_syscall(SYS_getppid, 0, 0, 0, 0, 0, 0), (long)getppid());
+        } else {
+            *e = 0;
+            CHECK_EQ(gmp_blocking(set_eagain_now, NULL), -1);
+        }
         CHECK_EQ((long)syscall(SYS_gettid), t0);
         CHECK_EQ(*e, EAGAIN);
     }
@@ -168,7 +176,10 @@ static void burner(void *arg)
             for (int k = 0; k < 1000; k++)
                 x += k;
         long before = atomic_load(&yields);
-        CHECK_EQ(gmp_blocking(set_eagain_now, NULL), -1);
+        if (i % 2)
+            CHECK_EQ(gmp_syscall(SYS_getppid, 0, 0, 0, 0, 0, 0), (long)getppid());
+        else
+            CHECK_EQ(gmp_blocking(set_eagain_now, NULL), -1);
         CHECK_EQ((long)syscall(SYS_gettid), t0);
         advanced += atomic_load(&yields) != before;
     }
