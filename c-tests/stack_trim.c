@@ -17,9 +17,12 @@
  *
  * `stack_trim bursts` (GOMAXPROCS=2): 12 bursts of 1,000 goroutines that each write 16
  * KiB of stack, one every 200 ms (2.4 s: at least two trims of the caches happen in
- * between). The stacks are reused, not released and faulted back in: after the first two
- * bursts, each burst takes fewer than 1,000 minor page faults (4,000 pages are written per
- * burst; releasing the stacks between bursts costs ~4,000 faults per burst after a trim).
+ * between). The stacks are reused, not released and faulted back in: bursts 2 to 11
+ * together take fewer than 6,000 minor page faults (4,000 pages are written per burst).
+ * Trimming whole lists at each trim instead costs ~5,000 faults in the burst after each
+ * trim, over 10,000 in all (tried); here they take 0-600 each, and on a loaded machine
+ * (the suite runs tests in parallel) up to ~1,200 even with the trim off (new threads,
+ * more goroutines alive at once).
  */
 #include "check.h"
 
@@ -107,17 +110,18 @@ static void off_case(void)
 static void bursts_case(void)
 {
     const long n = 1000, d = 16 * 1024;
-    long worst = 0;
+    long total = 0;
     for (int i = 0; i < 12; i++) {
         long f0 = minflt();
         burst(n, d);
         long f = minflt() - f0;
         printf("stack_trim bursts: burst %d: %ld minor faults\n", i, f);
-        if (i >= 2 && f > worst)
-            worst = f;
+        if (i >= 2)
+            total += f;
         sleep_ms(200);
     }
-    CHECK(worst < 1000);
+    printf("stack_trim bursts: %ld faults in bursts 2-11\n", total);
+    CHECK(total < 6000);
 }
 
 int main(int argc, char **argv)

@@ -107,7 +107,7 @@
 //! So after a burst the memory goes back within one to two seconds of idleness (~2 s for
 //! 2,000 goroutines that each used 64 KiB: `stack_trim idle`), while a program that spawns
 //! in bursts more often than that keeps the stacks it keeps reusing (`stack_trim bursts`:
-//! no faults between bursts 200 ms apart). The Ps' own dead-G caches (64 each) are not
+//! bursts 200 ms apart fault in a few hundred pages each, not the 4,000 they write). The Ps' own dead-G caches (64 each) are not
 //! trimmed. A program that goes idle keeps sysmon waking once a period until nothing is
 //! left above the floors, then sysmon sleeps until woken as before.
 //!
@@ -842,20 +842,7 @@ fn release_batch(batch: &[usize; RELEASE_BATCH], size: usize) {
 /// Releases the pages of the stacks at `los` (usable size `size`) except the top
 /// [`KEEP_RESIDENT`] bytes of each: one `process_madvise` call, or one `madvise` per stack.
 fn release(los: &[usize], size: usize) {
-    let mut ranges = [iov(0, 0); RELEASE_BATCH];
-    for (r, &lo) in ranges.iter_mut().zip(los) {
-        *r = iov(lo, size - KEEP_RESIDENT);
-    }
-    let ranges = &ranges[..los.len()];
-    // SAFETY: each range lies in a free stack that only the caller holds, and nothing runs
-    // on it any more; DONTNEED on private anonymous memory only drops its contents.
-    if unsafe { madvise_batch(ranges, libc::MADV_DONTNEED) } {
-        return;
-    }
-    for r in ranges {
-        // SAFETY: as above.
-        unsafe { libc::madvise(r.iov_base, r.iov_len, libc::MADV_DONTNEED) };
-    }
+    release_ranges(los.iter().map(|&lo| iov(lo, size - KEEP_RESIDENT)));
 }
 
 /// The hook asked about every SIGSEGV/SIGBUS: an [`OverflowHook`] stored as usize
