@@ -130,12 +130,6 @@ fn ret(r: i64) -> isize {
     }
 }
 
-/// Binds the calling goroutine (on_goroutine) to its M until dropped (see "Same-thread
-/// resume").
-fn bind() -> rt::Bound {
-    rt::bind_current()
-}
-
 /// What the hooks do with an fd on a goroutine.
 enum Fd {
     /// Park on the poller (`HOOK_BLOCKING`).
@@ -417,7 +411,7 @@ fn rw_goroutine(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
         Fd::Handoff => ret(blocking_call(&|| op() as i64)),
         Fd::Managed => {
             let deadline = timeout_of(fd, mode).map(|t| crate::sys::nanotime().saturating_add(t));
-            let bound = bind();
+            let bound = rt::bind_current(); // same-thread resume
             let r = match net::io(fd, mode, deadline, op) {
                 // SO_RCVTIMEO / SO_SNDTIMEO expired: EAGAIN, as POSIX says.
                 Some(r) if r == -(libc::ETIMEDOUT as i64) => -(libc::EAGAIN as i64),
@@ -699,7 +693,7 @@ pub unsafe extern "C" fn connect(
         super::boundary("interposed connect", || {
             let deadline =
                 timeout_of(fd, MODE_WRITE).map(|t| crate::sys::nanotime().saturating_add(t));
-            let bound = bind();
+            let bound = rt::bind_current(); // same-thread resume
             let w = net::io(fd, MODE_WRITE, deadline, || {
                 let mut p = libc::pollfd {
                     fd,
@@ -841,7 +835,7 @@ pub extern "C" fn close(fd: c_int) -> c_int {
         && live()
     {
         if pd.registered() {
-            let bound = on_goroutine().then(bind);
+            let bound = on_goroutine().then(rt::bind_current);
             netpoll::close_begin(fd);
             drop(bound);
         }
@@ -868,7 +862,7 @@ fn dup_onto(old: c_int, new: c_int, f: impl FnOnce() -> c_int) -> c_int {
         // Whether `old` is open decides whether `new` gets closed at all.
         // SAFETY: F_GETFL has no memory preconditions.
         if unsafe { real::fcntl(old, libc::F_GETFL, 0) } >= 0 {
-            let bound = on_goroutine().then(bind);
+            let bound = on_goroutine().then(rt::bind_current);
             netpoll::close_begin(new);
             drop(bound);
         }
@@ -1011,7 +1005,7 @@ pub unsafe extern "C" fn setsockopt(
 /// Parks the goroutine for `ns` on the timers, bound to its thread.
 fn park_sleep(ns: i64) {
     super::boundary("interposed sleep", || {
-        let bound = bind();
+        let bound = rt::bind_current(); // same-thread resume
         rt::timer::sleep(ns.max(1));
         drop(bound);
     })
@@ -1129,7 +1123,7 @@ fn wait_one(fd: c_int, modes: u32, deadline: Option<i64>, check: &dyn Fn() -> i6
             state: &pd.op_lock[i].0,
             sema: &pd.op_lock[i].1,
         });
-    let bound = bind();
+    let bound = rt::bind_current(); // same-thread resume
     for (i, t) in turns.iter().enumerate() {
         if modes & (1 << i) != 0 {
             t.lock();

@@ -35,7 +35,8 @@ pub(crate) fn raw_call(f: impl FnOnce() -> i64) -> i64 {
 
 /// Makes system call `nr` as a blocking call and returns the kernel's answer (a result or
 /// -errno): the `syscall` instruction in the caller's frame, with no libc wrapper between
-/// (one function level less, and no errno to save and restore), for the gmp_read family.
+/// (one function level less, and no errno to save and restore): gmp_syscall and the
+/// gmp_read family.
 ///
 /// # Safety
 /// The call must be sound for the calling thread (valid pointers, and not one of the
@@ -164,9 +165,7 @@ pub unsafe extern "C" fn gmp_syscall(
         }
         // SAFETY: the caller's contract; the calls that would break the thread are refused
         // above.
-        let r = rt::syscall::blocking(|| unsafe {
-            crate::arch::syscall6(nr, [a1, a2, a3, a4, a5, a6])
-        });
+        let r = unsafe { sys_blocking(nr, [a1, a2, a3, a4, a5, a6]) };
         // A safe point on the way out, as in gmp_blocking.
         rt::preempt_check_bound();
         r

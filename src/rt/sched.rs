@@ -1298,9 +1298,8 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         if m.spinning.load(Ordering::Relaxed) {
             reset_spinning(m);
         }
-        // A G locked to another M: hand that M our P and wait for new work ourselves.
-        // SAFETY: Gs are never freed.
-        // (Or one started GMP_GO_LOCKED, not locked to an M yet: `LOCK_AT_START`.)
+        // A G locked to another M: hand that M our P and wait for new work ourselves. (Or
+        // one started GMP_GO_LOCKED, not locked to an M yet: `LOCK_AT_START`.)
         // SAFETY: Gs are never freed.
         let lm = unsafe { (*gp).lockedm.load(Ordering::Relaxed) };
         if !lm.is_null() && !std::ptr::eq(lm, m) {

@@ -606,6 +606,7 @@ const TRIM_CLEAN_FLOOR: usize = 64;
 /// a later call could release (so sysmon keeps calling while it idles).
 pub fn trim() -> bool {
     let mut work: Vec<(usize, Vec<usize>, Vec<usize>)> = Vec::new();
+    let mut more = false;
     {
         let mut pool = lock_pool();
         for (&size, class) in pool.iter_mut() {
@@ -622,6 +623,7 @@ pub fn trim() -> bool {
             }
             class.dirty_low = class.dirty.len();
             class.clean_low = class.clean.len();
+            more |= !class.dirty.is_empty() || class.clean.len() > TRIM_CLEAN_FLOOR;
         }
     }
     for (size, dirty, clean) in work {
@@ -634,9 +636,7 @@ pub fn trim() -> bool {
         class.bare.extend_from_slice(&dirty);
         class.bare.extend_from_slice(&clean);
     }
-    lock_pool()
-        .values()
-        .any(|c| !c.dirty.is_empty() || c.clean.len() > TRIM_CLEAN_FLOOR)
+    more
 }
 
 /// Gives stacks back to the pool with all their pages released (they go to `bare`): for

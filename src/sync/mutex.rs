@@ -48,8 +48,8 @@ const STARVATION_THRESHOLD_NS: i64 = 1_000_000;
 
 /// Spin iterations before blocking, and pauses per iteration (Go's active_spin and
 /// active_spin_cnt): 4 × 30 reference pauses (`procyield`, calibrated) ≈ 3 µs, the order
-/// of a short critical section held
-/// by a goroutine running on another P, and well below a park/unpark round trip.
+/// of a short critical section held by a goroutine running on another P, and well below a
+/// park/unpark round trip.
 const ACTIVE_SPIN: u32 = 4;
 const ACTIVE_SPIN_CNT: u32 = 30;
 
