@@ -27,6 +27,9 @@ const MODELS: &[&str] = &[
     "rt::timer::loom_tests::stop_follows_a_moving_timer",
     "rt::timer::loom_tests::idle_p_wakes_a_timer_m_in_its_grace",
     "rt::offload::loom_tests::every_call_has_a_helper",
+    "sync::mutex::loom_tests::normal_mode_excludes_and_wakes",
+    "sync::mutex::loom_tests::spinner_announces_woken",
+    "sync::mutex::loom_tests::starvation_hands_off",
 ];
 
 #[test]

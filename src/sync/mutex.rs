@@ -104,7 +104,7 @@ fn spin_delay() {
 /// usually never get here: gmp.h inlines this CAS, see HACKING.md "The mutex's inline fast
 /// paths", which depend on the state word's layout above.)
 #[inline(always)]
-pub fn lock_fast(state: &AtomicI32) -> bool {
+pub fn lock_fast<S: StateWord + ?Sized>(state: &S) -> bool {
     // acquire: pairs with the release in `unlock`.
     state
         .compare_exchange(0, MUTEX_LOCKED, Ordering::Acquire, Ordering::Relaxed)
@@ -114,10 +114,10 @@ pub fn lock_fast(state: &AtomicI32) -> bool {
 /// The uncontended unlock: drops the locked bit; returns the new state, which must go to
 /// `Mutex::unlock_slow` when it is not 0 (waiters, or a misuse to report).
 #[inline(always)]
-pub fn unlock_fast(state: &AtomicI32) -> i32 {
+pub fn unlock_fast<S: StateWord + ?Sized>(state: &S) -> i32 {
     // release: publishes the critical section to the next locker (pairs with `lock`).
     state
-        .fetch_sub(MUTEX_LOCKED, Ordering::Release)
+        .fetch_add(-MUTEX_LOCKED, Ordering::Release)
         .wrapping_sub(MUTEX_LOCKED)
 }
 
@@ -132,12 +132,7 @@ impl Mutex<'_> {
     /// free.
     #[inline]
     pub fn lock(&self) {
-        // acquire: pairs with the release in `unlock`, so we see the previous holder's writes.
-        if self
-            .state
-            .compare_exchange(0, MUTEX_LOCKED, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        if !lock_fast(self.state) {
             self.lock_slow();
         }
     }
@@ -161,108 +156,10 @@ impl Mutex<'_> {
 
     #[cold]
     pub(crate) fn lock_slow(&self) {
-        self.lock_slow_inner();
+        lock_slow_in(self.state, &RuntimeWaits(self.sema));
         if crate::sys::tsan::on() {
             // The unlock's release (unlock_slow, or the inline fast path TSan sees itself).
             crate::sys::tsan::acquire(self.state as *const AtomicI32 as usize);
-        }
-    }
-
-    fn lock_slow_inner(&self) {
-        let mut wait_start: i64 = 0;
-        let mut starving = false;
-        // We were woken from the semaphore (or set WOKEN while spinning): the WOKEN bit is
-        // ours to clear.
-        let mut awoke = false;
-        let mut iter = 0;
-        let mut old = self.state.load(Ordering::Relaxed);
-        loop {
-            // Spin only in normal mode while the mutex is held: in starvation mode it goes
-            // to the first waiter, so spinning cannot win it.
-            if old & (MUTEX_LOCKED | MUTEX_STARVING) == MUTEX_LOCKED && can_spin(iter) {
-                // Announce ourselves (WOKEN), so that unlock does not wake a sleeper that
-                // would only compete with us.
-                if !awoke
-                    && old & MUTEX_WOKEN == 0
-                    && old >> MUTEX_WAITER_SHIFT != 0
-                    && self
-                        .state
-                        .compare_exchange(
-                            old,
-                            old | MUTEX_WOKEN,
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
-                        )
-                        .is_ok()
-                {
-                    awoke = true;
-                }
-                procyield(ACTIVE_SPIN_CNT);
-                #[cfg(debug_assertions)]
-                spin_delay();
-                iter += 1;
-                old = self.state.load(Ordering::Relaxed);
-                continue;
-            }
-            let mut new = old;
-            // Do not take a starving mutex: it belongs to the waiters; queue instead.
-            if old & MUTEX_STARVING == 0 {
-                new |= MUTEX_LOCKED;
-            }
-            if old & (MUTEX_LOCKED | MUTEX_STARVING) != 0 {
-                new = new.wrapping_add(ONE_WAITER);
-            }
-            // We waited too long: switch to starvation mode, but only while the mutex is
-            // held. If it is free we take it now, and would leave a starving mutex that
-            // may have no waiters, while unlock in starvation mode hands it to one.
-            if starving && old & MUTEX_LOCKED != 0 {
-                new |= MUTEX_STARVING;
-            }
-            if awoke {
-                if new & MUTEX_WOKEN == 0 {
-                    throw("sync: inconsistent mutex state");
-                }
-                new &= !MUTEX_WOKEN;
-            }
-            // acq-rel: acquire when this takes the lock (pairs with unlock's release).
-            if let Err(cur) =
-                self.state
-                    .compare_exchange(old, new, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                old = cur;
-                continue;
-            }
-            if old & (MUTEX_LOCKED | MUTEX_STARVING) == 0 {
-                return; // locked it with the CAS
-            }
-            // A waiter that has already waited goes to the head of the queue.
-            let lifo = wait_start != 0;
-            if wait_start == 0 {
-                wait_start = nanotime();
-            }
-            semacquire1(self.sema, lifo, WaitReason::Semacquire);
-            starving = starving || nanotime() - wait_start > STARVATION_THRESHOLD_NS;
-            old = self.state.load(Ordering::Relaxed);
-            if old & MUTEX_STARVING != 0 {
-                // The mutex was handed to us: it is unlocked (LOCKED clear), nobody else
-                // was woken, and we are still counted as a waiter.
-                if old & (MUTEX_LOCKED | MUTEX_WOKEN) != 0 || old >> MUTEX_WAITER_SHIFT == 0 {
-                    throw("sync: inconsistent mutex state");
-                }
-                let mut delta = MUTEX_LOCKED - ONE_WAITER;
-                if !starving || old >> MUTEX_WAITER_SHIFT == 1 {
-                    // Leave starvation mode: we waited briefly, or we are the last waiter
-                    // (staying starving with no waiters would hand the next unlock to
-                    // nobody).
-                    delta -= MUTEX_STARVING;
-                }
-                // acq-rel: the hand-off's semaphore already ordered us after the unlocker;
-                // release keeps our later critical section after this take.
-                self.state.fetch_add(delta, Ordering::AcqRel);
-                return;
-            }
-            awoke = true;
-            iter = 0;
         }
     }
 
@@ -270,11 +167,7 @@ impl Mutex<'_> {
     /// locked.
     #[inline]
     pub fn unlock(&self) {
-        // release: publishes the critical section to the next locker (pairs with `lock`).
-        let new = self
-            .state
-            .fetch_sub(MUTEX_LOCKED, Ordering::Release)
-            .wrapping_sub(MUTEX_LOCKED);
+        let new = unlock_fast(self.state);
         if new != 0 {
             // Waiters, or a misuse.
             self.unlock_slow(new);
@@ -286,37 +179,410 @@ impl Mutex<'_> {
         if crate::sys::tsan::on() {
             crate::sys::tsan::release(self.state as *const AtomicI32 as usize);
         }
-        if new.wrapping_add(MUTEX_LOCKED) & MUTEX_LOCKED == 0 {
-            fatal("sync: unlock of unlocked mutex");
+        unlock_slow_in(self.state, new, &RuntimeWaits(self.sema));
+    }
+}
+
+/// The mutex's state word as the slow paths use it: `AtomicI32` in the runtime, loom's in
+/// the model (`loom_tests`), so that the model runs this file's code, not a copy.
+pub trait StateWord {
+    fn load(&self, order: Ordering) -> i32;
+    fn compare_exchange(
+        &self,
+        current: i32,
+        new: i32,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<i32, i32>;
+    fn fetch_add(&self, v: i32, order: Ordering) -> i32;
+}
+
+impl StateWord for AtomicI32 {
+    #[inline(always)]
+    fn load(&self, order: Ordering) -> i32 {
+        AtomicI32::load(self, order)
+    }
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        current: i32,
+        new: i32,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<i32, i32> {
+        AtomicI32::compare_exchange(self, current, new, success, failure)
+    }
+    #[inline(always)]
+    fn fetch_add(&self, v: i32, order: Ordering) -> i32 {
+        AtomicI32::fetch_add(self, v, order)
+    }
+}
+
+/// What the slow paths need besides the state word: the spin decision, a spin, the clock
+/// and the semaphore. [`RuntimeWaits`] is the runtime's; the loom model has its own.
+pub(crate) trait MutexWaits {
+    fn can_spin(&self, iter: u32) -> bool;
+    /// One spin iteration, between two looks at the state.
+    fn spin(&self);
+    fn nanotime(&self) -> i64;
+    /// Waits for the semaphore (Go's `semacquire1(&m.sema, lifo, ..)`).
+    fn semacquire(&self, lifo: bool);
+    /// Releases the semaphore, to the first waiter in person when `handoff`.
+    fn semrelease(&self, handoff: bool);
+}
+
+/// The runtime's [`MutexWaits`]: the address-keyed semaphore on the mutex's `sema` word.
+struct RuntimeWaits<'a>(&'a AtomicU32);
+
+impl MutexWaits for RuntimeWaits<'_> {
+    #[inline(always)]
+    fn can_spin(&self, iter: u32) -> bool {
+        can_spin(iter)
+    }
+    #[inline(always)]
+    fn spin(&self) {
+        procyield(ACTIVE_SPIN_CNT);
+        #[cfg(debug_assertions)]
+        spin_delay();
+    }
+    #[inline(always)]
+    fn nanotime(&self) -> i64 {
+        nanotime()
+    }
+    #[inline(always)]
+    fn semacquire(&self, lifo: bool) {
+        semacquire1(self.0, lifo, WaitReason::Semacquire);
+    }
+    #[inline(always)]
+    fn semrelease(&self, handoff: bool) {
+        semrelease1(self.0, handoff);
+    }
+}
+
+/// Go's `lockSlow`: spin, queue, take the mutex or receive it in starvation mode.
+fn lock_slow_in<S: StateWord + ?Sized, W: MutexWaits>(state: &S, w: &W) {
+    let mut wait_start: i64 = 0;
+    let mut starving = false;
+    // We were woken from the semaphore (or set WOKEN while spinning): the WOKEN bit is
+    // ours to clear.
+    let mut awoke = false;
+    let mut iter = 0;
+    let mut old = state.load(Ordering::Relaxed);
+    loop {
+        // Spin only in normal mode while the mutex is held: in starvation mode it goes
+        // to the first waiter, so spinning cannot win it.
+        if old & (MUTEX_LOCKED | MUTEX_STARVING) == MUTEX_LOCKED && w.can_spin(iter) {
+            // Announce ourselves (WOKEN), so that unlock does not wake a sleeper that
+            // would only compete with us.
+            if !awoke
+                && old & MUTEX_WOKEN == 0
+                && old >> MUTEX_WAITER_SHIFT != 0
+                && state
+                    .compare_exchange(old, old | MUTEX_WOKEN, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                awoke = true;
+            }
+            w.spin();
+            iter += 1;
+            old = state.load(Ordering::Relaxed);
+            continue;
         }
-        if new & MUTEX_STARVING != 0 {
-            // Starvation mode: hand the mutex to the first waiter and our P with it. WOKEN
-            // stays clear: the waiter sets LOCKED itself, and until then newcomers see
-            // STARVING and queue instead of taking it.
-            semrelease1(self.sema, true);
+        let mut new = old;
+        // Do not take a starving mutex: it belongs to the waiters; queue instead.
+        if old & MUTEX_STARVING == 0 {
+            new |= MUTEX_LOCKED;
+        }
+        if old & (MUTEX_LOCKED | MUTEX_STARVING) != 0 {
+            new = new.wrapping_add(ONE_WAITER);
+        }
+        // We waited too long: switch to starvation mode, but only while the mutex is
+        // held. If it is free we take it now, and would leave a starving mutex that
+        // may have no waiters, while unlock in starvation mode hands it to one.
+        if starving && old & MUTEX_LOCKED != 0 {
+            new |= MUTEX_STARVING;
+        }
+        if awoke {
+            if new & MUTEX_WOKEN == 0 {
+                throw("sync: inconsistent mutex state");
+            }
+            new &= !MUTEX_WOKEN;
+        }
+        // acq-rel: acquire when this takes the lock (pairs with unlock's release).
+        if let Err(cur) = state.compare_exchange(old, new, Ordering::AcqRel, Ordering::Relaxed) {
+            old = cur;
+            continue;
+        }
+        if old & (MUTEX_LOCKED | MUTEX_STARVING) == 0 {
+            return; // locked it with the CAS
+        }
+        // A waiter that has already waited goes to the head of the queue.
+        let lifo = wait_start != 0;
+        if wait_start == 0 {
+            wait_start = w.nanotime();
+        }
+        w.semacquire(lifo);
+        starving = starving || w.nanotime() - wait_start > STARVATION_THRESHOLD_NS;
+        old = state.load(Ordering::Relaxed);
+        if old & MUTEX_STARVING != 0 {
+            // The mutex was handed to us: it is unlocked (LOCKED clear), nobody else
+            // was woken, and we are still counted as a waiter.
+            if old & (MUTEX_LOCKED | MUTEX_WOKEN) != 0 || old >> MUTEX_WAITER_SHIFT == 0 {
+                throw("sync: inconsistent mutex state");
+            }
+            let mut delta = MUTEX_LOCKED - ONE_WAITER;
+            if !starving || old >> MUTEX_WAITER_SHIFT == 1 {
+                // Leave starvation mode: we waited briefly, or we are the last waiter
+                // (staying starving with no waiters would hand the next unlock to
+                // nobody).
+                delta -= MUTEX_STARVING;
+            }
+            // acq-rel: the hand-off's semaphore already ordered us after the unlocker;
+            // release keeps our later critical section after this take.
+            state.fetch_add(delta, Ordering::AcqRel);
             return;
         }
-        let mut old = new;
-        loop {
-            // Nobody to wake, or someone is already awake / took the lock / the mode
-            // changed: that party handles the waiters.
-            if old >> MUTEX_WAITER_SHIFT == 0
-                || old & (MUTEX_LOCKED | MUTEX_WOKEN | MUTEX_STARVING) != 0
-            {
+        awoke = true;
+        iter = 0;
+    }
+}
+
+/// Go's `unlockSlow`, given the state after our unlock's decrement: wakes a waiter (normal
+/// mode) or hands the mutex to the first one (starvation mode).
+fn unlock_slow_in<S: StateWord + ?Sized, W: MutexWaits>(state: &S, new: i32, w: &W) {
+    if new.wrapping_add(MUTEX_LOCKED) & MUTEX_LOCKED == 0 {
+        fatal("sync: unlock of unlocked mutex");
+    }
+    if new & MUTEX_STARVING != 0 {
+        // Starvation mode: hand the mutex to the first waiter and our P with it. WOKEN
+        // stays clear: the waiter sets LOCKED itself, and until then newcomers see
+        // STARVING and queue instead of taking it.
+        w.semrelease(true);
+        return;
+    }
+    let mut old = new;
+    loop {
+        // Nobody to wake, or someone is already awake / took the lock / the mode
+        // changed: that party handles the waiters.
+        if old >> MUTEX_WAITER_SHIFT == 0
+            || old & (MUTEX_LOCKED | MUTEX_WOKEN | MUTEX_STARVING) != 0
+        {
+            return;
+        }
+        // Take one waiter off the count and mark it woken, then wake it.
+        let next = old.wrapping_sub(ONE_WAITER) | MUTEX_WOKEN;
+        match state.compare_exchange(old, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => {
+                w.semrelease(false);
                 return;
             }
-            // Take one waiter off the count and mark it woken, then wake it.
-            let next = old.wrapping_sub(ONE_WAITER) | MUTEX_WOKEN;
-            match self
-                .state
-                .compare_exchange(old, next, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => {
-                    semrelease1(self.sema, false);
+            Err(cur) => old = cur,
+        }
+    }
+}
+
+/// Loom models of this file's slow paths (`lock_slow_in`, `unlock_slow_in`, and the fast
+/// paths in front of them), run on loom's atomics with a model semaphore: Go's semantics
+/// for one address (a FIFO of waiters, `lifo` re-queueing at the head, `handoff` giving the
+/// count to the dequeued waiter itself), under loom's own mutex and condvar. The semaphore
+/// is a reference, not the subject: `sync/sema.rs` has its own tests.
+///
+/// Every model: the critical section is a loom `UnsafeCell` each locker increments, so two
+/// holders at once, or a holder that does not see the previous one's write (a missing
+/// acquire/release edge), is reported by loom; every locker finishes (loom reports a
+/// deadlock if all threads wait); and afterwards the state word is 0: no waiter count,
+/// WOKEN or STARVING bit left behind.
+///
+/// Run by `tests/loom.rs` (`RUSTFLAGS="--cfg loom" cargo test --release --lib loom_tests`).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::AtomicI32 as LoomI32;
+    use loom::sync::{Arc, Condvar, Mutex as LoomMutex};
+    use std::cell::Cell;
+    use std::collections::VecDeque;
+
+    impl StateWord for LoomI32 {
+        fn load(&self, order: Ordering) -> i32 {
+            LoomI32::load(self, order)
+        }
+        fn compare_exchange(
+            &self,
+            current: i32,
+            new: i32,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<i32, i32> {
+            LoomI32::compare_exchange(self, current, new, success, failure)
+        }
+        fn fetch_add(&self, v: i32, order: Ordering) -> i32 {
+            LoomI32::fetch_add(self, v, order)
+        }
+    }
+
+    /// A waiter's slot in the model semaphore.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Slot {
+        Idle,
+        Queued,
+        /// Dequeued by a plain release: retries the count.
+        Woken,
+        /// Dequeued by a hand-off: the count is already ours.
+        Ticket,
+    }
+
+    struct SemaState {
+        count: u32,
+        queue: VecDeque<usize>,
+        slots: Vec<Slot>,
+    }
+
+    struct Sema {
+        st: LoomMutex<SemaState>,
+        cv: Condvar,
+    }
+
+    /// One locker's view: the shared mutex and semaphore, its own id, how many spin
+    /// iterations `can_spin` allows, and its clock.
+    struct Locker {
+        state: Arc<LoomI32>,
+        sema: Arc<Sema>,
+        id: usize,
+        spins: u32,
+        /// Added to the clock at each reading: above the starvation threshold, every
+        /// waiter that slept once is starving.
+        clock_step: i64,
+        clock: Cell<i64>,
+    }
+
+    impl MutexWaits for Locker {
+        fn can_spin(&self, iter: u32) -> bool {
+            iter < self.spins
+        }
+        fn spin(&self) {
+            loom::thread::yield_now();
+        }
+        fn nanotime(&self) -> i64 {
+            let t = self.clock.get() + self.clock_step;
+            self.clock.set(t);
+            t
+        }
+        fn semacquire(&self, lifo: bool) {
+            let mut st = self.sema.st.lock().unwrap();
+            loop {
+                if st.count > 0 {
+                    st.count -= 1;
                     return;
                 }
-                Err(cur) => old = cur,
+                assert_eq!(st.slots[self.id], Slot::Idle);
+                if lifo {
+                    st.queue.push_front(self.id);
+                } else {
+                    st.queue.push_back(self.id);
+                }
+                st.slots[self.id] = Slot::Queued;
+                while st.slots[self.id] == Slot::Queued {
+                    st = self.sema.cv.wait(st).unwrap();
+                }
+                let got = st.slots[self.id] == Slot::Ticket;
+                st.slots[self.id] = Slot::Idle;
+                if got {
+                    return;
+                }
             }
         }
+        fn semrelease(&self, handoff: bool) {
+            let mut st = self.sema.st.lock().unwrap();
+            st.count += 1;
+            if let Some(w) = st.queue.pop_front() {
+                st.slots[w] = if handoff {
+                    st.count -= 1;
+                    Slot::Ticket
+                } else {
+                    Slot::Woken
+                };
+                self.sema.cv.notify_all();
+            }
+        }
+    }
+
+    /// `lockers` threads (the model's main thread one of them) each take the mutex
+    /// `rounds` times; checks the three things of the module doc.
+    fn run(lockers: usize, rounds: usize, spins: u32, clock_step: i64) {
+        let state = Arc::new(LoomI32::new(0));
+        let sema = Arc::new(Sema {
+            st: LoomMutex::new(SemaState {
+                count: 0,
+                queue: VecDeque::new(),
+                slots: vec![Slot::Idle; lockers],
+            }),
+            cv: Condvar::new(),
+        });
+        let counter = Arc::new(UnsafeCell::new(0usize));
+        let body = move |id: usize| {
+            let l = Locker {
+                state: state.clone(),
+                sema: sema.clone(),
+                id,
+                spins,
+                clock_step,
+                clock: Cell::new(0),
+            };
+            let counter = counter.clone();
+            move || {
+                for _ in 0..rounds {
+                    if !lock_fast(&*l.state) {
+                        lock_slow_in(&*l.state, &l);
+                    }
+                    // SAFETY: the model's subject: only the holder of the mutex gets here,
+                    // and loom reports it if that is not so.
+                    counter.with_mut(|c| unsafe { *c += 1 });
+                    let new = unlock_fast(&*l.state);
+                    if new != 0 {
+                        unlock_slow_in(&*l.state, new, &l);
+                    }
+                }
+                (l.state, counter)
+            }
+        };
+        let others: Vec<_> = (1..lockers).map(|id| loom::thread::spawn(body(id))).collect();
+        let (state, counter) = body(0)();
+        for t in others {
+            t.join().unwrap();
+        }
+        assert_eq!(state.load(Ordering::Relaxed), 0, "state word left behind");
+        // SAFETY: every locker has been joined.
+        assert_eq!(counter.with(|c| unsafe { *c }), lockers * rounds);
+    }
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        if b.preemption_bound.is_none() {
+            b.preemption_bound = Some(3);
+        }
+        b.check(f);
+    }
+
+    /// Normal mode: lockers queue on the semaphore, woken ones compete with newcomers and
+    /// re-queue at the head (lifo) when they lose.
+    #[test]
+    fn normal_mode_excludes_and_wakes() {
+        model(|| run(3, 2, 0, 0));
+    }
+
+    /// A spinning locker announces itself (WOKEN) so that unlock wakes nobody, and clears
+    /// the bit whether it then takes the mutex or queues.
+    #[test]
+    fn spinner_announces_woken() {
+        model(|| run(3, 1, 1, 0));
+    }
+
+    /// Starvation mode: a waiter that waited too long (every one that slept, with this
+    /// clock) switches the mutex to hand-offs; the receiver locks it, drops its waiter
+    /// count, and ends the mode when it is the last waiter.
+    #[test]
+    fn starvation_hands_off() {
+        model(|| run(3, 2, 0, 2 * STARVATION_THRESHOLD_NS));
     }
 }
