@@ -30,6 +30,7 @@ const MODELS: &[&str] = &[
     "sync::mutex::loom_tests::normal_mode_excludes_and_wakes",
     "sync::mutex::loom_tests::spinner_announces_woken",
     "sync::mutex::loom_tests::starvation_hands_off",
+    "sync::waitgroup::loom_tests::waiters_see_every_done",
 ];
 
 #[test]

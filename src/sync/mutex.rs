@@ -31,7 +31,7 @@
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 use crate::rt::{self, WaitReason, fatal, throw};
-use crate::sync::sema::{semacquire1, semrelease1};
+use crate::sync::{AtomicWord, SemaWord};
 use crate::sys::{nanotime, procyield};
 
 const MUTEX_LOCKED: i32 = 1;
@@ -104,7 +104,7 @@ fn spin_delay() {
 /// usually never get here: gmp.h inlines this CAS, see HACKING.md "The mutex's inline fast
 /// paths", which depend on the state word's layout above.)
 #[inline(always)]
-pub fn lock_fast<S: StateWord + ?Sized>(state: &S) -> bool {
+pub fn lock_fast<S: AtomicWord<V = i32> + ?Sized>(state: &S) -> bool {
     // acquire: pairs with the release in `unlock`.
     state
         .compare_exchange(0, MUTEX_LOCKED, Ordering::Acquire, Ordering::Relaxed)
@@ -114,7 +114,7 @@ pub fn lock_fast<S: StateWord + ?Sized>(state: &S) -> bool {
 /// The uncontended unlock: drops the locked bit; returns the new state, which must go to
 /// `Mutex::unlock_slow` when it is not 0 (waiters, or a misuse to report).
 #[inline(always)]
-pub fn unlock_fast<S: StateWord + ?Sized>(state: &S) -> i32 {
+pub fn unlock_fast<S: AtomicWord<V = i32> + ?Sized>(state: &S) -> i32 {
     // release: publishes the critical section to the next locker (pairs with `lock`).
     state
         .fetch_add(-MUTEX_LOCKED, Ordering::Release)
@@ -183,41 +183,6 @@ impl Mutex<'_> {
     }
 }
 
-/// The mutex's state word as the slow paths use it: `AtomicI32` in the runtime, loom's in
-/// the model (`loom_tests`), so that the model runs this file's code, not a copy.
-pub trait StateWord {
-    fn load(&self, order: Ordering) -> i32;
-    fn compare_exchange(
-        &self,
-        current: i32,
-        new: i32,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<i32, i32>;
-    fn fetch_add(&self, v: i32, order: Ordering) -> i32;
-}
-
-impl StateWord for AtomicI32 {
-    #[inline(always)]
-    fn load(&self, order: Ordering) -> i32 {
-        AtomicI32::load(self, order)
-    }
-    #[inline(always)]
-    fn compare_exchange(
-        &self,
-        current: i32,
-        new: i32,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<i32, i32> {
-        AtomicI32::compare_exchange(self, current, new, success, failure)
-    }
-    #[inline(always)]
-    fn fetch_add(&self, v: i32, order: Ordering) -> i32 {
-        AtomicI32::fetch_add(self, v, order)
-    }
-}
-
 /// What the slow paths need besides the state word: the spin decision, a spin, the clock
 /// and the semaphore. [`RuntimeWaits`] is the runtime's; the loom model has its own.
 pub(crate) trait MutexWaits {
@@ -251,16 +216,16 @@ impl MutexWaits for RuntimeWaits<'_> {
     }
     #[inline(always)]
     fn semacquire(&self, lifo: bool) {
-        semacquire1(self.0, lifo, WaitReason::Semacquire);
+        self.0.acquire(lifo, WaitReason::Semacquire);
     }
     #[inline(always)]
     fn semrelease(&self, handoff: bool) {
-        semrelease1(self.0, handoff);
+        self.0.release(handoff);
     }
 }
 
 /// Go's `lockSlow`: spin, queue, take the mutex or receive it in starvation mode.
-fn lock_slow_in<S: StateWord + ?Sized, W: MutexWaits>(state: &S, w: &W) {
+fn lock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(state: &S, w: &W) {
     let mut wait_start: i64 = 0;
     let mut starving = false;
     // We were woken from the semaphore (or set WOKEN while spinning): the WOKEN bit is
@@ -349,7 +314,7 @@ fn lock_slow_in<S: StateWord + ?Sized, W: MutexWaits>(state: &S, w: &W) {
 
 /// Go's `unlockSlow`, given the state after our unlock's decrement: wakes a waiter (normal
 /// mode) or hands the mutex to the first one (starvation mode).
-fn unlock_slow_in<S: StateWord + ?Sized, W: MutexWaits>(state: &S, new: i32, w: &W) {
+fn unlock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(state: &S, new: i32, w: &W) {
     if new.wrapping_add(MUTEX_LOCKED) & MUTEX_LOCKED == 0 {
         fatal("sync: unlock of unlocked mutex");
     }
@@ -395,60 +360,20 @@ fn unlock_slow_in<S: StateWord + ?Sized, W: MutexWaits>(state: &S, new: i32, w: 
 ///
 /// Run by `tests/loom.rs` (`RUSTFLAGS="--cfg loom" cargo test --release --lib loom_tests`).
 #[cfg(all(test, loom))]
-mod loom_tests {
+pub(crate) mod loom_tests {
     use super::*;
+    use crate::sync::loom_support::{ModelSema, model};
     use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
     use loom::sync::atomic::AtomicI32 as LoomI32;
-    use loom::sync::{Arc, Condvar, Mutex as LoomMutex};
     use std::cell::Cell;
-    use std::collections::VecDeque;
 
-    impl StateWord for LoomI32 {
-        fn load(&self, order: Ordering) -> i32 {
-            LoomI32::load(self, order)
-        }
-        fn compare_exchange(
-            &self,
-            current: i32,
-            new: i32,
-            success: Ordering,
-            failure: Ordering,
-        ) -> Result<i32, i32> {
-            LoomI32::compare_exchange(self, current, new, success, failure)
-        }
-        fn fetch_add(&self, v: i32, order: Ordering) -> i32 {
-            LoomI32::fetch_add(self, v, order)
-        }
-    }
-
-    /// A waiter's slot in the model semaphore.
-    #[derive(Clone, Copy, PartialEq, Debug)]
-    enum Slot {
-        Idle,
-        Queued,
-        /// Dequeued by a plain release: retries the count.
-        Woken,
-        /// Dequeued by a hand-off: the count is already ours.
-        Ticket,
-    }
-
-    struct SemaState {
-        count: u32,
-        queue: VecDeque<usize>,
-        slots: Vec<Slot>,
-    }
-
-    struct Sema {
-        st: LoomMutex<SemaState>,
-        cv: Condvar,
-    }
-
-    /// One locker's view: the shared mutex and semaphore, its own id, how many spin
-    /// iterations `can_spin` allows, and its clock.
-    struct Locker {
+    /// One thread's view of a model mutex: the shared state word and semaphore, how many
+    /// spin iterations `can_spin` allows, and the thread's own clock. Its `lock`/`unlock`
+    /// are `Mutex::lock`/`unlock` on loom's atomics.
+    pub(crate) struct ModelMutex {
         state: Arc<LoomI32>,
-        sema: Arc<Sema>,
-        id: usize,
+        sema: Arc<ModelSema>,
         spins: u32,
         /// Added to the clock at each reading: above the starvation threshold, every
         /// waiter that slept once is starving.
@@ -456,7 +381,48 @@ mod loom_tests {
         clock: Cell<i64>,
     }
 
-    impl MutexWaits for Locker {
+    impl ModelMutex {
+        /// A view of a new mutex.
+        pub(crate) fn new(spins: u32, clock_step: i64) -> ModelMutex {
+            ModelMutex {
+                state: Arc::new(LoomI32::new(0)),
+                sema: Arc::new(ModelSema::new()),
+                spins,
+                clock_step,
+                clock: Cell::new(0),
+            }
+        }
+
+        /// Another thread's view of the same mutex.
+        pub(crate) fn share(&self) -> ModelMutex {
+            ModelMutex {
+                state: self.state.clone(),
+                sema: self.sema.clone(),
+                spins: self.spins,
+                clock_step: self.clock_step,
+                clock: Cell::new(0),
+            }
+        }
+
+        pub(crate) fn lock(&self) {
+            if !lock_fast(&*self.state) {
+                lock_slow_in(&*self.state, self);
+            }
+        }
+
+        pub(crate) fn unlock(&self) {
+            let new = unlock_fast(&*self.state);
+            if new != 0 {
+                unlock_slow_in(&*self.state, new, self);
+            }
+        }
+
+        pub(crate) fn state(&self) -> i32 {
+            self.state.load(Ordering::Relaxed)
+        }
+    }
+
+    impl MutexWaits for ModelMutex {
         fn can_spin(&self, iter: u32) -> bool {
             iter < self.spins
         }
@@ -469,99 +435,39 @@ mod loom_tests {
             t
         }
         fn semacquire(&self, lifo: bool) {
-            let mut st = self.sema.st.lock().unwrap();
-            loop {
-                if st.count > 0 {
-                    st.count -= 1;
-                    return;
-                }
-                assert_eq!(st.slots[self.id], Slot::Idle);
-                if lifo {
-                    st.queue.push_front(self.id);
-                } else {
-                    st.queue.push_back(self.id);
-                }
-                st.slots[self.id] = Slot::Queued;
-                while st.slots[self.id] == Slot::Queued {
-                    st = self.sema.cv.wait(st).unwrap();
-                }
-                let got = st.slots[self.id] == Slot::Ticket;
-                st.slots[self.id] = Slot::Idle;
-                if got {
-                    return;
-                }
-            }
+            self.sema.acquire(lifo, WaitReason::Semacquire);
         }
         fn semrelease(&self, handoff: bool) {
-            let mut st = self.sema.st.lock().unwrap();
-            st.count += 1;
-            if let Some(w) = st.queue.pop_front() {
-                st.slots[w] = if handoff {
-                    st.count -= 1;
-                    Slot::Ticket
-                } else {
-                    Slot::Woken
-                };
-                self.sema.cv.notify_all();
-            }
+            self.sema.release(handoff);
         }
     }
 
     /// `lockers` threads (the model's main thread one of them) each take the mutex
     /// `rounds` times; checks the three things of the module doc.
     fn run(lockers: usize, rounds: usize, spins: u32, clock_step: i64) {
-        let state = Arc::new(LoomI32::new(0));
-        let sema = Arc::new(Sema {
-            st: LoomMutex::new(SemaState {
-                count: 0,
-                queue: VecDeque::new(),
-                slots: vec![Slot::Idle; lockers],
-            }),
-            cv: Condvar::new(),
-        });
+        let m = ModelMutex::new(spins, clock_step);
         let counter = Arc::new(UnsafeCell::new(0usize));
-        let body = move |id: usize| {
-            let l = Locker {
-                state: state.clone(),
-                sema: sema.clone(),
-                id,
-                spins,
-                clock_step,
-                clock: Cell::new(0),
-            };
-            let counter = counter.clone();
+        let body = |m: ModelMutex, counter: Arc<UnsafeCell<usize>>| {
             move || {
                 for _ in 0..rounds {
-                    if !lock_fast(&*l.state) {
-                        lock_slow_in(&*l.state, &l);
-                    }
+                    m.lock();
                     // SAFETY: the model's subject: only the holder of the mutex gets here,
                     // and loom reports it if that is not so.
                     counter.with_mut(|c| unsafe { *c += 1 });
-                    let new = unlock_fast(&*l.state);
-                    if new != 0 {
-                        unlock_slow_in(&*l.state, new, &l);
-                    }
+                    m.unlock();
                 }
-                (l.state, counter)
             }
         };
-        let others: Vec<_> = (1..lockers).map(|id| loom::thread::spawn(body(id))).collect();
-        let (state, counter) = body(0)();
+        let others: Vec<_> = (1..lockers)
+            .map(|_| loom::thread::spawn(body(m.share(), counter.clone())))
+            .collect();
+        body(m.share(), counter.clone())();
         for t in others {
             t.join().unwrap();
         }
-        assert_eq!(state.load(Ordering::Relaxed), 0, "state word left behind");
+        assert_eq!(m.state(), 0, "state word left behind");
         // SAFETY: every locker has been joined.
         assert_eq!(counter.with(|c| unsafe { *c }), lockers * rounds);
-    }
-
-    fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut b = loom::model::Builder::new();
-        if b.preemption_bound.is_none() {
-            b.preemption_bound = Some(3);
-        }
-        b.check(f);
     }
 
     /// Normal mode: lockers queue on the semaphore, woken ones compete with newcomers and

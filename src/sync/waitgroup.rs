@@ -8,19 +8,20 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::rt::{WaitReason, fatal};
-use crate::sync::sema::{semacquire, semrelease};
+use crate::sync::{AtomicWord, SemaWord};
 
-/// The two words of a `gmp_wg`.
-pub struct WaitGroup<'a> {
-    pub state: &'a AtomicU64,
-    pub sema: &'a AtomicU32,
+/// The two words of a `gmp_wg` (the C struct's in the runtime; loom's and a model
+/// semaphore in `loom_tests`).
+pub struct WaitGroup<'a, W: ?Sized = AtomicU64, S: ?Sized = AtomicU32> {
+    pub state: &'a W,
+    pub sema: &'a S,
 }
 
-impl WaitGroup<'_> {
+impl<W: AtomicWord<V = u64> + ?Sized, S: SemaWord + ?Sized> WaitGroup<'_, W, S> {
     /// Adds `delta` (which may be negative) to the counter.
     pub fn add(&self, delta: i32) {
         if delta < 0 && crate::sys::tsan::on() {
-            crate::sys::tsan::release(self.state as *const AtomicU64 as usize);
+            crate::sys::tsan::release(self.state as *const W as *const () as usize);
         }
         let state = self
             .state
@@ -43,7 +44,7 @@ impl WaitGroup<'_> {
         }
         self.state.store(0, Ordering::Release);
         for _ in 0..w {
-            semrelease(self.sema);
+            self.sema.release(false);
         }
     }
 
@@ -51,7 +52,7 @@ impl WaitGroup<'_> {
     pub fn wait(&self) {
         self.wait_inner();
         if crate::sys::tsan::on() {
-            crate::sys::tsan::acquire(self.state as *const AtomicU64 as usize);
+            crate::sys::tsan::acquire(self.state as *const W as *const () as usize);
         }
     }
 
@@ -66,12 +67,105 @@ impl WaitGroup<'_> {
                 .compare_exchange(state, state + 1, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                semacquire(self.sema, WaitReason::WaitGroupWait);
+                self.sema.acquire(false, WaitReason::WaitGroupWait);
                 if self.state.load(Ordering::Acquire) != 0 {
                     fatal("sync: WaitGroup is reused before previous Wait has returned");
                 }
                 return;
             }
         }
+    }
+}
+
+/// Loom models of `add` and `wait` on loom's atomics with a model semaphore
+/// (`sync::loom_support`). Run by `tests/loom.rs`.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::sync::loom_support::{ModelSema, model};
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::sync::atomic::AtomicU64 as LoomU64;
+
+    struct Shared {
+        state: LoomU64,
+        sema: ModelSema,
+        /// One result per worker, written before its `done`.
+        results: [UnsafeCell<u32>; 2],
+    }
+
+    impl Shared {
+        fn wg(&self) -> WaitGroup<'_, LoomU64, ModelSema> {
+            WaitGroup {
+                state: &self.state,
+                sema: &self.sema,
+            }
+        }
+
+        /// Waits, then reads both results: loom reports a read not ordered after the
+        /// worker's write (a wait that returned early or without the edge).
+        fn wait_and_read(&self, round: u32) {
+            self.wg().wait();
+            for r in &self.results {
+                // SAFETY: the model's subject: the workers wrote before `done`.
+                assert_eq!(r.with(|v| unsafe { *v }), round);
+            }
+        }
+    }
+
+    /// Two workers each write a result and call done; two waiters (one of them the thread
+    /// that added) wait and read both results. Then a second round with the same
+    /// WaitGroup (it may be reused once every Wait of the previous round has returned):
+    /// one worker writes both results, the adder waits. After each round the state word
+    /// is 0 (no waiter count left). (Loom allows 4 threads besides the model's own.)
+    #[test]
+    fn waiters_see_every_done() {
+        model(|| {
+            let sh = Arc::new(Shared {
+                state: LoomU64::new(0),
+                sema: ModelSema::new(),
+                results: [UnsafeCell::new(0), UnsafeCell::new(0)],
+            });
+            sh.wg().add(2);
+            let workers: Vec<_> = (0..2)
+                .map(|i| {
+                    let sh = sh.clone();
+                    loom::thread::spawn(move || {
+                        // SAFETY: only this worker writes its result in this round.
+                        sh.results[i].with_mut(|v| unsafe { *v = 1 });
+                        sh.wg().add(-1);
+                    })
+                })
+                .collect();
+            let sh2 = sh.clone();
+            let waiter = loom::thread::spawn(move || sh2.wait_and_read(1));
+            sh.wait_and_read(1);
+            waiter.join().unwrap();
+            for w in workers {
+                w.join().unwrap();
+            }
+            assert_eq!(
+                sh.state.load(Ordering::Relaxed),
+                0,
+                "state word left behind"
+            );
+
+            sh.wg().add(1);
+            let sh2 = sh.clone();
+            let worker = loom::thread::spawn(move || {
+                for r in &sh2.results {
+                    // SAFETY: the only writer of this round; the waiter reads after done.
+                    r.with_mut(|v| unsafe { *v = 2 });
+                }
+                sh2.wg().add(-1);
+            });
+            sh.wait_and_read(2);
+            worker.join().unwrap();
+            assert_eq!(
+                sh.state.load(Ordering::Relaxed),
+                0,
+                "state word left behind"
+            );
+        });
     }
 }
