@@ -31,6 +31,7 @@ const MODELS: &[&str] = &[
     "sync::mutex::loom_tests::spinner_announces_woken",
     "sync::mutex::loom_tests::starvation_hands_off",
     "sync::waitgroup::loom_tests::waiters_see_every_done",
+    "sync::rwmutex::loom_tests::readers_and_writers_exclude",
 ];
 
 #[test]

@@ -121,6 +121,23 @@ pub fn unlock_fast<S: AtomicWord<V = i32> + ?Sized>(state: &S) -> i32 {
         .wrapping_sub(MUTEX_LOCKED)
 }
 
+/// `Mutex::try_lock` on any state word.
+#[inline(always)]
+pub(crate) fn try_lock_in<S: AtomicWord<V = i32> + ?Sized>(state: &S) -> bool {
+    let old = state.load(Ordering::Relaxed);
+    if old & (MUTEX_LOCKED | MUTEX_STARVING) != 0 {
+        return false;
+    }
+    state
+        .compare_exchange(
+            old,
+            old | MUTEX_LOCKED,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        )
+        .is_ok()
+}
+
 /// The two words of a `gmp_mutex`.
 pub struct Mutex<'a> {
     pub state: &'a AtomicI32,
@@ -140,18 +157,7 @@ impl Mutex<'_> {
     /// Takes the mutex if that needs no waiting. Fails when it is locked or in starvation
     /// mode (then it belongs to the first waiter).
     pub fn try_lock(&self) -> bool {
-        let old = self.state.load(Ordering::Relaxed);
-        if old & (MUTEX_LOCKED | MUTEX_STARVING) != 0 {
-            return false;
-        }
-        self.state
-            .compare_exchange(
-                old,
-                old | MUTEX_LOCKED,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .is_ok()
+        try_lock_in(self.state)
     }
 
     #[cold]
@@ -419,6 +425,18 @@ pub(crate) mod loom_tests {
 
         pub(crate) fn state(&self) -> i32 {
             self.state.load(Ordering::Relaxed)
+        }
+    }
+
+    impl crate::sync::rwmutex::WriterLock for ModelMutex {
+        fn lock(&self) {
+            ModelMutex::lock(self)
+        }
+        fn unlock(&self) {
+            ModelMutex::unlock(self)
+        }
+        fn try_lock(&self) -> bool {
+            try_lock_in(&*self.state)
         }
     }
 

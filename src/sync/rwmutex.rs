@@ -20,42 +20,66 @@ use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 use crate::rt::{WaitReason, fatal};
 use crate::sync::mutex::Mutex;
-use crate::sync::sema::{semacquire, semrelease};
+use crate::sync::{AtomicWord, SemaWord};
 
 /// The most readers that may hold the lock at once (Go's rwmutexMaxReaders); more than
 /// that would make `reader_count` look like a pending writer.
 const RWMUTEX_MAX_READERS: i32 = 1 << 30;
 
-/// The words of a `gmp_rwmutex`.
-pub struct RwMutex<'a> {
+/// The writers' mutex of an [`RwMutex`]: [`Mutex`] in the runtime, the model mutex in
+/// `loom_tests`.
+pub trait WriterLock {
+    fn lock(&self);
+    fn unlock(&self);
+    fn try_lock(&self) -> bool;
+}
+
+impl WriterLock for Mutex<'_> {
+    #[inline(always)]
+    fn lock(&self) {
+        Mutex::lock(self)
+    }
+    #[inline(always)]
+    fn unlock(&self) {
+        Mutex::unlock(self)
+    }
+    #[inline(always)]
+    fn try_lock(&self) -> bool {
+        Mutex::try_lock(self)
+    }
+}
+
+/// The words of a `gmp_rwmutex` (the C struct's in the runtime; loom's, a model mutex and
+/// model semaphores in `loom_tests`).
+pub struct RwMutex<'a, L = Mutex<'a>, C: ?Sized = AtomicI32, S: ?Sized = AtomicU32> {
     /// Held by the pending or active writer.
-    pub w: Mutex<'a>,
+    pub w: L,
     /// Writers wait here for the departing readers.
-    pub writer_sem: &'a AtomicU32,
+    pub writer_sem: &'a S,
     /// Readers wait here for the writer.
-    pub reader_sem: &'a AtomicU32,
+    pub reader_sem: &'a S,
     /// Readers in or waiting, minus MAX_READERS while a writer is pending.
-    pub reader_count: &'a AtomicI32,
+    pub reader_count: &'a C,
     /// Readers a pending writer still waits for.
-    pub reader_wait: &'a AtomicI32,
+    pub reader_wait: &'a C,
 }
 
 // Orderings: every counter update is SeqCst, as Go's atomics are. The read side's fast
 // path is one RMW, which is a locked instruction on x86 whatever the ordering; SeqCst
 // keeps the reader_count/reader_wait handshake obviously equivalent to Go's.
-impl RwMutex<'_> {
+impl<L: WriterLock, C: AtomicWord<V = i32> + ?Sized, S: SemaWord + ?Sized> RwMutex<'_, L, C, S> {
     /// Locks for reading: waits only while a writer holds the lock or is pending.
     pub fn rlock(&self) {
         if self.reader_count.fetch_add(1, Ordering::SeqCst) + 1 < 0 {
             // A writer is pending: wait for its Unlock.
-            semacquire(self.reader_sem, WaitReason::Semacquire);
+            self.reader_sem.acquire(false, WaitReason::Semacquire);
         }
     }
 
     /// Undoes one `rlock`. Aborts with "gmp: sync: RUnlock of unlocked RWMutex" if no
     /// reader holds it.
     pub fn runlock(&self) {
-        let r = self.reader_count.fetch_sub(1, Ordering::SeqCst) - 1;
+        let r = self.reader_count.fetch_add(-1, Ordering::SeqCst) - 1;
         if r < 0 {
             self.runlock_slow(r);
         }
@@ -68,8 +92,8 @@ impl RwMutex<'_> {
             fatal("sync: RUnlock of unlocked RWMutex");
         }
         // A writer is pending: the last departing reader wakes it.
-        if self.reader_wait.fetch_sub(1, Ordering::SeqCst) - 1 == 0 {
-            semrelease(self.writer_sem);
+        if self.reader_wait.fetch_add(-1, Ordering::SeqCst) - 1 == 0 {
+            self.writer_sem.release(false);
         }
     }
 
@@ -112,11 +136,11 @@ impl RwMutex<'_> {
         // Announce the writer; r readers were inside at that moment.
         let r = self
             .reader_count
-            .fetch_sub(RWMUTEX_MAX_READERS, Ordering::SeqCst);
+            .fetch_add(-RWMUTEX_MAX_READERS, Ordering::SeqCst);
         // Wait for them, unless they all left already (their RUnlocks drove reader_wait
         // to -r before our add, so the add brings it to 0 and nobody will wake us).
         if r != 0 && self.reader_wait.fetch_add(r, Ordering::SeqCst) + r != 0 {
-            semacquire(self.writer_sem, WaitReason::Semacquire);
+            self.writer_sem.acquire(false, WaitReason::Semacquire);
         }
     }
 
@@ -131,8 +155,101 @@ impl RwMutex<'_> {
             fatal("sync: Unlock of unlocked RWMutex");
         }
         for _ in 0..r {
-            semrelease(self.reader_sem);
+            self.reader_sem.release(false);
         }
         self.w.unlock();
+    }
+}
+
+/// Loom models of the read and write paths on loom's atomics, the model mutex
+/// (`mutex::loom_tests::ModelMutex`, the real mutex code) and model semaphores. Run by
+/// `tests/loom.rs`.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::sync::loom_support::{ModelSema, model};
+    use crate::sync::mutex::loom_tests::ModelMutex;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::sync::atomic::AtomicI32 as LoomI32;
+
+    struct Shared {
+        writer_sem: ModelSema,
+        reader_sem: ModelSema,
+        reader_count: LoomI32,
+        reader_wait: LoomI32,
+        /// Two words a writer sets together; a reader must see them equal.
+        data: [UnsafeCell<u32>; 2],
+    }
+
+    type View<'a> = RwMutex<'a, ModelMutex, LoomI32, ModelSema>;
+
+    impl Shared {
+        fn view(&self, w: &ModelMutex) -> View<'_> {
+            RwMutex {
+                w: w.share(),
+                writer_sem: &self.writer_sem,
+                reader_sem: &self.reader_sem,
+                reader_count: &self.reader_count,
+                reader_wait: &self.reader_wait,
+            }
+        }
+
+        fn write(&self, rw: &View<'_>) {
+            rw.lock();
+            for d in &self.data {
+                // SAFETY: the model's subject: a writer excludes everyone; loom reports an
+                // access that overlaps or is not ordered after the previous holder's.
+                d.with_mut(|v| unsafe { *v += 1 });
+            }
+            rw.unlock();
+        }
+
+        fn read(&self, rw: &View<'_>) -> u32 {
+            rw.rlock();
+            // SAFETY: as in `write`: readers exclude writers.
+            let (a, b) = unsafe { (self.data[0].with(|v| *v), self.data[1].with(|v| *v)) };
+            rw.runlock();
+            assert_eq!(a, b, "a reader saw half a write");
+            a
+        }
+    }
+
+    /// Two writers (one the model's main thread) and two readers: readers never see half
+    /// a write nor overlap a writer (loom checks every access), a pending writer waits
+    /// for the readers inside and the readers that blocked behind it get in after it,
+    /// nobody is left waiting, and afterwards every word is back at 0.
+    #[test]
+    fn readers_and_writers_exclude() {
+        model(|| {
+            let sh = Arc::new(Shared {
+                writer_sem: ModelSema::new(),
+                reader_sem: ModelSema::new(),
+                reader_count: LoomI32::new(0),
+                reader_wait: LoomI32::new(0),
+                data: [UnsafeCell::new(0), UnsafeCell::new(0)],
+            });
+            let w = ModelMutex::new(0, 0);
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (sh, w) = (sh.clone(), w.share());
+                    loom::thread::spawn(move || {
+                        let n = sh.read(&sh.view(&w));
+                        assert!(n <= 2);
+                    })
+                })
+                .collect();
+            let (sh2, w2) = (sh.clone(), w.share());
+            let writer = loom::thread::spawn(move || sh2.write(&sh2.view(&w2)));
+            sh.write(&sh.view(&w));
+            writer.join().unwrap();
+            for r in readers {
+                r.join().unwrap();
+            }
+            assert_eq!(sh.read(&sh.view(&w)), 2);
+            assert_eq!(sh.reader_count.load(Ordering::Relaxed), 0);
+            assert_eq!(sh.reader_wait.load(Ordering::Relaxed), 0);
+            assert_eq!(w.state(), 0, "the writers' mutex left behind");
+        });
     }
 }
