@@ -32,6 +32,8 @@ const MODELS: &[&str] = &[
     "sync::mutex::loom_tests::starvation_hands_off",
     "sync::waitgroup::loom_tests::waiters_see_every_done",
     "sync::rwmutex::loom_tests::readers_and_writers_exclude",
+    "sync::cond::loom_tests::signal_wakes_each_waiter",
+    "sync::cond::loom_tests::broadcast_wakes_all",
 ];
 
 #[test]

@@ -66,7 +66,7 @@ macro_rules! atomic_word {
         }
     )*};
 }
-atomic_word!(AtomicI32 => i32, AtomicU64 => u64);
+atomic_word!(AtomicI32 => i32, AtomicU32 => u32, AtomicU64 => u64);
 
 /// A semaphore word as the primitives use it: the runtime's address-keyed semaphore
 /// ([`sema`]) on an `AtomicU32` of the C struct, a model semaphore in the loom models.
@@ -98,7 +98,11 @@ pub(crate) mod loom_support {
     use loom::sync::{Condvar, Mutex};
     use std::collections::VecDeque;
 
-    atomic_word!(loom::sync::atomic::AtomicI32 => i32, loom::sync::atomic::AtomicU64 => u64);
+    atomic_word!(
+        loom::sync::atomic::AtomicI32 => i32,
+        loom::sync::atomic::AtomicU32 => u32,
+        loom::sync::atomic::AtomicU64 => u64,
+    );
 
     /// A waiter's state in [`ModelSema`].
     #[derive(Clone, Copy, PartialEq, Debug)]
