@@ -168,4 +168,75 @@ mod loom_tests {
     fn broken_without_producer_barrier() {
         check(false);
     }
+
+    /// The words of `wakep`'s no-idle-P branch and of an M giving its P up.
+    struct Idle {
+        npidle: AtomicI32,
+        needspinning: AtomicU32,
+        /// Spinning Ms started by the waker.
+        started: AtomicU32,
+    }
+
+    /// `wakep` when it may find no idle P: ask for a spinner (`needspinning`) without the
+    /// scheduler lock (a deviation: Go sets it under `sched.lock`), then look at `npidle`
+    /// again. Whether it went on to start a spinning M. In the code both are SeqCst
+    /// accesses, ordered by SeqCst's single total order; here the fence.
+    fn waker(s: &Idle, barrier: bool) -> bool {
+        if s.npidle.load(SeqCst) == 0 {
+            if s.needspinning.load(Relaxed) == 0 {
+                s.needspinning.store(1, SeqCst);
+            }
+            if barrier {
+                fence(SeqCst);
+            }
+            if s.npidle.load(SeqCst) == 0 {
+                return false;
+            }
+        }
+        s.started.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// An M dropping its P (`handoff_p`, `find_runnable`): `pidleput` (a SeqCst RMW of
+    /// `npidle`), then the re-read of `needspinning`. Whether it saw the request (it then
+    /// takes an idle P back and spins).
+    fn dropper(s: &Idle) -> bool {
+        s.npidle.fetch_add(1, SeqCst);
+        fence(SeqCst);
+        s.needspinning.load(SeqCst) == 1
+    }
+
+    fn check_needspinning(barrier: bool) {
+        loom::model(move || {
+            let s = Arc::new(Idle {
+                // Every P is running: the dropper's is about to become the idle one.
+                npidle: AtomicI32::new(0),
+                needspinning: AtomicU32::new(0),
+                started: AtomicU32::new(0),
+            });
+            let s2 = s.clone();
+            let m = thread::spawn(move || dropper(&s2));
+            waker(&s, barrier);
+            let saw = m.join().unwrap();
+            assert!(
+                saw || s.started.load(Relaxed) == 1,
+                "lost wake-up: the waker asked for a spinner and saw no idle P, and the M \
+                 that then idled its P did not see the request"
+            );
+        });
+    }
+
+    /// `wakep`'s lock-free `needspinning` against an M idling its P: either the waker sees
+    /// the idle P or the M sees the request.
+    #[test]
+    fn needspinning_no_lost_wakeup() {
+        check_needspinning(true);
+    }
+
+    /// Without the waker's StoreLoad barrier both can miss: the model must find it.
+    #[test]
+    #[should_panic(expected = "lost wake-up")]
+    fn needspinning_broken_without_barrier() {
+        check_needspinning(false);
+    }
 }
