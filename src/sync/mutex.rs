@@ -380,6 +380,10 @@ pub(crate) mod loom_tests {
     pub(crate) struct ModelMutex {
         state: Arc<LoomI32>,
         sema: Arc<ModelSema>,
+        /// Sleeps of waiters that had slept before (`semacquire` with `lifo`), and
+        /// hand-offs (`semrelease` with `handoff`), over all threads. Plain std atomics:
+        /// only counted, and read after every thread is joined.
+        counts: Arc<[std::sync::atomic::AtomicUsize; 2]>,
         spins: u32,
         /// Added to the clock at each reading: above the starvation threshold, every
         /// waiter that slept once is starving.
@@ -393,6 +397,7 @@ pub(crate) mod loom_tests {
             ModelMutex {
                 state: Arc::new(LoomI32::new(0)),
                 sema: Arc::new(ModelSema::new()),
+                counts: Arc::new(Default::default()),
                 spins,
                 clock_step,
                 clock: Cell::new(0),
@@ -404,6 +409,7 @@ pub(crate) mod loom_tests {
             ModelMutex {
                 state: self.state.clone(),
                 sema: self.sema.clone(),
+                counts: self.counts.clone(),
                 spins: self.spins,
                 clock_step: self.clock_step,
                 clock: Cell::new(0),
@@ -425,6 +431,12 @@ pub(crate) mod loom_tests {
 
         pub(crate) fn state(&self) -> i32 {
             self.state.load(Ordering::Relaxed)
+        }
+
+        /// (sleeps again, hand-offs) so far.
+        fn counts(&self) -> (usize, usize) {
+            let c = |i: usize| self.counts[i].load(std::sync::atomic::Ordering::Relaxed);
+            (c(0), c(1))
         }
     }
 
@@ -453,22 +465,36 @@ pub(crate) mod loom_tests {
             t
         }
         fn semacquire(&self, lifo: bool) {
+            if lifo {
+                self.counts[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             self.sema.acquire(lifo, WaitReason::Semacquire);
         }
         fn semrelease(&self, handoff: bool) {
+            if handoff {
+                self.counts[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             self.sema.release(handoff);
         }
     }
 
     /// `lockers` threads (the model's main thread one of them) each take the mutex
-    /// `rounds` times; checks the three things of the module doc.
+    /// `rounds` times; checks the three things of the module doc. The main thread tries
+    /// `try_lock` first each time (which must fail while the mutex is held or handed to a
+    /// starving waiter), then locks.
     fn run(lockers: usize, rounds: usize, spins: u32, clock_step: i64) {
         let m = ModelMutex::new(spins, clock_step);
+        // Alone: try_lock takes a free mutex, and not a held one.
+        assert!(try_lock_in(&*m.state), "try_lock refused a free mutex");
+        assert!(!try_lock_in(&*m.state), "try_lock took a held mutex");
+        m.unlock();
         let counter = Arc::new(UnsafeCell::new(0usize));
-        let body = |m: ModelMutex, counter: Arc<UnsafeCell<usize>>| {
+        let body = |m: ModelMutex, counter: Arc<UnsafeCell<usize>>, try_first: bool| {
             move || {
                 for _ in 0..rounds {
-                    m.lock();
+                    if !(try_first && try_lock_in(&*m.state)) {
+                        m.lock();
+                    }
                     // SAFETY: the model's subject: only the holder of the mutex gets here,
                     // and loom reports it if that is not so.
                     counter.with_mut(|c| unsafe { *c += 1 });
@@ -477,15 +503,28 @@ pub(crate) mod loom_tests {
             }
         };
         let others: Vec<_> = (1..lockers)
-            .map(|_| loom::thread::spawn(body(m.share(), counter.clone())))
+            .map(|_| loom::thread::spawn(body(m.share(), counter.clone(), false)))
             .collect();
-        body(m.share(), counter.clone())();
+        body(m.share(), counter.clone(), true)();
         for t in others {
             t.join().unwrap();
         }
         assert_eq!(m.state(), 0, "state word left behind");
         // SAFETY: every locker has been joined.
         assert_eq!(counter.with(|c| unsafe { *c }), lockers * rounds);
+        // The mode: with a clock that never moves nobody starves, so nothing is handed
+        // off; with one past the threshold at each reading, a waiter that sleeps again
+        // has set STARVING first (the mutex was held when it queued), so an unlock hands
+        // the mutex off before the end.
+        let (again, handoffs) = m.counts();
+        if clock_step == 0 {
+            assert_eq!(handoffs, 0, "a hand-off without starvation");
+        } else if clock_step > STARVATION_THRESHOLD_NS && again > 0 {
+            assert!(
+                handoffs > 0,
+                "a waiter slept again, and no hand-off followed"
+            );
+        }
     }
 
     /// Normal mode: lockers queue on the semaphore, woken ones compete with newcomers and
