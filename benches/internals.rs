@@ -16,7 +16,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use gmp::ffi::{gmp_go, gmp_wg, gmp_wg_add, gmp_wg_done, gmp_wg_wait, gmp_yield};
 use gmp::rt::runq::RunQueue;
-use gmp::sync::sema::{semacquire, semrelease};
+use gmp::sync::sema::{semacquire1, semrelease1};
 
 /// Runs `body(iters)` in a goroutine and returns the time it measured there.
 fn in_goroutine(iters: u64, body: fn(u64) -> Duration) -> Duration {
@@ -92,8 +92,8 @@ fn bench(c: &mut Criterion) {
     let sema = AtomicU32::new(0);
     g.bench_function("sema_release_acquire", |b| {
         b.iter(|| {
-            semrelease(&sema);
-            semacquire(&sema, gmp::rt::WaitReason::Semacquire);
+            semrelease1(&sema, false);
+            semacquire1(&sema, false, gmp::rt::WaitReason::Semacquire);
         })
     });
 

@@ -287,13 +287,9 @@ mod loom_tests {
     }
 
     fn scenario(rule: fn(usize, usize) -> bool) {
-        let mut b = loom::model::Builder::new();
-        if b.preemption_bound.is_none() {
-            // Enough for the deadlock (the helper waits, then both calls are queued
-            // before it wakes); unbounded, the model runs for tens of minutes.
-            b.preemption_bound = Some(2);
-        }
-        b.check(move || {
+        // A bound of 2 is enough for the deadlock (the helper waits, then both calls are
+        // queued before it wakes); unbounded, the model runs for tens of minutes.
+        crate::sync::loom_support::model_bounded(Some(2), move || {
             let s = Arc::new(Shared {
                 pool: Mutex::new(Pool {
                     queue: VecDeque::new(),

@@ -984,6 +984,7 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
+    use crate::sync::loom_support::model_bounded as model;
     use loom::sync::Arc;
     use loom::thread;
 
@@ -1009,14 +1010,6 @@ mod loom_tests {
             assert_eq!(c, 1, "element {i} seen {c} times in {seen:?}");
         }
         assert!(count[n..].iter().all(|&c| c == 0));
-    }
-
-    fn model(preemption_bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
-        let mut b = loom::model::Builder::new();
-        if b.preemption_bound.is_none() {
-            b.preemption_bound = preemption_bound;
-        }
-        b.check(f);
     }
 
     /// A thief: one steal into its own queue, then everything from its own queue.

@@ -732,6 +732,7 @@ mod loom_tests {
     use loom::sync::{Arc, Mutex};
 
     use super::{T_ARMED, T_IDLE, T_RUNNING};
+    use crate::sync::loom_support::model;
 
     /// One timer, two heaps (index 1 and 2; `pp` 0 = on none).
     struct World {
@@ -812,14 +813,6 @@ mod loom_tests {
         fn reuse_frame(&self) {
             self.frame.with_mut(|f| unsafe { *f = 99 });
         }
-    }
-
-    fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut b = loom::model::Builder::new();
-        if b.preemption_bound.is_none() {
-            b.preemption_bound = Some(3);
-        }
-        b.check(f);
     }
 
     #[test]

@@ -185,9 +185,15 @@ pub(crate) mod loom_support {
     /// Checks `f` with loom, with a preemption bound of 3 unless `LOOM_MAX_PREEMPTIONS`
     /// sets another.
     pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
+        model_bounded(Some(3), f);
+    }
+
+    /// Checks `f` with loom, with `bound` as the preemption bound unless
+    /// `LOOM_MAX_PREEMPTIONS` sets one (every crate's loom model goes through here).
+    pub(crate) fn model_bounded(bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
         let mut b = loom::model::Builder::new();
         if b.preemption_bound.is_none() {
-            b.preemption_bound = Some(3);
+            b.preemption_bound = bound;
         }
         b.check(f);
     }

@@ -148,20 +148,11 @@ unsafe fn unlock_root(_gp: *mut G, arg: usize) -> bool {
     true
 }
 
-/// Waits until `*addr > 0`, then decrements it. Parks a goroutine; sleeps a foreign thread.
-/// FIFO among the waiters for `addr`.
-pub fn semacquire(addr: &AtomicU32, reason: WaitReason) {
-    semacquire1(addr, false, reason);
-}
-
-/// Increments `*addr` and wakes one waiter, if any (no hand-off).
-pub fn semrelease(addr: &AtomicU32) {
-    semrelease1(addr, false);
-}
-
-/// [`semacquire`] with Go's `lifo` flag: queue at the head of the waiters for `addr`
-/// (the mutex passes true for a waiter that has already waited, see the module doc).
-/// Returns once the count was decremented for us — by us, or by a hand-off releaser.
+/// Waits until `*addr > 0`, then decrements it (Go's semacquire1). Parks a goroutine;
+/// sleeps a foreign thread. FIFO among the waiters for `addr`, unless `lifo`: queue at the
+/// head of them (the mutex passes true for a waiter that has already waited, see the
+/// module doc). Returns once the count was decremented for us — by us, or by a hand-off
+/// releaser. (The primitives reach it through `SemaWord`.)
 pub fn semacquire1(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
     semacquire_inner(addr, lifo, reason);
     if crate::sys::tsan::on() {
