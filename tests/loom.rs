@@ -38,6 +38,9 @@ const MODELS: &[&str] = &[
     "sync::rwmutex::loom_tests::readers_and_writers_exclude",
     "sync::cond::loom_tests::signal_wakes_each_waiter",
     "sync::cond::loom_tests::broadcast_wakes_all",
+    "sys::loom_tests::note_wakeup_reaches_sleeper",
+    "sys::loom_tests::note_timed_sleep_wakes_or_withdraws",
+    "sys::loom_tests::lock_excludes_and_wakes",
 ];
 
 #[test]

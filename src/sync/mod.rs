@@ -14,7 +14,7 @@ pub mod rwmutex;
 pub mod sema;
 pub mod waitgroup;
 
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use crate::rt::WaitReason;
 
@@ -32,8 +32,19 @@ pub trait AtomicWord {
         success: Ordering,
         failure: Ordering,
     ) -> Result<Self::V, Self::V>;
+    /// [`compare_exchange`](Self::compare_exchange) that may fail spuriously (a cheaper
+    /// loop on LL/SC machines).
+    fn compare_exchange_weak(
+        &self,
+        current: Self::V,
+        new: Self::V,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Self::V, Self::V>;
     /// Wrapping add; returns the previous value.
     fn fetch_add(&self, v: Self::V, order: Ordering) -> Self::V;
+    /// Stores `v`; returns the previous value.
+    fn swap(&self, v: Self::V, order: Ordering) -> Self::V;
 }
 
 /// Implements [`AtomicWord`] for atomic types with the std method set.
@@ -60,13 +71,51 @@ macro_rules! atomic_word {
                 <$a>::compare_exchange(self, current, new, success, failure)
             }
             #[inline(always)]
+            fn compare_exchange_weak(
+                &self,
+                current: $v,
+                new: $v,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<$v, $v> {
+                <$a>::compare_exchange_weak(self, current, new, success, failure)
+            }
+            #[inline(always)]
             fn fetch_add(&self, v: $v, order: Ordering) -> $v {
                 <$a>::fetch_add(self, v, order)
+            }
+            #[inline(always)]
+            fn swap(&self, v: $v, order: Ordering) -> $v {
+                <$a>::swap(self, v, order)
             }
         }
     )*};
 }
 atomic_word!(AtomicI32 => i32, AtomicU32 => u32, AtomicU64 => u64);
+
+/// An atomic flag as a protocol uses it: `AtomicBool` in the runtime, loom's in a model
+/// (as [`AtomicWord`]; netpoll's reference count, `rt/netpoll/fdrefs.rs`).
+pub trait AtomicFlag {
+    fn load(&self, order: Ordering) -> bool;
+    fn store(&self, v: bool, order: Ordering);
+}
+
+/// Implements [`AtomicFlag`] for atomic flag types with the std method set.
+macro_rules! atomic_flag {
+    ($($a:ty),* $(,)?) => {$(
+        impl AtomicFlag for $a {
+            #[inline(always)]
+            fn load(&self, order: Ordering) -> bool {
+                <$a>::load(self, order)
+            }
+            #[inline(always)]
+            fn store(&self, v: bool, order: Ordering) {
+                <$a>::store(self, v, order)
+            }
+        }
+    )*};
+}
+atomic_flag!(AtomicBool);
 
 /// A semaphore word as the primitives use it: the runtime's address-keyed semaphore
 /// ([`sema`]) on an `AtomicU32` of the C struct, a model semaphore in the loom models.
@@ -90,8 +139,8 @@ impl SemaWord for AtomicU32 {
     }
 }
 
-/// What the loom models of the primitives share: [`AtomicWord`] for loom's atomics and a
-/// model semaphore. Run by `tests/loom.rs`.
+/// What the loom models of the primitives share: [`AtomicWord`] and [`AtomicFlag`] for
+/// loom's atomics and a model semaphore. Run by `tests/loom.rs`.
 #[cfg(all(test, loom))]
 pub(crate) mod loom_support {
     use super::*;
@@ -103,6 +152,7 @@ pub(crate) mod loom_support {
         loom::sync::atomic::AtomicU32 => u32,
         loom::sync::atomic::AtomicU64 => u64,
     );
+    atomic_flag!(loom::sync::atomic::AtomicBool);
 
     /// A waiter's state in [`ModelSema`].
     #[derive(Clone, Copy, PartialEq, Debug)]

@@ -9,6 +9,8 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
 
+use crate::sync::AtomicWord;
+
 mod fmt;
 pub mod real;
 pub(crate) mod tsan;
@@ -180,16 +182,56 @@ pub fn osyield() {
     unsafe { libc::sched_yield() };
 }
 
+/// A futex word as [`Note`] and [`Lock`] use it: an `AtomicU32` with the kernel's futex in
+/// the runtime, a model futex in the loom models (`loom_tests` below), so that a model runs
+/// their own code, monomorphized, and not a copy of it.
+pub trait FutexWord: AtomicWord<V = u32> {
+    /// Polls of a sleeping [`Note`] before it enters the kernel.
+    const NOTE_SPINS: u32 = NOTE_SPINS;
+    /// Polls of a held [`Lock`] before its locker sleeps.
+    const LOCK_SPINS: u32 = LOCK_SPINS;
+    /// Sleeps while the word is `val`, for at most `timeout`. Spurious returns are allowed:
+    /// the caller re-checks its condition.
+    fn futex_wait(&self, val: u32, timeout: Option<Duration>);
+    /// Wakes at most `n` threads sleeping on the word.
+    fn futex_wake(&self, n: i32);
+    /// The clock a timed wait's deadline is kept in ([`nanotime`]).
+    fn now(&self) -> i64;
+    /// Waits between two polls, `n` reference pauses long ([`procyield`]).
+    fn pause(&self, n: u32);
+}
+
+impl FutexWord for AtomicU32 {
+    #[inline(always)]
+    fn futex_wait(&self, val: u32, timeout: Option<Duration>) {
+        futex::wait(self, val, timeout);
+    }
+    #[inline(always)]
+    fn futex_wake(&self, n: i32) {
+        futex::wake(self, n);
+    }
+    #[inline(always)]
+    fn now(&self) -> i64 {
+        nanotime()
+    }
+    #[inline(always)]
+    fn pause(&self, n: u32) {
+        procyield(n);
+    }
+}
+
 /// A one-shot wake-up, Go's `note`: one thread sleeps until another wakes it.
 ///
 /// States of `key`: `CLEAR` (nobody woke it yet, sleeper not in the kernel), `SLEEPING`
 /// (the sleeper is, or is about to be, in FUTEX_WAIT: the waker must FUTEX_WAKE), `WOKEN`.
-/// The sleeper moves CLEAR → SLEEPING; the waker moves CLEAR|SLEEPING → WOKEN and makes the
-/// syscall only when it saw SLEEPING (DESIGN.md: a FUTEX_WAKE with no waiter costs ~130 ns).
-/// `clear` (WOKEN → CLEAR) is done by the sleeper after it wakes, before the note is reused.
+/// The sleeper moves CLEAR → SLEEPING, and SLEEPING → CLEAR when its timed sleep gives up;
+/// the waker moves CLEAR|SLEEPING → WOKEN and makes the syscall only when it saw SLEEPING
+/// (DESIGN.md: a FUTEX_WAKE with no waiter costs ~130 ns). `clear` (WOKEN → CLEAR) is done
+/// by the sleeper after it wakes, before the note is reused. The loom models below run
+/// this code over a model futex (`K`).
 #[repr(transparent)]
-pub struct Note {
-    key: AtomicU32,
+pub struct Note<K = AtomicU32> {
+    key: K,
 }
 
 const NOTE_CLEAR: u32 = 0;
@@ -210,43 +252,10 @@ impl Note {
         }
     }
 
-    /// Resets a woken note for its next use. Only the sleeper calls this.
-    pub fn clear(&self) {
-        self.key.store(NOTE_CLEAR, Ordering::Relaxed);
-    }
-
     /// Whether a note key read from memory (`Note`'s only field, a u32) says the wake-up
     /// was issued (the deadlock detector reads a sleeper's note without a reference).
     pub fn key_is_woken(key: u32) -> bool {
         key == NOTE_WOKEN
-    }
-
-    /// Wakes the sleeper (now or when it next sleeps). At most once per `clear`.
-    pub fn wakeup(&self) {
-        if tsan::on() {
-            tsan::release(self as *const Note as usize);
-        }
-        // acq-rel: release publishes what the waker wrote before (m.nextp, a readied G);
-        // pairs with the acquire in `sleep`.
-        match self.key.swap(NOTE_WOKEN, Ordering::AcqRel) {
-            NOTE_CLEAR => {}
-            NOTE_SLEEPING => futex::wake(&self.key, 1),
-            _ => throw("notewakeup - double wakeup"),
-        }
-    }
-
-    /// Sleeps until `wakeup`. Returns immediately if it already happened.
-    pub fn sleep(&self) {
-        self.sleep_timeout(None);
-    }
-
-    /// Sleeps until `wakeup` or until `timeout` passes; returns whether it was woken.
-    pub fn sleep_timeout(&self, timeout: Option<Duration>) -> bool {
-        let woken = self.spin() || self.sleep_kernel(timeout);
-        if woken && tsan::on() {
-            tsan::acquire(self as *const Note as usize);
-        }
-        woken
     }
 
     /// `sleep_timeout` for a thread that is not an M (C main, a Python thread) waiting
@@ -281,25 +290,64 @@ impl Note {
             core::hint::spin_loop();
         }
     }
+}
+
+impl<K: FutexWord> Note<K> {
+    /// Resets a woken note for its next use. Only the sleeper calls this.
+    pub fn clear(&self) {
+        self.key.store(NOTE_CLEAR, Ordering::Relaxed);
+    }
+
+    /// Wakes the sleeper (now or when it next sleeps). At most once per `clear`.
+    pub fn wakeup(&self) {
+        if tsan::on() {
+            tsan::release(self as *const Note<K> as usize);
+        }
+        // acq-rel: release publishes what the waker wrote before (m.nextp, a readied G);
+        // pairs with the acquire in `sleep`.
+        match self.key.swap(NOTE_WOKEN, Ordering::AcqRel) {
+            NOTE_CLEAR => {}
+            NOTE_SLEEPING => self.key.futex_wake(1),
+            _ => throw("notewakeup - double wakeup"),
+        }
+    }
+
+    /// Sleeps until `wakeup`. Returns immediately if it already happened.
+    pub fn sleep(&self) {
+        self.sleep_timeout(None);
+    }
+
+    /// Sleeps until `wakeup` or until `timeout` passes; returns whether it was woken.
+    pub fn sleep_timeout(&self, timeout: Option<Duration>) -> bool {
+        let woken = self.spin() || self.sleep_kernel(timeout);
+        if woken && tsan::on() {
+            tsan::acquire(self as *const Note<K> as usize);
+        }
+        woken
+    }
 
     /// The first phase of `sleep`: polls for the wake-up a few microseconds; returns
     /// whether it came.
     pub fn spin(&self) -> bool {
-        for _ in 0..NOTE_SPINS {
+        for _ in 0..K::NOTE_SPINS {
             // load-acquire pairs with the swap in `wakeup`.
             if self.key.load(Ordering::Acquire) == NOTE_WOKEN {
                 return true;
             }
-            procyield(NOTE_SPIN_PAUSES);
+            self.key.pause(NOTE_SPIN_PAUSES);
         }
         false
     }
 
     /// The second phase of `sleep_timeout`: sleeps in the kernel (no more spinning).
     pub fn sleep_kernel(&self, timeout: Option<Duration>) -> bool {
-        let deadline =
-            timeout.map(|d| nanotime().saturating_add(d.as_nanos().min(i64::MAX as u128) as i64));
+        let deadline = timeout.map(|d| {
+            self.key
+                .now()
+                .saturating_add(d.as_nanos().min(i64::MAX as u128) as i64)
+        });
         loop {
+            // acquire (both outcomes): a WOKEN read here pairs with the swap in `wakeup`.
             match self.key.compare_exchange(
                 NOTE_CLEAR,
                 NOTE_SLEEPING,
@@ -312,7 +360,7 @@ impl Note {
             let left = match deadline {
                 None => None,
                 Some(dl) => {
-                    let left = dl - nanotime();
+                    let left = dl - self.key.now();
                     if left <= 0 {
                         // Withdraw: SLEEPING → CLEAR unless a waker got there first.
                         return self
@@ -328,7 +376,7 @@ impl Note {
                     Some(Duration::from_nanos(left as u64))
                 }
             };
-            futex::wait(&self.key, NOTE_SLEEPING, left);
+            self.key.futex_wait(NOTE_SLEEPING, left);
             if self.key.load(Ordering::Acquire) == NOTE_WOKEN {
                 return true;
             }
@@ -449,10 +497,11 @@ pub fn foreign_wait(
 /// then sleeping on a futex (Drepper's "mutex 2": 0 unlocked, 1 locked, 2 locked with
 /// sleepers). Unlike `std::sync::Mutex` it has explicit `lock`/`unlock`, so a lock taken on a
 /// goroutine's stack can be released by `gopark`'s unlock function on the scheduler stack.
+/// The loom models below run this code over a model futex (`W`).
 ///
 /// Never held across a goroutine switch: the M that takes it releases it before it switches.
-pub struct Lock {
-    state: AtomicU32,
+pub struct Lock<W = AtomicU32> {
+    state: W,
 }
 
 /// Polls of a held lock before sleeping, with 1, 2, 4 … up to 64 reference pauses between
@@ -468,7 +517,9 @@ impl Lock {
             state: AtomicU32::new(0),
         }
     }
+}
 
+impl<W: FutexWord> Lock<W> {
     #[inline]
     pub fn lock(&self) {
         // Seed 003 invariant 8 (debug builds): count what this thread holds.
@@ -491,7 +542,7 @@ impl Lock {
         // which still owns the cache line, take the lock back again and again while the
         // others hammer the line (chan_mpmc at GOMAXPROCS=2: 35% of the time here).
         let mut pauses = 1;
-        for _ in 0..LOCK_SPINS {
+        for _ in 0..W::LOCK_SPINS {
             // Poll with plain loads (the cache line stays shared) and try only when free.
             // Taking it as 1 while sleepers exist is fine: the unlock that freed it woke
             // one of them, which marks the lock contended (2) again before sleeping.
@@ -503,13 +554,13 @@ impl Lock {
             {
                 return;
             }
-            procyield(pauses);
+            self.state.pause(pauses);
             pauses = (pauses * 2).min(LOCK_MAX_PAUSES);
         }
         // From here on we announce a sleeper (2) whenever we take the lock, so that our
         // unlock wakes whoever queued behind us.
         while self.state.swap(2, Ordering::Acquire) != 0 {
-            futex::wait(&self.state, 2, None);
+            self.state.futex_wait(2, None);
         }
     }
 
@@ -520,7 +571,7 @@ impl Lock {
         // release: publishes the critical section; pairs with the acquire in `lock`.
         match self.state.swap(0, Ordering::Release) {
             1 => {}
-            2 => futex::wake(&self.state, 1),
+            2 => self.state.futex_wake(1),
             _ => throw("unlock of unlocked lock"),
         }
     }
@@ -687,5 +738,238 @@ mod tests {
         }
         // SAFETY: all threads have joined.
         assert_eq!(unsafe { *s.1.get() }, 400_000);
+    }
+}
+
+/// Loom models of [`Note`] and [`Lock`], run over a model futex (`tests/loom.rs` runs them
+/// from `cargo test`). Each keeps the data its protocol publishes in a loom `UnsafeCell`,
+/// so a wake-up or a lock hand-over that does not order the two sides fails as a data
+/// race; a lost wake-up leaves every thread waiting, which loom reports as a deadlock.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use crate::sync::loom_support::model;
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::AtomicU32 as LoomU32;
+    use loom::sync::{Arc, Condvar, Mutex};
+    use std::collections::VecDeque;
+    use std::sync::atomic::{AtomicI64 as PlainI64, AtomicU32 as PlainU32};
+
+    /// Sleepers queued on the model futex, and whether each (by id) has been woken.
+    struct Queue {
+        waiting: VecDeque<usize>,
+        woken: Vec<bool>,
+    }
+
+    /// The kernel's futex on one word, as a reference (the subject is the code above it):
+    /// `futex_wait` compares the word and queues under one lock, `futex_wake` dequeues at
+    /// most `n` under the same lock, so a wake that follows a change of the word reaches
+    /// every sleeper that saw the old value. A timed wait does not sleep: it lets its whole
+    /// timeout pass on the model's clock (which moves only then) and returns, so a model
+    /// explores a timeout at every point where a sleeper can reach one. `SPINS` polls
+    /// before a note or a lock sleeps.
+    struct ModelFutex<const SPINS: u32> {
+        word: LoomU32,
+        queue: Mutex<Queue>,
+        cv: Condvar,
+        /// The model's clock, ns. Plain atomics: not a subject, and loom runs one model
+        /// thread at a time, so their values follow the explored schedule.
+        clock: PlainI64,
+        /// FUTEX_WAKE calls made: a waker that saw nobody sleeping must not make one.
+        wakes: PlainU32,
+    }
+
+    impl<const SPINS: u32> ModelFutex<SPINS> {
+        fn new(v: u32) -> Self {
+            ModelFutex {
+                word: LoomU32::new(v),
+                queue: Mutex::new(Queue {
+                    waiting: VecDeque::new(),
+                    woken: Vec::new(),
+                }),
+                cv: Condvar::new(),
+                clock: PlainI64::new(0),
+                wakes: PlainU32::new(0),
+            }
+        }
+    }
+
+    impl<const SPINS: u32> AtomicWord for ModelFutex<SPINS> {
+        type V = u32;
+        fn load(&self, order: Ordering) -> u32 {
+            self.word.load(order)
+        }
+        fn store(&self, v: u32, order: Ordering) {
+            self.word.store(v, order)
+        }
+        fn compare_exchange(
+            &self,
+            current: u32,
+            new: u32,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<u32, u32> {
+            self.word.compare_exchange(current, new, success, failure)
+        }
+        fn compare_exchange_weak(
+            &self,
+            current: u32,
+            new: u32,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<u32, u32> {
+            self.word
+                .compare_exchange_weak(current, new, success, failure)
+        }
+        fn fetch_add(&self, v: u32, order: Ordering) -> u32 {
+            self.word.fetch_add(v, order)
+        }
+        fn swap(&self, v: u32, order: Ordering) -> u32 {
+            self.word.swap(v, order)
+        }
+    }
+
+    impl<const SPINS: u32> FutexWord for ModelFutex<SPINS> {
+        const NOTE_SPINS: u32 = SPINS;
+        const LOCK_SPINS: u32 = SPINS;
+
+        fn futex_wait(&self, val: u32, timeout: Option<Duration>) {
+            let mut q = self.queue.lock().unwrap();
+            // Relaxed, as the kernel's compare promises nothing more: a wake that follows
+            // a change of the word took this lock after the change, so coherence makes
+            // the compare see it.
+            if self.word.load(Ordering::Relaxed) != val {
+                return;
+            }
+            if let Some(t) = timeout {
+                self.clock
+                    .fetch_add(t.as_nanos() as i64, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+            let id = q.woken.len();
+            q.woken.push(false);
+            q.waiting.push_back(id);
+            while !q.woken[id] {
+                q = self.cv.wait(q).unwrap();
+            }
+        }
+
+        fn futex_wake(&self, n: i32) {
+            self.wakes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut q = self.queue.lock().unwrap();
+            for _ in 0..n {
+                let Some(id) = q.waiting.pop_front() else {
+                    break;
+                };
+                q.woken[id] = true;
+            }
+            self.cv.notify_all();
+        }
+
+        fn now(&self) -> i64 {
+            self.clock.load(std::sync::atomic::Ordering::Relaxed)
+        }
+
+        fn pause(&self, _n: u32) {
+            loom::hint::spin_loop();
+        }
+    }
+
+    type ModelNote = Note<ModelFutex<1>>;
+
+    fn model_note() -> ModelNote {
+        Note {
+            key: ModelFutex::new(NOTE_CLEAR),
+        }
+    }
+
+    /// A sleeper and a waker in every order: the sleeper returns (polling, or woken from
+    /// the futex), sees what the waker wrote before `wakeup`, and the waker made at most
+    /// one FUTEX_WAKE. Then the note is cleared and used again.
+    #[test]
+    fn note_wakeup_reaches_sleeper() {
+        model(|| {
+            let note = Arc::new(model_note());
+            let data = Arc::new(UnsafeCell::new(0u32));
+            for round in 1..=2u32 {
+                let waker = {
+                    let (note, data) = (note.clone(), data.clone());
+                    loom::thread::spawn(move || {
+                        // SAFETY: the sleeper reads it only after `wakeup` ordered it.
+                        data.with_mut(|p| unsafe { *p = round });
+                        note.wakeup();
+                    })
+                };
+                note.sleep();
+                // SAFETY: `sleep` returned: the waker's write happened before.
+                assert_eq!(data.with(|p| unsafe { *p }), round);
+                waker.join().unwrap();
+                assert_eq!(note.key.load(Ordering::Relaxed), NOTE_WOKEN);
+                assert!(note.key.wakes.swap(0, std::sync::atomic::Ordering::Relaxed) <= 1);
+                note.clear();
+            }
+        });
+    }
+
+    /// A timed sleep against a waker: when it says woken, the waker's write is visible;
+    /// when it gives up, it left no SLEEPING behind (the waker's swap is the last word,
+    /// WOKEN), and a FUTEX_WAKE was made only if the key said SLEEPING at the swap.
+    #[test]
+    fn note_timed_sleep_wakes_or_withdraws() {
+        model(|| {
+            let note = Arc::new(model_note());
+            let data = Arc::new(UnsafeCell::new(0u32));
+            let waker = {
+                let (note, data) = (note.clone(), data.clone());
+                loom::thread::spawn(move || {
+                    // SAFETY: read by the sleeper only once `wakeup` ordered it.
+                    data.with_mut(|p| unsafe { *p = 1 });
+                    note.wakeup();
+                })
+            };
+            if note.sleep_timeout(Some(Duration::from_millis(1))) {
+                // SAFETY: woken: the waker's write happened before.
+                assert_eq!(data.with(|p| unsafe { *p }), 1);
+            }
+            waker.join().unwrap();
+            assert_eq!(note.key.load(Ordering::Relaxed), NOTE_WOKEN);
+            assert!(note.key.wakes.load(std::sync::atomic::Ordering::Relaxed) <= 1);
+        });
+    }
+
+    type ModelLock = Lock<ModelFutex<1>>;
+
+    /// Three lockers, each twice (one poll, then the futex path): every critical section
+    /// follows the previous one (a shared counter in an `UnsafeCell`), every sleeper is
+    /// woken, and the lock ends free with no sleeper announced.
+    #[test]
+    fn lock_excludes_and_wakes() {
+        model(|| {
+            let lock = Arc::new(ModelLock {
+                state: ModelFutex::new(0),
+            });
+            let count = Arc::new(UnsafeCell::new(0u32));
+            let locker = |lock: Arc<ModelLock>, count: Arc<UnsafeCell<u32>>| {
+                move || {
+                    for _ in 0..2 {
+                        lock.lock();
+                        // SAFETY: the lock is held.
+                        count.with_mut(|p| unsafe { *p += 1 });
+                        lock.unlock();
+                    }
+                }
+            };
+            let others: Vec<_> = (0..2)
+                .map(|_| loom::thread::spawn(locker(lock.clone(), count.clone())))
+                .collect();
+            locker(lock.clone(), count.clone())();
+            for t in others {
+                t.join().unwrap();
+            }
+            // SAFETY: every locker has been joined.
+            assert_eq!(count.with(|p| unsafe { *p }), 6);
+            assert_eq!(lock.state.load(Ordering::Relaxed), 0);
+        });
     }
 }
