@@ -391,21 +391,43 @@ def print_table(rows: list[Row]) -> None:
 
 def cpu_family() -> str:
     """The results folder of this machine's CPU: one per family the project is measured on
-    (contended rows differ between them), e.g. amd-epyc, intel-xeon."""
-    vendor, model = "", ""
+    (contended rows and the cost of single instructions such as `stmxcsr` and `pause`
+    differ between them), e.g. amd-epyc-zen4, amd-epyc-zen5, intel-xeon."""
+    vendor, model, family, model_no = "", "", -1, -1
     try:
         for l in Path("/proc/cpuinfo").read_text().splitlines():
-            if l.startswith("vendor_id") and not vendor:
-                vendor = l.split(":", 1)[1].strip()
-            elif l.startswith("model name") and not model:
-                model = l.split(":", 1)[1].strip()
-    except OSError:
+            key, _, val = l.partition(":")
+            key, val = key.strip(), val.strip()
+            if key == "vendor_id" and not vendor:
+                vendor = val
+            elif key == "model name" and not model:
+                model = val
+            elif key == "cpu family" and family < 0:
+                family = int(val)
+            elif key == "model" and model_no < 0:
+                model_no = int(val)
+    except (OSError, ValueError):
         pass
     if vendor == "AuthenticAMD":
-        return "amd-epyc" if "EPYC" in model else "amd"
+        name = "amd-epyc" if "EPYC" in model else "amd"
+        return name + amd_generation(family, model_no)
     if vendor == "GenuineIntel":
         return "intel-xeon" if "Xeon" in model else "intel"
     return "other"
+
+
+def amd_generation(family: int, model_no: int) -> str:
+    """The Zen generation of an AMD CPU as a folder suffix ("" when unknown). Family 25
+    (0x19) holds Zen 3 (models 0x00-0x0F, 0x20-0x5F) and Zen 4 (0x10-0x1F, 0x60-0xAF);
+    family 26 (0x1A) is Zen 5."""
+    if family == 23:
+        return "-zen2" if model_no >= 0x30 else "-zen1"
+    if family == 25:
+        zen4 = 0x10 <= model_no <= 0x1F or 0x60 <= model_no <= 0xAF
+        return "-zen4" if zen4 else "-zen3"
+    if family == 26:
+        return "-zen5"
+    return ""
 
 
 def machine_info() -> dict:
@@ -655,8 +677,8 @@ def main() -> int:
                     help="who drives the C workloads: root (a root goroutine), main (the C "
                          "main thread); default root,main")
     ap.add_argument("--out", type=Path,
-                    help="report folder (default bench/results/<cpu family>: amd-epyc, "
-                    "intel-xeon, ...)")
+                    help="report folder (default bench/results/<cpu family>: amd-epyc-zen4, "
+                    "amd-epyc-zen5, intel-xeon, ...)")
     ap.add_argument("--build-only", action="store_true", help="build everything, run nothing")
     ap.add_argument("--timeout", type=float, help="seconds per run (default 300, --quick 60)")
     ap.add_argument("--impls", type=csv, default=["c", "go"],
