@@ -41,6 +41,10 @@ const MODELS: &[&str] = &[
     "sys::loom_tests::note_wakeup_reaches_sleeper",
     "sys::loom_tests::note_timed_sleep_wakes_or_withdraws",
     "sys::loom_tests::lock_excludes_and_wakes",
+    "rt::netpoll::fdrefs::loom_tests::close_waits_for_every_op",
+    "rt::netpoll::fdrefs::loom_tests::incref_after_close_fails",
+    "rt::netpoll::fdrefs::loom_tests::close_broken_with_a_plain_look",
+    "rt::netpoll::fdrefs::loom_tests::incref_broken_without_acquire",
 ];
 
 #[test]

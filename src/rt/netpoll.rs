@@ -47,6 +47,9 @@ use core::sync::atomic::{
 use super::timer::{self, Timer};
 use super::*;
 
+mod fdrefs;
+use fdrefs::FdRefs;
+
 /// Directions (also the bits of `IoWait::fired`).
 pub const MODE_READ: u32 = 1;
 pub const MODE_WRITE: u32 = 2;
@@ -64,7 +67,7 @@ pub const MAX_FD: i32 = (CHUNK * CHUNKS) as i32;
 
 /// The per-fd state (Go's pollDesc).
 pub struct PollDesc {
-    /// Guards the slots, `registered`, `closing` and `seq` changes.
+    /// Guards the slots, the changes of `seq` and of `refs`' flags.
     lock: Lock,
     /// `SLOT_NIL`, `SLOT_READY` or a `*const IoWait`, for reading and for writing. Owner:
     /// `lock`.
@@ -73,14 +76,12 @@ pub struct PollDesc {
     /// Changes at every registration and every close; events and waits carry the value
     /// they started with. Written under `lock`; read lock-free by `netpoll` to filter.
     seq: AtomicU32,
-    /// Under the poller now. Written under `lock`.
-    registered: AtomicBool,
-    /// Set by `close_begin` (and cleared by the next registration): every operation fails
-    /// with EBADF (Go's "use of closed network connection").
-    closing: AtomicBool,
-    /// Operations in flight (Go's fdMutex reference count): `close_begin` waits for zero
-    /// before the fd number is released, so no operation reads or writes a reused number.
-    refs: AtomicU32,
+    /// Operations in flight (Go's fdMutex reference count) and the flags they check:
+    /// registered, closing (set by `close_begin`, cleared by the next registration: every
+    /// operation fails with EBADF, Go's "use of closed network connection").
+    /// `close_begin` waits for no reference before the fd number is released, so no
+    /// operation reads or writes a reused number (the protocol: fdrefs.rs).
+    refs: FdRefs,
     /// The two words of a `gmp_mutex` per direction (state, sema), used by the C API to
     /// serve concurrent readers (writers) of one fd one at a time (Go's fdMutex rlock/wlock).
     pub op_lock: [(AtomicI32, AtomicU32); 2],
@@ -102,9 +103,7 @@ impl PollDesc {
             rg: Cell::new(SLOT_NIL),
             wg: Cell::new(SLOT_NIL),
             seq: AtomicU32::new(0),
-            registered: AtomicBool::new(false),
-            closing: AtomicBool::new(false),
-            refs: AtomicU32::new(0),
+            refs: FdRefs::new(),
             op_lock: [
                 (AtomicI32::new(0), AtomicU32::new(0)),
                 (AtomicI32::new(0), AtomicU32::new(0)),
@@ -123,25 +122,22 @@ impl PollDesc {
     }
 
     /// Whether the fd is under the poller (and not being closed).
+    #[inline]
     pub fn registered(&self) -> bool {
-        self.registered.load(Ordering::Acquire) && !self.closing.load(Ordering::Acquire)
+        self.refs.is_open()
     }
 
     /// Takes a reference for one operation (Go's fdMutex incref). Fails while the fd is being
     /// closed or is not registered.
+    #[inline]
     pub fn incref(&self) -> bool {
-        self.refs.fetch_add(1, Ordering::SeqCst);
-        if self.closing.load(Ordering::SeqCst) || !self.registered.load(Ordering::SeqCst) {
-            self.refs.fetch_sub(1, Ordering::SeqCst);
-            return false;
-        }
-        true
+        self.refs.incref()
     }
 
+    /// Gives back the reference of a successful `incref`.
+    #[inline]
     pub fn decref(&self) {
-        if self.refs.fetch_sub(1, Ordering::SeqCst) == 0 {
-            throw("netpoll: decref without incref");
-        }
+        self.refs.decref()
     }
 
     pub fn seq(&self) -> u32 {
@@ -315,7 +311,7 @@ pub fn register(fd: i32) -> Result<bool, i32> {
         return Err(crate::sys::errno());
     }
     pd.lock.lock();
-    if pd.registered.load(Ordering::Relaxed) && !pd.closing.load(Ordering::Relaxed) {
+    if pd.refs.is_open() {
         pd.lock.unlock();
         return Ok(true);
     }
@@ -345,8 +341,7 @@ pub fn register(fd: i32) -> Result<bool, i32> {
     pd.seq.store(seq, Ordering::Release);
     pd.rg.set(SLOT_NIL);
     pd.wg.set(SLOT_NIL);
-    pd.closing.store(false, Ordering::SeqCst);
-    pd.registered.store(true, Ordering::SeqCst);
+    pd.refs.open();
     pd.lock.unlock();
     Ok(true)
 }
@@ -389,11 +384,11 @@ pub fn unregister(fd: i32) -> Result<(), i32> {
     let Some(pd) = lookup(fd) else { return Ok(()) };
     let mut gs = [null_mut(); 2];
     pd.lock.lock();
-    if !pd.registered.load(Ordering::Relaxed) {
+    if !pd.refs.is_registered() {
         pd.lock.unlock();
         return Ok(());
     }
-    pd.registered.store(false, Ordering::SeqCst);
+    pd.refs.mark_unregistered();
     pd.hook.store(0, Ordering::Relaxed);
     evict_locked(pd, &mut gs);
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
@@ -423,11 +418,11 @@ pub fn close_begin(fd: i32) -> bool {
     let Some(pd) = lookup(fd) else { return false };
     let mut gs = [null_mut(); 2];
     pd.lock.lock();
-    if !pd.registered.load(Ordering::Relaxed) || pd.closing.load(Ordering::Relaxed) {
+    if !pd.refs.is_open() {
         pd.lock.unlock();
         return false;
     }
-    pd.closing.store(true, Ordering::SeqCst);
+    pd.refs.mark_closing();
     evict_locked(pd, &mut gs);
     pd.lock.unlock();
     ready_all(gs);
@@ -438,7 +433,7 @@ pub fn close_begin(fd: i32) -> bool {
     // operation it waits for may belong to a goroutine bound to another M that needs that
     // P (GOMAXPROCS=1).
     let mut spins = 0u32;
-    while pd.refs.load(Ordering::SeqCst) != 0 {
+    while pd.refs.in_flight() {
         spins += 1;
         if spins < crate::sys::pauses(100) {
             core::hint::spin_loop();
@@ -449,7 +444,7 @@ pub fn close_begin(fd: i32) -> bool {
         }
     }
     pd.lock.lock();
-    pd.registered.store(false, Ordering::SeqCst);
+    pd.refs.mark_unregistered();
     pd.hook.store(0, Ordering::Relaxed);
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
     // SAFETY: plain epoll_ctl on our epoll fd.
@@ -523,7 +518,7 @@ pub unsafe fn wait(
 ) -> Result<u32, WaitError> {
     loop {
         pd.lock.lock();
-        if pd.closing.load(Ordering::Relaxed) || pd.seq.load(Ordering::Relaxed) != seq {
+        if pd.refs.is_closing() || pd.seq.load(Ordering::Relaxed) != seq {
             pd.lock.unlock();
             return Err(WaitError::Closed);
         }
@@ -603,7 +598,7 @@ pub unsafe fn wait(
         if ready != 0 {
             return Ok(ready);
         }
-        if fired & FIRED_EVICT != 0 || pd.closing.load(Ordering::Acquire) || pd.seq() != seq {
+        if fired & FIRED_EVICT != 0 || pd.refs.is_closing() || pd.seq() != seq {
             return Err(WaitError::Closed);
         }
         if fired & FIRED_TIMEOUT != 0 {
