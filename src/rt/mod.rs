@@ -602,7 +602,7 @@ pub(crate) fn all_ps() -> impl Iterator<Item = &'static P> {
 /// Live goroutines: the foreign threads' count plus every P's. A snapshot taken without
 /// stopping anything, exact once the program is quiet.
 pub fn goroutine_count() -> i64 {
-    SCHED.ngoroutines.load(Ordering::Relaxed)
+    SCHED.spawned.load(Ordering::Relaxed) as i64
         + all_ps()
             .map(|p| p.ngoroutines.load(Ordering::Relaxed))
             .sum::<i64>()
@@ -808,9 +808,9 @@ pub struct Sched {
     /// Counters.
     pub goidgen: AtomicU64,
     pub mnext: AtomicI64,
-    /// Goroutines started minus ended, and started, by threads without a P (foreign
-    /// threads); the Ps keep their own counts.
-    pub ngoroutines: AtomicI64,
+    /// Goroutines started by threads without a P (foreign threads); the Ps keep their own
+    /// counts. Also those threads' share of the live count (`goroutine_count`): their
+    /// goroutines end on Ps, whose live counts go down.
     pub spawned: AtomicU64,
     /// Preemption requests sysmon made (`P::preempt` set while clear).
     pub preempt_requests: AtomicU64,
@@ -1002,7 +1002,6 @@ pub static SCHED: Sched = Sched {
     allg: AtomicPtr::new(null_mut()),
     goidgen: AtomicU64::new(0),
     mnext: AtomicI64::new(0),
-    ngoroutines: AtomicI64::new(0),
     spawned: AtomicU64::new(0),
     steals: Padded(AtomicU64::new(0)),
     preempt_requests: AtomicU64::new(0),

@@ -90,9 +90,11 @@ pub unsafe fn newproc(
             Ordering::Relaxed,
         );
         let goid = if pp.is_null() {
-            SCHED.ngoroutines.fetch_add(1, Ordering::Relaxed);
+            // A thread without a P: its spawns are counted in `SCHED.spawned`, which is
+            // also its share of the live count (`goroutine_count`: the goroutines end on
+            // Ps, whose counts go down), and take ids from a cache of its own, as a P does.
             SCHED.spawned.fetch_add(1, Ordering::Relaxed);
-            SCHED.goidgen.fetch_add(1, Ordering::Relaxed) + 1
+            foreign_goid()
         } else {
             let p = &*pp;
             owner_add_i64(&p.ngoroutines, 1);
@@ -748,6 +750,27 @@ pub(super) fn prefetch_g(gp: *mut G) {
     if !gp.is_null() {
         crate::sys::prefetch_range(gp as usize, gp as usize + core::mem::size_of::<G>());
     }
+}
+
+thread_local! {
+    /// Goroutine ids reserved for this thread without a P (C main, a Python thread),
+    /// `[next, end)`: Go's goidcache, which a P keeps (`P::goidcache`), for the threads
+    /// that spawn without one. A foreign thread spawning in a loop otherwise paid a locked
+    /// add per spawn on `SCHED.goidgen`.
+    static FOREIGN_GOIDS: core::cell::Cell<(u64, u64)> = const { core::cell::Cell::new((0, 0)) };
+}
+
+/// The next goroutine id for a spawn by a thread without a P.
+fn foreign_goid() -> u64 {
+    FOREIGN_GOIDS.with(|c| {
+        let (mut next, mut end) = c.get();
+        if next == end {
+            next = SCHED.goidgen.fetch_add(GOID_CACHE_BATCH, Ordering::Relaxed) + 1;
+            end = next + GOID_CACHE_BATCH;
+        }
+        c.set((next + 1, end));
+        next
+    })
 }
 
 /// A dead G off the global cache for a spawn: one that kept a (default-size) stack first
