@@ -643,7 +643,8 @@ impl Chan {
                 return Err(e);
             }
         };
-        let w = Waiter::new();
+        // With no deadline, only this channel's lock holders can complete the wait.
+        let w = Waiter::new(deadline.is_none());
         // On our stack, beside the waiter (a select, with a sudog per case, takes them from
         // the caches): the frame outlives every access to it (the lifetime rules in
         // rt/sudog.rs), and a parked goroutine then costs no runtime memory for it.

@@ -272,7 +272,8 @@ unsafe fn selectgo(
         // SAFETY: all locks held.
         unsafe { (*c).synced().hold() };
     }
-    let w = Waiter::new();
+    // Several queues (and maybe a deadline): its claimants hold different locks.
+    let w = Waiter::new(false);
     let sgs = &mut sgs[..np];
     for (k, &i) in lockorder.iter().enumerate() {
         let cas = &cases[i as usize];

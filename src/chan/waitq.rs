@@ -78,7 +78,7 @@ impl WaitQ {
                     self.first = next;
                 }
                 (*sg).next.set(null());
-                if (*(*sg).waiter.get()).claim() {
+                if (*(*sg).waiter.get()).claim_locked() {
                     return sg;
                 }
             }

@@ -26,7 +26,11 @@
 //! select), a closer, and its timeout (a timer callback, or the foreign thread's own
 //! futex timeout). Exactly one wins, by CASing `Waiter.done` from 0 to 1:
 //! - a waker CASes when it takes a sudog off a queue ([`WaitQ::dequeue`]); if the CAS fails
-//!   the sudog is dropped from that queue and the next one is tried;
+//!   the sudog is dropped from that queue and the next one is tried. A waiter with one
+//!   sudog and no timeout (`Waiter::exclusive`: a plain send or receive without a
+//!   deadline) has no other claimant: every party that could complete it holds the lock
+//!   of the one channel whose queue it is on, so its waker marks it with a plain store
+//!   (Go's dequeue CASes `selectDone` only for a select);
 //! - the winner alone touches the waiter's buffers (the sudog's `elem`), records the sudog
 //!   in `Waiter.fired` and then wakes the waiter — after releasing the channel lock;
 //! - a timeout that wins leaves `fired` null and wakes the waiter, which then re-locks its
@@ -56,6 +60,9 @@ pub(crate) struct Waiter {
     pub note: Note,
     /// 0 while nobody has claimed the waiter; 1 once a waker or the timeout has.
     pub done: AtomicU32,
+    /// One sudog on one queue and no timeout: only the holders of that channel's lock can
+    /// claim it, so they need no CAS (see "The done flag").
+    pub exclusive: bool,
     /// The sudog whose operation completed, written by the winning waker before its
     /// wake-up (the wake-up's release publishes it); null if the timeout won.
     pub fired: AtomicPtr<Sudog>,
@@ -65,11 +72,13 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
-    pub fn new() -> Waiter {
+    /// A waiter for the calling goroutine or thread; `exclusive` as the field says.
+    pub fn new(exclusive: bool) -> Waiter {
         Waiter {
             g: rt::getg(),
             note: Note::new(),
             done: AtomicU32::new(0),
+            exclusive,
             fired: AtomicPtr::new(core::ptr::null_mut()),
             wake_link: Cell::new(null()),
         }
@@ -81,6 +90,24 @@ impl Waiter {
         self.done
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
+    }
+
+    /// `claim` for a waker that took the waiter's sudog off a queue, holding that
+    /// channel's lock. An exclusive waiter's claimants all hold that lock, which orders
+    /// them and the waiter's set-up: a relaxed store marks it (nobody else may try).
+    #[inline]
+    pub fn claim_locked(&self) -> bool {
+        if self.exclusive {
+            debug_assert_eq!(
+                self.done.load(Ordering::Relaxed),
+                0,
+                "exclusive waiter claimed twice"
+            );
+            self.done.store(1, Ordering::Relaxed);
+            true
+        } else {
+            self.claim()
+        }
     }
 }
 
