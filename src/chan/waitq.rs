@@ -193,15 +193,9 @@ pub(crate) unsafe fn block(
                         .sleep_foreign(Some(Duration::from_nanos(left as u64)))
             }
         };
-        if !woken {
-            if w.claim() {
-                return false;
-            }
-            // A waker claimed us first and is about to wake the note.
-            w.note.sleep_foreign(None);
-        }
-        w.note.clear();
-        return true;
+        return w.settle_foreign(woken, |note| {
+            note.sleep_foreign(None);
+        });
     }
     // Built only when there is a deadline (most waits have none).
     let mut t = MaybeUninit::<Timer>::uninit();
@@ -224,4 +218,345 @@ pub(crate) unsafe fn block(
         unsafe { timer::stop(t.as_mut_ptr()) };
     }
     !w.fired.load(Ordering::Acquire).is_null()
+}
+
+/// Loom models of the claim ("The done flag" and "Lifetime" in `rt/sudog.rs`): the real
+/// [`Waiter::claim`], [`Waiter::claim_locked`], [`Waiter::settle_foreign`] and [`Note`]
+/// (over the model futex), with the rest restated step for step in loom's types, as the
+/// timer model does — a channel is a mutex around its queue, a queued sudog is an entry
+/// in it (every sudog here belongs to the one waiter), the timeout timer is a thread with
+/// `timer::stop`'s three outcomes (cancelled before it ran, waited for while running,
+/// already done).
+///
+/// The waiter's frame is a pair of loom `UnsafeCell`s: `got`, the receive buffer the
+/// winner writes before its wake-up (the sudog's `elem`, and `fired`), and `alive`, which
+/// every party that touches the waiter reads first (a waker holding a queued sudog, the
+/// timeout's callback) and the waiter writes when it returns. So loom fails a model as a
+/// data race when a claimant can touch the frame after the waiter returned, or when the
+/// waiter can read its result without the wake-up ordering it; two winners fail the
+/// `winners` check before either wakes anybody.
+///
+/// [`Note`]: crate::sys::Note
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use crate::rt::sudog::Waiter;
+    use crate::sync::loom_support::model;
+    use crate::sys::loom_futex::{ModelFutex, model_note};
+    use core::time::Duration;
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::AtomicU32;
+    use loom::sync::{Arc, Condvar, Mutex};
+    use std::sync::atomic::AtomicU32 as PlainU32;
+    use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+    type ModelWaiter = Waiter<AtomicU32, ModelFutex<1>>;
+
+    /// A blocked operation's stack frame (see the module doc).
+    struct Frame {
+        w: ModelWaiter,
+        got: UnsafeCell<u32>,
+        /// `Waiter::fired` (loom's atomic here): the value the winning waker sent, 0 if
+        /// the timeout won.
+        fired: AtomicU32,
+        alive: UnsafeCell<bool>,
+        /// Claimants that won (plain: loom runs one thread at a time).
+        winners: PlainU32,
+    }
+
+    // SAFETY: `w`'s raw pointer and `Cell`s are never used by these models (a foreign
+    // waiter, no closer list); everything else in it is atomic or a loom cell.
+    unsafe impl Sync for Frame {}
+    // SAFETY: as above.
+    unsafe impl Send for Frame {}
+
+    impl Frame {
+        fn new(exclusive: bool) -> Frame {
+            Frame {
+                w: Waiter {
+                    g: core::ptr::null_mut(),
+                    note: model_note(),
+                    done: AtomicU32::new(0),
+                    exclusive,
+                    fired: Default::default(),
+                    wake_link: Default::default(),
+                },
+                got: UnsafeCell::new(0),
+                fired: AtomicU32::new(0),
+                alive: UnsafeCell::new(true),
+                winners: PlainU32::new(0),
+            }
+        }
+
+        /// A party about to touch the waiter: the frame must still be alive.
+        fn touch(&self) {
+            // SAFETY: loom checks this read against the waiter's write when it returns.
+            self.alive
+                .with(|p| assert!(unsafe { *p }, "waiter touched after return"));
+        }
+
+        /// Counts a claim that succeeded; two winners fail here, before a second wake-up.
+        fn won(&self) {
+            assert_eq!(self.winners.fetch_add(1, Relaxed), 0, "two claimants won");
+        }
+
+        /// The waiter returns: its frame dies.
+        fn die(&self) {
+            // SAFETY: loom checks this write against every claimant's `touch`.
+            self.alive.with_mut(|p| unsafe { *p = false });
+        }
+    }
+
+    /// A channel: its lock around the number of (this waiter's) sudogs in its queue.
+    struct Chan(Mutex<usize>);
+
+    impl Chan {
+        fn new(queued: usize) -> Chan {
+            Chan(Mutex::new(queued))
+        }
+
+        fn lock(&self) -> loom::sync::MutexGuard<'_, usize> {
+            self.0.lock().unwrap()
+        }
+    }
+
+    /// A sender of `v` on `ch` (a closer does the same to the waiter): WaitQ::dequeue
+    /// (take the first sudog, claim its waiter or drop it), the transfer under the lock,
+    /// the wake-up after it. True if it won the waiter.
+    fn send(ch: &Chan, f: &Frame, v: u32) -> bool {
+        let mut q = ch.lock();
+        let mut won = false;
+        while *q > 0 {
+            *q -= 1;
+            // A queued sudog's waiter is alive while its channel's lock is held.
+            f.touch();
+            if f.w.claim_locked() {
+                f.won();
+                // SAFETY: the winner alone writes the frame's buffer, before its wake-up.
+                f.got.with_mut(|p| unsafe { *p = v });
+                // relaxed, as `Chan::complete`: published by the wake-up's release.
+                f.fired.store(v, Relaxed);
+                won = true;
+                break;
+            }
+        }
+        drop(q);
+        if won {
+            // The winner may touch the waiter until its wake-up, its last access.
+            f.touch();
+            f.w.note.wakeup();
+        }
+        won
+    }
+
+    /// The timeout timer's state (rt/timer.rs, reduced to what `stop` promises).
+    const PENDING: u8 = 0;
+    const RUNNING: u8 = 1;
+    const DONE: u8 = 2;
+    const CANCELLED: u8 = 3;
+
+    struct Timer {
+        state: Mutex<u8>,
+        cv: Condvar,
+    }
+
+    impl Timer {
+        fn new() -> Timer {
+            Timer {
+                state: Mutex::new(PENDING),
+                cv: Condvar::new(),
+            }
+        }
+
+        /// The timer fires: `on_timeout` (claim, and wake if it won) unless stopped first.
+        fn fire(&self, f: &Frame) {
+            {
+                let mut s = self.state.lock().unwrap();
+                if *s != PENDING {
+                    return;
+                }
+                *s = RUNNING;
+            }
+            f.touch();
+            if f.w.claim() {
+                f.won();
+                f.touch();
+                f.w.note.wakeup();
+            }
+            *self.state.lock().unwrap() = DONE;
+            self.cv.notify_all();
+        }
+
+        /// `timer::stop`: cancels a pending timer, waits for a running callback.
+        fn stop(&self) {
+            let mut s = self.state.lock().unwrap();
+            if *s == PENDING {
+                *s = CANCELLED;
+            }
+            while *s == RUNNING {
+                s = self.cv.wait(s).unwrap();
+            }
+        }
+    }
+
+    /// How a select gets off the queues of the cases that did not fire (pass 3).
+    #[derive(Clone, Copy)]
+    enum Pass3 {
+        /// As `selectgo`: re-lock every channel, remove whatever sudog is still queued.
+        RelockAll,
+        /// Broken: when a waker claimed it, trust that nothing else will look at its
+        /// other sudogs, and return at once.
+        SkipWhenClaimed,
+    }
+
+    /// A select receiving from two channels with a deadline, against a sender on each
+    /// and the timeout: `goroutine` parks and its timeout is a timer, a foreign thread
+    /// sleeps on its note with a timeout and settles (`Waiter::settle_foreign`). Exactly
+    /// one claimant wins; the waiter sees its value, or nothing if the timeout won; no
+    /// claimant touches the frame after the waiter returns.
+    fn select_two_with_deadline(goroutine: bool, pass3: Pass3) {
+        model(move || {
+            let f = Arc::new(Frame::new(false));
+            let chans = Arc::new([Chan::new(0), Chan::new(0)]);
+            // Pass 2: queue a sudog on each channel, under both locks (ascending).
+            {
+                let mut a = chans[0].lock();
+                let mut b = chans[1].lock();
+                *a += 1;
+                *b += 1;
+            }
+            let senders: Vec<_> = (0..2)
+                .map(|i| {
+                    let (f, chans) = (f.clone(), chans.clone());
+                    loom::thread::spawn(move || send(&chans[i], &f, 10 + i as u32))
+                })
+                .collect();
+            let timer = goroutine.then(|| {
+                let t = Arc::new(Timer::new());
+                let (t2, f2) = (t.clone(), f.clone());
+                (t, loom::thread::spawn(move || t2.fire(&f2)))
+            });
+            // Block.
+            let claimed = match &timer {
+                Some((t, _)) => {
+                    f.w.note.sleep();
+                    t.stop();
+                    f.fired.load(Acquire) != 0
+                }
+                None => {
+                    let woken = f.w.note.sleep_timeout(Some(Duration::from_millis(1)));
+                    let claimed = f.w.settle_foreign(woken, |note| note.sleep());
+                    if !claimed {
+                        // Its own timeout claimed it.
+                        f.won();
+                    }
+                    claimed
+                }
+            };
+            // Pass 3.
+            if claimed && matches!(pass3, Pass3::SkipWhenClaimed) {
+                // (broken) return without looking at the other queue
+            } else {
+                let mut a = chans[0].lock();
+                let mut b = chans[1].lock();
+                *a = 0;
+                *b = 0;
+            }
+            // SAFETY: woken by the winner (or our own timeout): ordered after its write.
+            let got = f.got.with(|p| unsafe { *p });
+            f.die();
+            let won: Vec<bool> = senders.into_iter().map(|s| s.join().unwrap()).collect();
+            if let Some((_, t)) = timer {
+                t.join().unwrap();
+            }
+            assert_eq!(f.winners.load(Relaxed), 1, "nobody or several won");
+            match won.iter().position(|&w| w) {
+                Some(i) => {
+                    assert!(claimed);
+                    assert_eq!(got, 10 + i as u32);
+                }
+                None => {
+                    assert!(!claimed, "claimed by nobody");
+                    assert_eq!(got, 0);
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn select_foreign_claim_is_unique() {
+        select_two_with_deadline(false, Pass3::RelockAll);
+    }
+
+    #[test]
+    fn select_goroutine_claim_is_unique() {
+        select_two_with_deadline(true, Pass3::RelockAll);
+    }
+
+    /// Pass 3 cut short: the other channel's sender still holds our sudog and touches the
+    /// frame after the select returned.
+    #[test]
+    #[should_panic(expected = "Causality violation")]
+    fn select_broken_without_pass3() {
+        select_two_with_deadline(false, Pass3::SkipWhenClaimed);
+    }
+
+    /// A plain receive: a sender and a closer on its one channel, and a timeout if
+    /// `deadline` (then it is not exclusive: `Waiter::new(deadline.is_none())`, unless
+    /// `broken` marks it exclusive anyway). Exactly one wins and the waiter sees it.
+    fn plain_recv(deadline: bool, broken: bool) {
+        model(move || {
+            let f = Arc::new(Frame::new(!deadline || broken));
+            let ch = Arc::new(Chan::new(1));
+            let parties: Vec<_> = [10u32, 99]
+                .into_iter()
+                .map(|v| {
+                    let (f, ch) = (f.clone(), ch.clone());
+                    loom::thread::spawn(move || send(&ch, &f, v))
+                })
+                .collect();
+            let timer = deadline.then(|| {
+                let t = Arc::new(Timer::new());
+                let (t2, f2) = (t.clone(), f.clone());
+                (t, loom::thread::spawn(move || t2.fire(&f2)))
+            });
+            f.w.note.sleep();
+            if let Some((t, _)) = &timer {
+                t.stop();
+                if f.fired.load(Acquire) == 0 {
+                    // The timeout won: re-lock and take the sudog off the queue.
+                    *ch.lock() = 0;
+                }
+            }
+            // SAFETY: woken by the winner, whose write the wake-up ordered.
+            let got = f.got.with(|p| unsafe { *p });
+            f.die();
+            let won: Vec<bool> = parties.into_iter().map(|s| s.join().unwrap()).collect();
+            if let Some((_, t)) = timer {
+                t.join().unwrap();
+            }
+            assert_eq!(f.winners.load(Relaxed), 1);
+            match won.iter().position(|&w| w) {
+                Some(i) => assert_eq!(got, [10, 99][i]),
+                None => assert_eq!(got, 0),
+            }
+        });
+    }
+
+    /// The exclusive claim (a relaxed store): its claimants all hold the channel's lock.
+    #[test]
+    fn plain_recv_exclusive_claim() {
+        plain_recv(false, false);
+    }
+
+    #[test]
+    fn plain_recv_with_deadline_claim() {
+        plain_recv(true, false);
+    }
+
+    /// An exclusive waiter with a timeout: the timer's CAS and a waker's store both win.
+    #[test]
+    #[should_panic(expected = "two claimants won")]
+    fn plain_recv_broken_exclusive_with_deadline() {
+        plain_recv(true, true);
+    }
 }

@@ -51,15 +51,19 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use super::{G, P};
 use crate::rt;
-use crate::sys::{Lock, Note};
+use crate::sync::AtomicWord;
+use crate::sys::{FutexWord, Lock, Note};
 
 /// A blocked goroutine or foreign thread. Lives on its stack (see the module doc).
-pub(crate) struct Waiter {
+///
+/// Generic over the words of `done` and `note` (`D`, `K`) only so that the loom model of
+/// the claim (`chan/waitq.rs`) runs this code over loom's atomics and a model futex.
+pub(crate) struct Waiter<D = AtomicU32, K = AtomicU32> {
     /// The parked goroutine, or null for a foreign thread (which sleeps on `note`).
     pub g: *mut G,
-    pub note: Note,
+    pub note: Note<K>,
     /// 0 while nobody has claimed the waiter; 1 once a waker or the timeout has.
-    pub done: AtomicU32,
+    pub done: D,
     /// One sudog on one queue and no timeout: only the holders of that channel's lock can
     /// claim it, so they need no CAS (see "The done flag").
     pub exclusive: bool,
@@ -83,7 +87,9 @@ impl Waiter {
             wake_link: Cell::new(null()),
         }
     }
+}
 
+impl<D: AtomicWord<V = u32>, K: FutexWord> Waiter<D, K> {
     /// Claims the waiter (CAS of `done` 0 → 1). acq-rel: the winner sees the waiter's
     /// set-up, and its later writes are ordered before its wake-up's release.
     pub fn claim(&self) -> bool {
@@ -108,6 +114,22 @@ impl Waiter {
         } else {
             self.claim()
         }
+    }
+
+    /// The end of a foreign thread's wait on `note`, which returned `woken` (false: its
+    /// deadline passed). A timeout must claim the waiter as any waker does; if a waker
+    /// claimed it first, that waker is about to wake the note, so the thread waits for it
+    /// (`sleep_untimed`) — it may not return while the waker still holds the waiter. True
+    /// if a waker claimed it. Leaves the note clear for the next wait.
+    pub fn settle_foreign(&self, woken: bool, sleep_untimed: impl FnOnce(&Note<K>)) -> bool {
+        if !woken {
+            if self.claim() {
+                return false;
+            }
+            sleep_untimed(&self.note);
+        }
+        self.note.clear();
+        true
     }
 }
 

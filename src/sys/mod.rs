@@ -741,17 +741,13 @@ mod tests {
     }
 }
 
-/// Loom models of [`Note`] and [`Lock`], run over a model futex (`tests/loom.rs` runs them
-/// from `cargo test`). Each keeps the data its protocol publishes in a loom `UnsafeCell`,
-/// so a wake-up or a lock hand-over that does not order the two sides fails as a data
-/// race; a lost wake-up leaves every thread waiting, which loom reports as a deadlock.
+/// A model futex for the loom models of everything built on [`Note`] and [`Lock`] (their
+/// own models below, the channels' waiter claim in `chan/waitq.rs`).
 #[cfg(all(test, loom))]
-mod loom_tests {
+pub(crate) mod loom_futex {
     use super::*;
-    use crate::sync::loom_support::model;
-    use loom::cell::UnsafeCell;
     use loom::sync::atomic::AtomicU32 as LoomU32;
-    use loom::sync::{Arc, Condvar, Mutex};
+    use loom::sync::{Condvar, Mutex};
     use std::collections::VecDeque;
     use std::sync::atomic::{AtomicI64 as PlainI64, AtomicU32 as PlainU32};
 
@@ -768,19 +764,19 @@ mod loom_tests {
     /// timeout pass on the model's clock (which moves only then) and returns, so a model
     /// explores a timeout at every point where a sleeper can reach one. `SPINS` polls
     /// before a note or a lock sleeps.
-    struct ModelFutex<const SPINS: u32> {
+    pub(crate) struct ModelFutex<const SPINS: u32> {
         word: LoomU32,
         queue: Mutex<Queue>,
         cv: Condvar,
         /// The model's clock, ns. Plain atomics: not a subject, and loom runs one model
         /// thread at a time, so their values follow the explored schedule.
-        clock: PlainI64,
+        pub(crate) clock: PlainI64,
         /// FUTEX_WAKE calls made: a waker that saw nobody sleeping must not make one.
-        wakes: PlainU32,
+        pub(crate) wakes: PlainU32,
     }
 
     impl<const SPINS: u32> ModelFutex<SPINS> {
-        fn new(v: u32) -> Self {
+        pub(crate) fn new(v: u32) -> Self {
             ModelFutex {
                 word: LoomU32::new(v),
                 queue: Mutex::new(Queue {
@@ -876,13 +872,27 @@ mod loom_tests {
         }
     }
 
-    type ModelNote = Note<ModelFutex<1>>;
+    /// A note over the model futex that polls once before it sleeps.
+    pub(crate) type ModelNote = Note<ModelFutex<1>>;
 
-    fn model_note() -> ModelNote {
+    pub(crate) fn model_note() -> ModelNote {
         Note {
             key: ModelFutex::new(NOTE_CLEAR),
         }
     }
+}
+
+/// Loom models of [`Note`] and [`Lock`], run over a model futex (`tests/loom.rs` runs them
+/// from `cargo test`). Each keeps the data its protocol publishes in a loom `UnsafeCell`,
+/// so a wake-up or a lock hand-over that does not order the two sides fails as a data
+/// race; a lost wake-up leaves every thread waiting, which loom reports as a deadlock.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::loom_futex::{ModelFutex, model_note};
+    use super::*;
+    use crate::sync::loom_support::model;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
 
     /// A sleeper and a waker in every order: the sleeper returns (polling, or woken from
     /// the futex), sees what the waker wrote before `wakeup`, and the waker made at most
