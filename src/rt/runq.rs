@@ -67,10 +67,10 @@ use self::shim::{AtomicPtr, AtomicU32, Ordering::*};
 
 /// The concurrency primitives, imported through one place so that loom can replace them.
 mod shim {
-    #[cfg(loom)]
+    #[cfg(all(test, loom))]
     pub(super) use loom::sync::atomic::{AtomicPtr, AtomicU32};
 
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, loom)))]
     pub(super) use core::sync::atomic::{AtomicPtr, AtomicU32};
 
     pub(super) use core::sync::atomic::Ordering;
@@ -80,24 +80,24 @@ mod shim {
     /// so 3us gives ~50x overshoot"). 64 reference pauses (`sys::procyield`, calibrated)
     /// are ~1.6 µs; then one `sched_yield` (~1 µs, and it lets the victim run if it shares
     /// our CPU). No timer: nanosleep would sleep 50 µs of timer slack.
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, loom)))]
     pub(super) fn runnext_backoff() {
         crate::sys::procyield(64);
         std::thread::yield_now();
     }
 
     /// Under loom, a yield point: lets the model schedule the victim here.
-    #[cfg(loom)]
+    #[cfg(all(test, loom))]
     pub(super) fn runnext_backoff() {
         loom::thread::yield_now();
     }
 }
 
 /// Capacity of the ring: 256, Go's; 4 under loom, to explore wrap-around and overflow.
-#[cfg(not(loom))]
+#[cfg(not(all(test, loom)))]
 pub const RUNQ_SIZE: usize = 256;
 /// Capacity of the ring: 256, Go's; 4 under loom, to explore wrap-around and overflow.
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 pub const RUNQ_SIZE: usize = 4;
 
 // The counters wrap at 2^32: the slot index `counter % RUNQ_SIZE` stays continuous across
@@ -124,7 +124,7 @@ pub struct RunQueue<T> {
     slots: [AtomicPtr<T>; RUNQ_SIZE],
 }
 
-#[cfg(not(loom))]
+#[cfg(not(all(test, loom)))]
 const _: () = {
     const fn send_sync<Q: Send + Sync>() {}
     // Not Send/Sync themselves, so this checks "whatever T is".
@@ -133,7 +133,7 @@ const _: () = {
 
 impl<T> RunQueue<T> {
     /// An empty queue.
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, loom)))]
     pub const fn new() -> Self {
         RunQueue {
             head: AtomicU32::new(0),
@@ -144,7 +144,7 @@ impl<T> RunQueue<T> {
     }
 
     /// An empty queue (loom's atomics cannot be built in a const fn).
-    #[cfg(loom)]
+    #[cfg(all(test, loom))]
     pub fn new() -> Self {
         RunQueue {
             head: AtomicU32::new(0),
@@ -515,9 +515,9 @@ fn nonnull<T>(p: *mut T, msg: &str) -> NonNull<T> {
 /// loom, where a panic lets the model print the interleaving that broke it.
 #[cold]
 fn throw(msg: &str) -> ! {
-    #[cfg(loom)]
+    #[cfg(all(test, loom))]
     panic!("gmp: {msg}");
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, loom)))]
     crate::rt::throw(msg)
 }
 
@@ -1045,10 +1045,10 @@ mod loom_tests {
             unsafe {
                 for i in 0..COUNT {
                     q.put(g(i), false, |b| seen.extend(b.iter().map(|&x| index(x))));
-                    if i % 2 == 1 {
-                        if let Some((x, _)) = q.get() {
-                            seen.push(index(x));
-                        }
+                    if i % 2 == 1
+                        && let Some((x, _)) = q.get()
+                    {
+                        seen.push(index(x));
                     }
                 }
                 while let Some((x, _)) = q.get() {
