@@ -1228,6 +1228,22 @@ fn torture_procs_4() {
     torture("4", "404");
 }
 
+/// The runtime's locks with Go's exchange protocol instead of the asymmetric unlock (what
+/// a process gets where membarrier(2) is refused; sys::Lock).
+#[test]
+fn torture_go_locks() {
+    expect_success(
+        "torture",
+        &[
+            ("TORTURE_SEED", "303"),
+            ("TORTURE_MS", "3000"),
+            ("TORTURE_PROCS", "2"),
+            ("TORTURE_FEATURES", TORTURE_FEATURES),
+            ("GMP_DEBUG", "schedtrace=500,asymlock=0"),
+        ],
+    );
+}
+
 // ---- preemption: a goroutine that never calls the runtime cannot starve the others ----
 
 const PREEMPT_STRESS: (&str, &str) = ("GMP_DEBUG", "asyncpreemptstress=1");
