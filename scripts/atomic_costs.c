@@ -1,7 +1,8 @@
 /*
  * atomic_costs: what the single instructions the runtime's hot paths are made of cost on
  * this machine, one thread, nothing shared: a lock taken and released as the runtime's
- * Lock does it (lock cmpxchg, then xchg), one locked add, a store followed by a SeqCst
+ * Lock does it with Go's protocol (lock cmpxchg, then xchg) and with the asymmetric
+ * unlock (lock cmpxchg, then a plain store and a load of the sleeper count), one locked add, a store followed by a SeqCst
  * fence, stmxcsr (read on every goroutine -> scheduler switch) and pause (the unit of
  * every spin, sys::calibrate_pause). README ("Performance against Go") explains the
  * rows that differ between CPU families with them.
@@ -45,6 +46,7 @@ int main(int argc, char **argv)
         return 2;
     }
     static _Alignas(64) uint32_t word;
+    static _Alignas(64) uint32_t asym[2]; /* state, sleepers: as in sys::Lock */
     static _Alignas(64) uint64_t counter;
     uint32_t mxcsr;
 
@@ -52,6 +54,15 @@ int main(int argc, char **argv)
         uint32_t expected = 0;
         __atomic_compare_exchange_n(&word, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
         __atomic_exchange_n(&word, 0, __ATOMIC_RELEASE);
+    });
+    double lock_asym = BEST_OF_5(n, {
+        uint32_t expected = 0;
+        __atomic_compare_exchange_n(&asym[0], &expected, 1, 0, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_RELAXED);
+        __atomic_store_n(&asym[0], 0, __ATOMIC_RELEASE);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&asym[1], __ATOMIC_RELAXED) != 0)
+            abort();
     });
     double xadd = BEST_OF_5(n, __atomic_fetch_add(&counter, 1, __ATOMIC_SEQ_CST));
     double fence = BEST_OF_5(n, {
@@ -62,6 +73,7 @@ int main(int argc, char **argv)
     double pause = BEST_OF_5(n / 10, __asm__ volatile("pause"));
 
     printf("lock+unlock (lock cmpxchg, xchg): %.2f ns\n", lock_pair);
+    printf("lock+unlock, asymmetric unlock:   %.2f ns\n", lock_asym);
     printf("lock xadd:                        %.2f ns\n", xadd);
     printf("store + SeqCst fence:             %.2f ns\n", fence);
     printf("stmxcsr:                          %.2f ns\n", stmxcsr);
