@@ -1201,6 +1201,11 @@ const TORTURE_FEATURES: &str = "all";
 /// One 3 s torture run at GOMAXPROCS `procs` with a fixed seed; on failure the output
 /// holds the seed, the watchdog's report and the scheduler trace.
 fn torture(procs: &str, seed: &str) {
+    torture_with(procs, seed, "schedtrace=500,stacktrim=20");
+}
+
+/// `torture` with `debug` as GMP_DEBUG.
+fn torture_with(procs: &str, seed: &str, debug: &str) {
     expect_success(
         "torture",
         &[
@@ -1208,7 +1213,7 @@ fn torture(procs: &str, seed: &str) {
             ("TORTURE_MS", "3000"),
             ("TORTURE_PROCS", procs),
             ("TORTURE_FEATURES", TORTURE_FEATURES),
-            ("GMP_DEBUG", "schedtrace=500,stacktrim=20"),
+            ("GMP_DEBUG", debug),
         ],
     );
 }
@@ -1232,16 +1237,7 @@ fn torture_procs_4() {
 /// a process gets where membarrier(2) is refused; sys::Lock).
 #[test]
 fn torture_go_locks() {
-    expect_success(
-        "torture",
-        &[
-            ("TORTURE_SEED", "303"),
-            ("TORTURE_MS", "3000"),
-            ("TORTURE_PROCS", "2"),
-            ("TORTURE_FEATURES", TORTURE_FEATURES),
-            ("GMP_DEBUG", "schedtrace=500,asymlock=0"),
-        ],
-    );
+    torture_with("2", "505", "schedtrace=500,asymlock=0");
 }
 
 // ---- preemption: a goroutine that never calls the runtime cannot starve the others ----
@@ -1583,18 +1579,10 @@ fn feature_mix_grow_runs_queued() {
 /// meets asynchronous preemption at arbitrary instructions.
 #[test]
 fn torture_preempt_stress() {
-    expect_success(
-        "torture",
-        &[
-            ("TORTURE_SEED", "303"),
-            ("TORTURE_MS", "3000"),
-            ("TORTURE_PROCS", "2"),
-            ("TORTURE_FEATURES", TORTURE_FEATURES),
-            (
-                "GMP_DEBUG",
-                "schedtrace=500,asyncpreemptstress=1,stacktrim=20",
-            ),
-        ],
+    torture_with(
+        "2",
+        "303",
+        "schedtrace=500,asyncpreemptstress=1,stacktrim=20",
     );
 }
 
