@@ -48,6 +48,7 @@ const MODELS: &[&str] = &[
     "sys::loom_tests::note_timed_sleep_wakes_or_withdraws",
     "sys::loom_tests::lock_excludes_and_wakes",
     "sys::loom_tests::lock_asymmetric_excludes_and_wakes",
+    "sys::loom_tests::lock_asymmetric_refused_barrier_polls",
     "sys::loom_tests::lock_broken_asymmetric_without_heavy_fence",
     "rt::netpoll::fdrefs::loom_tests::close_waits_for_every_op",
     "rt::netpoll::fdrefs::loom_tests::incref_after_close_fails",
