@@ -10,14 +10,28 @@
  *  - no value whose send returned -EPIPE (or was never attempted) was received;
  *  - each producer sent a prefix of its values and, unless it sent them all, was refused
  *    (-EPIPE) exactly once, on the value after that prefix.
+ *
+ * With CHAN_STRESS_REFUSE_MEMBARRIER=1 set, main first installs a seccomp filter that
+ * makes membarrier(2) fail with EPERM, after the library registered for it when it was
+ * loaded: the runtime's locks must then still work, sleeping in bounded polls (sys::Lock;
+ * run with GMP_DEBUG=lockspin=0 so that every contended lock sleeps).
  */
 #include "check.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#endif
 
 #include "gmp.h"
 
@@ -213,8 +227,36 @@ static void run(size_t cap, int use_select, int close_after_ms)
         CHECK_OK(gmp_chan_release(sc.c[1]));
 }
 
+/* Makes membarrier(2) fail with EPERM in this thread and every thread it starts later
+ * (the runtime's Ms start on the first gmp call). False where the filter is not written
+ * for this architecture. */
+static int refuse_membarrier(void)
+{
+#if defined(__x86_64__)
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = (unsigned short)(sizeof f / sizeof f[0]), .filter = f};
+    CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+    CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0);
+    CHECK(syscall(__NR_membarrier, 1 << 3, 0, 0) == -1 && errno == EPERM);
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 int main(void)
 {
+    const char *refuse = getenv("CHAN_STRESS_REFUSE_MEMBARRIER");
+    if (refuse && refuse[0] == '1')
+        printf("membarrier refused: %s\n", refuse_membarrier() ? "yes" : "not on this architecture");
     unsigned seed = (unsigned)gmp_now();
     printf("seed %u\n", seed);
     srand(seed);

@@ -737,6 +737,34 @@ fn chan_stress() {
     expect_success("chan_stress", &[]);
 }
 
+/// chan_stress with every contended runtime lock sleeping at once (debug builds):
+/// thousands of sleeps through the asymmetric lock's barrier and sleeper count.
+#[test]
+fn chan_stress_lock_sleeps() {
+    expect_success("chan_stress", &[("GMP_DEBUG", "lockspin=0")]);
+}
+
+/// As `chan_stress_lock_sleeps`, with membarrier(2) refused by a seccomp filter after the
+/// library registered for it: the locks say so once and sleep in bounded polls.
+#[test]
+fn chan_stress_membarrier_refused() {
+    let o = expect_success(
+        "chan_stress",
+        &[
+            ("GMP_DEBUG", "lockspin=0"),
+            ("CHAN_STRESS_REFUSE_MEMBARRIER", "1"),
+        ],
+    );
+    if o.stdout.contains("membarrier refused: yes") {
+        assert!(
+            o.stderr
+                .contains("gmp: membarrier(2) refused after registration"),
+            "{}",
+            o.report("no word of the refused barrier")
+        );
+    }
+}
+
 // ---- syscall hand-off, sysmon, LockOSThread ----
 
 #[test]
@@ -1238,6 +1266,14 @@ fn torture_procs_4() {
 #[test]
 fn torture_go_locks() {
     torture_with("2", "505", "schedtrace=500,asymlock=0");
+}
+
+/// Every contended runtime lock sleeps at once (no spinning; debug builds), so the
+/// asymmetric lock's sleeping path — the sleeper count, the barrier, the wake-up — meets
+/// every feature, at more Ps than CPUs.
+#[test]
+fn torture_lock_sleeps() {
+    torture_with("4", "606", "schedtrace=500,lockspin=0");
 }
 
 // ---- preemption: a goroutine that never calls the runtime cannot starve the others ----

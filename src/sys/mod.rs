@@ -87,7 +87,11 @@ pub mod membarrier {
     /// unlock on, unless the kernel refuses (before Linux 4.14, a seccomp filter, valgrind)
     /// or `GMP_DEBUG` has `asymlock=0`; the locks then keep Go's exchange.
     extern "C" fn init() {
-        if debug_says_off() {
+        #[cfg(debug_assertions)]
+        if debug_item(b"lockspin=0") {
+            super::LOCK_SPIN_OFF.store(true, Ordering::Relaxed);
+        }
+        if debug_item(b"asymlock=0") {
             return;
         }
         // SAFETY: membarrier takes no pointers; registration affects only this process.
@@ -98,9 +102,9 @@ pub mod membarrier {
         }
     }
 
-    /// Whether `GMP_DEBUG` (comma-separated `key=value` items) has `asymlock=0`. Reads the
+    /// Whether `GMP_DEBUG` (comma-separated `key=value` items) has `item`. Reads the
     /// environment with `getenv`: this runs before Rust's runtime is set up for us.
-    fn debug_says_off() -> bool {
+    fn debug_item(item: &[u8]) -> bool {
         // SAFETY: getenv with a NUL-terminated name; the result, if not null, is a
         // NUL-terminated string that nobody changes while the library is being loaded.
         let v = unsafe {
@@ -110,8 +114,7 @@ pub mod membarrier {
             }
             core::ffi::CStr::from_ptr(p).to_bytes()
         };
-        v.split(|&b| b == b',')
-            .any(|item| item.trim_ascii() == b"asymlock=0")
+        v.split(|&b| b == b',').any(|i| i.trim_ascii() == item)
     }
 
     /// The heavy side: when it returns true, every thread of the process that was running
@@ -634,6 +637,13 @@ pub struct Lock<W = AtomicU32> {
 const LOCK_SPINS: u32 = 100;
 const LOCK_MAX_PAUSES: u32 = 64;
 
+/// Test hook, debug builds only: `GMP_DEBUG=lockspin=0` makes every contended lock sleep
+/// at once instead of spinning first, so that a test drives every contention through the
+/// sleeping path (the asymmetric protocol's barrier and sleeper count). Set when the
+/// library is loaded (`membarrier::init`).
+#[cfg(debug_assertions)]
+static LOCK_SPIN_OFF: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
 impl Lock {
     pub const fn new() -> Lock {
         Lock {
@@ -666,7 +676,15 @@ impl<W: FutexWord> Lock<W> {
         // which still owns the cache line, take the lock back again and again while the
         // others hammer the line (chan_mpmc at GOMAXPROCS=2: 35% of the time here).
         let mut pauses = 1;
-        for _ in 0..W::LOCK_SPINS {
+        #[cfg(debug_assertions)]
+        let spins = if LOCK_SPIN_OFF.load(Ordering::Relaxed) {
+            0
+        } else {
+            W::LOCK_SPINS
+        };
+        #[cfg(not(debug_assertions))]
+        let spins = W::LOCK_SPINS;
+        for _ in 0..spins {
             // Poll with plain loads (the cache line stays shared) and try only when free.
             // Go's protocol: taking it as 1 while sleepers exist is fine: the unlock that
             // freed it woke one of them, which marks the lock contended (2) again before
