@@ -74,8 +74,14 @@ pub mod membarrier {
     pub(super) const REFUSED_POLL: core::time::Duration = core::time::Duration::from_millis(1);
 
     /// Whether every `Lock` runs the asymmetric protocol. Decided once, when the library is
-    /// loaded (`init`), before any thread can hold a lock; never changes after.
-    pub(super) static ON: AtomicBool = AtomicBool::new(false);
+    /// loaded (`init`), before any thread can hold a lock; never changes after. Read by
+    /// every unlock, so on a cache line of its own: the linker put it beside
+    /// `FOREIGN_ACTS`, which a foreign thread bumps on every spawn and send.
+    pub(super) static ON: OnLine = OnLine(AtomicBool::new(false));
+
+    /// [`ON`]'s cache line.
+    #[repr(align(64))]
+    pub(super) struct OnLine(pub(super) AtomicBool);
 
     /// Runs `init` when the library is loaded (before `main` for a program linked with it
     /// or preloading it; at `dlopen` otherwise), while no runtime thread exists.
@@ -98,7 +104,7 @@ pub mod membarrier {
         let r =
             unsafe { libc::syscall(libc::SYS_membarrier, CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) };
         if r == 0 {
-            ON.store(true, Ordering::Relaxed);
+            ON.0.store(true, Ordering::Relaxed);
         }
     }
 
@@ -307,7 +313,7 @@ impl FutexWord for AtomicU32 {
     }
     #[inline(always)]
     fn asymmetric(&self) -> bool {
-        membarrier::ON.load(Ordering::Relaxed)
+        membarrier::ON.0.load(Ordering::Relaxed)
     }
     #[inline(always)]
     fn light_fence(&self) {
@@ -910,7 +916,7 @@ mod tests {
                 0,
             )
         } == 0;
-        assert_eq!(membarrier::ON.load(Ordering::Relaxed), kernel && !off);
+        assert_eq!(membarrier::ON.0.load(Ordering::Relaxed), kernel && !off);
     }
 
     /// Holders that keep the lock long enough for every other locker to give up spinning
