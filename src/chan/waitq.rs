@@ -231,7 +231,8 @@ pub(crate) unsafe fn block(
 /// The waiter's frame is a pair of loom `UnsafeCell`s: `got`, the receive buffer the
 /// winner writes before its wake-up (the sudog's `elem`, and `fired`), and `alive`, which
 /// every party that touches the waiter reads first (a waker holding a queued sudog, the
-/// timeout's callback) and the waiter writes when it returns. So loom fails a model as a
+/// timeout's callback, the winner just before its wake-up) and the waiter writes when it
+/// returns. So loom fails a model as a
 /// data race when a claimant can touch the frame after the waiter returned, or when the
 /// waiter can read its result without the wake-up ordering it; two winners fail the
 /// `winners` check before either wakes anybody.
