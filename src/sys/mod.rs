@@ -650,6 +650,17 @@ const LOCK_MAX_PAUSES: u32 = 64;
 #[cfg(debug_assertions)]
 static LOCK_SPIN_OFF: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
+/// Polls of a held lock before its locker sleeps: `W::LOCK_SPINS`, or none with the test
+/// hook above.
+#[inline(always)]
+fn lock_spins<W: FutexWord>() -> u32 {
+    #[cfg(debug_assertions)]
+    if LOCK_SPIN_OFF.load(Ordering::Relaxed) {
+        return 0;
+    }
+    W::LOCK_SPINS
+}
+
 impl Lock {
     pub const fn new() -> Lock {
         Lock {
@@ -682,15 +693,7 @@ impl<W: FutexWord> Lock<W> {
         // which still owns the cache line, take the lock back again and again while the
         // others hammer the line (chan_mpmc at GOMAXPROCS=2: 35% of the time here).
         let mut pauses = 1;
-        #[cfg(debug_assertions)]
-        let spins = if LOCK_SPIN_OFF.load(Ordering::Relaxed) {
-            0
-        } else {
-            W::LOCK_SPINS
-        };
-        #[cfg(not(debug_assertions))]
-        let spins = W::LOCK_SPINS;
-        for _ in 0..spins {
+        for _ in 0..lock_spins::<W>() {
             // Poll with plain loads (the cache line stays shared) and try only when free.
             // Go's protocol: taking it as 1 while sleepers exist is fine: the unlock that
             // freed it woke one of them, which marks the lock contended (2) again before
