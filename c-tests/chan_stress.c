@@ -267,6 +267,7 @@ int main(void)
         printf("GOMAXPROCS %d\n", procs[r]);
         for (int use_select = 0; use_select <= 1; use_select++) {
             run(0, use_select, 1 + rand() % 40);
+            run(1, use_select, 1 + rand() % 40);
             run(16, use_select, 1 + rand() % 40);
         }
     }

@@ -1,11 +1,22 @@
 //! The channel (Go's hchan, chan.go): a lock, a ring buffer of `cap` elements of
 //! `elem_size` bytes, and the queues of blocked receivers and senders.
 //!
-//! # Invariants (under `lock`)
+//! # The ring and the lock
+//! Go takes the lock for every operation. Here a buffered channel's send and receive first
+//! try the ring without it ([`super::ring`]), which succeeds while nobody waits on the
+//! channel and it is open; everything else takes the lock with [`Chan::lock_excl`], which
+//! puts the ring in exclusive mode (fast operations then go to the lock too), and from
+//! there on the channel is Go's. [`Chan::unlock_excl`] leaves exclusive mode when nobody
+//! waits and the channel is open. So a fast operation never sees a blocked peer: a
+//! receiver blocks, and a sender fills the buffer, only in exclusive mode, which lasts
+//! until the queues are empty again.
+//!
+//! # Invariants (under `lock`, in exclusive mode)
 //! - At least one of `recvq` and `sendq` is empty, except for a select waiting on both
 //!   directions of one channel (its own sudogs never match each other: it is parked).
 //! - Buffered: `sendq` is non-empty only if the buffer is full; `recvq` only if it is empty.
-//! - Unbuffered: `qcount == 0`; a value goes straight from the sender's `elem` to the
+//! - Exclusive mode whenever a queue is non-empty or `state != 0`.
+//! - Unbuffered: no ring; a value goes straight from the sender's `elem` to the
 //!   receiver's `out` (one copy, done by whichever side arrives second).
 //! - `CLOSED` never reverts; once set, both queues are empty (the closer drained them) and
 //!   nobody enqueues again.
@@ -39,8 +50,9 @@
 
 use core::cell::UnsafeCell;
 use core::ptr::null;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::Ordering;
 
+use super::ring::{Fast, Ring};
 use super::waitq::{self, WaitQ};
 use crate::rt::sudog::{self, Sudog, Waiter};
 use crate::rt::{self, WaitReason};
@@ -90,18 +102,24 @@ impl Mode {
     }
 }
 
-/// The lock-protected half of a channel.
+/// The lock-protected half of a channel (56 bytes: it shares a line with the lock).
+#[repr(C)]
 pub(crate) struct Synced {
-    qcount: usize,
-    sendx: usize,
-    recvx: usize,
+    /// The ring is in exclusive mode (buffered channels; see "The ring and the lock"),
+    /// whose positions are `head` and `tail` (the ring's words hold stale ones meanwhile).
+    excl: bool,
     /// `CLOSED` and `ORPHANED` bits, in one byte so that the operations' fast paths test
     /// both with the one comparison they made for `closed` alone.
     state: u8,
+    /// Operations done under the lock in a row that neither waited nor woke a waiter
+    /// (saturating).
+    calm: u16,
+    /// Holds by blocked operations (see "Lifetime").
+    nheld: u32,
+    head: u64,
+    tail: u64,
     pub recvq: WaitQ,
     pub sendq: WaitQ,
-    /// Holds by blocked operations (see "Lifetime").
-    nheld: usize,
 }
 
 /// `Synced::state`: closed (never reverts).
@@ -117,12 +135,17 @@ fn used_after_release() -> ! {
 }
 
 impl Synced {
-    /// Takes a hold for a blocked operation (a queued sudog, or a select's channel).
+    /// Takes a hold for a blocked operation (a queued sudog, or a select's channel); the
+    /// channel is not calm (see `CALM_RUN`).
     pub(crate) fn hold(&mut self) {
         if self.state & ORPHANED != 0 {
             used_after_release();
         }
-        self.nheld += 1;
+        self.nheld = match self.nheld.checked_add(1) {
+            Some(n) => n,
+            None => crate::rt::throw("chan: hold count overflow"),
+        };
+        self.calm = 0;
     }
 
     /// Drops a hold; true if the caller must destroy the channel once it has released the
@@ -139,21 +162,29 @@ impl Synced {
 
 /// A channel. Reference counted; destroyed by the last `release` or the last hold of a
 /// blocked operation (see "Lifetime").
+///
+/// Four cache lines: the lock with all it guards, and the ring's three (the sizes with
+/// the handle count, `head`, `tail`). An operation touches the sizes' line, the slot's,
+/// and `head`'s or `tail`'s without the lock or the lock's under it.
+#[repr(C, align(64))]
 pub struct Chan {
-    pub(crate) lock: Lock,
+    lock: Lock,
     /// Owner: the holder of `lock`.
     synced: UnsafeCell<Synced>,
-    /// Copy of `qcount` for `len` (written under the lock, read without it).
-    len: AtomicUsize,
-    /// Handles (see "Lifetime").
-    refs: AtomicUsize,
-    elem_size: usize,
-    cap: usize,
-    /// `elem_size * cap` bytes (null when that is 0).
-    buf: *mut u8,
+    /// The buffer (buffered channels), the sizes, and the handle count (`ring.refs`, see
+    /// "Lifetime").
+    ring: Ring,
 }
 
-// SAFETY: the mutable state is behind `lock` (Synced), atomics, or immutable after make.
+// The lock's line holds the lock and all it guards; the ring's, the ring and `refs`.
+#[cfg(not(all(test, loom)))]
+const _: () = assert!(
+    core::mem::size_of::<Lock>() + core::mem::size_of::<Synced>() == 64
+        && core::mem::size_of::<Chan>() == 256
+);
+
+// SAFETY: the mutable state is behind `lock` (Synced), the ring's protocol, atomics, or
+// immutable after make.
 unsafe impl Sync for Chan {}
 // SAFETY: as above; the buffer is owned by the channel.
 unsafe impl Send for Chan {}
@@ -168,7 +199,19 @@ pub(crate) enum Now {
     Blocked,
 }
 
-const BUF_ALIGN: usize = 16;
+/// The ring's storage: slots of 16 bytes (an 8-byte element and its stamp) never straddle
+/// a cache line. (64 would cost glibc's slower aligned allocation at every make.)
+const BUF_ALIGN: usize = 64;
+
+/// Largest buffer a destroyed channel's header keeps for the next make of its size.
+const KEEP_BUF_MAX: usize = 4096;
+
+/// Operations under the lock in a row, without a wait or a wake-up, after which a
+/// buffered channel leaves exclusive mode. Entering it costs two locked RMWs: a channel
+/// whose parties block often (skynet's: ten sends and ten receives, the receiver
+/// blocking on most) stays under the lock as Go's; one that flows without waiting
+/// (chan_mpmc's between the rare full and empty rings) goes lock-free after a few dozen.
+pub(crate) const CALM_RUN: u16 = 64;
 
 // Limits (private: cbindgen would copy any `pub` constant, even an associated one, into
 // the C header; the C names are in ffi).
@@ -188,44 +231,71 @@ impl Chan {
         if elem_size > MAX_ELEM || cap > MAX_CAP {
             return Err(libc::EINVAL);
         }
-        let bytes = elem_size.checked_mul(cap).ok_or(libc::EINVAL)?;
-        let buf = if bytes == 0 {
-            core::ptr::null_mut()
-        } else {
-            let layout =
-                std::alloc::Layout::from_size_align(bytes, BUF_ALIGN).map_err(|_| libc::EINVAL)?;
-            // SAFETY: layout has a nonzero size.
-            let p = unsafe { std::alloc::alloc(layout) };
-            if p.is_null() {
+        let bytes = Ring::stride(elem_size)
+            .checked_mul(cap)
+            .ok_or(libc::EINVAL)?;
+        let layout =
+            std::alloc::Layout::from_size_align(bytes, BUF_ALIGN).map_err(|_| libc::EINVAL)?;
+        let reuse = free_headers().pop().map(|c| c as *mut Chan);
+        // A dead header keeps a small buffer (see `destroy`): take it if it is the size
+        // we need (channels made by the thousand are alike: skynet's).
+        let mut buf = core::ptr::null_mut();
+        if let Some(c) = reuse {
+            // SAFETY: a destroyed channel's header: nobody may use it any more, and its
+            // buffer (if any) has the layout `kept_layout` gives.
+            unsafe {
+                let old = &mut *c;
+                let kept = old.ring.buf();
+                if !kept.is_null() {
+                    if old.kept_layout() == layout {
+                        core::ptr::write_bytes(kept, 0, bytes);
+                        buf = kept;
+                    } else {
+                        std::alloc::dealloc(kept, old.kept_layout());
+                        old.ring.retire(false);
+                    }
+                }
+            }
+        }
+        if buf.is_null() && bytes != 0 {
+            // SAFETY: layout has a nonzero size. Zeroed: the ring's initial state (large
+            // buffers come as untouched zero pages).
+            buf = unsafe { std::alloc::alloc_zeroed(layout) };
+            if buf.is_null() {
+                if let Some(c) = reuse {
+                    free_headers().push(c as usize);
+                }
                 return Err(libc::ENOMEM);
             }
-            p
-        };
+        }
         let new = Chan {
+            // SAFETY: buf holds cap zeroed slots, aligned, and is freed only by destroy.
+            ring: unsafe { Ring::new(buf, cap, elem_size) },
             lock: Lock::new(),
             synced: UnsafeCell::new(Synced {
-                qcount: 0,
-                sendx: 0,
-                recvx: 0,
+                // The ring starts in exclusive mode.
+                excl: cap != 0,
+                head: 0,
+                tail: 0,
+                calm: 0,
                 state: 0,
                 recvq: WaitQ::new(),
                 sendq: WaitQ::new(),
                 nheld: 0,
             }),
-            len: AtomicUsize::new(0),
-            refs: AtomicUsize::new(1),
-            elem_size,
-            cap,
-            buf,
         };
-        let reuse = free_headers().pop();
         match reuse {
             Some(c) => {
-                let c = c as *mut Chan;
                 // SAFETY: a destroyed channel's header: nobody may use it any more (its
                 // last handle and hold are gone), and it is never deallocated. Chan has no
-                // drop glue, so overwriting it in place leaks nothing.
-                unsafe { c.write(new) };
+                // drop glue, so overwriting it in place leaks nothing. Field by field: a
+                // whole-struct write copies the padding of the ring's lines too.
+                unsafe {
+                    let Chan { lock, synced, ring } = new;
+                    (*c).lock = lock;
+                    (*c).synced = synced;
+                    (*c).ring.renew(ring);
+                }
                 Ok(c)
             }
             None => Ok(Box::into_raw(Box::new(new))),
@@ -235,7 +305,7 @@ impl Chan {
     /// Adds a handle. Throws if the channel has none left (a released handle).
     pub fn retain(&self) {
         // relaxed: a new reference is made from an existing one (as Arc::clone).
-        if self.refs.fetch_add(1, Ordering::Relaxed) == 0 {
+        if self.ring.refs.fetch_add(1, Ordering::Relaxed) == 0 {
             crate::rt::throw("gmp_chan_retain: channel already released");
         }
     }
@@ -252,7 +322,7 @@ impl Chan {
         // SAFETY: headers are never deallocated; the caller owns a handle.
         let ch = unsafe { &*c };
         // release/acquire: every use of the channel happens before its destruction (as Arc).
-        match ch.refs.fetch_sub(1, Ordering::Release) {
+        match ch.ring.refs.fetch_sub(1, Ordering::Release) {
             0 => crate::rt::throw("gmp_chan_release: channel released more often than retained"),
             1 => {}
             _ => return,
@@ -263,6 +333,14 @@ impl Chan {
         let destroy = unsafe {
             let s = ch.synced();
             s.state |= ORPHANED;
+            // An orphaned channel is in exclusive mode (a use after release goes to the
+            // lock and throws). One with blocked operations is already; one without is
+            // destroyed below, which puts an exclusive empty ring in its place: no need
+            // to pay for entering it here.
+            debug_assert!(
+                s.nheld == 0 || s.excl || ch.cap() == 0,
+                "chan: orphaned outside exclusive mode"
+            );
             s.nheld == 0
         };
         ch.lock.unlock();
@@ -279,30 +357,74 @@ impl Chan {
     /// lock, after releasing the lock.
     pub(crate) unsafe fn destroy(c: *mut Chan) {
         // SAFETY: caller contract: nobody else uses the channel; buf was allocated by make
-        // with this layout.
+        // with the layout kept_layout gives.
         unsafe {
             let ch = &mut *c;
-            if !ch.buf.is_null() {
-                let layout =
-                    std::alloc::Layout::from_size_align_unchecked(ch.elem_size * ch.cap, BUF_ALIGN);
-                std::alloc::dealloc(ch.buf, layout);
-                ch.buf = core::ptr::null_mut();
+            let buf = ch.ring.buf();
+            if !buf.is_null() {
+                // A small buffer stays with the header for the next make of the same size
+                // (glibc's malloc consolidates freed chunks above 128 bytes, which cost
+                // skynet ~5% when every channel's buffer came and went).
+                let keep = ch.kept_layout().size() <= KEEP_BUF_MAX;
+                if !keep {
+                    std::alloc::dealloc(buf, ch.kept_layout());
+                }
+                ch.ring.retire(keep);
             }
+            // In exclusive mode, flag and ring alike, so that a use after release goes to
+            // the lock and finds the channel orphaned.
+            ch.synced().excl = ch.cap() != 0;
         }
         free_headers().push(c as usize);
     }
 
-    pub fn elem_size(&self) -> usize {
-        self.elem_size
+    /// The layout of the ring's buffer, from `elem_size` and `cap` (which a destroyed
+    /// header keeps).
+    fn kept_layout(&self) -> std::alloc::Layout {
+        // SAFETY: make built this very layout from these values.
+        unsafe {
+            std::alloc::Layout::from_size_align_unchecked(
+                Ring::stride(self.elem_size()) * self.cap(),
+                BUF_ALIGN,
+            )
+        }
     }
 
+    #[inline(always)]
+    pub fn elem_size(&self) -> usize {
+        self.ring.elem_size()
+    }
+
+    #[inline(always)]
     pub fn cap(&self) -> usize {
-        self.cap
+        self.ring.cap()
+    }
+
+    /// Whether the ring is in exclusive mode (tests).
+    #[cfg(test)]
+    pub(crate) fn in_exclusive_mode(&self) -> bool {
+        self.ring.in_excl()
     }
 
     /// Buffered elements (a snapshot).
     pub fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
+        if self.cap() == 0 {
+            return 0;
+        }
+        if let Some(n) = self.ring.len() {
+            return n;
+        }
+        // Exclusive mode: the positions are the lock holder's.
+        self.lock.lock();
+        // SAFETY: lock held.
+        let s = unsafe { self.synced() };
+        let n = if s.excl {
+            self.ring.len_at(s.head, s.tail)
+        } else {
+            self.ring.len().unwrap_or(0)
+        };
+        self.lock.unlock();
+        n
     }
 
     pub fn is_empty(&self) -> bool {
@@ -317,10 +439,63 @@ impl Chan {
         unsafe { &mut *self.synced.get() }
     }
 
-    /// Slot `i` of the ring buffer.
-    fn slot(&self, i: usize) -> *mut u8 {
-        // i < cap, so the offset is inside the buffer (or 0 for zero-size elements).
-        self.buf.wrapping_add(i * self.elem_size)
+    /// Takes the lock and puts the ring in exclusive mode (see "The ring and the lock"):
+    /// every use of the lock goes through here and [`Chan::unlock_excl`].
+    #[inline]
+    pub(crate) fn lock_excl(&self) {
+        self.lock.lock();
+        // SAFETY: lock held.
+        let s = unsafe { self.synced() };
+        // Only lock holders set or clear the bits, so the flag and the ring agree.
+        debug_assert!(
+            self.cap() == 0 || s.excl == self.ring.in_excl(),
+            "chan: exclusive mode out of step with the ring"
+        );
+        if !s.excl && self.cap() != 0 {
+            (s.head, s.tail) = self.ring.enter();
+            s.excl = true;
+        }
+    }
+
+    /// `lock_excl` for an operation whose lock-free attempt failed: outside exclusive
+    /// mode the ring may have changed since, so the attempt (`retry`) is made once more
+    /// with the lock held, before paying the mode's two RMWs (no party can start waiting
+    /// meanwhile: waiting takes the lock). True if it succeeded: the lock is released.
+    /// (chan_mpmc at GOMAXPROCS=2 found the ring full or empty for a moment on ~1.7% of
+    /// its operations, and entered the mode ~9 times for every wait.)
+    #[inline(always)]
+    fn lock_excl_or(&self, retry: impl FnOnce() -> Fast) -> bool {
+        self.lock.lock();
+        // SAFETY: lock held.
+        let s = unsafe { self.synced() };
+        debug_assert!(
+            self.cap() == 0 || s.excl == self.ring.in_excl(),
+            "chan: exclusive mode out of step with the ring"
+        );
+        if !s.excl && self.cap() != 0 {
+            if retry() == Fast::Done {
+                self.lock.unlock();
+                return true;
+            }
+            (s.head, s.tail) = self.ring.enter();
+            s.excl = true;
+        }
+        false
+    }
+
+    /// Leaves exclusive mode if nobody waits, the channel is open and the last
+    /// [`CALM_RUN`] operations under the lock neither waited nor woke anyone; unlocks.
+    #[inline]
+    pub(crate) fn unlock_excl(&self) {
+        // SAFETY: lock held.
+        let s = unsafe { self.synced() };
+        if s.excl && s.calm >= CALM_RUN && s.state == 0 && s.recvq.is_empty() && s.sendq.is_empty()
+        {
+            self.ring.leave(s.head, s.tail);
+            s.excl = false;
+            s.calm = 0;
+        }
+        self.lock.unlock();
     }
 
     /// Copies one element; no-op for zero-size elements or a null destination.
@@ -332,7 +507,7 @@ impl Chan {
         // SAFETY: caller contract.
         unsafe {
             if !self.copy_small(src, dst) {
-                core::ptr::copy(src, dst, self.elem_size);
+                core::ptr::copy(src, dst, self.elem_size());
             }
         }
     }
@@ -354,7 +529,7 @@ impl Chan {
         // `copy_nonoverlapping`: a C caller may send from the buffer another thread
         // receives into).
         unsafe {
-            match self.elem_size {
+            match self.elem_size() {
                 0 => {}
                 4 => dst
                     .cast::<u32>()
@@ -376,9 +551,9 @@ impl Chan {
     /// # Safety
     /// `dst` writable for `elem_size` bytes, or null.
     pub(crate) unsafe fn zero(&self, dst: *mut u8) {
-        if self.elem_size != 0 && !dst.is_null() {
+        if self.elem_size() != 0 && !dst.is_null() {
             // SAFETY: caller contract.
-            unsafe { core::ptr::write_bytes(dst, 0, self.elem_size) };
+            unsafe { core::ptr::write_bytes(dst, 0, self.elem_size()) };
         }
     }
 
@@ -397,12 +572,16 @@ impl Chan {
         unsafe {
             let sg = s.recvq.dequeue();
             if !sg.is_null() {
+                debug_assert!(
+                    self.cap() == 0 || Ring::is_empty_at(s.head, s.tail),
+                    "chan: a receiver waits beside buffered values"
+                );
                 // Direct hand-off into the blocked receiver's buffer (Go's sendDirect).
                 self.copy(elem, (*sg).elem.get());
                 return Now::Done(self.complete(s, sg, true));
             }
-            if s.qcount < self.cap {
-                self.push(s, elem);
+            if self.cap() != 0 && !self.ring.is_full_at(s.head, s.tail) {
+                self.ring.push_excl(&mut s.tail, |dst| self.copy(elem, dst));
                 return Now::Done(null());
             }
         }
@@ -421,33 +600,32 @@ impl Chan {
                 if s.state & ORPHANED != 0 {
                     used_after_release();
                 }
-                if s.qcount == 0 {
+                if self.cap() == 0 || Ring::is_empty_at(s.head, s.tail) {
                     self.zero(out);
                     return Now::Closed;
                 }
             } else {
                 let sg = s.sendq.dequeue();
                 if !sg.is_null() {
-                    if self.cap == 0 {
+                    if self.cap() == 0 {
                         // Straight from the blocked sender (Go's recvDirect).
                         self.copy((*sg).elem.get(), out);
                     } else {
+                        debug_assert!(
+                            self.ring.is_full_at(s.head, s.tail),
+                            "chan: a sender waits beside free slots"
+                        );
                         // The buffer is full: take its head, and put the sender's value in
                         // the freed slot, which becomes the tail.
-                        let slot = self.slot(s.recvx);
-                        self.copy(slot, out);
-                        self.copy((*sg).elem.get(), slot);
-                        s.recvx += 1;
-                        if s.recvx == self.cap {
-                            s.recvx = 0;
-                        }
-                        s.sendx = s.recvx;
+                        self.ring.pop_excl(&mut s.head, |src| self.copy(src, out));
+                        let elem = (*sg).elem.get();
+                        self.ring.push_excl(&mut s.tail, |dst| self.copy(elem, dst));
                     }
                     return Now::Done(self.complete(s, sg, true));
                 }
             }
-            if s.qcount > 0 {
-                self.pop(s, out);
+            if self.cap() != 0 && !Ring::is_empty_at(s.head, s.tail) {
+                self.ring.pop_excl(&mut s.head, |src| self.copy(src, out));
                 return Now::Done(null());
             }
         }
@@ -484,22 +662,44 @@ impl Chan {
         if crate::sys::tsan::on() {
             crate::sys::tsan::release(self as *const Chan as usize);
         }
-        self.lock.lock();
-        self.safepoint_locked();
-        // SAFETY: lock held until the unlock below; elem per the caller contract.
+        if self.cap() != 0 {
+            // The safe point: a goroutine that never blocks on a channel is preempted when
+            // sysmon asks, before its operation (as Go's chansend is, at its entry).
+            if rt::preempt_wanted() {
+                rt::preempt_check();
+            }
+            // The common case, without the lock: open, nobody waiting, room in the ring.
+            // SAFETY: the ring gives us the slot's element bytes; elem per the caller.
+            match unsafe { self.ring.send_fast(|dst| self.copy(elem, dst)) } {
+                Fast::Done => return Ok(()),
+                Fast::WouldBlock if mode == Mode::Try => return Err(ChanError::WouldBlock),
+                _ => {}
+            }
+        }
+        // SAFETY: as above.
+        if self.lock_excl_or(|| unsafe { self.ring.send_fast(|dst| self.copy(elem, dst)) }) {
+            return Ok(());
+        }
+        if self.cap() == 0 {
+            self.safepoint_locked();
+        }
+        // SAFETY: lock held until the unlock below or finish_or_block's; elem per the caller
+        // contract.
         unsafe {
             let s = self.synced();
-            // The common case inline: open, no receiver waiting, room in the buffer (what
-            // send_locked does for it, without its calls and its result's round trip
-            // through memory: chan_mpmc's send and receive went from ~280 instructions
-            // per item to ~180).
-            if s.qcount < self.cap
+            // The common case under the lock inline: open, no receiver waiting, room in
+            // the ring (what send_locked does for it, without its calls and its result's
+            // round trip through memory: chan_mpmc's send and receive took ~280
+            // instructions per item that way, ~180 inline; skynet, whose channels stay
+            // under the lock, ~15% more time per leaf).
+            if self.cap() != 0
                 && s.state == 0
                 && s.recvq.is_empty()
-                && self.copy_small(elem, self.slot(s.sendx))
+                && !self.ring.is_full_at(s.head, s.tail)
             {
-                self.pushed(s);
-                self.lock.unlock();
+                self.ring.push_excl(&mut s.tail, |dst| self.copy(elem, dst));
+                s.calm = s.calm.saturating_add(1);
+                self.unlock_excl();
                 return Ok(());
             }
             let now = self.send_locked(s, elem);
@@ -507,59 +707,12 @@ impl Chan {
         }
     }
 
-    /// Appends `elem` to the buffer, which has room.
-    ///
-    /// # Safety
-    /// Lock held, `s` is this channel's `synced()`, `s.qcount < cap`; `elem` readable for
-    /// `elem_size` bytes.
-    #[inline(always)]
-    unsafe fn push(&self, s: &mut Synced, elem: *const u8) {
-        // SAFETY: caller contract: sendx < cap names a free slot.
-        unsafe { self.copy(elem, self.slot(s.sendx)) };
-        self.pushed(s);
-    }
-
-    /// Advances the buffer's tail over the slot `sendx` just filled.
-    #[inline(always)]
-    fn pushed(&self, s: &mut Synced) {
-        s.sendx += 1;
-        if s.sendx == self.cap {
-            s.sendx = 0;
-        }
-        s.qcount += 1;
-        self.len.store(s.qcount, Ordering::Relaxed);
-    }
-
-    /// Takes the buffer's head into `out` (may be null).
-    ///
-    /// # Safety
-    /// Lock held, `s` is this channel's `synced()`, `s.qcount > 0`; `out` writable for
-    /// `elem_size` bytes, or null.
-    #[inline(always)]
-    unsafe fn pop(&self, s: &mut Synced, out: *mut u8) {
-        // SAFETY: caller contract: recvx < cap names a full slot.
-        unsafe { self.copy(self.slot(s.recvx), out) };
-        self.popped(s);
-    }
-
-    /// Advances the buffer's head over the slot `recvx` just emptied.
-    #[inline(always)]
-    fn popped(&self, s: &mut Synced) {
-        s.recvx += 1;
-        if s.recvx == self.cap {
-            s.recvx = 0;
-        }
-        s.qcount -= 1;
-        self.len.store(s.qcount, Ordering::Relaxed);
-    }
-
-    /// The safe point of send and receive, with the lock held: a goroutine that never
-    /// blocks on a channel is preempted when sysmon asks, before its operation (as Go's
-    /// chansend/chanrecv are, at their entry). The request is read under the lock: anything
-    /// done between two acquisitions of a contended channel lock, even a few loads, hands
-    /// the lock to the other CPU every time (chan_mpmc at GOMAXPROCS=2: 21 ns per item
-    /// without a check, 37 ns with it before `lock`; HACKING "Channels"). When it is set,
-    /// the lock is dropped for the preemption and taken again.
+    /// The safe point of an unbuffered channel's send and receive, with the lock held (see
+    /// `send`'s). The request is read under the lock: anything done between two
+    /// acquisitions of a contended channel lock, even a few loads, hands the lock to the
+    /// other CPU every time (chan_mpmc at GOMAXPROCS=2, when its channel had a lock per
+    /// operation: 21 ns per item without a check, 37 ns with it before `lock`; HACKING
+    /// "Channels"). When it is set, the lock is dropped for the preemption and taken again.
     #[inline(always)]
     fn safepoint_locked(&self) {
         if rt::preempt_wanted() {
@@ -571,9 +724,9 @@ impl Chan {
     #[cold]
     #[inline(never)]
     fn preempt_unlocked(&self) {
-        self.lock.unlock();
+        self.unlock_excl();
         rt::preempt_check();
-        self.lock.lock();
+        self.lock_excl();
     }
 
     /// Receives into `out` (may be null: discard) (Go's chanrecv).
@@ -582,23 +735,45 @@ impl Chan {
     /// `out` writable for `elem_size` bytes until this returns, or null.
     #[inline(always)]
     pub unsafe fn recv(&self, out: *mut u8, mode: Mode) -> Result<(), ChanError> {
-        self.lock.lock();
-        self.safepoint_locked();
-        // SAFETY: lock held until the unlock below (or in finish_or_block); out per the
-        // caller contract.
-        let r = unsafe {
-            let s = self.synced();
-            // The common case inline (as in `send`): open, no sender waiting (so the
-            // buffer's head is the next value in order), something buffered.
-            if s.qcount > 0
-                && s.state == 0
-                && s.sendq.is_empty()
-                && self.copy_small(self.slot(s.recvx), out)
-            {
-                self.popped(s);
-                self.lock.unlock();
-                Ok(())
-            } else {
+        let r = 'op: {
+            if self.cap() != 0 {
+                // The safe point, as in `send`.
+                if rt::preempt_wanted() {
+                    rt::preempt_check();
+                }
+                // The common case, without the lock: open, nobody waiting (so the ring's
+                // head is the next value in order), something buffered.
+                // SAFETY: the ring gives us the slot's element bytes; out per the caller.
+                match unsafe { self.ring.recv_fast(|src| self.copy(src, out)) } {
+                    Fast::Done => break 'op Ok(()),
+                    Fast::WouldBlock if mode == Mode::Try => break 'op Err(ChanError::WouldBlock),
+                    _ => {}
+                }
+            }
+            // SAFETY: as above.
+            if self.lock_excl_or(|| unsafe { self.ring.recv_fast(|src| self.copy(src, out)) }) {
+                break 'op Ok(());
+            }
+            if self.cap() == 0 {
+                self.safepoint_locked();
+            }
+            // SAFETY: lock held until the unlock below or finish_or_block's; out per the
+            // caller contract.
+            unsafe {
+                let s = self.synced();
+                // The common case under the lock inline (as in `send`): open, no sender
+                // waiting (so the ring's head is the next value in order), something
+                // buffered.
+                if self.cap() != 0
+                    && s.state == 0
+                    && s.sendq.is_empty()
+                    && !Ring::is_empty_at(s.head, s.tail)
+                {
+                    self.ring.pop_excl(&mut s.head, |src| self.copy(src, out));
+                    s.calm = s.calm.saturating_add(1);
+                    self.unlock_excl();
+                    break 'op Ok(());
+                }
                 let now = self.recv_locked(s, out);
                 self.finish_or_block(now, out, mode, false)
             }
@@ -623,7 +798,14 @@ impl Chan {
     ) -> Result<(), ChanError> {
         match now {
             Now::Done(w) => {
-                self.lock.unlock();
+                // SAFETY: lock held.
+                let s = unsafe { self.synced() };
+                s.calm = if w.is_null() {
+                    s.calm.saturating_add(1)
+                } else {
+                    0
+                };
+                self.unlock_excl();
                 if !w.is_null() {
                     // SAFETY: claimed by send_locked/recv_locked; lock released.
                     unsafe { sudog::wake(w) };
@@ -631,7 +813,7 @@ impl Chan {
                 return Ok(());
             }
             Now::Closed => {
-                self.lock.unlock();
+                self.unlock_excl();
                 return Err(ChanError::Closed);
             }
             Now::Blocked => {}
@@ -639,7 +821,7 @@ impl Chan {
         let deadline = match mode.wait_for() {
             Ok(d) => d,
             Err(e) => {
-                self.lock.unlock();
+                self.unlock_excl();
                 return Err(e);
             }
         };
@@ -671,7 +853,7 @@ impl Chan {
             waitq::block(&w, &[me], deadline, reason)
         };
         let result = if !fired {
-            self.lock.lock();
+            self.lock_excl();
             // SAFETY: lock held; sg was queued on this queue. Our hold keeps the channel.
             let destroy = unsafe {
                 let s = self.synced();
@@ -682,7 +864,7 @@ impl Chan {
                 }
                 s.unhold()
             };
-            self.lock.unlock();
+            self.unlock_excl();
             if destroy {
                 // SAFETY: we dropped the last hold of an orphaned channel under its lock,
                 // and do not touch it again.
@@ -709,14 +891,14 @@ impl Chan {
         if crate::sys::tsan::on() {
             crate::sys::tsan::release(self as *const Chan as usize);
         }
-        self.lock.lock();
+        self.lock_excl();
         // SAFETY: lock held.
         let s = unsafe { self.synced() };
         if s.state & ORPHANED != 0 {
             used_after_release();
         }
         if s.state & CLOSED != 0 {
-            self.lock.unlock();
+            self.unlock_excl();
             return Err(ChanError::Closed);
         }
         s.state |= CLOSED;
@@ -745,7 +927,7 @@ impl Chan {
                 list = w;
             }
         }
-        self.lock.unlock();
+        self.unlock_excl();
         while !list.is_null() {
             // SAFETY: read the link before the wake-up, our last access to that waiter.
             unsafe {

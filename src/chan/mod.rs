@@ -1,7 +1,8 @@
 //! Channels and select (Go's chan.go and select.go).
 //!
-//! - [`hchan`]: the channel — ring buffer, wait queues, send/receive/close with direct
+//! - [`hchan`]: the channel — wait queues, send/receive/close with direct
 //!   hand-off between a sender and a blocked receiver (and back);
+//! - [`ring`]: a buffered channel's ring, lock-free while nobody waits;
 //! - [`select`]: selectgo — random poll order, address lock order, one sudog per case;
 //! - [`waitq`]: the wait queues and blocking (gopark for goroutines, a futex `Note` for
 //!   foreign threads). The waiter records, the sudogs, their caches and the done flag that
@@ -16,6 +17,7 @@
 //! channel locks are released, except a timeout's goready, which runs under the timer lock.
 
 pub mod hchan;
+pub(crate) mod ring;
 pub mod select;
 #[cfg(test)]
 mod tests;

@@ -162,14 +162,14 @@ unsafe fn select_inner(cases: &mut [Case], mode: Mode) -> Result<usize, ChanErro
 fn sellock(locks: &[*const Chan]) {
     for &c in locks {
         // SAFETY: enabled cases' channels are alive during the select.
-        unsafe { (*c).lock.lock() };
+        unsafe { (*c).lock_excl() };
     }
 }
 
 fn selunlock(locks: &[*const Chan]) {
     for &c in locks.iter().rev() {
         // SAFETY: as above; we hold each lock.
-        unsafe { (*c).lock.unlock() };
+        unsafe { (*c).unlock_excl() };
     }
 }
 
@@ -320,7 +320,7 @@ unsafe fn selectgo(
         // the lock, the destroyer is the only one to touch it.
         unsafe {
             let destroy = (*c).synced().unhold();
-            (*c).lock.unlock();
+            (*c).unlock_excl();
             if destroy {
                 Chan::destroy(c as *mut Chan);
             }

@@ -62,6 +62,15 @@ impl Ch {
         // SAFETY: the reference from make; no operation in flight (see the Send impl).
         unsafe { Chan::release(self.0) };
     }
+    fn try_send(self, v: u64) -> Result<(), ChanError> {
+        // SAFETY: as send.
+        unsafe { self.c().send((&v as *const u64).cast(), Mode::Try) }
+    }
+    fn try_recv(self) -> Result<u64, ChanError> {
+        let mut v = 0u64;
+        // SAFETY: as recv.
+        unsafe { self.c().recv((&mut v as *mut u64).cast(), Mode::Try) }.map(|()| v)
+    }
 }
 
 fn procs_ever() -> usize {
@@ -220,7 +229,7 @@ fn select_wider_than_sudog_cache() {
 #[test]
 fn element_sizes() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for size in [1usize, 3, 4, 5, 8, 12, 16, 24, 1000] {
+    for size in [0usize, 1, 3, 4, 5, 8, 12, 16, 24, 1000, 65536] {
         for cap in [0usize, 2] {
             let c = Ch(Chan::make(size, cap).expect("make"));
             let done = Ch::new(0);
@@ -257,5 +266,103 @@ fn element_sizes() {
             c.free();
             done.free();
         }
+    }
+}
+
+/// A buffered channel starts under its lock (exclusive mode), goes lock-free after
+/// `CALM_RUN` operations in a row that neither waited nor woke anyone, and goes back
+/// under the lock while a receiver waits; `len` is right in both modes, and values keep
+/// their order across the changes.
+#[test]
+fn ring_modes_and_len() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Ch::new(4);
+    assert!(c.c().in_exclusive_mode(), "a new channel is under its lock");
+    let mut next_in = 0u64;
+    let mut next_out = 0u64;
+    // Fill and drain (at most 4 buffered) until the calm run ends exclusive mode.
+    let mut ops = 0;
+    while c.c().in_exclusive_mode() {
+        assert!(
+            ops < 4 * super::hchan::CALM_RUN as usize + 8,
+            "never went lock-free"
+        );
+        if c.c().len() < 4 {
+            c.try_send(next_in).expect("room");
+            next_in += 1;
+        } else {
+            assert_eq!(c.try_recv(), Ok(next_out));
+            next_out += 1;
+        }
+        ops += 1;
+        assert_eq!(c.c().len() as u64, next_in - next_out);
+    }
+    // Lock-free now: full and empty are reported without blocking, in order.
+    while c.c().len() < 4 {
+        c.try_send(next_in).expect("room");
+        next_in += 1;
+    }
+    assert_eq!(c.try_send(99), Err(ChanError::WouldBlock));
+    assert!(!c.c().in_exclusive_mode(), "a full ring needs no lock");
+    while !c.c().is_empty() {
+        assert_eq!(c.try_recv(), Ok(next_out));
+        next_out += 1;
+    }
+    assert_eq!(c.try_recv(), Err(ChanError::WouldBlock));
+    assert_eq!(c.c().len(), 0);
+    // A receiver that waits puts the ring under the lock until it is served.
+    let got = Ch::new(1);
+    go(move || {
+        let v = c.recv().expect("recv");
+        got.send(v).expect("got");
+    });
+    while !c.c().in_exclusive_mode() {
+        std::thread::yield_now();
+    }
+    assert_eq!(c.c().len(), 0);
+    c.send(next_in).expect("send");
+    assert_eq!(got.recv(), Ok(next_in));
+    got.free();
+    c.free();
+}
+
+/// A destroyed channel's header keeps its small buffer for the next channel of the same
+/// size, which must find it empty: values left in it when the old one was released are
+/// gone, and the stamps start over.
+#[test]
+fn kept_buffer_starts_empty() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for round in 0..3u64 {
+        let c = Ch::new(4);
+        for v in 0..3 {
+            c.try_send(round * 10 + v).expect("room");
+        }
+        // Through the lock-free path as well: drain and refill past the calm run.
+        for _ in 0..super::hchan::CALM_RUN + 4 {
+            let v = c.try_recv().expect("value");
+            c.try_send(v).expect("room");
+        }
+        assert_eq!(c.c().len(), 3);
+        c.free();
+        // Same size: the header free list is last in, first out.
+        let d = Ch::new(4);
+        assert_eq!(d.c().len(), 0, "round {round}");
+        assert_eq!(d.try_recv(), Err(ChanError::WouldBlock), "round {round}");
+        for v in 0..4 {
+            d.try_send(v).expect("room");
+        }
+        assert_eq!(d.try_send(4), Err(ChanError::WouldBlock));
+        for v in 0..4 {
+            assert_eq!(d.try_recv(), Ok(v));
+        }
+        d.free();
+        // Another size: the kept buffer is freed, a new one made.
+        let e = Ch::new(5);
+        assert_eq!(e.try_recv(), Err(ChanError::WouldBlock));
+        for v in 0..5 {
+            e.try_send(v).expect("room");
+        }
+        assert_eq!(e.c().len(), 5);
+        e.free();
     }
 }

@@ -139,7 +139,7 @@ unsafe fn park_commit(_gp: *mut G, arg: usize) -> bool {
             timer::start(t, when);
         }
         for i in (0..n).rev() {
-            (**locks.add(i)).lock.unlock();
+            (**locks.add(i)).unlock_excl();
         }
     }
     true
@@ -176,7 +176,7 @@ pub(crate) unsafe fn block(
         // SAFETY: caller contract: we hold these locks.
         unsafe {
             for &c in locks {
-                (*c).lock.unlock();
+                (*c).unlock_excl();
             }
         }
         // A foreign thread spins first only when its last wait was quick

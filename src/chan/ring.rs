@@ -1,0 +1,880 @@
+//! A buffered channel's ring: lock-free for senders and receivers while nobody waits on
+//! the channel, a plain ring under the channel's lock otherwise.
+//!
+//! # Why not only the lock, as Go
+//! Go's buffered channel takes its lock for every send and receive. Contended from two
+//! CPUs, the cost is the lock's cache line moving and the pollers waiting for the holder,
+//! not the work under it (chan_mpmc at GOMAXPROCS=2: ~48% of the time in
+//! `Lock::lock_slow`, HACKING.md "Channels"). Here a send claims a slot with one CAS on
+//! `tail` and a receive with one CAS on `head` (the array flavour of crossbeam-channel,
+//! after Vyukov's bounded queue): senders and receivers no longer wait for each other.
+//!
+//! # Positions and stamps
+//! `head` (next slot to receive) and `tail` (next slot to fill) are positions: a lap
+//! number times `one_lap` (the power of two above `cap`) plus an index below `cap`, so a
+//! position never repeats. Each slot has a stamp: equal to position `p` when the slot is
+//! free for the send at `p`, to `p + 1` when it holds the value sent at `p`. A sender at
+//! `tail == p` whose slot's stamp is `p` claims the slot by moving `tail` on with a CAS,
+//! copies its value in and stores the stamp `p + 1` (release); a receiver at `head == p`
+//! whose slot's stamp is `p + 1` claims it by moving `head` on, copies the value out and
+//! stores the stamp `p + one_lap` (release): free for the sender one lap later. The
+//! stamp's release/acquire pair hands the slot's bytes from one side to the other.
+//!
+//! Stamps are stored minus their slot's index, so that a zeroed buffer (fresh pages from
+//! `alloc_zeroed`, or a kept buffer cleared with one `memset`) is the initial state.
+//!
+//! # Exclusive mode: the lock's half
+//! Everything that waits, closes or needs Go's order between a blocked peer and the ring
+//! (a blocked sender's value enters the ring when a receiver frees a slot, before any
+//! newer send) runs under the channel lock, as in Go. The lock holder first puts the ring
+//! in exclusive mode: it sets the [`EXCL`] bit in `head` and in `tail`, each with one RMW,
+//! which also returns the positions. From then on every fast operation sees the bit (or
+//! fails its CAS: the word it expects has no bit) and goes to the lock. An operation that
+//! claimed a position before the bit landed may still be copying: its position is below
+//! the `tail` (or `head`) the holder's RMW returned, so the holder counts it and, when it
+//! needs that very slot, waits for its stamp. Nothing else moves. The holder keeps the
+//! positions beside the lock (`Synced::head`, `tail`) and writes the words again only when
+//! it leaves: under the lock a channel touches the lock's line and the slots', as Go's,
+//! and a fast operation's look at a word in exclusive mode reads a line nobody writes.
+//!
+//! A ring starts in exclusive mode. The holder leaves it (plain stores of the positions,
+//! without the bit) when it unlocks with nobody waiting on the channel, the channel open,
+//! and the last operations under the lock neither waited nor woke anyone
+//! (`Chan::unlock_excl`, `CALM_RUN`). While anybody waits, or once the channel is closed
+//! or orphaned, the bit stays: the waiters' queues and the ring are then Go's, under the
+//! lock.
+//!
+//! Who writes what:
+//! - `head`: fast receivers (CAS, bit clear); the lock holder (an RMW to set the bit, a
+//!   store of the position it kept to clear it).
+//! - `tail`: the same, with fast senders.
+//! - `Synced::head`, `Synced::tail`: the lock holder, in exclusive mode.
+//! - a slot's stamp and bytes: whoever claimed its position (a fast operation, or the lock
+//!   holder in exclusive mode), until it stores the next stamp.
+//!
+//! A claimed position is always finished: fast operations run in the runtime's own code,
+//! which asynchronous preemption never stops (rt/preempt.rs), so a wait for a stamp only
+//! waits for another CPU's copy, or for a thread the kernel descheduled (it yields then).
+
+use self::shim::{AtomicU64, Ordering::*};
+
+/// The concurrency primitives, imported through one place so that loom can replace them.
+mod shim {
+    #[cfg(all(test, loom))]
+    pub(super) use loom::sync::atomic::AtomicU64;
+
+    #[cfg(not(all(test, loom)))]
+    pub(super) use core::sync::atomic::AtomicU64;
+
+    pub(super) use core::sync::atomic::Ordering;
+}
+
+/// Bit 63 of `head` and `tail`: the ring is in exclusive mode (see the module doc).
+/// Positions never reach it: they grow by at most 2 per operation (`one_lap` is at most
+/// twice `cap`), so after 2^62 operations.
+pub(crate) const EXCL: u64 = 1 << 63;
+
+/// Outcome of a fast (lock-free) operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fast {
+    /// Done.
+    Done,
+    /// The ring is full (send) or empty (receive), and not in exclusive mode when looked at.
+    WouldBlock,
+    /// In exclusive mode: take the channel lock.
+    Locked,
+}
+
+/// `head` or `tail`, on a line of its own: senders write one, receivers the other, and
+/// neither the line with the sizes that both read.
+#[repr(align(64))]
+struct Line(AtomicU64);
+
+/// The ring of a buffered channel (`cap > 0`; an unbuffered channel has one of capacity
+/// 0, which only gives its element size). See the module documentation.
+///
+/// Three cache lines: the sizes (which every operation reads and only `make` writes, with
+/// the channel's handle count), `head` and `tail`. On one line with the sizes, `head` and
+/// `tail` made chan_mpmc at GOMAXPROCS=2 several times slower (every CAS took the line
+/// from the other CPU's reads). A fourth line costs skynet, which makes a channel for
+/// every ten leaves: with the header at 320 bytes instead of 256 it was ~6% slower than
+/// the session-17 channel (128 bytes), which, padded to 320 bytes, was as slow: the cost
+/// is the header's cache footprint.
+#[repr(C)]
+pub(crate) struct Ring {
+    /// Slots, `cap` of them.
+    cap: u64,
+    /// The power of two above `cap`: one lap's step in a position.
+    one_lap: u64,
+    /// Bytes per element.
+    elem_size: usize,
+    /// The slots' storage.
+    slots: Slots,
+    /// Not the ring's: its channel's handle count, which shares the sizes' line (written
+    /// by retain and release only).
+    pub(crate) refs: core::sync::atomic::AtomicUsize,
+    head: Line,
+    tail: Line,
+}
+
+/// The storage: `cap` slots of [`Ring::stride`] bytes, each a stamp (u64, minus the
+/// slot's index) followed by the element. Under loom the stamps are loom atomics and the
+/// elements (u64) loom cells instead, so that the models check the stamps' hand-off of
+/// the bytes.
+struct Slots {
+    buf: *mut u8,
+    #[cfg(all(test, loom))]
+    stamps: Vec<AtomicU64>,
+    #[cfg(all(test, loom))]
+    elems: Vec<loom::cell::UnsafeCell<u64>>,
+}
+
+/// Where a slot's element lives, in bytes after its stamp.
+const ELEM_OFFSET: usize = 8;
+
+/// How a waiter for a stamp or a losing CAS backs off: exponentially more pauses (two CPUs
+/// hammering one line hand it back and forth at every poll otherwise), then yields.
+struct Backoff(u32);
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff(0)
+    }
+
+    /// Pauses 1, 2, 4 .. 64 reference pauses (~1.6 µs in all), then yields the CPU.
+    #[cfg(not(all(test, loom)))]
+    fn snooze(&mut self) {
+        const YIELD_AFTER: u32 = 7;
+        if self.0 < YIELD_AFTER {
+            crate::sys::procyield(1 << self.0);
+            self.0 += 1;
+        } else {
+            crate::sys::osyield();
+        }
+    }
+
+    #[cfg(all(test, loom))]
+    fn snooze(&mut self) {
+        self.0 += 1;
+        loom::thread::yield_now();
+    }
+}
+
+// SAFETY: the slots are reached only through the stamp protocol (module doc), which gives
+// each slot's bytes to one party at a time; the rest are atomics or immutable.
+unsafe impl Sync for Ring {}
+// SAFETY: as above; the ring owns its storage.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// The power of two above `cap` (positions' lap step).
+    fn lap_of(cap: usize) -> u64 {
+        (cap as u64 + 1).next_power_of_two()
+    }
+
+    /// A ring over `buf`, which holds `cap` slots of [`Ring::stride`] bytes and is zeroed,
+    /// in exclusive mode. (Under loom, `buf` is kept but not used: the slots are the
+    /// model's, of 8 bytes.)
+    ///
+    /// # Safety
+    /// `buf` is valid for `cap * stride(elem_size)` bytes, aligned to 8, zeroed, and owned
+    /// by the ring until it is dropped by its channel (which frees it).
+    pub(crate) unsafe fn new(buf: *mut u8, cap: usize, elem_size: usize) -> Ring {
+        Ring {
+            head: Line(AtomicU64::new(EXCL)),
+            tail: Line(AtomicU64::new(EXCL)),
+            refs: core::sync::atomic::AtomicUsize::new(1),
+            cap: cap as u64,
+            one_lap: Ring::lap_of(cap),
+            elem_size,
+            slots: Slots {
+                buf,
+                #[cfg(all(test, loom))]
+                stamps: (0..cap).map(|_| AtomicU64::new(0)).collect(),
+                #[cfg(all(test, loom))]
+                elems: (0..cap).map(|_| loom::cell::UnsafeCell::new(0)).collect(),
+            },
+        }
+    }
+
+    /// Takes the place of a destroyed channel's ring (`make` reusing its header): `new`'s
+    /// fields, written one by one (the padding of `head`'s and `tail`'s lines is not).
+    pub(crate) fn renew(&mut self, new: Ring) {
+        let Ring {
+            cap,
+            one_lap,
+            elem_size,
+            slots,
+            refs,
+            head,
+            tail,
+        } = new;
+        (self.cap, self.one_lap, self.elem_size, self.slots) = (cap, one_lap, elem_size, slots);
+        self.refs = refs;
+        self.head.0 = head.0;
+        self.tail.0 = tail.0;
+    }
+
+    /// A destroyed channel's ring: in exclusive mode (any use goes to the channel's lock,
+    /// which finds it orphaned), with its sizes, and with its buffer if `keep` (the
+    /// channel keeps it for the next `make` of its size), else none (freed by the caller).
+    pub(crate) fn retire(&mut self, keep: bool) {
+        self.head.0.store(EXCL, Relaxed);
+        self.tail.0.store(EXCL, Relaxed);
+        if !keep {
+            self.slots.buf = core::ptr::null_mut();
+        }
+    }
+
+    /// Bytes per slot for elements of `elem_size` bytes: the stamp, the element, rounded
+    /// up to 8 so that every stamp is aligned.
+    pub(crate) const fn stride(elem_size: usize) -> usize {
+        (ELEM_OFFSET + elem_size + 7) & !7
+    }
+
+    /// Slots (0: an unbuffered channel's).
+    #[inline(always)]
+    pub(crate) fn cap(&self) -> usize {
+        self.cap as usize
+    }
+
+    /// Bytes per element.
+    #[inline(always)]
+    pub(crate) fn elem_size(&self) -> usize {
+        self.elem_size
+    }
+
+    /// The storage the ring was made over (for its channel to free).
+    pub(crate) fn buf(&self) -> *mut u8 {
+        self.slots.buf
+    }
+
+    /// The slot index of a position.
+    #[inline(always)]
+    fn index(&self, pos: u64) -> usize {
+        (pos & (self.one_lap - 1)) as usize
+    }
+
+    /// The position after `pos` (no [`EXCL`] bit).
+    #[inline(always)]
+    fn next(&self, pos: u64) -> u64 {
+        if (pos & (self.one_lap - 1)) + 1 < self.cap {
+            pos + 1
+        } else {
+            (pos & !(self.one_lap - 1)).wrapping_add(self.one_lap)
+        }
+    }
+
+    #[cfg(not(all(test, loom)))]
+    #[inline(always)]
+    fn stamp_cell(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: i < cap, so the slot is inside the buffer; its first 8 bytes, aligned
+        // (buffer and stride are multiples of 8), are only ever used as this atomic.
+        unsafe { &*(self.slots.buf.add(i * Ring::stride(self.elem_size)) as *const AtomicU64) }
+    }
+
+    #[cfg(all(test, loom))]
+    fn stamp_cell(&self, i: usize) -> &AtomicU64 {
+        &self.slots.stamps[i]
+    }
+
+    /// Slot `i`'s stamp (stored minus `i`: see the module doc).
+    #[inline(always)]
+    fn stamp(&self, i: usize, order: core::sync::atomic::Ordering) -> u64 {
+        self.stamp_cell(i).load(order).wrapping_add(i as u64)
+    }
+
+    #[inline(always)]
+    fn set_stamp(&self, i: usize, stamp: u64) {
+        // release: hands the slot's bytes to whoever acquires this stamp.
+        self.stamp_cell(i)
+            .store(stamp.wrapping_sub(i as u64), Release);
+    }
+
+    /// Lets `fill` write slot `i`'s element.
+    ///
+    /// # Safety
+    /// The caller claimed the slot's position for a send.
+    #[cfg(not(all(test, loom)))]
+    #[inline(always)]
+    unsafe fn fill(&self, i: usize, fill: impl FnOnce(*mut u8)) {
+        fill(
+            self.slots
+                .buf
+                .wrapping_add(i * Ring::stride(self.elem_size) + ELEM_OFFSET),
+        )
+    }
+
+    #[cfg(all(test, loom))]
+    unsafe fn fill(&self, i: usize, fill: impl FnOnce(*mut u8)) {
+        self.slots.elems[i].with_mut(|p| fill(p.cast()))
+    }
+
+    /// Lets `drain` read slot `i`'s element.
+    ///
+    /// # Safety
+    /// The caller claimed the slot's position for a receive.
+    #[cfg(not(all(test, loom)))]
+    #[inline(always)]
+    unsafe fn drain(&self, i: usize, drain: impl FnOnce(*const u8)) {
+        drain(
+            self.slots
+                .buf
+                .wrapping_add(i * Ring::stride(self.elem_size) + ELEM_OFFSET),
+        )
+    }
+
+    #[cfg(all(test, loom))]
+    unsafe fn drain(&self, i: usize, drain: impl FnOnce(*const u8)) {
+        self.slots.elems[i].with(|p| drain(p.cast()))
+    }
+
+    /// Sends without the lock: claims the slot at `tail` and lets `fill` write it.
+    ///
+    /// # Safety
+    /// `fill` writes at most the element's bytes at the pointer it is given.
+    #[inline(always)]
+    pub(crate) unsafe fn send_fast(&self, fill: impl FnOnce(*mut u8)) -> Fast {
+        let mut backoff = Backoff::new();
+        let mut tail = self.tail.0.load(Relaxed);
+        loop {
+            if tail & EXCL != 0 {
+                return Fast::Locked;
+            }
+            let i = self.index(tail);
+            // acquire: the receiver that freed the slot is done with its bytes.
+            let stamp = self.stamp(i, Acquire);
+            if stamp == tail {
+                // relaxed: the position is ordered with the lock holder's RMW by being an
+                // RMW on the same word; the bytes travel with the stamp.
+                match self
+                    .tail
+                    .0
+                    .compare_exchange_weak(tail, self.next(tail), Relaxed, Relaxed)
+                {
+                    Ok(_) => {
+                        // SAFETY: we claimed position `tail`, whose slot is free.
+                        unsafe { self.fill(i, fill) };
+                        self.set_stamp(i, tail + 1);
+                        return Fast::Done;
+                    }
+                    Err(now) => {
+                        tail = now;
+                        backoff.snooze();
+                    }
+                }
+            } else if stamp.wrapping_add(self.one_lap) == tail + 1 {
+                // The slot still holds the previous lap's value: the ring is full, unless
+                // a receiver claimed that value and is still copying it out.
+                let head = self.head.0.load(Relaxed);
+                if head & EXCL != 0 {
+                    return Fast::Locked;
+                }
+                if head.wrapping_add(self.one_lap) == tail {
+                    return Fast::WouldBlock;
+                }
+                backoff.snooze();
+                tail = self.tail.0.load(Relaxed);
+            } else {
+                // Another sender took this position: our `tail` is stale.
+                backoff.snooze();
+                tail = self.tail.0.load(Relaxed);
+            }
+        }
+    }
+
+    /// Receives without the lock: claims the slot at `head` and lets `drain` read it.
+    ///
+    /// # Safety
+    /// `drain` reads at most the element's bytes at the pointer it is given.
+    #[inline(always)]
+    pub(crate) unsafe fn recv_fast(&self, drain: impl FnOnce(*const u8)) -> Fast {
+        let mut backoff = Backoff::new();
+        let mut head = self.head.0.load(Relaxed);
+        loop {
+            if head & EXCL != 0 {
+                return Fast::Locked;
+            }
+            let i = self.index(head);
+            // acquire: the sender's bytes are in the slot.
+            let stamp = self.stamp(i, Acquire);
+            if stamp == head + 1 {
+                // relaxed: as in send_fast.
+                match self
+                    .head
+                    .0
+                    .compare_exchange_weak(head, self.next(head), Relaxed, Relaxed)
+                {
+                    Ok(_) => {
+                        // SAFETY: we claimed position `head`, whose slot holds a value.
+                        unsafe { self.drain(i, drain) };
+                        self.set_stamp(i, head.wrapping_add(self.one_lap));
+                        return Fast::Done;
+                    }
+                    Err(now) => {
+                        head = now;
+                        backoff.snooze();
+                    }
+                }
+            } else if stamp == head {
+                // Nothing sent at this position yet: empty, unless a sender claimed it
+                // and is still copying its value in. A closed channel is in exclusive
+                // mode: the lock says whether it is drained.
+                let tail = self.tail.0.load(Relaxed);
+                if tail & EXCL != 0 {
+                    return Fast::Locked;
+                }
+                if tail == head {
+                    return Fast::WouldBlock;
+                }
+                backoff.snooze();
+                head = self.head.0.load(Relaxed);
+            } else {
+                // Another receiver took this position: our `head` is stale.
+                backoff.snooze();
+                head = self.head.0.load(Relaxed);
+            }
+        }
+    }
+
+    /// Puts the ring in exclusive mode (channel lock held, not in exclusive mode) and
+    /// returns its positions `(head, tail)`, which the lock holder keeps from then on
+    /// (the words keep the bit and stale positions: a fast operation's look at them then
+    /// reads a line nobody writes).
+    pub(crate) fn enter(&self) -> (u64, u64) {
+        // acq_rel RMWs: ordered after every fast operation that claimed a position before
+        // (their CAS precedes ours on the word), and before every one that tries after.
+        // An add sets the bit, which is clear (only lock holders set it): one `lock xadd`
+        // each, where a `fetch_or` whose result is used is a CAS loop.
+        let head = self.head.0.fetch_add(EXCL, AcqRel);
+        let tail = self.tail.0.fetch_add(EXCL, AcqRel);
+        debug_assert!((head | tail) & EXCL == 0, "chan: ring entered twice");
+        (head, tail)
+    }
+
+    /// Leaves exclusive mode (channel lock held, in exclusive mode, with positions
+    /// `head` and `tail`): fast operations may run again.
+    pub(crate) fn leave(&self, head: u64, tail: u64) {
+        // release: what we did to the slots precedes fast operations that see the bit gone
+        // (they also acquire each stamp they rely on). Nobody else writes either word
+        // while the bit is set.
+        self.head.0.store(head, Release);
+        self.tail.0.store(tail, Release);
+    }
+
+    /// Whether both words carry the exclusive-mode bit (for the channel's debug checks).
+    pub(crate) fn in_excl(&self) -> bool {
+        self.head.0.load(Relaxed) & self.tail.0.load(Relaxed) & EXCL != 0
+    }
+
+    /// No value at positions `head`, `tail` (counting values still being copied in).
+    #[inline(always)]
+    pub(crate) fn is_empty_at(head: u64, tail: u64) -> bool {
+        head == tail
+    }
+
+    /// No free slot at positions `head`, `tail` (counting values still being copied out).
+    #[inline(always)]
+    pub(crate) fn is_full_at(&self, head: u64, tail: u64) -> bool {
+        head.wrapping_add(self.one_lap) == tail
+    }
+
+    /// Waits until slot `i`'s stamp is `want`: an operation that claimed its position
+    /// before exclusive mode began is still copying.
+    #[inline(always)]
+    fn await_stamp(&self, i: usize, want: u64) {
+        // acquire: that operation's bytes (or its reading of them) precede ours.
+        if self.stamp(i, Acquire) != want {
+            self.await_stamp_slow(i, want);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn await_stamp_slow(&self, i: usize, want: u64) {
+        let mut backoff = Backoff::new();
+        while self.stamp(i, Acquire) != want {
+            backoff.snooze();
+        }
+    }
+
+    /// In exclusive mode, not full: appends a value that `fill` writes at position
+    /// `*tail`, and advances it.
+    ///
+    /// # Safety
+    /// As `send_fast`; the channel lock is held, the ring is in exclusive mode and `tail`
+    /// is its tail.
+    #[inline(always)]
+    pub(crate) unsafe fn push_excl(&self, tail: &mut u64, fill: impl FnOnce(*mut u8)) {
+        let i = self.index(*tail);
+        self.await_stamp(i, *tail);
+        // SAFETY: in exclusive mode position `tail` is ours, and its slot is free.
+        unsafe { self.fill(i, fill) };
+        self.set_stamp(i, *tail + 1);
+        *tail = self.next(*tail);
+    }
+
+    /// In exclusive mode, not empty: takes the oldest value, at position `*head`, which
+    /// `drain` reads, and advances it.
+    ///
+    /// # Safety
+    /// As `recv_fast`; the channel lock is held, the ring is in exclusive mode and `head`
+    /// is its head.
+    #[inline(always)]
+    pub(crate) unsafe fn pop_excl(&self, head: &mut u64, drain: impl FnOnce(*const u8)) {
+        let i = self.index(*head);
+        self.await_stamp(i, *head + 1);
+        // SAFETY: in exclusive mode position `head` is ours, and its slot holds a value.
+        unsafe { self.drain(i, drain) };
+        self.set_stamp(i, head.wrapping_add(self.one_lap));
+        *head = self.next(*head);
+    }
+
+    /// Values at positions `head`, `tail`.
+    pub(crate) fn len_at(&self, head: u64, tail: u64) -> usize {
+        let (hix, tix) = (self.index(head) as u64, self.index(tail) as u64);
+        let n = if hix < tix {
+            tix - hix
+        } else if hix > tix {
+            self.cap - hix + tix
+        } else if tail == head {
+            0
+        } else {
+            self.cap
+        };
+        n as usize
+    }
+
+    /// Values in the ring (a snapshot: claimed positions count); None in exclusive mode,
+    /// whose positions the lock holder keeps.
+    pub(crate) fn len(&self) -> Option<usize> {
+        loop {
+            let tail = self.tail.0.load(SeqCst);
+            let head = self.head.0.load(SeqCst);
+            if self.tail.0.load(SeqCst) != tail {
+                continue;
+            }
+            if (head | tail) & EXCL != 0 {
+                return None;
+            }
+            return Some(self.len_at(head, tail));
+        }
+    }
+}
+
+/// Loom models of the ring with the channel's lock around it. The ring (both fast paths,
+/// exclusive mode and its operations, the stamps) is the real code over loom atomics and
+/// cells; the channel's half is restated: `lock_excl`/`unlock_excl` as in `Chan`, a wait
+/// queue of at most one receiver and one sender, and a blocked party that polls its
+/// outcome under the lock (a parked goroutine) and fails by name when nobody is left to
+/// complete it: a lost wake-up, or a value stranded in the ring past a blocked receiver.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::{Arc, Mutex, MutexGuard};
+    use loom::thread;
+
+    #[derive(Default)]
+    struct Synced {
+        excl: bool,
+        /// The positions while in exclusive mode.
+        head: u64,
+        tail: u64,
+        closed: bool,
+        /// A receiver is queued; `delivered` is its sudog's outcome (None: closed).
+        recvq: bool,
+        delivered: Option<Option<u64>>,
+        /// A sender is queued with this value; `taken` says a receiver completed it.
+        sendq: Option<u64>,
+        taken: Option<bool>,
+        /// Parties still running (a blocked one needs one of them to complete it).
+        senders: usize,
+        receivers: usize,
+        closers: usize,
+    }
+
+    struct ModelChan {
+        ring: Ring,
+        lock: Mutex<Synced>,
+        /// The mutant: leave exclusive mode while a party waits.
+        broken_leave: bool,
+    }
+
+    impl ModelChan {
+        fn new(cap: usize, parties: [usize; 3], broken_leave: bool) -> Self {
+            let [senders, receivers, closers] = parties;
+            ModelChan {
+                // SAFETY: under loom the slots are the model's own.
+                ring: unsafe { Ring::new(core::ptr::null_mut(), cap, 8) },
+                lock: Mutex::new(Synced {
+                    excl: true,
+                    senders,
+                    receivers,
+                    closers,
+                    ..Synced::default()
+                }),
+                broken_leave,
+            }
+        }
+
+        /// A channel that has left the exclusive mode it starts in.
+        fn new_fast(cap: usize, parties: [usize; 3], broken_leave: bool) -> Self {
+            let ch = ModelChan::new(cap, parties, broken_leave);
+            let s = ch.lock_excl();
+            ch.unlock_excl(s);
+            ch
+        }
+
+        fn lock_excl(&self) -> MutexGuard<'_, Synced> {
+            let mut s = self.lock.lock().unwrap();
+            if !s.excl {
+                (s.head, s.tail) = self.ring.enter();
+                s.excl = true;
+            }
+            s
+        }
+
+        /// As `Chan::unlock_excl`, leaving as soon as nobody waits (the channel waits for
+        /// a run of calm operations first: a policy, not a condition of correctness).
+        fn unlock_excl(&self, mut s: MutexGuard<'_, Synced>) {
+            let waiters = s.recvq || s.sendq.is_some();
+            if s.excl && !s.closed && (!waiters || self.broken_leave) {
+                self.ring.leave(s.head, s.tail);
+                s.excl = false;
+            }
+        }
+
+        fn push(&self, s: &mut Synced, v: u64) {
+            // SAFETY: the model's slots are u64s; lock held, exclusive mode.
+            unsafe {
+                self.ring
+                    .push_excl(&mut s.tail, |p| p.cast::<u64>().write(v))
+            }
+        }
+
+        fn pop(&self, s: &mut Synced) -> u64 {
+            let mut v = 0;
+            // SAFETY: as above.
+            unsafe {
+                self.ring
+                    .pop_excl(&mut s.head, |p| v = p.cast::<u64>().read())
+            };
+            v
+        }
+
+        /// Blocking send; false if the channel was closed.
+        fn send(&self, v: u64) -> bool {
+            // SAFETY: as above.
+            if unsafe { self.ring.send_fast(|p| p.cast::<u64>().write(v)) } == Fast::Done {
+                return true;
+            }
+            let mut s = self.lock_excl();
+            if s.closed {
+                self.unlock_excl(s);
+                return false;
+            }
+            if s.recvq {
+                assert!(
+                    Ring::is_empty_at(s.head, s.tail),
+                    "lost wake-up: a receiver waits beside values in the ring"
+                );
+                s.recvq = false;
+                s.delivered = Some(Some(v));
+                self.unlock_excl(s);
+                return true;
+            }
+            if !self.ring.is_full_at(s.head, s.tail) {
+                self.push(&mut s, v);
+                self.unlock_excl(s);
+                return true;
+            }
+            s.sendq = Some(v);
+            // As park_commit: the channel's unlock, in exclusive mode still.
+            self.unlock_excl(s);
+            loop {
+                thread::yield_now();
+                let mut s = self.lock.lock().unwrap();
+                if let Some(ok) = s.taken.take() {
+                    return ok;
+                }
+                assert!(
+                    s.receivers > 0,
+                    "lost wake-up: a blocked sender outlived the receivers"
+                );
+            }
+        }
+
+        /// Blocking receive; None once closed and drained.
+        fn recv(&self) -> Option<u64> {
+            let mut v = 0;
+            // SAFETY: as above.
+            if unsafe { self.ring.recv_fast(|p| v = p.cast::<u64>().read()) } == Fast::Done {
+                return Some(v);
+            }
+            let mut s = self.lock_excl();
+            if let Some(w) = s.sendq.take() {
+                assert!(
+                    self.ring.is_full_at(s.head, s.tail),
+                    "lost wake-up: a sender waits beside free slots"
+                );
+                let v = self.pop(&mut s);
+                self.push(&mut s, w);
+                s.taken = Some(true);
+                self.unlock_excl(s);
+                return Some(v);
+            }
+            if !Ring::is_empty_at(s.head, s.tail) {
+                let v = self.pop(&mut s);
+                self.unlock_excl(s);
+                return Some(v);
+            }
+            if s.closed {
+                self.unlock_excl(s);
+                return None;
+            }
+            s.recvq = true;
+            self.unlock_excl(s);
+            loop {
+                thread::yield_now();
+                let mut s = self.lock.lock().unwrap();
+                if let Some(got) = s.delivered.take() {
+                    return got;
+                }
+                assert!(
+                    s.senders + s.closers > 0,
+                    "lost wake-up: a blocked receiver outlived the senders"
+                );
+            }
+        }
+
+        fn close(&self) {
+            let mut s = self.lock_excl();
+            s.closed = true;
+            s.closers -= 1;
+            if s.recvq {
+                s.recvq = false;
+                s.delivered = Some(None);
+            }
+            if s.sendq.take().is_some() {
+                s.taken = Some(false);
+            }
+            self.unlock_excl(s);
+        }
+
+        fn sender_done(&self) {
+            self.lock.lock().unwrap().senders -= 1;
+        }
+
+        fn receiver_done(&self) {
+            self.lock.lock().unwrap().receivers -= 1;
+        }
+    }
+
+    /// Runs a model with at most 3 preemptions per execution unless `LOOM_MAX_PREEMPTIONS`
+    /// says otherwise: the blocked parties' polling makes the unbounded space too large.
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        if b.preemption_bound.is_none() {
+            b.preemption_bound = Some(3);
+        }
+        b.check(f);
+    }
+
+    /// One sender, one receiver, one slot: the sender fills the ring and blocks, the
+    /// receiver empties it and blocks, positions wrap at every send. Values arrive once,
+    /// in order.
+    fn one_slot(broken_leave: bool) {
+        model(move || {
+            let ch = Arc::new(ModelChan::new_fast(1, [1, 1, 0], broken_leave));
+            let tx = ch.clone();
+            let sender = thread::spawn(move || {
+                for v in 1..=2 {
+                    assert!(tx.send(v));
+                }
+                tx.sender_done();
+            });
+            let got: Vec<u64> = (0..2).map(|_| ch.recv().expect("not closed")).collect();
+            ch.receiver_done();
+            sender.join().unwrap();
+            assert_eq!(got, [1, 2]);
+        });
+    }
+
+    #[test]
+    fn one_slot_in_order() {
+        one_slot(false);
+    }
+
+    /// The mutant: a lock holder that leaves exclusive mode while a receiver waits lets a
+    /// fast send fill the ring behind it.
+    #[test]
+    #[should_panic(expected = "lost wake-up")]
+    fn one_slot_broken_leaving_beside_a_waiter() {
+        one_slot(true);
+    }
+
+    /// A fast receive races a lock holder that sends: the holder's exclusive mode may
+    /// begin after the receive claimed the only slot and before it copied the value out;
+    /// the holder's send into that slot then waits for the receive's stamp.
+    #[test]
+    fn recv_in_flight_vs_exclusive_send() {
+        model(|| {
+            let ch = Arc::new(ModelChan::new_fast(1, [1, 1, 0], false));
+            // SAFETY: the model's slots are u64s; nobody else runs yet.
+            assert_eq!(
+                unsafe { ch.ring.send_fast(|p| p.cast::<u64>().write(1)) },
+                Fast::Done
+            );
+            let rx = ch.clone();
+            let receiver = thread::spawn(move || {
+                let mut v = 0;
+                // SAFETY: as above.
+                let r = unsafe { rx.ring.recv_fast(|p| v = p.cast::<u64>().read()) };
+                (r == Fast::Done).then_some(v)
+            });
+            let mut s = ch.lock_excl();
+            let pushed = !ch.ring.is_full_at(s.head, s.tail);
+            if pushed {
+                ch.push(&mut s, 2);
+            }
+            ch.unlock_excl(s);
+            let first = receiver.join().unwrap();
+            let mut got: Vec<u64> = first.into_iter().collect();
+            let mut s = ch.lock_excl();
+            while !Ring::is_empty_at(s.head, s.tail) {
+                got.push(ch.pop(&mut s));
+            }
+            ch.unlock_excl(s);
+            assert_eq!(got, if pushed { vec![1, 2] } else { vec![1] });
+        });
+    }
+
+    /// A fast send races a close, after which the closing thread drains the channel: a
+    /// send that claimed its slot before the close lands and is received (the drain waits
+    /// for its stamp), one that did not fails. Two slots: the send may find one taken.
+    #[test]
+    fn send_races_close() {
+        model(|| {
+            let ch = Arc::new(ModelChan::new_fast(2, [1, 1, 1], false));
+            // SAFETY: the model's slots are u64s; nobody else runs yet.
+            assert_eq!(
+                unsafe { ch.ring.send_fast(|p| p.cast::<u64>().write(1)) },
+                Fast::Done
+            );
+            let tx = ch.clone();
+            let sender = thread::spawn(move || {
+                let ok = tx.send(2);
+                tx.sender_done();
+                ok
+            });
+            ch.close();
+            let mut got = Vec::new();
+            while let Some(v) = ch.recv() {
+                got.push(v);
+            }
+            ch.receiver_done();
+            let sent = sender.join().unwrap();
+            assert_eq!(got, if sent { vec![1, 2] } else { vec![1] });
+        });
+    }
+}
