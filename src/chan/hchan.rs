@@ -240,6 +240,11 @@ impl Chan {
         // A dead header keeps a small buffer (see `destroy`): take it if it is the size
         // we need (channels made by the thousand are alike: skynet's).
         let mut buf = core::ptr::null_mut();
+        // The positions a kept buffer left empty continues from: its stamps are right for
+        // them, and the ring's words already hold them (stale) in exclusive mode, so
+        // neither the buffer nor the words' lines are written (skynet's channels then
+        // touch two lines of their header, as session 17's did).
+        let mut resume = None;
         if let Some(c) = reuse {
             // SAFETY: a destroyed channel's header: nobody may use it any more, and its
             // buffer (if any) has the layout `kept_layout` gives.
@@ -248,11 +253,16 @@ impl Chan {
                 let kept = old.ring.buf();
                 if !kept.is_null() {
                     if old.kept_layout() == layout {
-                        core::ptr::write_bytes(kept, 0, bytes);
+                        let ds = old.synced.get_mut();
+                        if ds.excl && ds.head == ds.tail {
+                            resume = Some((ds.head, ds.tail));
+                        } else {
+                            core::ptr::write_bytes(kept, 0, bytes);
+                        }
                         buf = kept;
                     } else {
                         std::alloc::dealloc(kept, old.kept_layout());
-                        old.ring.retire(false);
+                        old.ring.forget_buf();
                     }
                 }
             }
@@ -275,8 +285,8 @@ impl Chan {
             synced: UnsafeCell::new(Synced {
                 // The ring starts in exclusive mode.
                 excl: cap != 0,
-                head: 0,
-                tail: 0,
+                head: resume.map_or(0, |(h, _)| h),
+                tail: resume.map_or(0, |(_, t)| t),
                 calm: 0,
                 state: 0,
                 recvq: WaitQ::new(),
@@ -294,7 +304,7 @@ impl Chan {
                     let Chan { lock, synced, ring } = new;
                     (*c).lock = lock;
                     (*c).synced = synced;
-                    (*c).ring.renew(ring);
+                    (*c).ring.renew(ring, resume.is_none());
                 }
                 Ok(c)
             }
@@ -360,6 +370,14 @@ impl Chan {
         // with the layout kept_layout gives.
         unsafe {
             let ch = &mut *c;
+            let s = ch.synced.get_mut();
+            if !s.excl && ch.ring.cap() != 0 {
+                // Released outside exclusive mode: enter it, so that a use after release
+                // goes to the lock and finds the channel orphaned, and the positions are
+                // `Synced`'s for the next make (see `resume` there).
+                (s.head, s.tail) = ch.ring.enter();
+                s.excl = true;
+            }
             let buf = ch.ring.buf();
             if !buf.is_null() {
                 // A small buffer stays with the header for the next make of the same size
@@ -369,11 +387,10 @@ impl Chan {
                 if !keep {
                     std::alloc::dealloc(buf, ch.kept_layout());
                 }
-                ch.ring.retire(keep);
+                if !keep {
+                    ch.ring.forget_buf();
+                }
             }
-            // In exclusive mode, flag and ring alike, so that a use after release goes to
-            // the lock and finds the channel orphaned.
-            ch.synced().excl = ch.cap() != 0;
         }
         free_headers().push(c as usize);
     }
@@ -669,11 +686,13 @@ impl Chan {
                 rt::preempt_check();
             }
             // The common case, without the lock: open, nobody waiting, room in the ring.
-            // SAFETY: the ring gives us the slot's element bytes; elem per the caller.
-            match unsafe { self.ring.send_fast(|dst| self.copy(elem, dst)) } {
-                Fast::Done => return Ok(()),
-                Fast::WouldBlock if mode == Mode::Try => return Err(ChanError::WouldBlock),
-                _ => {}
+            if !self.ring.looks_exclusive() {
+                // SAFETY: the ring gives us the slot's element bytes; elem per the caller.
+                match unsafe { self.ring.send_fast(|dst| self.copy(elem, dst)) } {
+                    Fast::Done => return Ok(()),
+                    Fast::WouldBlock if mode == Mode::Try => return Err(ChanError::WouldBlock),
+                    _ => {}
+                }
             }
         }
         // SAFETY: as above.
@@ -743,11 +762,16 @@ impl Chan {
                 }
                 // The common case, without the lock: open, nobody waiting (so the ring's
                 // head is the next value in order), something buffered.
-                // SAFETY: the ring gives us the slot's element bytes; out per the caller.
-                match unsafe { self.ring.recv_fast(|src| self.copy(src, out)) } {
-                    Fast::Done => break 'op Ok(()),
-                    Fast::WouldBlock if mode == Mode::Try => break 'op Err(ChanError::WouldBlock),
-                    _ => {}
+                if !self.ring.looks_exclusive() {
+                    // SAFETY: the ring gives us the slot's element bytes; out per the
+                    // caller.
+                    match unsafe { self.ring.recv_fast(|src| self.copy(src, out)) } {
+                        Fast::Done => break 'op Ok(()),
+                        Fast::WouldBlock if mode == Mode::Try => {
+                            break 'op Err(ChanError::WouldBlock);
+                        }
+                        _ => {}
+                    }
                 }
             }
             // SAFETY: as above.

@@ -113,6 +113,11 @@ pub(crate) struct Ring {
     /// Not the ring's: its channel's handle count, which shares the sizes' line (written
     /// by retain and release only).
     pub(crate) refs: core::sync::atomic::AtomicUsize,
+    /// A copy of the mode on the sizes' line, set by `enter` and cleared by `leave`: an
+    /// operation that finds it set goes to the lock without reading `head` or `tail`, so
+    /// that a channel under its lock touches the lines Go's does (the sizes' and the
+    /// lock's), not four. Only a hint: the words decide.
+    excl_hint: core::sync::atomic::AtomicBool,
     head: Line,
     tail: Line,
 }
@@ -184,6 +189,7 @@ impl Ring {
             head: Line(AtomicU64::new(EXCL)),
             tail: Line(AtomicU64::new(EXCL)),
             refs: core::sync::atomic::AtomicUsize::new(1),
+            excl_hint: core::sync::atomic::AtomicBool::new(true),
             cap: cap as u64,
             one_lap: Ring::lap_of(cap),
             elem_size,
@@ -198,32 +204,40 @@ impl Ring {
     }
 
     /// Takes the place of a destroyed channel's ring (`make` reusing its header): `new`'s
-    /// fields, written one by one (the padding of `head`'s and `tail`'s lines is not).
-    pub(crate) fn renew(&mut self, new: Ring) {
+    /// fields, written one by one (the padding of `head`'s and `tail`'s lines is not), and
+    /// `head` and `tail` only if `words` (else they keep the old ring's bit and stale
+    /// positions, and the channel its positions: see `Chan::make`).
+    pub(crate) fn renew(&mut self, new: Ring, words: bool) {
         let Ring {
             cap,
             one_lap,
             elem_size,
             slots,
             refs,
+            excl_hint,
             head,
             tail,
         } = new;
         (self.cap, self.one_lap, self.elem_size, self.slots) = (cap, one_lap, elem_size, slots);
         self.refs = refs;
-        self.head.0 = head.0;
-        self.tail.0 = tail.0;
+        self.excl_hint = excl_hint;
+        if words {
+            self.head.0 = head.0;
+            self.tail.0 = tail.0;
+        } else {
+            debug_assert!(self.in_excl(), "chan: a kept ring outside exclusive mode");
+        }
     }
 
-    /// A destroyed channel's ring: in exclusive mode (any use goes to the channel's lock,
-    /// which finds it orphaned), with its sizes, and with its buffer if `keep` (the
-    /// channel keeps it for the next `make` of its size), else none (freed by the caller).
-    pub(crate) fn retire(&mut self, keep: bool) {
-        self.head.0.store(EXCL, Relaxed);
-        self.tail.0.store(EXCL, Relaxed);
-        if !keep {
-            self.slots.buf = core::ptr::null_mut();
-        }
+    /// Whether the ring looked to be in exclusive mode (a hint: see `excl_hint`).
+    #[inline(always)]
+    pub(crate) fn looks_exclusive(&self) -> bool {
+        self.excl_hint.load(Relaxed)
+    }
+
+    /// Drops the ring's buffer, which its destroyed channel freed.
+    pub(crate) fn forget_buf(&mut self) {
+        self.slots.buf = core::ptr::null_mut();
     }
 
     /// Bytes per slot for elements of `elem_size` bytes: the stamp, the element, rounded
@@ -449,6 +463,7 @@ impl Ring {
         let head = self.head.0.fetch_add(EXCL, AcqRel);
         let tail = self.tail.0.fetch_add(EXCL, AcqRel);
         debug_assert!((head | tail) & EXCL == 0, "chan: ring entered twice");
+        self.excl_hint.store(true, Relaxed);
         (head, tail)
     }
 
@@ -458,6 +473,7 @@ impl Ring {
         // release: what we did to the slots precedes fast operations that see the bit gone
         // (they also acquire each stamp they rely on). Nobody else writes either word
         // while the bit is set.
+        self.excl_hint.store(false, Relaxed);
         self.head.0.store(head, Release);
         self.tail.0.store(tail, Release);
     }
