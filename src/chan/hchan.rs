@@ -460,18 +460,9 @@ impl Chan {
     /// every use of the lock goes through here and [`Chan::unlock_excl`].
     #[inline]
     pub(crate) fn lock_excl(&self) {
-        self.lock.lock();
-        // SAFETY: lock held.
-        let s = unsafe { self.synced() };
-        // Only lock holders set or clear the bits, so the flag and the ring agree.
-        debug_assert!(
-            self.cap() == 0 || s.excl == self.ring.in_excl(),
-            "chan: exclusive mode out of step with the ring"
-        );
-        if !s.excl && self.cap() != 0 {
-            (s.head, s.tail) = self.ring.enter();
-            s.excl = true;
-        }
+        // No lock-free retry: enter the mode whatever the ring holds.
+        let retried = self.lock_excl_or(|| Fast::Locked);
+        debug_assert!(!retried);
     }
 
     /// `lock_excl` for an operation whose lock-free attempt failed: outside exclusive
@@ -485,6 +476,7 @@ impl Chan {
         self.lock.lock();
         // SAFETY: lock held.
         let s = unsafe { self.synced() };
+        // Only lock holders set or clear the bits, so the flag and the ring agree.
         debug_assert!(
             self.cap() == 0 || s.excl == self.ring.in_excl(),
             "chan: exclusive mode out of step with the ring"
@@ -498,6 +490,27 @@ impl Chan {
             s.excl = true;
         }
         false
+    }
+
+    /// The lock for a send or receive whose lock-free attempt (`retry`) failed or was not
+    /// made: `lock_excl_or`, then an unbuffered channel's safe point. True if the retry
+    /// succeeded (the lock is released).
+    #[inline(always)]
+    fn lock_op(&self, retry: impl FnOnce() -> Fast) -> bool {
+        if self.lock_excl_or(retry) {
+            return true;
+        }
+        if self.cap() == 0 {
+            self.safepoint_locked();
+        }
+        false
+    }
+
+    /// Unlocks after an operation that neither waited nor woke anyone (see `CALM_RUN`).
+    #[inline(always)]
+    fn unlock_calm(&self, s: &mut Synced) {
+        s.calm = s.calm.saturating_add(1);
+        self.unlock_excl();
     }
 
     /// Leaves exclusive mode if nobody waits, the channel is open and the last
@@ -696,11 +709,8 @@ impl Chan {
             }
         }
         // SAFETY: as above.
-        if self.lock_excl_or(|| unsafe { self.ring.send_fast(|dst| self.copy(elem, dst)) }) {
+        if self.lock_op(|| unsafe { self.ring.send_fast(|dst| self.copy(elem, dst)) }) {
             return Ok(());
-        }
-        if self.cap() == 0 {
-            self.safepoint_locked();
         }
         // SAFETY: lock held until the unlock below or finish_or_block's; elem per the caller
         // contract.
@@ -717,8 +727,7 @@ impl Chan {
                 && !self.ring.is_full_at(s.head, s.tail)
             {
                 self.ring.push_excl(&mut s.tail, |dst| self.copy(elem, dst));
-                s.calm = s.calm.saturating_add(1);
-                self.unlock_excl();
+                self.unlock_calm(s);
                 return Ok(());
             }
             let now = self.send_locked(s, elem);
@@ -775,11 +784,8 @@ impl Chan {
                 }
             }
             // SAFETY: as above.
-            if self.lock_excl_or(|| unsafe { self.ring.recv_fast(|src| self.copy(src, out)) }) {
+            if self.lock_op(|| unsafe { self.ring.recv_fast(|src| self.copy(src, out)) }) {
                 break 'op Ok(());
-            }
-            if self.cap() == 0 {
-                self.safepoint_locked();
             }
             // SAFETY: lock held until the unlock below or finish_or_block's; out per the
             // caller contract.
@@ -794,8 +800,7 @@ impl Chan {
                     && !Ring::is_empty_at(s.head, s.tail)
                 {
                     self.ring.pop_excl(&mut s.head, |src| self.copy(src, out));
-                    s.calm = s.calm.saturating_add(1);
-                    self.unlock_excl();
+                    self.unlock_calm(s);
                     break 'op Ok(());
                 }
                 let now = self.recv_locked(s, out);
@@ -824,12 +829,12 @@ impl Chan {
             Now::Done(w) => {
                 // SAFETY: lock held.
                 let s = unsafe { self.synced() };
-                s.calm = if w.is_null() {
-                    s.calm.saturating_add(1)
+                if w.is_null() {
+                    self.unlock_calm(s);
                 } else {
-                    0
-                };
-                self.unlock_excl();
+                    s.calm = 0;
+                    self.unlock_excl();
+                }
                 if !w.is_null() {
                     // SAFETY: claimed by send_locked/recv_locked; lock released.
                     unsafe { sudog::wake(w) };
