@@ -176,7 +176,7 @@ pub struct Chan {
     ring: Ring,
 }
 
-// The lock's line holds the lock and all it guards; the ring's, the ring and `refs`.
+// The lock and all it guards fill the first line; the ring takes the other three.
 #[cfg(not(all(test, loom)))]
 const _: () = assert!(
     core::mem::size_of::<Lock>() + core::mem::size_of::<Synced>() == 64

@@ -93,13 +93,12 @@ struct Line(AtomicU64);
 /// The ring of a buffered channel (`cap > 0`; an unbuffered channel has one of capacity
 /// 0, which only gives its element size). See the module documentation.
 ///
-/// Three cache lines: the sizes (which every operation reads and only `make` writes, with
-/// the channel's handle count), `head` and `tail`. On one line with the sizes, `head` and
-/// `tail` made chan_mpmc at GOMAXPROCS=2 several times slower (every CAS took the line
-/// from the other CPU's reads). A fourth line costs skynet, which makes a channel for
-/// every ten leaves: with the header at 320 bytes instead of 256 it was ~6% slower than
-/// the session-17 channel (128 bytes), which, padded to 320 bytes, was as slow: the cost
-/// is the header's cache footprint.
+/// Three cache lines: the sizes (which every operation reads and only `make` and the mode
+/// changes write, with the channel's handle count), `head` and `tail`. On one line with
+/// the sizes, `head` and `tail` made chan_mpmc at GOMAXPROCS=2 several times slower
+/// (every CAS took the line from the other CPU's reads). The lines cost channels that are
+/// made by the thousand (HACKING.md, "The header"): a channel under its lock reads only
+/// the sizes' line of the three.
 #[repr(C)]
 pub(crate) struct Ring {
     /// Slots, `cap` of them.
