@@ -345,8 +345,7 @@ impl Chan {
             s.state |= ORPHANED;
             // An orphaned channel is in exclusive mode (a use after release goes to the
             // lock and throws). One with blocked operations is already; one without is
-            // destroyed below, which puts an exclusive empty ring in its place: no need
-            // to pay for entering it here.
+            // destroyed below, which enters it if need be: no need to pay for it here.
             debug_assert!(
                 s.nheld == 0 || s.excl || ch.cap() == 0,
                 "chan: orphaned outside exclusive mode"
@@ -383,11 +382,8 @@ impl Chan {
                 // A small buffer stays with the header for the next make of the same size
                 // (glibc's malloc consolidates freed chunks above 128 bytes, which cost
                 // skynet ~5% when every channel's buffer came and went).
-                let keep = ch.kept_layout().size() <= KEEP_BUF_MAX;
-                if !keep {
+                if ch.kept_layout().size() > KEEP_BUF_MAX {
                     std::alloc::dealloc(buf, ch.kept_layout());
-                }
-                if !keep {
                     ch.ring.forget_buf();
                 }
             }
