@@ -242,6 +242,21 @@ impl Timers {
     /// Removes the timer in slot `i` (lock held, `i` in the heap) and returns it. Reads
     /// only the heap's arrays; writes the timer's `pp`.
     unsafe fn remove_at(&self, i: usize) -> *mut Timer {
+        // SAFETY: lock held, i in the heap (caller contract).
+        unsafe {
+            let t = self.take_at(i);
+            self.publish();
+            t
+        }
+    }
+
+    /// `remove_at` without `publish`: `timer0_when` keeps the old, earlier deadline until
+    /// the caller publishes, before it unlocks. Readers that see the stale deadline look
+    /// too early (they take the lock and find nothing due), never too late: a removal
+    /// only moves the earliest deadline later. `run_due` publishes once per batch: a
+    /// removal of the first slot changes the deadline every time, and its SeqCst store
+    /// is a locked instruction on a line the thieves, sysmon and the timer M read.
+    unsafe fn take_at(&self, i: usize) -> *mut Timer {
         // SAFETY: lock held.
         let h = unsafe { self.heap() };
         let id = h.slots[i].id;
@@ -260,10 +275,7 @@ impl Timers {
         }
         h.free.push(id);
         // SAFETY: t was on this heap, so it is alive, and ours under the lock.
-        unsafe {
-            (*t).pp.store(null_mut(), Ordering::Release);
-            self.publish();
-        }
+        unsafe { (*t).pp.store(null_mut(), Ordering::Release) };
         t
     }
 }
@@ -430,7 +442,7 @@ pub(crate) fn run_due(p: &P, now: i64) -> usize {
         }
         // SAFETY: heap entries are armed, live timers.
         unsafe {
-            let t = timers.remove_at(0);
+            let t = timers.take_at(0);
             // The next timer to fire lives on another parked goroutine's stack, most
             // likely out of the caches: start fetching it now, while this one runs.
             let h = timers.heap();
@@ -445,6 +457,10 @@ pub(crate) fn run_due(p: &P, now: i64) -> usize {
             (*t).state.store(T_IDLE, Ordering::Release);
         }
         n += 1;
+    }
+    if n > 0 {
+        // SAFETY: lock held; once for the batch (see `take_at`).
+        unsafe { timers.publish() };
     }
     timers.lock.unlock();
     n

@@ -709,9 +709,14 @@ fn map_slab(n: usize, size: usize, guarded: bool) -> Result<usize, i32> {
     if base == libc::MAP_FAILED {
         return Err(errno());
     }
-    // Best effort: pre-6.7 kernels ignore MAP_STACK for huge pages; failure is harmless.
-    // SAFETY: advice on our own fresh mapping; it does not change its contents.
-    unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+    // Kernels before 6.7 ignore MAP_STACK for huge pages: tell them (best effort, failure
+    // is harmless). A kernel with MADV_GUARD_INSTALL (6.13) needs no telling, and the
+    // advice takes the mmap lock for writing, which waits for every page fault of the
+    // process in flight (`map_stack_is_nohugepage` checks it on the machine).
+    if GUARD_MODE.load(Ordering::Relaxed) != GUARD_MADVISE {
+        // SAFETY: advice on our own fresh mapping; it does not change its contents.
+        unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+    }
     let base = base as usize;
     if guarded && let Err(e) = install_guards(base, n, stride) {
         // SAFETY: unmaps the slab we mapped above; no stack of it was handed out.
@@ -1445,6 +1450,44 @@ mod tests {
                 "kernel {rel} has process_madvise(PIDFD_SELF) for any advice"
             );
         }
+    }
+
+    /// `map_slab` leaves out `MADV_NOHUGEPAGE` once guards are `MADV_GUARD_INSTALL`
+    /// markers, trusting the kernel (6.7 and later) to keep huge pages off a `MAP_STACK`
+    /// mapping: the slab's VMA must say so (`nh` in smaps' VmFlags).
+    #[test]
+    fn map_stack_is_nohugepage() {
+        free(alloc(DEFAULT_STACK).expect("alloc"));
+        if !guards_are_madvise() {
+            return;
+        }
+        let base = map_slab(2, DEFAULT_STACK, true).expect("map_slab");
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+        let mut in_slab = false;
+        let mut flags = None;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ')
+                && let Some((lo, hi)) = range.split_once('-')
+                && let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                in_slab = lo <= base && base < hi;
+            } else if in_slab && let Some(f) = line.strip_prefix("VmFlags:") {
+                flags = Some(f.to_string());
+            }
+        }
+        // SAFETY: the slab mapped above, none of whose stacks was handed out.
+        unsafe {
+            libc::munmap(
+                base as *mut libc::c_void,
+                2 * (DEFAULT_STACK + guard_size()),
+            )
+        };
+        let flags = flags.expect("the slab's VMA in smaps");
+        assert!(
+            flags.split_whitespace().any(|f| f == "nh"),
+            "a MAP_STACK slab may get huge pages here (VmFlags:{flags})"
+        );
     }
 
     fn unsafe_zeroed_utsname() -> libc::utsname {
