@@ -179,7 +179,7 @@ unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
 /// Runs `f` as a blocking call: with P hand-off on a goroutine, directly elsewhere (and
 /// directly when already inside one). While `f` runs on a goroutine, `m.inblocking` counts
 /// it, so that [`exit_user`] refuses to end the syscall under our feet.
-#[inline]
+#[inline(always)]
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     let entered = match enter() {
         Ok(()) => true,
