@@ -52,7 +52,8 @@ use core::cell::UnsafeCell;
 use core::ptr::null;
 use core::sync::atomic::Ordering;
 
-use super::ring::{Fast, Ring};
+pub(crate) use super::ring::Fast;
+use super::ring::Ring;
 use super::waitq::{self, WaitQ};
 use crate::rt::sudog::{self, Sudog, Waiter};
 use crate::rt::{self, WaitReason};
@@ -146,6 +147,13 @@ impl Synced {
             None => crate::rt::throw("chan: hold count overflow"),
         };
         self.calm = 0;
+    }
+
+    /// Counts an operation done under the lock that did not wait: calm unless it woke a
+    /// waiter (see `CALM_RUN`).
+    #[inline(always)]
+    pub(crate) fn count_op(&mut self, woke: bool) {
+        self.calm = if woke { 0 } else { self.calm.saturating_add(1) };
     }
 
     /// Drops a hold; true if the caller must destroy the channel once it has released the
@@ -488,6 +496,45 @@ impl Chan {
         false
     }
 
+    /// Takes the lock and leaves the ring's mode as it is (a select's first look; see
+    /// `select_fast`). Released with `unlock_excl`, which leaves a ring outside the mode
+    /// alone.
+    #[inline]
+    pub(crate) fn lock_keep_mode(&self) {
+        self.lock.lock();
+        debug_assert!(
+            // SAFETY: lock held.
+            self.cap() == 0 || unsafe { self.synced() }.excl == self.ring.in_excl(),
+            "chan: exclusive mode out of step with the ring"
+        );
+    }
+
+    /// With the lock held: whether the channel is buffered and its ring outside exclusive
+    /// mode, so that lock-free operations may still run on it (`select_fast`).
+    ///
+    /// # Safety
+    /// Lock held.
+    #[inline(always)]
+    pub(crate) unsafe fn lock_free_now(&self) -> bool {
+        // SAFETY: caller contract.
+        self.cap() != 0 && !unsafe { self.synced() }.excl
+    }
+
+    /// With the lock held: puts the ring in exclusive mode if it is not (`lock_excl`'s
+    /// second half).
+    ///
+    /// # Safety
+    /// Lock held.
+    pub(crate) unsafe fn enter_excl_locked(&self) {
+        // SAFETY: caller contract.
+        if unsafe { self.lock_free_now() } {
+            // SAFETY: as above.
+            let s = unsafe { self.synced() };
+            (s.head, s.tail) = self.ring.enter();
+            s.excl = true;
+        }
+    }
+
     /// The lock for a send or receive whose lock-free attempt (`retry`) failed or was not
     /// made: `lock_excl_or`, then an unbuffered channel's safe point. True if the retry
     /// succeeded (the lock is released).
@@ -731,6 +778,38 @@ impl Chan {
         }
     }
 
+    /// A select case's lock-free attempt (see `select`'s "Pass 0"): a send of `buf` (or a
+    /// receive into it, which may be null) on a buffered channel outside exclusive mode.
+    /// `Fast::Locked` for an unbuffered channel or one in (or entering) the mode: only the
+    /// lock can tell whether its case can proceed.
+    ///
+    /// # Safety
+    /// As `send` (`buf` readable) or `recv` (`buf` writable or null), for one element.
+    #[inline(always)]
+    pub(crate) unsafe fn select_fast(&self, send: bool, buf: *mut u8) -> Fast {
+        if self.cap() == 0 || self.ring.looks_exclusive() {
+            return Fast::Locked;
+        }
+        // SAFETY: caller contract.
+        unsafe { self.ring_fast(send, buf) }
+    }
+
+    /// `select_fast` on a channel known to be buffered (`cap() != 0`).
+    ///
+    /// # Safety
+    /// As `select_fast`; the channel is buffered.
+    #[inline(always)]
+    pub(crate) unsafe fn ring_fast(&self, send: bool, buf: *mut u8) -> Fast {
+        // SAFETY: the ring gives us the slot's element bytes; buf per the caller.
+        unsafe {
+            if send {
+                self.ring.send_fast(|dst| self.copy(buf, dst))
+            } else {
+                self.ring.recv_fast(|src| self.copy(src, buf))
+            }
+        }
+    }
+
     /// The safe point of an unbuffered channel's send and receive, with the lock held (see
     /// `send`'s). The request is read under the lock: anything done between two
     /// acquisitions of a contended channel lock, even a few loads, hands the lock to the
@@ -825,12 +904,8 @@ impl Chan {
             Now::Done(w) => {
                 // SAFETY: lock held.
                 let s = unsafe { self.synced() };
-                if w.is_null() {
-                    self.unlock_calm(s);
-                } else {
-                    s.calm = 0;
-                    self.unlock_excl();
-                }
+                s.count_op(!w.is_null());
+                self.unlock_excl();
                 if !w.is_null() {
                     // SAFETY: claimed by send_locked/recv_locked; lock released.
                     unsafe { sudog::wake(w) };

@@ -5,8 +5,11 @@
 //!    and in a *lock order* by channel address, so that two selects on overlapping
 //!    channels always lock them in the same order. A channel named by several cases is
 //!    locked once.
-//! 2. Pass 1, all locks held: the first case in poll order that can proceed does, and the
-//!    select returns it.
+//! 2. Pass 0, no lock held: while the cases in poll order are on buffered channels outside
+//!    exclusive mode (nobody waits on them), each tries its operation lock-free, and the
+//!    first that succeeds is the select's. Pass 1, all locks held and every buffered
+//!    channel in exclusive mode: the first case in poll order that can proceed does, and
+//!    the select returns it; only this pass decides that no case can.
 //! 3. Otherwise (and if it may wait) one sudog per enabled case, all sharing one waiter,
 //!    goes on its channel's queue, in lock order; the caller blocks (`waitq::block`).
 //!    Whoever claims the waiter first (a peer, a closer, the timeout; see `sudog`)
@@ -25,7 +28,7 @@ use core::ffi::c_void;
 use core::ptr::null;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use super::hchan::{Chan, ChanError, Mode, Now};
+use super::hchan::{Chan, ChanError, Fast, Mode, Now};
 use super::waitq;
 use crate::rt::sudog::{self, Sudog, Waiter};
 use crate::rt::{self, WaitReason};
@@ -110,6 +113,10 @@ fn cheaprandn(n: u32) -> u32 {
 /// valid for the channel's element size (receive: writable or null; send: readable).
 /// The caller has checked that some case is enabled or `mode` is not `Block`.
 pub unsafe fn select(cases: &mut [Case], mode: Mode) -> Result<usize, ChanError> {
+    if let Some(i) = only_enabled(cases) {
+        // SAFETY: caller contract.
+        return unsafe { select_one(&mut cases[i], mode) }.map(|()| i);
+    }
     if !crate::sys::tsan::on() {
         // SAFETY: caller contract.
         return unsafe { select_inner(cases, mode) };
@@ -125,6 +132,40 @@ pub unsafe fn select(cases: &mut [Case], mode: Mode) -> Result<usize, ChanError>
         crate::sys::tsan::acquire(cases[i].chan as usize);
     }
     r
+}
+
+/// The index of the only enabled case, if exactly one is.
+#[inline]
+fn only_enabled(cases: &[Case]) -> Option<usize> {
+    let mut it = cases.iter().enumerate().filter(|(_, c)| !c.chan.is_null());
+    match (it.next(), it.next()) {
+        (Some((i, _)), None) => Some(i),
+        _ => None,
+    }
+}
+
+/// A select with one enabled case is that case's send or receive, with the select's
+/// `mode` (Go compiles such a select into one): the same outcomes, written into the case
+/// (`status` -EPIPE for a closed channel), and the plain operations' speed.
+///
+/// # Safety
+/// As `select`, for `cas`.
+unsafe fn select_one(cas: &mut Case, mode: Mode) -> Result<(), ChanError> {
+    // SAFETY: caller contract (an enabled case's channel is alive, its buffer valid).
+    let r = unsafe {
+        let c = &*cas.chan;
+        if cas.op == SEND {
+            c.send(cas.buf as *const u8, mode)
+        } else {
+            c.recv(cas.buf as *mut u8, mode)
+        }
+    };
+    match r {
+        Ok(()) => cas.status = 0,
+        Err(ChanError::Closed) => cas.status = -libc::EPIPE,
+        Err(e) => return Err(e),
+    }
+    Ok(())
 }
 
 /// `select` without the sanitizer's annotations.
@@ -173,6 +214,63 @@ fn selunlock(locks: &[*const Chan]) {
     }
 }
 
+/// Pass 1 of `selectgo`: the first case in poll order that can proceed does; its index
+/// (with its status set) once the locks are released, or `None` with them still held.
+/// `LOCK_FREE`: a case on a ring outside exclusive mode tries its operation lock-free
+/// (without it, every buffered channel must be in the mode).
+///
+/// # Safety
+/// All of `locks` held (the distinct channels of the enabled cases); buffers per
+/// `select`'s contract.
+#[inline(always)]
+unsafe fn pass1<const LOCK_FREE: bool>(
+    cases: &mut [Case],
+    pollorder: &[u32],
+    locks: &[*const Chan],
+) -> Option<Result<usize, ChanError>> {
+    for &i in pollorder {
+        let cas = &mut cases[i as usize];
+        // SAFETY: caller contract.
+        let now = unsafe {
+            let c = &*cas.chan;
+            if LOCK_FREE && c.lock_free_now() {
+                match c.ring_fast(cas.op == SEND, cas.buf as *mut u8) {
+                    Fast::Done => Now::Done(null()),
+                    Fast::WouldBlock => Now::Blocked,
+                    // Only the holder of the lock we hold could have entered the mode.
+                    Fast::Locked => rt::throw("select: exclusive mode under our lock"),
+                }
+            } else if cas.op == SEND {
+                c.send_locked(c.synced(), cas.buf as *const u8)
+            } else {
+                c.recv_locked(c.synced(), cas.buf as *mut u8)
+            }
+        };
+        match now {
+            Now::Blocked => continue,
+            Now::Closed => {
+                selunlock(locks);
+                cas.status = -libc::EPIPE;
+                return Some(Ok(i as usize));
+            }
+            Now::Done(w) => {
+                // SAFETY: all locks held. A select that did not wait is as calm as a
+                // plain operation: without counting it, a channel that only selects
+                // receive from never left exclusive mode once anyone had waited on it.
+                unsafe { (*cas.chan).synced().count_op(!w.is_null()) };
+                selunlock(locks);
+                if !w.is_null() {
+                    // SAFETY: claimed by send_locked/recv_locked; locks released.
+                    unsafe { sudog::wake(w) };
+                }
+                cas.status = 0;
+                return Some(Ok(i as usize));
+            }
+        }
+    }
+    None
+}
+
 /// # Safety
 /// As `select`; `order` has 2n entries, `locks` and `sgs` n.
 unsafe fn selectgo(
@@ -208,6 +306,28 @@ unsafe fn selectgo(
             None => rt::throw("select: no cases and no timeout"),
         }
     }
+    // Pass 0, without locks: in poll order, a case on a buffered channel outside exclusive
+    // mode tries its operation lock-free, as a plain send or receive does first (nobody
+    // waits on such a channel, and it is open). The pass stops at the first case it cannot
+    // decide that way, so that a ready case earlier in poll order is never passed over for
+    // a later one. A case done here is a send or receive that could proceed when it did.
+    // "Nothing can proceed" is only ever decided below, with every channel locked and in
+    // exclusive mode: cases looked at one after another, while others keep operating on
+    // their rings, are no snapshot of the whole (a value may move from a channel not yet
+    // looked at to one already passed).
+    for &i in pollorder {
+        let cas = &mut cases[i as usize];
+        // SAFETY: an enabled case's channel is alive; buffers per the caller contract.
+        match unsafe { (*cas.chan).select_fast(cas.op == SEND, cas.buf as *mut u8) } {
+            Fast::Done => {
+                cas.status = 0;
+                return Ok(i as usize);
+            }
+            Fast::WouldBlock => continue,
+            Fast::Locked => break,
+        }
+    }
+
     // Lock order: by channel address; distinct channels in `locks`.
     let lockorder = &mut lockorder[..np];
     lockorder.copy_from_slice(pollorder);
@@ -223,37 +343,34 @@ unsafe fn selectgo(
     let locks = &locks[..nl];
     let lockorder = &*lockorder;
 
-    sellock(locks);
-
-    // Pass 1: the first ready case in poll order.
-    for &i in pollorder {
-        let cas = &mut cases[i as usize];
-        // SAFETY: all locks held; buffers per the caller contract.
-        let now = unsafe {
-            let c = &*cas.chan;
-            if cas.op == SEND {
-                c.send_locked(c.synced(), cas.buf as *const u8)
-            } else {
-                c.recv_locked(c.synced(), cas.buf as *mut u8)
-            }
-        };
-        match now {
-            Now::Blocked => continue,
-            Now::Closed => {
-                selunlock(locks);
-                cas.status = -libc::EPIPE;
-                return Ok(i as usize);
-            }
-            Now::Done(w) => {
-                selunlock(locks);
-                if !w.is_null() {
-                    // SAFETY: claimed by send_locked/recv_locked; locks released.
-                    unsafe { sudog::wake(w) };
-                }
-                cas.status = 0;
-                return Ok(i as usize);
-            }
+    // The locks, leaving each ring's mode as it is: a buffered channel outside exclusive
+    // mode has nobody waiting on it and is open, and with its lock held nobody can start
+    // to wait or close it, but lock-free operations still run on it.
+    let mut lock_free = false;
+    for &c in locks {
+        // SAFETY: enabled cases' channels are alive during the select; then c is locked.
+        unsafe {
+            (*c).lock_keep_mode();
+            lock_free |= (*c).lock_free_now();
         }
+    }
+    // Pass 1: the first ready case in poll order. With a ring outside exclusive mode among
+    // the channels, a first pass tries such cases lock-free; if no case is ready, those
+    // rings enter the mode and pass 1 runs again: only a pass over channels all in the
+    // mode decides that no case can proceed, a snapshot of all of them at once, as Go's
+    // is (see Pass 0).
+    // SAFETY (both): all locks held; buffers per the caller contract.
+    if lock_free {
+        if let Some(r) = unsafe { pass1::<true>(cases, pollorder, locks) } {
+            return r;
+        }
+        for &c in locks {
+            // SAFETY: we hold c's lock (a no-op for a ring in the mode).
+            unsafe { (*c).enter_excl_locked() };
+        }
+    }
+    if let Some(r) = unsafe { pass1::<false>(cases, pollorder, locks) } {
+        return r;
     }
 
     let deadline = match mode.wait_for() {

@@ -366,3 +366,142 @@ fn kept_buffer_starts_empty() {
         e.free();
     }
 }
+
+/// A two-case select: send or receive `v` on `c`, or receive on `idle` (an unbuffered
+/// channel nobody sends on), in `mode`. Ok(case index, status).
+fn select2(
+    c: Ch,
+    idle: Ch,
+    send: bool,
+    v: &mut u64,
+    mode: Mode,
+) -> Result<(usize, i32), ChanError> {
+    let mut sink = 0u64;
+    let mut cases = [
+        Case {
+            chan: idle.0,
+            op: Case::recv_op(),
+            buf: (&mut sink as *mut u64).cast(),
+            status: 1,
+        },
+        Case {
+            chan: c.0,
+            op: if send {
+                Case::send_op()
+            } else {
+                Case::recv_op()
+            },
+            buf: (v as *mut u64).cast(),
+            status: 1,
+        },
+    ];
+    // SAFETY: live channels, 8-byte buffers for 8-byte elements.
+    let k = unsafe { select(&mut cases, mode) }?;
+    Ok((k, cases[k].status))
+}
+
+/// Selects on a buffered channel follow its modes as plain operations do: those that
+/// neither wait nor wake count toward the calm run that ends exclusive mode (without
+/// that, a channel only selects used never left it), outside the mode they send and
+/// receive lock-free, in order, and a select that finds nothing ready decides so only
+/// with the ring back under the lock. A one-case select is its plain operation.
+#[test]
+fn select_and_ring_modes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Ch::new(4);
+    let idle = Ch::new(0);
+    assert!(c.c().in_exclusive_mode(), "a new channel is under its lock");
+    let (mut next_in, mut next_out) = (0u64, 0u64);
+    let mut ops = 0;
+    while c.c().in_exclusive_mode() {
+        assert!(
+            ops < 4 * super::hchan::CALM_RUN as usize + 8,
+            "selects never took the ring out of exclusive mode"
+        );
+        if c.c().len() < 4 {
+            let mut v = next_in;
+            assert_eq!(select2(c, idle, true, &mut v, Mode::Block), Ok((1, 0)));
+            next_in += 1;
+        } else {
+            let mut v = 0;
+            assert_eq!(select2(c, idle, false, &mut v, Mode::Block), Ok((1, 0)));
+            assert_eq!(v, next_out);
+            next_out += 1;
+        }
+        ops += 1;
+    }
+    // Lock-free: the selects leave the mode alone while they find something to do.
+    while c.c().len() < 4 {
+        let mut v = next_in;
+        assert_eq!(select2(c, idle, true, &mut v, Mode::Try), Ok((1, 0)));
+        next_in += 1;
+    }
+    while !c.c().is_empty() {
+        let mut v = 0;
+        assert_eq!(select2(c, idle, false, &mut v, Mode::Try), Ok((1, 0)));
+        assert_eq!(v, next_out);
+        next_out += 1;
+    }
+    assert!(
+        !c.c().in_exclusive_mode(),
+        "selects that proceed need no lock"
+    );
+    // Nothing ready: decided with every ring in the mode (a snapshot of both channels).
+    let mut v = 0;
+    assert_eq!(
+        select2(c, idle, false, &mut v, Mode::Try),
+        Err(ChanError::WouldBlock)
+    );
+    assert!(
+        c.c().in_exclusive_mode(),
+        "'nothing ready' decided outside the mode"
+    );
+    // A select that waits is served by a plain send. First out of the mode again, so that
+    // the waiting select is what puts the ring back in it.
+    for _ in 0..super::hchan::CALM_RUN {
+        c.try_send(0).expect("room");
+        assert_eq!(c.try_recv(), Ok(0));
+    }
+    assert!(!c.c().in_exclusive_mode(), "plain operations left the mode");
+    let got = Ch::new(1);
+    go(move || {
+        let mut v = 0;
+        let r = select2(c, idle, false, &mut v, Mode::Block);
+        assert_eq!(r, Ok((1, 0)));
+        got.send(v).expect("got");
+    });
+    while !c.c().in_exclusive_mode() {
+        std::thread::yield_now();
+    }
+    c.send(next_in).expect("send");
+    assert_eq!(got.recv(), Ok(next_in));
+    // One enabled case: the plain operation, its outcome in the case.
+    let mut one = [Case {
+        chan: c.0,
+        op: Case::recv_op(),
+        buf: (&mut v as *mut u64).cast(),
+        status: 1,
+    }];
+    // SAFETY: as in select2.
+    assert_eq!(
+        unsafe { select(&mut one, Mode::Try) },
+        Err(ChanError::WouldBlock)
+    );
+    assert_eq!(one[0].status, 1, "no status without a case done");
+    c.try_send(77).expect("room");
+    // SAFETY: as above.
+    assert_eq!(unsafe { select(&mut one, Mode::Block) }, Ok(0));
+    assert_eq!((one[0].status, v), (0, 77));
+    c.c().close().expect("close");
+    v = 5;
+    // SAFETY: as above.
+    assert_eq!(unsafe { select(&mut one, Mode::Block) }, Ok(0));
+    assert_eq!(
+        (one[0].status, v),
+        (-libc::EPIPE, 0),
+        "closed: -EPIPE, zero value"
+    );
+    got.free();
+    idle.free();
+    c.free();
+}
