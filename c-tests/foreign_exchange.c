@@ -23,6 +23,10 @@
  *            twice as long as the same burst after a long wait, plus 1 ms. A foreign
  *            hand-off in a quick exchange waits up to 2 us for an M to take its goroutine;
  *            doing that for every spawn of a burst made it ~10x slower.
+ *   mailbox  Three foreign threads, each in a ping-pong with its own goroutine and spawning
+ *            batches of goroutines, while C main changes GOMAXPROCS every 2 ms: every round
+ *            trip answered and every spawned goroutine run once (the spinning M's mailbox,
+ *            which a foreign hand-off fills directly, is contended and its P retired).
  *   idle     The spinning is bounded: after a quick exchange, C main waits 300 ms on a
  *            channel that a sleeping goroutine fills, and then 300 ms on a WaitGroup while
  *            goroutines sleep 1 ms at a time; the process's CPU time over each wait stays
@@ -31,7 +35,9 @@
 #include "check.h"
 
 #include <gmp.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +221,83 @@ static double burst(int n)
     return t;
 }
 
+/* ---- mailbox ---- */
+
+enum { MB_THREADS = 3, MB_ROUNDS = 20000, MB_BATCH = 8 };
+
+static gmp_chan *mb_ping[MB_THREADS], *mb_pong[MB_THREADS];
+static gmp_wg mb_spawned = GMP_WG_INIT;
+static atomic_long mb_ran, mb_started;
+static atomic_int mb_finished;
+
+static void mb_echo(void *arg)
+{
+    long k = (long)(intptr_t)arg, v;
+    while (gmp_chan_recv(mb_ping[k], &v) == 0)
+        CHECK_OK(gmp_chan_send(mb_pong[k], &v));
+}
+
+static void mb_worker(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&mb_ran, 1);
+    gmp_wg_done(&mb_spawned);
+}
+
+/* A foreign thread in an exchange with its own echo goroutine; every 64 round trips it
+ * also spawns a batch (its first spawn may go to the spinner's mailbox, the rest to the
+ * global queue). */
+static void *mb_thread(void *arg)
+{
+    long k = (long)(intptr_t)arg;
+    for (long i = 0; i < MB_ROUNDS; i++) {
+        long v = i * MB_THREADS + k, back = -1;
+        CHECK_OK(gmp_chan_send(mb_ping[k], &v));
+        CHECK_OK(gmp_chan_recv(mb_pong[k], &back));
+        CHECK_EQ(back, v);
+        if (i % 64 == 0) {
+            CHECK_OK(gmp_wg_add(&mb_spawned, MB_BATCH));
+            for (int j = 0; j < MB_BATCH; j++) {
+                CHECK(gmp_go(mb_worker, NULL) > 0);
+                atomic_fetch_add(&mb_started, 1);
+            }
+        }
+    }
+    CHECK_OK(gmp_chan_close(mb_ping[k]));
+    atomic_fetch_add(&mb_finished, 1);
+    return NULL;
+}
+
+/* Several foreign threads hand goroutines over at once (they compete for the one
+ * mailbox) while C main keeps changing GOMAXPROCS (a spinner whose P leaves service
+ * with a goroutine in its mailbox queues it instead of running it): every round trip
+ * answered, every spawned goroutine run once. */
+static void mailbox_stress(void)
+{
+    pthread_t th[MB_THREADS];
+    for (long k = 0; k < MB_THREADS; k++) {
+        CHECK_OK(gmp_chan_make(&mb_ping[k], sizeof(long), 0));
+        CHECK_OK(gmp_chan_make(&mb_pong[k], sizeof(long), 0));
+        CHECK(gmp_go(mb_echo, (void *)(intptr_t)k) > 0);
+    }
+    for (long k = 0; k < MB_THREADS; k++)
+        CHECK(pthread_create(&th[k], NULL, mb_thread, (void *)(intptr_t)k) == 0);
+    int procs[] = {1, 2, 3, 2};
+    long resizes = 0;
+    while (atomic_load(&mb_finished) < MB_THREADS) {
+        CHECK_OK(gmp_maxprocs(procs[resizes++ % 4]));
+        struct timespec nap = {0, 2 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    for (int k = 0; k < MB_THREADS; k++)
+        CHECK(pthread_join(th[k], NULL) == 0);
+    CHECK_OK(gmp_wg_wait(&mb_spawned));
+    long started = atomic_load(&mb_started), ran = atomic_load(&mb_ran);
+    printf("mailbox: %d threads x %d round trips, %ld GOMAXPROCS changes, %ld goroutines "
+           "spawned, %ld ran\n", MB_THREADS, MB_ROUNDS, resizes, started, ran);
+    CHECK_EQ(ran, started);
+}
+
 static void start_sock_echo(void)
 {
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
@@ -227,6 +310,10 @@ int main(int argc, char **argv)
 {
     CHECK(argc == 2);
     const char *c = argv[1];
+    if (strcmp(c, "mailbox") == 0) {
+        mailbox_stress();
+        return 0;
+    }
     if (strcmp(c, "chan1") == 0 || strcmp(c, "chan2") == 0 || strcmp(c, "idle") == 0 ||
         strcmp(c, "burst") == 0) {
         CHECK_OK(gmp_maxprocs(strcmp(c, "chan2") == 0 ? 2 : 1));

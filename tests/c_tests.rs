@@ -1558,6 +1558,13 @@ fn foreign_exchange_idle() {
     expect_case("foreign_exchange", "idle", &[]);
 }
 
+/// Foreign threads compete for the spinning M's mailbox while GOMAXPROCS keeps changing:
+/// every hand-off is run exactly once (the mailbox's loom model is `rt::mailbox_loom`).
+#[test]
+fn foreign_exchange_mailbox() {
+    expect_case("foreign_exchange", "mailbox", &[]);
+}
+
 /// The 10 ms grace must hold for the first blocking call a P ever makes too (sysmon's
 /// per-P record once started at the P's own syscalltick with `syscallwhen` 0, took the
 /// first syscall for one it saw long ago and retook the P at once).

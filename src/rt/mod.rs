@@ -79,6 +79,8 @@ pub(crate) mod dump;
 pub(crate) mod exectrace;
 pub(crate) mod hooks;
 pub mod lockosthread;
+#[cfg(all(test, loom))]
+mod mailbox_loom;
 pub mod netpoll;
 pub mod offload;
 pub mod os_linux;

@@ -296,6 +296,18 @@ pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
     };
     let spilled = if pp.is_null() {
         enqueued(gp);
+        // An M spins for this foreign thread's next hand-off: give the goroutine to it
+        // directly (`FOREIGN_MAILBOX`), without the global queue's lock and counter, and
+        // with nobody to wake.
+        if m.is_null() && FOREIGN_MAILBOX.load(Ordering::Relaxed) == MAILBOX_OPEN {
+            // release: the spinner that takes gp sees what was written to it (RUNNABLE).
+            if FOREIGN_MAILBOX
+                .compare_exchange(MAILBOX_OPEN, gp, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return false;
+            }
+        }
         let alone = {
             let mut g = lock_sched();
             globrunqput(&mut g, gp);
@@ -1655,6 +1667,19 @@ pub(super) fn mark_runtime_thread() {
 /// Held by the M in `spin_for_foreign` (at most one).
 static FOREIGN_SPINNER: AtomicBool = AtomicBool::new(false);
 
+/// The spinning M's mailbox (`spin_for_foreign`): null while no M spins for a foreign
+/// thread, `MAILBOX_OPEN` while one does, else the goroutine a foreign thread handed to
+/// it (`ready_put`). Transitions: null → OPEN and X → null by the spinner (the holder of
+/// `FOREIGN_SPINNER`), OPEN → G by a foreign thread's CAS, at most once per opening. So
+/// exactly one of them owns a handed goroutine: the CAS puts it in only while the spinner
+/// has not closed the box, and the spinner's closing swap returns it (then runs it or
+/// queues it) if it did not take it while polling. Go has no such box: its foreign
+/// threads (cgo callbacks) run on an M with a P of their own.
+static FOREIGN_MAILBOX: AtomicPtr<G> = AtomicPtr::new(null_mut());
+
+/// `FOREIGN_MAILBOX` open and empty: an odd address, never a G's (Gs are 128-byte aligned).
+const MAILBOX_OPEN: *mut G = core::ptr::without_provenance_mut(1);
+
 /// Whether a foreign thread acted since `m` last asked (and notes that it has now seen it).
 ///
 /// # Safety
@@ -1686,10 +1711,46 @@ fn foreign_recent() -> bool {
 ///
 /// # Safety
 /// Called by `p`'s owner `m`, spinning.
+#[inline(never)]
 unsafe fn spin_for_foreign(m: &M, p: &P) -> Option<(*mut G, bool)> {
+    // Open the mailbox (we are its only spinner: FOREIGN_SPINNER), poll, and close it on
+    // the way out, taking whatever it holds then.
+    FOREIGN_MAILBOX.store(MAILBOX_OPEN, Ordering::Release);
+    // SAFETY: caller contract.
+    let found = unsafe { spin_for_foreign_open(m, p) };
+    // acquire: a goroutine handed over with release.
+    let gp = FOREIGN_MAILBOX.swap(null_mut(), Ordering::Acquire);
+    if gp == MAILBOX_OPEN || gp.is_null() {
+        return found;
+    }
+    dequeued(gp);
+    match found {
+        None if p.id < SCHED.gomaxprocs.load(Ordering::Relaxed) => Some((gp, false)),
+        // We have a goroutine to run already (or our P is leaving service): the handed
+        // one goes where it would have gone without the mailbox, and runs after it.
+        _ => {
+            enqueued(gp);
+            globrunqput(&mut lock_sched(), gp);
+            wakep();
+            found
+        }
+    }
+}
+
+/// `spin_for_foreign` with the mailbox open: returns a goroutine handed over through
+/// it, or what the polls found (which may leave one in the mailbox for the caller).
+///
+/// # Safety
+/// As `spin_for_foreign`.
+#[inline(always)]
+unsafe fn spin_for_foreign_open(m: &M, p: &P) -> Option<(*mut G, bool)> {
     let mut deadline = crate::sys::nanotime() + crate::sys::FOREIGN_SPIN_NS;
     let mut polls = 0u32;
     loop {
+        // The mailbox first: it is what the foreign thread's next hand-off fills.
+        if FOREIGN_MAILBOX.load(Ordering::Relaxed) != MAILBOX_OPEN {
+            return None;
+        }
         if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) {
             return None;
         }
