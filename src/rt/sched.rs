@@ -1723,13 +1723,12 @@ unsafe fn spin_for_foreign(m: &M, p: &P) -> Option<(*mut G, bool)> {
     if gp == MAILBOX_OPEN || gp.is_null() {
         return found;
     }
-    dequeued(gp);
+    // gp counts as queued (`enqueued` by the foreign thread) until `schedule` dequeues it.
     match found {
         None if p.id < SCHED.gomaxprocs.load(Ordering::Relaxed) => Some((gp, false)),
         // We have a goroutine to run already (or our P is leaving service): the handed
         // one goes where it would have gone without the mailbox, and runs after it.
         _ => {
-            enqueued(gp);
             globrunqput(&mut lock_sched(), gp);
             wakep();
             found
