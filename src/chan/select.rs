@@ -235,8 +235,13 @@ unsafe fn pass1<const LOCK_FREE: bool>(
             let c = &*cas.chan;
             if LOCK_FREE && c.lock_free_now() {
                 match c.ring_fast(cas.op == SEND, cas.buf as *mut u8) {
-                    Fast::Done => Now::Done(null()),
-                    Fast::WouldBlock => Now::Blocked,
+                    // Outside the mode: nothing to count toward leaving it.
+                    Fast::Done => {
+                        selunlock(locks);
+                        cas.status = 0;
+                        return Some(Ok(i as usize));
+                    }
+                    Fast::WouldBlock => continue,
                     // Only the holder of the lock we hold could have entered the mode.
                     Fast::Locked => rt::throw("select: exclusive mode under our lock"),
                 }
@@ -255,8 +260,9 @@ unsafe fn pass1<const LOCK_FREE: bool>(
             }
             Now::Done(w) => {
                 // SAFETY: all locks held. A select that did not wait is as calm as a
-                // plain operation: without counting it, a channel that only selects
-                // receive from never left exclusive mode once anyone had waited on it.
+                // plain operation under the lock: without counting it, a channel that
+                // only selects receive from never left exclusive mode once anyone had
+                // waited on it.
                 unsafe { (*cas.chan).synced().count_op(!w.is_null()) };
                 selunlock(locks);
                 if !w.is_null() {
