@@ -377,14 +377,10 @@ impl Chan {
         // with the layout kept_layout gives.
         unsafe {
             let ch = &mut *c;
-            let s = ch.synced.get_mut();
-            if !s.excl && ch.ring.cap() != 0 {
-                // Released outside exclusive mode: enter it, so that a use after release
-                // goes to the lock and finds the channel orphaned, and the positions are
-                // `Synced`'s for the next make (see `resume` there).
-                (s.head, s.tail) = ch.ring.enter();
-                s.excl = true;
-            }
+            // Released outside exclusive mode: enter it, so that a use after release goes
+            // to the lock and finds the channel orphaned, and the positions are `Synced`'s
+            // for the next make (see `resume` there).
+            ch.enter_excl_locked();
             let buf = ch.ring.buf();
             if !buf.is_null() {
                 // A small buffer stays with the header for the next make of the same size
@@ -477,21 +473,15 @@ impl Chan {
     /// its operations, and entered the mode ~9 times for every wait.)
     #[inline(always)]
     fn lock_excl_or(&self, retry: impl FnOnce() -> Fast) -> bool {
-        self.lock.lock();
+        self.lock_keep_mode();
         // SAFETY: lock held.
-        let s = unsafe { self.synced() };
-        // Only lock holders set or clear the bits, so the flag and the ring agree.
-        debug_assert!(
-            self.cap() == 0 || s.excl == self.ring.in_excl(),
-            "chan: exclusive mode out of step with the ring"
-        );
-        if !s.excl && self.cap() != 0 {
+        if unsafe { self.lock_free_now() } {
             if retry() == Fast::Done {
                 self.lock.unlock();
                 return true;
             }
-            (s.head, s.tail) = self.ring.enter();
-            s.excl = true;
+            // SAFETY: lock held, the ring outside the mode.
+            unsafe { self.enter_mode() };
         }
         false
     }
@@ -499,9 +489,10 @@ impl Chan {
     /// Takes the lock and leaves the ring's mode as it is (a select's first look; see
     /// `select_fast`). Released with `unlock_excl`, which leaves a ring outside the mode
     /// alone.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn lock_keep_mode(&self) {
         self.lock.lock();
+        // Only lock holders set or clear the bits, so the flag and the ring agree.
         debug_assert!(
             // SAFETY: lock held.
             self.cap() == 0 || unsafe { self.synced() }.excl == self.ring.in_excl(),
@@ -513,7 +504,7 @@ impl Chan {
     /// mode, so that lock-free operations may still run on it (`select_fast`).
     ///
     /// # Safety
-    /// Lock held.
+    /// Lock held, or the channel is the caller's alone.
     #[inline(always)]
     pub(crate) unsafe fn lock_free_now(&self) -> bool {
         // SAFETY: caller contract.
@@ -524,15 +515,26 @@ impl Chan {
     /// second half).
     ///
     /// # Safety
-    /// Lock held.
+    /// Lock held, or the channel is the caller's alone (`destroy`).
     pub(crate) unsafe fn enter_excl_locked(&self) {
         // SAFETY: caller contract.
         if unsafe { self.lock_free_now() } {
-            // SAFETY: as above.
-            let s = unsafe { self.synced() };
-            (s.head, s.tail) = self.ring.enter();
-            s.excl = true;
+            // SAFETY: lock held, the ring outside the mode.
+            unsafe { self.enter_mode() };
         }
+    }
+
+    /// Puts the ring in exclusive mode: its positions go to `Synced` (the one place that
+    /// enters the mode).
+    ///
+    /// # Safety
+    /// Lock held (or the channel is the caller's alone); buffered, outside the mode.
+    #[inline(always)]
+    unsafe fn enter_mode(&self) {
+        // SAFETY: caller contract.
+        let s = unsafe { self.synced() };
+        (s.head, s.tail) = self.ring.enter();
+        s.excl = true;
     }
 
     /// The lock for a send or receive whose lock-free attempt (`retry`) failed or was not

@@ -311,11 +311,16 @@ impl Ring {
     #[cfg(not(all(test, loom)))]
     #[inline(always)]
     unsafe fn fill(&self, i: usize, fill: impl FnOnce(*mut u8)) {
-        fill(
-            self.slots
-                .buf
-                .wrapping_add(i * Ring::stride(self.elem_size) + ELEM_OFFSET),
-        )
+        fill(self.elem_at(i))
+    }
+
+    /// Slot `i`'s element bytes.
+    #[cfg(not(all(test, loom)))]
+    #[inline(always)]
+    fn elem_at(&self, i: usize) -> *mut u8 {
+        self.slots
+            .buf
+            .wrapping_add(i * Ring::stride(self.elem_size) + ELEM_OFFSET)
     }
 
     #[cfg(all(test, loom))]
@@ -330,11 +335,7 @@ impl Ring {
     #[cfg(not(all(test, loom)))]
     #[inline(always)]
     unsafe fn drain(&self, i: usize, drain: impl FnOnce(*const u8)) {
-        drain(
-            self.slots
-                .buf
-                .wrapping_add(i * Ring::stride(self.elem_size) + ELEM_OFFSET),
-        )
+        drain(self.elem_at(i))
     }
 
     #[cfg(all(test, loom))]

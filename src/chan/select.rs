@@ -227,7 +227,7 @@ unsafe fn pass1<const LOCK_FREE: bool>(
     cases: &mut [Case],
     pollorder: &[u32],
     locks: &[*const Chan],
-) -> Option<Result<usize, ChanError>> {
+) -> Option<usize> {
     for &i in pollorder {
         let cas = &mut cases[i as usize];
         // SAFETY: caller contract.
@@ -239,7 +239,7 @@ unsafe fn pass1<const LOCK_FREE: bool>(
                     Fast::Done => {
                         selunlock(locks);
                         cas.status = 0;
-                        return Some(Ok(i as usize));
+                        return Some(i as usize);
                     }
                     Fast::WouldBlock => continue,
                     // Only the holder of the lock we hold could have entered the mode.
@@ -256,7 +256,7 @@ unsafe fn pass1<const LOCK_FREE: bool>(
             Now::Closed => {
                 selunlock(locks);
                 cas.status = -libc::EPIPE;
-                return Some(Ok(i as usize));
+                return Some(i as usize);
             }
             Now::Done(w) => {
                 // SAFETY: all locks held. A select that did not wait is as calm as a
@@ -270,7 +270,7 @@ unsafe fn pass1<const LOCK_FREE: bool>(
                     unsafe { sudog::wake(w) };
                 }
                 cas.status = 0;
-                return Some(Ok(i as usize));
+                return Some(i as usize);
             }
         }
     }
@@ -367,16 +367,16 @@ unsafe fn selectgo(
     // is (see Pass 0).
     // SAFETY (both): all locks held; buffers per the caller contract.
     if lock_free {
-        if let Some(r) = unsafe { pass1::<true>(cases, pollorder, locks) } {
-            return r;
+        if let Some(i) = unsafe { pass1::<true>(cases, pollorder, locks) } {
+            return Ok(i);
         }
         for &c in locks {
             // SAFETY: we hold c's lock (a no-op for a ring in the mode).
             unsafe { (*c).enter_excl_locked() };
         }
     }
-    if let Some(r) = unsafe { pass1::<false>(cases, pollorder, locks) } {
-        return r;
+    if let Some(i) = unsafe { pass1::<false>(cases, pollorder, locks) } {
+        return Ok(i);
     }
 
     let deadline = match mode.wait_for() {

@@ -1716,6 +1716,7 @@ fn foreign_recent() -> bool {
 ///
 /// # Safety
 /// Called by `p`'s owner `m`, spinning.
+// Out of line: an idle path, kept out of find_runnable's body.
 #[inline(never)]
 unsafe fn spin_for_foreign(m: &M, p: &P) -> Option<(*mut G, bool)> {
     // Open the mailbox (we are its only spinner: FOREIGN_SPINNER), poll, and close it on
