@@ -29,6 +29,8 @@ const MODELS: &[&str] = &[
     "rt::spinning_loom::loom_tests::needspinning_broken_without_barrier",
     "rt::mailbox_loom::loom_tests::handoff_is_taken_exactly_once",
     "rt::mailbox_loom::loom_tests::broken_close_with_store",
+    "rt::sysmon::loom_tests::syscall_wakes_or_is_seen",
+    "rt::sysmon::loom_tests::broken_without_heavy_fence",
     "chan::waitq::loom_tests::select_foreign_claim_is_unique",
     "chan::waitq::loom_tests::select_goroutine_claim_is_unique",
     "chan::waitq::loom_tests::select_broken_without_pass3",

@@ -35,8 +35,9 @@ pub enum EnterError {
 /// SYSCALL. Only the goroutine's own M ever writes the status of a RUNNING or SYSCALL
 /// goroutine (nobody else may CAS it: the table in mod.rs), so a checked load and a
 /// release store do what `casgstatus` does without a locked instruction; the fast path
-/// then costs two atomic RMWs (the P's status CAS on entry and on return), as Go 1.26's
-/// does (two CASes of the G's status). The check stays on in release builds.
+/// then costs one atomic RMW (the P's status CAS on return; on entry a store, see
+/// `enter`), where Go 1.26's costs two (CASes of the G's status, which sysmon's retake
+/// also CASes). The check stays on in release builds.
 #[inline(always)]
 fn setgstatus_own(g: &G, old: u32, new: u32) {
     if g.status.load(Ordering::Relaxed) != old {
@@ -81,13 +82,21 @@ pub fn enter() -> Result<(), EnterError> {
     m.p.store(null_mut(), Ordering::Relaxed);
     p.m.store(null_mut(), Ordering::Relaxed);
     // Publish: from here the P may be taken (release: its next owner sees our writes to
-    // its owner-only state). SeqCst: the StoreLoad barrier before reading sysmon's flag
-    // (sysmon sets the flag, then re-checks the Ps; one of us sees the other).
-    if p.status
-        .compare_exchange(P_RUNNING, P_SYSCALL, Ordering::SeqCst, Ordering::Relaxed)
-        .is_err()
-    {
+    // its owner-only state). Then a StoreLoad barrier before reading sysmon's flag (sysmon
+    // sets the flag, then re-checks the Ps; one of us must see the other). Nobody else
+    // writes a P_RUNNING P's status, so a store does what Go's exchange does; with the
+    // asymmetric fence pair on, the barrier is the light side, a compiler barrier, and
+    // sysmon makes the heavy side (membarrier(2)) between raising its flag and its look
+    // (`sysmon::wakeable_sleep`): the hand-off's fast path keeps one locked instruction,
+    // the exit's CAS (HACKING.md, the deviations table).
+    if p.status.load(Ordering::Relaxed) != P_RUNNING {
         throw("entersyscall: P not running");
+    }
+    if crate::sys::membarrier::on() {
+        p.status.store(P_SYSCALL, Ordering::Release);
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    } else {
+        p.status.swap(P_SYSCALL, Ordering::SeqCst);
     }
     sysmon::wake_if_sleeping();
     Ok(())

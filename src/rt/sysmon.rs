@@ -157,8 +157,17 @@ fn wake_deep() {
 /// Sleeps on the note as `kind` (`WAIT_TIMED` or `WAIT_DEEP`) for `timeout` (None: until
 /// woken), unless `still` — checked after the flag is up — says not to. Returns whether
 /// there is a reason to look at the Ps now (a waker woke us, or `still` said not to sleep).
-fn wakeable_sleep(kind: u32, timeout: Option<Duration>, still: impl Fn() -> bool) -> bool {
+fn wakeable_sleep(kind: u32, mut timeout: Option<Duration>, still: impl Fn() -> bool) -> bool {
     WAIT.store(kind, Ordering::SeqCst);
+    // `entersyscall` publishes P_SYSCALL with a plain store and reads `WAIT` after only a
+    // compiler barrier when the asymmetric fence pair is on: this is the pair's heavy side,
+    // after which either `still` sees its P in P_SYSCALL or it sees our flag. (The deep
+    // sleep needs no pair: with every P idle, a syscall needs `pidleget` first, whose
+    // locked `npidle` update is the barrier.) Should the kernel refuse it, a syscall could
+    // go unseen for the whole sleep: cap it at the lock's re-check period.
+    if kind == WAIT_TIMED && crate::sys::membarrier::on() && !crate::sys::membarrier::heavy() {
+        timeout = timeout.map(|t| t.min(crate::sys::membarrier::REFUSED_POLL));
+    }
     if !still() {
         if WAIT.swap(0, Ordering::SeqCst) == 0 {
             // A waker claimed the flag meanwhile: consume its wakeup.
@@ -372,4 +381,87 @@ fn retake(now: i64) -> u32 {
         }
     }
     n
+}
+
+/// Loom model of sysmon's wakeable sleep against `entersyscall` (no syscall is left unseen
+/// for a whole backed-off sleep). A **model**, as `spinning_loom` is: the words are
+/// `WAIT`, one P's status, and the note reduced to "a waker claimed the flag". With the
+/// asymmetric fence pair on, `entersyscall` stores P_SYSCALL and, after only a compiler
+/// barrier, loads `WAIT`; sysmon raises `WAIT`, makes the heavy barrier (membarrier(2)),
+/// then looks at the Ps. The pair is modelled as two SeqCst fences, as in `sys`'s lock
+/// models (the heavy barrier gives the light side a full barrier's effect). The claim:
+/// sysmon sleeps only if the syscall's wake-up claimed its flag.
+/// `broken_without_heavy_fence` drops sysmon's barrier and must fail.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering::*, fence};
+    use loom::thread;
+
+    const P_RUNNING: u32 = 1;
+    const P_SYSCALL: u32 = 2;
+    const WAIT_TIMED: u32 = 1;
+
+    struct World {
+        wait: AtomicU32,
+        status: AtomicU32,
+        /// `wake` swapped the flag to 0: the note's wakeup is on its way.
+        woken: AtomicBool,
+    }
+
+    /// `entersyscall`'s publication and `wake_if_sleeping`.
+    fn enter(w: &World) {
+        w.status.store(P_SYSCALL, Release);
+        fence(SeqCst);
+        if w.wait.load(SeqCst) != 0 && w.wait.swap(0, SeqCst) != 0 {
+            w.woken.store(true, Relaxed);
+        }
+    }
+
+    /// `wakeable_sleep(WAIT_TIMED, .., !syscall_unseen)` up to the sleep. Whether sysmon
+    /// goes to sleep (it saw no syscall and kept its flag).
+    fn sysmon(w: &World, heavy: bool) -> bool {
+        w.wait.store(WAIT_TIMED, SeqCst);
+        if heavy {
+            fence(SeqCst);
+        }
+        if w.status.load(SeqCst) == P_SYSCALL {
+            // `still` said not to sleep: withdraw the flag (or consume a claimed wakeup).
+            w.wait.swap(0, SeqCst);
+            return false;
+        }
+        true
+    }
+
+    fn check(heavy: bool) {
+        loom::model(move || {
+            let w = Arc::new(World {
+                wait: AtomicU32::new(0),
+                status: AtomicU32::new(P_RUNNING),
+                woken: AtomicBool::new(false),
+            });
+            let w2 = w.clone();
+            let s = thread::spawn(move || sysmon(&w2, heavy));
+            enter(&w);
+            let slept = s.join().unwrap();
+            assert!(
+                !slept || w.woken.load(Relaxed),
+                "sysmon slept through a syscall that did not wake it"
+            );
+        });
+    }
+
+    /// Every interleaving: sysmon sees the syscall, or the syscall wakes sysmon.
+    #[test]
+    fn syscall_wakes_or_is_seen() {
+        check(true);
+    }
+
+    /// Without sysmon's heavy barrier both sides can miss each other's store: the model
+    /// must find it.
+    #[test]
+    #[should_panic(expected = "sysmon slept through")]
+    fn broken_without_heavy_fence() {
+        check(false);
+    }
 }

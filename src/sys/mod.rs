@@ -71,7 +71,7 @@ pub mod membarrier {
 
     /// How long a sleeper waits before it looks at the lock again when the barrier is
     /// refused ([`heavy`]).
-    pub(super) const REFUSED_POLL: core::time::Duration = core::time::Duration::from_millis(1);
+    pub const REFUSED_POLL: core::time::Duration = core::time::Duration::from_millis(1);
 
     /// Whether every `Lock` runs the asymmetric protocol. Decided once, when the library is
     /// loaded (`init`), before any thread can hold a lock; never changes after. Read by
@@ -121,6 +121,13 @@ pub mod membarrier {
             core::ffi::CStr::from_ptr(p).to_bytes()
         };
         v.split(|&b| b == b',').any(|i| i.trim_ascii() == item)
+    }
+
+    /// Whether the asymmetric pair is in use (decided at load, never changes after): the
+    /// light sides may then be compiler barriers, and every heavy side must be made.
+    #[inline(always)]
+    pub fn on() -> bool {
+        ON.0.load(Ordering::Relaxed)
     }
 
     /// The heavy side: when it returns true, every thread of the process that was running
