@@ -6,9 +6,10 @@
 //! and Ms, which loom cannot run. It keeps the mailbox word and the order and orderings
 //! of its accesses:
 //!
-//! - the spinner (holder of `FOREIGN_SPINNER`): opens the box (null → OPEN, a Release
-//!   store), polls it (Relaxed loads) until it is not OPEN or it gives up, then closes it
-//!   (swap to null, Acquire) and owns whatever goroutine the swap returned;
+//! - the spinner: becomes it by opening the box (`open_mailbox`: CAS null → OPEN,
+//!   AcqRel; at most one M holds the box open), polls it (Relaxed loads) until it is not
+//!   OPEN or it gives up, then closes it (swap to null, AcqRel) and owns whatever
+//!   goroutine the swap returned;
 //! - a foreign thread handing over a goroutine it has just written (status RUNNABLE, a
 //!   plain write here): if the box looks OPEN, CAS OPEN → G (Release); if that fails, the
 //!   goroutine goes to the global queue as before.
@@ -42,7 +43,12 @@ mod loom_tests {
 
     /// The spinner: open, poll up to `polls` times, close. Whether it owns the goroutine.
     fn spinner(w: &World, polls: usize, swap_close: bool) -> bool {
-        w.mailbox.store(OPEN, Release);
+        assert!(
+            w.mailbox
+                .compare_exchange(NULL, OPEN, AcqRel, Relaxed)
+                .is_ok(),
+            "the box was not closed when the spinner came"
+        );
         for _ in 0..polls {
             if w.mailbox.load(Relaxed) != OPEN {
                 break;
@@ -50,7 +56,7 @@ mod loom_tests {
             thread::yield_now();
         }
         let got = if swap_close {
-            w.mailbox.swap(NULL, Acquire)
+            w.mailbox.swap(NULL, AcqRel)
         } else {
             let v = w.mailbox.load(Acquire);
             w.mailbox.store(NULL, Relaxed);

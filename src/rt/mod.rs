@@ -515,6 +515,12 @@ pub struct M {
     /// `sys::FOREIGN_ACTS` when this M last looked, going idle (`find_runnable`'s spin
     /// for a foreign thread). Owner: this M's thread.
     pub foreign_seen: Owned<u64>,
+    /// The goroutine this M last took from `find_runnable` came through the foreign
+    /// spinner's mailbox: a foreign thread is in an exchange with it, so the next
+    /// `find_runnable` spins for it again without first reading `sys::FOREIGN_ACTS`
+    /// (the foreign thread bumps it at every wait: a cache miss before the mailbox opens).
+    /// Owner: this M's thread.
+    pub foreign_handoff: Owned<bool>,
 }
 
 // SAFETY: an M is shared through raw pointers between threads; its non-atomic fields are

@@ -799,6 +799,7 @@ fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         asan_g0: Owned::new((0, 0)),
         tsan_g0: Owned::new(0),
         foreign_seen: Owned::new(0),
+        foreign_handoff: Owned::new(false),
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
@@ -860,6 +861,7 @@ unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
             asan_g0,
             tsan_g0,
             foreign_seen,
+            foreign_handoff,
         } = &*m;
         if !curg.load(Ordering::Relaxed).is_null()
             || !p.load(Ordering::Relaxed).is_null()
@@ -895,6 +897,7 @@ unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
         asan_g0.set((0, 0));
         tsan_g0.set(0);
         foreign_seen.set(0);
+        foreign_handoff.set(false);
         // Last: allm's readers look at an M only once it is not dead.
         dead.store(false, Ordering::Release);
     }
@@ -1483,6 +1486,12 @@ unsafe fn take_hot_stack(p: &P, g: &G, promised: usize) {
 /// # Safety
 /// Called on `m`'s own thread, holding a P.
 unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
+    // SAFETY: m's own thread owns foreign_handoff.
+    let mut handed = unsafe { m.foreign_handoff.get() };
+    if handed {
+        // SAFETY: as above.
+        unsafe { m.foreign_handoff.set(false) };
+    }
     loop {
         let pp = m.p.load(Ordering::Relaxed);
         // SAFETY: we hold pp.
@@ -1525,21 +1534,23 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
         // once it is open, and a steal over the other Ps first kept it closed long enough
         // that a third of C main's hand-offs at GOMAXPROCS=2 missed it (ping-pong from C
         // main 366 → 304 ns with this order). The spinner steals as step 4 would every
-        // 64 polls (`spin_for_foreign_open`).
+        // 64 polls (`spin_for_foreign_open`). The mailbox opens first, then the M counts
+        // as spinning: the foreign thread's next hand-off may come at any moment.
         // SAFETY: m's thread.
-        if (unsafe { foreign_moved(m) } || foreign_recent())
+        if (handed || unsafe { foreign_moved(m) } || foreign_recent())
             && crate::sys::FOREIGN_SPIN.load(Ordering::Relaxed)
             && (m.spinning.load(Ordering::Relaxed)
                 || 2 * SCHED.nmspinning.load(Ordering::SeqCst)
                     < procs - SCHED.npidle.load(Ordering::SeqCst))
-            && !FOREIGN_SPINNER.swap(true, Ordering::Acquire)
+            && open_mailbox()
         {
             if !m.spinning.load(Ordering::Relaxed) {
                 become_spinning(m);
             }
-            // SAFETY: we own pp and are spinning.
+            // Once per hand-off: a spin that ends with nothing found does not repeat.
+            handed = false;
+            // SAFETY: we own pp, are spinning and opened the mailbox.
             let found = unsafe { spin_for_foreign(m, p) };
-            FOREIGN_SPINNER.store(false, Ordering::Release);
             if let Some((gp, inherit)) = found {
                 // A foreign thread's next hand-off calls wakep itself.
                 reset_spinning_foreign(m);
@@ -1669,17 +1680,15 @@ pub(super) fn mark_runtime_thread() {
     RUNTIME_THREAD.with(|r| r.set(true));
 }
 
-/// Held by the M in `spin_for_foreign` (at most one).
-static FOREIGN_SPINNER: AtomicBool = AtomicBool::new(false);
-
 /// The spinning M's mailbox (`spin_for_foreign`): null while no M spins for a foreign
 /// thread, `MAILBOX_OPEN` while one does, else the goroutine a foreign thread handed to
-/// it (`ready_put`). Transitions: null → OPEN and X → null by the spinner (the holder of
-/// `FOREIGN_SPINNER`), OPEN → G by a foreign thread's CAS, at most once per opening. So
-/// exactly one of them owns a handed goroutine: the CAS puts it in only while the spinner
-/// has not closed the box, and the spinner's closing swap returns it (then runs it or
-/// queues it) if it did not take it while polling. Go has no such box: its foreign
-/// threads (cgo callbacks) run on an M with a P of their own.
+/// it (`ready_put`). Transitions: null → OPEN by the CAS with which an M becomes the
+/// spinner (`open_mailbox`: at most one at a time), X → null by that spinner's closing
+/// swap, OPEN → G by a foreign thread's CAS, at most once per opening. So exactly one of
+/// them owns a handed goroutine: the CAS puts it in only while the spinner has not closed
+/// the box, and the spinner's closing swap returns it (then runs it or queues it) if it
+/// did not take it while polling. Go has no such box: its foreign threads (cgo
+/// callbacks) run on an M with a P of their own.
 static FOREIGN_MAILBOX: AtomicPtr<G> = AtomicPtr::new(null_mut());
 
 /// `FOREIGN_MAILBOX` open and empty: an odd address, never a G's (Gs are 128-byte aligned).
@@ -1709,29 +1718,49 @@ fn foreign_recent() -> bool {
     crate::sys::nanotime() - last < crate::sys::FOREIGN_RECENT_NS
 }
 
+/// Makes the caller the M spinning for a foreign thread, if none is, by opening the
+/// mailbox (null → OPEN). The caller then calls `spin_for_foreign`, which closes it.
+#[inline]
+fn open_mailbox() -> bool {
+    // AcqRel, with the closing swap's: one spinner's turn happens before the next one's.
+    FOREIGN_MAILBOX.load(Ordering::Relaxed).is_null()
+        && FOREIGN_MAILBOX
+            .compare_exchange(
+                null_mut(),
+                MAILBOX_OPEN,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+}
+
 /// `find_runnable` step 4a: polls the places a foreign thread's work arrives (the global
 /// queue, this P's queue and timers, the poller) for up to `sys::FOREIGN_SPIN_NS`, or until
 /// the foreign thread acts again (the exchange goes on: the poll restarts). None when
 /// nothing came; the caller then carries on as after a failed steal.
 ///
 /// # Safety
-/// Called by `p`'s owner `m`, spinning.
+/// Called by `p`'s owner `m`, spinning, after its `open_mailbox` succeeded.
 // Out of line: an idle path, kept out of find_runnable's body.
 #[inline(never)]
 unsafe fn spin_for_foreign(m: &M, p: &P) -> Option<(*mut G, bool)> {
-    // Open the mailbox (we are its only spinner: FOREIGN_SPINNER), poll, and close it on
-    // the way out, taking whatever it holds then.
-    FOREIGN_MAILBOX.store(MAILBOX_OPEN, Ordering::Release);
+    // Poll with the mailbox open, and close it on the way out, taking whatever it holds
+    // then.
     // SAFETY: caller contract.
     let found = unsafe { spin_for_foreign_open(m, p) };
-    // acquire: a goroutine handed over with release.
-    let gp = FOREIGN_MAILBOX.swap(null_mut(), Ordering::Acquire);
+    // acquire: a goroutine handed over with release; release: for the next spinner's
+    // opening CAS.
+    let gp = FOREIGN_MAILBOX.swap(null_mut(), Ordering::AcqRel);
     if gp == MAILBOX_OPEN || gp.is_null() {
         return found;
     }
     // gp counts as queued (`enqueued` by the foreign thread) until `schedule` dequeues it.
     match found {
-        None if p.id < SCHED.gomaxprocs.load(Ordering::Relaxed) => Some((gp, false)),
+        None if p.id < SCHED.gomaxprocs.load(Ordering::Relaxed) => {
+            // SAFETY: m's own thread owns foreign_handoff.
+            unsafe { m.foreign_handoff.set(true) };
+            Some((gp, false))
+        }
         // We have a goroutine to run already (or our P is leaving service): the handed
         // one goes where it would have gone without the mailbox, and runs after it.
         _ => {
