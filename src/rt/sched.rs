@@ -1118,7 +1118,12 @@ fn idle_delay() {
 fn become_spinning(m: &M) {
     m.spinning.store(true, Ordering::Relaxed);
     SCHED.nmspinning.fetch_add(1, Ordering::SeqCst);
-    SCHED.needspinning.store(0, Ordering::SeqCst);
+    // The request for a spinner is answered. Cleared only if set (Go stores 0 each time,
+    // an exchange: a locked instruction on every spin): a request made just after our
+    // look stays up and makes one more M spin, which is the conservative side.
+    if SCHED.needspinning.load(Ordering::Relaxed) != 0 {
+        SCHED.needspinning.store(0, Ordering::SeqCst);
+    }
     #[cfg(debug_assertions)]
     {
         // Seed 003 invariant 5, in the form that holds exactly: every spinning M holds a
