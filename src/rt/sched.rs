@@ -1814,11 +1814,13 @@ unsafe fn spin_for_foreign_open(m: &M, p: &P) -> Option<(*mut G, bool)> {
             }
         }
         core::hint::spin_loop();
-        // SAFETY: m's thread.
-        if unsafe { foreign_moved(m) } {
-            deadline = crate::sys::nanotime() + crate::sys::FOREIGN_SPIN_NS;
-        } else if polls.is_multiple_of(16) && crate::sys::nanotime() >= deadline {
-            return None;
+        if polls.is_multiple_of(16) {
+            // SAFETY: m's thread.
+            if unsafe { foreign_moved(m) } {
+                deadline = crate::sys::nanotime() + crate::sys::FOREIGN_SPIN_NS;
+            } else if crate::sys::nanotime() >= deadline {
+                return None;
+            }
         }
     }
 }
