@@ -166,10 +166,10 @@ def sh(cmd: list[str], cwd: Path, env: dict | None = None) -> bool:
     return r.returncode == 0
 
 
-def capture(cmd: list[str], cwd: Path = ROOT) -> str:
+def capture(cmd: list[str], cwd: Path = ROOT, timeout: float = 60) -> str:
     try:
         return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
-                              timeout=60).stdout.strip()
+                              timeout=timeout).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -182,6 +182,28 @@ def c_binary(prog: str) -> Path:
 
 def go_binary(prog: str) -> Path:
     return BIN / f"{prog}-go"
+
+
+# scripts/spin_pingpong.c: two plain threads bouncing one cache line, no runtime at all.
+PROBE = BIN / "spin_pingpong"
+PROBE_ROUNDS = 300_000
+# A C main run whose probe took over this many times the run's fastest probe ran while
+# the host had the two vCPUs far apart (README, "Slow periods of C main's exchanges").
+SLOW_LINE = 2.0
+
+
+def line_rtt() -> float | None:
+    """ns per round trip of one cache line between two threads, measured just before a C
+    main run: every exchange between C main and an M pays a few such trips, so a slow
+    host placement shows here first (a shared VM's cores can be moved apart for minutes,
+    which makes a C main row several times slower and leaves the others alone)."""
+    if len(os.sched_getaffinity(0)) < 2:  # one CPU: the two threads would take turns
+        return None
+    out = capture([str(PROBE), str(PROBE_ROUNDS)], timeout=10)
+    try:
+        return float(out.split()[0])
+    except (IndexError, ValueError):
+        return None
 
 
 def build(progs: list[str], impls: list[str], cargo: bool) -> bool:
@@ -198,6 +220,9 @@ def build(progs: list[str], impls: list[str], cargo: bool) -> bool:
         if not header.exists():  # else cc would find GNU MP's /usr/include/gmp.h
             log(f"missing {header}")
             return False
+        # The probe of the two CPUs' cache-line round trip (`line_rtt`).
+        ok &= sh(["cc", *CC_FLAGS, "scripts/spin_pingpong.c", "-o",
+                  str(PROBE.relative_to(ROOT))], ROOT)
         for prog in progs:
             # Link the library by path: -lgmp would be GNU MP.
             ok &= sh(["cc", *CC_FLAGS, "-I", "include", f"bench/c/{prog}.c",
@@ -370,6 +395,17 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
     return out
 
 
+def line_probes(rows: list[Row]) -> dict[str, list[float]]:
+    """The line_rtt probes taken before each row's C main runs, by row name."""
+    out = {}
+    for r in rows:
+        xs = [float(run.extra["line_rtt_ns"]) for run in r.runs.get("c", [])
+              if "line_rtt_ns" in run.extra]
+        if xs:
+            out[f"{r.label} procs={r.procs}"] = xs
+    return out
+
+
 def disturbed_rows(rows: list[Row]) -> list[str]:
     """The rows that ran while the machine was disturbed (Row.disturbed), named for a report."""
     return [f"{r.label} procs={r.procs}" for r in rows if r.disturbed]
@@ -499,6 +535,20 @@ def write_markdown(path: Path, rows: list[Row], m: dict, opts: dict) -> None:
             seen.add(r.w.name)
             args = " ".join(f"-{k} {v}" for k, v in opts["args"][r.w.name].items())
             md.append(f"- `{r.w.name}` ({args}): {r.w.what}.")
+    probes = line_probes(rows)
+    if probes:
+        fastest = min(x for xs in probes.values() for x in xs)
+        slow = [label for label, xs in probes.items() if max(xs) > SLOW_LINE * fastest]
+        allx = sorted(x for xs in probes.values() for x in xs)
+        md.append("")
+        md.append(f"Before each C main run, `scripts/spin_pingpong.c` ({PROBE_ROUNDS:,} round "
+                  "trips of one cache line between two plain threads) measured the machine's "
+                  f"own cross-CPU round trip: median {fmt_ns(statistics.median(allx))} ns "
+                  f"({fmt_ns(allx[0])}–{fmt_ns(allx[-1])}). "
+                  + (f"Rows with a run whose probe took over {SLOW_LINE:g}x the fastest (the "
+                     "host had the CPUs far apart; such a row's C main runs are slow for "
+                     "reasons outside the library): " + ", ".join(slow) + "."
+                     if slow else f"No probe took over {SLOW_LINE:g}x the fastest."))
     disturbed = disturbed_rows(rows)
     if disturbed:
         md.append("")
@@ -755,7 +805,10 @@ def main() -> int:
             steps = c_steps[:1] + ([("go", "root")] if "go" in impls else []) + c_steps[1:]
             for rep in range(1, reps + 1):
                 for impl, sh in steps:
+                    probe = line_rtt() if impl == "c" and sh == "main" else None
                     run = run_one(w, impl, p, rep, all_args[w.name], timeout, sh)
+                    if probe is not None:
+                        run.extra["line_rtt_ns"] = probe
                     (go_runs if impl == "go" else wrows[sh].runs["c"]).append(run)
                     who = IMPL_LABEL[impl] + (f" ({SHAPE_LABEL[sh]})" if impl == "c" else "")
                     log(f"  {w.name:15} procs={p} {who:23} rep {rep}/{reps}: "
@@ -763,7 +816,8 @@ def main() -> int:
                            f"{run.maxrss_kib} KiB"
                            + (f", {w.metric}={run.value:g}"
                               if w.metric not in ("ns_per_op", "wall_ms") else "")
-                           if run.ok else f"FAILED: {run.error}"))
+                           if run.ok else f"FAILED: {run.error}")
+                        + (f" (line round trip {probe:.0f} ns)" if probe is not None else ""))
             rows.extend(wrows.values())
     log(f"runs took {time.monotonic() - t_start:.0f} s")
 
