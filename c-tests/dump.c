@@ -11,6 +11,8 @@
  *   sigquit_own    the program installed its own SIGQUIT handler before the runtime
  *                  started: that handler runs, the process goes on;
  *   sigquit_off    GMP_DEBUG=sigquit=0: SIGQUIT keeps its default action;
+ *   sigquit_ign    SIGQUIT was ignored before the runtime started: it stays ignored (no
+ *                  dump, the process goes on);
  *   gdb            print the goroutine ids, then stop with SIGTRAP for gdb, which runs
  *                  `info goroutines` and `goroutine N bt` (scripts/gmp-gdb.py).
  */
@@ -211,6 +213,10 @@ static void release_all(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
+    /* Every mode starts from a known SIGQUIT disposition: a shell's background job (and
+     * so `cargo test &`) starts with SIGQUIT ignored, and the runtime keeps an inherited
+     * SIG_IGN. */
+    CHECK(signal(SIGQUIT, strcmp(mode, "sigquit_ign") == 0 ? SIG_IGN : SIG_DFL) != SIG_ERR);
     if (strcmp(mode, "sigquit_own") == 0) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -238,6 +244,15 @@ int main(int argc, char **argv)
         sleep_ms(5000);
         fprintf(stderr, "SIGQUIT did not end the process\n");
         return 1;
+    }
+    if (strcmp(mode, "sigquit_ign") == 0) {
+        raise(SIGQUIT);
+        struct sigaction now;
+        CHECK(sigaction(SIGQUIT, NULL, &now) == 0);
+        CHECK(now.sa_handler == SIG_IGN);
+        release_all();
+        printf("SIGQUIT stayed ignored\n");
+        return 0;
     }
     if (strcmp(mode, "sigquit_own") == 0) {
         raise(SIGQUIT);

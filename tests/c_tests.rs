@@ -1977,6 +1977,17 @@ fn dump_sigquit_own_handler() {
 }
 
 #[test]
+fn dump_sigquit_ignored() {
+    let o = run_c_frames("dump", &["sigquit_ign"], &[]);
+    assert!(
+        o.status.success() && o.stdout.contains("SIGQUIT stayed ignored"),
+        "{}",
+        o.report("an inherited SIG_IGN for SIGQUIT must stay")
+    );
+    assert!(!o.stderr.contains("goroutine "), "{}", o.report("no dump"));
+}
+
+#[test]
 fn dump_sigquit_off() {
     let o = run_c_frames("dump", &["sigquit_off"], &[("GMP_DEBUG", "sigquit=0")]);
     assert_eq!(
