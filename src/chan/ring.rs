@@ -406,18 +406,32 @@ impl Ring {
     /// `fill` writes at most the element's bytes at the pointer it is given.
     #[inline(always)]
     pub(crate) unsafe fn send_fast(&self, fill: impl FnOnce(*mut u8)) -> Fast {
-        // The uncontended case straight, the rest (`send_fast_retry`) out of line: its
-        // backoff calls sched_yield, which made every send save and spill the ring's
-        // shape around the loop (chan_mpmc at GOMAXPROCS=1: ~240 instructions per item
-        // with the loop inline, 195 for the lock it replaced).
+        let (slot, i, tail) = match self.claim_send() {
+            Ok(claim) => claim,
+            Err(f) => return f,
+        };
+        // SAFETY: we claimed position `tail`, whose slot is free.
+        unsafe { self.fill(slot, fill) };
+        self.set_stamp(slot, i, tail + 1);
+        Fast::Done
+    }
+
+    /// Claims the slot at `tail` for a send: the slot, its index and the position, or
+    /// why not. The uncontended case straight, the rest (`claim_send_retry`) out of line:
+    /// its backoff calls sched_yield, which made every send save and spill the ring's
+    /// shape around the loop (chan_mpmc at GOMAXPROCS=1: ~240 instructions per item with
+    /// the loop inline, 195 for the lock the ring replaced). Neither takes the element's
+    /// copy, so that `send_fast` has the copy once, inline.
+    #[inline(always)]
+    fn claim_send(&self) -> Result<(SlotRef, usize, u64), Fast> {
         let tail = self.tail.0.load(Relaxed);
         if tail & EXCL != 0 {
-            return Fast::Locked;
+            return Err(Fast::Locked);
         }
         let g = self.geo();
         let i = g.index(tail);
         let slot = g.slot(i);
-        // acquire, relaxed: as in the loop below.
+        // acquire, relaxed: as in the loop of `claim_send_retry`.
         if self.stamp(slot, i, Acquire) == tail
             && self
                 .tail
@@ -425,27 +439,20 @@ impl Ring {
                 .compare_exchange_weak(tail, g.next(tail), Relaxed, Relaxed)
                 .is_ok()
         {
-            // SAFETY: we claimed position `tail`, whose slot is free.
-            unsafe { self.fill(slot, fill) };
-            self.set_stamp(slot, i, tail + 1);
-            return Fast::Done;
+            return Ok((slot, i, tail));
         }
-        // SAFETY: caller contract.
-        unsafe { self.send_fast_retry(fill) }
+        self.claim_send_retry()
     }
 
-    /// `send_fast` when its first look did not claim a slot: full, stale, or lost a race.
-    ///
-    /// # Safety
-    /// As `send_fast`.
+    /// `claim_send` when its first look did not claim a slot: full, stale, or lost a race.
     #[inline(never)]
-    unsafe fn send_fast_retry(&self, fill: impl FnOnce(*mut u8)) -> Fast {
+    fn claim_send_retry(&self) -> Result<(SlotRef, usize, u64), Fast> {
         let g = self.geo();
         let mut backoff = Backoff::new();
         let mut tail = self.tail.0.load(Relaxed);
         loop {
             if tail & EXCL != 0 {
-                return Fast::Locked;
+                return Err(Fast::Locked);
             }
             let i = g.index(tail);
             let slot = g.slot(i);
@@ -459,12 +466,7 @@ impl Ring {
                     .0
                     .compare_exchange_weak(tail, g.next(tail), Relaxed, Relaxed)
                 {
-                    Ok(_) => {
-                        // SAFETY: we claimed position `tail`, whose slot is free.
-                        unsafe { self.fill(slot, fill) };
-                        self.set_stamp(slot, i, tail + 1);
-                        return Fast::Done;
-                    }
+                    Ok(_) => return Ok((slot, i, tail)),
                     Err(now) => {
                         tail = now;
                         backoff.snooze();
@@ -475,10 +477,10 @@ impl Ring {
                 // a receiver claimed that value and is still copying it out.
                 let head = self.head.0.load(Relaxed);
                 if head & EXCL != 0 {
-                    return Fast::Locked;
+                    return Err(Fast::Locked);
                 }
                 if head.wrapping_add(g.one_lap) == tail {
-                    return Fast::WouldBlock;
+                    return Err(Fast::WouldBlock);
                 }
                 backoff.snooze();
                 tail = self.tail.0.load(Relaxed);
@@ -496,15 +498,27 @@ impl Ring {
     /// `drain` reads at most the element's bytes at the pointer it is given.
     #[inline(always)]
     pub(crate) unsafe fn recv_fast(&self, drain: impl FnOnce(*const u8)) -> Fast {
-        // As in `send_fast`: the uncontended case straight, the loop out of line.
+        let (slot, i, head) = match self.claim_recv() {
+            Ok(claim) => claim,
+            Err(f) => return f,
+        };
+        // SAFETY: we claimed position `head`, whose slot holds a value.
+        unsafe { self.drain(slot, drain) };
+        self.set_stamp(slot, i, head.wrapping_add(self.one_lap));
+        Fast::Done
+    }
+
+    /// Claims the value at `head` for a receive (as `claim_send`).
+    #[inline(always)]
+    fn claim_recv(&self) -> Result<(SlotRef, usize, u64), Fast> {
         let head = self.head.0.load(Relaxed);
         if head & EXCL != 0 {
-            return Fast::Locked;
+            return Err(Fast::Locked);
         }
         let g = self.geo();
         let i = g.index(head);
         let slot = g.slot(i);
-        // acquire, relaxed: as in the loop below.
+        // acquire, relaxed: as in the loop of `claim_recv_retry`.
         if self.stamp(slot, i, Acquire) == head + 1
             && self
                 .head
@@ -512,46 +526,34 @@ impl Ring {
                 .compare_exchange_weak(head, g.next(head), Relaxed, Relaxed)
                 .is_ok()
         {
-            // SAFETY: we claimed position `head`, whose slot holds a value.
-            unsafe { self.drain(slot, drain) };
-            self.set_stamp(slot, i, head.wrapping_add(g.one_lap));
-            return Fast::Done;
+            return Ok((slot, i, head));
         }
-        // SAFETY: caller contract.
-        unsafe { self.recv_fast_retry(drain) }
+        self.claim_recv_retry()
     }
 
-    /// `recv_fast` when its first look did not claim a value: empty, stale, or lost a
+    /// `claim_recv` when its first look did not claim a value: empty, stale, or lost a
     /// race.
-    ///
-    /// # Safety
-    /// As `recv_fast`.
     #[inline(never)]
-    unsafe fn recv_fast_retry(&self, drain: impl FnOnce(*const u8)) -> Fast {
+    fn claim_recv_retry(&self) -> Result<(SlotRef, usize, u64), Fast> {
         let g = self.geo();
         let mut backoff = Backoff::new();
         let mut head = self.head.0.load(Relaxed);
         loop {
             if head & EXCL != 0 {
-                return Fast::Locked;
+                return Err(Fast::Locked);
             }
             let i = g.index(head);
             let slot = g.slot(i);
             // acquire: the sender's bytes are in the slot.
             let stamp = self.stamp(slot, i, Acquire);
             if stamp == head + 1 {
-                // relaxed: as in send_fast.
+                // relaxed: as in claim_send_retry.
                 match self
                     .head
                     .0
                     .compare_exchange_weak(head, g.next(head), Relaxed, Relaxed)
                 {
-                    Ok(_) => {
-                        // SAFETY: we claimed position `head`, whose slot holds a value.
-                        unsafe { self.drain(slot, drain) };
-                        self.set_stamp(slot, i, head.wrapping_add(g.one_lap));
-                        return Fast::Done;
-                    }
+                    Ok(_) => return Ok((slot, i, head)),
                     Err(now) => {
                         head = now;
                         backoff.snooze();
@@ -563,10 +565,10 @@ impl Ring {
                 // mode: the lock says whether it is drained.
                 let tail = self.tail.0.load(Relaxed);
                 if tail & EXCL != 0 {
-                    return Fast::Locked;
+                    return Err(Fast::Locked);
                 }
                 if tail == head {
-                    return Fast::WouldBlock;
+                    return Err(Fast::WouldBlock);
                 }
                 backoff.snooze();
                 head = self.head.0.load(Relaxed);
