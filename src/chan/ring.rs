@@ -141,7 +141,10 @@ const ELEM_OFFSET: usize = 8;
 /// A slot, found once per operation: its address (under loom, its index into the
 /// model's stamps and elements).
 #[derive(Clone, Copy)]
-struct SlotRef(#[cfg(not(all(test, loom)))] *mut u8, #[cfg(all(test, loom))] usize);
+struct SlotRef(
+    #[cfg(not(all(test, loom)))] *mut u8,
+    #[cfg(all(test, loom))] usize,
+);
 
 /// The ring's shape ([`Ring::geo`]): the fields an operation uses, copied out once.
 #[derive(Clone, Copy)]
@@ -270,8 +273,13 @@ impl Ring {
             head,
             tail,
         } = new;
-        (self.cap, self.one_lap, self.elem_size, self.stride, self.slots) =
-            (cap, one_lap, elem_size, stride, slots);
+        (
+            self.cap,
+            self.one_lap,
+            self.elem_size,
+            self.stride,
+            self.slots,
+        ) = (cap, one_lap, elem_size, stride, slots);
         self.refs = refs;
         self.excl_hint = excl_hint;
         if words {
