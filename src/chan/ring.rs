@@ -326,8 +326,9 @@ impl Ring {
 
     /// The ring's shape, for one operation to keep in registers: it never changes while a
     /// handle is held, but the compiler reloads and recomputes fields after every atomic
-    /// and call otherwise (the stamp's address three times per operation: ~15 of a fast
-    /// send's ~105 instructions).
+    /// and call otherwise (the stamp's address three times per operation; with the retry
+    /// loop out of line, ~9 of a fast operation's instructions: chan_mpmc 244 -> 226 per
+    /// item).
     #[inline(always)]
     fn geo(&self) -> Geo {
         Geo {
