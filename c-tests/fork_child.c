@@ -7,7 +7,10 @@
  * keep working.
  *   1. With goroutines running, main (not a goroutine) forks; the child calls gmp_go with
  *      its stderr on a pipe. The parent waits (at most 10 s) and checks that the child
- *      died by SIGABRT with "gmp:" and "fork" in its message.
+ *      died by SIGABRT with "gmp:" and "fork" in its message. Again with the child's
+ *      first call a gmp_chan_send, then a gmp_chan_recv, on a buffered channel that many
+ *      calm operations have taken out of exclusive mode, so that the call would take the
+ *      channel's lock-free quick path (which tests the fork in its own way).
  *   2. A goroutine forks and the child execs this program with argv[1] = "exec-child",
  *      which runs goroutines in its fresh process and exits 0; the goroutine waits for
  *      it inside gmp_blocking and checks the status.
@@ -59,7 +62,13 @@ static int wait_bounded(pid_t pid)
     _exit(1);
 }
 
-static void fork_from_main(void)
+/* What the child of fork_from_main calls first. */
+enum first_call { CALL_GO, CALL_SEND, CALL_RECV };
+
+/* A buffered channel with values in it, past exclusive mode (see the header comment). */
+static gmp_chan *flowing;
+
+static void fork_from_main(enum first_call call)
 {
     int fds[2];
     CHECK_EQ(pipe(fds), 0);
@@ -68,8 +77,19 @@ static void fork_from_main(void)
     if (pid == 0) {
         dup2(fds[1], 2);
         close(fds[0]);
-        gmp_go(nothing, NULL);
-        _exit(3); /* not reached: gmp_go must abort */
+        int64_t v = 7;
+        switch (call) {
+        case CALL_GO:
+            gmp_go(nothing, NULL);
+            break;
+        case CALL_SEND:
+            gmp_chan_send(flowing, &v);
+            break;
+        case CALL_RECV:
+            gmp_chan_recv(flowing, &v);
+            break;
+        }
+        _exit(3); /* not reached: the call must abort */
     }
     close(fds[1]);
     int status = wait_bounded(pid);
@@ -84,7 +104,7 @@ static void fork_from_main(void)
         fprintf(stderr, "child status %#x, message: %s\n", status, msg);
         CHECK(0);
     }
-    printf("child of main: first gmp call aborted: %s", msg);
+    printf("child of main: first gmp call (%d) aborted: %s", (int)call, msg);
 }
 
 static int64_t wait_child(void *arg)
@@ -134,7 +154,19 @@ int main(int argc, char **argv)
     CHECK_OK(gmp_go(looper, &loop_wg));
     run_goroutines();
 
-    fork_from_main();
+    fork_from_main(CALL_GO);
+    CHECK_OK(gmp_chan_make(&flowing, sizeof(int64_t), 8));
+    for (int64_t i = 0; i < 1000; i++) {
+        int64_t out = -1;
+        CHECK_OK(gmp_chan_send(flowing, &i));
+        CHECK_OK(gmp_chan_recv(flowing, &out));
+        CHECK_EQ(out, i);
+    }
+    int64_t one = 1;
+    CHECK_OK(gmp_chan_send(flowing, &one));
+    fork_from_main(CALL_SEND);
+    fork_from_main(CALL_RECV);
+    CHECK_OK(gmp_chan_release(flowing));
 
     gmp_wg wg = GMP_WG_INIT;
     CHECK_OK(gmp_wg_add(&wg, 3));

@@ -299,6 +299,28 @@ pub unsafe extern "C" fn switch_from_g0(
     )
 }
 
+/// The body of a naked C entry point `fn(a: *mut T, b) -> R` that picks one of two
+/// functions of its own signature: it jumps to `$quick` when `a` is not null and the byte
+/// at `a + $offset` is 0, else to `$full`. For an entry whose common case is a leaf
+/// (`$quick`, which jumps on to `$full` when it cannot finish) while the other case pays
+/// three instructions rather than a second frame (`ffi::chan`'s send and receive; why:
+/// HACKING.md, "Channels"). The arguments stay in their registers.
+macro_rules! gate_on_byte {
+    ($offset:expr, $quick:path, $full:path) => {
+        core::arch::naked_asm!(
+            "test rdi, rdi",
+            "jz {full}",
+            "cmp byte ptr [rdi + {offset}], 0",
+            "jne {full}",
+            "jmp {quick}",
+            offset = const $offset,
+            quick = sym $quick,
+            full = sym $full,
+        )
+    };
+}
+pub(crate) use gate_on_byte;
+
 /// A call of the naked function `$f` with four arguments, made without a `call`
 /// instruction: the return address is pushed by hand and `$f` is entered with a `jmp`, so
 /// that the return-stack buffer is left as the suspended goroutine's `call` of `switch`

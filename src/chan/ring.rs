@@ -123,6 +123,9 @@ pub(crate) struct Ring {
     tail: Line,
 }
 
+/// Where `excl_hint` is in a ring, for the C entries' first test (`Chan::EXCL_HINT_OFFSET`).
+pub(crate) const EXCL_HINT_OFFSET: usize = core::mem::offset_of!(Ring, excl_hint);
+
 /// The storage: `cap` slots of [`Ring::stride`] bytes, each a stamp (u64, minus the
 /// slot's index) followed by the element. Under loom the stamps are loom atomics and the
 /// elements (u64) loom cells instead, so that the models check the stamps' hand-off of
@@ -170,11 +173,14 @@ impl Geo {
     /// The position after `pos` (no [`EXCL`] bit).
     #[inline(always)]
     fn next(self, pos: u64) -> u64 {
-        if (pos & self.mask) + 1 < self.cap {
-            pos + 1
+        // At the last index the next lap's index 0: `pos - index + one_lap`, which is
+        // `pos + 1` and the lap's unused indices (a form that needs fewer registers).
+        let skip = if (pos & self.mask) + 1 == self.cap {
+            self.one_lap - self.cap
         } else {
-            (pos & !self.mask).wrapping_add(self.one_lap)
-        }
+            0
+        };
+        pos + 1 + skip
     }
 
     /// Slot `i` (< cap).
@@ -415,7 +421,27 @@ impl Ring {
     /// `fill` writes at most the element's bytes at the pointer it is given.
     #[inline(always)]
     pub(crate) unsafe fn send_fast(&self, fill: impl FnOnce(*mut u8)) -> Fast {
-        let (slot, i, tail) = match self.claim_send() {
+        let (slot, i, tail) = match self.claim_send_first() {
+            Some(claim) => claim,
+            None => match self.claim_send_retry() {
+                Ok(claim) => claim,
+                Err(f) => return f,
+            },
+        };
+        // SAFETY: we claimed position `tail`, whose slot is free.
+        unsafe { self.fill(slot, fill) };
+        self.set_stamp(slot, i, tail + 1);
+        Fast::Done
+    }
+
+    /// `send_fast` without its first look: the retry loop at once (for a caller whose own
+    /// first look failed: `Chan::send_after_quick`).
+    ///
+    /// # Safety
+    /// As `send_fast`.
+    #[inline(always)]
+    pub(crate) unsafe fn send_retry(&self, fill: impl FnOnce(*mut u8)) -> Fast {
+        let (slot, i, tail) = match self.claim_send_retry() {
             Ok(claim) => claim,
             Err(f) => return f,
         };
@@ -425,17 +451,35 @@ impl Ring {
         Fast::Done
     }
 
-    /// Claims the slot at `tail` for a send: the slot, its index and the position, or
-    /// why not. The uncontended case straight, the rest (`claim_send_retry`) out of line:
-    /// its backoff calls sched_yield, which made every send save and spill the ring's
-    /// shape around the loop (chan_mpmc at GOMAXPROCS=1: ~240 instructions per item with
-    /// the loop inline, 195 for the lock the ring replaced). Neither takes the element's
-    /// copy, so that `send_fast` has the copy once, inline.
+    /// `send_fast`'s first look alone: true if it sent; false if it did not claim a slot
+    /// at once (exclusive mode, full, stale or a lost race), which the caller sorts out
+    /// with `send_fast` or the lock. For a C entry point whose common case is then a
+    /// leaf function (`ffi::chan`).
+    ///
+    /// # Safety
+    /// As `send_fast`.
     #[inline(always)]
-    fn claim_send(&self) -> Result<(SlotRef, usize, u64), Fast> {
+    pub(crate) unsafe fn send_first(&self, fill: impl FnOnce(*mut u8)) -> bool {
+        let Some((slot, i, tail)) = self.claim_send_first() else {
+            return false;
+        };
+        // SAFETY: we claimed position `tail`, whose slot is free.
+        unsafe { self.fill(slot, fill) };
+        self.set_stamp(slot, i, tail + 1);
+        true
+    }
+
+    /// Claims the slot at `tail` for a send if the first look finds it free and the CAS
+    /// wins: the slot, its index and the position. The rest (`claim_send_retry`) is out
+    /// of line: its backoff calls sched_yield, which made every send save and spill the
+    /// ring's shape around the loop (chan_mpmc at GOMAXPROCS=1: ~240 instructions per
+    /// item with the loop inline, 195 for the lock the ring replaced). Neither takes the
+    /// element's copy, so that `send_fast` has the copy once, inline.
+    #[inline(always)]
+    fn claim_send_first(&self) -> Option<(SlotRef, usize, u64)> {
         let tail = self.tail.0.load(Relaxed);
         if tail & EXCL != 0 {
-            return Err(Fast::Locked);
+            return None;
         }
         let g = self.geo();
         let i = g.index(tail);
@@ -448,12 +492,13 @@ impl Ring {
                 .compare_exchange_weak(tail, g.next(tail), Relaxed, Relaxed)
                 .is_ok()
         {
-            return Ok((slot, i, tail));
+            return Some((slot, i, tail));
         }
-        self.claim_send_retry()
+        None
     }
 
-    /// `claim_send` when its first look did not claim a slot: full, stale, or lost a race.
+    /// `claim_send_first` did not claim a slot: in exclusive mode, full, stale, or lost a
+    /// race.
     #[inline(never)]
     fn claim_send_retry(&self) -> Result<(SlotRef, usize, u64), Fast> {
         let g = self.geo();
@@ -507,7 +552,26 @@ impl Ring {
     /// `drain` reads at most the element's bytes at the pointer it is given.
     #[inline(always)]
     pub(crate) unsafe fn recv_fast(&self, drain: impl FnOnce(*const u8)) -> Fast {
-        let (slot, i, head) = match self.claim_recv() {
+        let (slot, i, head) = match self.claim_recv_first() {
+            Some(claim) => claim,
+            None => match self.claim_recv_retry() {
+                Ok(claim) => claim,
+                Err(f) => return f,
+            },
+        };
+        // SAFETY: we claimed position `head`, whose slot holds a value.
+        unsafe { self.drain(slot, drain) };
+        self.set_stamp(slot, i, head.wrapping_add(self.one_lap));
+        Fast::Done
+    }
+
+    /// `recv_fast` without its first look (as `send_retry`).
+    ///
+    /// # Safety
+    /// As `recv_fast`.
+    #[inline(always)]
+    pub(crate) unsafe fn recv_retry(&self, drain: impl FnOnce(*const u8)) -> Fast {
+        let (slot, i, head) = match self.claim_recv_retry() {
             Ok(claim) => claim,
             Err(f) => return f,
         };
@@ -517,12 +581,28 @@ impl Ring {
         Fast::Done
     }
 
-    /// Claims the value at `head` for a receive (as `claim_send`).
+    /// `recv_fast`'s first look alone (as `send_first`).
+    ///
+    /// # Safety
+    /// As `recv_fast`.
     #[inline(always)]
-    fn claim_recv(&self) -> Result<(SlotRef, usize, u64), Fast> {
+    pub(crate) unsafe fn recv_first(&self, drain: impl FnOnce(*const u8)) -> bool {
+        let Some((slot, i, head)) = self.claim_recv_first() else {
+            return false;
+        };
+        // SAFETY: we claimed position `head`, whose slot holds a value.
+        unsafe { self.drain(slot, drain) };
+        self.set_stamp(slot, i, head.wrapping_add(self.one_lap));
+        true
+    }
+
+    /// Claims the value at `head` for a receive if the first look finds it and the CAS
+    /// wins (as `claim_send_first`).
+    #[inline(always)]
+    fn claim_recv_first(&self) -> Option<(SlotRef, usize, u64)> {
         let head = self.head.0.load(Relaxed);
         if head & EXCL != 0 {
-            return Err(Fast::Locked);
+            return None;
         }
         let g = self.geo();
         let i = g.index(head);
@@ -535,13 +615,13 @@ impl Ring {
                 .compare_exchange_weak(head, g.next(head), Relaxed, Relaxed)
                 .is_ok()
         {
-            return Ok((slot, i, head));
+            return Some((slot, i, head));
         }
-        self.claim_recv_retry()
+        None
     }
 
-    /// `claim_recv` when its first look did not claim a value: empty, stale, or lost a
-    /// race.
+    /// `claim_recv_first` did not claim a value: in exclusive mode, empty, stale, or lost
+    /// a race.
     #[inline(never)]
     fn claim_recv_retry(&self) -> Result<(SlotRef, usize, u64), Fast> {
         let g = self.geo();
@@ -820,10 +900,16 @@ mod loom_tests {
             v
         }
 
-        /// Blocking send; false if the channel was closed.
+        /// Blocking send; false if the channel was closed. The lock-free part as the C
+        /// entry makes it (`ffi::chan`): the first look, then the retry loop (together
+        /// they are `send_fast`).
         fn send(&self, v: u64) -> bool {
             // SAFETY: as above.
-            if unsafe { self.ring.send_fast(|p| p.cast::<u64>().write(v)) } == Fast::Done {
+            if unsafe { self.ring.send_first(|p| p.cast::<u64>().write(v)) } {
+                return true;
+            }
+            // SAFETY: as above.
+            if unsafe { self.ring.send_retry(|p| p.cast::<u64>().write(v)) } == Fast::Done {
                 return true;
             }
             let mut s = self.lock_excl();
@@ -866,7 +952,11 @@ mod loom_tests {
         fn recv(&self) -> Option<u64> {
             let mut v = 0;
             // SAFETY: as above.
-            if unsafe { self.ring.recv_fast(|p| v = p.cast::<u64>().read()) } == Fast::Done {
+            if unsafe { self.ring.recv_first(|p| v = p.cast::<u64>().read()) } {
+                return Some(v);
+            }
+            // SAFETY: as above.
+            if unsafe { self.ring.recv_retry(|p| v = p.cast::<u64>().read()) } == Fast::Done {
                 return Some(v);
             }
             let mut s = self.lock_excl();

@@ -3,7 +3,7 @@
 use core::ffi::{c_int, c_void};
 use core::mem::offset_of;
 
-use super::boundary;
+use super::{boundary, guard};
 use crate::chan::select::{self, Case};
 use crate::chan::{Chan, ChanError, Mode};
 use crate::rt;
@@ -194,7 +194,66 @@ pub unsafe extern "C" fn gmp_chan_release(c: *mut gmp_chan) -> c_int {
 /// # Safety
 /// `c` is NULL or a live channel; `elem` is NULL or readable for the element size.
 #[unsafe(no_mangle)]
+#[unsafe(naked)]
 pub unsafe extern "C" fn gmp_chan_send(c: *mut gmp_chan, elem: *const c_void) -> c_int {
+    // The common case (a buffered channel outside exclusive mode) in a leaf, the rest in
+    // `chan_send`, chosen without a frame (see `Chan::send_quick`).
+    crate::arch::gate_on_byte!(Chan::EXCL_HINT_OFFSET, chan_send_quick, chan_send)
+}
+
+/// `gmp_chan_send` on a channel that looked lock-free: the quick send, else `chan_send`
+/// (a jump: this function keeps nothing after it).
+///
+/// # Safety
+/// As gmp_chan_send; `c` is not null.
+unsafe extern "C" fn chan_send_quick(c: *mut gmp_chan, elem: *const c_void) -> c_int {
+    // SAFETY: caller contract: c is a live channel.
+    let ch = unsafe { &*(c as *const Chan) };
+    if !crate::sys::quick_off()
+        && !elem.is_null()
+        // SAFETY: caller contract; elem is not null.
+        && guard("gmp_chan_send", || unsafe { ch.send_quick(elem as _) })
+    {
+        return 0;
+    }
+    // SAFETY: caller contract.
+    unsafe { chan_send(c, elem) }
+}
+
+/// `gmp_chan_send`, the whole of it. Exported under a name C cannot declare, for the
+/// names in goroutine dumps and debuggers: a goroutine parked in a send has this
+/// function's frame where it had `gmp_chan_send`'s (the entry itself only jumps).
+///
+/// # Safety
+/// As gmp_chan_send.
+#[unsafe(export_name = "gmp_chan_send.slow")]
+unsafe extern "C" fn chan_send(c: *mut gmp_chan, elem: *const c_void) -> c_int {
+    if crate::sys::quick_off() {
+        // A forked child (which aborts), or TSan's hooks on.
+        // SAFETY: caller contract.
+        return unsafe { chan_send_checked(c, elem) };
+    }
+    guard("gmp_chan_send", || {
+        // SAFETY: caller contract.
+        let Some(ch) = (unsafe { chan(c) }) else {
+            return -libc::EINVAL;
+        };
+        if elem.is_null() && ch.elem_size() > 0 {
+            return -libc::EINVAL;
+        }
+        // SAFETY: caller contract.
+        result(unsafe { ch.send_after_quick(elem as _) })
+    })
+}
+
+/// `gmp_chan_send` in a forked child or with TSan's hooks on: through `boundary` and
+/// the whole `Chan::send`.
+///
+/// # Safety
+/// As gmp_chan_send.
+#[cold]
+#[inline(never)]
+unsafe fn chan_send_checked(c: *mut gmp_chan, elem: *const c_void) -> c_int {
     // SAFETY: caller contract.
     boundary("gmp_chan_send", || unsafe { send(c, elem, Mode::Block) })
 }
@@ -209,7 +268,57 @@ pub unsafe extern "C" fn gmp_chan_send(c: *mut gmp_chan, elem: *const c_void) ->
 /// # Safety
 /// `c` is NULL or a live channel; `out` is NULL or writable for the element size.
 #[unsafe(no_mangle)]
+#[unsafe(naked)]
 pub unsafe extern "C" fn gmp_chan_recv(c: *mut gmp_chan, out: *mut c_void) -> c_int {
+    // As gmp_chan_send.
+    crate::arch::gate_on_byte!(Chan::EXCL_HINT_OFFSET, chan_recv_quick, chan_recv)
+}
+
+/// `gmp_chan_recv` on a channel that looked lock-free (as `chan_send_quick`).
+///
+/// # Safety
+/// As gmp_chan_recv; `c` is not null.
+unsafe extern "C" fn chan_recv_quick(c: *mut gmp_chan, out: *mut c_void) -> c_int {
+    // SAFETY: caller contract: c is a live channel.
+    let ch = unsafe { &*(c as *const Chan) };
+    if !crate::sys::quick_off()
+        // SAFETY: caller contract.
+        && guard("gmp_chan_recv", || unsafe { ch.recv_quick(out as _) })
+    {
+        return 0;
+    }
+    // SAFETY: caller contract.
+    unsafe { chan_recv(c, out) }
+}
+
+/// `gmp_chan_recv`, the whole of it (exported as `chan_send` is).
+///
+/// # Safety
+/// As gmp_chan_recv.
+#[unsafe(export_name = "gmp_chan_recv.slow")]
+unsafe extern "C" fn chan_recv(c: *mut gmp_chan, out: *mut c_void) -> c_int {
+    if crate::sys::quick_off() {
+        // As in chan_send.
+        // SAFETY: caller contract.
+        return unsafe { chan_recv_checked(c, out) };
+    }
+    guard("gmp_chan_recv", || {
+        // SAFETY: caller contract.
+        let Some(ch) = (unsafe { chan(c) }) else {
+            return -libc::EINVAL;
+        };
+        // SAFETY: caller contract.
+        result(unsafe { ch.recv_after_quick(out as _) })
+    })
+}
+
+/// `gmp_chan_recv` in a forked child or with TSan's hooks on (as `chan_send_checked`).
+///
+/// # Safety
+/// As gmp_chan_recv.
+#[cold]
+#[inline(never)]
+unsafe fn chan_recv_checked(c: *mut gmp_chan, out: *mut c_void) -> c_int {
     // SAFETY: caller contract.
     boundary("gmp_chan_recv", || unsafe { recv(c, out, Mode::Block) })
 }
@@ -382,3 +491,10 @@ pub unsafe extern "C" fn gmp_select(
         }
     })
 }
+
+// The slow halves are exported only to be named (above): bound here, not through the PLT
+// (a protected symbol cannot be interposed, so the linker resolves our own jumps to it).
+core::arch::global_asm!(
+    ".protected \"gmp_chan_send.slow\"",
+    ".protected \"gmp_chan_recv.slow\"",
+);

@@ -30,6 +30,13 @@ pub(crate) fn boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
         // A child forked after the runtime started: its threads are gone (os_linux.rs).
         crate::rt::os_linux::throw_forked(name);
     }
+    guard(name, f)
+}
+
+/// `boundary` without the forked-child check, for a quick path that tested
+/// `sys::quick_off` (set in a forked child) instead.
+#[inline(always)]
+pub(crate) fn guard<R>(name: &str, f: impl FnOnce() -> R) -> R {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {

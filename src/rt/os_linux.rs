@@ -147,6 +147,7 @@ pub(super) fn init() {
 
 extern "C" fn fork_child() {
     FORKED.store(true, Ordering::Relaxed);
+    crate::sys::set_quick_off();
 }
 
 /// Whether this process is a child forked after the runtime started.

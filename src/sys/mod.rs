@@ -523,6 +523,27 @@ pub fn prefetch_range(lo: usize, hi: usize) {
     let _ = (lo, hi);
 }
 
+/// Set, never cleared, when the C entries' quick paths (`ffi::chan`'s leaf send and
+/// receive) must not run: in a child forked after the runtime started (every entry must
+/// abort there, `rt::os_linux`) and once TSan's hooks are on (`tsan::enable`; the quick
+/// paths do not call them). One byte for both, so that a quick path tests one flag.
+static QUICK_OFF: AtomicFlag = AtomicFlag(core::sync::atomic::AtomicBool::new(false));
+
+/// `QUICK_OFF` alone on its line: it is read by every quick operation and written once.
+#[repr(align(64))]
+struct AtomicFlag(core::sync::atomic::AtomicBool);
+
+/// Whether the C entries' quick paths are off (see `QUICK_OFF`).
+#[inline(always)]
+pub(crate) fn quick_off() -> bool {
+    QUICK_OFF.0.load(Ordering::Relaxed)
+}
+
+/// Turns the quick paths off for good (async-signal-safe: one store).
+pub(crate) fn set_quick_off() {
+    QUICK_OFF.0.store(true, Ordering::Relaxed);
+}
+
 /// How long a thread that is not an M (C main) spins before sleeping, and how long an
 /// idle M waits, spinning, for such a thread's next hand-off (`sched::spin_for_foreign`):
 /// about two wake-ups of an idle vCPU (5-20 µs each in a VM). Measured in time, not in

@@ -14,6 +14,8 @@ static RELEASE: AtomicUsize = AtomicUsize::new(0);
 pub(crate) fn enable(acquire: usize, release: usize) {
     ACQUIRE.store(acquire, Ordering::Relaxed);
     RELEASE.store(release, Ordering::Relaxed);
+    // First: whoever sees the hooks on sees the quick paths off (`sys::quick_off`).
+    super::set_quick_off();
     ON.0.store(true, Ordering::Release);
 }
 
