@@ -166,6 +166,7 @@ unsafe fn on_timeout(w: usize) {
 /// # Safety
 /// `w` and its sudogs are on the caller's stack and queued; the caller holds exactly the
 /// locks in `locks` and no other lock.
+#[inline(always)]
 pub(crate) unsafe fn block(
     w: &Waiter,
     locks: &[*const Chan],
