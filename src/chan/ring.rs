@@ -419,6 +419,16 @@ impl Ring {
         self.slots.elems[s.0].with(|p| drain(p.cast()))
     }
 
+    /// The slot of a position a retry loop claimed, its index and the position: the loop
+    /// returns the position alone, in a register (three words came back through memory,
+    /// which gave every caller a stack frame).
+    #[inline(always)]
+    fn claimed(&self, pos: u64) -> (SlotRef, usize, u64) {
+        let g = self.geo();
+        let i = g.index(pos);
+        (g.slot(i), i, pos)
+    }
+
     /// Sends without the lock: claims the slot at `tail` and lets `fill` write it.
     ///
     /// # Safety
@@ -428,7 +438,7 @@ impl Ring {
         let (slot, i, tail) = match self.claim_send_first() {
             Some(claim) => claim,
             None => match self.claim_send_retry() {
-                Ok(claim) => claim,
+                Ok(tail) => self.claimed(tail),
                 Err(f) => return f,
             },
         };
@@ -446,7 +456,7 @@ impl Ring {
     #[inline(always)]
     pub(crate) unsafe fn send_retry(&self, fill: impl FnOnce(*mut u8)) -> Fast {
         let (slot, i, tail) = match self.claim_send_retry() {
-            Ok(claim) => claim,
+            Ok(tail) => self.claimed(tail),
             Err(f) => return f,
         };
         // SAFETY: we claimed position `tail`, whose slot is free.
@@ -504,7 +514,7 @@ impl Ring {
     /// `claim_send_first` did not claim a slot: in exclusive mode, full, stale, or lost a
     /// race.
     #[inline(never)]
-    fn claim_send_retry(&self) -> Result<(SlotRef, usize, u64), Fast> {
+    fn claim_send_retry(&self) -> Result<u64, Fast> {
         let g = self.geo();
         let mut backoff = Backoff::new();
         let mut tail = self.tail.0.load(Relaxed);
@@ -524,7 +534,7 @@ impl Ring {
                     .0
                     .compare_exchange_weak(tail, g.next(tail), Relaxed, Relaxed)
                 {
-                    Ok(_) => return Ok((slot, i, tail)),
+                    Ok(_) => return Ok(tail),
                     Err(now) => {
                         tail = now;
                         backoff.snooze();
@@ -559,7 +569,7 @@ impl Ring {
         let (slot, i, head) = match self.claim_recv_first() {
             Some(claim) => claim,
             None => match self.claim_recv_retry() {
-                Ok(claim) => claim,
+                Ok(head) => self.claimed(head),
                 Err(f) => return f,
             },
         };
@@ -576,7 +586,7 @@ impl Ring {
     #[inline(always)]
     pub(crate) unsafe fn recv_retry(&self, drain: impl FnOnce(*const u8)) -> Fast {
         let (slot, i, head) = match self.claim_recv_retry() {
-            Ok(claim) => claim,
+            Ok(head) => self.claimed(head),
             Err(f) => return f,
         };
         // SAFETY: we claimed position `head`, whose slot holds a value.
@@ -627,7 +637,7 @@ impl Ring {
     /// `claim_recv_first` did not claim a value: in exclusive mode, empty, stale, or lost
     /// a race.
     #[inline(never)]
-    fn claim_recv_retry(&self) -> Result<(SlotRef, usize, u64), Fast> {
+    fn claim_recv_retry(&self) -> Result<u64, Fast> {
         let g = self.geo();
         let mut backoff = Backoff::new();
         let mut head = self.head.0.load(Relaxed);
@@ -646,7 +656,7 @@ impl Ring {
                     .0
                     .compare_exchange_weak(head, g.next(head), Relaxed, Relaxed)
                 {
-                    Ok(_) => return Ok((slot, i, head)),
+                    Ok(_) => return Ok(head),
                     Err(now) => {
                         head = now;
                         backoff.snooze();
