@@ -678,6 +678,7 @@ impl Chan {
     ///
     /// # Safety
     /// Lock held, `s` is this channel's `synced()`; `elem` readable for `elem_size` bytes.
+    #[inline(always)]
     pub(crate) unsafe fn send_locked(&self, s: &mut Synced, elem: *const u8) -> Now {
         if s.state != 0 {
             if s.state & ORPHANED != 0 {
@@ -710,6 +711,7 @@ impl Chan {
     /// # Safety
     /// Lock held, `s` is this channel's `synced()`; `out` writable for `elem_size` bytes,
     /// or null.
+    #[inline(always)]
     pub(crate) unsafe fn recv_locked(&self, s: &mut Synced, out: *mut u8) -> Now {
         // SAFETY: lock held; a dequeued sudog's waiter is ours until we wake it.
         unsafe {
