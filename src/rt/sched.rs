@@ -286,6 +286,7 @@ pub(super) unsafe fn runq_put(pp: &P, gp: *mut G, next: bool) -> bool {
 /// queue when there is one (runnext when `next`), else the global queue; then wakes an M if
 /// none is looking (Go's `ready` minus the status change). Returns whether the local queue
 /// overflowed into the global one.
+#[inline(always)]
 pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
     let m = getm();
     // SAFETY: a non-null TLS slot is this thread's M; its `p` is ours while we run on it.
@@ -294,56 +295,62 @@ pub(super) fn ready_put(gp: *mut G, next: bool) -> bool {
     } else {
         unsafe { (*m).p.load(Ordering::Relaxed) }
     };
-    let spilled = if pp.is_null() {
-        enqueued(gp);
-        // An M spins for this foreign thread's next hand-off: give the goroutine to it
-        // directly (`FOREIGN_MAILBOX`), without the global queue's lock and counter, and
-        // with nobody to wake.
-        if m.is_null() && FOREIGN_MAILBOX.load(Ordering::Relaxed) == MAILBOX_OPEN {
-            // release: the spinner that takes gp sees what was written to it (RUNNABLE).
-            if FOREIGN_MAILBOX
-                .compare_exchange(MAILBOX_OPEN, gp, Ordering::Release, Ordering::Relaxed)
-                .is_ok()
-            {
-                return false;
-            }
-        }
-        let alone = {
-            let mut g = lock_sched();
-            globrunqput(&mut g, gp);
-            SCHED.runqsize.load(Ordering::Relaxed) == 1
-        };
-        // Only a foreign thread in a quick exchange with goroutines (its last wait on them
-        // was short) counts as one an idle M should stay awake for. One that only spawns
-        // or sends, waiting on nothing, is a producer: an M spinning for each of its
-        // goroutines takes them from the global queue one at a time, pulling the queue's
-        // lock line from the producer every time, where an M woken later takes a batch
-        // (C main spawning at GOMAXPROCS=2: 165 against 128 ns per spawn).
-        if m.is_null() && !RUNTIME_THREAD.with(|r| r.get()) && crate::sys::foreign_quick() {
-            crate::sys::foreign_act();
-            // Handing over one goroutine: an M is about to look (spinning for it, or about
-            // to, as the goroutine that answered it parks). Give it a moment before waking
-            // another M, whose wake-up costs microseconds and whose spinning then takes a
-            // CPU (`spin_for_foreign`). Not for a burst (the queue held more): each spawn
-            // would wait for Ms that are busy with the earlier ones.
-            if alone && handed_over() {
-                return false;
-            }
-        }
-        // Every P busy: the goroutine waits for one to reach the end of its slice, which
-        // sysmon must then be awake to see (its back-off may be 10 ms long). A spinning M
-        // (one waiting for a foreign thread's next hand-off) takes it at once instead.
-        if SCHED.npidle.load(Ordering::Relaxed) == 0 && SCHED.nmspinning.load(Ordering::SeqCst) == 0
-        {
-            sysmon::wake_if_sleeping();
-        }
-        false
-    } else {
-        // SAFETY: this thread holds pp; gp is ours to queue.
-        unsafe { runq_put(&*pp, gp, next) }
-    };
+    if pp.is_null() {
+        return ready_put_no_p(gp, m);
+    }
+    // SAFETY: this thread holds pp; gp is ours to queue.
+    let spilled = unsafe { runq_put(&*pp, gp, next) };
     wakep();
     spilled
+}
+
+/// `ready_put` for a thread that holds no P (`m` is its M, or null for a foreign thread),
+/// out of line: the global queue, or a spinning M's mailbox.
+#[inline(never)]
+fn ready_put_no_p(gp: *mut G, m: *mut M) -> bool {
+    enqueued(gp);
+    // An M spins for this foreign thread's next hand-off: give the goroutine to it
+    // directly (`FOREIGN_MAILBOX`), without the global queue's lock and counter, and
+    // with nobody to wake.
+    if m.is_null() && FOREIGN_MAILBOX.load(Ordering::Relaxed) == MAILBOX_OPEN {
+        // release: the spinner that takes gp sees what was written to it (RUNNABLE).
+        if FOREIGN_MAILBOX
+            .compare_exchange(MAILBOX_OPEN, gp, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+        {
+            return false;
+        }
+    }
+    let alone = {
+        let mut g = lock_sched();
+        globrunqput(&mut g, gp);
+        SCHED.runqsize.load(Ordering::Relaxed) == 1
+    };
+    // Only a foreign thread in a quick exchange with goroutines (its last wait on them
+    // was short) counts as one an idle M should stay awake for. One that only spawns
+    // or sends, waiting on nothing, is a producer: an M spinning for each of its
+    // goroutines takes them from the global queue one at a time, pulling the queue's
+    // lock line from the producer every time, where an M woken later takes a batch
+    // (C main spawning at GOMAXPROCS=2: 165 against 128 ns per spawn).
+    if m.is_null() && !RUNTIME_THREAD.with(|r| r.get()) && crate::sys::foreign_quick() {
+        crate::sys::foreign_act();
+        // Handing over one goroutine: an M is about to look (spinning for it, or about
+        // to, as the goroutine that answered it parks). Give it a moment before waking
+        // another M, whose wake-up costs microseconds and whose spinning then takes a
+        // CPU (`spin_for_foreign`). Not for a burst (the queue held more): each spawn
+        // would wait for Ms that are busy with the earlier ones.
+        if alone && handed_over() {
+            return false;
+        }
+    }
+    // Every P busy: the goroutine waits for one to reach the end of its slice, which
+    // sysmon must then be awake to see (its back-off may be 10 ms long). A spinning M
+    // (one waiting for a foreign thread's next hand-off) takes it at once instead.
+    if SCHED.npidle.load(Ordering::Relaxed) == 0 && SCHED.nmspinning.load(Ordering::SeqCst) == 0 {
+        sysmon::wake_if_sleeping();
+    }
+    wakep();
+    false
 }
 
 /// Puts a preempted G on the global run queue and wakes an M if none is looking (Go's
@@ -439,11 +446,29 @@ pub(super) fn ready_put_global(gp: *mut G) {
 /// Tries to add one more spinning M if there are idle Ps and nobody is spinning. Called
 /// after work is made runnable (the submit → StoreLoad → check-nmspinning half of the
 /// protocol; the SeqCst load is the StoreLoad barrier).
+///
+/// The common outcomes (an M spins already; no idle P and the request to spin already
+/// made) are decided inline at the call site; the rest is `wakep_slow`.
+#[inline(always)]
 pub(super) fn wakep() {
     // Be conservative: start a spinning M only if none exists already.
     if SCHED.nmspinning.load(Ordering::SeqCst) != 0 {
         return;
     }
+    // No idle P and the next M to drop its P already asked to spin (see `wakep_slow`):
+    // nothing to do. (Both SeqCst loads, as there: the StoreLoad half of the protocol.)
+    if SCHED.npidle.load(Ordering::SeqCst) == 0
+        && SCHED.needspinning.load(Ordering::Relaxed) != 0
+        && SCHED.npidle.load(Ordering::SeqCst) == 0
+    {
+        return;
+    }
+    wakep_slow();
+}
+
+/// `wakep` past its inline checks.
+#[inline(never)]
+fn wakep_slow() {
     // No idle P: no M to start, but the next M about to drop its P must spin instead
     // (needspinning). Go sets the flag under SCHED.lock; doing it without the lock saves
     // the busiest path (every ready and spawn while all Ps run) a lock round trip. The
