@@ -435,16 +435,15 @@ impl Ring {
     /// `fill` writes at most the element's bytes at the pointer it is given.
     #[inline(always)]
     pub(crate) unsafe fn send_fast(&self, fill: impl FnOnce(*mut u8)) -> Fast {
-        let (slot, i, tail) = match self.claim_send_first() {
+        let claim = match self.claim_send_first() {
             Some(claim) => claim,
             None => match self.claim_send_retry() {
                 Ok(tail) => self.claimed(tail),
                 Err(f) => return f,
             },
         };
-        // SAFETY: we claimed position `tail`, whose slot is free.
-        unsafe { self.fill(slot, fill) };
-        self.set_stamp(slot, i, tail + 1);
+        // SAFETY: claimed just above; fill per the caller.
+        unsafe { self.send_claimed(claim, fill) };
         Fast::Done
     }
 
@@ -455,13 +454,12 @@ impl Ring {
     /// As `send_fast`.
     #[inline(always)]
     pub(crate) unsafe fn send_retry(&self, fill: impl FnOnce(*mut u8)) -> Fast {
-        let (slot, i, tail) = match self.claim_send_retry() {
+        let claim = match self.claim_send_retry() {
             Ok(tail) => self.claimed(tail),
             Err(f) => return f,
         };
-        // SAFETY: we claimed position `tail`, whose slot is free.
-        unsafe { self.fill(slot, fill) };
-        self.set_stamp(slot, i, tail + 1);
+        // SAFETY: claimed just above; fill per the caller.
+        unsafe { self.send_claimed(claim, fill) };
         Fast::Done
     }
 
@@ -474,13 +472,29 @@ impl Ring {
     /// As `send_fast`.
     #[inline(always)]
     pub(crate) unsafe fn send_first(&self, fill: impl FnOnce(*mut u8)) -> bool {
-        let Some((slot, i, tail)) = self.claim_send_first() else {
+        let Some(claim) = self.claim_send_first() else {
             return false;
         };
-        // SAFETY: we claimed position `tail`, whose slot is free.
+        // SAFETY: claimed just above; fill per the caller.
+        unsafe { self.send_claimed(claim, fill) };
+        true
+    }
+
+    /// A send's second half, after its claim `(slot, index, tail)`: `fill` writes the
+    /// element, then the stamp hands the slot to receivers.
+    ///
+    /// # Safety
+    /// The caller claimed position `tail` (whose slot is then free); `fill` as in
+    /// `send_fast`.
+    #[inline(always)]
+    unsafe fn send_claimed(
+        &self,
+        (slot, i, tail): (SlotRef, usize, u64),
+        fill: impl FnOnce(*mut u8),
+    ) {
+        // SAFETY: caller contract.
         unsafe { self.fill(slot, fill) };
         self.set_stamp(slot, i, tail + 1);
-        true
     }
 
     /// Claims the slot at `tail` for a send if the first look finds it free and the CAS
@@ -566,16 +580,15 @@ impl Ring {
     /// `drain` reads at most the element's bytes at the pointer it is given.
     #[inline(always)]
     pub(crate) unsafe fn recv_fast(&self, drain: impl FnOnce(*const u8)) -> Fast {
-        let (slot, i, head) = match self.claim_recv_first() {
+        let claim = match self.claim_recv_first() {
             Some(claim) => claim,
             None => match self.claim_recv_retry() {
                 Ok(head) => self.claimed(head),
                 Err(f) => return f,
             },
         };
-        // SAFETY: we claimed position `head`, whose slot holds a value.
-        unsafe { self.drain(slot, drain) };
-        self.set_stamp(slot, i, head.wrapping_add(self.one_lap));
+        // SAFETY: claimed just above; drain per the caller.
+        unsafe { self.recv_claimed(claim, drain) };
         Fast::Done
     }
 
@@ -585,13 +598,12 @@ impl Ring {
     /// As `recv_fast`.
     #[inline(always)]
     pub(crate) unsafe fn recv_retry(&self, drain: impl FnOnce(*const u8)) -> Fast {
-        let (slot, i, head) = match self.claim_recv_retry() {
+        let claim = match self.claim_recv_retry() {
             Ok(head) => self.claimed(head),
             Err(f) => return f,
         };
-        // SAFETY: we claimed position `head`, whose slot holds a value.
-        unsafe { self.drain(slot, drain) };
-        self.set_stamp(slot, i, head.wrapping_add(self.one_lap));
+        // SAFETY: claimed just above; drain per the caller.
+        unsafe { self.recv_claimed(claim, drain) };
         Fast::Done
     }
 
@@ -601,13 +613,29 @@ impl Ring {
     /// As `recv_fast`.
     #[inline(always)]
     pub(crate) unsafe fn recv_first(&self, drain: impl FnOnce(*const u8)) -> bool {
-        let Some((slot, i, head)) = self.claim_recv_first() else {
+        let Some(claim) = self.claim_recv_first() else {
             return false;
         };
-        // SAFETY: we claimed position `head`, whose slot holds a value.
+        // SAFETY: claimed just above; drain per the caller.
+        unsafe { self.recv_claimed(claim, drain) };
+        true
+    }
+
+    /// A receive's second half, after its claim `(slot, index, head)`: `drain` reads the
+    /// element, then the stamp frees the slot for the sender one lap later.
+    ///
+    /// # Safety
+    /// The caller claimed position `head` (whose slot then holds a value); `drain` as in
+    /// `recv_fast`.
+    #[inline(always)]
+    unsafe fn recv_claimed(
+        &self,
+        (slot, i, head): (SlotRef, usize, u64),
+        drain: impl FnOnce(*const u8),
+    ) {
+        // SAFETY: caller contract.
         unsafe { self.drain(slot, drain) };
         self.set_stamp(slot, i, head.wrapping_add(self.one_lap));
-        true
     }
 
     /// Claims the value at `head` for a receive if the first look finds it and the CAS
