@@ -873,17 +873,16 @@ impl Chan {
     /// won). False for anything else, with nothing done: the caller then makes the rest
     /// of `send` (`send_after_quick`). Apart from `send` so that the C function for the
     /// common case is a leaf, without the six saved registers and the frame that `send`'s
-    /// calls and locked path need: chan_mpmc at GOMAXPROCS=1 went from 220 to 176
+    /// calls and locked path need: chan_mpmc at GOMAXPROCS=1 went from 220 to 179
     /// instructions per item (cachegrind; 181 with session 15's lock, before the ring).
     ///
     /// # Safety
     /// As `send`; `elem` is not null.
     #[inline(always)]
     pub(crate) unsafe fn send_quick(&self, elem: *const u8) -> bool {
-        let size = self.elem_size();
-        if !matches!(size, 0 | 4 | 8 | 16) || rt::preempt_wanted() {
+        let Some(size) = self.quick_size() else {
             return false;
-        }
+        };
         // SAFETY: the ring gives us the slot's element bytes; elem per the caller.
         unsafe { self.ring.send_first(|dst| copy_sized(size, elem, dst)) }
     }
@@ -894,10 +893,9 @@ impl Chan {
     /// As `recv`.
     #[inline(always)]
     pub(crate) unsafe fn recv_quick(&self, out: *mut u8) -> bool {
-        let size = self.elem_size();
-        if !matches!(size, 0 | 4 | 8 | 16) || rt::preempt_wanted() {
+        let Some(size) = self.quick_size() else {
             return false;
-        }
+        };
         // SAFETY: the ring gives us the slot's element bytes; out per the caller.
         unsafe {
             self.ring.recv_first(|src| {
@@ -906,6 +904,15 @@ impl Chan {
                 }
             })
         }
+    }
+
+    /// The element size, when a quick operation may go on: one `copy_sized` copies inline
+    /// (0, 4, 8 or 16 bytes), and no preemption is asked (the safe point `send` and `recv`
+    /// make at their entry is theirs to take).
+    #[inline(always)]
+    fn quick_size(&self) -> Option<usize> {
+        let size = self.elem_size();
+        (matches!(size, 0 | 4 | 8 | 16) && !rt::preempt_wanted()).then_some(size)
     }
 
     /// A select case's lock-free attempt (see `select`'s "Pass 0"): a send of `buf` (or a
