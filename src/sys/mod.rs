@@ -77,11 +77,7 @@ pub mod membarrier {
     /// loaded (`init`), before any thread can hold a lock; never changes after. Read by
     /// every unlock, so on a cache line of its own: the linker put it beside
     /// `FOREIGN_ACTS`, which a foreign thread bumps on every spawn and send.
-    pub(super) static ON: OnLine = OnLine(AtomicBool::new(false));
-
-    /// [`ON`]'s cache line.
-    #[repr(align(64))]
-    pub(super) struct OnLine(pub(super) AtomicBool);
+    pub(super) static ON: super::FlagLine = super::FlagLine(AtomicBool::new(false));
 
     /// Runs `init` when the library is loaded (before `main` for a program linked with it
     /// or preloading it; at `dlopen` otherwise), while no runtime thread exists.
@@ -527,11 +523,13 @@ pub fn prefetch_range(lo: usize, hi: usize) {
 /// receive) must not run: in a child forked after the runtime started (every entry must
 /// abort there, `rt::os_linux`) and once TSan's hooks are on (`tsan::enable`; the quick
 /// paths do not call them). One byte for both, so that a quick path tests one flag.
-static QUICK_OFF: AtomicFlag = AtomicFlag(core::sync::atomic::AtomicBool::new(false));
+/// On a line of its own: every quick operation reads it, and it is written once.
+static QUICK_OFF: FlagLine = FlagLine(core::sync::atomic::AtomicBool::new(false));
 
-/// `QUICK_OFF` alone on its line: it is read by every quick operation and written once.
+/// A flag on a cache line of its own, for a flag read on hot paths and written rarely
+/// (`membarrier::ON`, `QUICK_OFF`): nothing written often may share its line.
 #[repr(align(64))]
-struct AtomicFlag(core::sync::atomic::AtomicBool);
+pub(crate) struct FlagLine(pub(crate) core::sync::atomic::AtomicBool);
 
 /// Whether the C entries' quick paths are off (see `QUICK_OFF`).
 #[inline(always)]
