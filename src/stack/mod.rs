@@ -34,9 +34,9 @@
 //! (within [`OVERFLOW_REACH`]): a frame that jumped even the wide guard and faulted further
 //! down is still reported as the overflow it is.
 //!
-//! One `mmap(MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK)` per slab: memory is
-//! committed page by page as a goroutine touches it, and nothing is charged to the
-//! overcommit accounting up front. `MAP_STACK` (plus `MADV_NOHUGEPAGE` for older kernels)
+//! Slabs are carved from arenas, each one `mmap(MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE
+//! | MAP_STACK)` (see "Arenas"): memory is committed page by page as a goroutine touches
+//! it, and nothing is charged to the overcommit accounting up front. `MAP_STACK` (plus `MADV_NOHUGEPAGE` for older kernels)
 //! keeps transparent huge pages away, or touching one page of a stack could fault in 2 MiB.
 //! A stack grows down from `top`; running past `lo` faults in the guard below it (see
 //! "Guard width" for frames that could jump it; DESIGN.md "Pitfalls").
@@ -44,7 +44,7 @@
 //! # Guard pages and the VMA budget
 //!
 //! With `MADV_GUARD_INSTALL` (advice 102, Linux ≥ 6.13) a guard is a page-table marker: the
-//! slab stays a single VMA whatever the number of stacks in it, and adjacent slabs merge,
+//! arena stays a single VMA whatever the number of stacks in it, and adjacent arenas merge,
 //! so a million stacks cost a handful of `/proc/self/maps` lines. Without it (the kernel
 //! answers EINVAL) each guard is `mprotect(PROT_NONE)`, which splits the slab: two VMAs per
 //! stack, so the default `vm.max_map_count` of 65,530 allows only about 32,000 live stacks
@@ -64,6 +64,21 @@
 //! where a page faulted in by `init_stack` is hot for the goroutine about to run on it).
 //! Doing the same on a background thread took that kernel work off the M (its CPU samples
 //! dropped ~18%) but gained no wall time on this shared 2-vCPU machine, so neither is done.
+//!
+//! # Arenas
+//!
+//! A slab is address space carved from the current arena ([`carve`]), not a mapping of its
+//! own: the first arena is 64 MiB, each next one twice the last, up to 4 GiB (address
+//! space only; if the kernel refuses one that big, under `RLIMIT_AS` or strict overcommit,
+//! the slab is mapped alone). Mapping a slab took the mmap lock for writing and, as the
+//! kernel merged the new mapping into the adjacent slabs' VMA, that VMA's own lock: every
+//! page fault in flight on the other Ms' stacks (the first touch of a starting goroutine's
+//! stack) had to finish first, and every fault that came meanwhile slept in the kernel
+//! until the mapping was done (`perf record -e sched:sched_switch -g` of sleep_many from
+//! C main at GOMAXPROCS=2: C main asleep in `__vma_start_write` under `vma_expand`, the Ms
+//! in `rwsem_down_read_slowpath` under `lock_mm_and_find_vma`). Carving takes neither lock;
+//! installing a slab's guards takes the mmap lock only for reading, beside the faults.
+//! Once per arena the old cost is paid.
 //!
 //! # Size classes and freeing
 //!
@@ -694,6 +709,87 @@ fn map_slab(n: usize, size: usize, guarded: bool) -> Result<usize, i32> {
     let guard = guard_size();
     let stride = size + guard;
     let len = n * stride;
+    let base = carve(len)?;
+    if guarded && let Err(e) = install_guards(base, n, stride) {
+        // SAFETY: the slab just carved; no stack of it was handed out. (Its address space
+        // is not carved again: the arena's cursor has moved past it.)
+        unsafe { libc::munmap(base as *mut libc::c_void, len) };
+        return Err(e);
+    }
+    // Under valgrind, every stack is announced once (slabs are never unmapped): a switch
+    // to a goroutine then is a change of stack, not a huge "stack pointer change" that
+    // valgrind would take for a frame of gigabytes.
+    for i in 0..n {
+        let lo = base + i * stride + guard;
+        valgrind_stack_register(lo, lo + size);
+    }
+    Ok(base)
+}
+
+/// The address space slabs are carved from (see "Arenas" in the module doc): `[next, end)`
+/// is still free; `grow` is the size of the next arena to map.
+struct Arena {
+    next: usize,
+    end: usize,
+    grow: usize,
+}
+
+static ARENA: Mutex<Arena> = Mutex::new(Arena {
+    next: 0,
+    end: 0,
+    grow: ARENA_FIRST,
+});
+
+/// Size of the first arena; each next one is twice the last, up to [`ARENA_MAX`].
+const ARENA_FIRST: usize = 64 << 20;
+/// Largest arena mapped ahead of need (address space only: nothing is committed).
+const ARENA_MAX: usize = 4 << 30;
+
+/// Takes `len` bytes (whole pages) of fresh stack address space: from the current arena,
+/// or from a new one, mapped `MAP_NORESERVE | MAP_STACK`, when the arena has less left.
+/// Err(errno) if no arena of even `len` bytes can be mapped.
+fn carve(len: usize) -> Result<usize, i32> {
+    ARENA
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .carve(len, map_arena)
+}
+
+impl Arena {
+    /// [`carve`] from this arena, mapping new ones with `map`.
+    fn carve(
+        &mut self,
+        len: usize,
+        map: impl Fn(usize) -> Result<usize, i32>,
+    ) -> Result<usize, i32> {
+        if self.end - self.next < len {
+            // What the last arena has left is not used (less than this slab).
+            let want = self.grow.max(len);
+            let base = match map(want) {
+                Ok(base) => {
+                    self.grow = (self.grow * 2).min(ARENA_MAX);
+                    self.end = base + want;
+                    base
+                }
+                // Refused for its size (RLIMIT_AS, or strict overcommit, which charges
+                // even MAP_NORESERVE mappings): map just this slab.
+                Err(_) if want > len => {
+                    let base = map(len)?;
+                    self.end = base + len;
+                    base
+                }
+                Err(e) => return Err(e),
+            };
+            self.next = base;
+        }
+        let base = self.next;
+        self.next += len;
+        Ok(base)
+    }
+}
+
+/// Maps an arena of `len` bytes of stack address space.
+fn map_arena(len: usize) -> Result<usize, i32> {
     // SAFETY: a fresh anonymous mapping; the kernel picks the address, so nothing else is
     // affected.
     let base = unsafe {
@@ -717,20 +813,7 @@ fn map_slab(n: usize, size: usize, guarded: bool) -> Result<usize, i32> {
         // SAFETY: advice on our own fresh mapping; it does not change its contents.
         unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
     }
-    let base = base as usize;
-    if guarded && let Err(e) = install_guards(base, n, stride) {
-        // SAFETY: unmaps the slab we mapped above; no stack of it was handed out.
-        unsafe { libc::munmap(base as *mut libc::c_void, len) };
-        return Err(e);
-    }
-    // Under valgrind, every stack is announced once (slabs are never unmapped): a switch
-    // to a goroutine then is a change of stack, not a huge "stack pointer change" that
-    // valgrind would take for a frame of gigabytes.
-    for i in 0..n {
-        let lo = base + i * stride + guard;
-        valgrind_stack_register(lo, lo + size);
-    }
-    Ok(base)
+    Ok(base as usize)
 }
 
 /// Installs the guards of the `n` stacks of the slab at `base` (stride `stride`): one
@@ -1402,6 +1485,72 @@ mod tests {
         });
         let (_, reserved, inflight, _) = class_counts(size);
         assert_eq!((reserved, inflight), (0, 0));
+    }
+
+    /// Slabs come out of one arena mapping until it is used up; each next arena is twice
+    /// the last (up to ARENA_MAX); an arena the kernel refuses falls back to the slab
+    /// alone. A fake `map` records what would have been mapped.
+    #[test]
+    fn slabs_are_carved_from_arenas() {
+        use std::cell::RefCell;
+        let maps = RefCell::new(Vec::new());
+        let refuse_above = std::cell::Cell::new(usize::MAX);
+        let map = |len: usize| {
+            if len > refuse_above.get() {
+                return Err(libc::ENOMEM);
+            }
+            let mut m = maps.borrow_mut();
+            let base = 1 << 40 | m.len() << 34;
+            m.push(len);
+            Ok(base)
+        };
+        let mut a = Arena {
+            next: 0,
+            end: 0,
+            grow: ARENA_FIRST,
+        };
+        let slab = 20 << 20;
+        let b0 = a.carve(slab, map).unwrap();
+        let b1 = a.carve(slab, map).unwrap();
+        let b2 = a.carve(slab, map).unwrap();
+        assert_eq!(
+            (b1, b2),
+            (b0 + slab, b0 + 2 * slab),
+            "consecutive slabs, one arena"
+        );
+        assert_eq!(*maps.borrow(), [ARENA_FIRST], "one mapping for three slabs");
+        // The fourth does not fit in 64 MiB: a new arena, twice as big.
+        let b3 = a.carve(slab, map).unwrap();
+        assert_eq!(*maps.borrow(), [ARENA_FIRST, 2 * ARENA_FIRST]);
+        assert_ne!(b3, b2 + slab);
+        // A slab bigger than the next arena gets an arena of its own size.
+        a.carve(slab, map).unwrap();
+        let big = 3 * ARENA_FIRST + 4096;
+        let n = maps.borrow().len();
+        a.carve(big, map).unwrap();
+        assert_eq!(maps.borrow()[n..], [big.max(a.grow / 2)]);
+        // Growth stops at ARENA_MAX.
+        for _ in 0..16 {
+            let left = a.end - a.next;
+            a.carve(left + 1, map).unwrap();
+        }
+        assert_eq!(a.grow, ARENA_MAX);
+        assert!(maps.borrow().iter().all(|&l| l <= ARENA_MAX));
+        // Use the arena up (no new mapping), then have the kernel refuse anything bigger
+        // than one slab: the next slab is mapped alone, a bigger one is refused.
+        let left = a.end - a.next;
+        let n = maps.borrow().len();
+        a.carve(left, map).unwrap();
+        assert_eq!(maps.borrow().len(), n, "the arena's last bytes: no mapping");
+        refuse_above.set(slab);
+        assert_eq!(a.carve(2 * slab, map), Err(libc::ENOMEM));
+        let b = a.carve(slab, map).unwrap();
+        assert_eq!(
+            *maps.borrow().last().unwrap(),
+            slab,
+            "the slab mapped alone"
+        );
+        assert_eq!((a.next, a.end), (b + slab, b + slab));
     }
 
     #[test]
