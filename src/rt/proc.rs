@@ -602,8 +602,9 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
             };
         }
         if want_stack && pp.is_null() && fresh {
-            // A thread without a P (C main): a free stack if the pool has one, else the
-            // promise of one rather than a new slab's (see `take_ticket`).
+            // A thread without a P (C main) with no dead G to reuse: a free stack if the
+            // pool has one, else the promise of one rather than a new slab's (see
+            // `take_ticket`).
             if let Some(s) = stack::alloc_free(size) {
                 *st = Some(s);
                 (*gp).sp.set(SP_UNSTARTED);

@@ -36,8 +36,9 @@
 //!
 //! Slabs are carved from arenas, each one `mmap(MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE
 //! | MAP_STACK)` (see "Arenas"): memory is committed page by page as a goroutine touches
-//! it, and nothing is charged to the overcommit accounting up front. `MAP_STACK` (plus `MADV_NOHUGEPAGE` for older kernels)
-//! keeps transparent huge pages away, or touching one page of a stack could fault in 2 MiB.
+//! it, and nothing is charged to the overcommit accounting up front. `MAP_STACK` (plus
+//! `MADV_NOHUGEPAGE` for older kernels) keeps transparent huge pages away, or touching one
+//! page of a stack could fault in 2 MiB.
 //! A stack grows down from `top`; running past `lo` faults in the guard below it (see
 //! "Guard width" for frames that could jump it; DESIGN.md "Pitfalls").
 //!
@@ -76,9 +77,9 @@
 //! stack) had to finish first, and every fault that came meanwhile slept in the kernel
 //! until the mapping was done (`perf record -e sched:sched_switch -g` of sleep_many from
 //! C main at GOMAXPROCS=2: C main asleep in `__vma_start_write` under `vma_expand`, the Ms
-//! in `rwsem_down_read_slowpath` under `lock_mm_and_find_vma`). Carving takes neither lock;
-//! installing a slab's guards takes the mmap lock only for reading, beside the faults.
-//! Once per arena the old cost is paid.
+//! in `rwsem_down_read_slowpath` under `lock_mm_and_find_vma`). Carving takes neither lock,
+//! and the same profile no longer shows those waits. Once per arena the old cost is
+//! paid.
 //!
 //! # Size classes and freeing
 //!
@@ -725,7 +726,8 @@ fn map_slab(n: usize, size: usize, guarded: bool) -> Result<usize, i32> {
     let base = carve(len)?;
     if guarded && let Err(e) = install_guards(base, n, stride) {
         // SAFETY: the slab just carved; no stack of it was handed out. (Its address space
-        // is not carved again: the arena's cursor has moved past it.)
+        // is not carved again: the arena's cursor has moved past it. The hole splits the
+        // arena's VMA, once, on this error path.)
         unsafe { libc::munmap(base as *mut libc::c_void, len) };
         return Err(e);
     }
