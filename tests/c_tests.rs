@@ -2632,7 +2632,7 @@ fn timer_busy_p() {
     expect_success("timer_busy_p", &[]);
 }
 
-/// 400 sleepers fall due at once on a busy P (GOMAXPROCS=1) while C main keeps ~180 ms of
+/// 400 sleepers fall due at once on a busy P (GOMAXPROCS=1) while C main keeps ~360 ms of
 /// work queued globally: the P readies them as its run queue has room instead of
 /// overflowing it into the global queue, behind the work.
 #[test]
