@@ -33,9 +33,10 @@
  * take and return a token of a pool guarded by a cond ("cond"), gmp_once on a
  * moving frontier of once objects, gmp_sleep, gmp_blocking (nanosleep, or a read of a
  * pipe that has data) and gmp_syscall (nanosleep), a mutex unlocked from inside gmp_blocking ("blkunlock"), a
- * gmp_lock_os_thread section (nested sometimes) doing yields, channel operations (not in
- * pinned goroutines, which must not wait for others while locked), sleeps and blocking
- * calls with gettid() checked after each ("lock"), gmp_maxprocs(1..4)
+ * gmp_lock_os_thread section (nested sometimes) doing yields, channel operations, sleeps
+ * and blocking calls with gettid() checked after each ("lock"; pinned goroutines, which
+ * must not wait for others while locked, make no channel operations there and only the
+ * blocking calls that take no fd's turn lock), gmp_maxprocs(1..4)
  * at most every 2-20 ms ("maxprocs"), and the netpoller ("net"): a message over a fresh
  * registered socketpair with a deadline, a receive that must time out (not early), a
  * token through one registered pipe that every actor reads concurrently, and a close of
@@ -674,9 +675,12 @@ static int64_t blk_pipe(void *arg)
     return read(pipefd[0], &c, 1);
 }
 
-static void do_blocking(struct actor *a)
+/* `own_only`: only calls that wait for nothing but the kernel (a locked pinned goroutine:
+ * the pipe's reads and writes take the fd's turn lock, which a goroutine bound to its
+ * thread may hold or be handed). */
+static void do_blocking(struct actor *a, int own_only)
 {
-    int kind = (int)rnd_below(&a->rng, 3);
+    int kind = own_only ? 0 : (int)rnd_below(&a->rng, 3);
     if (kind == 0) {
         long ns = (long)rnd_below(&a->rng, 300) * 1000;
         if (ns % 2000 == 0) {
@@ -744,7 +748,9 @@ static void do_lock(struct actor *a)
             break;
         /* A pinned goroutine cannot move off the thread it locks, so the goroutines
          * bound there (pinned, or stopped there for one stop) wait until it unlocks, and it
-         * must not wait for them: it makes no channel exchanges while locked. */
+         * must not wait for them: it makes no channel exchanges while locked, and no
+         * interposed pipe call (the fd's turn lock: a sibling pinned there, woken by its
+         * unlock, was left runnable behind the locked goroutine parked on the lock). */
         case 1:
             if (on(FT_CHAN) && !a->pinned)
                 do_send(a);
@@ -759,7 +765,7 @@ static void do_lock(struct actor *a)
             break;
         case 4:
             if (on(FT_BLOCKING))
-                do_blocking(a);
+                do_blocking(a, a->pinned);
             break;
         default:
             CHECK_EQ(gmp_lock_os_thread(), depth + 1);
@@ -1144,7 +1150,7 @@ static void run_action(struct actor *a, int act)
     case A_COND: do_cond(a); break;
     case A_ONCE: do_once(a); break;
     case A_SLEEP: do_sleep(a); break;
-    case A_BLOCKING: do_blocking(a); break;
+    case A_BLOCKING: do_blocking(a, 0); break;
     case A_BLKUNLOCK: do_blkunlock(a); break;
     case A_LOCK: do_lock(a); break;
     case A_MAXPROCS: do_maxprocs(a); break;
