@@ -569,6 +569,7 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
         p.gfreecnt.store(hot.len() + cold.len(), Ordering::Relaxed);
         gp
     };
+    let fresh = gp.is_none();
     let gp = match gp {
         Some(gp) => gp,
         None => new_g(),
@@ -599,6 +600,20 @@ unsafe fn gfget(pp: *mut P, size: usize) -> Result<*mut G, StartError> {
                 }
                 None => Err(StartError::NoMemory),
             };
+        }
+        if want_stack && pp.is_null() && fresh {
+            // A thread without a P (C main) with no dead G to reuse: a free stack if the
+            // pool has one, else the promise of one rather than a new slab's (see
+            // `take_ticket`).
+            if let Some(s) = stack::alloc_free(size) {
+                *st = Some(s);
+                (*gp).sp.set(SP_UNSTARTED);
+                return Ok(gp);
+            }
+            if stack::reserve(size, 1).is_ok() {
+                (*gp).sp.set(SP_UNSTARTED | size);
+                return Ok(gp);
+            }
         }
         match stack::alloc(size) {
             Ok(s) => *st = Some(s),
@@ -682,10 +697,21 @@ const TICKET_MAX: usize = 512;
 /// no stack when it starts: the promise is a stack the pool keeps for it (address space
 /// only, until handed out), taken by `take_hot_stack` if no dead G's stack is at hand.
 ///
-/// A thread without a P (C main) still gets the stack at spawn. Paying for it is what
-/// keeps it from outrunning the Ms: with promises, C main spawning a million empty
-/// goroutines queued ~100,000 of them instead of ~20,000, its Ms then ran Gs that had left
-/// the cache, and the spawn row was ~10% slower with 4× the RSS.
+/// A thread without a P (C main) takes a dead G with its stack, or a free stack of the
+/// pool, when there is one. Only a brand-new G (no dead one to reuse: every goroutine
+/// alive) whose stack the pool would have to map gets a promise instead
+/// (`stack::reserve`, one at a time: such a thread has no tickets). sleep_many from C main,
+/// whose 100,000 sleepers keep every stack busy for 10 ms, mapped and guarded a stack for
+/// each of the tens of thousands of goroutines C main kept queued, most of which never ran
+/// on it (they took a dead goroutine's warm stack when they started): 107 → 98 ms at
+/// GOMAXPROCS=2 (11 interleaved runs; unchanged at 1); `foreign_promises.c` bounds the
+/// page tables such spawns cost. Promising to every spawn that finds no stack (91 ms there)
+/// made C main run ahead of the Ms in the spawn workload, as promises for all of its
+/// spawns had in session 12 (~100,000 goroutines queued instead of ~20,000, Gs gone cold,
+/// 4× the RSS): a promised goroutine that starts on a dead one's warm stack leaves that
+/// dead G without one, C main reuses it and promised again, and the spawn row went 62 → 67
+/// ns per spawn. A reused G without a stack still gets one at spawn, which keeps C main at
+/// the Ms' pace there (58–62 ns).
 #[inline(always)]
 pub(super) fn take_ticket(t: &mut Tickets, size: usize) -> bool {
     if t.size == size && t.count > 0 {

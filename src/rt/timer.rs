@@ -423,11 +423,28 @@ pub unsafe fn stop(t: *mut Timer) -> bool {
 ///
 /// Called on an M's scheduler stack; the callbacks' goready goes to the M's P if it holds
 /// one, else to the global queue.
+///
+/// On an M holding a P, it stops (after the first) while that P's run queue is full: the
+/// next goroutine readied there would send half the queue to the global queue's tail, and
+/// the timers still due keep their place on the heap, in deadline order, until the P's
+/// next pass through the scheduler makes room. Go's checkTimers runs every due timer; here
+/// a due timer waits for the goroutines queued ahead of it on this P either way, and
+/// behind the global queue (a foreign thread's spawns: ~60,000 goroutines in sleep_many
+/// from C main) it waited for all of those too, keeping its goroutine's stack the while
+/// (HACKING.md, "Deviations"). Timers that no P gets to stay due for sysmon and the timer
+/// M (`BUSY_GRACE_NS`).
 pub(crate) fn run_due(p: &P, now: i64) -> usize {
     let next = p.timers.timer0_when.load(Ordering::SeqCst);
     if next == 0 || next > now {
         return 0;
     }
+    let m = getm();
+    // SAFETY: a non-null TLS slot is this thread's M, whose `p` only it writes.
+    let mine = if m.is_null() {
+        null_mut()
+    } else {
+        unsafe { (*m).p.load(Ordering::Relaxed) }
+    };
     let timers = &p.timers;
     let mut n = 0;
     timers.lock.lock();
@@ -438,6 +455,13 @@ pub(crate) fn run_due(p: &P, now: i64) -> usize {
             break;
         };
         if when > now {
+            break;
+        }
+        // SAFETY: Ps are never freed; `len` may be called from any thread.
+        if n > 0
+            && !mine.is_null()
+            && unsafe { (*mine).runq.len() } as usize > super::runq::RUNQ_SIZE
+        {
             break;
         }
         // SAFETY: heap entries are armed, live timers.

@@ -498,6 +498,19 @@ pub fn alloc(size: usize) -> Result<Stack, i32> {
     Ok(Stack { lo, size })
 }
 
+/// A free stack of `size` bytes (rounded up to whole pages) if its class has one beyond its
+/// promises, without mapping a slab: None otherwise, or for a size out of range. For a
+/// spawn that takes a promise ([`reserve`]) when no stack is at hand.
+pub fn alloc_free(size: usize) -> Option<Stack> {
+    let size = class_size(size).ok()?;
+    let mut pool = lock_pool();
+    let class = pool.get_mut(&size)?;
+    if class.free() > class.reserved {
+        return class.pop_ready().map(|lo| Stack { lo, size });
+    }
+    None
+}
+
 /// `size` rounded up to whole pages, or Err(EINVAL) outside [`MIN_STACK`, `MAX_STACK`].
 fn class_size(size: usize) -> Result<usize, i32> {
     if !(MIN_STACK..=MAX_STACK).contains(&size) {
