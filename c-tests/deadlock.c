@@ -7,6 +7,10 @@
  *   off         main_wg under GMP_DEBUG=checkdead=0: no report (SIGALRM ends the wait
  *               after 2 s with status 0; an alarm, not a thread, which would itself
  *               keep the detector quiet);
+ *   pinned_lock two pinned goroutines on one thread (GOMAXPROCS=1): B holds a mutex and
+ *               sleeps; A locks the thread and waits for the mutex. B's wake-up can run
+ *               only on that thread, which LockOSThread keeps for A: the runtime must
+ *               report the deadlock (and name the locked thread), not hang;
  *   (none)      no false report: C main waits on a channel while a thread the runtime has
  *               never seen sleeps 1 s in nanosleep and then sends; a goroutine waits for a
  *               timer meanwhile, another on a channel the late thread closes. Exit 0.
@@ -57,6 +61,28 @@ static void timer_waiter(void *arg)
     gmp_wg_done(&wg);
 }
 
+static gmp_mutex pmu = GMP_MUTEX_INIT;
+
+static void pinned_holder(void *arg)
+{
+    (void)arg;
+    gmp_mutex_lock(&pmu);
+    CHECK_OK(gmp_sleep(50LL * 1000000LL));
+    gmp_mutex_unlock(&pmu);
+    gmp_wg_done(&wg);
+}
+
+static void pinned_locker(void *arg)
+{
+    (void)arg;
+    CHECK_OK(gmp_sleep(20LL * 1000000LL));
+    CHECK_EQ(gmp_lock_os_thread(), 1);
+    gmp_mutex_lock(&pmu);
+    gmp_mutex_unlock(&pmu);
+    CHECK_EQ(gmp_unlock_os_thread(), 0);
+    gmp_wg_done(&wg);
+}
+
 static void close_waiter(void *arg)
 {
     (void)arg;
@@ -77,6 +103,17 @@ int main(int argc, char **argv)
         CHECK_OK(gmp_wg_add(&wg, 3));
         for (int i = 0; i < 3; i++)
             CHECK_OK(gmp_go(wait_forever, NULL));
+        gmp_wg_wait(&wg);
+        fprintf(stderr, "gmp_wg_wait returned\n");
+        return 1;
+    }
+    if (strcmp(mode, "pinned_lock") == 0) {
+        /* One P, so both first run on the thread that holds it (and stay bound there). */
+        CHECK(gmp_maxprocs(1) >= 1);
+        gmp_attr attr = {.stack_size = 0, .flags = GMP_GO_PINNED};
+        CHECK_OK(gmp_wg_add(&wg, 2));
+        CHECK_OK(gmp_go_attr(pinned_locker, NULL, &attr));
+        CHECK_OK(gmp_go_attr(pinned_holder, NULL, &attr));
         gmp_wg_wait(&wg);
         fprintf(stderr, "gmp_wg_wait returned\n");
         return 1;

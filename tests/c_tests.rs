@@ -2035,6 +2035,38 @@ fn deadlock_main_wg() {
     );
 }
 
+/// A pinned goroutine that locks its thread and waits for a mutex held by another goroutine
+/// pinned to the same thread, whose wake-up then queues on that thread: nothing can run
+/// again. The detector must say so (and why) instead of leaving the program hung.
+#[test]
+fn deadlock_pinned_lock() {
+    let o = run_c_frames("deadlock", &["pinned_lock"], &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        o.report("a deadlock must exit with status 2")
+    );
+    assert!(
+        o.stderr
+            .starts_with("gmp: all goroutines are asleep - deadlock!\n"),
+        "{}",
+        o.report("deadlock message")
+    );
+    assert!(
+        o.stderr.contains("is runnable but bound to thread ")
+            && o.stderr.contains(" keeps locked (gmp_lock_os_thread) while it waits"),
+        "{}",
+        o.report("the line that names the locked thread")
+    );
+    assert!(
+        o.stderr.contains("[runnable, pinned to thread]")
+            && o.stderr.contains("[semacquire, locked to thread]"),
+        "{}",
+        o.report("the held goroutine and the locked one in the dump")
+    );
+}
+
 #[test]
 fn deadlock_main_recv() {
     let o = run_c_frames("deadlock", &["main_recv"], &[]);

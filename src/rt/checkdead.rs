@@ -20,6 +20,13 @@
 //!    notes are still not woken;
 //! 4. no goroutine on `allg` is runnable, running, in a syscall or being created.
 //!
+//! Except, in (1) and (4): goroutines bound to an M that is locked to a goroutine which
+//! waits (`held_by_locked_g`). LockOSThread keeps that thread for its goroutine alone, so
+//! they can run nowhere else and not there before it is woken — which, with everything
+//! else asleep, nobody can do. A pinned goroutine that locks its thread and then waits for
+//! one bound there (HACKING.md, "Known limits") is such a deadlock; the report says which
+//! goroutine holds which (`explain_held`).
+//!
 //! Why that is enough: after (1) at time t1 and with no P taken from the idle list until
 //! the end, no goroutine ran in between; so only foreign threads could act. Every foreign
 //! thread that existed during the scan was asleep in a tracked wait and stayed asleep (no
@@ -172,7 +179,27 @@ fn note_unwoken(note: *mut Note) -> bool {
     !note.is_null() && super::dump::read_u32(note as usize).is_some_and(|k| !Note::key_is_woken(k))
 }
 
-/// Step 1 of the module doc.
+/// An M whose bound goroutines cannot run until a parked goroutine is woken: it is locked
+/// to that goroutine (LockOSThread keeps the thread for it alone), which waits (not in a
+/// syscall, which may return by itself). A pinned goroutine that locks its thread holds
+/// the goroutines bound there this way (HACKING.md, "Known limits"); readying one of them
+/// queues it on the M (`m.aff`), where it stays. Ms and Gs are never freed.
+fn held_by_locked_g(m: &M) -> bool {
+    let lg = m.lockedg.load(Ordering::SeqCst);
+    // SAFETY: Gs are never freed; the status is an atomic.
+    !lg.is_null() && unsafe { (*lg).status.load(Ordering::SeqCst) } == G_WAITING
+}
+
+/// A RUNNABLE goroutine bound to an M that is `held_by_locked_g`: it can run nowhere
+/// else, and not there until the M's locked goroutine runs.
+fn runnable_but_held(g: &G) -> bool {
+    let am = affinity::affine_m(g);
+    // SAFETY: Ms are never freed.
+    !am.is_null() && held_by_locked_g(unsafe { &*am })
+}
+
+/// Step 1 of the module doc (with an M's queued bound goroutines counted as asleep while
+/// the goroutine it is locked to waits: `held_by_locked_g`).
 fn quiescent() -> bool {
     if SCHED.npidle.load(Ordering::SeqCst) < SCHED.gomaxprocs.load(Ordering::SeqCst)
         || SCHED.runqsize.load(Ordering::SeqCst) != 0
@@ -188,7 +215,8 @@ fn quiescent() -> bool {
         // SAFETY: Ms are never freed; alllink never changes once published.
         let m = unsafe { &*cur };
         if !m.dead.load(Ordering::SeqCst)
-            && (!m.curg.load(Ordering::SeqCst).is_null() || m.aff.len() != 0)
+            && (!m.curg.load(Ordering::SeqCst).is_null()
+                || (m.aff.len() != 0 && !held_by_locked_g(m)))
         {
             return false;
         }
@@ -242,11 +270,12 @@ fn all_threads_asleep() -> bool {
     n > 0
 }
 
-/// Step 4.
+/// Step 4 (a runnable goroutine that only a waiting locked goroutine's M may run counts
+/// as waiting: `runnable_but_held`).
 fn no_live_goroutine() -> bool {
     super::proc::all_gs().all(|g| {
         let s = g.status.load(Ordering::SeqCst);
-        s == G_WAITING || s == G_DEAD
+        s == G_WAITING || s == G_DEAD || (s == G_RUNNABLE && runnable_but_held(g))
     })
 }
 
@@ -306,6 +335,7 @@ pub(crate) fn check() -> Option<Duration> {
 fn report() -> ! {
     let mut out = Out::new(2);
     out.str("gmp: all goroutines are asleep - deadlock!\n\n");
+    explain_held(&mut out);
     super::dump::dump_all(&mut out);
     // stdio buffers of the program (its output so far), then exit without running
     // atexit handlers or destructors over objects that parked goroutines still use.
@@ -313,6 +343,40 @@ fn report() -> ! {
     unsafe {
         libc::fflush(core::ptr::null_mut());
         libc::_exit(2)
+    }
+}
+
+/// For each goroutine that is runnable but held (`runnable_but_held`), the line that says
+/// why, before the dump.
+fn explain_held(out: &mut Out) {
+    let mut any = false;
+    for g in super::proc::all_gs() {
+        if g.status.load(Ordering::SeqCst) != G_RUNNABLE || !runnable_but_held(g) {
+            continue;
+        }
+        let am = affinity::affine_m(g);
+        // SAFETY: runnable_but_held saw a live M and its locked G (never freed).
+        let (tid, lg) = unsafe {
+            (
+                (*am).tid.load(Ordering::SeqCst),
+                (*am).lockedg.load(Ordering::SeqCst),
+            )
+        };
+        if lg.is_null() {
+            continue;
+        }
+        out.str("goroutine ");
+        out.dec(g.goid());
+        out.str(" is runnable but bound to thread ");
+        out.dec(tid as u64);
+        out.str(", which goroutine ");
+        // SAFETY: as above.
+        out.dec(unsafe { (*lg).goid() });
+        out.str(" keeps locked (gmp_lock_os_thread) while it waits: a goroutine that locks a thread other goroutines are bound to holds them until it unlocks\n");
+        any = true;
+    }
+    if any {
+        out.str("\n");
     }
 }
 
