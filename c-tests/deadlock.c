@@ -7,8 +7,9 @@
  *   off         main_wg under GMP_DEBUG=checkdead=0: no report (SIGALRM ends the wait
  *               after 2 s with status 0; an alarm, not a thread, which would itself
  *               keep the detector quiet);
- *   pinned_lock two pinned goroutines on one thread (GOMAXPROCS=1): B holds a mutex and
- *               sleeps; A locks the thread and waits for the mutex. B's wake-up can run
+ *   pinned_lock two pinned goroutines on one thread (GOMAXPROCS=1; A spawns B, so that B
+ *               first runs where A does): B holds a mutex and sleeps; A locks the thread
+ *               and waits for the mutex. B's wake-up can run
  *               only on that thread, which LockOSThread keeps for A: the runtime must
  *               report the deadlock (and name the locked thread), not hang;
  *   (none)      no false report: C main waits on a channel while a thread the runtime has
@@ -75,6 +76,9 @@ static void pinned_holder(void *arg)
 static void pinned_locker(void *arg)
 {
     (void)arg;
+    /* Spawned here, on the only P, B runs next on this thread when A sleeps. */
+    gmp_attr attr = {.stack_size = 0, .flags = GMP_GO_PINNED};
+    CHECK_OK(gmp_go_attr(pinned_holder, NULL, &attr));
     CHECK_OK(gmp_sleep(20LL * 1000000LL));
     CHECK_EQ(gmp_lock_os_thread(), 1);
     gmp_mutex_lock(&pmu);
@@ -108,12 +112,11 @@ int main(int argc, char **argv)
         return 1;
     }
     if (strcmp(mode, "pinned_lock") == 0) {
-        /* One P, so both first run on the thread that holds it (and stay bound there). */
+        /* One P: A spawns B, which then first runs on A's thread (and stays bound). */
         CHECK(gmp_maxprocs(1) >= 1);
         gmp_attr attr = {.stack_size = 0, .flags = GMP_GO_PINNED};
         CHECK_OK(gmp_wg_add(&wg, 2));
         CHECK_OK(gmp_go_attr(pinned_locker, NULL, &attr));
-        CHECK_OK(gmp_go_attr(pinned_holder, NULL, &attr));
         gmp_wg_wait(&wg);
         fprintf(stderr, "gmp_wg_wait returned\n");
         return 1;
