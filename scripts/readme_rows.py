@@ -65,7 +65,7 @@ def fmt(v: str, unit: str) -> str:
 
 
 def target(t: str) -> str:
-    return t.replace("≤", "≤ ").replace("≥", "≥ ").replace("libgmp ≥ ", "libgmp ≥ ")
+    return t.replace("≤", "≤ ").replace("≥", "≥ ")
 
 
 def mark(met: str) -> str:

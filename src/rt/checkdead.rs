@@ -21,7 +21,7 @@
 //! 4. no goroutine on `allg` is runnable, running, in a syscall or being created.
 //!
 //! Except, in (1) and (4): goroutines bound to an M that is locked to a goroutine which
-//! waits (`held_by_locked_g`). LockOSThread keeps that thread for its goroutine alone, so
+//! waits (`held_by`). LockOSThread keeps that thread for its goroutine alone, so
 //! they can run nowhere else and not there before it is woken — which, with everything
 //! else asleep, nobody can do. A pinned goroutine that locks its thread and then waits for
 //! one bound there (HACKING.md, "Known limits") is such a deadlock; the report says which
@@ -179,27 +179,28 @@ fn note_unwoken(note: *mut Note) -> bool {
     !note.is_null() && super::dump::read_u32(note as usize).is_some_and(|k| !Note::key_is_woken(k))
 }
 
-/// An M whose bound goroutines cannot run until a parked goroutine is woken: it is locked
-/// to that goroutine (LockOSThread keeps the thread for it alone), which waits (not in a
-/// syscall, which may return by itself). A pinned goroutine that locks its thread holds
-/// the goroutines bound there this way (HACKING.md, "Known limits"); readying one of them
-/// queues it on the M (`m.aff`), where it stays. Ms and Gs are never freed.
-fn held_by_locked_g(m: &M) -> bool {
+/// The goroutine M is locked to, if it waits (not in a syscall, which may return by
+/// itself): then the goroutines bound to M cannot run until it is woken, since
+/// LockOSThread keeps the thread for it alone. A pinned goroutine that locks its thread
+/// holds the goroutines bound there this way (HACKING.md, "Known limits"); readying one
+/// of them queues it on the M (`m.aff`), where it stays.
+fn waiting_locked_g(m: &M) -> Option<&'static G> {
     let lg = m.lockedg.load(Ordering::SeqCst);
     // SAFETY: Gs are never freed; the status is an atomic.
-    !lg.is_null() && unsafe { (*lg).status.load(Ordering::SeqCst) } == G_WAITING
+    let lg = unsafe { lg.as_ref() }?;
+    (lg.status.load(Ordering::SeqCst) == G_WAITING).then_some(lg)
 }
 
-/// A RUNNABLE goroutine bound to an M that is `held_by_locked_g`: it can run nowhere
-/// else, and not there until the M's locked goroutine runs.
-fn runnable_but_held(g: &G) -> bool {
-    let am = affinity::affine_m(g);
+/// For a goroutine bound to an M that `waiting_locked_g` holds: that M and the waiting
+/// goroutine. It can run nowhere else, and not there until that goroutine runs.
+fn held_by(g: &G) -> Option<(&'static M, &'static G)> {
     // SAFETY: Ms are never freed.
-    !am.is_null() && held_by_locked_g(unsafe { &*am })
+    let m = unsafe { affinity::affine_m(g).as_ref() }?;
+    Some((m, waiting_locked_g(m)?))
 }
 
 /// Step 1 of the module doc (with an M's queued bound goroutines counted as asleep while
-/// the goroutine it is locked to waits: `held_by_locked_g`).
+/// the goroutine it is locked to waits: `waiting_locked_g`).
 fn quiescent() -> bool {
     if SCHED.npidle.load(Ordering::SeqCst) < SCHED.gomaxprocs.load(Ordering::SeqCst)
         || SCHED.runqsize.load(Ordering::SeqCst) != 0
@@ -216,7 +217,7 @@ fn quiescent() -> bool {
         let m = unsafe { &*cur };
         if !m.dead.load(Ordering::SeqCst)
             && (!m.curg.load(Ordering::SeqCst).is_null()
-                || (m.aff.len() != 0 && !held_by_locked_g(m)))
+                || (m.aff.len() != 0 && waiting_locked_g(m).is_none()))
         {
             return false;
         }
@@ -271,11 +272,11 @@ fn all_threads_asleep() -> bool {
 }
 
 /// Step 4 (a runnable goroutine that only a waiting locked goroutine's M may run counts
-/// as waiting: `runnable_but_held`).
+/// as waiting: `held_by`).
 fn no_live_goroutine() -> bool {
     super::proc::all_gs().all(|g| {
         let s = g.status.load(Ordering::SeqCst);
-        s == G_WAITING || s == G_DEAD || (s == G_RUNNABLE && runnable_but_held(g))
+        s == G_WAITING || s == G_DEAD || (s == G_RUNNABLE && held_by(g).is_some())
     })
 }
 
@@ -346,32 +347,21 @@ fn report() -> ! {
     }
 }
 
-/// For each goroutine that is runnable but held (`runnable_but_held`), the line that says
-/// why, before the dump.
+/// For each goroutine that is runnable but held (`held_by`), the line that says why, before
+/// the dump.
 fn explain_held(out: &mut Out) {
     let mut any = false;
     for g in super::proc::all_gs() {
-        if g.status.load(Ordering::SeqCst) != G_RUNNABLE || !runnable_but_held(g) {
+        if g.status.load(Ordering::SeqCst) != G_RUNNABLE {
             continue;
         }
-        let am = affinity::affine_m(g);
-        // SAFETY: runnable_but_held saw a live M and its locked G (never freed).
-        let (tid, lg) = unsafe {
-            (
-                (*am).tid.load(Ordering::SeqCst),
-                (*am).lockedg.load(Ordering::SeqCst),
-            )
-        };
-        if lg.is_null() {
-            continue;
-        }
+        let Some((m, lg)) = held_by(g) else { continue };
         out.str("goroutine ");
         out.dec(g.goid());
         out.str(" is runnable but bound to thread ");
-        out.dec(tid as u64);
+        out.dec(m.tid.load(Ordering::SeqCst) as u64);
         out.str(", which goroutine ");
-        // SAFETY: as above.
-        out.dec(unsafe { (*lg).goid() });
+        out.dec(lg.goid());
         out.str(" keeps locked (gmp_lock_os_thread) while it waits: a goroutine that locks a thread other goroutines are bound to holds them until it unlocks\n");
         any = true;
     }

@@ -476,14 +476,8 @@ static POOL: Mutex<BTreeMap<usize, Class>> = Mutex::new(BTreeMap::new());
 /// ENOMEM) if the slab cannot be mapped or guarded.
 pub fn alloc(size: usize) -> Result<Stack, i32> {
     let size = class_size(size)?;
-    {
-        let mut pool = lock_pool();
-        let class = pool.entry(size).or_insert_with(Class::new);
-        if class.free() > class.reserved
-            && let Some(lo) = class.pop_ready()
-        {
-            return Ok(Stack { lo, size });
-        }
+    if let Some(s) = alloc_free(size) {
+        return Ok(s);
     }
     // Map a slab without the pool lock: mapping it and installing its guards takes tens of
     // microseconds, during which every other M's stack allocation or free would wait on
@@ -499,8 +493,8 @@ pub fn alloc(size: usize) -> Result<Stack, i32> {
 }
 
 /// A free stack of `size` bytes (rounded up to whole pages) if its class has one beyond its
-/// promises, without mapping a slab: None otherwise, or for a size out of range. For a
-/// spawn that takes a promise ([`reserve`]) when no stack is at hand.
+/// promises, without mapping a slab: None otherwise, or for a size out of range. [`alloc`]'s
+/// first try, and a foreign spawn's before it takes a promise ([`reserve`]).
 pub fn alloc_free(size: usize) -> Option<Stack> {
     let size = class_size(size).ok()?;
     let mut pool = lock_pool();
