@@ -41,6 +41,8 @@ const MODELS: &[&str] = &[
     "chan::ring::loom_tests::one_slot_broken_leaving_beside_a_waiter",
     "chan::ring::loom_tests::recv_in_flight_vs_exclusive_send",
     "chan::ring::loom_tests::send_races_close",
+    "chan::ring::loom_tests::remade_same_shape_try_send_races_close",
+    "chan::ring::loom_tests::remade_other_shape_try_send_races_close",
     "rt::timer::loom_tests::stop_waits_for_a_running_callback",
     "rt::timer::loom_tests::stop_follows_a_moving_timer",
     "rt::timer::loom_tests::idle_p_wakes_a_timer_m_in_its_grace",

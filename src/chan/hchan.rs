@@ -293,7 +293,7 @@ impl Chan {
                 if !kept.is_null() {
                     if old.kept_layout() == layout {
                         let ds = old.synced.get_mut();
-                        if ds.excl && ds.head == ds.tail {
+                        if ds.excl && old.ring.resumes_at(cap, ds.head, ds.tail) {
                             resume = Some((ds.head, ds.tail));
                         } else {
                             core::ptr::write_bytes(kept, 0, bytes);

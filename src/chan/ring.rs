@@ -263,10 +263,23 @@ impl Ring {
         }
     }
 
+    /// Whether a ring of `cap` slots made over this destroyed ring's kept buffer may
+    /// continue from this ring's positions `head` and `tail` (kept by its channel in
+    /// exclusive mode) instead of starting at 0 over a cleared buffer: only if it is empty
+    /// there and has the same number of slots. A position's slot index and its lap step
+    /// both depend on `cap`, and so do the stamps the buffer holds: two shapes of one
+    /// byte size (8-byte elements in 2 slots, 24-byte ones in 1) read another ring's
+    /// positions as slots it does not have, and an operation then waits forever for a
+    /// stamp nobody will store, or writes past the buffer.
+    pub(crate) fn resumes_at(&self, cap: usize, head: u64, tail: u64) -> bool {
+        self.cap == cap as u64 && Ring::is_empty_at(head, tail)
+    }
+
     /// Takes the place of a destroyed channel's ring (`make` reusing its header): `new`'s
     /// fields, written one by one (the padding of `head`'s and `tail`'s lines is not), and
     /// `head` and `tail` only if `words` (else they keep the old ring's bit and stale
-    /// positions, and the channel its positions: see `Chan::make`).
+    /// positions, the channel its positions, and the ring its slots: see
+    /// [`Ring::resumes_at`], which must have said yes).
     pub(crate) fn renew(&mut self, new: Ring, words: bool) {
         let Ring {
             cap,
@@ -279,21 +292,22 @@ impl Ring {
             head,
             tail,
         } = new;
-        (
-            self.cap,
-            self.one_lap,
-            self.elem_size,
-            self.shift,
-            self.slots,
-        ) = (cap, one_lap, elem_size, shift, slots);
-        self.refs = refs;
-        self.excl_hint = excl_hint;
         if words {
+            self.slots = slots;
             self.head.0 = head.0;
             self.tail.0 = tail.0;
         } else {
             debug_assert!(self.in_excl(), "chan: a kept ring outside exclusive mode");
+            debug_assert!(
+                self.cap == cap && self.one_lap == one_lap,
+                "chan: a kept ring resumed with another shape"
+            );
+            // The same storage (under loom, the same model slots with their stamps).
+            debug_assert!(core::ptr::eq(self.slots.buf, slots.buf));
         }
+        (self.cap, self.one_lap, self.elem_size, self.shift) = (cap, one_lap, elem_size, shift);
+        self.refs = refs;
+        self.excl_hint = excl_hint;
     }
 
     /// Whether the ring looked to be in exclusive mode (a hint: see `excl_hint`).
@@ -905,6 +919,37 @@ mod loom_tests {
             ch
         }
 
+        /// `Chan::destroy` and then `Chan::make` of a channel of `cap` slots over the same
+        /// header and kept buffer: the destroy puts the ring in exclusive mode, and the make
+        /// continues from its positions where [`Ring::resumes_at`] says so (the ring keeps
+        /// its slots and their stamps, the words their bit), or starts over a cleared
+        /// buffer at position 0.
+        fn remake(self, cap: usize, parties: [usize; 3]) -> Self {
+            let (head, tail) = {
+                let s = self.lock_excl();
+                (s.head, s.tail)
+            };
+            let ModelChan { mut ring, .. } = self;
+            let resume = ring.resumes_at(cap, head, tail);
+            // SAFETY: under loom the slots are the model's own.
+            ring.renew(unsafe { Ring::new(core::ptr::null_mut(), cap, 8) }, !resume);
+            let [senders, receivers, closers] = parties;
+            let (head, tail) = if resume { (head, tail) } else { (0, 0) };
+            ModelChan {
+                ring,
+                lock: Mutex::new(Synced {
+                    excl: true,
+                    head,
+                    tail,
+                    senders,
+                    receivers,
+                    closers,
+                    ..Synced::default()
+                }),
+                broken_leave: false,
+            }
+        }
+
         fn lock_excl(&self) -> MutexGuard<'_, Synced> {
             let mut s = self.lock.lock().unwrap();
             if !s.excl {
@@ -988,6 +1033,30 @@ mod loom_tests {
                     "lost wake-up: a blocked sender outlived the receivers"
                 );
             }
+        }
+
+        /// `gmp_chan_try_send`: Some(true) if sent, Some(false) if the channel is
+        /// closed, None if it would block.
+        fn try_send(&self, v: u64) -> Option<bool> {
+            // SAFETY: as above.
+            if unsafe { self.ring.send_fast(|p| p.cast::<u64>().write(v)) } == Fast::Done {
+                return Some(true);
+            }
+            let mut s = self.lock_excl();
+            let r = if s.closed {
+                Some(false)
+            } else if s.recvq {
+                s.recvq = false;
+                s.delivered = Some(Some(v));
+                Some(true)
+            } else if !self.ring.is_full_at(s.head, s.tail) {
+                self.push(&mut s, v);
+                Some(true)
+            } else {
+                None
+            };
+            self.unlock_excl(s);
+            r
         }
 
         /// Blocking receive; None once closed and drained.
@@ -1166,5 +1235,59 @@ mod loom_tests {
             let sent = sender.join().unwrap();
             assert_eq!(got, if sent { vec![1, 2] } else { vec![1] });
         });
+    }
+
+    /// A channel made over a destroyed one's kept buffer (`remake`), then a try-send
+    /// racing a close, then a drain; the old ring of `old_cap` slots is left empty at a
+    /// position whose index is beyond a ring of `new_cap` slots when the shapes differ.
+    /// The try-send lands (and is drained) or finds the channel closed; a second round
+    /// of sends fills exactly `new_cap` slots.
+    fn remade_try_send_races_close(old_cap: usize, new_cap: usize) {
+        model(move || {
+            let old = ModelChan::new_fast(old_cap, [1, 1, 0], false);
+            // One value through the fast path: position 1, or the next lap's 0 in one slot.
+            // SAFETY: the model's slots are u64s; nobody else runs yet.
+            unsafe {
+                assert_eq!(old.ring.send_fast(|p| p.cast::<u64>().write(9)), Fast::Done);
+                assert_eq!(old.ring.recv_fast(|_| {}), Fast::Done);
+            }
+            let ch = Arc::new(old.remake(new_cap, [1, 1, 1]));
+            let tx = ch.clone();
+            let sender = thread::spawn(move || {
+                let sent = tx.try_send(5);
+                tx.sender_done();
+                sent
+            });
+            ch.close();
+            let mut got = Vec::new();
+            while let Some(v) = ch.recv() {
+                got.push(v);
+            }
+            ch.receiver_done();
+            let sent = sender.join().unwrap();
+            assert_eq!(got, if sent == Some(true) { vec![5] } else { vec![] });
+            // The same header and buffer again, open this time: exactly `new_cap` sends
+            // fit, and they come back in order.
+            let ch = Arc::try_unwrap(ch).ok().expect("one owner").remake(new_cap, [1, 1, 0]);
+            for v in 0..new_cap as u64 {
+                assert_eq!(ch.try_send(v), Some(true));
+            }
+            assert_eq!(ch.try_send(99), None);
+            for v in 0..new_cap as u64 {
+                assert_eq!(ch.recv(), Some(v));
+            }
+        });
+    }
+
+    #[test]
+    fn remade_same_shape_try_send_races_close() {
+        remade_try_send_races_close(2, 2);
+    }
+
+    /// Two shapes of one byte size (`Chan::make`: 24-byte elements in 1 slot, 8-byte ones
+    /// in 2): the new ring must not continue from the old one's positions.
+    #[test]
+    fn remade_other_shape_try_send_races_close() {
+        remade_try_send_races_close(1, 2);
     }
 }

@@ -367,6 +367,54 @@ fn kept_buffer_starts_empty() {
     }
 }
 
+/// A kept buffer taken by a channel of another shape with the same byte size (8-byte
+/// elements in 2 slots, 24-byte ones in 1, both 32 bytes of slots) starts at position 0:
+/// the old ring's positions name slots the new one does not have. Each round leaves the
+/// old ring at another position. Run on a thread with a deadline: resuming the positions
+/// made the new channel's first or second operation wait forever for a stamp.
+#[test]
+fn kept_buffer_of_another_shape_starts_fresh() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for round in 0..4u64 {
+            for (first, second) in [((8, 2), (24, 1)), ((24, 1), (8, 2))] {
+                let a = Chan::make(first.0, first.1).expect("make");
+                let mut v = [0u8; 24];
+                for k in 0..=round {
+                    v[0] = k as u8;
+                    // SAFETY: v is readable and writable for either element size.
+                    unsafe {
+                        (*a).send(v.as_ptr(), Mode::Try).expect("room");
+                        (*a).recv(v.as_mut_ptr(), Mode::Try).expect("value");
+                    }
+                }
+                // SAFETY: the reference from make; nothing in flight.
+                unsafe { Chan::release(a) };
+                let b = Chan::make(second.0, second.1).expect("make");
+                // SAFETY: as above.
+                unsafe {
+                    assert_eq!((*b).len(), 0, "round {round}");
+                    for k in 0..second.1 {
+                        v[0] = 100 + k as u8;
+                        (*b).send(v.as_ptr(), Mode::Try).expect("room");
+                    }
+                    assert_eq!((*b).send(v.as_ptr(), Mode::Try), Err(ChanError::WouldBlock));
+                    for k in 0..second.1 {
+                        (*b).recv(v.as_mut_ptr(), Mode::Try).expect("value");
+                        assert_eq!(v[0], 100 + k as u8, "round {round}");
+                    }
+                    Chan::release(b);
+                }
+            }
+        }
+        done_tx.send(()).unwrap();
+    });
+    done_rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("a channel made over another shape's kept buffer hung or failed");
+}
+
 /// A two-case select: send or receive `v` on `c`, or receive on `idle` (an unbuffered
 /// channel nobody sends on), in `mode`. Ok(case index, status).
 fn select2(
