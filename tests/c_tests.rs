@@ -2583,6 +2583,34 @@ fn tsan_still_reports_a_race() {
     );
 }
 
+/// A sanitized run exited 0 and `tool` ("AddressSanitizer", "ThreadSanitizer") reported
+/// nothing.
+fn expect_sanitizer_clean(o: &Outcome, tool: &str, what: &str) {
+    assert!(o.status.success(), "{}", o.report(&format!("{what} failed")));
+    assert!(!o.stderr.contains(tool), "{}", o.report(&format!("{what}: {tool} report")));
+}
+
+/// The torture mix (every feature) built with ASan, 3 s at GOMAXPROCS 2.
+#[test]
+fn asan_torture() {
+    let o = run_asan("torture", &["707", "3000", "2", "all"]);
+    expect_sanitizer_clean(&o, "AddressSanitizer", "asan_torture");
+}
+
+/// The torture features a TSan run takes: all but the netpoller's and plain libc's fd
+/// calls. TSan models file descriptors through its own interceptors of open, close,
+/// socketpair, ...; the fds the runtime closes (`gmp_close`, and the interposer's close
+/// of an fd a goroutine is parked on) close through a raw system call it never sees, so
+/// it takes every later reuse of the number for a race on the fd.
+const TSAN_TORTURE_FEATURES: &str = "all,-net,-libc";
+
+/// The torture mix built with TSan, 3 s at GOMAXPROCS 2: no report.
+#[test]
+fn tsan_torture() {
+    let o = run_tsan("torture", &["808", "3000", "2", TSAN_TORTURE_FEATURES]);
+    expect_sanitizer_clean(&o, "ThreadSanitizer", "tsan_torture");
+}
+
 // ---- the library's own mutex entry points (mutation testing found them untested) ----
 
 /// Runs `c-tests/<name>.c` compiled with `-DGMP_NO_INLINE_FAST_PATHS` (as `<name>_noinline`):
