@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""The README's performance table, from a bench run's results.md.
+"""A bench run's table in the format of README.md and docs/performance.md.
 
-    python3 scripts/readme_rows.py [bench/results/<cpu>/results.md]
+    python3 scripts/readme_rows.py [--targets] [bench/results/<cpu>/results.md]
 
-Prints the rows of README.md's "Performance against Go" table (the header included), in
-its format: both shapes of each workload on one line, the ratio of the root-goroutine
-shape in bold, ✓ / ✗ against the row's target. Paste them over the old rows, then write
-the paragraph above the table (run, commit, disturbed rows) by hand: this script only
-formats what the run measured. Default input: bench/results/amd-epyc-zen4/results.md.
+Prints the rows of README.md's performance table (the header included): both shapes of
+each workload on one line, the ratio of the root-goroutine shape in bold. With
+`--targets`, a last column gives the goal each row is held to in bench/run.py, marked
+✓ / ✗: the form of docs/performance.md's tables. The script only formats what the run
+measured. Default input: bench/results/amd-epyc-zen4/results.md.
 """
 
 import sys
@@ -31,10 +31,8 @@ ROWS = [
     ("tcp_echo", "TCP echo, loopback, 1,000 connections, 64 B, per message", "ns"),
 ]
 
-HEADER = [
-    "| workload (time per op unless noted) | GOMAXPROCS | libgmp (root goroutine) | libgmp (C main) | Go | ratio root / C main | target |",
-    "|---|---|---|---|---|---|---|",
-]
+HEADER = "| workload (time per op unless noted) | GOMAXPROCS | libgmp (root goroutine) | libgmp (C main) | Go | ratio root / C main |"
+TARGET_HEADER = " target |"
 
 
 def read(path: Path) -> dict:
@@ -73,17 +71,22 @@ def mark(met: str) -> str:
 
 
 def main() -> int:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results/amd-epyc-zen4/results.md")
+    args = sys.argv[1:]
+    targets = "--targets" in args
+    args = [a for a in args if a != "--targets"]
+    path = Path(args[0] if args else "bench/results/amd-epyc-zen4/results.md")
     rows = read(path)
-    out = list(HEADER)
+    cols = HEADER.count("|") - 1 + targets
+    out = [HEADER + (TARGET_HEADER if targets else ""), "|" + "---|" * cols]
     for name, label, unit in ROWS:
         if name == "parked_rss":
             # One row: the same at both GOMAXPROCS; the target is the issue's words.
             root, main_ = rows[(name, "root", "1")], rows.get((name, "main", "1"))
             other = f" / {float(main_[2]):.2f}" if main_ else ""
+            goal = f" one page + ≤ 128 B {mark(root[3])} |" if targets else ""
             out.append(
                 f"| {label} | 1, 2 | {root[0]} | {main_[0] if main_ else '—'} | {root[1]} | "
-                f"**{float(root[2]):.2f}**{other} | one page + ≤ 128 B {mark(root[3])} |"
+                f"**{float(root[2]):.2f}**{other} |{goal}"
             )
             continue
         for i, procs in enumerate(("1", "2")):
@@ -101,11 +104,12 @@ def main() -> int:
                 ratio = f"**{float(root[2]):.2f}**"
             marks = mark(root[3]) + (f" / {mark(main_[3])}" if main_ else "")
             # At GOMAXPROCS=1 the mutex is judged against two locked read-modify-writes
-            # (README, "Notes on some rows"), not against Go.
+            # (docs/performance.md, "What bounds each row"), not against Go.
             goal = "see below" if name == "mutex" and procs == "1" else target(root[4])
+            goal = f" {goal} {marks} |" if targets else ""
             out.append(
                 f"| {first} | {procs} | {fmt(root[0], unit)} | {lib_main} | "
-                f"{fmt(root[1], unit)} | {ratio} | {goal} {marks} |"
+                f"{fmt(root[1], unit)} | {ratio} |{goal}"
             )
     print("\n".join(out))
     return 0
