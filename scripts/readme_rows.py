@@ -105,7 +105,7 @@ def main() -> int:
             marks = mark(root[3]) + (f" / {mark(main_[3])}" if main_ else "")
             # At GOMAXPROCS=1 the mutex is judged against two locked read-modify-writes
             # (docs/performance.md, "What bounds each row"), not against Go.
-            goal = "see below" if name == "mutex" and procs == "1" else target(root[4])
+            goal = "≤ 1.2× two RMWs" if name == "mutex" and procs == "1" else target(root[4])
             goal = f" {goal} {marks} |" if targets else ""
             out.append(
                 f"| {first} | {procs} | {fmt(root[0], unit)} | {lib_main} | "
