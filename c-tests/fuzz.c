@@ -51,7 +51,8 @@
  * buffers where allowed; timeout 0, positive or none), close (twice: -EPIPE), len/cap,
  * replace, an extra retain/release, mutex (inline and library lock/unlock, trylock, two in
  * order, unlocked inside gmp_blocking), rwmutex, cond (a token pool: waiters wait only
- * while tokens are out, and holders return them without waiting for anything), WaitGroup,
+ * while tokens are out, and holders return them without waiting for anything; and
+ * handshakes with one signalling goroutine, where a lost or spurious wake-up shows), WaitGroup,
  * once (also with a NULL function first), yield, sleep, spawn, GOMAXPROCS changes (1..4,
  * at most every 5 ms, each returning the previous value exactly), gmp_num_goroutine,
  * gmp_stats, gmp_now, gmp_goid, gmp_num_cpu, entersyscall/exitsyscall pairs (with nested
@@ -87,9 +88,12 @@
  * call), gmp_goid stable, gmp_now monotonic, every goroutine ends.
  *
  * Watchdog: a plain pthread watches a progress counter (every op the actors and children
- * complete); if it does not move for FUZZ_STALL_MS it prints what each actor is doing
- * (op, slot, channel, timeout, for how long), the live channels, gmp_stats, then
- * gmp_dump(2), the FAILED line and the replay command, and ends the process.
+ * complete) and how long each actor has been inside its current op. Every op ends in
+ * bounded time, so if the counter does not move for FUZZ_STALL_MS, or one actor stays
+ * inside one op that long (a lost wake-up while the others go on), it prints what each
+ * actor is doing (op, slot, channel, timeout, for how long), the live channels,
+ * gmp_stats, then gmp_dump(2), the FAILED line and the replay command, and ends the
+ * process.
  */
 #include "check.h"
 
@@ -1554,7 +1558,7 @@ static void op_rwmutex(struct actor *a)
     }
 }
 
-/* ---- cond: a pool of tokens ---- */
+/* ---- cond: a pool of tokens, and handshakes ---- */
 
 #define NTOKENS 1
 static gmp_mutex pool_mu = GMP_MUTEX_INIT;
@@ -1564,12 +1568,70 @@ static int pool_tokens = NTOKENS;            /* under pool_mu */
 static atomic_int tokens_out;
 static atomic_long cond_waits;
 
+/* A handshake: the waiter's only signaller is one goroutine, which sets the flag and
+ * signals once, so a lost wake-up leaves the waiter stuck (the watchdog names it), and a
+ * wake-up before the flag is set is a spurious one, which the header rules out. */
+struct handshake {
+    gmp_mutex m;
+    gmp_cond c;
+    int flag;            /* under m */
+    int bcast, after;    /* broadcast instead of signal; after the unlock */
+    int64_t delay;       /* before the signal */
+    gmp_wg done;
+};
+
+static void handshake_signaller(void *arg)
+{
+    struct handshake *h = arg;
+    int ok = gmp_sleep(h->delay) == 0;
+    ok &= gmp_mutex_lock(&h->m) == 0;
+    h->flag = 1;
+    if (!h->after)
+        ok &= (h->bcast ? gmp_cond_broadcast(&h->c) : gmp_cond_signal(&h->c)) == 0;
+    ok &= gmp_mutex_unlock(&h->m) == 0;
+    if (h->after)
+        ok &= (h->bcast ? gmp_cond_broadcast(&h->c) : gmp_cond_signal(&h->c)) == 0;
+    if (!ok)
+        fail_at(NULL, __FILE__, __LINE__, "a call of the cond handshake's signaller failed");
+    ok = gmp_wg_done(&h->done) == 0;
+    if (!ok)
+        fail_at(NULL, __FILE__, __LINE__, "gmp_wg_done of the cond handshake failed");
+}
+
+static void cond_handshake(struct actor *a, int bcast, int after, int64_t delay)
+{
+    struct handshake h;
+    memset(&h, 0, sizeof h);
+    h.bcast = bcast;
+    h.after = after;
+    h.delay = delay;
+    ACHECK_EQ(a, gmp_wg_add(&h.done, 1), 0);
+    ACHECK(a, gmp_go(handshake_signaller, &h) > 0);
+    ACHECK_EQ(a, gmp_mutex_lock(&h.m), 0);
+    while (!h.flag) {
+        note_sub(a, "waiting for the handshake's signal");
+        ACHECK_EQ(a, gmp_cond_wait(&h.c, &h.m), 0);
+        if (!h.flag)
+            fail_at(a, __FILE__, __LINE__, "gmp_cond_wait returned before the only signal");
+        atomic_fetch_add(&cond_waits, 1);
+    }
+    ACHECK_EQ(a, gmp_mutex_unlock(&h.m), 0);
+    note_sub(a, "waiting for the handshake's signaller to end");
+    ACHECK_EQ(a, gmp_wg_wait(&h.done), 0);
+}
+
 static void op_cond(struct actor *a)
 {
     int pause = 1 + (int)rnd_below(&a->rng, 2); /* a yield or a sleep: others come to wait */
     int bcast = rnd_below(&a->rng, 4) == 0;
     int after = (int)rnd_below(&a->rng, 2);
     int idle = rnd_below(&a->rng, 8) == 0;
+    int handshake = rnd_below(&a->rng, 3) == 0;
+    int64_t delay = rnd_below(&a->rng, 2) ? 0 : 30 * US;
+    if (handshake) {
+        cond_handshake(a, bcast, after, delay);
+        return;
+    }
     if (idle) {
         ACHECK_EQ(a, gmp_cond_signal(&idle_cond), 0);
         ACHECK_EQ(a, gmp_cond_broadcast(&idle_cond), 0);
@@ -2592,11 +2654,34 @@ static void report(const char *why)
     fflush(stderr);
 }
 
+/* An actor (or a child with a status slot) inside one op for the stall limit: every op
+ * ends in bounded time (a wait without a timeout ends when the janitor closes its
+ * channel, at most its lifetime of 300 ms later), so one that does not is stuck even
+ * while the others progress, e.g. a waiter whose wake-up was lost. */
+static int stuck_actor(char *why, size_t n)
+{
+    long long now = gmp_now();
+    for (int i = 0; i < NACT + NCHILDSLOTS; i++) {
+        struct status *s = &status[i];
+        if (!atomic_load(&s->used) || !atomic_load(&s->inside))
+            continue;
+        int op = atomic_load(&s->op);
+        long long since = atomic_load(&s->since);
+        if (op < 0 || (now - since) / MS < stall_ms)
+            continue;
+        snprintf(why, n, "%s stuck in op %s for %.1f s", i < NACT ? s->name : "a child",
+                 opdefs[op].name, (double)(now - since) / 1e9);
+        return 1;
+    }
+    return 0;
+}
+
 static void *watchdog_main(void *arg)
 {
     (void)arg;
     unsigned long last = atomic_load(&progress);
     double last_move = now_sec();
+    char why[160];
     while (!atomic_load(&finished)) {
         sleep_ms(50);
         unsigned long p = atomic_load(&progress);
@@ -2604,9 +2689,10 @@ static void *watchdog_main(void *arg)
         if (p != last) {
             last = p;
             last_move = t;
-            continue;
         }
-        if ((t - last_move) * 1000 < (double)stall_ms)
+        if ((t - last_move) * 1000 >= (double)stall_ms)
+            snprintf(why, sizeof why, "no progress for %.1f s", (double)stall_ms / 1000);
+        else if (!stuck_actor(why, sizeof why))
             continue;
         if (atomic_exchange(&failing, 1)) {
             for (;;)
@@ -2615,8 +2701,6 @@ static void *watchdog_main(void *arg)
         /* The dump could hang in a broken runtime: SIGALRM's default action ends the
          * process if it does. */
         alarm(30);
-        char why[96];
-        snprintf(why, sizeof why, "no progress for %.1f s", (double)stall_ms / 1000);
         report(why);
         fputs(failed_text, stderr);
         fprintf(stderr, "fuzz: goroutine dump follows\n");
