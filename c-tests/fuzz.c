@@ -2053,11 +2053,12 @@ static void op_syscall(struct actor *a)
     int send = (int)rnd_below(&a->rng, 2);
     long ns = (long)rnd_below(&a->rng, 200) * 1000;
     int restricted = a->pinned && a->lockdepth > 0;
-    long tid = gettid_();
+    long tid;
     switch (kind) {
     case 0: {
         /* try operations on a channel, a trylock, between the two calls: nothing waits. */
         struct chrec *r = !restricted && extra == 0 ? acquire(a, slot) : NULL;
+        tid = gettid_(); /* after acquire, which may switch */
         ACHECK_EQ(a, gmp_entersyscall(), 0);
         if (a->goroutine)
             ACHECK_EQ(a, gmp_entersyscall(), -EINVAL);
@@ -2087,11 +2088,13 @@ static void op_syscall(struct actor *a)
     }
     case 1: {
         struct blk b = {a, extra != 0, ns};
+        tid = gettid_();
         ACHECK_EQ(a, gmp_blocking(blk_fn, &b), 7);
         ACHECK_EQ(a, gettid_(), tid);
         break;
     }
     case 2: {
+        tid = gettid_();
         ACHECK_EQ(a, gmp_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0), getpid());
         long t = gmp_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
         ACHECK_EQ(a, t, tid);
@@ -2124,6 +2127,7 @@ static void op_syscall(struct actor *a)
 #endif
         };
         long nr = refused[(size_t)ns / 1000 % (sizeof refused / sizeof refused[0])];
+        tid = gettid_();
         ACHECK_EQ(a, gmp_syscall(nr, 0, 0, 0, 0, 0, 0), -EINVAL);
         ACHECK_EQ(a, gettid_(), tid);
         break;
