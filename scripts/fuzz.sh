@@ -78,7 +78,9 @@ one_seed() {
                 echo "PASS $build procs=$p seed=$seed (${took} s)"
             else
                 failed=$((failed + 1))
-                why=$(grep -m1 -E "CHECK failed|^fuzz: (no progress|the actors)|^gmp:" "$log" || true)
+                # The first of: a failed check, the watchdog's report line (no progress, an
+                # actor stuck in one op), a panic inside the library, a "gmp:" abort.
+                why=$(grep -m1 -E "CHECK failed|^fuzz: .*\(seed [0-9]+, procs|panicked at|^gmp:" "$log" || true)
                 if [ -z "$why" ] && [ "$rc" -gt 128 ]; then
                     why="killed by signal $((rc - 128))"
                 fi
