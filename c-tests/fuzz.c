@@ -3,7 +3,7 @@
  * invalid calls to every function of gmp.h on a shared pool of channels and sync objects;
  * every call's result is asserted against the header's documentation, values are
  * conserved across channels that are closed, released and replaced while in use, and a
- * watchdog fails the run when nothing makes progress.
+ * watchdog fails the run when nothing makes progress or one actor is stuck.
  *
  * Usage: fuzz SEED SECONDS PROCS
  *   SEED     any unsigned number (0x.. allowed)
@@ -22,12 +22,12 @@
  *    GMP_GO_PINNED, g3 GMP_GO_LOCKED, g4 plain with lock sections, g5 pinned with lock
  *    sections (a pinned goroutine that locks its thread must not wait for the goroutines
  *    bound to that thread: inside its lock sections it only makes calls that wait for
- *    nothing but the kernel or a timer, see FUZZ_CTX_PINLOCK);
+ *    nothing but the kernel or a timer, see CTX_PINLOCK);
  *  - 3 plain pthreads (foreign threads), which make the same calls, blocking ones
  *    included, and get -EPERM or 0 where the header says so for a thread that is not a
  *    goroutine;
  *  - children: short goroutines the actors start (plain, pinned, locked, both; default,
- *    64 KiB or minimal stacks), which make 1-3 ops and end (some by gmp_goexit; some
+ *    64 KiB or minimal stacks), which make 0-3 ops and end (some by gmp_goexit; some
  *    locked ones end locked, taking their thread along);
  *  - main: the janitor. Every channel gets a lifetime (20-300 ms) when made; main closes
  *    channels past it and replaces closed channels in the pool, so that every operation
@@ -49,13 +49,15 @@
  * Ops (weights in `opdefs`): send and receive (blocking, try, timeout 0, 1-50 us,
  * 50 us - 2 ms, negative), select over 1-5 cases (sends, receives, NULL channels, NULL
  * buffers where allowed; timeout 0, positive or none), close (twice: -EPIPE), len/cap,
- * replace, an extra retain/release, mutex (inline and library lock/unlock, trylock, two in
- * order, unlocked inside gmp_blocking), rwmutex, cond (a token pool: waiters wait only
+ * replace, an extra retain/release, mutex (the header's inline lock/unlock, which call
+ * gmp_mutex_lock_slow/unlock_slow when contended, and the library's own; trylock; two in
+ * order; unlocked inside gmp_blocking), rwmutex, cond (a token pool: waiters wait only
  * while tokens are out, and holders return them without waiting for anything; and
- * handshakes with one signalling goroutine, where a lost or spurious wake-up shows), WaitGroup,
- * once (also with a NULL function first), yield, sleep, spawn, GOMAXPROCS changes (1..4,
- * at most every 5 ms, each returning the previous value exactly), gmp_num_goroutine,
- * gmp_stats, gmp_now, gmp_goid, gmp_num_cpu, entersyscall/exitsyscall pairs (with nested
+ * handshakes with one signalling goroutine, where a lost or spurious wake-up shows),
+ * WaitGroup, once (also with a NULL function first), yield, sleep, spawn, GOMAXPROCS
+ * changes (1..4, at most every 5 ms, each returning the previous value exactly),
+ * gmp_num_goroutine, gmp_stats, gmp_now, gmp_goid, gmp_num_cpu, gmp_dump,
+ * gmp_set_default_stack_size, entersyscall/exitsyscall pairs (with nested
  * and unpaired calls, and try operations inside), gmp_blocking (with nested calls inside),
  * gmp_syscall (getpid, gettid, nanosleep, refused and unknown numbers), lock sections,
  * the fd calls (pipes, socket pairs, datagrams, accept/connect, memfd pread/pwrite/fsync,
