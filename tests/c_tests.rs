@@ -1276,6 +1276,42 @@ fn torture_lock_sleeps() {
     torture_with("4", "606", "schedtrace=500,lockspin=0");
 }
 
+// ---- fuzz: random valid and invalid calls to the whole API (the long run is scripts/fuzz.sh) ----
+
+/// Runs c-tests/fuzz.c for 3 s with each seed, starting at GOMAXPROCS `procs` (its actors
+/// change it within 1..4). A failure's output holds the actor that failed and its op, or
+/// the watchdog's report and a goroutine dump, and the command that repeats the run.
+fn fuzz(procs: &str, seeds: &[&str]) {
+    for seed in seeds {
+        let outcome = run_c(
+            "fuzz",
+            &[seed, "3", procs],
+            &[("GMP_DEBUG", "schedtrace=1000,stacktrim=20")],
+        );
+        assert!(
+            outcome.status.success(),
+            "{}",
+            outcome.report(&format!("fuzz seed {seed} procs {procs} failed"))
+        );
+        print!("{}", outcome.stdout);
+    }
+}
+
+#[test]
+fn fuzz_procs_1() {
+    fuzz("1", &["1", "2"]);
+}
+
+#[test]
+fn fuzz_procs_2() {
+    fuzz("2", &["3", "4"]);
+}
+
+#[test]
+fn fuzz_procs_4() {
+    fuzz("4", &["5", "6"]);
+}
+
 // ---- preemption: a goroutine that never calls the runtime cannot starve the others ----
 
 const PREEMPT_STRESS: (&str, &str) = ("GMP_DEBUG", "asyncpreemptstress=1");
