@@ -132,19 +132,6 @@ struct trio {
     long v[3];
 };
 
-/* Set by a goroutine just before it parks, taken by C main (relaxed: no happens-before). */
-static atomic_int peer_parking;
-
-/* Waits until the goroutine is about to park, then long enough that it has parked. */
-static void await_parked(void)
-{
-    double t0 = now_sec();
-    while (atomic_exchange_explicit(&peer_parking, 0, memory_order_relaxed) == 0)
-        CHECK(now_sec() - t0 < 10.0);
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
-
 /* Fills and reads a buffer, parks in a receive into it that C main's send completes, then
  * does so again with another buffer for one that C main's close completes (ThreadSanitizer
  * reports one race per address). */
@@ -156,7 +143,6 @@ void sanitize_parked_receiver(void *arg)
         for (int i = 0; i < 3; i++)
             t[round].v[i] = -1 - i;
         sink = t[round].v[0] + t[round].v[1] + t[round].v[2];
-        atomic_store_explicit(&peer_parking, 1, memory_order_relaxed);
         int r = gmp_chan_recv(ch, &t[round]);
         if (round == 0) {
             CHECK_EQ(r, 0);
@@ -178,22 +164,22 @@ void sanitize_parked_sender(void *arg)
     struct trio t;
     for (int i = 0; i < 3; i++)
         t.v[i] = 50 + i;
-    atomic_store_explicit(&peer_parking, 1, memory_order_relaxed);
     CHECK_EQ(gmp_chan_send(ch, &t), 0);
     gmp_wg_done(&wg);
 }
 
-/* C main (a foreign thread) completes operations of goroutines parked on a channel. */
+/* C main (a foreign thread) completes operations of goroutines parked on a channel
+ * (WAIT_BLOCKED: they are, each time). */
 static void parked_peers(void)
 {
     struct gmp_chan *ch;
     CHECK_OK(gmp_chan_make(&ch, sizeof(struct trio), 0));
     CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK_OK(gmp_go(sanitize_parked_receiver, ch));
-    await_parked();
+    WAIT_BLOCKED(1);
     struct trio t = {{40, 41, 42}};
     CHECK_EQ(gmp_chan_send(ch, &t), 0);
-    await_parked();
+    WAIT_BLOCKED(1);
     CHECK_EQ(gmp_chan_close(ch), 0);
     CHECK_OK(gmp_wg_wait(&wg));
     gmp_chan_release(ch);
@@ -201,7 +187,7 @@ static void parked_peers(void)
     CHECK_OK(gmp_chan_make(&ch, sizeof(struct trio), 0));
     CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK_OK(gmp_go(sanitize_parked_sender, ch));
-    await_parked();
+    WAIT_BLOCKED(1);
     CHECK_EQ(gmp_chan_recv(ch, &t), 0);
     for (int i = 0; i < 3; i++)
         CHECK_EQ(t.v[i], 50 + i);
