@@ -2575,7 +2575,10 @@ fn tsan_suite() {
 /// suppressions, which hide every call libgmp makes to an intercepted function (the copy's
 /// `memmove`, the zeroing's `memset`). Without the edge from the sudog's owner to the party
 /// that dequeues it (chan/waitq.rs, "The waiter's buffer and ThreadSanitizer") TSan
-/// reports each as a race with the goroutine's own use of its buffer before it parked.
+/// reports each as a race with the goroutine's own use of its buffer before it parked,
+/// and (also with the suppressions, so `tsan_suite` fails too) C main's write after its
+/// send as a race with the receiver's write before its receive, which Go's memory model
+/// orders.
 #[test]
 fn tsan_parked_peer_buffers() {
     let o = run_tsan_with("sanitize", &["parked"], false);

@@ -24,7 +24,10 @@ use crate::sys;
 /// `memset`, TSan sees through its interceptors. So the owner releases the sudog's
 /// address when it queues the sudog and the party that claims it acquires that address
 /// (`enqueue`, `dequeue`), the edge the lock gives; the wake-up's (the G's, or the
-/// `Note`'s) orders the other direction. A sudog's address is used again (the next frame
+/// `Note`'s) orders the other direction. The edge is also one of Go's memory model: a
+/// receive from an unbuffered channel is synchronized before the completion of the
+/// corresponding send, and a sender that finds the receiver parked completes at once,
+/// with no wake-up of its own to carry it. A sudog's address is used again (the next frame
 /// at that depth, the next user of a cached sudog), and TSan joins every release at an
 /// address: an acquire may also order a previous user's accesses, which can hide a race
 /// but never report one that is not there.
