@@ -8,9 +8,8 @@
 //! Go's `make(chan T, n)` of fresh memory does. A channel of 2^30 8-byte elements (a 16
 //! GiB buffer of 16-byte slots) is made in ~7 µs and holds no resident page; from the
 //! allocator (`posix_memalign`, which the 64-byte alignment needs, and a `memset` to zero
-//! it) it took ~1 s per GiB and as much resident memory as it had bytes. Zeroing is the
-//! point: the allocator gives no zeroed memory at this alignment but by writing every
-//! byte.
+//! it) its make takes ~1 s per GiB and makes every byte resident. Zeroing is the point:
+//! the allocator gives no zeroed memory at this alignment but by writing every byte.
 //!
 //! A smaller buffer comes from the allocator. Below [`MAP_MIN`] the allocator's recycled
 //! memory costs less than the `mmap` and `munmap` pair even when the buffer is never
