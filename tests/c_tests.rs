@@ -2679,6 +2679,20 @@ fn tsan_torture() {
     expect_sanitizer_clean(&o, "ThreadSanitizer", "tsan_torture");
 }
 
+/// The API fuzzer built with ASan, 3 s at GOMAXPROCS 2 (its actors change it).
+#[test]
+fn asan_fuzz() {
+    let o = run_asan("fuzz", &["909", "3", "2"]);
+    expect_sanitizer_clean(&o, "AddressSanitizer", "asan_fuzz");
+}
+
+/// The API fuzzer built with TSan, 3 s at GOMAXPROCS 2: no report.
+#[test]
+fn tsan_fuzz() {
+    let o = run_tsan("fuzz", &["910", "3", "2"]);
+    expect_sanitizer_clean(&o, "ThreadSanitizer", "tsan_fuzz");
+}
+
 // ---- the library's own mutex entry points (mutation testing found them untested) ----
 
 /// Runs `c-tests/<name>.c` compiled with `-DGMP_NO_INLINE_FAST_PATHS` (as `<name>_noinline`):
