@@ -1997,12 +1997,13 @@ unsafe fn park_idle(m: &M) {
                 return;
             }
             // Every P is busy: ready what the poll found anyway (to the global queue, where
-            // the busy Ps find them, as Go's injectglist), and run the timers their Ps have
-            // left overdue for `BUSY_GRACE_NS` (a P held by one goroutine); the others are
-            // their Ps' to run at their next pass through the scheduler, which sends their
+            // the busy Ps find them, as Go's injectglist), and step in for the timers their
+            // Ps have left overdue for `BUSY_GRACE_NS` (a P held by one goroutine: asked to
+            // pass through its scheduler, or run here after a slice); the others are their
+            // Ps' to run at their next pass through the scheduler, which sends their
             // goroutines to a local queue rather than behind the global one.
             None => {
-                timer::run_all_due(crate::sys::nanotime() - timer::BUSY_GRACE_NS);
+                timer::run_busy_overdue(crate::sys::nanotime());
                 ready.ready_all();
             }
         }
