@@ -19,9 +19,9 @@
 //!   preempted list (`put_preempted`). Go puts a preempted goroutine on the global run
 //!   queue, which a P serves only when its local queue is empty or on its 61st tick; the
 //!   preempted list is this M's share of that queue and is served there, in turn with it
-//!   (`sched::globrunqget_or_preempted`). Served first, as the rest of the queue is, it
-//!   gave the preempted goroutine its P back after a single other goroutine had run, and
-//!   a goroutine pair handing its slice on through `runnext` kept the P for good.
+//!   (`sched::globrunqget_or_preempted`). Served first, as the rest of the queue is, the
+//!   preempted goroutine would get its P back after a single other goroutine has run, and
+//!   a goroutine pair handing its slice on through `runnext` would keep the P for good.
 //! - An M that has nothing to run and must sleep without a P marks its queue idle
 //!   (`go_idle`, under the queue's lock, after seeing it empty). Whoever then readies a
 //!   goroutine affine to it finds the mark, clears it (so exactly one readier claims the
