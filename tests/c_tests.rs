@@ -225,6 +225,11 @@ fn yield_fairness() {
 }
 
 #[test]
+fn pingpong_hog() {
+    expect_success("pingpong_hog", &[]);
+}
+
+#[test]
 fn goexit() {
     expect_success("goexit", &[]);
 }
