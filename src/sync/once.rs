@@ -31,8 +31,7 @@ struct SlowGuard<'o, 'a> {
 impl Drop for SlowGuard<'_, '_> {
     fn drop(&mut self) {
         if self.ran {
-            // release: pairs with the acquire load in `call`.
-            self.once.done.store(1, Ordering::Release);
+            self.once.set_done();
         }
         self.once.m.unlock();
     }
@@ -47,6 +46,27 @@ impl Once<'_> {
         if self.done.load(Ordering::Acquire) == 0 {
             self.call_slow(f);
         }
+        // The same edge for ThreadSanitizer, which sees neither this load nor the mutex
+        // (libgmp is not instrumented): what the function wrote happens before the
+        // caller's use of it, whichever path the caller took.
+        if crate::sys::tsan::on() {
+            crate::sys::tsan::acquire(self.done_addr());
+        }
+    }
+
+    /// The `done` word's address, on which the runner releases and every caller acquires
+    /// for ThreadSanitizer.
+    fn done_addr(&self) -> usize {
+        self.done as *const AtomicU32 as usize
+    }
+
+    /// Marks the once done (release), for ThreadSanitizer too.
+    fn set_done(&self) {
+        if crate::sys::tsan::on() {
+            crate::sys::tsan::release(self.done_addr());
+        }
+        // release: pairs with the acquire load in `call`.
+        self.done.store(1, Ordering::Release);
     }
 
     #[cold]
@@ -83,7 +103,6 @@ impl Once<'_> {
 unsafe fn finish_on_goexit(arg: usize) {
     // SAFETY: caller contract.
     let once = unsafe { &*(arg as *const Once) };
-    // release: pairs with the acquire load in `call`.
-    once.done.store(1, Ordering::Release);
+    once.set_done();
     once.m.unlock();
 }
