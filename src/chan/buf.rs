@@ -18,14 +18,14 @@
 //! `posix_memalign` + `memset` + `free` 1.4 µs, `mmap` + `munmap` 10 µs; 1 MiB, 50 µs
 //! against 7.5 µs). At 128 KiB the two cost about the same for an unused buffer; it is
 //! also glibc's default `M_MMAP_THRESHOLD`, at which the allocator itself maps fresh
-//! pages for such a block, which the `memset` then touched one by one.
+//! pages for such a block, which the `memset` then touches one by one.
 //!
 //! What the mapping costs in turn: a page fault when the ring first uses each page
-//! (~3 µs in this VM, a fraction of that on bare metal), paid again by every new channel,
+//! (~3 µs each in this VM), paid again by every new channel,
 //! since a destroyed channel's mapping goes back to the kernel (Go's heap keeps and clears
 //! freed memory instead). Only small buffers (`KEEP_BUF_MAX` in `hchan`) stay with a
 //! destroyed channel's header, cleared by one `memset` when they are taken again: never
-//! a mapped one (asserted below), which that `memset` would make resident whole.
+//! a mapped one (asserted in `hchan`), which that `memset` would make resident whole.
 //!
 //! No `MAP_NORESERVE`: the mapping is charged to the commit limit as the allocator's
 //! memory is, so a buffer the system could never back is -ENOMEM at make (the default
