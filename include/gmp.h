@@ -89,41 +89,6 @@
  */
 #define GMP_POLLOUT 4
 
-#define GO_START 1
-
-#define GO_STOP 2
-
-#define SPAWN 3
-
-#define UNPARK 4
-
-#define STEAL 5
-
-#define PREEMPT 6
-
-#define HANDOFF 7
-
-#define SYSCALL_BEGIN 8
-
-#define SYSCALL_END 9
-
-#define PARK 1
-
-#define YIELD 2
-
-#define EXIT 4
-
-#define SYSCALL 5
-
-/*
- Directions (also the bits of `IoWait::fired`).
- */
-#define MODE_READ 1
-
-#define MODE_WRITE 2
-
-#define MAX_FD (int32_t)(CHUNK * CHUNKS)
-
 /*
  A channel (Go's chan): a FIFO of fixed-size elements, buffered or not, shared by
  goroutines and other threads. Opaque and reference counted: gmp_chan_make returns it

@@ -173,3 +173,285 @@ fn header_coexists_with_gnu_mp_header() {
     compile_with_gnu_mp(true);
     compile_with_gnu_mp(false);
 }
+
+/// The file-scope names a C header declares: the macros it `#define`s (in every branch of
+/// its conditionals) and the identifiers its declarations introduce at file scope
+/// (functions, typedefs, struct/union/enum tags, variables), in order of appearance.
+/// Comments, struct members and parameters are skipped; `extern "C" { }` is transparent
+/// and `__attribute__((...))` is ignored. Made for cbindgen's output and the hand-written
+/// parts of the header; not a C parser.
+fn global_names(text: &str) -> (Vec<String>, Vec<String>) {
+    // Comments out (string and character literals kept whole), continuation lines joined.
+    let mut code = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    if c == '\n' {
+                        code.push('\n');
+                    }
+                    last = c;
+                }
+                code.push(' ');
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        code.push('\n');
+                        break;
+                    }
+                }
+            }
+            '"' | '\'' => {
+                code.push(c);
+                while let Some(d) = chars.next() {
+                    code.push(d);
+                    if d == '\\' {
+                        if let Some(e) = chars.next() {
+                            code.push(e);
+                        }
+                    } else if d == c {
+                        break;
+                    }
+                }
+            }
+            _ => code.push(c),
+        }
+    }
+    let code = code.replace("\\\n", " ");
+
+    let mut macros = Vec::new();
+    let mut body = String::new();
+    for line in code.lines() {
+        let t = line.trim_start();
+        if let Some(directive) = t.strip_prefix('#') {
+            if let Some(rest) = directive.trim_start().strip_prefix("define") {
+                let name: String = rest
+                    .trim_start()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                macros.push(name);
+            }
+        } else {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+
+    // Tokens: identifiers and numbers whole, string literals whole, anything else one char.
+    let mut tokens: Vec<String> = Vec::new();
+    let mut it = body.chars().peekable();
+    while let Some(c) = it.next() {
+        if c.is_whitespace() {
+            continue;
+        }
+        let mut tok = c.to_string();
+        if c.is_alphanumeric() || c == '_' {
+            while let Some(&d) = it.peek() {
+                if !(d.is_alphanumeric() || d == '_') {
+                    break;
+                }
+                tok.push(d);
+                it.next();
+            }
+        } else if c == '"' || c == '\'' {
+            while let Some(d) = it.next() {
+                tok.push(d);
+                if d == '\\' {
+                    if let Some(e) = it.next() {
+                        tok.push(e);
+                    }
+                } else if d == c {
+                    break;
+                }
+            }
+        }
+        tokens.push(tok);
+    }
+    let is_ident = |t: &str| t.starts_with(|c: char| c.is_alphabetic() || c == '_');
+    // `__attribute__((...))` out: it declares nothing.
+    let mut kept = Vec::with_capacity(tokens.len());
+    let mut skip = tokens.iter();
+    while let Some(t) = skip.next() {
+        if t != "__attribute__" {
+            kept.push(t.clone());
+            continue;
+        }
+        let mut level = 0usize;
+        for t in skip.by_ref() {
+            match t.as_str() {
+                "(" => level += 1,
+                ")" => level -= 1,
+                _ => {}
+            }
+            if level == 0 {
+                break;
+            }
+        }
+    }
+    let tokens = kept;
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Brace {
+        /// `extern "C" {`: does not nest.
+        ExternC,
+        /// A function definition's body.
+        Function,
+        /// An enum's body: its constants are file-scope names too.
+        Enum,
+        Other,
+    }
+    let mut declared = Vec::new();
+    let mut braces: Vec<Brace> = Vec::new();
+    let depth = |braces: &[Brace]| braces.iter().filter(|b| **b != Brace::ExternC).count();
+    let mut parens = 0usize;
+    let mut named = false; // the current declarator's name is recorded
+    let mut enum_next = false; // the next `{` opens an enum body
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = tokens[i].as_str();
+        let top = depth(&braces) == 0 && parens == 0;
+        let prev = i.checked_sub(1).map(|j| tokens[j].as_str());
+        if t == ";" || t == ")" {
+            enum_next = false;
+        }
+        match t {
+            "extern"
+                if tokens.get(i + 1).map(String::as_str) == Some("\"C\"")
+                    && tokens.get(i + 2).map(String::as_str) == Some("{") =>
+            {
+                braces.push(Brace::ExternC);
+                i += 2;
+            }
+            "struct" | "union" | "enum" => {
+                enum_next = t == "enum";
+                if top {
+                    if let Some(tag) = tokens.get(i + 1).filter(|n| is_ident(n)) {
+                        declared.push(tag.clone());
+                        i += 1;
+                    }
+                }
+            }
+            _ if braces.last() == Some(&Brace::Enum)
+                && is_ident(t)
+                && matches!(prev, Some("{") | Some(",")) =>
+            {
+                declared.push(t.to_string());
+            }
+            "(" => {
+                if top && !named {
+                    if tokens.get(i + 1).map(String::as_str) == Some("*") {
+                        if let Some(n) = tokens.get(i + 2).filter(|n| is_ident(n)) {
+                            declared.push(n.clone());
+                        }
+                    } else if let Some(p) = prev.filter(|p| is_ident(p)) {
+                        declared.push(p.to_string());
+                    }
+                    named = true;
+                }
+                parens += 1;
+            }
+            ")" => parens = parens.saturating_sub(1),
+            "{" => {
+                braces.push(if enum_next {
+                    Brace::Enum
+                } else if top && prev == Some(")") {
+                    Brace::Function
+                } else {
+                    Brace::Other
+                });
+                enum_next = false;
+            }
+            "}" => {
+                if braces.pop() == Some(Brace::Function) && depth(&braces) == 0 {
+                    named = false;
+                }
+            }
+            ";" | "," | "=" | "[" if top => {
+                if !named {
+                    if let Some(p) = prev.filter(|p| is_ident(p)) {
+                        declared.push(p.to_string());
+                    }
+                }
+                // After `=` or `[` comes no name; after `,` or `;` the next declarator's.
+                named = t == "=" || t == "[";
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    declared.dedup();
+    (macros, declared)
+}
+
+fn prefixed(name: &str) -> bool {
+    name.starts_with("gmp_") || name.starts_with("GMP_")
+}
+
+#[test]
+fn global_name_scanner_finds_every_kind() {
+    let header = "#ifndef G_H\n#define G_H\n#include <stdint.h>\n\
+        /* #define COMMENTED 1 */\n#define A 1 // #define B\n#  define C(x) \\\n  (x)\n\
+        typedef struct gmp_chan gmp_chan;\n\
+        typedef void (*fnptr)(void *arg);\n\
+        typedef struct tagged { int member; struct inner *p; } td;\n\
+        struct bare;\nenum colour { RED, GREEN };\n\
+        #ifdef __cplusplus\nextern \"C\" {\n#endif\n\
+        int64_t gmp_go(fnptr f, void *arg);\nconst char *version(void);\n\
+        int gmp_accept(int fd, struct sockaddr *addr);\nextern int var, arr[3];\n\
+        #ifdef __cplusplus\n}\n#endif\n\
+        typedef td alias __attribute__((deprecated(\"use td\")));\n\
+        static inline int fast(gmp_chan *c) { int local = 0; if (c) { local = 1; } return local; }\n\
+        long after;\n#endif\n";
+    let (macros, declared) = global_names(header);
+    assert_eq!(macros, ["G_H", "A", "C"]);
+    assert_eq!(
+        declared,
+        [
+            "gmp_chan",
+            "fnptr",
+            "tagged",
+            "td",
+            "bare",
+            "colour",
+            "RED",
+            "GREEN",
+            "gmp_go",
+            "version",
+            "gmp_accept",
+            "var",
+            "arr",
+            "alias",
+            "fast",
+            "after"
+        ]
+    );
+}
+
+#[test]
+fn header_declares_only_prefixed_names() {
+    let text = read(&committed());
+    let (macros, declared) = global_names(&text);
+    assert!(
+        macros.len() > 10 && declared.len() > 50,
+        "{macros:?} {declared:?}"
+    );
+    let stray: Vec<&String> = macros
+        .iter()
+        .chain(declared.iter())
+        .filter(|n| !prefixed(n))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "{} declares names without the gmp_/GMP_ prefix (a user's macro or \
+         identifier of that name would clash): {stray:?}",
+        committed().display()
+    );
+}
