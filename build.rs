@@ -2,7 +2,8 @@
 //! loaded after dlclose (`-z nodelete`).
 //!
 //! The header is generated into `$OUT_DIR/gmp.h`; `tests/header.rs` fails when the
-//! committed `include/gmp.h` differs from it (run `scripts/bless-header.sh` to update).
+//! committed `include/gmp-sched/gmp.h` differs from it (`scripts/bless-header.sh` updates
+//! it).
 
 use std::env;
 use std::path::PathBuf;

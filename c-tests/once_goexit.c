@@ -14,7 +14,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stddef.h>
 #include <stdint.h>
 

@@ -23,7 +23,7 @@
 #include "check.h"
 
 #include <errno.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <string.h>
 
 static int fn_calls;

@@ -87,7 +87,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define US 1000LL
 #define MS 1000000LL

@@ -1,4 +1,4 @@
-//! The committed C header `include/gmp.h`: current, documented, and compatible with
+//! The committed C header `include/gmp-sched/gmp.h`: current, documented, and compatible with
 //! GNU MP's `gmp.h` in one translation unit.
 
 use std::path::{Path, PathBuf};
@@ -8,9 +8,7 @@ use std::process::Command;
 const GNU_MP_HEADER: &str = "/usr/include/x86_64-linux-gnu/gmp.h";
 
 fn committed() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("include")
-        .join("gmp.h")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("include/gmp-sched/gmp.h")
 }
 
 fn read(path: &Path) -> String {
@@ -26,7 +24,7 @@ fn header_is_up_to_date() {
     assert!(
         old == fresh,
         "{} differs from the header build.rs generated from src/ffi ({generated}): \
-         run scripts/bless-header.sh and commit include/gmp.h",
+         run scripts/bless-header.sh and commit include/gmp-sched/gmp.h",
         path.display()
     );
 }
@@ -62,7 +60,7 @@ fn header_documents_every_function() {
     let protos = prototypes(&lines);
     assert!(
         !protos.is_empty(),
-        "no gmp_ prototypes found in include/gmp.h"
+        "no gmp_ prototypes found in include/gmp-sched/gmp.h"
     );
     let mut undocumented = Vec::new();
     for (i, name) in &protos {
@@ -90,7 +88,7 @@ fn header_documents_every_function() {
     }
     assert!(
         undocumented.is_empty(),
-        "include/gmp.h: no doc comment on {undocumented:?}"
+        "include/gmp-sched/gmp.h: no doc comment on {undocumented:?}"
     );
 }
 
@@ -163,7 +161,7 @@ fn compile_with_gnu_mp(ours_first: bool) {
         .expect("run cc");
     assert!(
         out.status.success(),
-        "include/gmp.h clashes with GNU MP's {GNU_MP_HEADER}:\n{}",
+        "include/gmp-sched/gmp.h clashes with GNU MP's {GNU_MP_HEADER}:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -1,4 +1,4 @@
-"""Loading libgmp.so and declaring every function of include/gmp.h for ctypes.
+"""Loading libgmp.so and declaring every function of include/gmp-sched/gmp.h for ctypes.
 
 Which copy is loaded (one runtime per process):
 
@@ -12,8 +12,8 @@ Which copy is loaded (one runtime per process):
 
 Every C function is declared in :data:`DECLARATIONS` (name -> restype, argtypes); the
 test suite checks that every exported ``gmp_*`` symbol has an entry, and that each entry
-matches the prototype in include/gmp.h. Adding a function to the header means adding
-one line here.
+matches the prototype in include/gmp-sched/gmp.h. Adding a function to the header means
+adding one line here.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ctypes import (
 )
 from pathlib import Path
 
-# Constants of include/gmp.h.
+# Constants of include/gmp-sched/gmp.h.
 GMP_GO_PINNED = 1
 GMP_GO_LOCKED = 2
 GMP_MIN_STACK = 16384
@@ -128,7 +128,7 @@ STATS_BUFFER_BYTES = 1024
 # hand over plain addresses (ints), the cheapest argument ctypes converts.
 P = c_void_p
 
-#: name -> (restype, argtypes), in the order of include/gmp.h.
+#: name -> (restype, argtypes), in the order of include/gmp-sched/gmp.h.
 DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_go": (c_int64, [P, P]),
     "gmp_go_attr": (c_int64, [P, P, P]),
