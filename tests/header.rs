@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// GNU MP's header on Debian (libgmp-dev, pulled in by gcc's toolchain packages).
+/// GNU MP's C and C++ headers on Debian (libgmp-dev; scripts/install-deps.sh installs it).
 const GNU_MP_HEADER: &str = "/usr/include/x86_64-linux-gnu/gmp.h";
+const GNU_MPXX_HEADER: &str = "/usr/include/gmpxx.h";
 
 fn committed() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("include/gmp-sched/gmp.h")
@@ -103,13 +104,36 @@ fn prototype_scanner_finds_functions_only() {
     assert_eq!(names, ["gmp_go", "gmp_stats"]);
 }
 
-/// A `main` that needs both headers: types, functions and macros of each. If either
-/// header's include guard hid the other (say ours were renamed to GNU MP's `__GMP_H__`),
-/// the names of the one dropped would be undeclared and the compile would fail.
-const USES_BOTH: &str = r#"
+/// Names a user's program may well give its own macros: the internal constants a header
+/// generator could let through, and more.
+const USER_MACROS: [&str; 16] = [
+    "EXIT",
+    "PARK",
+    "YIELD",
+    "SYSCALL",
+    "MAX_FD",
+    "SPAWN",
+    "STEAL",
+    "PREEMPT",
+    "HANDOFF",
+    "MODE_READ",
+    "MODE_WRITE",
+    "GO_START",
+    "GO_STOP",
+    "UNPARK",
+    "SYSCALL_BEGIN",
+    "SYSCALL_END",
+];
+
+/// After the includes: the user's own `select` (a libc name the library interposes, which
+/// gmp.h must not declare) and a `main` that needs both libraries' headers — types,
+/// functions and macros of each. If either header's include guard hid the other (say ours
+/// were renamed to GNU MP's `__GMP_H__`), the names of the one dropped would be undeclared.
+const USES_BOTH_C: &str = r#"
 #if !defined(__GNU_MP_VERSION) || !defined(GMP_WG_INIT) || !defined(GMP_MAX_PROCS)
 #error "one of the two headers was dropped"
 #endif
+static int select(const char *what) { return what != NULL; }
 int main(void)
 {
     mpz_t z;
@@ -119,57 +143,117 @@ int main(void)
     gmp_wg wg = GMP_WG_INIT;
     gmp_sched_stats st;
     int r = gmp_stats(&st, NULL, 0) + gmp_wg_wait(&wg) + gmp_maxprocs(0);
-    return big + r;
+    return big + r + select("user");
 }
 "#;
 
-/// Compiles a C11 TU including GNU MP's header and ours in the given order.
-fn compile_with_gnu_mp(ours_first: bool) {
-    if !Path::new(GNU_MP_HEADER).exists() {
-        eprintln!("{GNU_MP_HEADER} not installed: skipped");
-        return;
-    }
+/// The same for C++, with GNU MP's C++ class, the wrapper's types, and the user's own
+/// enumerators named like the internal constants.
+const USES_BOTH_CXX: &str = r#"
+#if !defined(__GNU_MP_VERSION) || !defined(__GMP_PLUSPLUS__) || !defined(GMP_SCHED_HPP)
+#error "one of the headers was dropped"
+#endif
+enum class State { RUN, PARK, YIELD, EXIT };
+static int select(const char *what) { return what != nullptr; }
+int main()
+{
+    mpz_class big = 1;
+    big <<= 100;
+    gmp::wait_group wg;
+    wg.add(1);
+    gmp::go([&wg] { wg.done(); });
+    wg.wait();
+    gmp_sched_stats st;
+    State s = State::PARK;
+    return (big > 1) + (s == State::EXIT) + select("user") + gmp_stats(&st, nullptr, 0);
+}
+"#;
+
+/// The include directory of the source tree: `<gmp-sched/gmp.h>` resolves in it, and
+/// `<gmp.h>` does not (GNU MP's is found on the system path).
+fn include_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
+}
+
+/// Compiles (syntax only) one user translation unit with every warning an error.
+fn compile_user_tu(compiler: &str, std: &str, name: &str, text: &str) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("header");
     std::fs::create_dir_all(&dir).expect("create CARGO_TARGET_TMPDIR/header");
-    let ours = format!("#include \"{}\"\n", committed().display());
-    let theirs = format!("#include \"{GNU_MP_HEADER}\"\n");
-    let (first, second) = if ours_first {
-        (&ours, &theirs)
-    } else {
-        (&theirs, &ours)
-    };
-    let tu = dir.join(format!(
-        "with_gnu_mp_{}.c",
-        if ours_first { "after" } else { "before" }
-    ));
-    std::fs::write(
-        &tu,
-        format!("#include <stdio.h>\n{first}{second}{USES_BOTH}"),
-    )
-    .expect("write translation unit");
-    let out = Command::new("cc")
-        .args([
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-Wpedantic",
-            "-fsyntax-only",
-        ])
+    let tu = dir.join(name);
+    std::fs::write(&tu, text).expect("write translation unit");
+    let out = Command::new(compiler)
+        .arg(format!("-std={std}"))
+        .args(["-Wall", "-Wextra", "-Werror", "-Wpedantic", "-fsyntax-only"])
+        .arg("-I")
+        .arg(include_dir())
         .arg(&tu)
         .output()
-        .expect("run cc");
+        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
     assert!(
         out.status.success(),
-        "include/gmp-sched/gmp.h clashes with GNU MP's {GNU_MP_HEADER}:\n{}",
+        "{compiler} -std={std} {}: our headers clash with GNU MP's or with the user's \
+         names:\n{}\n--- {name}:\n{text}",
+        tu.display(),
         String::from_utf8_lossy(&out.stderr)
     );
 }
 
+/// Every public header in every supported language standard, in one translation unit
+/// with GNU MP's headers (either order) and a user's code: with the user's macros named
+/// like common words defined first (a header that defined one again would get a
+/// redefinition warning, one that used one an undeclared identifier) and without them
+/// (a header that defined `PARK` would break the user's `enum class State`).
 #[test]
-fn header_coexists_with_gnu_mp_header() {
-    compile_with_gnu_mp(true);
-    compile_with_gnu_mp(false);
+fn headers_coexist_with_gnu_mp_and_user_names() {
+    for (header, package) in [(GNU_MP_HEADER, "gmp.h"), (GNU_MPXX_HEADER, "gmpxx.h")] {
+        assert!(
+            Path::new(header).exists(),
+            "GNU MP's {package} ({header}) is missing: run scripts/install-deps.sh \
+             (libgmp-dev)"
+        );
+    }
+    let own_macros: String = USER_MACROS
+        .iter()
+        .map(|m| format!("#define {m} user_macro_{m}_is_not_declared\n"))
+        .collect();
+    for with_macros in [true, false] {
+        let prelude = if with_macros { own_macros.as_str() } else { "" };
+        for ours_first in [true, false] {
+            let order = |ours: &str, theirs: &str| {
+                if ours_first {
+                    format!("{ours}{theirs}")
+                } else {
+                    format!("{theirs}{ours}")
+                }
+            };
+            let tag = format!(
+                "{}_{}",
+                if with_macros { "macros" } else { "plain" },
+                if ours_first {
+                    "ours_first"
+                } else {
+                    "gnu_first"
+                }
+            );
+            let c = format!(
+                "{prelude}#include <stdio.h>\n{}{USES_BOTH_C}",
+                order("#include <gmp-sched/gmp.h>\n", "#include <gmp.h>\n")
+            );
+            for std in ["c11", "c17"] {
+                compile_user_tu("cc", std, &format!("{tag}_{std}.c"), &c);
+            }
+            let cxx = format!(
+                "{prelude}{}{USES_BOTH_CXX}",
+                order(
+                    "#include <gmp-sched/gmp.h>\n#include <gmp-sched/gmp.hpp>\n",
+                    "#include <gmpxx.h>\n#include <gmp.h>\n"
+                )
+            );
+            for std in ["c++17", "c++20"] {
+                compile_user_tu("c++", std, &format!("{tag}_{std}.cpp"), &cxx);
+            }
+        }
+    }
 }
 
 /// The file-scope names a C header declares: the macros it `#define`s (in every branch of
@@ -451,5 +535,18 @@ fn header_declares_only_prefixed_names() {
         "{} declares names without the gmp_/GMP_ prefix (a user's macro or \
          identifier of that name would clash): {stray:?}",
         committed().display()
+    );
+}
+
+#[test]
+fn cxx_header_defines_only_prefixed_macros() {
+    let path = include_dir().join("gmp-sched/gmp.hpp");
+    let (macros, _) = global_names(&read(&path));
+    assert!(macros.contains(&"GMP_SCHED_HPP".to_string()), "{macros:?}");
+    let stray: Vec<&String> = macros.iter().filter(|n| !prefixed(n)).collect();
+    assert!(
+        stray.is_empty(),
+        "{} defines macros without the GMP_/gmp_ prefix: {stray:?}",
+        path.display()
     );
 }
