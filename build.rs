@@ -36,8 +36,23 @@ fn main() {
         }
     }
 
-    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml"))
+    let mut config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml"))
         .expect("cbindgen.toml must parse");
+    // The header's version macros are Cargo.toml's version, so the two never disagree.
+    let version = env::var("CARGO_PKG_VERSION").expect("CARGO_PKG_VERSION");
+    let part = |name: &str| env::var(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let version_macros = format!(
+        "/* The version of gmp-sched this header belongs to; gmp_sched_version() gives the\n   \
+         library's. */\n\
+         #define GMP_SCHED_VERSION_MAJOR {}\n\
+         #define GMP_SCHED_VERSION_MINOR {}\n\
+         #define GMP_SCHED_VERSION_PATCH {}\n\
+         #define GMP_SCHED_VERSION \"{version}\"\n",
+        part("CARGO_PKG_VERSION_MAJOR"),
+        part("CARGO_PKG_VERSION_MINOR"),
+        part("CARGO_PKG_VERSION_PATCH"),
+    );
+    config.after_includes = Some(version_macros + config.after_includes.as_deref().unwrap_or(""));
     match cbindgen::Builder::new()
         .with_crate(&crate_dir)
         .with_config(config)

@@ -212,6 +212,14 @@ fn install_layout() {
     ] {
         assert!(!prefix.join(file).exists(), "{file} would shadow GNU MP");
     }
+    // The package's version is Cargo.toml's (CMakeLists.txt reads it from there).
+    let pc =
+        std::fs::read_to_string(prefix.join("lib/pkgconfig/gmp-sched.pc")).expect("gmp-sched.pc");
+    let want = format!("Version: {}", env!("CARGO_PKG_VERSION"));
+    assert!(
+        pc.lines().any(|l| l == want),
+        "gmp-sched.pc lacks {want:?}:\n{pc}"
+    );
     let link = std::fs::read_link(prefix.join("lib/gmp-sched/libgmp.so")).expect("a symlink");
     assert_eq!(link, Path::new("libgmp.so.0"));
     let dynamic = needed(&prefix.join("lib/gmp-sched/libgmp.so.0"));

@@ -198,6 +198,7 @@ fn api_functions_exported() {
     // The functions notes/api.md promises for the runtime core.
     let names = exported(&library());
     for f in [
+        "gmp_sched_version",
         "gmp_go",
         "gmp_go_attr",
         "gmp_yield",

@@ -24,6 +24,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+/* The version of gmp-sched this header belongs to; gmp_sched_version() gives the
+   library's. */
+#define GMP_SCHED_VERSION_MAJOR 0
+#define GMP_SCHED_VERSION_MINOR 2
+#define GMP_SCHED_VERSION_PATCH 0
+#define GMP_SCHED_VERSION "0.2.0"
 /* Static initializer for gmp_wg: `gmp_wg wg = GMP_WG_INIT;` */
 #define GMP_WG_INIT {0, 0, 0}
 /* Static initializers for the sync primitives: `gmp_mutex m = GMP_MUTEX_INIT;` ... */
@@ -347,6 +353,13 @@ typedef int64_t (*gmp_blocking_fn)(void *arg);
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/*
+ The library's version, "MAJOR.MINOR.PATCH" (a static string). A program compares it
+ with GMP_SCHED_VERSION, the version of the header it was compiled with. (GNU MP's
+ version is `gmp_version`, a string variable of its own header.)
+ */
+const char *gmp_sched_version(void);
 
 /*
  Starts `fn(arg)` as a new goroutine.

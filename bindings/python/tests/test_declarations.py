@@ -105,3 +105,7 @@ def test_struct_layouts_match_c() -> None:
     assert ctypes.sizeof(_lib.gmp_once_t) == 12
     assert ctypes.sizeof(_lib.gmp_select_case) == 32
     assert ctypes.sizeof(_lib.gmp_sched_stats) == 144
+
+
+def test_library_version_is_the_package_version() -> None:
+    assert gmp_sched.lib.gmp_sched_version().decode() == gmp_sched.__version__

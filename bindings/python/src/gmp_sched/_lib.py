@@ -130,6 +130,7 @@ P = c_void_p
 
 #: name -> (restype, argtypes), in the order of include/gmp-sched/gmp.h.
 DECLARATIONS: dict[str, tuple[object, list[object]]] = {
+    "gmp_sched_version": (c_char_p, []),
     "gmp_go": (c_int64, [P, P]),
     "gmp_go_attr": (c_int64, [P, P, P]),
     "gmp_yield": (c_int, []),
