@@ -10,10 +10,16 @@
  *  - functions that may switch goroutines (yield, waits) may resume the calling
  *    goroutine on another OS thread: do not hold the address of errno or of a
  *    __thread variable across them (start such code with GMP_GO_PINNED);
+ *  - a `timeout_ns` argument waits without limit if < 0, not at all if 0, and at most that
+ *    many nanoseconds (CLOCK_MONOTONIC) if > 0; a call that would have to wait longer
+ *    returns -ETIMEDOUT, a zero timeout included (gmp_select with timeout 0 is Go's
+ *    select with a default case). -EAGAIN is "would block" from the try functions
+ *    (gmp_chan_try_send ...) and the kernel's answer on a non-blocking fd;
  *  - a broken runtime invariant or a misuse Go would panic on aborts the process with a
  *    message starting with "gmp:".
  *
- * Not GNU MP: this library is installed under a gmp-sched folder and links by path.
+ * Not GNU MP: include this header as <gmp-sched/gmp.h> (GNU MP's is <gmp.h>); the library
+ * is installed in gmp-sched folders and links by path.
  */
 
 #ifndef GMP_SCHED_H
@@ -618,9 +624,9 @@ int64_t gmp_chan_cap(struct gmp_chan *c);
  probability. A case whose `chan` is NULL never fires; a channel may appear in several
  cases.
 
- `timeout_ns` < 0: no timeout; 0: do not wait (Go's default case): -EAGAIN if no case is
- ready; > 0: -ETIMEDOUT after that many nanoseconds. On -EAGAIN/-ETIMEDOUT no case was
- performed and no status written.
+ `timeout_ns` < 0: no timeout; 0: do not wait (Go's select with a default case):
+ -ETIMEDOUT at once if no case is ready; > 0: -ETIMEDOUT after that many nanoseconds.
+ On -ETIMEDOUT no case was performed and no status written.
 
  -EINVAL: `cases` NULL with `n` > 0; `n` > 65536; an `op` other than GMP_SEND or
  GMP_RECV; a GMP_SEND case with a channel, a NULL `buf` and a nonzero element size;
@@ -1161,7 +1167,7 @@ int64_t gmp_now(void);
  goroutines meanwhile); any other thread sleeps in the kernel. `ns <= 0` only yields.
  Returns 0.
  */
-int32_t gmp_sleep(int64_t ns);
+int gmp_sleep(int64_t ns);
 
 #ifdef __cplusplus
 }  // extern "C"

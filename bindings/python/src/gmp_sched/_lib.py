@@ -212,7 +212,7 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_lock_os_thread": (c_int, []),
     "gmp_unlock_os_thread": (c_int, []),
     "gmp_now": (c_int64, []),
-    "gmp_sleep": (c_int32, [c_int64]),
+    "gmp_sleep": (c_int, [c_int64]),
 }
 
 
