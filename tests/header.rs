@@ -550,3 +550,36 @@ fn cxx_header_defines_only_prefixed_macros() {
         path.display()
     );
 }
+
+/// The deprecated spellings of the once (`gmp_once_t`, `gmp_once(o, fn, arg)`) still
+/// compile, in C and C++, and the compiler warns where they are used.
+#[test]
+fn deprecated_once_spellings_compile_with_warnings() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("header");
+    std::fs::create_dir_all(&dir).expect("create CARGO_TARGET_TMPDIR/header");
+    let body = "#include <gmp-sched/gmp.h>\n\
+                static void f(void *arg) { (void)arg; }\n\
+                int main(void) {\n\
+                \x20   static gmp_once_t o = GMP_ONCE_INIT;\n\
+                \x20   return gmp_once(&o, f, NULL);\n\
+                }\n";
+    for (compiler, std, ext) in [("cc", "c11", "c"), ("c++", "c++17", "cpp")] {
+        let tu = dir.join(format!("deprecated_once.{ext}"));
+        std::fs::write(&tu, body).expect("write translation unit");
+        let out = Command::new(compiler)
+            .arg(format!("-std={std}"))
+            .args(["-Wall", "-Wextra", "-Wpedantic", "-fsyntax-only", "-I"])
+            .arg(include_dir())
+            .arg(&tu)
+            .output()
+            .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success()
+                && stderr.contains("gmp_once_t is gmp_once")
+                && stderr.contains("is gmp_once_do(o, fn, arg)"),
+            "{compiler} -std={std}: the deprecated once spellings must compile with \
+             deprecation warnings:\n{stderr}"
+        );
+    }
+}

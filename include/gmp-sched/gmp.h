@@ -335,12 +335,11 @@ typedef struct gmp_cond {
 } gmp_cond;
 
 /*
- Runs a function exactly once (Go's sync.Once). Initialise with GMP_ONCE_INIT (or zero
- it); it needs no destruction. Must not be copied or moved while in use. Named
- gmp_once_t, not gmp_once: C gives a typedef and a function one namespace, and the
- function is gmp_once.
+ Runs a function exactly once (Go's sync.Once; gmp_once_do is its Do). Initialise with
+ GMP_ONCE_INIT (or zero it); it needs no destruction. Must not be copied or moved while
+ in use.
  */
-typedef struct gmp_once_t {
+typedef struct gmp_once {
   /*
    Private: 1 once the function has returned.
    */
@@ -349,7 +348,7 @@ typedef struct gmp_once_t {
    Private: serialises the first callers.
    */
   struct gmp_mutex m;
-} gmp_once_t;
+} gmp_once;
 
 /*
  A blocking function for gmp_blocking: called once with the argument given.
@@ -994,13 +993,13 @@ int gmp_cond_broadcast(struct gmp_cond *c);
  wrote. Callers wait by parking (goroutines) or sleeping on a futex (other threads).
  If `fn` ends its goroutine (gmp_goexit), the once counts as done and the other callers
  return, as Go's Once does after runtime.Goexit (its deferred store marks it done).
- `fn` must not call gmp_once on the same `o` (that deadlocks, as in Go). Returns 0;
+ `fn` must not call gmp_once_do on the same `o` (that deadlocks, as in Go). Returns 0;
  -EINVAL if `o` is NULL or misaligned or `fn` is NULL. `arg` is only passed to `fn`.
 
  # Safety
- `o` is NULL or points to a live gmp_once_t.
+ `o` is NULL or points to a live gmp_once.
  */
-int gmp_once(struct gmp_once_t *o, gmp_func func, void *arg);
+int gmp_once_do(struct gmp_once *o, gmp_func func, void *arg);
 
 /*
  Tells the scheduler that the calling goroutine is about to block in the kernel (or in
@@ -1174,6 +1173,27 @@ int gmp_sleep(int64_t ns);
 #endif  // __cplusplus
 
 #endif  /* GMP_SCHED_H */
+
+#ifndef GMP_SCHED_COMPAT_H
+#define GMP_SCHED_COMPAT_H
+/*
+ Deprecated spellings, still accepted (a later minor release removes them): the type
+ gmp_once_t is gmp_once, and gmp_once(o, fn, arg) is gmp_once_do(o, fn, arg) (C does not
+ let a type and a function share the name gmp_once). GCC and Clang warn where they are
+ used (-Wdeprecated-declarations).
+ */
+#if defined(__GNUC__) || defined(__clang__)
+typedef gmp_once gmp_once_t __attribute__((deprecated("gmp_once_t is gmp_once")));
+__attribute__((deprecated("gmp_once(o, fn, arg) is gmp_once_do(o, fn, arg)")))
+static inline int gmp_once_deprecated(gmp_once *o, gmp_func func, void *arg) {
+    return gmp_once_do(o, func, arg);
+}
+#define gmp_once(o, func, arg) gmp_once_deprecated((o), (func), (arg))
+#else
+typedef gmp_once gmp_once_t;
+#define gmp_once(o, func, arg) gmp_once_do((o), (func), (arg))
+#endif
+#endif  /* GMP_SCHED_COMPAT_H */
 
 #ifndef GMP_SCHED_INLINE_H
 #define GMP_SCHED_INLINE_H

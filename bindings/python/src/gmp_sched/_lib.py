@@ -84,7 +84,7 @@ class gmp_cond(Structure):
     ]
 
 
-class gmp_once_t(Structure):
+class gmp_once(Structure):
     _fields_ = [("done", c_uint32), ("m", gmp_mutex)]
 
 
@@ -172,7 +172,7 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_cond_wait": (c_int, [P, P]),
     "gmp_cond_signal": (c_int, [P]),
     "gmp_cond_broadcast": (c_int, [P]),
-    "gmp_once": (c_int, [P, P, P]),
+    "gmp_once_do": (c_int, [P, P, P]),
     "gmp_entersyscall": (c_int, []),
     "gmp_exitsyscall": (c_int, []),
     "gmp_blocking": (c_int64, [P, P]),
