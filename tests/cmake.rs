@@ -212,6 +212,13 @@ fn install_layout() {
     ] {
         assert!(!prefix.join(file).exists(), "{file} would shadow GNU MP");
     }
+    // The licence texts the tree has.
+    for license in ["LICENSE-MIT", "LICENSE-APACHE"] {
+        if manifest_dir().join(license).exists() {
+            let doc = prefix.join("share/doc/gmp-sched").join(license);
+            assert!(doc.exists(), "{} is not installed", doc.display());
+        }
+    }
     // The package's version is Cargo.toml's (CMakeLists.txt reads it from there).
     let pc =
         std::fs::read_to_string(prefix.join("lib/pkgconfig/gmp-sched.pc")).expect("gmp-sched.pc");
