@@ -225,6 +225,11 @@ fn yield_fairness() {
 }
 
 #[test]
+fn pingpong_hog() {
+    expect_success("pingpong_hog", &[]);
+}
+
+#[test]
 fn goexit() {
     expect_success("goexit", &[]);
 }
@@ -1276,6 +1281,42 @@ fn torture_go_locks() {
 #[test]
 fn torture_lock_sleeps() {
     torture_with("4", "606", "schedtrace=500,lockspin=0");
+}
+
+// ---- fuzz: random valid and invalid calls to the whole API (the long run is scripts/fuzz.sh) ----
+
+/// Runs c-tests/fuzz.c for 3 s with each seed, starting at GOMAXPROCS `procs` (its actors
+/// change it within 1..4). A failure's output holds the actor that failed and its op, or
+/// the watchdog's report and a goroutine dump, and the command that repeats the run.
+fn fuzz(procs: &str, seeds: &[&str]) {
+    for seed in seeds {
+        let outcome = run_c(
+            "fuzz",
+            &[seed, "3", procs],
+            &[("GMP_DEBUG", "schedtrace=1000,stacktrim=20")],
+        );
+        assert!(
+            outcome.status.success(),
+            "{}",
+            outcome.report(&format!("fuzz seed {seed} procs {procs} failed"))
+        );
+        print!("{}", outcome.stdout);
+    }
+}
+
+#[test]
+fn fuzz_procs_1() {
+    fuzz("1", &["1", "2"]);
+}
+
+#[test]
+fn fuzz_procs_2() {
+    fuzz("2", &["3", "4"]);
+}
+
+#[test]
+fn fuzz_procs_4() {
+    fuzz("4", &["5", "6"]);
 }
 
 // ---- preemption: a goroutine that never calls the runtime cannot starve the others ----
@@ -2505,19 +2546,27 @@ const TSAN_FLAGS: &[&str] = &["-fsanitize=thread", "-g"];
 /// Compiles `c-tests/<name>.c` with TSan (as `tsan_<name>`) and runs it with `args` and the
 /// suppressions for libgmp's own (uninstrumented) allocations, scripts/tsan.supp.
 fn run_tsan(name: &str, args: &[&str]) -> Outcome {
+    run_tsan_with(name, args, true)
+}
+
+/// `run_tsan`, with scripts/tsan.supp only if `suppressed`.
+fn run_tsan_with(name: &str, args: &[&str], suppressed: bool) -> Outcome {
     let _serial = lock();
     let exe = compile_src_flags(
         &format!("tsan_{name}"),
         &manifest_dir().join("c-tests").join(format!("{name}.c")),
         TSAN_FLAGS,
     );
-    let supp = manifest_dir().join("scripts/tsan.supp");
     let mut cmd = Command::new(&exe);
     cmd.args(args)
         .current_dir(out_dir())
         .env("GMP_MAXPROCS", "2")
-        .env("TSAN_OPTIONS", format!("suppressions={}", supp.display()))
+        .env_remove("TSAN_OPTIONS")
         .env_remove("LD_LIBRARY_PATH");
+    if suppressed {
+        let supp = manifest_dir().join("scripts/tsan.supp");
+        cmd.env("TSAN_OPTIONS", format!("suppressions={}", supp.display()));
+    }
     for var in GMP_ENV {
         if *var != "GMP_MAXPROCS" {
             cmd.env_remove(var);
@@ -2562,6 +2611,30 @@ fn tsan_suite() {
             o.report(&format!("tsan_{name}"))
         );
     }
+}
+
+/// Goroutines parked on an unbuffered channel whose buffers C main's send, close and
+/// receive copy into, zero and copy out of (`sanitize parked`) run clean without the
+/// suppressions, which hide every call libgmp makes to an intercepted function (the copy's
+/// `memmove`, the zeroing's `memset`). Without the edge from the sudog's owner to the party
+/// that dequeues it (chan/waitq.rs, "The waiter's buffer and ThreadSanitizer") TSan
+/// reports each as a race with the goroutine's own use of its buffer before it parked,
+/// and (also with the suppressions, so `tsan_suite` fails too) C main's write after its
+/// send as a race with the receiver's write before its receive, which Go's memory model
+/// orders.
+#[test]
+fn tsan_parked_peer_buffers() {
+    let o = run_tsan_with("sanitize", &["parked"], false);
+    assert!(
+        o.status.success() && o.stdout.contains("parked: ok"),
+        "{}",
+        o.report("tsan_sanitize parked failed")
+    );
+    assert!(
+        !o.stderr.contains("ThreadSanitizer"),
+        "{}",
+        o.report("tsan_sanitize parked")
+    );
 }
 
 #[test]
@@ -2611,6 +2684,20 @@ const TSAN_TORTURE_FEATURES: &str = "all,-net,-libc";
 fn tsan_torture() {
     let o = run_tsan("torture", &["808", "3000", "2", TSAN_TORTURE_FEATURES]);
     expect_sanitizer_clean(&o, "ThreadSanitizer", "tsan_torture");
+}
+
+/// The API fuzzer built with ASan, 3 s at GOMAXPROCS 2 (its actors change it).
+#[test]
+fn asan_fuzz() {
+    let o = run_asan("fuzz", &["909", "3", "2"]);
+    expect_sanitizer_clean(&o, "AddressSanitizer", "asan_fuzz");
+}
+
+/// The API fuzzer built with TSan, 3 s at GOMAXPROCS 2: no report.
+#[test]
+fn tsan_fuzz() {
+    let o = run_tsan("fuzz", &["910", "3", "2"]);
+    expect_sanitizer_clean(&o, "ThreadSanitizer", "tsan_fuzz");
 }
 
 // ---- the library's own mutex entry points (mutation testing found them untested) ----
@@ -2741,4 +2828,19 @@ fn sync_mutex_local() {
 #[test]
 fn chan_free() {
     expect_success("chan_free", &[]);
+}
+
+/// A large channel buffer costs nothing until it is used: a 512 MiB buffer (64 KiB
+/// elements) and a 16 GiB one (2^30 8-byte elements) are each made in under 10 ms and
+/// grow the resident set by under 16 MiB, also once used a little (sends, receives, the
+/// try forms, close), and their release gives it back; with the address space limited,
+/// their makes are -ENOMEM.
+#[test]
+fn chan_lazy() {
+    let o = expect_success("chan_lazy", &[]);
+    assert!(
+        o.stdout.contains("chan_lazy: ok"),
+        "{}",
+        o.report("chan_lazy")
+    );
 }

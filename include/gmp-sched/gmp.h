@@ -492,6 +492,13 @@ int gmp_stats(struct gmp_sched_stats *out, uint32_t *runq_lens, size_t n);
  GMP_CHAN_MAX_ELEM, `cap` > 2^31 or `elem_size * cap` overflows; -ENOMEM if the buffer
  cannot be allocated. `*out` is untouched on failure.
 
+ The buffer holds `cap` slots of `elem_size` + 8 bytes rounded up to a power of two. One
+ of 128 KiB or more is mapped from the system and becomes resident only as it is used:
+ making a channel of 2^30 8-byte elements (a 16 GiB buffer) takes microseconds and
+ costs memory only for the pages its values pass through. It is charged to the
+ system's commit limit and address space limit (`ulimit -v`) as any allocation, and is
+ -ENOMEM when they refuse it.
+
  # Safety
  `out` is NULL or writable.
  */

@@ -52,6 +52,7 @@ use core::cell::UnsafeCell;
 use core::ptr::null;
 use core::sync::atomic::Ordering;
 
+use super::buf;
 pub(crate) use super::ring::Fast;
 use super::ring::Ring;
 use super::waitq::{self, WaitQ};
@@ -238,12 +239,12 @@ pub(crate) enum Now {
     Blocked,
 }
 
-/// The ring's storage: slots of 16 bytes (an 8-byte element and its stamp) never straddle
-/// a cache line. (64 would cost glibc's slower aligned allocation at every make.)
-const BUF_ALIGN: usize = 64;
-
 /// Largest buffer a destroyed channel's header keeps for the next make of its size.
 const KEEP_BUF_MAX: usize = 4096;
+
+// A kept buffer is the allocator's, and its clearing at make (one `memset`) small: a mapped
+// one is never kept (see `buf`).
+const _: () = assert!(KEEP_BUF_MAX < buf::MAP_MIN);
 
 /// Operations under the lock in a row, without a wait or a wake-up, after which a
 /// buffered channel leaves exclusive mode. Entering it costs two locked RMWs: a channel
@@ -273,8 +274,9 @@ impl Chan {
         let bytes = Ring::stride(elem_size)
             .checked_mul(cap)
             .ok_or(libc::EINVAL)?;
-        let layout =
-            std::alloc::Layout::from_size_align(bytes, BUF_ALIGN).map_err(|_| libc::EINVAL)?;
+        if std::alloc::Layout::from_size_align(bytes, buf::ALIGN).is_err() {
+            return Err(libc::EINVAL);
+        }
         let reuse = headers().free.pop().map(|c| c as *mut Chan);
         // A dead header keeps a small buffer (see `destroy`): take it if it is the size
         // we need (channels made by the thousand are alike: skynet's).
@@ -286,12 +288,12 @@ impl Chan {
         let mut resume = None;
         if let Some(c) = reuse {
             // SAFETY: a destroyed channel's header: nobody may use it any more, and its
-            // buffer (if any) has the layout `kept_layout` gives.
+            // buffer (if any) came from `buf::alloc` of `buf_bytes` bytes.
             unsafe {
                 let old = &mut *c;
                 let kept = old.ring.buf();
                 if !kept.is_null() {
-                    if old.kept_layout() == layout {
+                    if old.buf_bytes() == bytes {
                         let ds = old.synced.get_mut();
                         if ds.excl && old.ring.resumes_at(cap, ds.head, ds.tail) {
                             resume = Some((ds.head, ds.tail));
@@ -300,16 +302,15 @@ impl Chan {
                         }
                         buf = kept;
                     } else {
-                        std::alloc::dealloc(kept, old.kept_layout());
+                        buf::free(kept, old.buf_bytes());
                         old.ring.forget_buf();
                     }
                 }
             }
         }
         if buf.is_null() && bytes != 0 {
-            // SAFETY: layout has a nonzero size. Zeroed: the ring's initial state (large
-            // buffers come as untouched zero pages).
-            buf = unsafe { std::alloc::alloc_zeroed(layout) };
+            // Zeroed, the ring's initial state; a large buffer is untouched zero pages.
+            buf = buf::alloc(bytes);
             if buf.is_null() {
                 if let Some(c) = reuse {
                     headers().free.push(c as usize);
@@ -350,8 +351,9 @@ impl Chan {
             None => {
                 let Some(c) = headers().carve() else {
                     if !buf.is_null() {
-                        // SAFETY: allocated above with `layout`, and nobody else has it.
-                        unsafe { std::alloc::dealloc(buf, layout) };
+                        // SAFETY: from `buf::alloc(bytes)` above (or kept with that size),
+                        // and nobody else has it.
+                        unsafe { buf::free(buf, bytes) };
                     }
                     return Err(libc::ENOMEM);
                 };
@@ -415,8 +417,8 @@ impl Chan {
     /// Called once, by the party that found the channel orphaned and unheld under its
     /// lock, after releasing the lock.
     pub(crate) unsafe fn destroy(c: *mut Chan) {
-        // SAFETY: caller contract: nobody else uses the channel; buf was allocated by make
-        // with the layout kept_layout gives.
+        // SAFETY: caller contract: nobody else uses the channel; buf came from
+        // `buf::alloc` of `buf_bytes` bytes.
         unsafe {
             let ch = &mut *c;
             // Released outside exclusive mode: enter it, so that a use after release goes
@@ -427,9 +429,10 @@ impl Chan {
             if !buf.is_null() {
                 // A small buffer stays with the header for the next make of the same size
                 // (glibc's malloc consolidates freed chunks above 128 bytes, which cost
-                // skynet ~5% when every channel's buffer came and went).
-                if ch.kept_layout().size() > KEEP_BUF_MAX {
-                    std::alloc::dealloc(buf, ch.kept_layout());
+                // skynet ~5% when every channel's buffer came and went); a large one,
+                // mapped, goes back to the kernel.
+                if ch.buf_bytes() > KEEP_BUF_MAX {
+                    buf::free(buf, ch.buf_bytes());
                     ch.ring.forget_buf();
                 }
             }
@@ -437,16 +440,10 @@ impl Chan {
         headers().free.push(c as usize);
     }
 
-    /// The layout of the ring's buffer, from `elem_size` and `cap` (which a destroyed
-    /// header keeps).
-    fn kept_layout(&self) -> std::alloc::Layout {
-        // SAFETY: make built this very layout from these values.
-        unsafe {
-            std::alloc::Layout::from_size_align_unchecked(
-                Ring::stride(self.elem_size()) * self.cap(),
-                BUF_ALIGN,
-            )
-        }
+    /// The size of the ring's buffer, from `elem_size` and `cap` (which a destroyed header
+    /// keeps): what make gave `buf::alloc`.
+    fn buf_bytes(&self) -> usize {
+        Ring::stride(self.elem_size()) * self.cap()
     }
 
     #[inline(always)]

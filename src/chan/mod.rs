@@ -3,6 +3,7 @@
 //! - [`hchan`]: the channel — wait queues, send/receive/close with direct
 //!   hand-off between a sender and a blocked receiver (and back);
 //! - [`ring`]: a buffered channel's ring, lock-free while nobody waits;
+//! - [`buf`]: the ring's storage, mapped (lazy) when it is large;
 //! - [`select`]: selectgo — random poll order, address lock order, one sudog per case;
 //! - [`waitq`]: the wait queues and blocking (gopark for goroutines, a futex `Note` for
 //!   foreign threads). The waiter records, the sudogs, their caches and the done flag that
@@ -16,6 +17,7 @@
 //! callback never takes a channel lock; wake-ups (goready, Note::wakeup) happen after the
 //! channel locks are released, except a timeout's goready, which runs under the timer lock.
 
+mod buf;
 pub mod hchan;
 pub(crate) mod ring;
 pub mod select;

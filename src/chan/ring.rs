@@ -20,8 +20,9 @@
 //! stores the stamp `p + one_lap` (release): free for the sender one lap later. The
 //! stamp's release/acquire pair hands the slot's bytes from one side to the other.
 //!
-//! Stamps are stored minus their slot's index, so that a zeroed buffer (fresh pages from
-//! `alloc_zeroed`, or a kept buffer cleared with one `memset`) is the initial state.
+//! Stamps are stored minus their slot's index, so that a zeroed buffer (`chan::buf`: the
+//! allocator's, zeroed, or fresh zero pages of a mapping, or a kept buffer cleared with one
+//! `memset`) is the initial state.
 //!
 //! # Exclusive mode: the lock's half
 //! Everything that waits, closes or needs Go's order between a blocked peer and the ring

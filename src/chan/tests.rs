@@ -553,3 +553,33 @@ fn select_and_ring_modes() {
     idle.free();
     c.free();
 }
+
+/// Buffers at the threshold of `chan::buf` and below it (mapped, allocated): every slot
+/// starts empty (zero pages are the ring's initial state), values keep their order over
+/// two laps, and a channel of the same size made after the release of one starts empty
+/// too (a mapped buffer is not kept: a fresh mapping).
+#[test]
+fn mapped_buffer_starts_empty() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mapped = super::buf::MAP_MIN / super::ring::Ring::stride(8);
+    for cap in [mapped, mapped - 1] {
+        for round in 0..2u64 {
+            let c = Ch::new(cap);
+            assert_eq!(c.try_recv(), Err(ChanError::WouldBlock), "cap {cap}");
+            for lap in 0..2u64 {
+                let base = (round * 2 + lap) * cap as u64;
+                for v in 0..cap as u64 {
+                    c.try_send(base + v).expect("room");
+                }
+                assert_eq!(c.try_send(0), Err(ChanError::WouldBlock), "cap {cap}");
+                assert_eq!(c.c().len(), cap);
+                for v in 0..cap as u64 {
+                    assert_eq!(c.try_recv(), Ok(base + v), "cap {cap}");
+                }
+                assert_eq!(c.try_recv(), Err(ChanError::WouldBlock), "cap {cap}");
+            }
+            c.try_send(7).expect("room");
+            c.free();
+        }
+    }
+}

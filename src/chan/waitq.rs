@@ -14,6 +14,23 @@ use crate::rt::{self, G, WaitReason};
 use crate::sys;
 
 /// A FIFO queue of sudogs (Go's waitq). Owner: the holder of its channel's lock.
+///
+/// # The waiter's buffer and ThreadSanitizer
+/// Whoever dequeues a sudog touches its owner's buffer (`Sudog::elem`): a sender copies
+/// into a parked receiver's, a receiver out of a parked sender's, a closer zeroes a parked
+/// receiver's (as Go's `closechan` does: `typedmemclr(c.elemtype, sg.elem)`). The owner's
+/// earlier accesses to that buffer come before, ordered by the channel lock, which TSan
+/// cannot see (libgmp is not instrumented); the copy or the zeroing, a `memmove` or
+/// `memset`, TSan sees through its interceptors. So the owner releases the sudog's
+/// address when it queues the sudog and the party that claims it acquires that address
+/// (`enqueue`, `dequeue`), the edge the lock gives; the wake-up's (the G's, or the
+/// `Note`'s) orders the other direction. The edge is also one of Go's memory model: a
+/// receive from an unbuffered channel is synchronized before the completion of the
+/// corresponding send, and a sender that finds the receiver parked completes at once,
+/// with no wake-up of its own to carry it. A sudog's address is used again (the next frame
+/// at that depth, the next user of a cached sudog), and TSan joins every release at an
+/// address: an acquire may also order a previous user's accesses, which can hide a race
+/// but never report one that is not there.
 pub(crate) struct WaitQ {
     first: *const Sudog,
     last: *const Sudog,
@@ -33,11 +50,14 @@ impl WaitQ {
         self.first.is_null()
     }
 
-    /// Appends `sg`.
+    /// Appends `sg`, the caller's own (see "The waiter's buffer and ThreadSanitizer").
     ///
     /// # Safety
     /// The channel lock is held; `sg` is on no queue and stays alive while queued.
     pub unsafe fn enqueue(&mut self, sg: *const Sudog) {
+        if sys::tsan::on() {
+            sys::tsan::release(sg as usize);
+        }
         // SAFETY: lock held: we own the links of every queued sudog.
         unsafe {
             // Seed 003 invariant 4, for sudogs: a sudog is on at most one queue, once.
@@ -58,6 +78,8 @@ impl WaitQ {
 
     /// Takes the first sudog whose waiter this call claims; sudogs of waiters claimed by
     /// someone else (a select that completed elsewhere, a timeout) are dropped on the way.
+    /// What the claimed sudog's owner did before it queued the sudog happens before what
+    /// the caller does next, for ThreadSanitizer too (see `enqueue`).
     ///
     /// # Safety
     /// The channel lock is held.
@@ -79,6 +101,9 @@ impl WaitQ {
                 }
                 (*sg).next.set(null());
                 if (*(*sg).waiter.get()).claim_locked() {
+                    if sys::tsan::on() {
+                        sys::tsan::acquire(sg as usize);
+                    }
                     return sg;
                 }
             }

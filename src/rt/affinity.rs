@@ -14,6 +14,14 @@
 //!   goes back to the same queue, and the M's next pass looks everywhere else first
 //!   (`m.affskip`), so a yield loop does not starve the other goroutines: a pinned
 //!   goroutine that yields gets every other turn on its thread.
+//! - An affine goroutine that is preempted (at the end of its time slice: an asynchronous
+//!   stop binds any goroutine to its M for that one stop) waits apart, on the queue's
+//!   preempted list (`put_preempted`). Go puts a preempted goroutine on the global run
+//!   queue, which a P serves only when its local queue is empty or on its 61st tick; the
+//!   preempted list is this M's share of that queue and is served there, in turn with it
+//!   (`sched::globrunqget_or_preempted`). Served first, as the rest of the queue is, the
+//!   preempted goroutine would get its P back after a single other goroutine has run, and
+//!   a goroutine pair handing its slice on through `runnext` would keep the P for good.
 //! - An M that has nothing to run and must sleep without a P marks its queue idle
 //!   (`go_idle`, under the queue's lock, after seeing it empty). Whoever then readies a
 //!   goroutine affine to it finds the mark, clears it (so exactly one readier claims the
@@ -46,13 +54,17 @@ pub(super) const MLIST_AFFWAIT: u8 = 2;
 pub struct AffQueue {
     lock: Lock,
     inner: Owned<AffInner>,
-    /// Queue length, read lock-free by the owning M as a hint (a push it misses is seen
-    /// under the lock by `go_idle` before the M sleeps).
-    len: AtomicU32,
+    /// Lengths of `inner.q` and `inner.preempted`, read lock-free by the owning M as
+    /// hints (a push it misses is seen under the lock by `go_idle` before the M sleeps).
+    nready: AtomicU32,
+    npreempted: AtomicU32,
 }
 
 struct AffInner {
+    /// Readied and yielded goroutines: served before the P's run queues.
     q: GQueue,
+    /// Preempted goroutines: served where the global run queue is (module doc).
+    preempted: GQueue,
     /// The owning M is about to sleep, or asleep, without a P and without having seen
     /// anything queued here: the next pusher must get it a P.
     idle: bool,
@@ -64,15 +76,24 @@ impl AffQueue {
             lock: Lock::new(),
             inner: Owned::new(AffInner {
                 q: GQueue::new(),
+                preempted: GQueue::new(),
                 idle: false,
             }),
-            len: AtomicU32::new(0),
+            nready: AtomicU32::new(0),
+            npreempted: AtomicU32::new(0),
         }
     }
 
+    /// Goroutines queued, on both lists (a hint, as the counts are).
     #[inline]
     pub fn len(&self) -> u32 {
-        self.len.load(Ordering::Relaxed)
+        self.nready.load(Ordering::Relaxed) + self.npreempted.load(Ordering::Relaxed)
+    }
+
+    /// Preempted goroutines queued (a hint).
+    #[inline]
+    pub fn npreempted(&self) -> u32 {
+        self.npreempted.load(Ordering::Relaxed)
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut AffInner) -> R) -> R {
@@ -88,7 +109,7 @@ impl AffQueue {
     /// Back to the state of `new` (a dead M revived by `allocm`; the queue is empty).
     pub fn reset(&self) {
         self.with(|a| {
-            if !a.q.is_empty() {
+            if !a.q.is_empty() || !a.preempted.is_empty() {
                 throw("AffQueue::reset: goroutines queued");
             }
             a.idle = false;
@@ -125,7 +146,7 @@ pub(super) unsafe fn ready(gp: *mut G, am: *mut M) {
     let claimed = m.aff.with(|a| {
         // SAFETY: we own gp (caller contract) and hold the queue's lock.
         unsafe { a.q.push_back(gp) };
-        m.aff.len.fetch_add(1, Ordering::Relaxed);
+        m.aff.nready.fetch_add(1, Ordering::Relaxed);
         core::mem::replace(&mut a.idle, false)
     });
     if claimed {
@@ -173,8 +194,8 @@ impl Drop for Bound {
     }
 }
 
-/// The M's own affine goroutine `gp` yielded (or was preempted): queue it behind the
-/// local run queue's next goroutine.
+/// The M's own affine goroutine `gp` yielded: queue it behind the local run queue's next
+/// goroutine.
 ///
 /// # Safety
 /// On `m`'s own thread, holding a P; `gp` is RUNNABLE, affine to `m`, on no queue.
@@ -183,26 +204,75 @@ pub(super) unsafe fn put_own(m: &M, gp: *mut G) {
     m.aff.with(|a| {
         // SAFETY: we own gp and hold the queue's lock.
         unsafe { a.q.push_back(gp) };
-        m.aff.len.fetch_add(1, Ordering::Relaxed);
+        m.aff.nready.fetch_add(1, Ordering::Relaxed);
     });
     // SAFETY: m's own thread owns affskip.
     unsafe { m.affskip.set(true) };
 }
 
-/// Takes the next affine goroutine queued for `m` (the caller marks it dequeued).
+/// The M's own affine goroutine `gp` was preempted: queue it on the preempted list, which
+/// waits as Go's global run queue does (module doc).
+///
+/// # Safety
+/// On `m`'s own thread, holding a P; `gp` is RUNNABLE, affine to `m`, on no queue.
+pub(super) unsafe fn put_preempted(m: &M, gp: *mut G) {
+    #[cfg(debug_assertions)]
+    // SAFETY: Gs are never freed.
+    if !core::ptr::eq(affine_m(unsafe { &*gp }), m) {
+        throw("affinity::put_preempted: goroutine not affine to this M");
+    }
+    sched::enqueued(gp);
+    m.aff.with(|a| {
+        // SAFETY: we own gp and hold the queue's lock.
+        unsafe { a.preempted.push_back(gp) };
+        m.aff.npreempted.fetch_add(1, Ordering::Relaxed);
+    });
+}
+
+/// Takes the next readied or yielded affine goroutine queued for `m` (the caller marks it
+/// dequeued). Never a preempted one (`get_preempted`).
 ///
 /// # Safety
 /// On `m`'s own thread, holding a P.
 #[inline]
 pub(super) unsafe fn get(m: &M) -> Option<*mut G> {
-    if m.aff.len() == 0 {
+    if m.aff.nready.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    let gp = m.aff.with(|a| {
+        // SAFETY: we hold the queue's lock; its Gs are ours to dequeue.
+        let gp = unsafe { a.q.pop_front() };
+        if gp.is_some() {
+            m.aff.nready.fetch_sub(1, Ordering::Relaxed);
+        }
+        gp
+    });
+    // A goroutine stopped by an asynchronous preemption is bound for that stop and waits
+    // on the preempted list until it resumes: it never takes this, the first, way back.
+    #[cfg(debug_assertions)]
+    if let Some(gp) = gp {
+        // SAFETY: we dequeued gp on its M's thread, which owns `asyncbound`.
+        if unsafe { (*gp).asyncbound.get() } {
+            throw("affinity::get: a preempted goroutine on the ready list");
+        }
+    }
+    gp
+}
+
+/// Takes the next preempted goroutine queued for `m` (the caller marks it dequeued).
+///
+/// # Safety
+/// On `m`'s own thread, holding a P.
+#[inline]
+pub(super) unsafe fn get_preempted(m: &M) -> Option<*mut G> {
+    if m.aff.npreempted() == 0 {
         return None;
     }
     m.aff.with(|a| {
         // SAFETY: we hold the queue's lock; its Gs are ours to dequeue.
-        let gp = unsafe { a.q.pop_front() };
+        let gp = unsafe { a.preempted.pop_front() };
         if gp.is_some() {
-            m.aff.len.fetch_sub(1, Ordering::Relaxed);
+            m.aff.npreempted.fetch_sub(1, Ordering::Relaxed);
         }
         gp
     })
@@ -216,7 +286,7 @@ pub(super) unsafe fn get(m: &M) -> Option<*mut G> {
 /// On `m`'s own thread, holding a P.
 #[inline]
 pub(super) unsafe fn get_first(m: &M) -> Option<*mut G> {
-    if m.aff.len() == 0 {
+    if m.aff.nready.load(Ordering::Relaxed) == 0 {
         return None;
     }
     // SAFETY: m's own thread owns affskip.
@@ -237,7 +307,7 @@ pub(super) unsafe fn get_first(m: &M) -> Option<*mut G> {
 /// On `m`'s own thread, holding no P.
 pub(super) unsafe fn go_idle(m: &M) -> bool {
     m.aff.with(|a| {
-        if a.q.is_empty() {
+        if a.q.is_empty() && a.preempted.is_empty() {
             a.idle = true;
             false
         } else {

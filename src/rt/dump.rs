@@ -322,7 +322,7 @@ fn frame(out: &mut Out, n: usize, pc: usize, ret: bool) {
     out.hex(pc as u64, 16);
     out.str(" in ");
     // A return address points after the call: look up the call itself.
-    symbolize(out, if ret { pc - 1 } else { pc });
+    symbolize(out, if ret { pc.saturating_sub(1) } else { pc });
     out.str("\n");
 }
 
@@ -334,7 +334,9 @@ fn walk(out: &mut Out, lo: usize, hi: usize, mut fp: usize, first: usize) {
         if fp == 0 {
             return; // the goroutine trampoline's rbp = 0: the chain is complete
         }
-        if fp < lo || fp + 16 > hi || fp & 7 != 0 {
+        // The chain is read racily (another thread may be running or switching the
+        // goroutine): any word may be garbage, so no arithmetic on it may overflow.
+        if fp < lo || fp > hi.saturating_sub(16) || fp & 7 != 0 {
             break;
         }
         let Some([next, ret]) = read_words::<2>(fp) else {
@@ -422,11 +424,20 @@ fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
         (Some(fp), Some((lo, hi))) => walk(out, lo, hi, fp, 0),
         _ if status == G_RUNNABLE && unstarted(sp) => out.str("(not started yet)\n"),
         (None, Some((lo, hi))) if status == G_WAITING || status == G_RUNNABLE => {
-            if sp < lo || sp + 64 > hi {
+            if sp < lo || sp > hi.saturating_sub(64) {
                 out.str("(saved context not on its stack)\n");
             } else if let Some([rbp, ret]) = read_words::<2>(sp + 48) {
-                frame(out, 0, ret, true);
-                walk(out, lo, hi, rbp, 1);
+                // A goroutine publishes its wait before its switch saves the context, so
+                // `sp` may still be the previous switch's and the words there overwritten
+                // by the frames it has run since (a zero return address). Not shown then,
+                // nor when the saved sp moved while we read.
+                // SAFETY: as above.
+                if ret == 0 || unsafe { g.sp.get() } != sp {
+                    out.str("(switching: stack not shown)\n");
+                } else {
+                    frame(out, 0, ret, true);
+                    walk(out, lo, hi, rbp, 1);
+                }
             }
         }
         _ if status == G_RUNNING || status == G_SYSCALL => {
@@ -579,3 +590,26 @@ pub(crate) static GDB_LAYOUT: [usize; 15] = [
     core::mem::offset_of!(super::proc::GChunk, len),
     core::mem::offset_of!(super::proc::GChunk, next),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The walk reads another goroutine's stack racily: frame pointers and return
+    /// addresses near the top of the address space (garbage left by frames that ran since
+    /// the context was saved) end it with a note, without an overflow.
+    #[test]
+    fn walk_survives_garbage_words() {
+        // A fake stack whose first frame links to an address near usize::MAX.
+        let stack = [usize::MAX & !7, usize::MAX, 0usize, 0];
+        let lo = stack.as_ptr() as usize;
+        let hi = lo + core::mem::size_of_val(&stack);
+        let mut out = Out::capture();
+        walk(&mut out, lo, hi, lo, 0);
+        walk(&mut out, 0, usize::MAX, usize::MAX & !7, 0);
+        walk(&mut out, lo, usize::MAX, lo, 0);
+        frame(&mut out, 0, 0, true);
+        let text = out.captured();
+        assert!(text.contains("frame-pointer chain ends"), "{text}");
+    }
+}

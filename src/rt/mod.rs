@@ -478,6 +478,10 @@ pub struct M {
     /// An affine goroutine just yielded: the next schedule prefers the local run queue.
     /// Owner: this M's thread.
     pub affskip: Owned<bool>,
+    /// Whose turn it is when both the global run queue and this M's preempted goroutines
+    /// (`aff`'s preempted list) hold some: the global queue's when set
+    /// (`sched::globrunqget_or_preempted`). Owner: this M's thread.
+    pub globturn: Owned<bool>,
     /// The G locked to this M (pinned), or null.
     pub lockedg: AtomicPtr<G>,
     /// gopark's unlock function and its argument. Owner: this M's thread.

@@ -264,9 +264,11 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
                     .preempt
                     .store(false, Ordering::Relaxed)
             };
+            // Where Go's gopreempt_m puts it: the global run queue's tail, or, for a
+            // goroutine that can resume only on this M, the M's own share of that queue.
             if !affinity::affine_m(g).is_null() {
-                // SAFETY: as for GOSCHED.
-                unsafe { affinity::put_own(m, gp) };
+                // SAFETY: m's thread holding a P; gp is RUNNABLE, ours, and bound to m.
+                unsafe { affinity::put_preempted(m, gp) };
                 return None;
             }
             sched::ready_put_global(gp);

@@ -298,7 +298,10 @@ fn thread_running(tid: i32) -> bool {
     }
 }
 
-/// sysmon: asks the M running `p` to stop its goroutine now (Go's preemptM).
+/// Asks the M running `p` to stop its goroutine now (Go's preemptM), for
+/// `sysmon::preemptone`: on sysmon's thread, or on an M without a P stepping in for an
+/// overdue timer (then `refresh_ranges` may run on two threads at once: each publishes a
+/// whole table of the same objects, and the tables are never freed).
 pub(super) fn preempt_m(p: &P) {
     if !ENABLED.load(Ordering::Acquire) {
         return;

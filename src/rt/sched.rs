@@ -260,6 +260,48 @@ unsafe fn globrunqget(g: &mut SchedGuard, pp: &P, max: i32) -> Option<*mut G> {
     Some(first)
 }
 
+/// Takes a goroutine from where Go's preempted goroutines wait: the global run queue
+/// (`globrunqget` with `max`), or `m`'s share of it, the preempted goroutines that can
+/// resume only on `m` (`affinity::get_preempted`). When both hold goroutines they take
+/// turns (`m.globturn`): Go's one queue is FIFO, and serving either side first whenever
+/// it had any would let a goroutine preempted into it again and again (a CPU-bound loop
+/// stopped by the signal, or a channel ping-pong stopped at its safe points) keep the
+/// P from those waiting on the other side.
+///
+/// # Safety
+/// Called by `p`'s owner `m`, on its thread; `p`'s local queue has room as `globrunqget`
+/// requires.
+unsafe fn globrunqget_or_preempted(m: &M, p: &P, max: i32) -> Option<*mut G> {
+    // SAFETY: m's own thread owns globturn.
+    let global_first = unsafe { m.globturn.get() } || m.aff.npreempted() == 0;
+    if !global_first {
+        // SAFETY: caller contract.
+        if let Some(gp) = unsafe { affinity::get_preempted(m) } {
+            // SAFETY: as above.
+            unsafe { m.globturn.set(true) };
+            return Some(gp);
+        }
+    }
+    if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
+        let mut g = lock_sched();
+        // SAFETY: caller contract.
+        if let Some(gp) = unsafe { globrunqget(&mut g, p, max) } {
+            // SAFETY: as above.
+            unsafe { m.globturn.set(false) };
+            return Some(gp);
+        }
+    }
+    if global_first {
+        // SAFETY: caller contract.
+        if let Some(gp) = unsafe { affinity::get_preempted(m) } {
+            // SAFETY: as above.
+            unsafe { m.globturn.set(true) };
+            return Some(gp);
+        }
+    }
+    None
+}
+
 /// Puts a runnable G on `pp`'s local queue (`next`: into runnext), spilling half of a full
 /// queue to the global one (Go's runqputslow). Returns whether it spilled.
 ///
@@ -807,6 +849,7 @@ fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         affwanted: AtomicBool::new(false),
         naffine: Owned::new(0),
         affskip: Owned::new(false),
+        globturn: Owned::new(false),
         lockedg: AtomicPtr::new(null_mut()),
         waitunlockf: Owned::new(None),
         waitlock: Owned::new(0),
@@ -869,6 +912,7 @@ unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
             affwanted,
             naffine,
             affskip,
+            globturn,
             lockedg,
             waitunlockf,
             waitlock,
@@ -908,6 +952,7 @@ unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
         aff.reset();
         affwanted.store(false, Ordering::Relaxed);
         affskip.set(false);
+        globturn.set(false);
         waitunlockf.set(None);
         waitlock.set(0);
         rand.set(fastrand);
@@ -1285,17 +1330,19 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         check_timers(p);
         // sysmon asked for preemption: the goroutines of this P have run a whole slice
         // (maybe handing it on through runnext, as a channel ping-pong does). Serve the
-        // global queue first, where preempted goroutines and foreign threads' spawns wait,
-        // and start a new slice whatever runs next.
+        // global queue first, where preempted goroutines and foreign threads' spawns wait
+        // (or this M's own preempted goroutines, in turn with it), and start a new slice
+        // whatever runs next.
         let preempted =
             p.preempt.load(Ordering::Relaxed) && p.preempt.swap(false, Ordering::Relaxed);
-        // Goroutines that can run only on this M come first (affinity.rs).
+        // Goroutines that can run only on this M come first (affinity.rs), the preempted
+        // ones excepted: they wait as the global queue does.
         // SAFETY: m's thread, holding pp.
         let mut found = unsafe { affinity::get_first(m) }.map(|gp| (gp, false));
-        // Fairness: check the global queue once in a while, so that two goroutines
-        // re-spawning each other on the local queue cannot starve it; and serve an M
-        // that waits for a P to run what only it can run, so that it does not wait for
-        // a P to go idle.
+        // Fairness: check the global queue (and this M's preempted goroutines) once in a
+        // while, so that two goroutines re-spawning each other on the local queue cannot
+        // starve it; and serve an M that waits for a P to run what only it can run, so
+        // that it does not wait for a P to go idle.
         if found.is_none() && (preempted || p.schedtick.load(Ordering::Relaxed) % 61 == 0) {
             if SCHED.naffwait.load(Ordering::Relaxed) > 0
                 && !m.spinning.load(Ordering::Relaxed)
@@ -1305,11 +1352,8 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
             {
                 continue;
             }
-            if SCHED.runqsize.load(Ordering::Relaxed) > 0 {
-                let mut g = lock_sched();
-                // SAFETY: we own pp; max = 1 puts nothing on the local queue.
-                found = unsafe { globrunqget(&mut g, p, 1) }.map(|gp| (gp, false));
-            }
+            // SAFETY: m's thread, owning pp; max = 1 puts nothing on the local queue.
+            found = unsafe { globrunqget_or_preempted(m, p, 1) }.map(|gp| (gp, false));
         }
         if found.is_none() {
             // SAFETY: we own pp.
@@ -1533,14 +1577,15 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             return None;
         }
 
-        // 0-2. Due timers, the local run queue, the global run queue.
+        // 0-2. Due timers, the local run queue, the global run queue or this M's
+        // preempted goroutines.
         // SAFETY: we own pp.
-        if let Some(x) = unsafe { timers_and_queues(p) } {
+        if let Some(x) = unsafe { timers_and_queues(m, p) } {
             return Some(x);
         }
 
-        // 2a. Goroutines that can run only on this M (`schedule` looks at them first, so
-        // we get here with some queued only right after one of them yielded).
+        // 2a. Readied goroutines that can run only on this M (`schedule` looks at them
+        // first, so we get here with some queued only right after one of them yielded).
         // SAFETY: m's thread, holding pp.
         if let Some(gp) = unsafe { affinity::get(m) } {
             return Some((gp, false));
@@ -1819,7 +1864,7 @@ unsafe fn spin_for_foreign_open(m: &M, p: &P) -> Option<(*mut G, bool)> {
             return None;
         }
         // SAFETY: we own p.
-        if let Some(x) = unsafe { timers_and_queues(p) } {
+        if let Some(x) = unsafe { timers_and_queues(m, p) } {
             return Some(x);
         }
         if m.aff.len() != 0 || SCHED.needspinning.load(Ordering::Relaxed) == 1 {
@@ -1852,24 +1897,19 @@ unsafe fn spin_for_foreign_open(m: &M, p: &P) -> Option<(*mut G, bool)> {
 
 /// `find_runnable`'s first steps, also polled by `spin_for_foreign`: runs `p`'s due timers
 /// (they may make goroutines runnable on it), then takes a goroutine from its local run
-/// queue, else from the global one.
+/// queue, else from the global one or `m`'s preempted goroutines
+/// (`globrunqget_or_preempted`).
 ///
 /// # Safety
-/// Called by `p`'s owner.
-unsafe fn timers_and_queues(p: &P) -> Option<(*mut G, bool)> {
+/// Called by `p`'s owner `m`, on its thread.
+unsafe fn timers_and_queues(m: &M, p: &P) -> Option<(*mut G, bool)> {
     check_timers(p);
     // SAFETY: caller contract.
     if let Some((gp, inherit)) = unsafe { p.runq.get() } {
         return Some((gp.as_ptr(), inherit));
     }
-    if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
-        let mut g = lock_sched();
-        // SAFETY: we own p and its queue is empty.
-        if let Some(gp) = unsafe { globrunqget(&mut g, p, 0) } {
-            return Some((gp, false));
-        }
-    }
-    None
+    // SAFETY: caller contract; p's queue is empty.
+    unsafe { globrunqget_or_preempted(m, p, 0) }.map(|gp| (gp, false))
 }
 
 /// The poller, without blocking, when goroutines wait on it and no M is blocked in it
@@ -1957,12 +1997,13 @@ unsafe fn park_idle(m: &M) {
                 return;
             }
             // Every P is busy: ready what the poll found anyway (to the global queue, where
-            // the busy Ps find them, as Go's injectglist), and run the timers their Ps have
-            // left overdue for `BUSY_GRACE_NS` (a P held by one goroutine); the others are
-            // their Ps' to run at their next pass through the scheduler, which sends their
+            // the busy Ps find them, as Go's injectglist), and step in for the timers their
+            // Ps have left overdue for `BUSY_GRACE_NS` (a P held by one goroutine: asked to
+            // pass through its scheduler, or run here after a slice); the others are their
+            // Ps' to run at their next pass through the scheduler, which sends their
             // goroutines to a local queue rather than behind the global one.
             None => {
-                timer::run_all_due(crate::sys::nanotime() - timer::BUSY_GRACE_NS);
+                timer::run_busy_overdue(crate::sys::nanotime());
                 ready.ready_all();
             }
         }

@@ -197,35 +197,45 @@ fn syscall_unseen() -> bool {
     })
 }
 
-/// The earliest timer when no M watches the timers — every P is busy (an idle M would be
-/// the timer M) — else 0. Such a timer would run only when a busy P next passes through
-/// the scheduler, a whole time slice late behind a goroutine that keeps its P; Go accepts
-/// that (its sysmon only starts an M if a P is idle), we run it from sysmon instead.
+/// When no M watches the timers — every P is busy (an idle M would be the timer M) — the
+/// time sysmon has to step in for them (`timer::busy_deadline`), else 0. Such a timer
+/// would run only when a busy P next passes through the scheduler, a whole time slice late
+/// behind a goroutine that keeps its P; Go accepts that (its sysmon only starts an M if a
+/// P is idle), we step in as the timer M would. The grace (`timer::BUSY_GRACE_NS`): a busy
+/// P runs its due timers each time it passes through the scheduler, which a program that
+/// switches at all does every few microseconds; without it sysmon ran the timers of
+/// 100,000 sleepers (sleep_many) beside the busy P, contending for its heap lock and
+/// sending every wake-up through the global queue: 130 -> 195 ms.
 fn unwatched_timer() -> i64 {
     if SCHED.npidle.load(Ordering::Relaxed) != 0 || !SCHED.timer_m.load(Ordering::SeqCst).is_null()
     {
         return 0;
     }
-    timer::earliest()
+    timer::busy_deadline()
 }
 
-/// How long a timer that no M watches may be overdue before sysmon runs it. A busy P runs
-/// its due timers each time it passes through the scheduler, which a program that
-/// switches at all does every few microseconds; only a P held by one goroutine for longer
-/// leaves them waiting. Without this grace sysmon ran the timers of 100,000 sleepers
-/// (sleep_many) beside the busy P, contending for its heap lock and sending every wake-up
-/// through the global queue: 130 -> 195 ms.
-const UNWATCHED_GRACE_NS: i64 = timer::BUSY_GRACE_NS;
-
-/// Runs the timers no M watches (see `unwatched_timer`) that are overdue by more than
-/// [`UNWATCHED_GRACE_NS`]. Their callbacks ready goroutines to the global queue (sysmon
-/// holds no P), where the next P to pass through the scheduler — or to be preempted at the
-/// end of its slice — finds them.
+/// Steps in for the timers no M watches (see `unwatched_timer`) once it is time
+/// (`timer::run_busy_overdue`: their P is asked to run them; after a slice, sysmon runs
+/// them, readying their goroutines to the global queue since it holds no P, where the next
+/// P to pass through the scheduler — or to be preempted at the end of its slice — finds
+/// them).
 fn run_unwatched_timers(now: i64) {
     let due = unwatched_timer();
-    if due != 0 && due + UNWATCHED_GRACE_NS <= now {
-        timer::run_all_due(now - UNWATCHED_GRACE_NS);
+    if due != 0 && due <= now {
+        timer::run_busy_overdue(now);
     }
+}
+
+/// Asks the M running `p` to stop its goroutine (Go's preemptone): the mark
+/// (`P::preempt`), honoured at the goroutine's next safe point or pass through the
+/// scheduler, and the signal, for code that reaches no safe point (preempt.rs). By sysmon
+/// at the end of a slice (`retake`), and by whoever steps in for a timer the P has left
+/// due (`timer::run_busy_overdue`).
+pub(super) fn preemptone(p: &P) {
+    if !p.preempt.swap(true, Ordering::Relaxed) {
+        SCHED.preempt_requests.fetch_add(1, Ordering::Relaxed);
+    }
+    preempt::preempt_m(p);
 }
 
 fn all_ps_idle() -> bool {
@@ -263,11 +273,10 @@ fn sysmon_loop() -> ! {
             delay = delay.min(WAITING_WORK_MAX_DELAY_US);
         }
         // Timers nobody watches (every P busy, so no M waits for the earliest timer): wake
-        // for it ourselves (`unwatched_timers`).
+        // for them ourselves (`run_unwatched_timers`).
         let due = unwatched_timer();
         if due != 0 {
-            let left_us =
-                ((due + UNWATCHED_GRACE_NS - crate::sys::nanotime()).max(0) / 1000) as u64;
+            let left_us = ((due - crate::sys::nanotime()).max(0) / 1000) as u64;
             delay = delay.min(left_us.max(MIN_DELAY_US));
         }
         if delay >= WAKEABLE_US {
@@ -340,11 +349,7 @@ fn retake(now: i64) -> u32 {
                 && (now - pd.schedwhen >= FORCE_PREEMPT_NS
                     || preempt::STRESS.load(Ordering::Relaxed))
             {
-                if !p.preempt.swap(true, Ordering::Relaxed) {
-                    SCHED.preempt_requests.fetch_add(1, Ordering::Relaxed);
-                }
-                // And the signal, for code that reaches no safe point (preempt.rs).
-                preempt::preempt_m(p);
+                preemptone(p);
             }
         }
         if s != P_SYSCALL {

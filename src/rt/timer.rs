@@ -10,7 +10,11 @@
 //!   that P has a timer); a spinning M runs due timers of the Ps it steals from; and an M
 //!   with nothing to do becomes the *timer M*: it sleeps until the earliest deadline of all
 //!   heaps (each P publishes its earliest in `timer0_when`) instead of indefinitely. A timer
-//!   started earlier than the timer M's wake-up time wakes it to recompute.
+//!   started earlier than the timer M's wake-up time wakes it to recompute. While every P
+//!   is busy, a due timer is its P's to run; the timer M (or sysmon, when there is none)
+//!   steps in only for a P that has left it due for `BUSY_GRACE_NS`, by asking that P to
+//!   pass through its scheduler, and runs it itself only after a time slice
+//!   (`run_busy_overdue`).
 //! - Callbacks run on an M's scheduler stack (g0), possibly without a P (the timer M when
 //!   every P is busy); they may call `goready` (which then uses the global queue) and must
 //!   not block.
@@ -160,6 +164,9 @@ pub struct Timers {
     pub timer0_when: AtomicI64,
     /// Heap length, for scheddetail.
     pub len: AtomicI32,
+    /// The `timer0_when` for which the P was last asked to pass through its scheduler
+    /// (`run_busy_overdue`), 0 if never. Written and read by Ms without a P and sysmon.
+    pub kicked: AtomicI64,
 }
 
 /// Bytes of `Timers` before the padding: the lock (and its alignment gap) and the heap.
@@ -181,6 +188,7 @@ impl Timers {
             _line: [0; 128 - TIMERS_OWNER_BYTES],
             timer0_when: AtomicI64::new(0),
             len: AtomicI32::new(0),
+            kicked: AtomicI64::new(0),
         }
     }
 
@@ -547,18 +555,75 @@ pub(crate) fn move_all(from: &P, to: *mut P) {
 }
 
 /// How long a due timer of a busy P may wait for that P before an M without a P (the timer
-/// M, or sysmon when there is none) runs it, readying its goroutine to the global queue.
-/// A busy P runs its due timers each time it passes through the scheduler, which a program
-/// that switches at all does every few microseconds; only a P held by one goroutine for
-/// longer leaves them waiting. Running them at once instead sent the wake-ups of sleepers
-/// through the global queue behind every goroutine queued there: sleep_many driven from C
-/// main (which keeps ~60,000 spawned goroutines queued) woke a third of its sleepers over
-/// 20 ms late, each holding its stack meanwhile (from sysmon, before the grace: 130 -> 195
-/// ms).
+/// M, or sysmon when there is none) steps in (`run_busy_overdue`). A busy P runs its due
+/// timers each time it passes through the scheduler, which a program that switches at all
+/// does every few microseconds; only a P held by one goroutine for longer leaves them
+/// waiting. Running them at once from outside sent the wake-ups of sleepers through the
+/// global queue behind every goroutine queued there: sleep_many driven from C main (which
+/// keeps ~60,000 spawned goroutines queued) woke a third of its sleepers over 20 ms late,
+/// each holding its stack meanwhile (from sysmon, before the grace: 130 -> 195 ms).
 pub(crate) const BUSY_GRACE_NS: i64 = 500_000;
 
+/// How long a due timer of a P that runs a goroutine may wait in all before an M without a
+/// P runs it itself: a time slice. The P was asked to stop its goroutine at
+/// `BUSY_GRACE_NS` and has not: the goroutine runs code with no safe point where the
+/// signal may not stop it (asynchronous preemption off, or refused there).
+pub(crate) const BUSY_RUN_NS: i64 = FORCE_PREEMPT_NS;
+
+/// Steps in for the timers that busy Ps have left due for `BUSY_GRACE_NS` (the timer M
+/// while every P is busy, and sysmon while no M watches the timers). Returns how many it
+/// ran.
+///
+/// A P that runs a goroutine is asked to pass through its scheduler instead
+/// (`sysmon::preemptone`, the request of a slice's end, once per deadline): it runs the
+/// timer there and the woken goroutine goes to its `runnext`, as in Go, where only a P
+/// runs its timers. Run from here, the timer readies its goroutine to the global queue,
+/// which that P serves only when its local queue is empty or on its 61st tick: behind two
+/// goroutine pairs that hand their slices on through `runnext` (`pingpong_hog.c`), a
+/// 100 ms sleep comes back up to two slices late (7-14 ms measured on a quiet machine,
+/// against under 2 ms when the P runs the timer). A P that has not
+/// run it after `BUSY_RUN_NS`, or that runs no goroutine (in a syscall), has its due
+/// timers run here.
+pub(crate) fn run_busy_overdue(now: i64) -> usize {
+    let mut n = 0;
+    for p in all_ps() {
+        let w = p.timers.timer0_when.load(Ordering::SeqCst);
+        if w == 0 || now < w.saturating_add(BUSY_GRACE_NS) {
+            continue;
+        }
+        if now < w.saturating_add(BUSY_RUN_NS) && p.status.load(Ordering::Acquire) == P_RUNNING {
+            if p.timers.kicked.swap(w, Ordering::Relaxed) != w {
+                super::sysmon::preemptone(p);
+            }
+            continue;
+        }
+        n += run_due(p, now - BUSY_GRACE_NS);
+    }
+    n
+}
+
+/// When `run_busy_overdue` next has something to do, 0 if no P has a timer: the earliest,
+/// over the Ps, of a timer's deadline plus `BUSY_GRACE_NS`, or plus `BUSY_RUN_NS` once
+/// the P running a goroutine was asked to run it.
+pub(crate) fn busy_deadline() -> i64 {
+    let mut best = 0i64;
+    for p in all_ps() {
+        let w = p.timers.timer0_when.load(Ordering::SeqCst);
+        if w == 0 {
+            continue;
+        }
+        let asked = p.timers.kicked.load(Ordering::Relaxed) == w
+            && p.status.load(Ordering::Acquire) == P_RUNNING;
+        let d = w.saturating_add(if asked { BUSY_RUN_NS } else { BUSY_GRACE_NS });
+        if best == 0 || d < best {
+            best = d;
+        }
+    }
+    best
+}
+
 /// After a P went idle: wakes the timer M if it sleeps past the earliest deadline `next`
-/// (it sleeps `BUSY_GRACE_NS` longer while every P is busy), so that it takes the idle P
+/// (it sleeps until `busy_deadline` while every P is busy), so that it takes the idle P
 /// and runs the timer on time.
 pub(crate) fn wake_timer_m_for_idle_p(next: i64) {
     if next != 0 && next < SCHED.timer_m_until.load(Ordering::SeqCst) {
@@ -615,14 +680,20 @@ pub(crate) unsafe fn sleep_as_timer_m(
     }
     // With every P busy, a due timer is its P's to run (`check_timers`, at the P's next
     // pass through the scheduler): we would have to send its goroutine through the global
-    // queue, behind whatever waits there. So sleep until it is `BUSY_GRACE_NS` overdue,
-    // which only a P held by one goroutine for that long leaves it. Our SeqCst loads of
-    // `npidle` after claiming `timer_m` pair with a P going idle (`pidleput`'s SeqCst add,
-    // then `park_idle` reads `timer_m` and `timer_m_until` and wakes us to recompute):
+    // queue, behind whatever waits there. So sleep until `run_busy_overdue` has something
+    // to do (`busy_deadline`: a timer `BUSY_GRACE_NS` overdue, which only a P held by one
+    // goroutine for that long leaves it). Our SeqCst loads of `npidle` after claiming
+    // `timer_m` pair with a P going idle (`pidleput`'s SeqCst add, then `park_idle` reads
+    // `timer_m` and `timer_m_until` and wakes us to recompute):
     // `loom_tests::idle_p_wakes_a_timer_m_in_its_grace`.
     let with_grace = |d: i64| {
         if d != 0 && d != i64::MAX && SCHED.npidle.load(Ordering::SeqCst) == 0 {
-            d.saturating_add(BUSY_GRACE_NS)
+            // Never earlier than `d` plus the grace: `d` is the earliest deadline, or one
+            // that has gone since (then the timers that are left decide).
+            match busy_deadline() {
+                0 => d.saturating_add(BUSY_GRACE_NS),
+                b => b,
+            }
         } else {
             d
         }

@@ -13,7 +13,9 @@
 //!   (the G), every wake-up (`goready` releases the G, the parked goroutine acquires it when
 //!   it resumes — channels, select, sema, mutex, WaitGroup, cond and sleep all wake this
 //!   way), a channel operation that completes without waiting (send releases the channel,
-//!   receive acquires it), WaitGroup done/wait, and the mutex's slow paths (the inline fast
+//!   receive acquires it), a blocked channel operation's sudog (its owner releases it when
+//!   it queues it, the party that dequeues it acquires it before it touches the owner's
+//!   buffer: `chan/waitq.rs`), WaitGroup done/wait, and the mutex's slow paths (the inline fast
 //!   paths in gmp.h are compiled into the program, so TSan sees their atomics itself).
 
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
