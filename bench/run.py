@@ -216,8 +216,8 @@ def build(progs: list[str], impls: list[str], cargo: bool) -> bool:
         if not lib.exists():
             log(f"missing {lib}")
             return False
-        header = ROOT / "include" / "gmp.h"
-        if not header.exists():  # else cc would find GNU MP's /usr/include/gmp.h
+        header = ROOT / "include" / "gmp-sched" / "gmp.h"
+        if not header.exists():  # else cc would fail, or find an installed copy
             log(f"missing {header}")
             return False
         # The probe of the two CPUs' cache-line round trip (`line_rtt`).

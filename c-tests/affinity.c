@@ -41,7 +41,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>

@@ -21,7 +21,7 @@
 #include <sys/resource.h>
 
 #include <errno.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define MS 1000000LL
 

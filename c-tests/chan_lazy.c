@@ -17,7 +17,7 @@
 #include "check.h"
 
 #include <errno.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdlib.h>
 #include <string.h>
 

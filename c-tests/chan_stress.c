@@ -33,7 +33,7 @@
 #include <sys/syscall.h>
 #endif
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define MS 1000000LL
 #define PRODUCERS 8

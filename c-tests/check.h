@@ -149,7 +149,7 @@ static inline int each_thread_file(const char *file, void (*fn)(const char *text
 /* The gmp_* helpers below need the library's header (the include guard makes a second
  * #include harmless). A test that loads the library with dlopen defines CHECK_NO_GMP. */
 #ifndef CHECK_NO_GMP
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 /* Asserts that `cond` becomes true within `secs` seconds, polling every millisecond from
  * a foreign thread: the way to wait for a state (a counter, a flag, gmp_stats) instead

@@ -17,7 +17,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>

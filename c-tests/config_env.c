@@ -8,7 +8,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 
 static void touch(void *arg)
 {

@@ -44,7 +44,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define MS 1000000LL
 #define WATCHDOG_S 30

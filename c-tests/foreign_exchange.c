@@ -34,7 +34,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>

@@ -19,7 +19,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>

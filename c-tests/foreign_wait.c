@@ -17,7 +17,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>

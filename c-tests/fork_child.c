@@ -20,7 +20,7 @@
 #include "check.h"
 
 #include <errno.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>

@@ -15,7 +15,7 @@
 #include "check.h"
 
 #include <errno.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <malloc.h>
 #include <stdatomic.h>
 

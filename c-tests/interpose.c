@@ -58,7 +58,7 @@
 #include <sys/wait.h>
 #include <arpa/inet.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 static int tid(void) { return (int)syscall(SYS_gettid); }
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define CALLS 200000
 #define ROUNDS 15

@@ -18,7 +18,7 @@
 
 #include <curl/curl.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define CLIENTS 200
 #define ROUNDS 5

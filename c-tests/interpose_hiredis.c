@@ -21,7 +21,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define CLIENTS 1000
 #define PAIRS 100

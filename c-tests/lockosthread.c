@@ -41,7 +41,7 @@
 #include "check.h"
 
 #include <errno.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <stdlib.h>

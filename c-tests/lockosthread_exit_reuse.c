@@ -8,7 +8,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <sys/syscall.h>
 
 static void ends_locked(void *arg)

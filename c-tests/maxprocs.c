@@ -21,7 +21,7 @@
 #include "check.h"
 
 #include <errno.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>

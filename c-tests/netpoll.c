@@ -35,7 +35,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define MS 1000000LL
 

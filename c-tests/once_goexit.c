@@ -5,7 +5,7 @@
  * callers return (and the function is never run again). Here the first caller's function
  * yields for a while (so that 20 goroutines and main pile up on the once), then calls
  * gmp_goexit. Every waiter must return, the function must have run once, and a later
- * gmp_once on the same once must not run its function. A goroutine that ends this way
+ * gmp_once_do on the same once must not run its function. A goroutine that ends this way
  * leaves nothing behind (the goroutine count drops to zero). Then the same with the
  * function calling gmp_goexit uncontended, in a goroutine that never blocked. Last, a
  * goroutine that completed a once normally (from a deeper frame, since returned) and
@@ -14,14 +14,14 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define WAITERS 20
 
-static gmp_once_t once = GMP_ONCE_INIT;
-static gmp_once_t once2 = GMP_ONCE_INIT;
+static gmp_once once = GMP_ONCE_INIT;
+static gmp_once once2 = GMP_ONCE_INIT;
 static int calls;
 static int exited_through; /* set if code after gmp_goexit ran */
 
@@ -44,7 +44,7 @@ static void never(void *arg)
 
 static void caller(void *arg)
 {
-    CHECK_OK(gmp_once(&once, exiting_fn, NULL));
+    CHECK_OK(gmp_once_do(&once, exiting_fn, NULL));
     /* Only the waiters get here: the first caller ended inside the function. */
     CHECK_OK(gmp_wg_done(arg));
 }
@@ -52,7 +52,7 @@ static void caller(void *arg)
 static void first(void *arg)
 {
     (void)arg;
-    CHECK_OK(gmp_once(&once, exiting_fn, NULL));
+    CHECK_OK(gmp_once_do(&once, exiting_fn, NULL));
     exited_through = 1;
 }
 
@@ -65,11 +65,11 @@ static void quick_exit_fn(void *arg)
 static void quick(void *arg)
 {
     (void)arg;
-    CHECK_OK(gmp_once(&once2, quick_exit_fn, NULL));
+    CHECK_OK(gmp_once_do(&once2, quick_exit_fn, NULL));
     exited_through = 1;
 }
 
-static gmp_once_t once3 = GMP_ONCE_INIT;
+static gmp_once once3 = GMP_ONCE_INIT;
 static int normal_calls, after_exit;
 
 static void normal_fn(void *arg)
@@ -80,7 +80,7 @@ static void normal_fn(void *arg)
 
 __attribute__((noinline)) static void run_once3(void)
 {
-    CHECK_OK(gmp_once(&once3, normal_fn, NULL));
+    CHECK_OK(gmp_once_do(&once3, normal_fn, NULL));
 }
 
 /* Overwrites the stack below the caller's frame, where run_once3's frames were. (Under
@@ -112,17 +112,17 @@ int main(void)
     CHECK_OK(gmp_wg_add(&wg, WAITERS));
     for (int i = 0; i < WAITERS; i++)
         CHECK_OK(gmp_go(caller, &wg));
-    CHECK_OK(gmp_once(&once, never, NULL)); /* main waits on the once too */
+    CHECK_OK(gmp_once_do(&once, never, NULL)); /* main waits on the once too */
     CHECK_OK(gmp_wg_wait(&wg));
     CHECK_EQ(calls, 1);
-    CHECK_OK(gmp_once(&once, never, NULL));
+    CHECK_OK(gmp_once_do(&once, never, NULL));
 
     CHECK_OK(gmp_go(quick, NULL));
     for (int i = 0; gmp_num_goroutine() != 0; i++) {
         CHECK(i < 10000);
         sleep_ms(1);
     }
-    CHECK_OK(gmp_once(&once2, never, NULL));
+    CHECK_OK(gmp_once_do(&once2, never, NULL));
     CHECK_EQ(exited_through, 0);
 
     CHECK_OK(gmp_go(done_then_exit, NULL));
@@ -132,7 +132,7 @@ int main(void)
     }
     CHECK_EQ(__atomic_load_n(&after_exit, __ATOMIC_SEQ_CST), 0);
     CHECK_EQ(__atomic_load_n(&normal_calls, __ATOMIC_SEQ_CST), 1);
-    CHECK_OK(gmp_once(&once3, never, NULL));
+    CHECK_OK(gmp_once_do(&once3, never, NULL));
     printf("gmp_goexit in the once function: once done, %d waiters returned\n", WAITERS);
     return 0;
 }

@@ -11,7 +11,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <sched.h>
 #include <stdint.h>
 

@@ -26,7 +26,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 
 #define HOG_LIMIT 1000000L
 #define LIGHT_LIMIT 1000L

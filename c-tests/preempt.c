@@ -36,7 +36,7 @@
 
 #include <immintrin.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define MS 1000000LL
 

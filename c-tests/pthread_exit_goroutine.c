@@ -16,7 +16,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <pthread.h>
 #include <string.h>
 

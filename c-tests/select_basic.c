@@ -6,8 +6,9 @@
  *     bound is ~8 sd), in a goroutine and on the main thread.
  *  2. Duplicates: one channel in several cases (recv twice, send and recv) works; NULL
  *     channels disable their case and never fire.
- *  3. Default (timeout 0): -EAGAIN when nothing is ready; timeout: -ETIMEDOUT after about
- *     the timeout, never early; no cases with a timeout sleeps then -ETIMEDOUT.
+ *  3. Default (timeout 0): -ETIMEDOUT at once when nothing is ready, as a channel
+ *     operation's zero timeout gives; timeout: -ETIMEDOUT after about the timeout, never
+ *     early; no cases with a timeout sleeps then -ETIMEDOUT.
  *  4. Closed: a recv case on a closed channel fires with status -EPIPE and buf zeroed,
  *     also when the close happens while the select waits (a goroutine's select, closed
  *     once gmp_stats shows it parked); a send case on a closed channel fires with
@@ -23,7 +24,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define MS 1000000LL
 
@@ -97,9 +98,9 @@ static void test_dup_null(void)
     gmp_select_case sr[2] = {{c, GMP_SEND, &v, 0}, {c, GMP_RECV, &a, 0}};
     int k = gmp_select(sr, 2, -1);
     CHECK(k == 0 || k == 1);
-    /* Only NULL channels: default -EAGAIN, blocking -EINVAL. */
+    /* Only NULL channels: default -ETIMEDOUT, blocking -EINVAL. */
     gmp_select_case nul[2] = {{NULL, GMP_RECV, &a, 0}, {NULL, GMP_SEND, &v, 0}};
-    CHECK_EQ(gmp_select(nul, 2, 0), -EAGAIN);
+    CHECK_EQ(gmp_select(nul, 2, 0), -ETIMEDOUT);
     CHECK_EQ(gmp_select(nul, 2, -1), -EINVAL);
     CHECK_OK(gmp_chan_release(c));
 }
@@ -114,7 +115,12 @@ static void check_timeouts(void)
     CHECK_EQ(gmp_chan_send(c2, &(int){1}), 0); /* full: a send case blocks */
     int a = 3, v = 4;
     gmp_select_case cs[2] = {{c1, GMP_RECV, &a, 77}, {c2, GMP_SEND, &v, 77}};
-    CHECK_EQ(gmp_select(cs, 2, 0), -EAGAIN);
+    CHECK_EQ(gmp_select(cs, 2, 0), -ETIMEDOUT);
+    CHECK_EQ(cs[0].status, 77);
+    CHECK_EQ(cs[1].status, 77);
+    /* The same zero timeout on the channel operations. */
+    CHECK_EQ(gmp_chan_recv_timeout(c1, &a, 0), -ETIMEDOUT);
+    CHECK_EQ(gmp_chan_send_timeout(c2, &v, 0), -ETIMEDOUT);
     int64_t t0 = gmp_now();
     CHECK_EQ(gmp_select(cs, 2, 40 * MS), -ETIMEDOUT);
     int64_t dt = gmp_now() - t0;
@@ -127,7 +133,7 @@ static void check_timeouts(void)
     CHECK_EQ(gmp_chan_try_recv(c2, &a), 0);
     CHECK_EQ(gmp_chan_try_recv(c2, &a), -EAGAIN);
     /* No cases at all. */
-    CHECK_EQ(gmp_select(NULL, 0, 0), -EAGAIN);
+    CHECK_EQ(gmp_select(NULL, 0, 0), -ETIMEDOUT);
     t0 = gmp_now();
     CHECK_EQ(gmp_select(NULL, 0, 20 * MS), -ETIMEDOUT);
     CHECK(gmp_now() - t0 >= 20 * MS);
@@ -332,7 +338,7 @@ static void test_many_cases(void)
     }
     CHECK_EQ(gmp_chan_send(c[777], &(int){1}), 0);
     CHECK_EQ(gmp_select(cs, N, -1), 777);
-    CHECK_EQ(gmp_select(cs, N, 0), -EAGAIN);
+    CHECK_EQ(gmp_select(cs, N, 0), -ETIMEDOUT);
     CHECK_EQ(gmp_select(cs, N, 5 * MS), -ETIMEDOUT);
     for (int i = 0; i < N; i++)
         CHECK_OK(gmp_chan_release(c[i]));

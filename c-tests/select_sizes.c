@@ -16,7 +16,7 @@
 #include "check.h"
 
 #include <errno.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdatomic.h>
 
 #define MAXN 100

@@ -22,7 +22,7 @@
 #include "check.h"
 
 #include <alloca.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdint.h>
 #include <string.h>
 

@@ -1,10 +1,10 @@
 /*
  * sync_misuse.c -- argument checking of the sync API, and the misuses that abort.
  *
- * Without arguments: every gmp_mutex_*, gmp_rwmutex_*, gmp_cond_* function and gmp_once
- * returns -EINVAL for a NULL or misaligned object pointer (gmp_once also for a NULL
- * function, gmp_cond_wait for either pointer), and the objects passed alongside are left
- * usable.
+ * Without arguments: every gmp_mutex_*, gmp_rwmutex_*, gmp_cond_* function and
+ * gmp_once_do returns -EINVAL for a NULL or misaligned object pointer (gmp_once_do also
+ * for a NULL function, gmp_cond_wait for either pointer), and the objects passed
+ * alongside are left usable.
  *
  * With argv[1] naming a misuse, the program must die by SIGABRT with Go's panic text
  * after "gmp: " (the harness checks the signal and stderr); reaching the end of a case is
@@ -23,7 +23,7 @@
 #include "check.h"
 
 #include <errno.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <string.h>
 
 static int fn_calls;
@@ -43,7 +43,7 @@ static void argument_errors(void)
     gmp_mutex m = GMP_MUTEX_INIT;
     gmp_rwmutex rw = GMP_RWMUTEX_INIT;
     gmp_cond c = GMP_COND_INIT;
-    gmp_once_t o = GMP_ONCE_INIT;
+    gmp_once o = GMP_ONCE_INIT;
 
     CHECK_EQ(gmp_mutex_lock(NULL), -EINVAL);
     CHECK_EQ(gmp_mutex_trylock(NULL), -EINVAL);
@@ -75,11 +75,11 @@ static void argument_errors(void)
     CHECK_EQ(gmp_mutex_trylock(&m), -EBUSY);
     CHECK_OK(gmp_mutex_unlock(&m));
 
-    CHECK_EQ(gmp_once(NULL, fn, NULL), -EINVAL);
-    CHECK_EQ(gmp_once(odd, fn, NULL), -EINVAL);
-    CHECK_EQ(gmp_once(&o, NULL, NULL), -EINVAL);
+    CHECK_EQ(gmp_once_do(NULL, fn, NULL), -EINVAL);
+    CHECK_EQ(gmp_once_do(odd, fn, NULL), -EINVAL);
+    CHECK_EQ(gmp_once_do(&o, NULL, NULL), -EINVAL);
     CHECK_EQ(fn_calls, 0);
-    CHECK_EQ(gmp_once(&o, fn, NULL), 0);
+    CHECK_EQ(gmp_once_do(&o, fn, NULL), 0);
     CHECK_EQ(fn_calls, 1);
 
     /* The objects still work. */

@@ -25,7 +25,7 @@
 #include "check.h"
 
 #include <errno.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 

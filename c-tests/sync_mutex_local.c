@@ -18,7 +18,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdatomic.h>
 
 #define HOLD_SEC 0.6

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 static gmp_rwmutex rw = GMP_RWMUTEX_INIT;
 static gmp_wg wg = GMP_WG_INIT;

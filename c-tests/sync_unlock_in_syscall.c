@@ -17,7 +17,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdint.h>
 
 #define MUTEX_STARVING 4

@@ -19,7 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>

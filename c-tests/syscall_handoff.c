@@ -12,7 +12,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 

@@ -10,7 +10,7 @@
  */
 #include "check.h"
 
-#include <gmp.h>
+#include <gmp-sched/gmp.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <sys/resource.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #define MS 1000000LL
 

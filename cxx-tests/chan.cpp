@@ -3,7 +3,7 @@
 // through the channel (every element constructed is destroyed exactly once, also those
 // left in a channel when its last handle goes), shared handles, send/recv across
 // goroutines and threads, the try_/_for/_until forms, close, len/cap, range-for, nil.
-#include "gmp.hpp"
+#include <gmp-sched/gmp.hpp>
 
 #include "check.hpp"
 

@@ -2,7 +2,7 @@
 // function pointers with arguments, member functions, mutable functors), arguments
 // passed by value as std::thread does, options (pinned, locked, stack size), many goroutines,
 // exceptions caught inside goroutines, and an exception escaping a goroutine, which must end the program with a gmp: message.
-#include "gmp.hpp"
+#include <gmp-sched/gmp.hpp>
 
 #include "check.hpp"
 

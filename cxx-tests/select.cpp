@@ -2,7 +2,7 @@
 // channels, closed channels (not errors), move-only values through send cases (an
 // unsent value is destroyed with the builder, a sent one belongs to the receiver), a
 // builder run repeatedly, and random choice among ready cases.
-#include "gmp.hpp"
+#include <gmp-sched/gmp.hpp>
 
 #include "check.hpp"
 

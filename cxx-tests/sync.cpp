@@ -4,7 +4,7 @@
 // gmp::condition_variable with std::unique_lock<gmp::mutex>; gmp::wait_group;
 // gmp::call_once (concurrent callers, an exception); gmp::sleep_for; the
 // gmp::lock_os_thread guard; errors as std::system_error with the errno category.
-#include "gmp.hpp"
+#include <gmp-sched/gmp.hpp>
 
 #include "check.hpp"
 

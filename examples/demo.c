@@ -7,7 +7,7 @@
  * GMP_DEBUG=schedtrace=MS) Go's SCHED lines while it runs.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #include <stdatomic.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 static void serve_conn(void *arg)
 {

@@ -16,7 +16,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 static const char *host;
 static int port;

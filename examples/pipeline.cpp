@@ -6,7 +6,7 @@
 // reporting on another, with a select that also watches a deadline.
 //
 //   c++ -std=c++17 pipeline.cpp $(pkg-config --cflags --libs gmp-sched) -o pipeline
-#include "gmp.hpp"
+#include <gmp-sched/gmp.hpp>
 
 #include <cstdio>
 #include <memory>

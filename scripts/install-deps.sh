@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages the build and the full test suite need on a fresh Debian
 # machine (as root; nothing is installed when everything is there already): C and C++
-# compilers, binutils, Python, Go (the benchmarks' other side), GNU MP's header (the
-# coexistence test), cmake/pkg-config (the CMake package tests), redis-server, hiredis
+# compilers, binutils, Python, Go (the benchmarks' other side), GNU MP's headers (the
+# coexistence tests), cmake/pkg-config (the CMake package tests), redis-server, hiredis
 # and libcurl (the interposer's tests), gdb and valgrind (the debugging tests).
 # README's second command and .ci/run both run it before `cargo test`.
 set -euo pipefail
@@ -10,8 +10,10 @@ need_apt=()
 for tool in cc c++ nm readelf python3 go; do
     command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
-# GNU MP's header, so that the test proving our header coexists with it runs for real.
-[ -f /usr/include/gmp.h ] || [ -f /usr/include/x86_64-linux-gnu/gmp.h ] || need_apt+=(gmpdev)
+# GNU MP's headers (gmp.h, gmpxx.h) and libraries: tests/header.rs compiles ours with
+# them, tests/cmake.rs builds a program that uses both libraries.
+{ [ -f /usr/include/gmp.h ] || [ -f /usr/include/x86_64-linux-gnu/gmp.h ]; } \
+    && [ -f /usr/include/gmpxx.h ] || need_apt+=(gmpdev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq

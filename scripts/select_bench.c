@@ -12,7 +12,7 @@
  * e.g. `1 16 1` (one select case, a 16-slot channel, one sender and one receiver), `2 0 1`
  * (two cases, unbuffered), `1 1024 4` (four senders, four receivers).
  */
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #include <stdatomic.h>
 #include <stdio.h>

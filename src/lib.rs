@@ -9,7 +9,7 @@
 //!   stack/ arch/ sys/   goroutine stacks, the context switch, futex and friends
 //! ```
 //!
-//! The C API lives in `include/gmp.h`, generated from `src/ffi` by `build.rs`.
+//! The C API lives in `include/gmp-sched/gmp.h`, generated from `src/ffi` by `build.rs`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -694,7 +694,7 @@ fn compile_header(compiler: &str, std: &str, ext: &str) {
     // Included twice: the include guard must hold.
     std::fs::write(
         &tu,
-        "#include \"gmp.h\"\n#include \"gmp.h\"\nint main(void) { return 0; }\n",
+        "#include <gmp-sched/gmp.h>\n#include <gmp-sched/gmp.h>\nint main(void) { return 0; }\n",
     )
     .expect("write translation unit");
     let mut cmd = Command::new(compiler);
@@ -713,7 +713,9 @@ fn compile_header(compiler: &str, std: &str, ext: &str) {
     assert!(
         outcome.status.success(),
         "{}",
-        outcome.report(&format!("include/gmp.h does not compile as {std}"))
+        outcome.report(&format!(
+            "include/gmp-sched/gmp.h does not compile as {std}"
+        ))
     );
 }
 

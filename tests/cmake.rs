@@ -208,9 +208,25 @@ fn install_layout() {
         "lib/libgmp.a",
         "lib/libgmp.so.0",
         "include/gmp.h",
+        "include/gmp.hpp",
     ] {
         assert!(!prefix.join(file).exists(), "{file} would shadow GNU MP");
     }
+    // The licence texts the tree has.
+    for license in ["LICENSE-MIT", "LICENSE-APACHE"] {
+        if manifest_dir().join(license).exists() {
+            let doc = prefix.join("share/doc/gmp-sched").join(license);
+            assert!(doc.exists(), "{} is not installed", doc.display());
+        }
+    }
+    // The package's version is Cargo.toml's (CMakeLists.txt reads it from there).
+    let pc =
+        std::fs::read_to_string(prefix.join("lib/pkgconfig/gmp-sched.pc")).expect("gmp-sched.pc");
+    let want = format!("Version: {}", env!("CARGO_PKG_VERSION"));
+    assert!(
+        pc.lines().any(|l| l == want),
+        "gmp-sched.pc lacks {want:?}:\n{pc}"
+    );
     let link = std::fs::read_link(prefix.join("lib/gmp-sched/libgmp.so")).expect("a symlink");
     assert_eq!(link, Path::new("libgmp.so.0"));
     let dynamic = needed(&prefix.join("lib/gmp-sched/libgmp.so.0"));
@@ -326,5 +342,141 @@ fn gnu_mp_is_not_shadowed() {
             dynamic.contains("[libgmp.so.10]") && !dynamic.contains("[libgmp.so.0]"),
             "{exe}: {dynamic}"
         );
+    }
+}
+
+/// The C half of a program that uses GNU MP and libgmp together: goroutines compute
+/// factorials in GNU MP integers; then the C++ half runs.
+const BOTH_C: &str = r#"#include <gmp.h>
+#include <gmp-sched/gmp.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#if !defined(__GNU_MP_VERSION) || !defined(GMP_SCHED_H)
+#error "<gmp.h> must be GNU MP's and <gmp-sched/gmp.h> libgmp's"
+#endif
+
+int cxx_half(void);
+
+static gmp_wg wg = GMP_WG_INIT;
+static mpz_t fact[3];
+
+static void factorial(void *arg) {
+    uintptr_t i = (uintptr_t)arg;
+    mpz_fac_ui(fact[i], 23 + i);
+    gmp_wg_done(&wg);
+}
+
+int main(void) {
+    gmp_wg_add(&wg, 3);
+    for (uintptr_t i = 0; i < 3; i++) {
+        mpz_init(fact[i]);
+        gmp_go(factorial, (void *)i);
+    }
+    gmp_wg_wait(&wg);
+    for (int i = 0; i < 3; i++) {
+        gmp_printf("%d! = %Zd\n", 23 + i, fact[i]);
+        mpz_clear(fact[i]);
+    }
+    return cxx_half();
+}
+"#;
+
+/// The C++ half: GNU MP's mpz_class travels over a gmp::chan between goroutines.
+const BOTH_CXX: &str = r#"#include <gmpxx.h>
+#include <gmp-sched/gmp.hpp>
+#include <cstdio>
+
+extern "C" int cxx_half(void) {
+    gmp::chan<mpz_class> ch(1);
+    gmp::wait_group wg;
+    wg.add(1);
+    gmp::go([ch, &wg] {
+        mpz_class x = 1;
+        x <<= 100;
+        if (!ch.send(std::move(x)))
+            std::puts("closed");
+        wg.done();
+    });
+    auto got = ch.recv();
+    wg.wait();
+    std::printf("2^100 = %s\n", got ? got->get_str().c_str() : "nothing");
+    return got ? 0 : 1;
+}
+"#;
+
+/// The output both halves must print.
+const BOTH_OUTPUT: &str = "23! = 25852016738884976640000\n\
+                           24! = 620448401733239439360000\n\
+                           25! = 15511210043330985984000000\n\
+                           2^100 = 1267650600228229401496703205376\n";
+
+/// One target that uses GNU MP (`<gmp.h>`, `<gmpxx.h>`, libgmp.so.10, libgmpxx) and
+/// libgmp (`<gmp-sched/gmp.h>`, `<gmp-sched/gmp.hpp>`, libgmp.so.0), built from the
+/// installed package with find_package and with pkg-config: each header and each library
+/// is the right one.
+#[test]
+fn gnu_mp_and_libgmp_in_one_target() {
+    let prefix = installed();
+    let _serial = lock();
+    let dir = fresh_dir(&work_dir().join("consumer-both"));
+    std::fs::write(dir.join("both.c"), BOTH_C).expect("write both.c");
+    std::fs::write(dir.join("both.cpp"), BOTH_CXX).expect("write both.cpp");
+    let version = format!(
+        "{}.{}",
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MINOR")
+    );
+    std::fs::write(
+        dir.join("CMakeLists.txt"),
+        format!(
+            "cmake_minimum_required(VERSION 3.16)\n\
+             project(both C CXX)\n\
+             set(CMAKE_CXX_STANDARD 17)\n\
+             find_package(gmp-sched {version} REQUIRED)\n\
+             find_library(GNU_MP_LIBRARY gmp)\n\
+             find_library(GNU_MPXX_LIBRARY gmpxx)\n\
+             if(NOT GNU_MP_LIBRARY OR NOT GNU_MPXX_LIBRARY)\n\
+             \x20   message(FATAL_ERROR \"GNU MP (libgmp-dev) is not installed\")\n\
+             endif()\n\
+             add_executable(both both.c both.cpp)\n\
+             target_compile_options(both PRIVATE -Wall -Wextra -Werror -pedantic)\n\
+             target_link_libraries(both PRIVATE gmp::sched ${{GNU_MPXX_LIBRARY}} \
+             ${{GNU_MP_LIBRARY}})\n"
+        ),
+    )
+    .expect("write CMakeLists.txt");
+    let p = prefix.display();
+    let script = format!(
+        "cmake -S . -B build -DCMAKE_PREFIX_PATH={p}\n\
+         cmake --build build\n\
+         ./build/both\n\
+         export PKG_CONFIG_PATH={p}/lib/pkgconfig\n\
+         cc -std=c11 -Wall -Wextra -Werror -Wpedantic $(pkg-config --cflags gmp-sched) \
+         -c both.c -o both_c.o\n\
+         c++ -std=c++17 -Wall -Wextra -Werror -pedantic $(pkg-config --cflags gmp-sched) \
+         -c both.cpp -o both_cxx.o\n\
+         c++ both_c.o both_cxx.o $(pkg-config --libs gmp-sched) -lgmpxx -lgmp -o both_pc\n\
+         ./both_pc\n"
+    );
+    let mut sh = command("sh", &dir);
+    sh.arg("-ec").arg(&script);
+    let out = run_ok(sh, &format!("GNU MP and libgmp:\n{script}"), TIMEOUT);
+    // Once from the CMake build, once from the pkg-config one (cmake's log around them).
+    assert_eq!(
+        out.stdout.matches(BOTH_OUTPUT).count(),
+        2,
+        "{}",
+        out.report("both programs' output")
+    );
+    for exe in ["build/both", "both_pc"] {
+        let dynamic = needed(&dir.join(exe));
+        // (libgmpxx is linked too, but mpz_class's inline code needs nothing from it.)
+        for lib in ["[libgmp.so.10]", "[libgmp.so.0]"] {
+            assert!(
+                dynamic.contains(lib),
+                "{exe} does not need {lib}:\n{dynamic}"
+            );
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! Compiles and runs the C++ programs in `cxx-tests/` (the tests of `include/gmp.hpp`)
+//! Compiles and runs the C++ programs in `cxx-tests/` (the tests of `gmp-sched/gmp.hpp`)
 //! and the C++ examples against the library `cargo test` just built.
 //!
 //! - Each program is compiled with `c++ -std=c++17 -Wall -Wextra -Werror -pedantic`
@@ -172,7 +172,11 @@ fn go_uncaught_non_std_exception() {
 fn header_alone() {
     let _serial = lock();
     let src = out_dir().join("header_alone.cpp");
-    std::fs::write(&src, "#include \"gmp.hpp\"\n#include \"gmp.hpp\"\n").expect("write");
+    std::fs::write(
+        &src,
+        "#include <gmp-sched/gmp.hpp>\n#include <gmp-sched/gmp.hpp>\n",
+    )
+    .expect("write");
     for std in ["-std=c++17", "-std=c++20"] {
         for define in ["-DGMP_SCHED_TEST", "-DGMP_NO_INLINE_FAST_PATHS"] {
             let mut cmd = Command::new("c++");

@@ -1,10 +1,14 @@
 //! What `libgmp.so` exports, and that it can live beside GNU MP (`libgmp.so.10`).
 //!
+//! The ABI: exactly the functions include/gmp-sched/gmp.h declares, plus the names
+//! abi/exports.txt lists (the interposed libc functions, the dump-named slow halves of the
+//! channel entries, the compatibility symbols); the SONAME is libgmp.so.0.
+//!
 //! The library checked is the one `cargo test` built: `deps/libgmp.so` beside this test
 //! executable (cargo copies it up to `target/<profile>/` only on `cargo build`), else
 //! `target/<profile>/libgmp.so`. Uses binutils' `nm` and `readelf`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
@@ -17,66 +21,59 @@ const GNU_MP: &str = "/usr/lib/x86_64-linux-gnu/libgmp.so.10";
 /// Our SONAME (build.rs); GNU MP's is `libgmp.so.10`.
 const SONAME: &str = "libgmp.so.0";
 
-/// Symbols outside the `gmp_` prefix that the library exports on purpose: exactly the
-/// libc functions the interposer replaces (src/ffi/interpose.rs, DESIGN.md decision 13),
-/// so that under LD_PRELOAD (or linked) a goroutine's blocking call parks the goroutine.
-/// Each must be exported, and nothing else.
-const ALLOWED_NON_GMP: &[&str] = &[
-    // Sockets and pipes through the poller.
-    "read",
-    "write",
-    "readv",
-    "writev",
-    "recv",
-    "send",
-    "recvfrom",
-    "sendto",
-    "recvmsg",
-    "sendmsg",
-    "accept",
-    "accept4",
-    "connect",
-    "poll",
-    "ppoll",
-    "select",
-    "pselect",
-    "epoll_wait",
-    "epoll_pwait",
-    // Descriptor bookkeeping.
-    "socket",
-    "socketpair",
-    "pipe",
-    "pipe2",
-    "dup",
-    "dup2",
-    "dup3",
-    "close",
-    "fcntl",
-    "ioctl",
-    "setsockopt",
-    // Sleeping through the timers.
-    "sleep",
-    "usleep",
-    "nanosleep",
-    "clock_nanosleep",
-    // The syscall hand-off.
-    "pread",
-    "pwrite",
-    "open",
-    "openat",
-    "fsync",
-    "fdatasync",
-    "flock",
-    "waitpid",
-    "wait4",
-    "getaddrinfo",
-    // _FORTIFY_SOURCE variants.
-    "__read_chk",
-    "__recv_chk",
-    "__recvfrom_chk",
-    "__pread_chk",
-    "__poll_chk",
-];
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The sections of abi/exports.txt, the names the library exports besides the header's
+/// functions: `interposed` (libc's blocking functions, under their own names), `dump`
+/// (symbols exported only to be named in dumps) and `compat` (functions an older header
+/// declared), each with its names in order.
+fn abi_list() -> BTreeMap<String, Vec<String>> {
+    let path = manifest_dir().join("abi/exports.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut sections: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut section = None;
+    for (i, line) in text.lines().map(str::trim).enumerate() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = Some(name.to_string());
+            sections.entry(name.to_string()).or_default();
+        } else {
+            let s = section.as_ref().unwrap_or_else(|| {
+                panic!("abi/exports.txt:{}: a name before any [section]", i + 1)
+            });
+            sections.get_mut(s).expect("section").push(line.to_string());
+        }
+    }
+    sections
+}
+
+fn section(list: &BTreeMap<String, Vec<String>>, name: &str) -> Vec<String> {
+    list.get(name).cloned().unwrap_or_default()
+}
+
+/// The functions include/gmp-sched/gmp.h declares: its one-line prototypes at file scope
+/// (cbindgen writes each on one line; the inline fast paths are definitions, not exported).
+fn header_functions() -> BTreeSet<String> {
+    let path = manifest_dir().join("include/gmp-sched/gmp.h");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| {
+            !l.starts_with(|c: char| c.is_whitespace() || c == '#' || c == '/' || c == '*')
+                && !l.starts_with("typedef")
+                && l.trim_end().ends_with(");")
+        })
+        .filter_map(|l| {
+            let name = l[..l.find('(')?]
+                .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()?;
+            Some(name.to_string())
+        })
+        .collect()
+}
 
 /// GNU MP's public `gmp_*` names (functions, variables and the macros that rename them
 /// to `__gmp_*`), from its manual's function index. Our `gmp_*` names must avoid them all:
@@ -161,35 +158,69 @@ fn exported(lib: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// The ABI: the library exports exactly the functions gmp.h declares plus the names
+/// abi/exports.txt lists, nothing more and nothing less.
 #[test]
-fn only_gmp_symbols_exported() {
+fn exports_are_the_header_and_the_abi_list() {
     let lib = library();
-    let names = exported(&lib);
-    // rustc's cdylib version script keeps everything but #[no_mangle] items local, and
-    // no linker-generated symbol (_init, _fini, _edata, __bss_start...) is exported as
-    // code or data here (those nm prints are absolute: type A, not listed above).
-    let stray: Vec<&String> = names
-        .iter()
-        .filter(|n| !n.starts_with("gmp_") && !ALLOWED_NON_GMP.contains(&n.as_str()))
-        .collect();
+    let exported = exported(&lib);
+    let header = header_functions();
     assert!(
-        stray.is_empty(),
-        "{} exports non-gmp_ symbols: {stray:?}",
+        header.contains("gmp_go"),
+        "no prototypes found in gmp.h: {header:?}"
+    );
+    let listed: BTreeSet<String> = abi_list().into_values().flatten().collect();
+    let promised: BTreeSet<String> = header.union(&listed).cloned().collect();
+    let missing: Vec<&String> = promised.difference(&exported).collect();
+    let extra: Vec<&String> = exported.difference(&promised).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{}: not exported though gmp.h declares them or abi/exports.txt lists them: \
+         {missing:?}; exported though neither does: {extra:?}",
         lib.display()
     );
-    let missing: Vec<&&str> = ALLOWED_NON_GMP
-        .iter()
-        .filter(|n| !names.contains(**n))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} does not export the hooks {missing:?}",
-        lib.display()
-    );
-    assert!(
-        names.contains("gmp_go"),
-        "{} does not export gmp_go: {names:?}",
-        lib.display()
+}
+
+/// abi/exports.txt's sections hold what their names say, and no name twice or in the
+/// header as well.
+#[test]
+fn abi_list_is_well_formed() {
+    let list = abi_list();
+    let known = ["interposed", "dump", "compat"];
+    for name in list.keys() {
+        assert!(
+            known.contains(&name.as_str()),
+            "abi/exports.txt: unknown section [{name}]"
+        );
+    }
+    let interposed = section(&list, "interposed");
+    assert!(interposed.contains(&"read".to_string()), "{interposed:?}");
+    for n in &interposed {
+        assert!(
+            !n.starts_with("gmp_"),
+            "[interposed] {n} is not a libc name"
+        );
+    }
+    for n in section(&list, "dump") {
+        assert!(
+            n.starts_with("gmp_") && n.contains('.'),
+            "[dump] {n}: C could spell it"
+        );
+    }
+    let header = header_functions();
+    for n in section(&list, "compat") {
+        assert!(n.starts_with("gmp_"), "[compat] {n} lacks the gmp_ prefix");
+        assert!(
+            !header.contains(&n),
+            "[compat] {n} is declared in gmp.h: not a compat name"
+        );
+    }
+    let all: Vec<String> = list.into_values().flatten().collect();
+    let unique: BTreeSet<&String> = all.iter().collect();
+    assert_eq!(
+        unique.len(),
+        all.len(),
+        "abi/exports.txt lists a name twice"
     );
 }
 
@@ -198,6 +229,7 @@ fn api_functions_exported() {
     // The functions notes/api.md promises for the runtime core.
     let names = exported(&library());
     for f in [
+        "gmp_sched_version",
         "gmp_go",
         "gmp_go_attr",
         "gmp_yield",
@@ -309,16 +341,14 @@ fn runtime_calls_libc_through_sys_real() {
             }
         }
     }
+    let interposed = section(&abi_list(), "interposed");
     let mut files = Vec::new();
-    walk(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut files,
-    );
+    walk(&manifest_dir().join("src"), &mut files);
     let mut bad = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).expect("read source");
         for (i, line) in text.lines().enumerate() {
-            for name in ALLOWED_NON_GMP {
+            for name in &interposed {
                 if line.contains(&format!("libc::{name}(")) {
                     bad.push(format!("{}:{}: libc::{name}", f.display(), i + 1));
                 }

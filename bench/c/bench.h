@@ -34,11 +34,11 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
-/* GNU MP installs a gmp.h too: refuse it (libgmp's header guard is GMP_SCHED_H). */
+/* An installed copy of another version could answer <gmp-sched/gmp.h>: build with -I include. */
 #if !defined(GMP_SCHED_H) || defined(__GNU_MP__)
-#error "this is not libgmp's include/gmp.h (GNU MP's?): compile with -I include"
+#error "this is not libgmp's include/gmp-sched/gmp.h: compile with -I include"
 #endif
 
 /* One integer flag: its name (without dashes), its value (holds the default). */

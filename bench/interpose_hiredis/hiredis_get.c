@@ -18,7 +18,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 static int port;
 static atomic_int stop, ready, start;

@@ -1,5 +1,5 @@
 /* C side of bench/python/bench.py: an echo goroutine and a unit of spawn work. */
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #include <stdint.h>
 

@@ -439,9 +439,9 @@ pub unsafe extern "C" fn gmp_chan_cap(c: *mut gmp_chan) -> i64 {
 /// probability. A case whose `chan` is NULL never fires; a channel may appear in several
 /// cases.
 ///
-/// `timeout_ns` < 0: no timeout; 0: do not wait (Go's default case): -EAGAIN if no case is
-/// ready; > 0: -ETIMEDOUT after that many nanoseconds. On -EAGAIN/-ETIMEDOUT no case was
-/// performed and no status written.
+/// `timeout_ns` < 0: no timeout; 0: do not wait (Go's select with a default case):
+/// -ETIMEDOUT at once if no case is ready; > 0: -ETIMEDOUT after that many nanoseconds.
+/// On -ETIMEDOUT no case was performed and no status written.
 ///
 /// -EINVAL: `cases` NULL with `n` > 0; `n` > 65536; an `op` other than GMP_SEND or
 /// GMP_RECV; a GMP_SEND case with a channel, a NULL `buf` and a nonzero element size;
@@ -494,6 +494,8 @@ pub unsafe extern "C" fn gmp_select(
         // SAFETY: checked above and caller contract.
         match unsafe { select::select(cases, mode) } {
             Ok(i) => i as c_int,
+            // A zero timeout has passed at once, as for every timeout of the library.
+            Err(ChanError::WouldBlock) => -libc::ETIMEDOUT,
             Err(e) => errno(e),
         }
     })

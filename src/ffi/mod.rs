@@ -2,11 +2,12 @@
 //!
 //! Each function checks its arguments, runs its body inside [`boundary`] (a Rust panic
 //! never crosses into C: it aborts with a `gmp:` message), and reports failure as a
-//! negative errno value (DESIGN.md decision 7). The doc comments become `include/gmp.h`.
+//! negative errno value (DESIGN.md decision 7). The doc comments become
+//! `include/gmp-sched/gmp.h`.
 
 #![allow(non_camel_case_types)]
 
-use core::ffi::{c_int, c_void};
+use core::ffi::{CStr, c_char, c_int, c_void};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub mod chan;
@@ -165,6 +166,21 @@ fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, flags: u32) -> i64 {
         Err(rt::StartError::BadStackSize) => -(libc::EINVAL as i64),
         Err(rt::StartError::NoMemory) => -(libc::ENOMEM as i64),
     }
+}
+
+/// Cargo.toml's version, which build.rs also writes into the header (GMP_SCHED_VERSION).
+const VERSION: &CStr =
+    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => panic!("the package version contains a NUL"),
+    };
+
+/// The library's version, "MAJOR.MINOR.PATCH" (a static string). A program compares it
+/// with GMP_SCHED_VERSION, the version of the header it was compiled with. (GNU MP's
+/// version is `gmp_version`, a string variable of its own header.)
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_sched_version() -> *const c_char {
+    boundary("gmp_sched_version", || VERSION.as_ptr())
 }
 
 /// Starts `fn(arg)` as a new goroutine.

@@ -64,12 +64,11 @@ pub struct gmp_cond {
     pub tail: *mut c_void,
 }
 
-/// Runs a function exactly once (Go's sync.Once). Initialise with GMP_ONCE_INIT (or zero
-/// it); it needs no destruction. Must not be copied or moved while in use. Named
-/// gmp_once_t, not gmp_once: C gives a typedef and a function one namespace, and the
-/// function is gmp_once.
+/// Runs a function exactly once (Go's sync.Once; gmp_once_do is its Do). Initialise with
+/// GMP_ONCE_INIT (or zero it); it needs no destruction. Must not be copied or moved while
+/// in use.
 #[repr(C)]
-pub struct gmp_once_t {
+pub struct gmp_once {
     /// Private: 1 once the function has returned.
     pub done: u32,
     /// Private: serialises the first callers.
@@ -79,7 +78,7 @@ pub struct gmp_once_t {
 const _: () = {
     assert!(core::mem::size_of::<gmp_mutex>() == 8);
     assert!(core::mem::size_of::<gmp_rwmutex>() == 24);
-    assert!(core::mem::size_of::<gmp_once_t>() == 12);
+    assert!(core::mem::size_of::<gmp_once>() == 12);
     assert!(core::mem::size_of::<gmp_cond>() == 16 + 2 * core::mem::size_of::<usize>());
 };
 
@@ -459,14 +458,14 @@ pub unsafe extern "C" fn gmp_cond_broadcast(c: *mut gmp_cond) -> c_int {
 /// wrote. Callers wait by parking (goroutines) or sleeping on a futex (other threads).
 /// If `fn` ends its goroutine (gmp_goexit), the once counts as done and the other callers
 /// return, as Go's Once does after runtime.Goexit (its deferred store marks it done).
-/// `fn` must not call gmp_once on the same `o` (that deadlocks, as in Go). Returns 0;
+/// `fn` must not call gmp_once_do on the same `o` (that deadlocks, as in Go). Returns 0;
 /// -EINVAL if `o` is NULL or misaligned or `fn` is NULL. `arg` is only passed to `fn`.
 ///
 /// # Safety
-/// `o` is NULL or points to a live gmp_once_t.
+/// `o` is NULL or points to a live gmp_once.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gmp_once(o: *mut gmp_once_t, func: gmp_func, arg: *mut c_void) -> c_int {
-    boundary("gmp_once", || {
+pub unsafe extern "C" fn gmp_once_do(o: *mut gmp_once, func: gmp_func, arg: *mut c_void) -> c_int {
+    boundary("gmp_once_do", || {
         let Some(func) = func else {
             return -libc::EINVAL;
         };
@@ -485,4 +484,19 @@ pub unsafe extern "C" fn gmp_once(o: *mut gmp_once_t, func: gmp_func, arg: *mut 
         once.call(|| unsafe { func(arg) });
         0
     })
+}
+
+/// gmp_once_do under the name older headers declared it by (`int gmp_once(gmp_once_t *o,
+/// gmp_func fn, void *arg)`), so that programs built against them keep linking and running
+/// (abi/exports.txt, `[compat]`). gmp.h's type has that name, which C does not let a
+/// function share; its deprecated `gmp_once(o, fn, arg)` macro calls gmp_once_do.
+///
+/// # Safety
+/// As gmp_once_do.
+///
+/// cbindgen:ignore
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_once(o: *mut gmp_once, func: gmp_func, arg: *mut c_void) -> c_int {
+    // SAFETY: the caller's contract is gmp_once_do's.
+    unsafe { gmp_once_do(o, func, arg) }
 }

@@ -1,5 +1,7 @@
 //! C API for time: the monotonic clock and sleeping.
 
+use core::ffi::c_int;
+
 use super::boundary;
 use crate::rt;
 
@@ -14,7 +16,7 @@ pub extern "C" fn gmp_now() -> i64 {
 /// goroutines meanwhile); any other thread sleeps in the kernel. `ns <= 0` only yields.
 /// Returns 0.
 #[unsafe(no_mangle)]
-pub extern "C" fn gmp_sleep(ns: i64) -> i32 {
+pub extern "C" fn gmp_sleep(ns: i64) -> c_int {
     boundary("gmp_sleep", || {
         rt::init();
         rt::timer::sleep(ns);

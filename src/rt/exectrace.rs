@@ -58,25 +58,27 @@ pub(crate) struct Ev {
     b: u64,
 }
 
+// The kinds and reasons are `pub(crate)`, not `pub`: cbindgen writes every `pub const` of
+// the crate into gmp.h, whatever module it is in.
 pub(crate) mod kind {
-    pub const GO_START: u8 = 1; // a = goid, b = entry pc
-    pub const GO_STOP: u8 = 2; // a = goid, b = why
-    pub const SPAWN: u8 = 3; // a = new goid, b = parent goid
-    pub const UNPARK: u8 = 4; // a = goid, b = waker goid
-    pub const STEAL: u8 = 5; // a = victim P, b = count
-    pub const PREEMPT: u8 = 6; // a = goid
-    pub const HANDOFF: u8 = 7; // a = P
-    pub const SYSCALL_BEGIN: u8 = 8; // M track; a = goid
-    pub const SYSCALL_END: u8 = 9; // M track; a = goid
+    pub(crate) const GO_START: u8 = 1; // a = goid, b = entry pc
+    pub(crate) const GO_STOP: u8 = 2; // a = goid, b = why
+    pub(crate) const SPAWN: u8 = 3; // a = new goid, b = parent goid
+    pub(crate) const UNPARK: u8 = 4; // a = goid, b = waker goid
+    pub(crate) const STEAL: u8 = 5; // a = victim P, b = count
+    pub(crate) const PREEMPT: u8 = 6; // a = goid
+    pub(crate) const HANDOFF: u8 = 7; // a = P
+    pub(crate) const SYSCALL_BEGIN: u8 = 8; // M track; a = goid
+    pub(crate) const SYSCALL_END: u8 = 9; // M track; a = goid
 }
 
 /// Why a run ended (`GO_STOP`'s b).
 pub(crate) mod why {
-    pub const PARK: u64 = 1;
-    pub const YIELD: u64 = 2;
-    pub const PREEMPT: u64 = 3;
-    pub const EXIT: u64 = 4;
-    pub const SYSCALL: u64 = 5;
+    pub(crate) const PARK: u64 = 1;
+    pub(crate) const YIELD: u64 = 2;
+    pub(crate) const PREEMPT: u64 = 3;
+    pub(crate) const EXIT: u64 = 4;
+    pub(crate) const SYSCALL: u64 = 5;
 }
 
 /// A single-producer single-consumer ring.

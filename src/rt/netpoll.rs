@@ -50,9 +50,10 @@ use super::*;
 mod fdrefs;
 use fdrefs::FdRefs;
 
-/// Directions (also the bits of `IoWait::fired`).
-pub const MODE_READ: u32 = 1;
-pub const MODE_WRITE: u32 = 2;
+/// Directions (also the bits of `IoWait::fired`). `pub(crate)` like `MAX_FD`: cbindgen
+/// writes every `pub const` of the crate into gmp.h.
+pub(crate) const MODE_READ: u32 = 1;
+pub(crate) const MODE_WRITE: u32 = 2;
 const FIRED_TIMEOUT: u32 = 4;
 const FIRED_EVICT: u32 = 8;
 
@@ -63,7 +64,7 @@ const SLOT_READY: usize = 1;
 /// `nr_open`).
 const CHUNK: usize = 4096;
 const CHUNKS: usize = 256;
-pub const MAX_FD: i32 = (CHUNK * CHUNKS) as i32;
+pub(crate) const MAX_FD: i32 = (CHUNK * CHUNKS) as i32;
 
 /// The per-fd state (Go's pollDesc).
 pub struct PollDesc {

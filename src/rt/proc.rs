@@ -220,7 +220,7 @@ pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
 }
 
 /// A cleanup that [`goexit`] runs if the goroutine ends inside the frame that pushed it
-/// (Go's `_defer`, reduced to what the runtime needs: `gmp_once` marks itself done and
+/// (Go's `_defer`, reduced to what the runtime needs: `gmp_once_do` marks the once done and
 /// unlocks when its function calls `gmp_goexit`, as Go's deferred store does).
 ///
 /// Lifetime: the record lives in the pushing frame, which pops it before it returns; if

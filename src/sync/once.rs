@@ -1,4 +1,4 @@
-//! Go's sync.Once over a C struct (`gmp_once_t`: a `done` word and a [`Mutex`], all zero
+//! Go's sync.Once over a C struct (`gmp_once`: a `done` word and a [`Mutex`], all zero
 //! initially).
 //!
 //! The fast path is one acquire load of `done`. The slow path serialises callers on the
@@ -13,7 +13,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use crate::rt;
 use crate::sync::mutex::Mutex;
 
-/// The words of a `gmp_once_t`.
+/// The words of a `gmp_once`.
 pub struct Once<'a> {
     /// 1 once the function has returned. Written only under `m`.
     pub done: &'a AtomicU32,

@@ -1,6 +1,6 @@
 /* C goroutine bodies for the Python tests: built by conftest.py with cc, loaded with
  * ctypes, started with gmp_sched.go(fn, job). */
-#include "gmp.h"
+#include <gmp-sched/gmp.h>
 
 #include <stdint.h>
 

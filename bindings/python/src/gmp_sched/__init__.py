@@ -40,7 +40,7 @@ from ._go import (
 from ._lib import how_loaded, lib
 from ._sync import Cond, Mutex, Once, RWMutex, WaitGroup
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> object:

@@ -494,7 +494,7 @@ def select(*cases: Case, default: bool = False, timeout: float | None = None) ->
     except BaseException:
         _drop_unsent(cases, bufs, codecs, None)
         raise
-    if r == -EAGAIN and default:
+    if r == -ETIMEDOUT and default:
         _drop_unsent(cases, bufs, codecs, None)
         return DEFAULT, None
     if r < 0:

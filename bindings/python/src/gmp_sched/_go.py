@@ -209,7 +209,7 @@ def python_goroutines() -> int:
 
 
 def call_once(addr: int, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
-    """gmp_once(addr, fn(*args)): the exception fn raised, if it ran here, propagates."""
+    """gmp_once_do(addr, fn(*args)): the exception fn raised, if it ran here, propagates."""
     caught: list[BaseException] = []
 
     def body(_: int | None) -> None:
@@ -219,7 +219,7 @@ def call_once(addr: int, fn: Callable[..., object], args: tuple[Any, ...]) -> No
             caught.append(e)
 
     cb = gmp_func(body)
-    check(lib.gmp_once(addr, ctypes.cast(cb, c_void_p).value, None), "gmp_once")
+    check(lib.gmp_once_do(addr, ctypes.cast(cb, c_void_p).value, None), "gmp_once_do")
     if caught:
         raise caught[0]
 

@@ -1,4 +1,4 @@
-"""Loading libgmp.so and declaring every function of include/gmp.h for ctypes.
+"""Loading libgmp.so and declaring every function of include/gmp-sched/gmp.h for ctypes.
 
 Which copy is loaded (one runtime per process):
 
@@ -12,8 +12,8 @@ Which copy is loaded (one runtime per process):
 
 Every C function is declared in :data:`DECLARATIONS` (name -> restype, argtypes); the
 test suite checks that every exported ``gmp_*`` symbol has an entry, and that each entry
-matches the prototype in include/gmp.h. Adding a function to the header means adding
-one line here.
+matches the prototype in include/gmp-sched/gmp.h. Adding a function to the header means
+adding one line here.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ctypes import (
 )
 from pathlib import Path
 
-# Constants of include/gmp.h.
+# Constants of include/gmp-sched/gmp.h.
 GMP_GO_PINNED = 1
 GMP_GO_LOCKED = 2
 GMP_MIN_STACK = 16384
@@ -84,7 +84,7 @@ class gmp_cond(Structure):
     ]
 
 
-class gmp_once_t(Structure):
+class gmp_once(Structure):
     _fields_ = [("done", c_uint32), ("m", gmp_mutex)]
 
 
@@ -128,8 +128,9 @@ STATS_BUFFER_BYTES = 1024
 # hand over plain addresses (ints), the cheapest argument ctypes converts.
 P = c_void_p
 
-#: name -> (restype, argtypes), in the order of include/gmp.h.
+#: name -> (restype, argtypes), in the order of include/gmp-sched/gmp.h.
 DECLARATIONS: dict[str, tuple[object, list[object]]] = {
+    "gmp_sched_version": (c_char_p, []),
     "gmp_go": (c_int64, [P, P]),
     "gmp_go_attr": (c_int64, [P, P, P]),
     "gmp_yield": (c_int, []),
@@ -171,7 +172,7 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_cond_wait": (c_int, [P, P]),
     "gmp_cond_signal": (c_int, [P]),
     "gmp_cond_broadcast": (c_int, [P]),
-    "gmp_once": (c_int, [P, P, P]),
+    "gmp_once_do": (c_int, [P, P, P]),
     "gmp_entersyscall": (c_int, []),
     "gmp_exitsyscall": (c_int, []),
     "gmp_blocking": (c_int64, [P, P]),
@@ -211,7 +212,7 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_lock_os_thread": (c_int, []),
     "gmp_unlock_os_thread": (c_int, []),
     "gmp_now": (c_int64, []),
-    "gmp_sleep": (c_int32, [c_int64]),
+    "gmp_sleep": (c_int, [c_int64]),
 }
 
 

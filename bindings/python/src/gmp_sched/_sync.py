@@ -30,7 +30,7 @@ from typing import Any, Callable, TypeVar
 
 from . import _errors
 from ._errors import EBUSY, check, run_on_helper
-from ._lib import gmp_cond, gmp_mutex, gmp_once_t, gmp_rwmutex, gmp_wg, lib
+from ._lib import gmp_cond, gmp_mutex, gmp_once, gmp_rwmutex, gmp_wg, lib
 
 S = TypeVar("S", bound=ctypes.Structure)
 
@@ -287,7 +287,7 @@ class Once:
     __slots__ = ("_o", "_backing", "_addr", "_as_parameter_")
 
     def __init__(self) -> None:
-        self._o, self._backing = _aligned(gmp_once_t)
+        self._o, self._backing = _aligned(gmp_once)
         self._addr = addressof(self._o)
         self._as_parameter_ = self._addr
 

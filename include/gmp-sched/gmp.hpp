@@ -805,7 +805,7 @@ class wait_group {
 
 /* Go's sync.Once, for gmp::call_once. */
 class once_flag {
-    gmp_once_t o_;
+    gmp_once o_;
     template <class F, class... Args> friend void call_once(once_flag &, F &&, Args &&...);
 
   public:
@@ -833,7 +833,7 @@ template <class F, class... Args> void call_once(once_flag &flag, F &&f, Args &&
             cp->error = std::current_exception();
         }
     };
-    detail::check(gmp_once(&flag.o_, entry, &c), "gmp_once");
+    detail::check(gmp_once_do(&flag.o_, entry, &c), "gmp_once_do");
     if (c.error)
         std::rethrow_exception(c.error);
 }

@@ -10,10 +10,16 @@
  *  - functions that may switch goroutines (yield, waits) may resume the calling
  *    goroutine on another OS thread: do not hold the address of errno or of a
  *    __thread variable across them (start such code with GMP_GO_PINNED);
+ *  - a `timeout_ns` argument waits without limit if < 0, not at all if 0, and at most that
+ *    many nanoseconds (CLOCK_MONOTONIC) if > 0; a call that would have to wait longer
+ *    returns -ETIMEDOUT, a zero timeout included (gmp_select with timeout 0 is Go's
+ *    select with a default case). -EAGAIN is "would block" from the try functions
+ *    (gmp_chan_try_send ...) and the kernel's answer on a non-blocking fd;
  *  - a broken runtime invariant or a misuse Go would panic on aborts the process with a
  *    message starting with "gmp:".
  *
- * Not GNU MP: this library is installed under a gmp-sched folder and links by path.
+ * Not GNU MP: include this header as <gmp-sched/gmp.h> (GNU MP's is <gmp.h>); the library
+ * is installed in gmp-sched folders and links by path.
  */
 
 #ifndef GMP_SCHED_H
@@ -24,6 +30,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+/* The version of gmp-sched this header belongs to; gmp_sched_version() gives the
+   library's. */
+#define GMP_SCHED_VERSION_MAJOR 0
+#define GMP_SCHED_VERSION_MINOR 2
+#define GMP_SCHED_VERSION_PATCH 0
+#define GMP_SCHED_VERSION "0.2.0"
 /* Static initializer for gmp_wg: `gmp_wg wg = GMP_WG_INIT;` */
 #define GMP_WG_INIT {0, 0, 0}
 /* Static initializers for the sync primitives: `gmp_mutex m = GMP_MUTEX_INIT;` ... */
@@ -88,41 +100,6 @@
  gmp_fd_wait: wait until the fd is writable (same value as POLLOUT).
  */
 #define GMP_POLLOUT 4
-
-#define GO_START 1
-
-#define GO_STOP 2
-
-#define SPAWN 3
-
-#define UNPARK 4
-
-#define STEAL 5
-
-#define PREEMPT 6
-
-#define HANDOFF 7
-
-#define SYSCALL_BEGIN 8
-
-#define SYSCALL_END 9
-
-#define PARK 1
-
-#define YIELD 2
-
-#define EXIT 4
-
-#define SYSCALL 5
-
-/*
- Directions (also the bits of `IoWait::fired`).
- */
-#define MODE_READ 1
-
-#define MODE_WRITE 2
-
-#define MAX_FD (int32_t)(CHUNK * CHUNKS)
 
 /*
  A channel (Go's chan): a FIFO of fixed-size elements, buffered or not, shared by
@@ -358,12 +335,11 @@ typedef struct gmp_cond {
 } gmp_cond;
 
 /*
- Runs a function exactly once (Go's sync.Once). Initialise with GMP_ONCE_INIT (or zero
- it); it needs no destruction. Must not be copied or moved while in use. Named
- gmp_once_t, not gmp_once: C gives a typedef and a function one namespace, and the
- function is gmp_once.
+ Runs a function exactly once (Go's sync.Once; gmp_once_do is its Do). Initialise with
+ GMP_ONCE_INIT (or zero it); it needs no destruction. Must not be copied or moved while
+ in use.
  */
-typedef struct gmp_once_t {
+typedef struct gmp_once {
   /*
    Private: 1 once the function has returned.
    */
@@ -372,7 +348,7 @@ typedef struct gmp_once_t {
    Private: serialises the first callers.
    */
   struct gmp_mutex m;
-} gmp_once_t;
+} gmp_once;
 
 /*
  A blocking function for gmp_blocking: called once with the argument given.
@@ -382,6 +358,13 @@ typedef int64_t (*gmp_blocking_fn)(void *arg);
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/*
+ The library's version, "MAJOR.MINOR.PATCH" (a static string). A program compares it
+ with GMP_SCHED_VERSION, the version of the header it was compiled with. (GNU MP's
+ version is `gmp_version`, a string variable of its own header.)
+ */
+const char *gmp_sched_version(void);
 
 /*
  Starts `fn(arg)` as a new goroutine.
@@ -647,9 +630,9 @@ int64_t gmp_chan_cap(struct gmp_chan *c);
  probability. A case whose `chan` is NULL never fires; a channel may appear in several
  cases.
 
- `timeout_ns` < 0: no timeout; 0: do not wait (Go's default case): -EAGAIN if no case is
- ready; > 0: -ETIMEDOUT after that many nanoseconds. On -EAGAIN/-ETIMEDOUT no case was
- performed and no status written.
+ `timeout_ns` < 0: no timeout; 0: do not wait (Go's select with a default case):
+ -ETIMEDOUT at once if no case is ready; > 0: -ETIMEDOUT after that many nanoseconds.
+ On -ETIMEDOUT no case was performed and no status written.
 
  -EINVAL: `cases` NULL with `n` > 0; `n` > 65536; an `op` other than GMP_SEND or
  GMP_RECV; a GMP_SEND case with a channel, a NULL `buf` and a nonzero element size;
@@ -1017,13 +1000,13 @@ int gmp_cond_broadcast(struct gmp_cond *c);
  wrote. Callers wait by parking (goroutines) or sleeping on a futex (other threads).
  If `fn` ends its goroutine (gmp_goexit), the once counts as done and the other callers
  return, as Go's Once does after runtime.Goexit (its deferred store marks it done).
- `fn` must not call gmp_once on the same `o` (that deadlocks, as in Go). Returns 0;
+ `fn` must not call gmp_once_do on the same `o` (that deadlocks, as in Go). Returns 0;
  -EINVAL if `o` is NULL or misaligned or `fn` is NULL. `arg` is only passed to `fn`.
 
  # Safety
- `o` is NULL or points to a live gmp_once_t.
+ `o` is NULL or points to a live gmp_once.
  */
-int gmp_once(struct gmp_once_t *o, gmp_func func, void *arg);
+int gmp_once_do(struct gmp_once *o, gmp_func func, void *arg);
 
 /*
  Tells the scheduler that the calling goroutine is about to block in the kernel (or in
@@ -1190,13 +1173,34 @@ int64_t gmp_now(void);
  goroutines meanwhile); any other thread sleeps in the kernel. `ns <= 0` only yields.
  Returns 0.
  */
-int32_t gmp_sleep(int64_t ns);
+int gmp_sleep(int64_t ns);
 
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
 
 #endif  /* GMP_SCHED_H */
+
+#ifndef GMP_SCHED_COMPAT_H
+#define GMP_SCHED_COMPAT_H
+/*
+ Deprecated spellings, still accepted (a later minor release removes them): the type
+ gmp_once_t is gmp_once, and gmp_once(o, fn, arg) is gmp_once_do(o, fn, arg) (C does not
+ let a type and a function share the name gmp_once). GCC and Clang warn where they are
+ used (-Wdeprecated-declarations).
+ */
+#if defined(__GNUC__) || defined(__clang__)
+typedef gmp_once gmp_once_t __attribute__((deprecated("gmp_once_t is gmp_once")));
+__attribute__((deprecated("gmp_once(o, fn, arg) is gmp_once_do(o, fn, arg)")))
+static inline int gmp_once_deprecated(gmp_once *o, gmp_func func, void *arg) {
+    return gmp_once_do(o, func, arg);
+}
+#define gmp_once(o, func, arg) gmp_once_deprecated((o), (func), (arg))
+#else
+typedef gmp_once gmp_once_t;
+#define gmp_once(o, func, arg) gmp_once_do((o), (func), (arg))
+#endif
+#endif  /* GMP_SCHED_COMPAT_H */
 
 #ifndef GMP_SCHED_INLINE_H
 #define GMP_SCHED_INLINE_H
