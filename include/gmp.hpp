@@ -39,6 +39,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -163,6 +164,49 @@ template <class T> struct identity {
 template <class T> using identity_t = typename identity<T>::type;
 
 template <class> inline constexpr bool always_false = false;
+
+/* A type-erased callable that may be move-only: C++23's std::move_only_function, reduced
+ * to what this header stores (a select's default or timeout handler). Empty, or owning
+ * one callable on the heap; moving it moves the pointer, never the callable. */
+template <class Sig> class move_only_function;
+
+template <class R, class... Args> class move_only_function<R(Args...)> {
+    struct base {
+        virtual ~base() = default;
+        virtual R call(Args &&...args) = 0;
+    };
+    template <class F> struct holder final : base {
+        F f;
+        explicit holder(F &&fn) : f(std::move(fn)) {}
+        R call(Args &&...args) override
+        {
+            if constexpr (std::is_void_v<R>)
+                std::invoke(f, std::forward<Args>(args)...);
+            else
+                return std::invoke(f, std::forward<Args>(args)...);
+        }
+    };
+    std::unique_ptr<base> p_;
+
+  public:
+    move_only_function() noexcept = default;
+    move_only_function(std::nullptr_t) noexcept {}
+    template <class F, class D = std::decay_t<F>,
+              std::enable_if_t<!std::is_same_v<D, move_only_function> &&
+                                   std::is_invocable_r_v<R, D &, Args...>,
+                               int> = 0>
+    move_only_function(F &&f) : p_(std::make_unique<holder<D>>(D(std::forward<F>(f))))
+    {
+    }
+    move_only_function(move_only_function &&) noexcept = default;
+    move_only_function &operator=(move_only_function &&) noexcept = default;
+    move_only_function(const move_only_function &) = delete;
+    move_only_function &operator=(const move_only_function &) = delete;
+
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+    /* Calls the callable; it must not be empty. */
+    R operator()(Args... args) { return p_->call(std::forward<Args>(args)...); }
+};
 
 } // namespace detail
 
@@ -603,7 +647,7 @@ class select {
     std::vector<gmp_select_case> cases_;
     std::vector<std::unique_ptr<arm>> arms_;
     std::vector<bool> send_case_;
-    std::function<void()> fallback_;
+    detail::move_only_function<void()> fallback_;
     std::int64_t timeout_ns_ = -1;
     bool has_default_ = false;
 
