@@ -4,7 +4,8 @@
  * A thin layer over gmp.h (included here; the C API stays available):
  *  - gmp::go(f, args...)            a goroutine running any callable (move-only ones too)
  *  - gmp::chan<T>                   Go's channel for any movable T, shared by copying
- *  - gmp::select()                  a builder for Go's select: cases, default, timeout
+ *  - gmp::select()                  a gmp::selector, the builder for Go's select: cases,
+ *                                   default, timeout
  *  - gmp::mutex, shared_mutex,      Go's sync primitives with the standard interfaces, so
  *    condition_variable,            std::lock_guard, std::unique_lock, std::scoped_lock and
  *    wait_group, once_flag          std::shared_lock work with them
@@ -586,7 +587,7 @@ template <class T> class chan {
  * select
  * ------------------------------------------------------------------------------- */
 
-/* Go's select, built case by case and then run:
+/* Go's select, built case by case and then run; gmp::select() returns an empty one:
  *
  *     int fired = gmp::select()
  *         .recv(results, [&](std::optional<int> v) { ... })  // v empty: closed
@@ -600,8 +601,9 @@ template <class T> class chan {
  * never fires. Handlers run in the caller after the channel operation; an exception
  * from one propagates out of run(). A send case's value is sent at most once: a builder
  * may be run again (a loop over receive cases), and a send case that delivered behaves
- * as a nil channel from then on. */
-class select {
+ * as a nil channel from then on. The selector owns its handlers, which may be move-only
+ * callables. */
+class selector {
     struct arm {
         virtual ~arm() = default;
         virtual void *buf() noexcept = 0;
@@ -651,7 +653,7 @@ class select {
     std::int64_t timeout_ns_ = -1;
     bool has_default_ = false;
 
-    select &add(gmp_chan *c, std::uint32_t op, std::unique_ptr<arm> a, bool is_send)
+    selector &add(gmp_chan *c, std::uint32_t op, std::unique_ptr<arm> a, bool is_send)
     {
         gmp_select_case sc{};
         sc.chan = c;
@@ -664,38 +666,38 @@ class select {
     }
 
   public:
-    select() = default;
-    select(const select &) = delete;
-    select &operator=(const select &) = delete;
-    select(select &&) = default;
-    select &operator=(select &&) = default;
+    selector() = default;
+    selector(const selector &) = delete;
+    selector &operator=(const selector &) = delete;
+    selector(selector &&) = default;
+    selector &operator=(selector &&) = default;
 
     /* A receive case: `f(std::optional<T>)` (empty: closed and drained) or `f()`. */
-    template <class T, class F> select &recv(const chan<T> &c, F f)
+    template <class T, class F> selector &recv(const chan<T> &c, F f)
     {
         static_assert(std::is_invocable_v<F &, std::optional<T>> || std::is_invocable_v<F &>,
-                      "gmp::select::recv: the handler takes std::optional<T> or nothing");
+                      "gmp::selector::recv: the handler takes std::optional<T> or nothing");
         return add(c.native_handle(), GMP_RECV, std::make_unique<recv_arm<T, F>>(c, std::move(f)),
                    false);
     }
 
     /* A send case of `v`: `f(bool sent)` (false: the channel is closed) or `f()`. */
-    template <class T, class F> select &send(const chan<T> &c, detail::identity_t<T> v, F f)
+    template <class T, class F> selector &send(const chan<T> &c, detail::identity_t<T> v, F f)
     {
         static_assert(std::is_invocable_v<F &, bool> || std::is_invocable_v<F &>,
-                      "gmp::select::send: the handler takes bool or nothing");
+                      "gmp::selector::send: the handler takes bool or nothing");
         return add(c.native_handle(), GMP_SEND,
                    std::make_unique<send_arm<T, F>>(c, std::move(v), std::move(f)), true);
     }
 
     /* A send case without a handler. */
-    template <class T> select &send(const chan<T> &c, detail::identity_t<T> v)
+    template <class T> selector &send(const chan<T> &c, detail::identity_t<T> v)
     {
         return send(c, std::move(v), [] {});
     }
 
     /* Go's default case: runs `f` when no case is ready. Not with timeout(). */
-    template <class F> select &otherwise(F f)
+    template <class F> selector &otherwise(F f)
     {
         if (has_default_ || timeout_ns_ >= 0)
             throw std::logic_error("gmp::select: one default or timeout per select");
@@ -706,7 +708,7 @@ class select {
     }
 
     /* Runs `f` if no case could proceed within `d`. Not with otherwise(). */
-    template <class Rep, class Period, class F> select &timeout(const std::chrono::duration<Rep, Period> &d, F f)
+    template <class Rep, class Period, class F> selector &timeout(const std::chrono::duration<Rep, Period> &d, F f)
     {
         if (has_default_ || timeout_ns_ >= 0)
             throw std::logic_error("gmp::select: one default or timeout per select");
@@ -738,6 +740,11 @@ class select {
         return r;
     }
 };
+
+/* An empty selector: `gmp::select().recv(...).run()`. A function, not a type, so that with
+ * `using namespace gmp;` an unqualified `select()` and POSIX select(2) from
+ * <sys/select.h> are two overloads of one name, told apart by their arguments. */
+inline selector select() { return selector(); }
 
 /* ---------------------------------------------------------------------------------
  * sync

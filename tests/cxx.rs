@@ -132,6 +132,11 @@ fn sync() {
     expect_success("sync");
 }
 
+#[test]
+fn namespace() {
+    expect_success("namespace");
+}
+
 /// An exception escaping a goroutine: SIGABRT with a `gmp:` line naming it.
 fn expect_uncaught(case: &str, needle: &str) {
     let _serial = lock();
