@@ -420,6 +420,15 @@ template <class T> class chan {
         }
     }
 
+    /* A blocking receive on `c`; empty once it is closed and drained. */
+    static std::optional<T> recv_on(gmp_chan *c)
+    {
+        detail::recv_slot<T> slot;
+        if (detail::chan_result(gmp_chan_recv(c, slot.buf()), "gmp_chan_recv") == chan_status::ok)
+            return std::optional<T>(slot.take());
+        return std::nullopt;
+    }
+
     template <class Call> recv_result<T> recv_with(Call call, const char *what) const
     {
         detail::recv_slot<T> slot;
@@ -491,12 +500,7 @@ template <class T> class chan {
     }
 
     /* Receives, waiting for a value; empty once the channel is closed and drained. */
-    std::optional<T> recv() const
-    {
-        return std::move(
-            recv_with([](gmp_chan *c, void *b) { return gmp_chan_recv(c, b); }, "gmp_chan_recv")
-                .value);
-    }
+    std::optional<T> recv() const { return recv_on(raw()); }
 
     /* Receives without waiting: ok (with a value), would_block or closed. */
     recv_result<T> try_recv() const
@@ -551,36 +555,100 @@ template <class T> class chan {
     friend bool operator==(const chan &a, const chan &b) noexcept { return a.raw() == b.raw(); }
     friend bool operator!=(const chan &a, const chan &b) noexcept { return a.raw() != b.raw(); }
 
-    /* Range-for over the values received until the channel is closed and drained:
-     * `for (auto &v : c)`. Each ++ is a blocking recv(). */
+    /* Where a channel's range ends: an iterator equals it once the channel is closed
+     * and drained. */
+    struct sentinel {};
+
+    /* The channel as an input range of the values received until it is closed and
+     * drained: `for (auto &v : c)`, and under C++20 std::ranges::input_range (with the
+     * algorithms and views that take one). Receiving is lazy: begin() receives nothing;
+     * the value under the iterator is received when it is first read (`*it`) or compared
+     * with the end, and ++ moves past it (receiving it first if it was not read). So a
+     * loop that stops after n values (std::views::take(n), a break) has received n
+     * values, not n + 1, and the rest stay in the channel. Each receive may block, as
+     * recv() does; a nil channel throws EINVAL at the first. The iterator is a handle of
+     * its own (the channel lives while it does); a default-constructed one equals the
+     * end, for algorithms that want one iterator type: `std::find(c.begin(),
+     * chan<T>::iterator(), x)`. */
     class iterator {
-        const chan *c_ = nullptr;
-        std::optional<T> cur_;
+        mutable std::shared_ptr<state> s_;
+        mutable std::optional<T> cur_;
+        mutable bool pending_ = false; /* the current value is not received yet */
+        mutable bool done_ = true;     /* at the end */
         friend class chan;
-        explicit iterator(const chan *c) : c_(c) { ++*this; }
+        explicit iterator(std::shared_ptr<state> s) : s_(std::move(s)), pending_(true), done_(false) {}
+
+        void fill() const
+        {
+            if (!pending_)
+                return;
+            cur_ = recv_on(s_ ? s_->c : nullptr);
+            pending_ = false;
+            if (!cur_) {
+                done_ = true;
+                s_.reset();
+            }
+        }
+
+        /* What it++ returns: the value it moved past. */
+        struct postfix {
+            std::optional<T> v;
+            T &operator*() { return *v; }
+        };
 
       public:
         using iterator_category = std::input_iterator_tag;
+#if __cplusplus >= 202002L
+        using iterator_concept = std::input_iterator_tag;
+#endif
         using value_type = T;
         using difference_type = std::ptrdiff_t;
         using pointer = T *;
         using reference = T &;
 
         iterator() = default;
+
+        T &operator*() const
+        {
+            fill();
+            return *cur_;
+        }
+        T *operator->() const { return std::addressof(**this); }
         iterator &operator++()
         {
-            cur_ = c_->recv();
-            if (!cur_)
-                c_ = nullptr;
+            fill();
+            cur_.reset();
+            pending_ = !done_;
             return *this;
         }
-        T &operator*() { return *cur_; }
-        T *operator->() { return &*cur_; }
-        friend bool operator==(const iterator &a, const iterator &b) noexcept { return a.c_ == b.c_; }
-        friend bool operator!=(const iterator &a, const iterator &b) noexcept { return a.c_ != b.c_; }
+        postfix operator++(int)
+        {
+            fill();
+            postfix p{std::move(cur_)};
+            ++*this;
+            return p;
+        }
+
+        friend bool operator==(const iterator &i, sentinel)
+        {
+            i.fill();
+            return i.done_;
+        }
+        friend bool operator==(const iterator &a, const iterator &b)
+        {
+            a.fill();
+            b.fill();
+            return a.done_ == b.done_ && (a.done_ || a.s_ == b.s_);
+        }
+#if __cplusplus < 202002L
+        friend bool operator==(sentinel s, const iterator &i) { return i == s; }
+        friend bool operator!=(const iterator &i, sentinel s) { return !(i == s); }
+        friend bool operator!=(sentinel s, const iterator &i) { return !(i == s); }
+        friend bool operator!=(const iterator &a, const iterator &b) { return !(a == b); }
+#endif
     };
-    iterator begin() const { return iterator(this); }
-    iterator end() const noexcept { return iterator(); }
+    iterator begin() const { return iterator(s_); }
+    sentinel end() const noexcept { return {}; }
 };
 
 /* ---------------------------------------------------------------------------------

@@ -133,6 +133,11 @@ fn sync() {
 }
 
 #[test]
+fn ranges() {
+    expect_success("ranges");
+}
+
+#[test]
 fn namespace() {
     expect_success("namespace");
 }
