@@ -2,7 +2,8 @@
  * gmp.hpp -- C++17 interface to libgmp (Go's M:P:G goroutine scheduler), header-only.
  *
  * A thin layer over gmp.h (included here; the C API stays available):
- *  - gmp::go(f, args...)            a goroutine running any callable (move-only ones too)
+ *  - gmp::go(f, args...)            a goroutine running any callable (move-only ones too);
+ *                                   returns a gmp::goroutine to join() or drop
  *  - gmp::chan<T>                   Go's channel for any movable T, shared by copying
  *  - gmp::select()                  a gmp::selector, the builder for Go's select: cases,
  *                                   default, timeout
@@ -32,6 +33,7 @@
 
 #include "gmp.h"
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -141,22 +143,52 @@ inline std::string current_exception_type(const std::type_info *known)
     std::abort();
 }
 
-/* What a goroutine started by gmp::go owns: the callable and its arguments. */
-template <class F, class Tuple> struct task {
-    F f;
-    Tuple args;
+/* What a goroutine started by gmp::go shares with its gmp::goroutine handle: a
+ * WaitGroup that counts 1 until the goroutine's function has returned and its copies of
+ * the callable and arguments are destroyed, and a reference count (the goroutine and the
+ * handle: the last to let go deletes it). */
+struct go_state {
+    gmp_wg done{0, 0, 0};
+    std::atomic<int> refs{2};
+    std::int64_t id = 0;
+
+    go_state() = default;
+    go_state(const go_state &) = delete;
+    go_state &operator=(const go_state &) = delete;
+    virtual ~go_state() = default;
+
+    void release() noexcept
+    {
+        // acq_rel: the last owner sees everything the other did before letting go.
+        if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+            delete this;
+    }
 };
 
-/* The goroutine's C entry: runs the task and deletes it. Nothing may unwind out of it
- * (the caller is the Rust runtime), so every exception ends the program. */
+/* The goroutine's own part: the callable and its arguments, destroyed when it returns. */
+template <class F, class Tuple> struct task final : go_state {
+    struct body {
+        F f;
+        Tuple args;
+        template <class G, class... A> explicit body(G &&g, A &&...a) : f(std::forward<G>(g)), args(std::forward<A>(a)...) {}
+    };
+    std::optional<body> b;
+};
+
+/* The goroutine's C entry: runs the task, destroys the callable, marks the state done and
+ * lets go of it. Nothing may unwind out of it (the caller is the Rust runtime), so every
+ * exception ends the program. */
 template <class Task> void task_entry(void *p) noexcept
 {
-    std::unique_ptr<Task> t(static_cast<Task *>(p));
+    auto *t = static_cast<Task *>(p);
     try {
-        std::apply(std::move(t->f), std::move(t->args));
+        std::apply(std::move(t->b->f), std::move(t->b->args));
+        t->b.reset();
     } catch (...) {
         uncaught_in_goroutine();
     }
+    (void)gmp_wg_done(&t->done);
+    t->release();
 }
 
 template <class T> struct identity {
@@ -220,28 +252,104 @@ struct go_options {
     bool locked = false;
 };
 
+/* A goroutine started by gmp::go, as std::thread is a thread: join() waits for its
+ * function to return (a goroutine that joins parks; a plain thread blocks), detach()
+ * lets it run on its own. Unlike std::thread (std::terminate) and std::jthread (join),
+ * destroying a joinable handle detaches it, as Go's goroutines are never joined: the
+ * statement `gmp::go(f);` starts f and goes on. Move-only. */
+class goroutine {
+    detail::go_state *st_ = nullptr;
+
+    explicit goroutine(detail::go_state *st) noexcept : st_(st) {}
+    template <class F, class... Args> friend goroutine go_with(const go_options &, F &&, Args &&...);
+
+  public:
+    /* A handle to no goroutine (not joinable). */
+    goroutine() noexcept = default;
+    goroutine(goroutine &&o) noexcept : st_(std::exchange(o.st_, nullptr)) {}
+    /* Detaches the goroutine this handle had, if any, and takes `o`'s. */
+    goroutine &operator=(goroutine &&o) noexcept
+    {
+        if (this != &o) {
+            if (st_)
+                st_->release();
+            st_ = std::exchange(o.st_, nullptr);
+        }
+        return *this;
+    }
+    goroutine(const goroutine &) = delete;
+    goroutine &operator=(const goroutine &) = delete;
+    /* Detaches (see the class comment). */
+    ~goroutine()
+    {
+        if (st_)
+            st_->release();
+    }
+
+    /* Whether the handle still refers to its goroutine: not joined, not detached. A
+     * goroutine that has returned stays joinable until join() or detach(). */
+    bool joinable() const noexcept { return st_ != nullptr; }
+
+    /* The goroutine's id (gmp_goid() inside it) while joinable, else 0. */
+    std::int64_t id() const noexcept { return st_ ? st_->id : 0; }
+
+    /* Waits until the goroutine's function has returned and its copies of the callable
+     * and arguments are destroyed; what it did happens before join() returns. Then the
+     * handle is not joinable. Throws std::system_error: EINVAL if it is not joinable,
+     * EDEADLK if the goroutine would join itself. */
+    void join()
+    {
+        if (!st_)
+            throw std::system_error(EINVAL, std::generic_category(), "gmp::goroutine::join");
+        if (st_->id == gmp_goid())
+            throw std::system_error(EDEADLK, std::generic_category(), "gmp::goroutine::join");
+        detail::check(gmp_wg_wait(&st_->done), "gmp_wg_wait");
+        std::exchange(st_, nullptr)->release();
+    }
+
+    /* Lets the goroutine run on without a handle. Throws std::system_error (EINVAL) if
+     * it is not joinable. */
+    void detach()
+    {
+        if (!st_)
+            throw std::system_error(EINVAL, std::generic_category(), "gmp::goroutine::detach");
+        std::exchange(st_, nullptr)->release();
+    }
+
+    void swap(goroutine &o) noexcept { std::swap(st_, o.st_); }
+    friend void swap(goroutine &a, goroutine &b) noexcept { a.swap(b); }
+};
+
 /* Starts a goroutine running `std::invoke(f, args...)` on copies (or moves) of `f` and
  * `args`, as std::thread does; move-only callables and arguments are fine. Returns its
- * id. Throws std::system_error (ENOMEM, EINVAL) if it could not be started. */
-template <class F, class... Args> std::int64_t go_with(const go_options &opts, F &&f, Args &&...args)
+ * handle, which may be dropped (see gmp::goroutine). Throws std::system_error (ENOMEM,
+ * EINVAL) if it could not be started. */
+template <class F, class... Args> goroutine go_with(const go_options &opts, F &&f, Args &&...args)
 {
     using Fn = std::decay_t<F>;
     using Tuple = std::tuple<std::decay_t<Args>...>;
     static_assert(std::is_invocable_v<Fn, std::decay_t<Args>...>,
                   "gmp::go: the function cannot be called with these arguments (by value)");
     using Task = detail::task<Fn, Tuple>;
-    auto t = std::make_unique<Task>(Task{std::forward<F>(f), Tuple(std::forward<Args>(args)...)});
+    auto t = std::make_unique<Task>();
+    t->b.emplace(std::forward<F>(f), std::forward<Args>(args)...);
+    detail::check(gmp_wg_add(&t->done, 1), "gmp_wg_add");
     gmp_attr attr{};
     attr.stack_size = opts.stack_size;
     attr.flags = (opts.pinned ? GMP_GO_PINNED : 0u) | (opts.locked ? GMP_GO_LOCKED : 0u);
-    const std::int64_t id = gmp_go_attr(&detail::task_entry<Task>, t.get(), &attr);
+    // The id is known only once the goroutine runs; it reads nothing of the state but
+    // the callable, so the id is stored after the start (the handle's reads of it are
+    // this thread's own write).
+    Task *raw = t.get();
+    const std::int64_t id = gmp_go_attr(&detail::task_entry<Task>, raw, &attr);
     detail::check(id, "gmp_go");
-    t.release(); // the goroutine owns it now
-    return id;
+    t.release(); // the goroutine and the handle own it now
+    raw->id = id;
+    return goroutine(raw);
 }
 
 /* Starts a goroutine with the default options; see go_with. */
-template <class F, class... Args> std::int64_t go(F &&f, Args &&...args)
+template <class F, class... Args> goroutine go(F &&f, Args &&...args)
 {
     return go_with(go_options{}, std::forward<F>(f), std::forward<Args>(args)...);
 }
