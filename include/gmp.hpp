@@ -9,7 +9,8 @@
  *                                   default, timeout
  *  - gmp::mutex, shared_mutex,      Go's sync primitives with the standard interfaces, so
  *    condition_variable,            std::lock_guard, std::unique_lock, std::scoped_lock and
- *    wait_group, once_flag          std::shared_lock work with them
+ *    wait_group, once_flag          std::shared_lock work with them; timed waits:
+ *                                   condition_variable::wait_for/until, gmp::timed_mutex
  *  - gmp::sleep_for, yield, goid, lock_os_thread (a scope guard)
  *
  * Errors: a negative errno from the C API becomes std::system_error (generic_category,
@@ -36,6 +37,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -986,21 +988,112 @@ class shared_mutex {
     gmp_rwmutex *native_handle() noexcept { return &rw_; }
 };
 
-/* Go's sync.Cond used through std::unique_lock<gmp::mutex>. Waiters wake in FIFO order;
- * there are no spurious wakeups, but use the predicate form anyway. There is no timed
- * wait (the C API has none): wait for a channel with recv_for instead. */
+/* Go's sync.Cond used through std::unique_lock<gmp::mutex>, with std's timed waits too.
+ *
+ * Untimed waits are Go's (gmp_cond_wait): waiters wake in FIFO order and there are no
+ * spurious wakeups, but use the predicate form anyway. The C API has no timed wait, so
+ * wait_for / wait_until queue the caller on a list of their own, here, in arrival order,
+ * and park it on a channel of its own (made for the wait) with the channel's timeout.
+ * notify_one wakes the longest-waiting timed waiter if there is one, else an untimed
+ * waiter; notify_all wakes both. A timed wait that a notify reaches as it times out
+ * reports no_timeout: a notification is never lost. Only these methods wake timed
+ * waiters: gmp_cond_signal on native_handle() reaches the untimed ones alone. */
 class condition_variable {
+    /* A waiter in a timed wait, on its stack while it waits. */
+    struct timed_waiter {
+        gmp_chan *wake = nullptr; /* signal channel (no elements, 1 slot) */
+        timed_waiter *next = nullptr;
+        bool notified = false;
+    };
+
     gmp_cond c_;
+    /* Guards the timed waiters' list (a gmp_mutex: a goroutine that waits for it parks). */
+    gmp_mutex list_mu_;
+    timed_waiter *head_ = nullptr;
+    timed_waiter *tail_ = nullptr;
+    /* Timed waiters on the list; written under list_mu_, read without it by notifiers. */
+    std::atomic<std::size_t> timed_{0};
+
+    void list_lock() noexcept { (void)gmp_mutex_lock(&list_mu_); }
+    void list_unlock() noexcept { (void)gmp_mutex_unlock(&list_mu_); }
+
+    /* Takes `w` off the list. list_mu_ held; `w` is on it. */
+    void unlink(timed_waiter *w) noexcept
+    {
+        timed_waiter *prev = nullptr;
+        for (timed_waiter *cur = head_; cur != w; cur = cur->next)
+            prev = cur;
+        (prev ? prev->next : head_) = w->next;
+        if (tail_ == w)
+            tail_ = prev;
+        timed_.fetch_sub(1, std::memory_order_relaxed);
+    }
+
+    /* Wakes the first timed waiter (all of them if `all`). Returns whether there was one.
+     * The signal is sent under list_mu_, so a waiter that sees `notified` there may free
+     * its channel. */
+    bool wake_timed(bool all) noexcept
+    {
+        if (timed_.load(std::memory_order_relaxed) == 0)
+            return false;
+        list_lock();
+        bool woke = false;
+        while (head_ != nullptr && (all || !woke)) {
+            timed_waiter *w = head_;
+            unlink(w);
+            w->notified = true;
+            (void)gmp_chan_try_send(w->wake, nullptr); // 1 free slot: never blocks
+            woke = true;
+        }
+        list_unlock();
+        return woke;
+    }
+
+    /* The timed wait: at most `ns` nanoseconds (>= 0). */
+    std::cv_status wait_ns(std::unique_lock<mutex> &lock, std::int64_t ns)
+    {
+        if (!lock.owns_lock())
+            throw std::system_error(EPERM, std::generic_category(), "gmp::condition_variable::wait_for");
+        timed_waiter w;
+        detail::check(gmp_chan_make(&w.wake, 0, 1), "gmp_chan_make");
+        // Queued before the caller's mutex is unlocked: a notify after the unlock finds it.
+        list_lock();
+        (tail_ ? tail_->next : head_) = &w;
+        tail_ = &w;
+        timed_.fetch_add(1, std::memory_order_relaxed);
+        list_unlock();
+        lock.unlock();
+        const int r = gmp_chan_recv_timeout(w.wake, nullptr, ns);
+        list_lock();
+        const bool notified = w.notified;
+        if (!notified)
+            unlink(&w);
+        list_unlock();
+        (void)gmp_chan_release(w.wake);
+        lock.lock();
+        if (r != 0 && r != -ETIMEDOUT)
+            detail::throw_errno(r, "gmp_chan_recv_timeout");
+        return notified ? std::cv_status::no_timeout : std::cv_status::timeout;
+    }
 
   public:
-    constexpr condition_variable() noexcept : c_{0, 0, 0, 0, nullptr, nullptr} {}
+    constexpr condition_variable() noexcept : c_{0, 0, 0, 0, nullptr, nullptr}, list_mu_{0, 0} {}
     condition_variable(const condition_variable &) = delete;
     condition_variable &operator=(const condition_variable &) = delete;
 
-    void notify_one() noexcept { (void)gmp_cond_signal(&c_); }
-    void notify_all() noexcept { (void)gmp_cond_broadcast(&c_); }
+    void notify_one() noexcept
+    {
+        if (!wake_timed(false))
+            (void)gmp_cond_signal(&c_);
+    }
+    void notify_all() noexcept
+    {
+        (void)wake_timed(true);
+        (void)gmp_cond_broadcast(&c_);
+    }
 
-    /* Unlocks, waits for a notify, locks again. `lock` must own its mutex. */
+    /* Unlocks, waits for a notify, locks again. `lock` must own its mutex (else
+     * std::system_error EPERM, as for every wait). */
     void wait(std::unique_lock<mutex> &lock)
     {
         if (!lock.owns_lock())
@@ -1012,7 +1105,106 @@ class condition_variable {
         while (!pred())
             wait(lock);
     }
+
+    /* Unlocks, waits for a notify or until `d` has passed, locks again. Returns
+     * std::cv_status::timeout if the time passed without a notify reaching the caller.
+     * A duration of zero or less only unlocks and relocks; one beyond what int64
+     * nanoseconds hold waits without limit. */
+    template <class Rep, class Period>
+    std::cv_status wait_for(std::unique_lock<mutex> &lock, const std::chrono::duration<Rep, Period> &d)
+    {
+        const std::int64_t ns = detail::timeout_ns(d);
+        if (ns < 0) {
+            wait(lock);
+            return std::cv_status::no_timeout;
+        }
+        return wait_ns(lock, ns);
+    }
+
+    /* wait_for until `deadline` on its clock: timeout only if the clock has reached it
+     * when the wait returns (a clock that was set back makes it no_timeout, for the
+     * caller to wait again). */
+    template <class Clock, class Duration>
+    std::cv_status wait_until(std::unique_lock<mutex> &lock, const std::chrono::time_point<Clock, Duration> &deadline)
+    {
+        if (wait_for(lock, deadline - Clock::now()) == std::cv_status::no_timeout)
+            return std::cv_status::no_timeout;
+        return Clock::now() < deadline ? std::cv_status::no_timeout : std::cv_status::timeout;
+    }
+
+    /* Waits until `pred()` holds or the time has passed; returns `pred()`. */
+    template <class Clock, class Duration, class Predicate>
+    bool wait_until(std::unique_lock<mutex> &lock, const std::chrono::time_point<Clock, Duration> &deadline,
+                    Predicate pred)
+    {
+        while (!pred())
+            if (wait_until(lock, deadline) == std::cv_status::timeout)
+                return pred();
+        return true;
+    }
+    template <class Rep, class Period, class Predicate>
+    bool wait_for(std::unique_lock<mutex> &lock, const std::chrono::duration<Rep, Period> &d, Predicate pred)
+    {
+        const std::int64_t ns = detail::timeout_ns(d);
+        if (ns < 0) {
+            wait(lock, std::move(pred));
+            return true;
+        }
+        return wait_until(lock, std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns), std::move(pred));
+    }
+
+    /* The C condition variable of the untimed waits. */
     gmp_cond *native_handle() noexcept { return &c_; }
+};
+
+/* A mutex with timed locking, as std::timed_mutex (TimedLockable): try_lock_for and
+ * try_lock_until wait at most that long. It is Go's idiom, a channel with one slot
+ * (lock: send, unlock: receive), so waiters queue in FIFO order, a goroutine parks and a
+ * plain thread blocks, and any goroutine or thread may unlock it. Not recursive.
+ * gmp::mutex has no timed lock: its waiters are Go's semaphore queue, which a waiter
+ * cannot leave once counted; use this class where a lock must be able to give up.
+ * Construction allocates the channel (std::system_error ENOMEM). Unlocking an unlocked
+ * timed_mutex aborts with a "gmp:" message. */
+class timed_mutex {
+    gmp_chan *c_ = nullptr;
+
+  public:
+    timed_mutex() { detail::check(gmp_chan_make(&c_, 0, 1), "gmp_chan_make"); }
+    ~timed_mutex() { (void)gmp_chan_release(c_); }
+    timed_mutex(const timed_mutex &) = delete;
+    timed_mutex &operator=(const timed_mutex &) = delete;
+
+    void lock() { detail::check(gmp_chan_send(c_, nullptr), "gmp_chan_send"); }
+    bool try_lock()
+    {
+        const int r = gmp_chan_try_send(c_, nullptr);
+        if (r == -EAGAIN)
+            return false;
+        detail::check(r, "gmp_chan_try_send");
+        return true;
+    }
+    /* Locks, waiting at most `d` (zero or less: try_lock). Returns whether it locked. */
+    template <class Rep, class Period> bool try_lock_for(const std::chrono::duration<Rep, Period> &d)
+    {
+        const int r = gmp_chan_send_timeout(c_, nullptr, detail::timeout_ns(d));
+        if (r == -ETIMEDOUT)
+            return false;
+        detail::check(r, "gmp_chan_send_timeout");
+        return true;
+    }
+    template <class Clock, class Duration>
+    bool try_lock_until(const std::chrono::time_point<Clock, Duration> &deadline)
+    {
+        return try_lock_for(deadline - Clock::now());
+    }
+    void unlock() noexcept
+    {
+        if (gmp_chan_try_recv(c_, nullptr) != 0) {
+            std::fprintf(stderr, "gmp: sync: unlock of unlocked timed_mutex\n");
+            std::fflush(stderr);
+            std::abort();
+        }
+    }
 };
 
 /* Go's sync.WaitGroup. A counter below zero aborts with a "gmp:" message (Go panics). */
