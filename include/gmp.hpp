@@ -1,10 +1,12 @@
 /*
- * gmp.hpp -- C++17 interface to libgmp (Go's M:P:G goroutine scheduler), header-only.
+ * gmp.hpp -- C++17 interface to libgmp (Go's M:P:G goroutine scheduler), header-only;
+ * C++20 adds the range concepts. A guide: docs/cpp.md.
  *
  * A thin layer over gmp.h (included here; the C API stays available):
  *  - gmp::go(f, args...)            a goroutine running any callable (move-only ones too);
  *                                   returns a gmp::goroutine to join() or drop
- *  - gmp::chan<T>                   Go's channel for any movable T, shared by copying
+ *  - gmp::chan<T>                   Go's channel for any movable T, shared by copying; an
+ *                                   input range of the values it receives until closed
  *  - gmp::select()                  a gmp::selector, the builder for Go's select: cases,
  *                                   default, timeout
  *  - gmp::mutex, shared_mutex,      Go's sync primitives with the standard interfaces, so
