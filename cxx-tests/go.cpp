@@ -1,7 +1,9 @@
 // gmp::go and gmp::go_with: callables of every kind (lambdas with move-only captures,
 // function pointers with arguments, member functions, mutable functors), arguments
-// passed by value as std::thread does, options (pinned, locked, stack size), many goroutines,
-// exceptions caught inside goroutines, and an exception escaping a goroutine, which must end the program with a gmp: message.
+// passed by value as std::thread does, options (pinned, locked, stack size), many
+// goroutines, exceptions caught inside goroutines, the gmp::goroutine handle (join,
+// detach, dropping it), and an exception escaping a goroutine, which must end the
+// program with a gmp: message.
 #include <gmp-sched/gmp.hpp>
 
 #include "check.hpp"
@@ -11,6 +13,8 @@
 #include <string>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <utility>
+#include <vector>
 
 static std::atomic<long> total{0};
 
@@ -42,6 +46,102 @@ struct mutable_functor {
 };
 
 static void throws_runtime_error() { throw std::runtime_error("boom in goroutine"); }
+
+// Sets a flag when destroyed: join() returns after the goroutine's copies are gone.
+struct flags_on_destroy {
+    std::atomic<bool> *flag;
+    explicit flags_on_destroy(std::atomic<bool> *f) : flag(f) {}
+    flags_on_destroy(flags_on_destroy &&o) noexcept : flag(std::exchange(o.flag, nullptr)) {}
+    ~flags_on_destroy()
+    {
+        if (flag)
+            *flag = true;
+    }
+};
+
+// gmp::goroutine: join from a plain thread and from a goroutine, detach, dropping a
+// handle (never blocks), moves, errors.
+static void handles()
+{
+    // Join from this (plain) thread: the goroutine's writes and the destruction of its
+    // copies happen before join() returns.
+    long result = 0;
+    std::atomic<bool> destroyed{false};
+    gmp::goroutine g = gmp::go([&result](flags_on_destroy) {
+        gmp::sleep_for(std::chrono::milliseconds(5));
+        result = 42;
+    }, flags_on_destroy(&destroyed));
+    CHECK(g.joinable() && g.id() > 0);
+    g.join();
+    CHECK(!g.joinable() && g.id() == 0 && result == 42 && destroyed);
+    CHECK_ERRNO(g.join(), EINVAL);
+    CHECK_ERRNO(g.detach(), EINVAL);
+
+    // Join a goroutine that has already returned.
+    gmp::chan<int> started(1);
+    auto quick = gmp::go([started] { CHECK(started.send(1)); });
+    CHECK(*started.recv() == 1);
+    gmp::sleep_for(std::chrono::milliseconds(5));
+    CHECK(quick.joinable());
+    quick.join();
+
+    // Join from goroutines (they park): a tree of joins.
+    std::atomic<long> leaves{0};
+    auto root = gmp::go([&] {
+        std::vector<gmp::goroutine> kids;
+        for (int i = 0; i < 10; i++)
+            kids.push_back(gmp::go([&] {
+                std::vector<gmp::goroutine> grandkids;
+                for (int j = 0; j < 10; j++)
+                    grandkids.push_back(gmp::go([&] {
+                        gmp::yield();
+                        leaves++;
+                    }));
+                for (auto &k : grandkids)
+                    k.join();
+            }));
+        for (auto &k : kids)
+            k.join();
+        CHECK(leaves == 100);
+    });
+    root.join();
+    CHECK(leaves == 100);
+
+    // A goroutine cannot join itself.
+    gmp::chan<gmp::goroutine *> self(1);
+    gmp::chan<bool> deadlock_seen(1);
+    gmp::goroutine me = gmp::go([self, deadlock_seen] {
+        gmp::goroutine *h = *self.recv();
+        bool seen = false;
+        try {
+            h->join();
+        } catch (const std::system_error &e) {
+            seen = e.code() == std::errc::resource_deadlock_would_occur;
+        }
+        CHECK(deadlock_seen.send(seen));
+    });
+    CHECK(self.send(&me));
+    CHECK(*deadlock_seen.recv());
+    me.join();
+
+    // Dropping a handle detaches: a goroutine blocked on a channel does not block the
+    // statement that started it, nor the handle's destruction.
+    gmp::chan<int> gate, out(1);
+    gmp::go([gate, out] { CHECK(out.send(*gate.recv() + 1)); });
+    {
+        auto dropped = gmp::go([gate] { (void)gate; });
+        auto moved = std::move(dropped);
+        CHECK(!dropped.joinable() && moved.joinable());
+        moved = gmp::go([] {}); // detaches the goroutine it had
+        gmp::goroutine other;
+        swap(other, moved);
+        CHECK(other.joinable() && !moved.joinable());
+        other.detach();
+        CHECK(!other.joinable());
+    }
+    CHECK(gate.send(1));
+    CHECK(*out.recv() == 2);
+}
 
 int main(int argc, char **argv)
 {
@@ -124,7 +224,7 @@ int main(int argc, char **argv)
         }
         same_thread = same;
         wg.done();
-    }) > 0);
+    }).id() > 0);
     // go_with locked: the goroutine is locked from its start (a lock nests to 2) and
     // keeps its thread until it unlocks.
     wg.add(1);
@@ -138,7 +238,7 @@ int main(int argc, char **argv)
         }
         locked_ok = ok && gmp_unlock_os_thread() == 0;
         wg.done();
-    }) > 0);
+    }).id() > 0);
     wg.add(1);
     std::atomic<long> big_sum{0};
     gmp::go_with({4u << 20, false}, [&] {
@@ -178,6 +278,8 @@ int main(int argc, char **argv)
 
     // Options the runtime refuses are std::system_error(EINVAL); nothing leaks.
     CHECK_ERRNO(gmp::go_with({1, false}, [] {}), EINVAL);
+
+    handles();
 
     CHECK(gmp::goid() == 0);
     std::printf("go: ok\n");

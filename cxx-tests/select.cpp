@@ -1,7 +1,7 @@
 // gmp::select: receive and send cases with handlers, the default and timeout cases, nil
 // channels, closed channels (not errors), move-only values through send cases (an
 // unsent value is destroyed with the builder, a sent one belongs to the receiver), a
-// builder run repeatedly, and random choice among ready cases.
+// builder run repeatedly, random choice among ready cases, and move-only handlers.
 #include <gmp-sched/gmp.hpp>
 
 #include "check.hpp"
@@ -158,6 +158,35 @@ int main()
             caught = true;
         }
         CHECK(caught && c.len() == 0);
+    }
+
+    // Move-only handlers: the receive and send cases, the default and the timeout all
+    // take them (the select owns its handlers).
+    {
+        gmp::chan<int> c(1);
+        int seen = 0;
+        CHECK(c.send(1));
+        CHECK(gmp::select()
+                  .recv(c, [p = std::make_unique<int>(1), &seen](std::optional<int> v) { seen = *p + *v; })
+                  .run() == 0 &&
+              seen == 2);
+        CHECK(gmp::select()
+                  .send(c, 5, [p = std::make_unique<int>(3), &seen](bool ok) { seen = ok ? *p : -1; })
+                  .run() == 0 &&
+              seen == 3);
+        // c is full: the send case cannot fire.
+        auto owned = std::make_unique<int>(4);
+        CHECK(gmp::select()
+                  .send(c, 6, [] { CHECK(false); })
+                  .otherwise([p = std::move(owned), &seen] { seen = *p; })
+                  .run() == -1 &&
+              seen == 4);
+        CHECK(gmp::select()
+                  .send(c, 7, [] { CHECK(false); })
+                  .timeout(1ms, [p = std::make_unique<int>(5), &seen] { seen = *p; })
+                  .run() == -1 &&
+              seen == 5);
+        CHECK(*c.recv() == 5);
     }
 
     std::printf("select: ok\n");

@@ -3,13 +3,15 @@
 // gmp::shared_mutex with std::shared_lock and std::unique_lock, and its try forms;
 // gmp::condition_variable with std::unique_lock<gmp::mutex>; gmp::wait_group;
 // gmp::call_once (concurrent callers, an exception); gmp::sleep_for; the
-// gmp::lock_os_thread guard; errors as std::system_error with the errno category.
+// gmp::lock_os_thread guard; errors as std::system_error with the errno category;
+// move-only callables for call_once and the waits' predicates.
 #include <gmp-sched/gmp.hpp>
 
 #include "check.hpp"
 
 #include <atomic>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <sys/syscall.h>
@@ -238,6 +240,24 @@ static void sleeping_and_threads()
     CHECK(gmp::maxprocs() >= 1 && gmp::num_goroutine() >= 0);
 }
 
+// call_once and the predicate forms of the waits take move-only callables.
+static void move_only_callables()
+{
+    gmp::once_flag f;
+    int got = 0;
+    auto p = std::make_unique<int>(7);
+    gmp::call_once(f, [q = std::move(p), &got] { got = *q; });
+    CHECK(got == 7);
+
+    gmp::mutex mu;
+    gmp::condition_variable cv;
+    std::unique_lock<gmp::mutex> lk(mu);
+    cv.wait(lk, [q = std::make_unique<int>(1)] { return *q == 1; });
+    CHECK(cv.wait_for(lk, 1ms, [q = std::make_unique<int>(1)] { return *q == 1; }));
+    CHECK(!cv.wait_until(lk, std::chrono::steady_clock::now() + 1ms,
+                         [q = std::make_unique<int>(2)] { return *q == 1; }));
+}
+
 int main()
 {
     mutexes();
@@ -245,6 +265,7 @@ int main()
     condition_variables();
     once();
     sleeping_and_threads();
+    move_only_callables();
     std::printf("sync: ok\n");
     return 0;
 }

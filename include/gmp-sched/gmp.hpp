@@ -1,13 +1,18 @@
 /*
- * gmp.hpp -- C++17 interface to libgmp (Go's M:P:G goroutine scheduler), header-only.
+ * gmp.hpp -- C++17 interface to libgmp (Go's M:P:G goroutine scheduler), header-only;
+ * C++20 adds the range concepts. A guide: docs/cpp.md.
  *
  * A thin layer over gmp.h (included here; the C API stays available):
- *  - gmp::go(f, args...)            a goroutine running any callable (move-only ones too)
- *  - gmp::chan<T>                   Go's channel for any movable T, shared by copying
- *  - gmp::select()                  a builder for Go's select: cases, default, timeout
+ *  - gmp::go(f, args...)            a goroutine running any callable (move-only ones too);
+ *                                   returns a gmp::goroutine to join() or drop
+ *  - gmp::chan<T>                   Go's channel for any movable T, shared by copying; an
+ *                                   input range of the values it receives until closed
+ *  - gmp::select()                  a gmp::selector, the builder for Go's select: cases,
+ *                                   default, timeout
  *  - gmp::mutex, shared_mutex,      Go's sync primitives with the standard interfaces, so
  *    condition_variable,            std::lock_guard, std::unique_lock, std::scoped_lock and
- *    wait_group, once_flag          std::shared_lock work with them
+ *    wait_group, once_flag          std::shared_lock work with them; timed waits:
+ *                                   condition_variable::wait_for/until, gmp::timed_mutex
  *  - gmp::sleep_for, yield, goid, lock_os_thread (a scope guard)
  *
  * Errors: a negative errno from the C API becomes std::system_error (generic_category,
@@ -31,14 +36,17 @@
 
 #include "gmp.h"
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -139,22 +147,52 @@ inline std::string current_exception_type(const std::type_info *known)
     std::abort();
 }
 
-/* What a goroutine started by gmp::go owns: the callable and its arguments. */
-template <class F, class Tuple> struct task {
-    F f;
-    Tuple args;
+/* What a goroutine started by gmp::go shares with its gmp::goroutine handle: a
+ * WaitGroup that counts 1 until the goroutine's function has returned and its copies of
+ * the callable and arguments are destroyed, and a reference count (the goroutine and the
+ * handle: the last to let go deletes it). */
+struct go_state {
+    gmp_wg done{0, 0, 0};
+    std::atomic<int> refs{2};
+    std::int64_t id = 0;
+
+    go_state() = default;
+    go_state(const go_state &) = delete;
+    go_state &operator=(const go_state &) = delete;
+    virtual ~go_state() = default;
+
+    void release() noexcept
+    {
+        // acq_rel: the last owner sees everything the other did before letting go.
+        if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+            delete this;
+    }
 };
 
-/* The goroutine's C entry: runs the task and deletes it. Nothing may unwind out of it
- * (the caller is the Rust runtime), so every exception ends the program. */
+/* The goroutine's own part: the callable and its arguments, destroyed when it returns. */
+template <class F, class Tuple> struct task final : go_state {
+    struct body {
+        F f;
+        Tuple args;
+        template <class G, class... A> explicit body(G &&g, A &&...a) : f(std::forward<G>(g)), args(std::forward<A>(a)...) {}
+    };
+    std::optional<body> b;
+};
+
+/* The goroutine's C entry: runs the task, destroys the callable, marks the state done and
+ * lets go of it. Nothing may unwind out of it (the caller is the Rust runtime), so every
+ * exception ends the program. */
 template <class Task> void task_entry(void *p) noexcept
 {
-    std::unique_ptr<Task> t(static_cast<Task *>(p));
+    auto *t = static_cast<Task *>(p);
     try {
-        std::apply(std::move(t->f), std::move(t->args));
+        std::apply(std::move(t->b->f), std::move(t->b->args));
+        t->b.reset();
     } catch (...) {
         uncaught_in_goroutine();
     }
+    (void)gmp_wg_done(&t->done);
+    t->release();
 }
 
 template <class T> struct identity {
@@ -163,6 +201,49 @@ template <class T> struct identity {
 template <class T> using identity_t = typename identity<T>::type;
 
 template <class> inline constexpr bool always_false = false;
+
+/* A type-erased callable that may be move-only: C++23's std::move_only_function, reduced
+ * to what this header stores (a select's default or timeout handler). Empty, or owning
+ * one callable on the heap; moving it moves the pointer, never the callable. */
+template <class Sig> class move_only_function;
+
+template <class R, class... Args> class move_only_function<R(Args...)> {
+    struct base {
+        virtual ~base() = default;
+        virtual R call(Args &&...args) = 0;
+    };
+    template <class F> struct holder final : base {
+        F f;
+        explicit holder(F &&fn) : f(std::move(fn)) {}
+        R call(Args &&...args) override
+        {
+            if constexpr (std::is_void_v<R>)
+                std::invoke(f, std::forward<Args>(args)...);
+            else
+                return std::invoke(f, std::forward<Args>(args)...);
+        }
+    };
+    std::unique_ptr<base> p_;
+
+  public:
+    move_only_function() noexcept = default;
+    move_only_function(std::nullptr_t) noexcept {}
+    template <class F, class D = std::decay_t<F>,
+              std::enable_if_t<!std::is_same_v<D, move_only_function> &&
+                                   std::is_invocable_r_v<R, D &, Args...>,
+                               int> = 0>
+    move_only_function(F &&f) : p_(std::make_unique<holder<D>>(D(std::forward<F>(f))))
+    {
+    }
+    move_only_function(move_only_function &&) noexcept = default;
+    move_only_function &operator=(move_only_function &&) noexcept = default;
+    move_only_function(const move_only_function &) = delete;
+    move_only_function &operator=(const move_only_function &) = delete;
+
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+    /* Calls the callable; it must not be empty. */
+    R operator()(Args... args) { return p_->call(std::forward<Args>(args)...); }
+};
 
 } // namespace detail
 
@@ -175,28 +256,104 @@ struct go_options {
     bool locked = false;
 };
 
+/* A goroutine started by gmp::go, as std::thread is a thread: join() waits for its
+ * function to return (a goroutine that joins parks; a plain thread blocks), detach()
+ * lets it run on its own. Unlike std::thread (std::terminate) and std::jthread (join),
+ * destroying a joinable handle detaches it, as Go's goroutines are never joined: the
+ * statement `gmp::go(f);` starts f and goes on. Move-only. */
+class goroutine {
+    detail::go_state *st_ = nullptr;
+
+    explicit goroutine(detail::go_state *st) noexcept : st_(st) {}
+    template <class F, class... Args> friend goroutine go_with(const go_options &, F &&, Args &&...);
+
+  public:
+    /* A handle to no goroutine (not joinable). */
+    goroutine() noexcept = default;
+    goroutine(goroutine &&o) noexcept : st_(std::exchange(o.st_, nullptr)) {}
+    /* Detaches the goroutine this handle had, if any, and takes `o`'s. */
+    goroutine &operator=(goroutine &&o) noexcept
+    {
+        if (this != &o) {
+            if (st_)
+                st_->release();
+            st_ = std::exchange(o.st_, nullptr);
+        }
+        return *this;
+    }
+    goroutine(const goroutine &) = delete;
+    goroutine &operator=(const goroutine &) = delete;
+    /* Detaches (see the class comment). */
+    ~goroutine()
+    {
+        if (st_)
+            st_->release();
+    }
+
+    /* Whether the handle still refers to its goroutine: not joined, not detached. A
+     * goroutine that has returned stays joinable until join() or detach(). */
+    bool joinable() const noexcept { return st_ != nullptr; }
+
+    /* The goroutine's id (gmp_goid() inside it) while joinable, else 0. */
+    std::int64_t id() const noexcept { return st_ ? st_->id : 0; }
+
+    /* Waits until the goroutine's function has returned and its copies of the callable
+     * and arguments are destroyed; what it did happens before join() returns. Then the
+     * handle is not joinable. Throws std::system_error: EINVAL if it is not joinable,
+     * EDEADLK if the goroutine would join itself. */
+    void join()
+    {
+        if (!st_)
+            throw std::system_error(EINVAL, std::generic_category(), "gmp::goroutine::join");
+        if (st_->id == gmp_goid())
+            throw std::system_error(EDEADLK, std::generic_category(), "gmp::goroutine::join");
+        detail::check(gmp_wg_wait(&st_->done), "gmp_wg_wait");
+        std::exchange(st_, nullptr)->release();
+    }
+
+    /* Lets the goroutine run on without a handle. Throws std::system_error (EINVAL) if
+     * it is not joinable. */
+    void detach()
+    {
+        if (!st_)
+            throw std::system_error(EINVAL, std::generic_category(), "gmp::goroutine::detach");
+        std::exchange(st_, nullptr)->release();
+    }
+
+    void swap(goroutine &o) noexcept { std::swap(st_, o.st_); }
+    friend void swap(goroutine &a, goroutine &b) noexcept { a.swap(b); }
+};
+
 /* Starts a goroutine running `std::invoke(f, args...)` on copies (or moves) of `f` and
  * `args`, as std::thread does; move-only callables and arguments are fine. Returns its
- * id. Throws std::system_error (ENOMEM, EINVAL) if it could not be started. */
-template <class F, class... Args> std::int64_t go_with(const go_options &opts, F &&f, Args &&...args)
+ * handle, which may be dropped (see gmp::goroutine). Throws std::system_error (ENOMEM,
+ * EINVAL) if it could not be started. */
+template <class F, class... Args> goroutine go_with(const go_options &opts, F &&f, Args &&...args)
 {
     using Fn = std::decay_t<F>;
     using Tuple = std::tuple<std::decay_t<Args>...>;
     static_assert(std::is_invocable_v<Fn, std::decay_t<Args>...>,
                   "gmp::go: the function cannot be called with these arguments (by value)");
     using Task = detail::task<Fn, Tuple>;
-    auto t = std::make_unique<Task>(Task{std::forward<F>(f), Tuple(std::forward<Args>(args)...)});
+    auto t = std::make_unique<Task>();
+    t->b.emplace(std::forward<F>(f), std::forward<Args>(args)...);
+    detail::check(gmp_wg_add(&t->done, 1), "gmp_wg_add");
     gmp_attr attr{};
     attr.stack_size = opts.stack_size;
     attr.flags = (opts.pinned ? GMP_GO_PINNED : 0u) | (opts.locked ? GMP_GO_LOCKED : 0u);
-    const std::int64_t id = gmp_go_attr(&detail::task_entry<Task>, t.get(), &attr);
+    // The id is known only once the goroutine runs; it reads nothing of the state but
+    // the callable, so the id is stored after the start (the handle's reads of it are
+    // this thread's own write).
+    Task *raw = t.get();
+    const std::int64_t id = gmp_go_attr(&detail::task_entry<Task>, raw, &attr);
     detail::check(id, "gmp_go");
-    t.release(); // the goroutine owns it now
-    return id;
+    t.release(); // the goroutine and the handle own it now
+    raw->id = id;
+    return goroutine(raw);
 }
 
 /* Starts a goroutine with the default options; see go_with. */
-template <class F, class... Args> std::int64_t go(F &&f, Args &&...args)
+template <class F, class... Args> goroutine go(F &&f, Args &&...args)
 {
     return go_with(go_options{}, std::forward<F>(f), std::forward<Args>(args)...);
 }
@@ -375,6 +532,15 @@ template <class T> class chan {
         }
     }
 
+    /* A blocking receive on `c`; empty once it is closed and drained. */
+    static std::optional<T> recv_on(gmp_chan *c)
+    {
+        detail::recv_slot<T> slot;
+        if (detail::chan_result(gmp_chan_recv(c, slot.buf()), "gmp_chan_recv") == chan_status::ok)
+            return std::optional<T>(slot.take());
+        return std::nullopt;
+    }
+
     template <class Call> recv_result<T> recv_with(Call call, const char *what) const
     {
         detail::recv_slot<T> slot;
@@ -446,12 +612,7 @@ template <class T> class chan {
     }
 
     /* Receives, waiting for a value; empty once the channel is closed and drained. */
-    std::optional<T> recv() const
-    {
-        return std::move(
-            recv_with([](gmp_chan *c, void *b) { return gmp_chan_recv(c, b); }, "gmp_chan_recv")
-                .value);
-    }
+    std::optional<T> recv() const { return recv_on(raw()); }
 
     /* Receives without waiting: ok (with a value), would_block or closed. */
     recv_result<T> try_recv() const
@@ -506,43 +667,107 @@ template <class T> class chan {
     friend bool operator==(const chan &a, const chan &b) noexcept { return a.raw() == b.raw(); }
     friend bool operator!=(const chan &a, const chan &b) noexcept { return a.raw() != b.raw(); }
 
-    /* Range-for over the values received until the channel is closed and drained:
-     * `for (auto &v : c)`. Each ++ is a blocking recv(). */
+    /* Where a channel's range ends: an iterator equals it once the channel is closed
+     * and drained. */
+    struct sentinel {};
+
+    /* The channel as an input range of the values received until it is closed and
+     * drained: `for (auto &v : c)`, and under C++20 std::ranges::input_range (with the
+     * algorithms and views that take one). Receiving is lazy: begin() receives nothing;
+     * the value under the iterator is received when it is first read (`*it`) or compared
+     * with the end, and ++ moves past it (receiving it first if it was not read). So a
+     * loop that stops after n values (std::views::take(n), a break) has received n
+     * values, not n + 1, and the rest stay in the channel. Each receive may block, as
+     * recv() does; a nil channel throws EINVAL at the first. The iterator is a handle of
+     * its own (the channel lives while it does); a default-constructed one equals the
+     * end, for algorithms that want one iterator type: `std::find(c.begin(),
+     * chan<T>::iterator(), x)`. */
     class iterator {
-        const chan *c_ = nullptr;
-        std::optional<T> cur_;
+        mutable std::shared_ptr<state> s_;
+        mutable std::optional<T> cur_;
+        mutable bool pending_ = false; /* the current value is not received yet */
+        mutable bool done_ = true;     /* at the end */
         friend class chan;
-        explicit iterator(const chan *c) : c_(c) { ++*this; }
+        explicit iterator(std::shared_ptr<state> s) : s_(std::move(s)), pending_(true), done_(false) {}
+
+        void fill() const
+        {
+            if (!pending_)
+                return;
+            cur_ = recv_on(s_ ? s_->c : nullptr);
+            pending_ = false;
+            if (!cur_) {
+                done_ = true;
+                s_.reset();
+            }
+        }
+
+        /* What it++ returns: the value it moved past. */
+        struct postfix {
+            std::optional<T> v;
+            T &operator*() { return *v; }
+        };
 
       public:
         using iterator_category = std::input_iterator_tag;
+#if __cplusplus >= 202002L
+        using iterator_concept = std::input_iterator_tag;
+#endif
         using value_type = T;
         using difference_type = std::ptrdiff_t;
         using pointer = T *;
         using reference = T &;
 
         iterator() = default;
+
+        T &operator*() const
+        {
+            fill();
+            return *cur_;
+        }
+        T *operator->() const { return std::addressof(**this); }
         iterator &operator++()
         {
-            cur_ = c_->recv();
-            if (!cur_)
-                c_ = nullptr;
+            fill();
+            cur_.reset();
+            pending_ = !done_;
             return *this;
         }
-        T &operator*() { return *cur_; }
-        T *operator->() { return &*cur_; }
-        friend bool operator==(const iterator &a, const iterator &b) noexcept { return a.c_ == b.c_; }
-        friend bool operator!=(const iterator &a, const iterator &b) noexcept { return a.c_ != b.c_; }
+        postfix operator++(int)
+        {
+            fill();
+            postfix p{std::move(cur_)};
+            ++*this;
+            return p;
+        }
+
+        friend bool operator==(const iterator &i, sentinel)
+        {
+            i.fill();
+            return i.done_;
+        }
+        friend bool operator==(const iterator &a, const iterator &b)
+        {
+            a.fill();
+            b.fill();
+            return a.done_ == b.done_ && (a.done_ || a.s_ == b.s_);
+        }
+#if __cplusplus < 202002L
+        friend bool operator==(sentinel s, const iterator &i) { return i == s; }
+        friend bool operator!=(const iterator &i, sentinel s) { return !(i == s); }
+        friend bool operator!=(sentinel s, const iterator &i) { return !(i == s); }
+        friend bool operator!=(const iterator &a, const iterator &b) { return !(a == b); }
+#endif
     };
-    iterator begin() const { return iterator(this); }
-    iterator end() const noexcept { return iterator(); }
+    iterator begin() const { return iterator(s_); }
+    sentinel end() const noexcept { return {}; }
 };
 
 /* ---------------------------------------------------------------------------------
  * select
  * ------------------------------------------------------------------------------- */
 
-/* Go's select, built case by case and then run:
+/* Go's select, built case by case and then run; gmp::select() returns an empty one:
  *
  *     int fired = gmp::select()
  *         .recv(results, [&](std::optional<int> v) { ... })  // v empty: closed
@@ -556,8 +781,9 @@ template <class T> class chan {
  * never fires. Handlers run in the caller after the channel operation; an exception
  * from one propagates out of run(). A send case's value is sent at most once: a builder
  * may be run again (a loop over receive cases), and a send case that delivered behaves
- * as a nil channel from then on. */
-class select {
+ * as a nil channel from then on. The selector owns its handlers, which may be move-only
+ * callables. */
+class selector {
     struct arm {
         virtual ~arm() = default;
         virtual void *buf() noexcept = 0;
@@ -603,11 +829,11 @@ class select {
     std::vector<gmp_select_case> cases_;
     std::vector<std::unique_ptr<arm>> arms_;
     std::vector<bool> send_case_;
-    std::function<void()> fallback_;
+    detail::move_only_function<void()> fallback_;
     std::int64_t timeout_ns_ = -1;
     bool has_default_ = false;
 
-    select &add(gmp_chan *c, std::uint32_t op, std::unique_ptr<arm> a, bool is_send)
+    selector &add(gmp_chan *c, std::uint32_t op, std::unique_ptr<arm> a, bool is_send)
     {
         gmp_select_case sc{};
         sc.chan = c;
@@ -620,38 +846,38 @@ class select {
     }
 
   public:
-    select() = default;
-    select(const select &) = delete;
-    select &operator=(const select &) = delete;
-    select(select &&) = default;
-    select &operator=(select &&) = default;
+    selector() = default;
+    selector(const selector &) = delete;
+    selector &operator=(const selector &) = delete;
+    selector(selector &&) = default;
+    selector &operator=(selector &&) = default;
 
     /* A receive case: `f(std::optional<T>)` (empty: closed and drained) or `f()`. */
-    template <class T, class F> select &recv(const chan<T> &c, F f)
+    template <class T, class F> selector &recv(const chan<T> &c, F f)
     {
         static_assert(std::is_invocable_v<F &, std::optional<T>> || std::is_invocable_v<F &>,
-                      "gmp::select::recv: the handler takes std::optional<T> or nothing");
+                      "gmp::selector::recv: the handler takes std::optional<T> or nothing");
         return add(c.native_handle(), GMP_RECV, std::make_unique<recv_arm<T, F>>(c, std::move(f)),
                    false);
     }
 
     /* A send case of `v`: `f(bool sent)` (false: the channel is closed) or `f()`. */
-    template <class T, class F> select &send(const chan<T> &c, detail::identity_t<T> v, F f)
+    template <class T, class F> selector &send(const chan<T> &c, detail::identity_t<T> v, F f)
     {
         static_assert(std::is_invocable_v<F &, bool> || std::is_invocable_v<F &>,
-                      "gmp::select::send: the handler takes bool or nothing");
+                      "gmp::selector::send: the handler takes bool or nothing");
         return add(c.native_handle(), GMP_SEND,
                    std::make_unique<send_arm<T, F>>(c, std::move(v), std::move(f)), true);
     }
 
     /* A send case without a handler. */
-    template <class T> select &send(const chan<T> &c, detail::identity_t<T> v)
+    template <class T> selector &send(const chan<T> &c, detail::identity_t<T> v)
     {
         return send(c, std::move(v), [] {});
     }
 
     /* Go's default case: runs `f` when no case is ready. Not with timeout(). */
-    template <class F> select &otherwise(F f)
+    template <class F> selector &otherwise(F f)
     {
         if (has_default_ || timeout_ns_ >= 0)
             throw std::logic_error("gmp::select: one default or timeout per select");
@@ -662,7 +888,7 @@ class select {
     }
 
     /* Runs `f` if no case could proceed within `d`. Not with otherwise(). */
-    template <class Rep, class Period, class F> select &timeout(const std::chrono::duration<Rep, Period> &d, F f)
+    template <class Rep, class Period, class F> selector &timeout(const std::chrono::duration<Rep, Period> &d, F f)
     {
         if (has_default_ || timeout_ns_ >= 0)
             throw std::logic_error("gmp::select: one default or timeout per select");
@@ -694,6 +920,11 @@ class select {
         return r;
     }
 };
+
+/* An empty selector: `gmp::select().recv(...).run()`. A function, not a type, so that with
+ * `using namespace gmp;` an unqualified `select()` and POSIX select(2) from
+ * <sys/select.h> are two overloads of one name, told apart by their arguments. */
+inline selector select() { return selector(); }
 
 /* ---------------------------------------------------------------------------------
  * sync
@@ -759,21 +990,112 @@ class shared_mutex {
     gmp_rwmutex *native_handle() noexcept { return &rw_; }
 };
 
-/* Go's sync.Cond used through std::unique_lock<gmp::mutex>. Waiters wake in FIFO order;
- * there are no spurious wakeups, but use the predicate form anyway. There is no timed
- * wait (the C API has none): wait for a channel with recv_for instead. */
+/* Go's sync.Cond used through std::unique_lock<gmp::mutex>, with std's timed waits too.
+ *
+ * Untimed waits are Go's (gmp_cond_wait): waiters wake in FIFO order and there are no
+ * spurious wakeups, but use the predicate form anyway. The C API has no timed wait, so
+ * wait_for / wait_until queue the caller on a list of their own, here, in arrival order,
+ * and park it on a channel of its own (made for the wait) with the channel's timeout.
+ * notify_one wakes the longest-waiting timed waiter if there is one, else an untimed
+ * waiter; notify_all wakes both. A timed wait that a notify reaches as it times out
+ * reports no_timeout: a notification is never lost. Only these methods wake timed
+ * waiters: gmp_cond_signal on native_handle() reaches the untimed ones alone. */
 class condition_variable {
+    /* A waiter in a timed wait, on its stack while it waits. */
+    struct timed_waiter {
+        gmp_chan *wake = nullptr; /* signal channel (no elements, 1 slot) */
+        timed_waiter *next = nullptr;
+        bool notified = false;
+    };
+
     gmp_cond c_;
+    /* Guards the timed waiters' list (a gmp_mutex: a goroutine that waits for it parks). */
+    gmp_mutex list_mu_;
+    timed_waiter *head_ = nullptr;
+    timed_waiter *tail_ = nullptr;
+    /* Timed waiters on the list; written under list_mu_, read without it by notifiers. */
+    std::atomic<std::size_t> timed_{0};
+
+    void list_lock() noexcept { (void)gmp_mutex_lock(&list_mu_); }
+    void list_unlock() noexcept { (void)gmp_mutex_unlock(&list_mu_); }
+
+    /* Takes `w` off the list. list_mu_ held; `w` is on it. */
+    void unlink(timed_waiter *w) noexcept
+    {
+        timed_waiter *prev = nullptr;
+        for (timed_waiter *cur = head_; cur != w; cur = cur->next)
+            prev = cur;
+        (prev ? prev->next : head_) = w->next;
+        if (tail_ == w)
+            tail_ = prev;
+        timed_.fetch_sub(1, std::memory_order_relaxed);
+    }
+
+    /* Wakes the first timed waiter (all of them if `all`). Returns whether there was one.
+     * The signal is sent under list_mu_, so a waiter that sees `notified` there may free
+     * its channel. */
+    bool wake_timed(bool all) noexcept
+    {
+        if (timed_.load(std::memory_order_relaxed) == 0)
+            return false;
+        list_lock();
+        bool woke = false;
+        while (head_ != nullptr && (all || !woke)) {
+            timed_waiter *w = head_;
+            unlink(w);
+            w->notified = true;
+            (void)gmp_chan_try_send(w->wake, nullptr); // 1 free slot: never blocks
+            woke = true;
+        }
+        list_unlock();
+        return woke;
+    }
+
+    /* The timed wait: at most `ns` nanoseconds (>= 0). */
+    std::cv_status wait_ns(std::unique_lock<mutex> &lock, std::int64_t ns)
+    {
+        if (!lock.owns_lock())
+            throw std::system_error(EPERM, std::generic_category(), "gmp::condition_variable::wait_for");
+        timed_waiter w;
+        detail::check(gmp_chan_make(&w.wake, 0, 1), "gmp_chan_make");
+        // Queued before the caller's mutex is unlocked: a notify after the unlock finds it.
+        list_lock();
+        (tail_ ? tail_->next : head_) = &w;
+        tail_ = &w;
+        timed_.fetch_add(1, std::memory_order_relaxed);
+        list_unlock();
+        lock.unlock();
+        const int r = gmp_chan_recv_timeout(w.wake, nullptr, ns);
+        list_lock();
+        const bool notified = w.notified;
+        if (!notified)
+            unlink(&w);
+        list_unlock();
+        (void)gmp_chan_release(w.wake);
+        lock.lock();
+        if (r != 0 && r != -ETIMEDOUT)
+            detail::throw_errno(r, "gmp_chan_recv_timeout");
+        return notified ? std::cv_status::no_timeout : std::cv_status::timeout;
+    }
 
   public:
-    constexpr condition_variable() noexcept : c_{0, 0, 0, 0, nullptr, nullptr} {}
+    constexpr condition_variable() noexcept : c_{0, 0, 0, 0, nullptr, nullptr}, list_mu_{0, 0} {}
     condition_variable(const condition_variable &) = delete;
     condition_variable &operator=(const condition_variable &) = delete;
 
-    void notify_one() noexcept { (void)gmp_cond_signal(&c_); }
-    void notify_all() noexcept { (void)gmp_cond_broadcast(&c_); }
+    void notify_one() noexcept
+    {
+        if (!wake_timed(false))
+            (void)gmp_cond_signal(&c_);
+    }
+    void notify_all() noexcept
+    {
+        (void)wake_timed(true);
+        (void)gmp_cond_broadcast(&c_);
+    }
 
-    /* Unlocks, waits for a notify, locks again. `lock` must own its mutex. */
+    /* Unlocks, waits for a notify, locks again. `lock` must own its mutex (else
+     * std::system_error EPERM, as for every wait). */
     void wait(std::unique_lock<mutex> &lock)
     {
         if (!lock.owns_lock())
@@ -785,7 +1107,106 @@ class condition_variable {
         while (!pred())
             wait(lock);
     }
+
+    /* Unlocks, waits for a notify or until `d` has passed, locks again. Returns
+     * std::cv_status::timeout if the time passed without a notify reaching the caller.
+     * A duration of zero or less only unlocks and relocks; one beyond what int64
+     * nanoseconds hold waits without limit. */
+    template <class Rep, class Period>
+    std::cv_status wait_for(std::unique_lock<mutex> &lock, const std::chrono::duration<Rep, Period> &d)
+    {
+        const std::int64_t ns = detail::timeout_ns(d);
+        if (ns < 0) {
+            wait(lock);
+            return std::cv_status::no_timeout;
+        }
+        return wait_ns(lock, ns);
+    }
+
+    /* wait_for until `deadline` on its clock: timeout only if the clock has reached it
+     * when the wait returns (a clock that was set back makes it no_timeout, for the
+     * caller to wait again). */
+    template <class Clock, class Duration>
+    std::cv_status wait_until(std::unique_lock<mutex> &lock, const std::chrono::time_point<Clock, Duration> &deadline)
+    {
+        if (wait_for(lock, deadline - Clock::now()) == std::cv_status::no_timeout)
+            return std::cv_status::no_timeout;
+        return Clock::now() < deadline ? std::cv_status::no_timeout : std::cv_status::timeout;
+    }
+
+    /* Waits until `pred()` holds or the time has passed; returns `pred()`. */
+    template <class Clock, class Duration, class Predicate>
+    bool wait_until(std::unique_lock<mutex> &lock, const std::chrono::time_point<Clock, Duration> &deadline,
+                    Predicate pred)
+    {
+        while (!pred())
+            if (wait_until(lock, deadline) == std::cv_status::timeout)
+                return pred();
+        return true;
+    }
+    template <class Rep, class Period, class Predicate>
+    bool wait_for(std::unique_lock<mutex> &lock, const std::chrono::duration<Rep, Period> &d, Predicate pred)
+    {
+        const std::int64_t ns = detail::timeout_ns(d);
+        if (ns < 0) {
+            wait(lock, std::move(pred));
+            return true;
+        }
+        return wait_until(lock, std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns), std::move(pred));
+    }
+
+    /* The C condition variable of the untimed waits. */
     gmp_cond *native_handle() noexcept { return &c_; }
+};
+
+/* A mutex with timed locking, as std::timed_mutex (TimedLockable): try_lock_for and
+ * try_lock_until wait at most that long. It is Go's idiom, a channel with one slot
+ * (lock: send, unlock: receive), so waiters queue in FIFO order, a goroutine parks and a
+ * plain thread blocks, and any goroutine or thread may unlock it. Not recursive.
+ * gmp::mutex has no timed lock: its waiters are Go's semaphore queue, which a waiter
+ * cannot leave once counted; use this class where a lock must be able to give up.
+ * Construction allocates the channel (std::system_error ENOMEM). Unlocking an unlocked
+ * timed_mutex aborts with a "gmp:" message. */
+class timed_mutex {
+    gmp_chan *c_ = nullptr;
+
+  public:
+    timed_mutex() { detail::check(gmp_chan_make(&c_, 0, 1), "gmp_chan_make"); }
+    ~timed_mutex() { (void)gmp_chan_release(c_); }
+    timed_mutex(const timed_mutex &) = delete;
+    timed_mutex &operator=(const timed_mutex &) = delete;
+
+    void lock() { detail::check(gmp_chan_send(c_, nullptr), "gmp_chan_send"); }
+    bool try_lock()
+    {
+        const int r = gmp_chan_try_send(c_, nullptr);
+        if (r == -EAGAIN)
+            return false;
+        detail::check(r, "gmp_chan_try_send");
+        return true;
+    }
+    /* Locks, waiting at most `d` (zero or less: try_lock). Returns whether it locked. */
+    template <class Rep, class Period> bool try_lock_for(const std::chrono::duration<Rep, Period> &d)
+    {
+        const int r = gmp_chan_send_timeout(c_, nullptr, detail::timeout_ns(d));
+        if (r == -ETIMEDOUT)
+            return false;
+        detail::check(r, "gmp_chan_send_timeout");
+        return true;
+    }
+    template <class Clock, class Duration>
+    bool try_lock_until(const std::chrono::time_point<Clock, Duration> &deadline)
+    {
+        return try_lock_for(deadline - Clock::now());
+    }
+    void unlock() noexcept
+    {
+        if (gmp_chan_try_recv(c_, nullptr) != 0) {
+            std::fprintf(stderr, "gmp: sync: unlock of unlocked timed_mutex\n");
+            std::fflush(stderr);
+            std::abort();
+        }
+    }
 };
 
 /* Go's sync.WaitGroup. A counter below zero aborts with a "gmp:" message (Go panics). */
