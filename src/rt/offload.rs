@@ -5,7 +5,7 @@
 //! goroutines bound to that M (affinity.rs: pinned there, stopped there for one stop, or
 //! parked there inside an interposed call) can run nowhere else meanwhile, and when the
 //! call waits for one of them — a `flock` on a file another goroutine holds locked until
-//! its `read` returns — neither moves again (HACKING "Known limits" until session 13).
+//! its `read` returns — neither would move again.
 //!
 //! So the interposer's hand-off calls (`flock`, `waitpid`, `getaddrinfo`, a slow `open`…)
 //! made on an M that has goroutines bound to it come here (`run`): the calling goroutine

@@ -13,8 +13,8 @@
 //! preemption, and the synchronous ones, which the stack-overflow handler catches) — as
 //! Go honours the mask a program starts with, so that a C program that blocked SIGTERM
 //! or SIGCHLD in `main` for a `sigwait` thread or a signalfd, before starting goroutines,
-//! still gets them there and not on an M (until session 13 Ms started with an empty mask,
-//! and such a signal killed the process) — the affinity the
+//! still gets them there and not on an M (an M with an empty mask would take such a
+//! signal, and its default action would kill the process) — the affinity the
 //! process had when the library was loaded (`PROCESS_CPUS`, read by a constructor before
 //! `main`, so `taskset` applies and a later change by `main` does not), and the name
 //! `gmp-m<id>`. Resetting in the new thread covers every creator (foreign threads,

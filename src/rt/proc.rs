@@ -707,8 +707,8 @@ const TICKET_MAX: usize = 512;
 /// GOMAXPROCS=2 (11 interleaved runs; unchanged at 1); `foreign_promises.c` bounds the
 /// page tables such spawns cost. Promising to every spawn that finds no stack (91 ms there)
 /// made C main run ahead of the Ms in the spawn workload, as promises for all of its
-/// spawns had in session 12 (~100,000 goroutines queued instead of ~20,000, Gs gone cold,
-/// 4× the RSS): a promised goroutine that starts on a dead one's warm stack leaves that
+/// spawns do (~100,000 goroutines queued instead of ~20,000, Gs gone cold, 4× the RSS):
+/// a promised goroutine that starts on a dead one's warm stack leaves that
 /// dead G without one, C main reuses it and promised again, and the spawn row went 62 → 67
 /// ns per spawn. A reused G without a stack still gets one at spawn, which keeps C main at
 /// the Ms' pace there (58–62 ns).

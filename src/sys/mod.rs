@@ -221,7 +221,7 @@ pub fn procyield(n: u32) {
 
 /// How long one pause instruction took, in picoseconds, on the machine where every spin
 /// count of the runtime was tuned (a 2-vCPU AMD EPYC Zen 4 VM: 63-65 TSC cycles at 2.6
-/// GHz, measured in session 14). The latency of `pause` differs severalfold between CPU
+/// GHz). The latency of `pause` differs severalfold between CPU
 /// families (~140 cycles on Skylake-derived Intel cores), so a count of pauses tuned on
 /// one spins that much longer or shorter on another; [`calibrate_pause`] measures this
 /// machine's and [`pauses`] converts.
