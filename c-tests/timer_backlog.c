@@ -14,19 +14,22 @@
  * full and leaves the rest on the heap, in deadline order, for the P's next passes.
  *
  * A P whose thread the OS deschedules for over 0.5 ms has its overdue timers run by the
- * timer M (BUSY_GRACE_NS), to the global queue: so three rounds, two of which must be
- * clean (timer_busy_p.c does the same).
+ * timer M (BUSY_GRACE_NS), to the global queue: so two clean rounds are asked for, and
+ * two rounds that are not fail the test (timer_busy_p.c does the same). A round whose
+ * spawning outlasts the 200 ms (C main descheduled on a busy machine) tests nothing:
+ * it is finished and not counted; up to MAX_ROUNDS are run.
  *
- * Checks: in at least two of three rounds fewer than 20 of the 400 sleepers wake over 40
- * ms late (measured: 0 with the stop, 142-255 in every round without it); none early; every
- * worker ran.
+ * Checks: two rounds in which fewer than 20 of the 400 sleepers wake over 40 ms late
+ * before two rounds with more (measured: 0 with the stop, 142-255 in every round without
+ * it); none early; every worker ran.
  */
 #include "check.h"
 
 #include <gmp-sched/gmp.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
-#define ROUNDS 3
+#define MAX_ROUNDS 8
 #define WORKERS 120000L
 #define SLEEPERS 400
 #define WORK_NS 3000L
@@ -63,7 +66,8 @@ static void sleeper(void *arg)
     CHECK_EQ(gmp_wg_done(&sleepers_wg), 0);
 }
 
-/* One round; returns how many sleepers woke over LATE_NS late. */
+/* One round; returns how many sleepers woke over LATE_NS late, or -1 if the workers
+ * were not all queued before the deadline (nothing was tested). */
 static long round_late(void)
 {
     atomic_store(&ran, 0);
@@ -83,25 +87,31 @@ static long round_late(void)
     printf("timer_backlog: %ld workers spawned in %.1f ms, %.1f ms before the deadline\n",
            WORKERS, (spawned - t0) / 1e6, (atomic_load(&deadline) - spawned) / 1e6);
     /* The workers must still be queued at the deadline, or nothing is tested. */
-    CHECK(spawned < atomic_load(&deadline));
+    bool tested = spawned < atomic_load(&deadline);
     CHECK_OK(gmp_wg_wait(&sleepers_wg));
     CHECK_OK(gmp_wg_wait(&workers_wg));
     CHECK_EQ(atomic_load(&ran), WORKERS);
     CHECK_EQ(atomic_load(&woke), SLEEPERS);
     CHECK_EQ(atomic_load(&early), 0);
-    return atomic_load(&late);
+    return tested ? atomic_load(&late) : -1;
 }
 
 int main(void)
 {
     CHECK(gmp_maxprocs(1) >= 1);
-    int clean = 0;
-    for (int r = 0; r < ROUNDS; r++) {
+    int clean = 0, dirty = 0;
+    for (int r = 0; r < MAX_ROUNDS && clean < 2 && dirty < 2; r++) {
         long n = round_late();
+        if (n < 0) {
+            printf("timer_backlog: round %d: spawning outlasted the deadline, not counted\n", r);
+            continue;
+        }
         printf("timer_backlog: round %d: %ld of %d sleepers over 40 ms late\n", r, n,
                SLEEPERS);
         if (n < 20)
             clean++;
+        else
+            dirty++;
     }
     CHECK(clean >= 2);
     return 0;
