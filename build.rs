@@ -76,8 +76,7 @@ fn main() {
 /// comments).
 fn abi_names(crate_dir: &std::path::Path, sections: &[&str]) -> Vec<String> {
     let path = crate_dir.join("abi/exports.txt");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut section = String::new();
     let mut names = Vec::new();
     for line in text.lines().map(str::trim) {

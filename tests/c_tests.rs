@@ -2661,8 +2661,16 @@ fn tsan_still_reports_a_race() {
 /// A sanitized run exited 0 and `tool` ("AddressSanitizer", "ThreadSanitizer") reported
 /// nothing.
 fn expect_sanitizer_clean(o: &Outcome, tool: &str, what: &str) {
-    assert!(o.status.success(), "{}", o.report(&format!("{what} failed")));
-    assert!(!o.stderr.contains(tool), "{}", o.report(&format!("{what}: {tool} report")));
+    assert!(
+        o.status.success(),
+        "{}",
+        o.report(&format!("{what} failed"))
+    );
+    assert!(
+        !o.stderr.contains(tool),
+        "{}",
+        o.report(&format!("{what}: {tool} report"))
+    );
 }
 
 /// The torture mix (every feature) built with ASan, 3 s at GOMAXPROCS 2.

@@ -175,7 +175,9 @@ fn expect_abort(name: &str, case: &str, needle: &str) {
             outcome.status.signal(),
             Some(libc::SIGABRT),
             "{}",
-            outcome.report(&format!("{name} {case} ({std}) should have died by SIGABRT"))
+            outcome.report(&format!(
+                "{name} {case} ({std}) should have died by SIGABRT"
+            ))
         );
         assert!(
             outcome.stderr.contains(needle),

@@ -133,7 +133,15 @@ fn compile(block: &Block, name: &str, includes: &[PathBuf], rpath: &Path) -> Pat
     std::fs::write(&src, &block.code).expect("write the block");
     let exe = out_dir().join(name);
     let mut cmd = Command::new(compiler);
-    cmd.args([std, "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-O2", "-pthread"]);
+    cmd.args([
+        std,
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-Wpedantic",
+        "-O2",
+        "-pthread",
+    ]);
     for dir in includes {
         cmd.arg("-I").arg(dir);
     }
@@ -175,7 +183,11 @@ fn marked_programs_run() {
     let mut ran = Vec::new();
     for doc in documents() {
         let text = std::fs::read_to_string(&doc).expect("read a document");
-        let file = doc.file_name().expect("a file").to_string_lossy().into_owned();
+        let file = doc
+            .file_name()
+            .expect("a file")
+            .to_string_lossy()
+            .into_owned();
         let blocks = std::panic::catch_unwind(|| marked_blocks(&text))
             .unwrap_or_else(|_| panic!("{file}: a {MARKER} block is malformed (above)"));
         for block in &blocks {
@@ -202,10 +214,13 @@ fn marked_programs_run() {
 /// a line), not the static inline helpers.
 fn header_functions() -> Vec<String> {
     let include = manifest_dir().join("include");
-    let header = [include.join("gmp-sched").join("gmp.h"), include.join("gmp.h")]
-        .into_iter()
-        .find(|p| p.exists())
-        .expect("include/gmp-sched/gmp.h or include/gmp.h");
+    let header = [
+        include.join("gmp-sched").join("gmp.h"),
+        include.join("gmp.h"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .expect("include/gmp-sched/gmp.h or include/gmp.h");
     let text = std::fs::read_to_string(&header).expect("read gmp.h");
     let mut names: Vec<String> = text
         .lines()
@@ -224,7 +239,10 @@ fn header_functions() -> Vec<String> {
 #[test]
 fn api_guide_names_every_function() {
     let functions = header_functions();
-    assert!(functions.len() > 50, "too few prototypes found in gmp.h: {functions:?}");
+    assert!(
+        functions.len() > 50,
+        "too few prototypes found in gmp.h: {functions:?}"
+    );
     let guide = std::fs::read_to_string(manifest_dir().join("docs/api.md")).expect("docs/api.md");
     let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let missing: Vec<&String> = functions

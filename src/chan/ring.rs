@@ -1269,7 +1269,10 @@ mod loom_tests {
             assert_eq!(got, if sent == Some(true) { vec![5] } else { vec![] });
             // The same header and buffer again, open this time: exactly `new_cap` sends
             // fit, and they come back in order.
-            let ch = Arc::try_unwrap(ch).ok().expect("one owner").remake(new_cap, [1, 1, 0]);
+            let ch = Arc::try_unwrap(ch)
+                .ok()
+                .expect("one owner")
+                .remake(new_cap, [1, 1, 0]);
             for v in 0..new_cap as u64 {
                 assert_eq!(ch.try_send(v), Some(true));
             }
