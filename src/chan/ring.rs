@@ -888,6 +888,23 @@ mod loom_tests {
         closers: usize,
     }
 
+    impl Synced {
+        /// A new channel's: in exclusive mode at positions `head`, `tail`, with `parties`
+        /// (senders, receivers, closers) still to run.
+        fn at(head: u64, tail: u64, parties: [usize; 3]) -> Self {
+            let [senders, receivers, closers] = parties;
+            Synced {
+                excl: true,
+                head,
+                tail,
+                senders,
+                receivers,
+                closers,
+                ..Synced::default()
+            }
+        }
+    }
+
     struct ModelChan {
         ring: Ring,
         lock: Mutex<Synced>,
@@ -897,17 +914,10 @@ mod loom_tests {
 
     impl ModelChan {
         fn new(cap: usize, parties: [usize; 3], broken_leave: bool) -> Self {
-            let [senders, receivers, closers] = parties;
             ModelChan {
                 // SAFETY: under loom the slots are the model's own.
                 ring: unsafe { Ring::new(core::ptr::null_mut(), cap, 8) },
-                lock: Mutex::new(Synced {
-                    excl: true,
-                    senders,
-                    receivers,
-                    closers,
-                    ..Synced::default()
-                }),
+                lock: Mutex::new(Synced::at(0, 0, parties)),
                 broken_leave,
             }
         }
@@ -934,19 +944,10 @@ mod loom_tests {
             let resume = ring.resumes_at(cap, head, tail);
             // SAFETY: under loom the slots are the model's own.
             ring.renew(unsafe { Ring::new(core::ptr::null_mut(), cap, 8) }, !resume);
-            let [senders, receivers, closers] = parties;
             let (head, tail) = if resume { (head, tail) } else { (0, 0) };
             ModelChan {
                 ring,
-                lock: Mutex::new(Synced {
-                    excl: true,
-                    head,
-                    tail,
-                    senders,
-                    receivers,
-                    closers,
-                    ..Synced::default()
-                }),
+                lock: Mutex::new(Synced::at(head, tail, parties)),
                 broken_leave: false,
             }
         }
@@ -1121,6 +1122,18 @@ mod loom_tests {
             self.unlock_excl(s);
         }
 
+        /// Closes the channel as its one receiver, drains it and leaves: the values that
+        /// were in it.
+        fn close_and_drain(&self) -> Vec<u64> {
+            self.close();
+            let mut got = Vec::new();
+            while let Some(v) = self.recv() {
+                got.push(v);
+            }
+            self.receiver_done();
+            got
+        }
+
         fn sender_done(&self) {
             self.lock.lock().unwrap().senders -= 1;
         }
@@ -1227,12 +1240,7 @@ mod loom_tests {
                 tx.sender_done();
                 ok
             });
-            ch.close();
-            let mut got = Vec::new();
-            while let Some(v) = ch.recv() {
-                got.push(v);
-            }
-            ch.receiver_done();
+            let got = ch.close_and_drain();
             let sent = sender.join().unwrap();
             assert_eq!(got, if sent { vec![1, 2] } else { vec![1] });
         });
@@ -1259,12 +1267,7 @@ mod loom_tests {
                 tx.sender_done();
                 sent
             });
-            ch.close();
-            let mut got = Vec::new();
-            while let Some(v) = ch.recv() {
-                got.push(v);
-            }
-            ch.receiver_done();
+            let got = ch.close_and_drain();
             let sent = sender.join().unwrap();
             assert_eq!(got, if sent == Some(true) { vec![5] } else { vec![] });
             // The same header and buffer again, open this time: exactly `new_cap` sends
