@@ -76,6 +76,7 @@
  * happen throughout the run.
  */
 #include "check.h"
+#include "rng.h"
 
 #include <errno.h>
 #include <sys/wait.h>
@@ -217,30 +218,7 @@ static gmp_wg pumps_wg = GMP_WG_INIT;    /* sources and sinks */
 
 static atomic_ulong children_spawned, children_done;
 
-/* ---- random numbers ---- */
-
-static uint64_t splitmix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545f4914f6cdd1dULL;
-}
-
-static uint32_t rnd_below(uint64_t *s, uint32_t n)
-{
-    return (uint32_t)((rnd(s) >> 32) % n);
-}
+/* ---- random numbers (rng.h): each actor's state from the seed ---- */
 
 static uint64_t rng_seed(uint64_t id)
 {
