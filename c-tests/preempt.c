@@ -9,7 +9,8 @@
  *   regs      (GMP_DEBUG=asyncpreemptstress=1) loops computing in SSE, AVX2 and, where
  *             the CPU has it, AVX-512 registers, with x87 long doubles and with a changed
  *             MXCSR rounding mode, give bit-identical results to the same loops run
- *             without preemption, across 100,000 preemptions.
+ *             without preemption, across 20,000 preemptions (each one a thread
+ *             hand-over: the stopped goroutine keeps its thread until it resumes).
  *   libc      (stress) a malloc-heavy and a printf-heavy loop stay correct; signals that
  *             land in libc are refused (counted), none is taken there.
  *   tid       (stress) GOMAXPROCS=2: a preempted goroutine's gettid() never changes across
@@ -306,7 +307,7 @@ static void case_regs(void)
     for (int k = 0; k < 5; k++)
         CHECK_OK(gmp_go(reg_worker, (void *)(intptr_t)k));
     double t0 = now_sec();
-    while (sched_stats().async_preempts - p0 < 100000 && now_sec() - t0 < 60)
+    while (sched_stats().async_preempts - p0 < 20000 && now_sec() - t0 < 60)
         sleep_ms(50);
     atomic_store(&stop, 1);
     CHECK_OK(gmp_wg_wait(&reg_wg));
@@ -314,7 +315,7 @@ static void case_regs(void)
     printf("regs: %llu preemptions, %lu rounds (avx2 %s, avx512 %s), %lu mismatches\n",
            (unsigned long long)n, atomic_load(&reg_rounds), have_avx2 ? "yes" : "no",
            have_avx512 ? "yes" : "no", atomic_load(&reg_failures));
-    CHECK(n >= 100000);
+    CHECK(n >= 20000);
     CHECK_EQ(atomic_load(&reg_failures), 0);
 }
 

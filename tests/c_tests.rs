@@ -1363,7 +1363,46 @@ fn preempt_off() {
     expect_case("preempt", "off", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
 }
 
-// ---- issue 17: tests that fail when the code is wrong ----
+/// C code holding pthread locks, or relying on its thread's state, inside goroutines
+/// (c-tests/contract_locks.c): every case at GOMAXPROCS 1, 2 and 4, with the ordinary
+/// time slice and with a preemption every sysmon round.
+fn contract_locks(case: &str) {
+    for procs in ["1", "2", "4"] {
+        expect_case("contract_locks", case, &[("GMP_MAXPROCS", procs)]);
+        expect_case(
+            "contract_locks",
+            case,
+            &[("GMP_MAXPROCS", procs), PREEMPT_STRESS],
+        );
+    }
+}
+
+#[test]
+fn contract_locks_mutex() {
+    contract_locks("mutex");
+}
+
+#[test]
+fn contract_locks_rwlock() {
+    contract_locks("rwlock");
+}
+
+#[test]
+fn contract_locks_tls() {
+    contract_locks("tls");
+}
+
+#[test]
+fn contract_locks_handoff() {
+    contract_locks("handoff");
+}
+
+#[test]
+fn contract_locks_condvar() {
+    contract_locks("condvar");
+}
+
+// ---- tests that fail when the code is wrong ----
 
 #[test]
 fn syscall_enter_exit() {

@@ -654,7 +654,9 @@ pub unsafe fn syscall6(nr: i64, a: [i64; 6]) -> i64 {
 // The trampoline then pushes rflags and the 15 general registers, aligns rsp down to 64,
 // reserves `ASYNC_XSAVE_SIZE` bytes, zeroes the XSAVE header and `xsave`s every enabled
 // state component but AMX (`ASYNC_XSAVE_MASK`), clears DF, and calls the runtime's park
-// function (`ASYNC_PARK`), which switches to the scheduler. When the goroutine is resumed
+// function (`ASYNC_PARK`), which switches to the scheduler. (`__gmp_async_syscall` is the
+// same with `ASYNC_SYSCALL`, which gets rdi = rbp, the saved registers as `SavedRegs`, and
+// makes the interrupted goroutine's blocking call with them: rt/unseen.rs.) When the goroutine is resumed
 // (on the same thread), it `xrstor`s, pops the registers and rflags, and `ret 128` jumps
 // back to the interrupted instruction with rsp as it was.
 //
@@ -670,12 +672,14 @@ pub unsafe fn syscall6(nr: i64, a: [i64; 6]) -> i64 {
 pub static ASYNC_XSAVE_MASK: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 /// Bytes of the XSAVE area for that mask, a multiple of 64.
 pub static ASYNC_XSAVE_SIZE: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
-/// The runtime's park function, called by the trampoline on the goroutine's stack.
+/// The runtime's park function, called by `__gmp_async_preempt` on the goroutine's stack.
 pub static ASYNC_PARK: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+/// The runtime's wrapper of an unseen call, called by `__gmp_async_syscall`.
+pub static ASYNC_SYSCALL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 
 /// Finds the XSAVE mask and area size of this CPU and OS; false without XSAVE (then no
 /// asynchronous preemption: `fxsave` would lose the AVX state).
-pub fn async_preempt_init(park: extern "C" fn()) -> bool {
+pub fn async_preempt_init(park: extern "C" fn(), syscall: extern "C" fn(*mut SavedRegs)) -> bool {
     use core::arch::x86_64::{__cpuid, __cpuid_count};
     use core::sync::atomic::Ordering;
     let leaf1 = __cpuid(1);
@@ -702,6 +706,7 @@ pub fn async_preempt_init(park: extern "C" fn()) -> bool {
     size = size.div_ceil(64) * 64;
     ASYNC_XSAVE_SIZE.store(size, Ordering::Relaxed);
     ASYNC_PARK.store(park as usize, Ordering::Relaxed);
+    ASYNC_SYSCALL.store(syscall as usize, Ordering::Relaxed);
     ASYNC_XSAVE_MASK.store(mask, Ordering::Release);
     true
 }
@@ -714,70 +719,113 @@ pub fn async_preempt_entry() -> usize {
     __gmp_async_preempt as *const () as usize
 }
 
-global_asm!(
-    ".globl __gmp_async_preempt",
-    ".hidden __gmp_async_preempt",
-    ".type __gmp_async_preempt, @function",
-    "__gmp_async_preempt:",
-    "pushfq",
-    "push rax",
-    "push rbx",
-    "push rcx",
-    "push rdx",
-    "push rsi",
-    "push rdi",
-    "push rbp",
-    "push r8",
-    "push r9",
-    "push r10",
-    "push r11",
-    "push r12",
-    "push r13",
-    "push r14",
-    "push r15",
-    "mov rbp, rsp",
-    "sub rsp, qword ptr [rip + {size}]",
-    "and rsp, -64",
-    "xor eax, eax",                       // XRSTOR faults on garbage in the header
-    "mov qword ptr [rsp + 512], rax",
-    "mov qword ptr [rsp + 520], rax",
-    "mov qword ptr [rsp + 528], rax",
-    "mov qword ptr [rsp + 536], rax",
-    "mov qword ptr [rsp + 544], rax",
-    "mov qword ptr [rsp + 552], rax",
-    "mov qword ptr [rsp + 560], rax",
-    "mov qword ptr [rsp + 568], rax",
-    "mov eax, dword ptr [rip + {mask}]",
-    "mov edx, dword ptr [rip + {mask} + 4]",
-    "xsave64 [rsp]",
-    "cld",
-    "call qword ptr [rip + {park}]",
-    "mov eax, dword ptr [rip + {mask}]",
-    "mov edx, dword ptr [rip + {mask} + 4]",
-    "xrstor64 [rsp]",
-    "mov rsp, rbp",
-    "pop r15",
-    "pop r14",
-    "pop r13",
-    "pop r12",
-    "pop r11",
-    "pop r10",
-    "pop r9",
-    "pop r8",
-    "pop rbp",
-    "pop rdi",
-    "pop rsi",
-    "pop rdx",
-    "pop rcx",
-    "pop rbx",
-    "pop rax",
-    "popfq",
-    "ret 128",
-    ".size __gmp_async_preempt, . - __gmp_async_preempt",
-    size = sym ASYNC_XSAVE_SIZE,
-    mask = sym ASYNC_XSAVE_MASK,
-    park = sym ASYNC_PARK,
-);
+/// The address of the trampoline that makes an unseen blocking call seen (rt/unseen.rs).
+pub fn async_syscall_entry() -> usize {
+    unsafe extern "C" {
+        fn __gmp_async_syscall();
+    }
+    __gmp_async_syscall as *const () as usize
+}
+
+/// What the trampolines saved, as they lay it out at rbp (the callee of
+/// `__gmp_async_syscall` gets a pointer to it, and may change it: the trampoline restores
+/// from here).
+#[repr(C)]
+pub struct SavedRegs {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rbp: u64,
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rdx: u64,
+    pub rcx: u64,
+    pub rbx: u64,
+    pub rax: u64,
+    pub rflags: u64,
+    /// Where the trampoline returns to (`ret 128`).
+    pub rip: u64,
+}
+
+/// The body both trampolines share; they differ in the function they call (with rdi =
+/// the `SavedRegs` at rbp).
+macro_rules! async_trampoline {
+    ($name:literal, $callee:path) => {
+        global_asm!(
+            concat!(".globl ", $name),
+            concat!(".hidden ", $name),
+            concat!(".type ", $name, ", @function"),
+            concat!($name, ":"),
+            "pushfq",
+            "push rax",
+            "push rbx",
+            "push rcx",
+            "push rdx",
+            "push rsi",
+            "push rdi",
+            "push rbp",
+            "push r8",
+            "push r9",
+            "push r10",
+            "push r11",
+            "push r12",
+            "push r13",
+            "push r14",
+            "push r15",
+            "mov rbp, rsp",
+            "sub rsp, qword ptr [rip + {size}]",
+            "and rsp, -64",
+            "xor eax, eax",                       // XRSTOR faults on garbage in the header
+            "mov qword ptr [rsp + 512], rax",
+            "mov qword ptr [rsp + 520], rax",
+            "mov qword ptr [rsp + 528], rax",
+            "mov qword ptr [rsp + 536], rax",
+            "mov qword ptr [rsp + 544], rax",
+            "mov qword ptr [rsp + 552], rax",
+            "mov qword ptr [rsp + 560], rax",
+            "mov qword ptr [rsp + 568], rax",
+            "mov eax, dword ptr [rip + {mask}]",
+            "mov edx, dword ptr [rip + {mask} + 4]",
+            "xsave64 [rsp]",
+            "cld",
+            "mov rdi, rbp",
+            "call qword ptr [rip + {callee}]",
+            "mov eax, dword ptr [rip + {mask}]",
+            "mov edx, dword ptr [rip + {mask} + 4]",
+            "xrstor64 [rsp]",
+            "mov rsp, rbp",
+            "pop r15",
+            "pop r14",
+            "pop r13",
+            "pop r12",
+            "pop r11",
+            "pop r10",
+            "pop r9",
+            "pop r8",
+            "pop rbp",
+            "pop rdi",
+            "pop rsi",
+            "pop rdx",
+            "pop rcx",
+            "pop rbx",
+            "pop rax",
+            "popfq",
+            "ret 128",
+            concat!(".size ", $name, ", . - ", $name),
+            size = sym ASYNC_XSAVE_SIZE,
+            mask = sym ASYNC_XSAVE_MASK,
+            callee = sym $callee,
+        );
+    };
+}
+
+async_trampoline!("__gmp_async_preempt", ASYNC_PARK);
+async_trampoline!("__gmp_async_syscall", ASYNC_SYSCALL);
 
 // Debug builds: how many runtime locks (`sys::Lock`) the thread holds (Go's `m.locks`), in
 // a second initial-exec slot for the same reason as the first. Seed 003 invariant 8: no

@@ -14,9 +14,9 @@
 //!   goes back to the same queue, and the M's next pass looks everywhere else first
 //!   (`m.affskip`), so a yield loop does not starve the other goroutines: a pinned
 //!   goroutine that yields gets every other turn on its thread.
-//! - An affine goroutine that is preempted (at the end of its time slice: an asynchronous
-//!   stop binds any goroutine to its M for that one stop) waits apart, on the queue's
-//!   preempted list (`put_preempted`). Go puts a preempted goroutine on the global run
+//! - An affine goroutine that is preempted at the end of its time slice, in a `gmp_*` call,
+//!   waits apart, on the queue's preempted list (`put_preempted`). (An asynchronous stop
+//!   locks the goroutine to its M for that stop instead: `park::gopreempt_bound`.) Go puts a preempted goroutine on the global run
 //!   queue, which a P serves only when its local queue is empty or on its 61st tick; the
 //!   preempted list is this M's share of that queue and is served there, in turn with it
 //!   (`sched::globrunqget_or_preempted`). Served first, as the rest of the queue is, the
@@ -247,8 +247,8 @@ pub(super) unsafe fn get(m: &M) -> Option<*mut G> {
         }
         gp
     });
-    // A goroutine stopped by an asynchronous preemption is bound for that stop and waits
-    // on the preempted list until it resumes: it never takes this, the first, way back.
+    // A goroutine stopped by an asynchronous preemption is locked to its M for that stop:
+    // it never comes back through an affinity queue.
     #[cfg(debug_assertions)]
     if let Some(gp) = gp {
         // SAFETY: we dequeued gp on its M's thread, which owns `asyncbound`.

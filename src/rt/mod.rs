@@ -96,6 +96,7 @@ mod sysmon;
 pub mod timer;
 pub mod trace;
 pub(crate) mod tsan;
+mod unseen;
 
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
@@ -525,6 +526,8 @@ pub struct M {
     /// (the foreign thread bumps it at every wait: a cache miss before the mailbox opens).
     /// Owner: this M's thread.
     pub foreign_handoff: Owned<bool>,
+    /// The unseen blocking call sysmon last saw this M's thread asleep in (unseen.rs).
+    pub unseen: unseen::Seen,
 }
 
 // SAFETY: an M is shared through raw pointers between threads; its non-atomic fields are

@@ -179,21 +179,27 @@ pub(super) unsafe fn golockmove() {
 }
 
 /// `gopreempt` for a goroutine stopped where its C code did not expect a switch (by the
-/// SIGURG trampoline, or on the way out of a blocking call): it resumes on this same M
-/// (DESIGN.md decision 8), which serves it from its affinity queue. A goroutine already
-/// bound (pinned, or locked) keeps its binding; otherwise the binding is for this one stop
-/// (`g.asyncbound`; `execute` drops it).
+/// SIGURG trampoline, or on the way out of a blocking call). It resumes on this same M
+/// (DESIGN.md decision 8), and until it does, the M runs no other goroutine: the C code
+/// it stopped may hold a pthread mutex that the next goroutine on this thread would wait
+/// for, or be halfway through thread-local state (OpenSSL's per-thread RSA blinding) that
+/// the next one would use. So the stop locks the goroutine to its M, as LockOSThread does
+/// (`g.asyncbound`: for this one stop; `execute` drops it): the M hands its P off and
+/// sleeps in `stoplockedm` until whoever dequeues the goroutine hands it a P. A goroutine
+/// already locked keeps its lock (a pinned one keeps its `affm` too).
 ///
 /// # Safety
 /// Called on goroutine `m.curg` of this thread's M `m`, holding a P.
 pub(super) unsafe fn gopreempt_bound(m: *mut M) {
     // SAFETY: caller contract: m is this thread's M and curg runs here, so its owner-only
-    // fields are ours.
+    // fields are ours; `lockedm`/`lockedg` of a running goroutine and its M are written
+    // only by this thread.
     unsafe {
-        let g = &*(*m).curg.load(Ordering::Relaxed);
-        if g.affm.load(Ordering::Relaxed).is_null() && g.lockedm.load(Ordering::Relaxed).is_null() {
-            g.affm.store(m, Ordering::Relaxed);
-            (*m).naffine.set((*m).naffine.get() + 1);
+        let gp = (*m).curg.load(Ordering::Relaxed);
+        let g = &*gp;
+        if g.lockedm.load(Ordering::Relaxed).is_null() {
+            g.lockedm.store(m, Ordering::Relaxed);
+            (*m).lockedg.store(gp, Ordering::Relaxed);
             g.asyncbound.set(true);
         }
         gopreempt();

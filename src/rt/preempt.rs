@@ -16,11 +16,12 @@
 //!   zone and points the PC at `arch::__gmp_async_preempt`, which saves every register and
 //!   the XSAVE state and calls `async_preempt_park`. Otherwise it returns; sysmon asks
 //!   again at its next round.
-//! - `async_preempt_park` binds the goroutine to its M for this one stop (`g.asyncbound`:
-//!   the C code it was running may hold `&errno` or TLS addresses in registers; DESIGN.md
-//!   8) and preempts it (`PREEMPT`): it goes to its M's affinity queue, the M runs other
-//!   goroutines, and `execute` drops the binding when it resumes it — on the same thread.
-//!   A locked goroutine (LockOSThread) resumes on its thread anyway.
+//! - `async_preempt_park` locks the goroutine to its M for this one stop
+//!   (`park::gopreempt_bound`, `g.asyncbound`: the C code it was running may hold `&errno`
+//!   or TLS addresses in registers, DESIGN.md 8, and may hold a pthread mutex or be halfway
+//!   through thread-local state) and preempts it (`PREEMPT`): it goes to the global run
+//!   queue, the M hands its P off and runs nothing else until the goroutine resumes on it
+//!   (`stoplockedm`/`startlockedm`), and `execute` then drops the lock.
 //! - Signals that are not ours go to the handler the program had installed before the
 //!   runtime started (chained, as Go does for signals it shares).
 //!
@@ -49,9 +50,14 @@ pub static REFUSED_STALE: AtomicU64 = AtomicU64::new(0);
 pub static REFUSED_LIB: AtomicU64 = AtomicU64::new(0);
 pub static REFUSED_STACK: AtomicU64 = AtomicU64::new(0);
 pub static SKIPPED_BLOCKED: AtomicU64 = AtomicU64::new(0);
+/// Unseen blocking calls diverted into `__gmp_async_syscall` (unseen.rs).
+pub static DONE_UNSEEN: AtomicU64 = AtomicU64::new(0);
 
 /// `si_value` of our preemption signals.
 const MAGIC: usize = 0x676d_7020_7072_6565; // "gmp pree"
+/// `si_value` of the signals that ask an M to make its unseen blocking call seen
+/// (unseen.rs).
+pub(super) const MAGIC_UNSEEN: usize = 0x676d_7020_756e_7365; // "gmp unse"
 
 /// Stack the trampoline and the park path need besides the XSAVE area: 16 saved words,
 /// the pushed PC, alignment, and the frames of the park function, `mcall` and the switch.
@@ -63,6 +69,9 @@ const STACK_SLACK: usize = 4096;
 struct Ranges {
     n: usize,
     r: [(usize, usize); 128],
+    /// libgmp's own executable ranges (also in `r`).
+    own_n: usize,
+    own: [(usize, usize); 4],
     /// `dl_phdr_info`'s load/unload counters when this was built.
     adds: u64,
     subs: u64,
@@ -81,7 +90,7 @@ pub(super) fn init() {
     // below the stack pointer; TSan runs handlers late, not on the interrupted context.
     let off = debug("asyncpreemptoff") || crate::stack::running_on_valgrind() || super::tsan::on();
     STRESS.store(debug("asyncpreemptstress"), Ordering::Relaxed);
-    if off || !arch::async_preempt_init(async_preempt_park) {
+    if off || !arch::async_preempt_init(async_preempt_park, unseen::wrapped) {
         return;
     }
     refresh_ranges(true);
@@ -196,6 +205,10 @@ unsafe extern "C" fn phdr_callback(
                 let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
                 c.out.r[c.out.n] = (start, start + ph.p_memsz as usize);
                 c.out.n += 1;
+                if ours && c.out.own_n < c.out.own.len() {
+                    c.out.own[c.out.own_n] = (start, start + ph.p_memsz as usize);
+                    c.out.own_n += 1;
+                }
             }
         }
         0
@@ -208,6 +221,8 @@ fn refresh_ranges(force: bool) {
         out: Ranges {
             n: 0,
             r: [(0, 0); 128],
+            own_n: 0,
+            own: [(0, 0); 4],
             adds: 0,
             subs: 0,
         },
@@ -256,6 +271,30 @@ fn excluded_pc(pc: usize) -> bool {
     // SAFETY: published tables are never freed or changed.
     let t = unsafe { &*t };
     t.r[..t.n].iter().any(|&(a, b)| pc >= a && pc < b)
+}
+
+/// Whether `pc` is in libgmp's own code (true while the table is not built yet).
+/// Async-signal-safe.
+pub(super) fn runtime_pc(pc: usize) -> bool {
+    let t = RANGES.load(Ordering::Acquire);
+    if t.is_null() {
+        return true;
+    }
+    // SAFETY: published tables are never freed or changed.
+    let t = unsafe { &*t };
+    t.own[..t.own_n].iter().any(|&(a, b)| pc >= a && pc < b)
+}
+
+/// Whether goroutine `g`'s stack has room below `sp` for the trampoline's save area and
+/// the runtime frames it calls (false if `sp` is not on it: C code switched stacks).
+pub(super) fn room_on_stack(g: &G, sp: usize) -> bool {
+    // SAFETY: the running goroutine's stack descriptor is written only while it is not
+    // running.
+    let Some(stack) = (unsafe { (*g.stack.ptr()).as_ref() }) else {
+        return false;
+    };
+    let need = 128 + 8 + arch::ASYNC_XSAVE_SIZE.load(Ordering::Relaxed) as usize + 64 + STACK_SLACK;
+    sp <= stack.top() && sp >= stack.lo() + need
 }
 
 /// Whether thread `tid` of this process is on a CPU or runnable ('R' in its stat), as
@@ -324,9 +363,20 @@ pub(super) fn preempt_m(p: &P) {
         SKIPPED_BLOCKED.fetch_add(1, Ordering::Relaxed);
         return;
     }
+    if signal_m(tid, MAGIC) {
+        SIGNALS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Sends SIGURG tagged `magic` to thread `tid` of this process, if preemption is on and
+/// our handler is still installed. True if sent.
+pub(super) fn signal_m(tid: i32, magic: usize) -> bool {
+    if !ENABLED.load(Ordering::Acquire) {
+        return false;
+    }
     if !handler_installed() {
         ENABLED.store(false, Ordering::Release);
-        return;
+        return false;
     }
     refresh_ranges(false);
     // SAFETY: a zeroed siginfo filled as rt_tgsigqueueinfo wants it; the target is a
@@ -339,16 +389,15 @@ pub(super) fn preempt_m(p: &P) {
         *(raw.add(8) as *mut i32) = libc::SI_QUEUE;
         *(raw.add(16) as *mut i32) = libc::getpid();
         *(raw.add(20) as *mut u32) = libc::getuid();
-        *(raw.add(24) as *mut usize) = MAGIC;
+        *(raw.add(24) as *mut usize) = magic;
         libc::syscall(
             libc::SYS_rt_tgsigqueueinfo,
             libc::getpid(),
             tid,
             libc::SIGURG,
             &mut si as *mut libc::siginfo_t,
-        );
+        ) == 0
     }
-    SIGNALS.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The SIGURG handler (see the module doc). Async-signal-safe: atomics, the TLS slot, and
@@ -357,14 +406,22 @@ extern "C" fn on_sigurg(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     // SAFETY: errno is this thread's; the handler must leave it as it found it.
     let saved_errno = unsafe { *libc::__errno_location() };
     // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
-    let ours = unsafe {
-        (*info).si_code == libc::SI_QUEUE
-            && (*info).si_pid() == libc::getpid()
-            && (*info).si_value().sival_ptr as usize == MAGIC
+    let magic = unsafe {
+        if (*info).si_code == libc::SI_QUEUE && (*info).si_pid() == libc::getpid() {
+            (*info).si_value().sival_ptr as usize
+        } else {
+            0
+        }
     };
-    if ours {
+    if magic == MAGIC {
         // SAFETY: ctx is the interrupted context the kernel passes.
         unsafe { try_preempt(ctx as *mut libc::ucontext_t) };
+    } else if magic == MAGIC_UNSEEN {
+        let m = getm();
+        // SAFETY: a non-null TLS slot is this thread's M; ctx as above.
+        if !m.is_null() && unsafe { unseen::divert(&*m, ctx as *mut libc::ucontext_t) } {
+            DONE_UNSEEN.fetch_add(1, Ordering::Relaxed);
+        }
     } else {
         forward(sig, info, ctx);
     }
@@ -424,13 +481,7 @@ unsafe fn try_preempt(uc: *mut libc::ucontext_t) {
             REFUSED_LIB.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let Some(stack) = (*(*gp).stack.ptr()).as_ref() else {
-            REFUSED_STALE.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        let need =
-            128 + 8 + arch::ASYNC_XSAVE_SIZE.load(Ordering::Relaxed) as usize + 64 + STACK_SLACK;
-        if sp > stack.top() || sp < stack.lo() + need {
+        if !room_on_stack(&*gp, sp) {
             // Not on its own stack (C code switched stacks), or too close to the guard.
             REFUSED_STACK.fetch_add(1, Ordering::Relaxed);
             return;

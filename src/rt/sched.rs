@@ -868,6 +868,7 @@ fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         tsan_g0: Owned::new(0),
         foreign_seen: Owned::new(0),
         foreign_handoff: Owned::new(false),
+        unseen: unseen::Seen::new(),
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
@@ -931,6 +932,7 @@ unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
             tsan_g0,
             foreign_seen,
             foreign_handoff,
+            unseen,
         } = &*m;
         if !curg.load(Ordering::Relaxed).is_null()
             || !p.load(Ordering::Relaxed).is_null()
@@ -968,6 +970,7 @@ unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
         tsan_g0.set(0);
         foreign_seen.set(0);
         foreign_handoff.set(false);
+        unseen.clear();
         // Last: allm's readers look at an M only once it is not dead.
         dead.store(false, Ordering::Release);
     }
@@ -1111,16 +1114,30 @@ unsafe fn stopm(m: &M) {
 
 /// Hands off P `pp` from an M that is about to block (Go's handoffp): runs it on another M
 /// if there is work or nobody is looking for work, else puts it on the idle list.
+/// `handoff_p` found Ms waiting for a P and goroutines queued, and served an M last: the
+/// queued goroutines' turn is next. A hint (relaxed): a lost update costs one turn.
+static HANDOFF_QUEUE_TURN: AtomicBool = AtomicBool::new(false);
+
 pub(super) fn handoff_p(pp: *mut P) {
     // SAFETY: Ps are never freed; pp was just released by the caller.
     let p = unsafe { &*pp };
-    // An M waiting for a P for work only it can run takes it (with its local work).
+    // An M waiting for a P for work only it can run takes it (with its local work) —
+    // every other time when goroutines are queued too: such Ms come back for a P each
+    // time their goroutine's blocking call ends, and a stream of them (goroutines waiting
+    // in turn for CPython's GIL, each wait made seen by unseen.rs) would otherwise keep
+    // the P from a queued goroutine for good, the one holding the GIL among them.
     if SCHED.naffwait.load(Ordering::SeqCst) != 0 {
-        let mut g = lock_sched();
-        if let Some(am) = affwait_get(&mut g) {
-            drop(g);
-            give_p(am, pp);
-            return;
+        let queued = !p.runq.is_empty() || SCHED.runqsize.load(Ordering::SeqCst) != 0;
+        if !(queued && HANDOFF_QUEUE_TURN.swap(false, Ordering::Relaxed)) {
+            let mut g = lock_sched();
+            if let Some(am) = affwait_get(&mut g) {
+                drop(g);
+                if queued {
+                    HANDOFF_QUEUE_TURN.store(true, Ordering::Relaxed);
+                }
+                give_p(am, pp);
+                return;
+            }
         }
     }
     // If it has local work, start it straight away.
@@ -1446,10 +1463,14 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         }
         if g.asyncbound.get() {
             // Resumed after an asynchronous preemption, on the M it was stopped on: the
-            // binding was for that one stop (preempt.rs).
+            // lock was for that one stop (`park::gopreempt_bound`).
+            #[cfg(debug_assertions)]
+            if !std::ptr::eq(g.lockedm.load(Ordering::Relaxed), m) || m.lockedext.get() != 0 {
+                throw("execute: a goroutine stopped by preemption resumes on another M");
+            }
             g.asyncbound.set(false);
-            g.affm.store(null_mut(), Ordering::Relaxed);
-            m.naffine.set(m.naffine.get() - 1);
+            g.lockedm.store(null_mut(), Ordering::Relaxed);
+            m.lockedg.store(null_mut(), Ordering::Relaxed);
         }
         #[cfg(debug_assertions)]
         {

@@ -33,6 +33,8 @@ pub struct SysmonTick {
     pub schedwhen: i64,
     pub syscalltick: u32,
     pub syscallwhen: i64,
+    /// When sysmon last looked whether the P's thread sleeps in an unseen call.
+    pub unseenwhen: i64,
 }
 
 impl SysmonTick {
@@ -45,6 +47,7 @@ impl SysmonTick {
             schedwhen: 0,
             syscalltick: u32::MAX,
             syscallwhen: 0,
+            unseenwhen: 0,
         }
     }
 }
@@ -345,11 +348,24 @@ fn retake(now: i64) -> u32 {
             if pd.schedtick != t {
                 pd.schedtick = t;
                 pd.schedwhen = now;
-            } else if s == P_RUNNING
-                && (now - pd.schedwhen >= FORCE_PREEMPT_NS
-                    || preempt::STRESS.load(Ordering::Relaxed))
-            {
-                preemptone(p);
+            } else if s == P_RUNNING {
+                if now - pd.schedwhen >= FORCE_PREEMPT_NS || preempt::STRESS.load(Ordering::Relaxed)
+                {
+                    preemptone(p);
+                }
+                // The same goroutine for a while: it may be asleep in a blocking call the
+                // hooks did not see, keeping the P from the others (unseen.rs).
+                if now - pd.schedwhen >= unseen::LOOK_AFTER_NS
+                    && now - pd.unseenwhen >= unseen::LOOK_AFTER_NS
+                    && work_for(p, now - pd.schedwhen)
+                {
+                    pd.unseenwhen = now;
+                    let m = p.m.load(Ordering::Acquire);
+                    // SAFETY: Ms are never freed.
+                    if !m.is_null() && unseen::look(unsafe { &*m }) {
+                        n += 1;
+                    }
+                }
             }
         }
         if s != P_SYSCALL {
@@ -362,14 +378,7 @@ fn retake(now: i64) -> u32 {
             pd.syscallwhen = now;
             continue;
         }
-        // Go's rule: don't retake if there is nothing for the P to do and someone is
-        // already looking for work (a spinning M or an idle P) — unless it has lasted long.
-        // An M waiting for a P (affinity.rs) is work.
-        if p.runq.is_empty()
-            && SCHED.naffwait.load(Ordering::SeqCst) == 0
-            && SCHED.nmspinning.load(Ordering::SeqCst) + SCHED.npidle.load(Ordering::SeqCst) > 0
-            && pd.syscallwhen + SYSCALL_GRACE_NS > now
-        {
+        if !work_for(p, now - pd.syscallwhen) {
             continue;
         }
         if p.status
@@ -386,6 +395,17 @@ fn retake(now: i64) -> u32 {
         }
     }
     n
+}
+
+/// Whether P `p`, held for `held` ns by an M that is blocked, should go to another M. Go's
+/// rule: not if there is nothing for the P to do and someone is already looking for work
+/// (a spinning M or an idle P) — unless it has lasted long. An M waiting for a P
+/// (affinity.rs) is work.
+fn work_for(p: &P, held: i64) -> bool {
+    !(p.runq.is_empty()
+        && SCHED.naffwait.load(Ordering::SeqCst) == 0
+        && SCHED.nmspinning.load(Ordering::SeqCst) + SCHED.npidle.load(Ordering::SeqCst) > 0
+        && held < SYSCALL_GRACE_NS)
 }
 
 /// Loom model of sysmon's wakeable sleep against `entersyscall` (no syscall is left unseen

@@ -34,14 +34,19 @@ pub mod futex {
             None => core::ptr::null(),
         };
         // SAFETY: `word` is a live, aligned u32 for the duration of the call; FUTEX_WAIT only
-        // reads it. A private futex suffices: every waiter is in this process.
+        // reads it. A private futex suffices: every waiter is in this process. Made by
+        // our own `syscall` instruction, not libc's `syscall()`: a thread asleep here is
+        // in the runtime, which rt/unseen.rs tells from C code asleep in a pthread mutex
+        // by the return address.
         unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                word.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                val,
-                tsp,
+            raw_syscall6(
+                libc::SYS_futex as u64,
+                word.as_ptr() as u64,
+                (libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG) as u64,
+                val as u64,
+                tsp as u64,
+                0,
+                0,
             );
         }
     }
@@ -58,6 +63,33 @@ pub mod futex {
             );
         }
     }
+}
+
+/// A system call made by an instruction in libgmp's own code: returns rax (a negative
+/// errno on failure; errno is not touched).
+///
+/// # Safety
+/// As the system call `nr` with these arguments.
+#[inline]
+pub unsafe fn raw_syscall6(nr: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64) -> u64 {
+    let ret: u64;
+    // SAFETY: caller contract; the kernel clobbers rcx and r11 only.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") nr => ret,
+            in("rdi") a0,
+            in("rsi") a1,
+            in("rdx") a2,
+            in("r10") a3,
+            in("r8") a4,
+            in("r9") a5,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
 }
 
 /// The asymmetric fence pair behind [`Lock::unlock`] ("The asymmetric unlock" there):

@@ -32,6 +32,46 @@ def test_python_goroutine_runs_with_args_on_its_own_locked_thread() -> None:
     assert tid_before == tid_after != threading.get_native_id()
 
 
+@pytest.mark.parametrize("procs", [1, 2])
+def test_cpu_bound_python_goroutines_sleep_and_sqlite_beside_a_thread(procs: int) -> None:
+    # Python goroutines wait for the GIL in a futex the runtime does not see, time.sleep
+    # sleeps in clock_nanosleep, sqlite3 takes its own mutexes: each keeps its P only until
+    # sysmon finds it asleep (rt/unseen.rs), and a goroutine preempted holding the GIL
+    # gets a P back. In a child interpreter: a hang must not take pytest with it.
+    r = run_python(
+        "import sqlite3, sys, threading, time\n"
+        "import gmp_sched as gs\n"
+        f"gs.maxprocs({procs})\n"
+        "out = gs.Chan(object, 64)\n"
+        "def cpu(n):\n"
+        "    s = 0\n"
+        "    for i in range(n): s += i * i\n"
+        "    out.send(s)\n"
+        "def sleeper():\n"
+        "    for _ in range(20): time.sleep(0.002)\n"
+        "    out.send('slept')\n"
+        "def sql():\n"
+        "    db = sqlite3.connect(':memory:')\n"
+        "    db.execute('create table t(x)')\n"
+        "    for i in range(200): db.execute('insert into t values (?)', (i,))\n"
+        "    out.send(db.execute('select sum(x) from t').fetchone()[0])\n"
+        "def thr():\n"
+        "    s = 0\n"
+        "    for i in range(2_000_000): s += i\n"
+        "t = threading.Thread(target=thr); t.start()\n"
+        "for _ in range(2): gs.go(cpu, 3_000_000)\n"
+        "for _ in range(3): gs.go(sleeper)\n"
+        "for _ in range(2): gs.go(sql)\n"
+        "res = sorted(map(str, (out.recv(timeout=50) for _ in range(7))))\n"
+        "t.join()\n"
+        "print(res)\n",
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stderr
+    n = str(sum(i * i for i in range(3_000_000)))
+    assert r.stdout.strip() == str(["19900", "19900", n, n, "slept", "slept", "slept"])
+
+
 def test_python_goroutines_start_beside_pinned_c_goroutines() -> None:
     # At GOMAXPROCS=1, pinned C goroutines park bound to the thread that ran them, which
     # then picks up the Python goroutines. A lock taken inside the callback would move the

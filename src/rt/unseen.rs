@@ -1,0 +1,472 @@
+//! Blocking calls the hooks do not see: a goroutine asleep in the kernel in a call that
+//! did not go through `entersyscall` (a pthread mutex or condition variable, a raw futex,
+//! CPython's GIL, a read by a library loaded without the interposer) gives its P up, as a
+//! goroutine in a hooked call does.
+//!
+//! Go never meets this case: its C code runs in `cgocall`, which is a syscall to the
+//! scheduler. Here C code *is* the goroutine, and without this a goroutine waiting for a
+//! lock would keep the only P from the goroutine holding it (a holder stopped by
+//! preemption, or one whose P moved on during a hooked call): the process hangs.
+//!
+//! - **Sysmon looks** (`look`): a P in `P_RUNNING` whose goroutine has not changed for
+//!   `LOOK_AFTER_NS`, when other work waits (Go's rule for retaking a P from a syscall),
+//!   at most once per `LOOK_AFTER_NS` per P. It reads `/proc/self/task/<tid>/syscall`:
+//!   the number, arguments, stack pointer and return address of the call the thread
+//!   sleeps in. Calls whose restart is exact (`restartable`) are recorded in the M
+//!   (`m.unseen`) and the M gets a SIGURG tagged `preempt::MAGIC_UNSEEN`.
+//! - **The M's handler decides** (`divert`, on the M's own thread, so it races with
+//!   nobody for its P): the interrupted context must be that very call — the PC at the
+//!   `syscall` instruction with the number in rax (the kernel rewound a restartable call:
+//!   ERESTARTSYS under SA_RESTART), or just after it with -EINTR in rax (a call the
+//!   kernel never restarts after a handler, on the `restartable` list only because
+//!   re-entering it with the same arguments is exact: absolute deadlines or none) — with
+//!   the same stack pointer and argument registers; the goroutine RUNNING on its P;
+//!   the PC outside libgmp (the runtime's own futex waits are `sys::futex::wait`'s
+//!   inline `syscall`). Then the handler points the context at `__gmp_async_syscall`
+//!   with the return address just past the `syscall` instruction.
+//! - **The trampoline makes the call seen** (`wrapped`, on the goroutine's stack in
+//!   ordinary context, every register saved as for a preemption): `syscall::enter`, the
+//!   same system call with the same registers, `syscall::exit`, and the result in rax.
+//!   From sysmon's next round the P is in `P_SYSCALL` and `retake` hands it off; on
+//!   return the goroutine gets a P back on this same thread (syscall.rs).
+//!
+//! What it never does: signal a thread in a call whose restart would not be exact —
+//! relative timeouts (`nanosleep`, `poll` with a timeout, FUTEX_WAIT with one), writes
+//! and `MSG_WAITALL` receives (a signal after some bytes moved ends them short), socket
+//! calls on sockets with SO_RCVTIMEO/SO_SNDTIMEO, terminals (non-canonical reads return
+//! what they have on a signal). Those keep their P until they return, as before.
+//!
+//! The one ambiguity: a program signal that interrupts the same call in the same instant
+//! as ours (both pending when the kernel leaves the call) ends in one EINTR, which
+//! `divert` takes for ours and restarts. The program's handler has run; only the EINTR is
+//! lost, for calls whose restart the kernel itself does not do (`poll(-1)`,
+//! `epoll_wait(-1)`, a futex wait with an absolute deadline).
+
+use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use super::*;
+
+/// How long a P's goroutine must have run without a switch before sysmon looks whether
+/// its thread sleeps in an unseen call; also the least time between two looks at one P.
+pub(super) const LOOK_AFTER_NS: i64 = 1_000_000;
+
+/// What sysmon saw an M's thread asleep in, for the M's handler to check against the
+/// interrupted context. Written by sysmon only, before the signal (whose delivery orders
+/// the writes before the handler's reads); read by the M's handler.
+pub struct Seen {
+    nr: AtomicI64,
+    args: [AtomicU64; 6],
+    sp: AtomicU64,
+    /// The return address: just past the `syscall` instruction.
+    pc: AtomicU64,
+    /// The call may be re-entered after it returned -EINTR (see `restartable`).
+    eintr_ok: AtomicU64,
+}
+
+impl Seen {
+    pub const fn new() -> Seen {
+        Seen {
+            nr: AtomicI64::new(-1),
+            args: [const { AtomicU64::new(0) }; 6],
+            sp: AtomicU64::new(0),
+            pc: AtomicU64::new(0),
+            eintr_ok: AtomicU64::new(0),
+        }
+    }
+
+    pub fn clear(&self) {
+        self.nr.store(-1, Ordering::Relaxed);
+    }
+}
+
+/// A call as `/proc/self/task/<tid>/syscall` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Call {
+    pub nr: i64,
+    pub args: [u64; 6],
+    pub sp: u64,
+    pub pc: u64,
+}
+
+/// Parses the file's text: "nr a0 .. a5 sp pc" (the number in decimal, the rest in hex)
+/// for a thread asleep in a system call; "running", or "-1 sp pc" otherwise.
+pub(super) fn parse(s: &[u8]) -> Option<Call> {
+    let mut it = s
+        .split(|&b| b == b' ' || b == b'\n')
+        .filter(|w| !w.is_empty());
+    let nr = core::str::from_utf8(it.next()?).ok()?.parse::<i64>().ok()?;
+    if nr < 0 {
+        return None;
+    }
+    let mut hex = || -> Option<u64> {
+        let w = it.next()?;
+        let w = w.strip_prefix(b"0x")?;
+        u64::from_str_radix(core::str::from_utf8(w).ok()?, 16).ok()
+    };
+    let mut args = [0u64; 6];
+    for a in &mut args {
+        *a = hex()?;
+    }
+    let sp = hex()?;
+    let pc = hex()?;
+    Some(Call { nr, args, sp, pc })
+}
+
+/// Reads what thread `tid` sleeps in (None: running, not in a call, or no such file).
+fn read_call(tid: i32) -> Option<Call> {
+    let mut path = [0u8; 48];
+    let msg = crate::sys::fmt_msg(
+        &mut path,
+        &[
+            b"/proc/self/task/",
+            &crate::sys::fmt_u64(tid as u64),
+            b"/syscall\0",
+        ],
+    );
+    let mut buf = [0u8; 256];
+    // SAFETY: raw syscalls (not the libc wrappers the interposer hooks) on a NUL-terminated
+    // path and a valid buffer.
+    let n = unsafe {
+        let fd = libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            msg.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        ) as i32;
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) as isize;
+        libc::syscall(libc::SYS_close, fd);
+        n
+    };
+    if n <= 0 {
+        return None;
+    }
+    parse(&buf[..n as usize])
+}
+
+/// How a restartable call may come back from our signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Restart {
+    /// Not at all: never signal a thread asleep in it.
+    No,
+    /// Only rewound by the kernel (ERESTARTSYS under SA_RESTART).
+    Rewound,
+    /// Rewound, or -EINTR that re-entering with the same arguments undoes exactly.
+    AfterEintr,
+}
+
+/// The kind of file `fd` is, for the read family (`restartable`).
+fn fd_blocks_restartably(fd: u64, want_rcv: bool) -> bool {
+    // SAFETY: fstat/getsockopt on a number of this process's table into valid buffers; a
+    // stale or closed number only makes them fail.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        if libc::syscall(libc::SYS_fstat, fd as i32, &mut st) != 0 {
+            return false;
+        }
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFIFO => true,
+            // eventfd, timerfd, signalfd, inotify: anonymous inodes, no type bits.
+            0 => true,
+            libc::S_IFSOCK => {
+                let mut tv: libc::timeval = core::mem::zeroed();
+                let mut len = core::mem::size_of::<libc::timeval>() as libc::socklen_t;
+                let opt = if want_rcv {
+                    libc::SO_RCVTIMEO
+                } else {
+                    libc::SO_SNDTIMEO
+                };
+                libc::syscall(
+                    libc::SYS_getsockopt,
+                    fd as i32,
+                    libc::SOL_SOCKET,
+                    opt,
+                    &mut tv as *mut libc::timeval,
+                    &mut len,
+                ) == 0
+                    && tv.tv_sec == 0
+                    && tv.tv_usec == 0
+            }
+            // Terminals, regular files, block devices: no.
+            _ => false,
+        }
+    }
+}
+
+/// Which calls sysmon may interrupt, and how they come back (x86-64 numbers).
+pub(super) fn restartable(c: &Call) -> Restart {
+    const FUTEX_WAIT: u64 = 0;
+    const FUTEX_LOCK_PI: u64 = 6;
+    const FUTEX_WAIT_BITSET: u64 = 9;
+    const FUTEX_LOCK_PI2: u64 = 13;
+    let a = c.args;
+    match c.nr {
+        libc::SYS_futex => match a[1] & 0x7f {
+            // A relative timeout would restart in full: only without one.
+            FUTEX_WAIT if a[3] == 0 => Restart::Rewound,
+            // Absolute deadlines (or none): the same call again is the same wait.
+            FUTEX_WAIT_BITSET | FUTEX_LOCK_PI | FUTEX_LOCK_PI2 => Restart::AfterEintr,
+            _ => Restart::No,
+        },
+        libc::SYS_read | libc::SYS_readv | libc::SYS_pread64 | libc::SYS_preadv => {
+            if fd_blocks_restartably(a[0], true) {
+                Restart::Rewound
+            } else {
+                Restart::No
+            }
+        }
+        libc::SYS_recvfrom | libc::SYS_accept | libc::SYS_accept4 => {
+            // recvfrom's flags: MSG_WAITALL ends short on a signal.
+            let waitall = c.nr == libc::SYS_recvfrom && a[3] & libc::MSG_WAITALL as u64 != 0;
+            if !waitall && fd_blocks_restartably(a[0], true) {
+                Restart::Rewound
+            } else {
+                Restart::No
+            }
+        }
+        libc::SYS_connect => {
+            if fd_blocks_restartably(a[0], false) {
+                Restart::Rewound
+            } else {
+                Restart::No
+            }
+        }
+        libc::SYS_wait4 | libc::SYS_waitid | libc::SYS_flock => Restart::Rewound,
+        libc::SYS_fcntl if a[1] == libc::F_SETLKW as u64 || a[1] == libc::F_OFD_SETLKW as u64 => {
+            Restart::Rewound
+        }
+        // Waits without a timeout: the kernel returns EINTR after any handler, and the same
+        // call again waits as the first would have.
+        libc::SYS_poll if a[2] as i32 == -1 => Restart::AfterEintr,
+        libc::SYS_ppoll if a[2] == 0 => Restart::AfterEintr,
+        libc::SYS_select | libc::SYS_pselect6 if a[4] == 0 => Restart::AfterEintr,
+        libc::SYS_epoll_wait | libc::SYS_epoll_pwait if a[3] as i32 == -1 => Restart::AfterEintr,
+        libc::SYS_epoll_pwait2 if a[3] == 0 => Restart::AfterEintr,
+        // An absolute deadline (CPython's time.sleep).
+        libc::SYS_clock_nanosleep if a[1] & libc::TIMER_ABSTIME as u64 != 0 => Restart::AfterEintr,
+        _ => Restart::No,
+    }
+}
+
+/// Counters for `gmp_stats`: signals sent for unseen calls, and the calls wrapped.
+pub static LOOKS_SIGNALLED: AtomicU64 = AtomicU64::new(0);
+pub static WRAPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Sysmon: looks at M `m`, holding P `p` since `since` without a switch, and signals it if
+/// it sleeps in a restartable unseen call. True if it signalled.
+pub(super) fn look(m: &M) -> bool {
+    let tid = m.tid.load(Ordering::Relaxed);
+    if tid == 0 || m.dead.load(Ordering::Relaxed) {
+        return false;
+    }
+    let Some(c) = read_call(tid) else {
+        return false;
+    };
+    let how = restartable(&c);
+    if how == Restart::No {
+        return false;
+    }
+    let s = &m.unseen;
+    for (w, v) in s.args.iter().zip(c.args) {
+        w.store(v, Ordering::Relaxed);
+    }
+    s.sp.store(c.sp, Ordering::Relaxed);
+    s.pc.store(c.pc, Ordering::Relaxed);
+    s.eintr_ok
+        .store((how == Restart::AfterEintr) as u64, Ordering::Relaxed);
+    s.nr.store(c.nr, Ordering::Release);
+    if preempt::signal_m(tid, preempt::MAGIC_UNSEEN) {
+        LOOKS_SIGNALLED.fetch_add(1, Ordering::Relaxed);
+        true
+    } else {
+        false
+    }
+}
+
+/// The two bytes of `syscall` (0f 05), read little-endian.
+const SYSCALL_INSN: u16 = 0x050f;
+
+/// In the SIGURG handler for `MAGIC_UNSEEN`: if the interrupted context is the call sysmon
+/// recorded, diverts it into the trampoline. See the module doc for the checks.
+///
+/// # Safety
+/// In the SIGURG handler on M `m`'s thread, with the interrupted context.
+pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
+    let s = &m.unseen;
+    let nr = s.nr.load(Ordering::Acquire);
+    s.clear();
+    if nr < 0 {
+        return false;
+    }
+    let gp = m.curg.load(Ordering::Relaxed);
+    let pp = m.p.load(Ordering::Relaxed);
+    // SAFETY: Gs and Ps are never freed; the fields read are atomics written by this
+    // thread, which the signal interrupted outside the runtime (checked below by PC).
+    unsafe {
+        if gp.is_null()
+            || pp.is_null()
+            || (*gp).status.load(Ordering::Relaxed) != G_RUNNING
+            || (*pp).status.load(Ordering::Relaxed) != P_RUNNING
+            || !core::ptr::eq((*pp).m.load(Ordering::Relaxed), m)
+        {
+            return false;
+        }
+        #[cfg(debug_assertions)]
+        if crate::arch::tls_locks_held() != 0 {
+            return false;
+        }
+        let gregs = &mut (*uc).uc_mcontext.gregs;
+        let r = |i: libc::c_int| gregs[i as usize] as u64;
+        let pc = s.pc.load(Ordering::Relaxed);
+        let rip = r(libc::REG_RIP);
+        let rax = r(libc::REG_RAX);
+        let rewound = rip == pc.wrapping_sub(2) && rax == nr as u64;
+        let eintr = rip == pc
+            && rax as i64 == -(libc::EINTR as i64)
+            && s.eintr_ok.load(Ordering::Relaxed) != 0;
+        if !(rewound || eintr) || r(libc::REG_RSP) != s.sp.load(Ordering::Relaxed) {
+            return false;
+        }
+        let regs = [
+            libc::REG_RDI,
+            libc::REG_RSI,
+            libc::REG_RDX,
+            libc::REG_R10,
+            libc::REG_R8,
+            libc::REG_R9,
+        ];
+        if regs
+            .iter()
+            .zip(&s.args)
+            .any(|(&i, a)| r(i) != a.load(Ordering::Relaxed))
+        {
+            return false;
+        }
+        // The instruction before the return address is `syscall`: it is mapped and
+        // executable (the thread just ran it), so readable.
+        if core::ptr::read_unaligned((pc - 2) as *const u16) != SYSCALL_INSN {
+            return false;
+        }
+        if preempt::runtime_pc(pc as usize) {
+            return false;
+        }
+        let sp = r(libc::REG_RSP) as usize;
+        if !preempt::room_on_stack(&*gp, sp) {
+            return false;
+        }
+        let new_sp = sp - 128 - 8;
+        *(new_sp as *mut usize) = pc as usize;
+        gregs[libc::REG_RSP as usize] = new_sp as i64;
+        gregs[libc::REG_RAX as usize] = nr;
+        gregs[libc::REG_RIP as usize] = crate::arch::async_syscall_entry() as i64;
+    }
+    true
+}
+
+/// Called by `__gmp_async_syscall` with the saved registers (`arch::SavedRegs`): makes the
+/// system call in rax with the saved argument registers between `syscall::enter` and
+/// `syscall::exit`, and leaves what the kernel would have: the result in rax, rcx = the
+/// return address, r11 = rflags.
+pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
+    // SAFETY: the trampoline passes its save area on this goroutine's stack.
+    let r = unsafe { &mut *regs };
+    WRAPPED.fetch_add(1, Ordering::Relaxed);
+    let entered = syscall::enter().is_ok();
+    // SAFETY: the very system call the goroutine was making, with its own arguments.
+    let ret = unsafe { crate::sys::raw_syscall6(r.rax, r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9) };
+    if entered {
+        syscall::exit();
+    }
+    r.rax = ret;
+    r.rcx = r.rip;
+    r.r11 = r.rflags;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_sleeping_call() {
+        let c = parse(b"202 0x7f00 0x80 0x2 0x0 0x0 0x0 0x7ffd1000 0x7f12345\n").unwrap();
+        assert_eq!(c.nr, 202);
+        assert_eq!(c.args, [0x7f00, 0x80, 2, 0, 0, 0]);
+        assert_eq!((c.sp, c.pc), (0x7ffd1000, 0x7f12345));
+        assert_eq!(parse(b"running\n"), None);
+        assert_eq!(parse(b"-1 0x7ffd1000 0x7f12345\n"), None);
+        assert_eq!(parse(b"202 0x1 0x2\n"), None);
+    }
+
+    #[test]
+    fn restarts_only_what_restarts_exactly() {
+        let call = |nr: i64, args: [u64; 6]| Call {
+            nr,
+            args,
+            sp: 0,
+            pc: 0,
+        };
+        // pthread_mutex_lock: FUTEX_WAIT|PRIVATE without a timeout.
+        assert_eq!(
+            restartable(&call(libc::SYS_futex, [1, 128, 2, 0, 0, 0])),
+            Restart::Rewound
+        );
+        // A relative timeout would start again in full.
+        assert_eq!(
+            restartable(&call(libc::SYS_futex, [1, 128, 2, 8, 0, 0])),
+            Restart::No
+        );
+        // pthread_cond_timedwait: FUTEX_WAIT_BITSET with an absolute deadline.
+        assert_eq!(
+            restartable(&call(libc::SYS_futex, [1, 137, 0, 8, 0, !0])),
+            Restart::AfterEintr
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_poll, [1, 1, u32::MAX as u64, 0, 0, 0])),
+            Restart::AfterEintr
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_poll, [1, 1, 100, 0, 0, 0])),
+            Restart::No
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_nanosleep, [1, 0, 0, 0, 0, 0])),
+            Restart::No
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_clock_nanosleep, [1, 1, 8, 0, 0, 0])),
+            Restart::AfterEintr
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_clock_nanosleep, [1, 0, 8, 0, 0, 0])),
+            Restart::No
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_write, [1, 8, 8, 0, 0, 0])),
+            Restart::No
+        );
+    }
+
+    #[test]
+    fn reads_pipes_not_files() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe into a valid array; closed below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let read = |fd: i32| Call {
+            nr: libc::SYS_read,
+            args: [fd as u64, 0, 1, 0, 0, 0],
+            sp: 0,
+            pc: 0,
+        };
+        assert_eq!(restartable(&read(fds[0])), Restart::Rewound);
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        use std::os::fd::AsRawFd;
+        assert_eq!(restartable(&read(f.as_raw_fd())), Restart::No);
+        // SAFETY: our pipe.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+    }
+}
