@@ -1402,6 +1402,54 @@ fn contract_locks_condvar() {
     contract_locks("condvar");
 }
 
+/// Descriptors a goroutine creates behave as libc's for everyone who holds them
+/// (c-tests/contract_fds.c): each case with the hooks on and with `GMP_INTERPOSE=0`
+/// (plain libc in the goroutines), which must see the same.
+fn contract_fds(case: &str) {
+    expect_case("contract_fds", case, &[]);
+    expect_case("contract_fds", case, &[("GMP_INTERPOSE", "0")]);
+}
+
+#[test]
+fn contract_fds_bigwrite() {
+    contract_fds("bigwrite");
+}
+
+#[test]
+fn contract_fds_bigsend() {
+    contract_fds("bigsend");
+}
+
+#[test]
+fn contract_fds_waitall() {
+    contract_fds("waitall");
+}
+
+#[test]
+fn contract_fds_stdio() {
+    contract_fds("stdio");
+}
+
+#[test]
+fn contract_fds_thread() {
+    contract_fds("thread");
+}
+
+#[test]
+fn contract_fds_child() {
+    contract_fds("child");
+}
+
+#[test]
+fn contract_fds_sendfile() {
+    contract_fds("sendfile");
+}
+
+#[test]
+fn contract_fds_nonblock() {
+    contract_fds("nonblock");
+}
+
 // ---- tests that fail when the code is wrong ----
 
 #[test]

@@ -7,23 +7,37 @@
 //! Only on a goroutine that holds its P (not a foreign thread, not the runtime's own
 //! threads, not inside a gmp_blocking call), in a process that did not fork after the
 //! runtime started, and unless `GMP_INTERPOSE=0`. Everywhere else it calls libc's function
-//! (`sys::real`), except for fds the hooks made non-blocking underneath (below): there a
-//! call the user expects to block waits in poll(2) first, so no thread ever sees an
-//! EAGAIN it did not ask for.
+//! (`sys::real`).
+//!
+//! # The contract
+//! Inside a goroutine every hooked call returns what libc returns for the same arguments
+//! and fd state — value, errno, partial counts, POLL* bits, timeouts — except that waiting
+//! parks the goroutine instead of the thread. The hooks never change an open file's
+//! O_NONBLOCK: it is shared by every fd dup'd from it, by children, and by libc's own
+//! calls (stdio, sendfile), which must all see what the program set. So an fd stays as
+//! blocking as the program made it, and each operation the hooks make on it is
+//! non-blocking for that one call: RWF_NOWAIT for read/write/readv/writev
+//! (`net::readv_nowait`), MSG_DONTWAIT for the socket calls; accept waits for readiness
+//! first; connect on a blocking socket blocks through the hand-off. A blocking write
+//! writes everything (a pipe or stream socket takes it in parts, the goroutine parking
+//! between them), and MSG_WAITALL waits for everything, as the kernel does for a
+//! blocking call.
 //!
 //! # The fd state (`PollDesc::hook`, rt/netpoll.rs)
-//! - `HOOK_BLOCKING`: the fd is under the poller and non-blocking underneath, but the user
-//!   sees it blocking (O_NONBLOCK hidden from F_GETFL): read/write/… park the goroutine.
-//!   Set when a goroutine creates a socket, pipe or socketpair, accepts a connection, or
-//!   first blocks on a socket, FIFO or anonymous-inode fd (eventfd, epoll, timerfd) it did
-//!   not create; set or cleared by fcntl(F_SETFL) and ioctl(FIONBIO) on a registered fd;
-//!   copied to the new number by dup/dup2/dup3/F_DUPFD.
+//! - `HOOK_BLOCKING`: the fd is under the poller and the program sees it blocking
+//!   (O_NONBLOCK clear: the hooks never set it): read/write/… park the goroutine. Set when
+//!   a goroutine creates a socket, pipe or socketpair, accepts a connection, or first
+//!   blocks on a socket, FIFO or anonymous-inode fd (eventfd, epoll, timerfd) it did not
+//!   create; set or cleared by fcntl(F_SETFL) and ioctl(FIONBIO) on a registered fd; copied
+//!   to the new number by dup/dup2/dup3/F_DUPFD. A change of O_NONBLOCK the hooks did not
+//!   see (another process sharing the file) is found before a goroutine parks: an
+//!   operation that reports EAGAIN on an fd the kernel says is non-blocking returns it.
 //! - registered without `HOOK_BLOCKING`: non-blocking by the user's choice (or registered
 //!   through the gmp C API): calls pass straight through and return EAGAIN; poll(2) on it
 //!   still parks the goroutine.
 //! - `HOOK_NOPOLL`: epoll cannot watch it (a regular file, a directory, a terminal): a
-//!   blocking call goes through the syscall hand-off. fds 0–2 are always treated so (they
-//!   are shared with other processes, whose view of O_NONBLOCK we must not change).
+//!   blocking call goes through the syscall hand-off. fds 0–2 always take the hand-off
+//!   (stdio's descriptors, usually shared with the parent process).
 //! - close (and dup2/dup3 onto a number) first wakes the goroutines parked on the fd with
 //!   EBADF, waits for the operations in flight, and unregisters it (netpoll::close_begin),
 //!   then clears the bits. A number the kernel hands out again (socket, accept, open, dup…)
@@ -50,7 +64,7 @@ use crate::rt;
 use crate::rt::netpoll::{self, MODE_READ, MODE_WRITE, PollDesc, WaitError};
 use crate::sys::real;
 
-/// `PollDesc::hook`: the user sees the fd blocking; it is non-blocking underneath.
+/// `PollDesc::hook`: the program sees the fd blocking (see the module doc).
 pub(crate) const HOOK_BLOCKING: u32 = 1;
 /// `PollDesc::hook`: not pollable; blocking calls take the syscall hand-off.
 pub(crate) const HOOK_NOPOLL: u32 = 2;
@@ -138,13 +152,6 @@ enum Fd {
     Native,
     /// Blocks: through the syscall hand-off.
     Handoff,
-}
-
-/// The registered descriptor of `fd` whose user sees it blocking.
-#[inline]
-fn managed(fd: c_int) -> Option<&'static PollDesc> {
-    netpoll::lookup(fd)
-        .filter(|pd| pd.registered() && pd.hook.load(Ordering::Acquire) & HOOK_BLOCKING != 0)
 }
 
 /// Direction index of `PollDesc::timeo` for a netpoll mode.
@@ -253,7 +260,7 @@ fn adopt(fd: c_int) -> Fd {
     }
     pd.hook
         .store(if blocking { HOOK_BLOCKING } else { 0 }, Ordering::Release);
-    match netpoll::register(fd) {
+    match netpoll::register_with(fd, false) {
         Ok(true) if blocking => Fd::Managed,
         Ok(true) => Fd::Native,
         Ok(false) => {
@@ -278,41 +285,21 @@ fn forget(fd: c_int) {
     }
 }
 
-/// Puts a new fd the hooks created non-blocking underneath under the poller, as the user
-/// asked it (`user_blocking`); on failure makes it what the user asked for again.
+/// Puts a new fd a goroutine created under the poller, blocking for the program unless
+/// it asked otherwise (`user_blocking`).
 fn adopt_new(fd: c_int, user_blocking: bool) {
     forget(fd);
     let Some(pd) = netpoll::pd_of(fd) else {
-        unblock(fd, user_blocking);
         return;
     };
     pd.hook.store(
         if user_blocking { HOOK_BLOCKING } else { 0 },
         Ordering::Release,
     );
-    match netpoll::register(fd) {
+    match netpoll::register_with(fd, false) {
         Ok(true) => {}
-        Ok(false) => {
-            pd.hook.store(HOOK_NOPOLL, Ordering::Release);
-            unblock(fd, user_blocking);
-        }
-        Err(_) => {
-            pd.hook.store(0, Ordering::Release);
-            unblock(fd, user_blocking);
-        }
-    }
-}
-
-/// Clears O_NONBLOCK again on an fd the user wanted blocking.
-fn unblock(fd: c_int, user_blocking: bool) {
-    if user_blocking {
-        // SAFETY: plain fcntl on an fd we just created.
-        unsafe {
-            let fl = real::fcntl(fd, libc::F_GETFL, 0);
-            if fl >= 0 {
-                real::fcntl(fd, libc::F_SETFL, (fl & !libc::O_NONBLOCK) as usize);
-            }
-        }
+        Ok(false) => pd.hook.store(HOOK_NOPOLL, Ordering::Release),
+        Err(_) => pd.hook.store(0, Ordering::Release),
     }
 }
 
@@ -346,83 +333,157 @@ fn dup_state(old: c_int, new: c_int) {
         opd.hook.load(Ordering::Acquire) & HOOK_BLOCKING,
         Ordering::Release,
     );
-    if !matches!(netpoll::register(new), Ok(true)) {
+    if !matches!(netpoll::register_with(new, false), Ok(true)) {
         pd.hook.store(0, Ordering::Release);
     }
 }
 
-/// A call the user expects to block, on an fd that is non-blocking underneath, from a
-/// thread that cannot park: waits in poll(2) on EAGAIN. errno is as the call left it.
-fn emulate(fd: c_int, events: i16, timeout: Option<i64>, op: &dyn Fn() -> isize) -> isize {
-    let saved = errno();
-    let deadline = timeout.map(|t| crate::sys::nanotime().saturating_add(t));
-    loop {
-        let r = op();
-        if r >= 0 {
-            set_errno(saved);
-            return r;
-        }
-        if errno() != libc::EAGAIN {
-            return r;
-        }
-        let ms = match deadline {
-            None => -1,
-            Some(d) => {
-                let left = d - crate::sys::nanotime();
-                if left <= 0 {
-                    set_errno(libc::EAGAIN);
-                    return -1;
-                }
-                (left.saturating_add(999_999) / 1_000_000).min(i32::MAX as i64) as c_int
-            }
-        };
-        let mut p = libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        if unsafe { real::poll(&mut p, 1, ms) } < 0 && errno() != libc::EINTR {
-            return -1;
-        }
-    }
-}
-
-/// The body of every read- or write-like hook.
+/// The body of every read- or write-like hook: `op` is the call as the program made it,
+/// `nowait` the same call non-blocking (see the module doc).
 #[inline(always)]
-fn rw(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
+fn rw(fd: c_int, mode: u32, op: &dyn Fn() -> isize, nowait: &dyn Fn() -> isize) -> isize {
     if !on_goroutine() {
-        if managed(fd).is_some() && !rt::os_linux::forked() {
-            let ev = if mode == MODE_READ {
-                libc::POLLIN
-            } else {
-                libc::POLLOUT
-            };
-            return emulate(fd, ev, timeout_of(fd, mode), op);
-        }
         return op();
     }
-    rw_goroutine(fd, mode, op)
+    super::boundary("interposed call", || match classify(fd) {
+        Fd::Native => op(),
+        Fd::Handoff => ret(blocking_call(&|| op() as i64)),
+        Fd::Managed => ret(managed_io(fd, mode, op, nowait)),
+    })
 }
 
-fn rw_goroutine(fd: c_int, mode: u32, op: &dyn Fn() -> isize) -> isize {
+/// A goroutine's operation on an fd under the poller that the program sees blocking:
+/// `nowait` until it does not report EAGAIN, parking in between. Result or -errno.
+fn managed_io(fd: c_int, mode: u32, op: &dyn Fn() -> isize, nowait: &dyn Fn() -> isize) -> i64 {
+    let deadline = timeout_of(fd, mode).map(|t| crate::sys::nanotime().saturating_add(t));
+    let bound = rt::bind_current(); // same-thread resume
+    let r = match net::io_until(fd, mode, deadline, nowait, || user_made_nonblocking(fd)) {
+        // SO_RCVTIMEO / SO_SNDTIMEO expired: EAGAIN, as POSIX says.
+        Some(r) if r == -(libc::ETIMEDOUT as i64) => -(libc::EAGAIN as i64),
+        Some(r) => r,
+        // Closed or unregistered meanwhile: as a plain blocking call.
+        None => blocking_call(&|| op() as i64),
+    };
+    drop(bound);
+    r
+}
+
+/// Whether the program made registered fd `fd` non-blocking where the hooks did not see
+/// it (through another process sharing the open file, or a call not interposed): then an
+/// EAGAIN is the program's answer, and the fd's state says so from now on. Asked only
+/// before a goroutine would park.
+fn user_made_nonblocking(fd: c_int) -> bool {
+    if !net::nonblocking(fd) {
+        return false;
+    }
+    if let Some(pd) = netpoll::lookup(fd) {
+        pd.hook.fetch_and(!HOOK_BLOCKING, Ordering::AcqRel);
+    }
+    true
+}
+
+/// A write-like hook whose blocking form moves every byte (write, writev, send, sendto,
+/// sendmsg; and MSG_WAITALL receives, `mode` READ): `step(done)` makes the non-blocking
+/// call for what is left after `done` of `total` bytes. On a pipe or stream socket the
+/// goroutine parks and continues until all is moved, or an error, EOF or a timeout ends
+/// it (then the bytes moved so far, if any, as the kernel returns them); elsewhere (a
+/// datagram) one call decides.
+fn rw_all(
+    fd: c_int,
+    mode: u32,
+    total: usize,
+    op: &dyn Fn() -> isize,
+    step: &dyn Fn(usize) -> isize,
+) -> isize {
+    if !on_goroutine() {
+        return op();
+    }
     super::boundary("interposed call", || match classify(fd) {
         Fd::Native => op(),
         Fd::Handoff => ret(blocking_call(&|| op() as i64)),
         Fd::Managed => {
-            let deadline = timeout_of(fd, mode).map(|t| crate::sys::nanotime().saturating_add(t));
-            let bound = rt::bind_current(); // same-thread resume
-            let r = match net::io(fd, mode, deadline, op) {
-                // SO_RCVTIMEO / SO_SNDTIMEO expired: EAGAIN, as POSIX says.
-                Some(r) if r == -(libc::ETIMEDOUT as i64) => -(libc::EAGAIN as i64),
-                Some(r) => r,
-                // Closed or unregistered meanwhile: as a plain blocking call.
-                None => blocking_call(&|| op() as i64),
+            let first = managed_io(fd, mode, op, &|| step(0));
+            if first <= 0 || first as usize >= total || !stream(fd) {
+                return ret(first);
+            }
+            let mut done = first as usize;
+            // Closed meanwhile: what was moved is the result.
+            let closed = || {
+                set_errno(libc::EBADF);
+                -1
             };
-            drop(bound);
-            ret(r)
+            while done < total {
+                let r = managed_io(fd, mode, &closed, &|| step(done));
+                if r <= 0 {
+                    break;
+                }
+                done += r as usize;
+            }
+            done as isize
         }
     })
+}
+
+/// Whether `fd` moves a byte stream that a call may take in part: a pipe, FIFO or
+/// SOCK_STREAM socket.
+fn stream(fd: c_int) -> bool {
+    // SAFETY: fstat and getsockopt into valid buffers.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return false;
+        }
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFIFO => true,
+            libc::S_IFSOCK => {
+                let mut ty: c_int = 0;
+                let mut len = core::mem::size_of::<c_int>() as libc::socklen_t;
+                libc::getsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_TYPE,
+                    &mut ty as *mut c_int as *mut c_void,
+                    &mut len,
+                ) == 0
+                    && ty == libc::SOCK_STREAM
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The part of `iov` (`n` entries) after its first `skip` bytes.
+///
+/// # Safety
+/// `iov` is valid for `n` entries.
+unsafe fn iov_after(iov: *const libc::iovec, n: c_int, mut skip: usize) -> Vec<libc::iovec> {
+    let mut out = Vec::new();
+    for i in 0..n.max(0) as usize {
+        // SAFETY: caller contract.
+        let v = unsafe { *iov.add(i) };
+        if skip >= v.iov_len {
+            skip -= v.iov_len;
+            continue;
+        }
+        out.push(libc::iovec {
+            // SAFETY: within the entry's buffer.
+            iov_base: unsafe { (v.iov_base as *mut u8).add(skip) } as *mut c_void,
+            iov_len: v.iov_len - skip,
+        });
+        skip = 0;
+    }
+    out
+}
+
+/// Total bytes of `iov` (`n` entries).
+///
+/// # Safety
+/// `iov` is valid for `n` entries.
+unsafe fn iov_total(iov: *const libc::iovec, n: c_int) -> usize {
+    // SAFETY: caller contract.
+    (0..n.max(0) as usize)
+        .map(|i| unsafe { (*iov.add(i)).iov_len })
+        .sum()
 }
 
 /// A blocking call that epoll cannot help with: through the syscall hand-off on a
@@ -468,18 +529,41 @@ fn blocking_call(op: &dyn Fn() -> i64) -> i64 {
 /// As read(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+    let iov = libc::iovec {
+        iov_base: buf,
+        iov_len: n,
+    };
     // SAFETY: the caller's arguments, as libc would get them.
-    rw(fd, MODE_READ, &|| unsafe { real::read(fd, buf, n) })
+    rw(
+        fd,
+        MODE_READ,
+        &|| unsafe { real::read(fd, buf, n) },
+        &|| unsafe { net::readv_nowait(fd, &iov, 1) },
+    )
 }
 
-/// Interposes write(2).
+/// Interposes write(2): a blocking write moves every byte (see the module doc).
 ///
 /// # Safety
 /// As write(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_WRITE, &|| unsafe { real::write(fd, buf, n) })
+    rw_all(
+        fd,
+        MODE_WRITE,
+        n,
+        &|| unsafe { real::write(fd, buf, n) },
+        &|done| {
+            let iov = libc::iovec {
+                // SAFETY: within the caller's buffer.
+                iov_base: unsafe { buf.add(done) } as *mut c_void,
+                iov_len: n - done,
+            };
+            // SAFETY: as above.
+            unsafe { net::writev_nowait(fd, &iov, 1) }
+        },
+    )
 }
 
 /// Interposes readv(2).
@@ -489,20 +573,46 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_READ, &|| unsafe { real::readv(fd, iov, n) })
+    rw(
+        fd,
+        MODE_READ,
+        &|| unsafe { real::readv(fd, iov, n) },
+        &|| unsafe { net::readv_nowait(fd, iov, n) },
+    )
 }
 
-/// Interposes writev(2).
+/// Interposes writev(2): a blocking writev moves every byte.
 ///
 /// # Safety
 /// As writev(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_WRITE, &|| unsafe { real::writev(fd, iov, n) })
+    let total = unsafe { iov_total(iov, n) };
+    rw_all(
+        fd,
+        MODE_WRITE,
+        total,
+        &|| unsafe { real::writev(fd, iov, n) },
+        &|done| {
+            if done == 0 {
+                // SAFETY: as above.
+                return unsafe { net::writev_nowait(fd, iov, n) };
+            }
+            // SAFETY: as above.
+            let rest = unsafe { iov_after(iov, n, done) };
+            // SAFETY: `rest` points into the caller's buffers.
+            unsafe { net::writev_nowait(fd, rest.as_ptr(), rest.len() as c_int) }
+        },
+    )
 }
 
-/// Interposes recv(2).
+/// Whether a receive waits for the whole length (MSG_WAITALL on a blocking call).
+fn waitall(flags: c_int) -> bool {
+    flags & libc::MSG_WAITALL != 0
+}
+
+/// Interposes recv(2) (MSG_WAITALL: every byte, or EOF, an error or a timeout).
 ///
 /// # Safety
 /// As recv(2).
@@ -512,11 +622,19 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: usize, flags: c_in
         // SAFETY: the caller's arguments.
         return unsafe { real::recv(fd, buf, n, flags) };
     }
+    // SAFETY: the caller's arguments, the bytes after `done` of the caller's buffer.
+    let step = |done: usize| unsafe {
+        real::recv(fd, buf.add(done), n - done, flags | libc::MSG_DONTWAIT)
+    };
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_READ, &|| unsafe { real::recv(fd, buf, n, flags) })
+    let op = || unsafe { real::recv(fd, buf, n, flags) };
+    if waitall(flags) {
+        return rw_all(fd, MODE_READ, n, &op, &step);
+    }
+    rw(fd, MODE_READ, &op, &|| step(0))
 }
 
-/// Interposes send(2).
+/// Interposes send(2): a blocking send on a stream socket queues every byte.
 ///
 /// # Safety
 /// As send(2).
@@ -527,7 +645,13 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_
         return unsafe { real::send(fd, buf, n, flags) };
     }
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_WRITE, &|| unsafe { real::send(fd, buf, n, flags) })
+    rw_all(
+        fd,
+        MODE_WRITE,
+        n,
+        &|| unsafe { real::send(fd, buf, n, flags) },
+        &|done| unsafe { real::send(fd, buf.add(done), n - done, flags | libc::MSG_DONTWAIT) },
+    )
 }
 
 /// Interposes recvfrom(2).
@@ -547,10 +671,23 @@ pub unsafe extern "C" fn recvfrom(
         // SAFETY: the caller's arguments.
         return unsafe { real::recvfrom(fd, buf, n, flags, addr, len) };
     }
+    // SAFETY: the caller's arguments, the bytes after `done` of the caller's buffer.
+    let step = |done: usize| unsafe {
+        real::recvfrom(
+            fd,
+            buf.add(done),
+            n - done,
+            flags | libc::MSG_DONTWAIT,
+            addr,
+            len,
+        )
+    };
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_READ, &|| unsafe {
-        real::recvfrom(fd, buf, n, flags, addr, len)
-    })
+    let op = || unsafe { real::recvfrom(fd, buf, n, flags, addr, len) };
+    if waitall(flags) {
+        return rw_all(fd, MODE_READ, n, &op, &step);
+    }
+    rw(fd, MODE_READ, &op, &|| step(0))
 }
 
 /// Interposes sendto(2).
@@ -571,9 +708,41 @@ pub unsafe extern "C" fn sendto(
         return unsafe { real::sendto(fd, buf, n, flags, addr, len) };
     }
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_WRITE, &|| unsafe {
-        real::sendto(fd, buf, n, flags, addr, len)
+    let op = || unsafe { real::sendto(fd, buf, n, flags, addr, len) };
+    // SAFETY: the caller's arguments, the bytes after `done` of the caller's buffer.
+    rw_all(fd, MODE_WRITE, n, &op, &|done| unsafe {
+        real::sendto(
+            fd,
+            buf.add(done),
+            n - done,
+            flags | libc::MSG_DONTWAIT,
+            addr,
+            len,
+        )
     })
+}
+
+/// `msg` with its data vector replaced by what is left after `done` bytes (and, after
+/// the first part, without ancillary data: it went with the first byte).
+///
+/// # Safety
+/// `msg` is a valid msghdr.
+unsafe fn msg_after(
+    msg: *const libc::msghdr,
+    done: usize,
+    rest: &mut Vec<libc::iovec>,
+) -> libc::msghdr {
+    // SAFETY: caller contract.
+    let mut m = unsafe { *msg };
+    if done > 0 {
+        // SAFETY: as above.
+        *rest = unsafe { iov_after(m.msg_iov, m.msg_iovlen as c_int, done) };
+        m.msg_iov = rest.as_mut_ptr();
+        m.msg_iovlen = rest.len() as _;
+        m.msg_control = core::ptr::null_mut();
+        m.msg_controllen = 0;
+    }
+    m
 }
 
 /// Interposes recvmsg(2).
@@ -582,33 +751,66 @@ pub unsafe extern "C" fn sendto(
 /// As recvmsg(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize {
-    if flags & libc::MSG_DONTWAIT != 0 {
+    if flags & libc::MSG_DONTWAIT != 0 || msg.is_null() {
         // SAFETY: the caller's arguments.
         return unsafe { real::recvmsg(fd, msg, flags) };
     }
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_READ, &|| unsafe { real::recvmsg(fd, msg, flags) })
+    let op = || unsafe { real::recvmsg(fd, msg, flags) };
+    let nowait = || unsafe { real::recvmsg(fd, msg, flags | libc::MSG_DONTWAIT) };
+    if !waitall(flags) {
+        return rw(fd, MODE_READ, &op, &nowait);
+    }
+    // SAFETY: a valid msghdr (caller contract).
+    let total = unsafe { iov_total((*msg).msg_iov, (*msg).msg_iovlen as c_int) };
+    rw_all(fd, MODE_READ, total, &op, &|done| {
+        if done == 0 {
+            return nowait();
+        }
+        let mut rest = Vec::new();
+        // SAFETY: as above.
+        let mut m = unsafe { msg_after(msg, done, &mut rest) };
+        // SAFETY: `m` points into the caller's buffers.
+        let r = unsafe { real::recvmsg(fd, &mut m, flags | libc::MSG_DONTWAIT) };
+        // SAFETY: as above: the flags the kernel reports go back to the caller's header.
+        unsafe { (*msg).msg_flags = m.msg_flags };
+        r
+    })
 }
 
-/// Interposes sendmsg(2).
+/// Interposes sendmsg(2): a blocking sendmsg on a stream socket queues every byte.
 ///
 /// # Safety
 /// As sendmsg(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_int) -> isize {
-    if flags & libc::MSG_DONTWAIT != 0 {
+    if flags & libc::MSG_DONTWAIT != 0 || msg.is_null() {
         // SAFETY: the caller's arguments.
         return unsafe { real::sendmsg(fd, msg, flags) };
     }
+    // SAFETY: a valid msghdr (caller contract).
+    let total = unsafe { iov_total((*msg).msg_iov, (*msg).msg_iovlen as c_int) };
     // SAFETY: the caller's arguments.
-    rw(fd, MODE_WRITE, &|| unsafe { real::sendmsg(fd, msg, flags) })
+    rw_all(
+        fd,
+        MODE_WRITE,
+        total,
+        &|| unsafe { real::sendmsg(fd, msg, flags) },
+        &|done| {
+            let mut rest = Vec::new();
+            // SAFETY: as above.
+            let m = unsafe { msg_after(msg, done, &mut rest) };
+            // SAFETY: `m` points into the caller's buffers.
+            unsafe { real::sendmsg(fd, &m, flags | libc::MSG_DONTWAIT) }
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------
 // Creating, connecting and closing descriptors.
 
 /// Interposes accept4(2): on a goroutine, parks until a connection arrives; the new
-/// socket goes under the poller (blocking for the user unless SOCK_NONBLOCK).
+/// socket goes under the poller (blocking for the program unless SOCK_NONBLOCK).
 ///
 /// # Safety
 /// As accept4(2).
@@ -619,30 +821,18 @@ pub unsafe extern "C" fn accept4(
     len: *mut libc::socklen_t,
     flags: c_int,
 ) -> c_int {
+    // SAFETY: the caller's arguments.
+    let op = || unsafe { real::accept4(fd, addr, len, flags) } as isize;
     if !on_goroutine() {
-        // SAFETY: the caller's arguments.
-        let r = rw(
-            fd,
-            MODE_READ,
-            &|| unsafe { real::accept4(fd, addr, len, flags) } as isize,
-        ) as c_int;
+        let r = op() as c_int;
         if r >= 0 && known(r) && live() {
             forget(r);
         }
         return r;
     }
-    let user_blocking = flags & libc::SOCK_NONBLOCK == 0;
-    // SAFETY: the caller's arguments.
-    let r =
-        rw(
-            fd,
-            MODE_READ,
-            &|| unsafe { real::accept4(fd, addr, len, flags | libc::SOCK_NONBLOCK) } as isize,
-        ) as c_int;
-    if r >= 0 && !live() {
-        unblock(r, user_blocking);
-    } else if r >= 0 {
-        adopt_new(r, user_blocking);
+    let r = rw(fd, MODE_READ, &op, &|| net::accept_when_ready(fd, &op)) as c_int;
+    if r >= 0 && live() {
+        adopt_new(r, flags & libc::SOCK_NONBLOCK == 0);
         // The new socket inherits the listener's timeouts (Linux copies them).
         if let (Some(l), Some(pd)) = (netpoll::lookup(fd), netpoll::lookup(r)) {
             for i in 0..2 {
@@ -667,8 +857,10 @@ pub unsafe extern "C" fn accept(
     unsafe { accept4(fd, addr, len, 0) }
 }
 
-/// Interposes connect(2): on a goroutine and a socket the user sees blocking, parks until
-/// the connection is made or fails.
+/// Interposes connect(2). Connecting has no per-call non-blocking form: on a goroutine, a
+/// socket the program sees blocking connects through the syscall hand-off (other
+/// goroutines run meanwhile), exactly as libc's blocking connect; a non-blocking one
+/// gets EINPROGRESS, as the program asked.
 ///
 /// # Safety
 /// As connect(2).
@@ -678,57 +870,15 @@ pub unsafe extern "C" fn connect(
     addr: *const libc::sockaddr,
     len: libc::socklen_t,
 ) -> c_int {
-    let blocking_underneath = if on_goroutine() {
-        matches!(classify(fd), Fd::Managed)
-    } else {
-        managed(fd).is_some() && live()
-    };
     // SAFETY: the caller's arguments.
-    let r = unsafe { real::connect(fd, addr, len) };
-    if r == 0 || !blocking_underneath || errno() != libc::EINPROGRESS {
-        return r;
+    let op = || unsafe { real::connect(fd, addr, len) } as i64;
+    if !on_goroutine() {
+        return op() as c_int;
     }
-    let saved_errno = errno();
-    let w = if on_goroutine() {
-        super::boundary("interposed connect", || {
-            let deadline =
-                timeout_of(fd, MODE_WRITE).map(|t| crate::sys::nanotime().saturating_add(t));
-            let bound = rt::bind_current(); // same-thread resume
-            let w = net::io(fd, MODE_WRITE, deadline, || {
-                let mut p = libc::pollfd {
-                    fd,
-                    events: libc::POLLOUT,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                let n = unsafe { real::poll(&mut p, 1, 0) };
-                if n == 0 {
-                    set_errno(libc::EAGAIN);
-                    -1
-                } else {
-                    n as isize
-                }
-            });
-            drop(bound);
-            w.unwrap_or(0)
-        })
-    } else {
-        let deadline = timeout_of(fd, MODE_WRITE).map(|t| crate::sys::nanotime().saturating_add(t));
-        net::poll_wait(fd, libc::POLLOUT as u32, deadline)
-    };
-    set_errno(saved_errno);
-    if w == -(libc::ETIMEDOUT as i64) {
-        // SO_SNDTIMEO expired: the connection is still in progress (Linux).
-        return ret(-(libc::EINPROGRESS as i64)) as c_int;
-    }
-    if w < 0 {
-        return ret(w) as c_int;
-    }
-    let e = net::so_error(fd);
-    if e < 0 {
-        return ret(e as i64) as c_int;
-    }
-    0
+    super::boundary("interposed connect", || match classify(fd) {
+        Fd::Native => op() as c_int,
+        Fd::Managed | Fd::Handoff => ret(blocking_call(&op)) as c_int,
+    })
 }
 
 /// Interposes socket(2): on a goroutine the socket goes under the poller at once.
@@ -746,13 +896,9 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
         return fd;
     }
     // SAFETY: plain syscall.
-    let fd = unsafe { real::socket(domain, ty | libc::SOCK_NONBLOCK, proto) };
-    if fd >= 0 {
-        if live() {
-            adopt_new(fd, ty & libc::SOCK_NONBLOCK == 0);
-        } else {
-            unblock(fd, ty & libc::SOCK_NONBLOCK == 0);
-        }
+    let fd = unsafe { real::socket(domain, ty, proto) };
+    if fd >= 0 && live() {
+        adopt_new(fd, ty & libc::SOCK_NONBLOCK == 0);
     }
     fd
 }
@@ -769,9 +915,8 @@ pub unsafe extern "C" fn socketpair(
     fds: *mut c_int,
 ) -> c_int {
     let go = on_goroutine();
-    let extra = if go { libc::SOCK_NONBLOCK } else { 0 };
     // SAFETY: the caller's arguments.
-    let r = unsafe { real::socketpair(domain, ty | extra, proto, fds) };
+    let r = unsafe { real::socketpair(domain, ty, proto, fds) };
     if r == 0 {
         // SAFETY: the call succeeded, so fds holds two ints.
         let (a, b) = unsafe { (*fds, *fds.add(1)) };
@@ -779,8 +924,6 @@ pub unsafe extern "C" fn socketpair(
         for fd in [a, b] {
             if go && live {
                 adopt_new(fd, ty & libc::SOCK_NONBLOCK == 0);
-            } else if go {
-                unblock(fd, ty & libc::SOCK_NONBLOCK == 0);
             } else if live {
                 forget(fd);
             }
@@ -796,9 +939,8 @@ pub unsafe extern "C" fn socketpair(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
     let go = on_goroutine();
-    let extra = if go { libc::O_NONBLOCK } else { 0 };
     // SAFETY: the caller's arguments.
-    let r = unsafe { real::pipe2(fds, flags | extra) };
+    let r = unsafe { real::pipe2(fds, flags) };
     if r == 0 {
         // SAFETY: the call succeeded, so fds holds two ints.
         let (a, b) = unsafe { (*fds, *fds.add(1)) };
@@ -806,8 +948,6 @@ pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
         for fd in [a, b] {
             if go && live {
                 adopt_new(fd, flags & libc::O_NONBLOCK == 0);
-            } else if go {
-                unblock(fd, flags & libc::O_NONBLOCK == 0);
             } else if live {
                 forget(fd);
             }
@@ -888,38 +1028,32 @@ pub extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     dup_onto(old, new, || unsafe { real::dup3(old, new, flags) })
 }
 
-/// Interposes fcntl(2): O_NONBLOCK on an fd under the poller is the user's own flag
-/// (F_GETFL shows it, F_SETFL records it; the fd stays non-blocking underneath);
-/// F_DUPFD and F_DUPFD_CLOEXEC copy the state as dup does. Declared with its optional
-/// argument always present (it travels in the same register either way).
+/// Records the program's O_NONBLOCK for registered fd `fd` (the kernel has it already).
+fn record_nonblock(fd: c_int, on: bool) {
+    if let Some(pd) = netpoll::lookup(fd).filter(|pd| pd.registered() && live()) {
+        if on {
+            pd.hook.fetch_and(!HOOK_BLOCKING, Ordering::AcqRel);
+        } else {
+            pd.hook.fetch_or(HOOK_BLOCKING, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Interposes fcntl(2): F_SETFL passes to the kernel as the program gave it and records
+/// its O_NONBLOCK for the hooks; F_DUPFD and F_DUPFD_CLOEXEC copy the state as dup does;
+/// F_SETLKW waits through the hand-off. Declared with its optional argument always present
+/// (it travels in the same register either way).
 ///
 /// # Safety
 /// As fcntl(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     match cmd {
-        libc::F_GETFL => {
+        libc::F_SETFL => {
             // SAFETY: no memory preconditions.
             let r = unsafe { real::fcntl(fd, cmd, arg) };
-            if r >= 0 && managed(fd).is_some() && live() {
-                return r & !libc::O_NONBLOCK;
-            }
-            r
-        }
-        libc::F_SETFL => {
-            let pd = netpoll::lookup(fd).filter(|pd| pd.registered() && enabled() && live());
-            let Some(pd) = pd else {
-                // SAFETY: no memory preconditions.
-                return unsafe { real::fcntl(fd, cmd, arg) };
-            };
-            // SAFETY: no memory preconditions.
-            let r = unsafe { real::fcntl(fd, cmd, arg | libc::O_NONBLOCK as usize) };
             if r >= 0 {
-                if arg as c_int & libc::O_NONBLOCK != 0 {
-                    pd.hook.fetch_and(!HOOK_BLOCKING, Ordering::AcqRel);
-                } else {
-                    pd.hook.fetch_or(HOOK_BLOCKING, Ordering::AcqRel);
-                }
+                record_nonblock(fd, arg as c_int & libc::O_NONBLOCK != 0);
             }
             r
         }
@@ -940,33 +1074,31 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     }
 }
 
-/// Interposes ioctl(2) for FIONBIO on an fd under the poller (the user's own
-/// non-blocking flag, as fcntl(F_SETFL)); every other request passes through.
+/// Interposes fcntl64, the name glibc gives fcntl for programs built with 64-bit file
+/// offsets (the same call on x86-64).
+///
+/// # Safety
+/// As fcntl(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: same contract.
+    unsafe { fcntl(fd, cmd, arg) }
+}
+
+/// Interposes ioctl(2): FIONBIO passes to the kernel and records the program's
+/// non-blocking flag for the hooks, as fcntl(F_SETFL); every other request passes through.
 ///
 /// # Safety
 /// As ioctl(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: libc::c_ulong, arg: usize) -> c_int {
-    if req == libc::FIONBIO && arg != 0 {
-        let pd = netpoll::lookup(fd).filter(|pd| pd.registered() && enabled() && live());
-        if let Some(pd) = pd {
-            // SAFETY: FIONBIO's argument points to an int (the caller's contract).
-            let on = unsafe { *(arg as *const c_int) } != 0;
-            let one: c_int = 1;
-            // SAFETY: a valid int for FIONBIO.
-            let r = unsafe { real::ioctl(fd, req, &one as *const c_int as usize) };
-            if r >= 0 {
-                if on {
-                    pd.hook.fetch_and(!HOOK_BLOCKING, Ordering::AcqRel);
-                } else {
-                    pd.hook.fetch_or(HOOK_BLOCKING, Ordering::AcqRel);
-                }
-            }
-            return r;
-        }
-    }
     // SAFETY: the caller's arguments.
-    unsafe { real::ioctl(fd, req, arg) }
+    let r = unsafe { real::ioctl(fd, req, arg) };
+    if r >= 0 && req == libc::FIONBIO && arg != 0 {
+        // SAFETY: FIONBIO's argument points to an int (the caller's contract).
+        record_nonblock(fd, unsafe { *(arg as *const c_int) } != 0);
+    }
+    r
 }
 
 /// Interposes setsockopt(2): SO_RCVTIMEO and SO_SNDTIMEO become the deadlines of the

@@ -166,12 +166,26 @@ pub(crate) fn registered(fd: c_int) -> Option<&'static PollDesc> {
 
 /// Runs `op` on `fd` in direction `mode` until it does not report EAGAIN (see the module
 /// doc). None if the fd is not registered (the caller then blocks through the syscall
-/// hand-off).
+/// hand-off). `op` must not block: it is a per-call non-blocking form (`readv_nowait`,
+/// MSG_DONTWAIT…), since the fd itself may be blocking (the hooks leave O_NONBLOCK as the
+/// program set it).
 pub(crate) fn io(
     fd: c_int,
     mode: u32,
     deadline: Option<i64>,
+    op: impl FnMut() -> isize,
+) -> Option<i64> {
+    io_until(fd, mode, deadline, op, || false)
+}
+
+/// `io` that also ends with EAGAIN, instead of parking, when `eagain_is_final` says so
+/// (the interposer: the program made the fd non-blocking where the hooks did not see it).
+pub(crate) fn io_until(
+    fd: c_int,
+    mode: u32,
+    deadline: Option<i64>,
     mut op: impl FnMut() -> isize,
+    eagain_is_final: impl Fn() -> bool,
 ) -> Option<i64> {
     let pd = registered(fd)?;
     let events = if mode == MODE_READ {
@@ -191,7 +205,7 @@ pub(crate) fn io(
         if r == -(libc::EINTR as i64) {
             continue;
         }
-        if r != -(libc::EAGAIN as i64) {
+        if r != -(libc::EAGAIN as i64) || eagain_is_final() {
             break r;
         }
         let w = if on_goroutine_with_p() {
@@ -218,28 +232,96 @@ pub(crate) fn io(
     Some(r)
 }
 
-/// `io`, or the blocking call through the syscall hand-off for an fd that is not
-/// registered.
-fn io_or_blocking(fd: c_int, mode: u32, timeout_ns: i64, op: impl Fn() -> isize) -> i64 {
-    if let Some(r) = io(fd, mode, deadline_of(timeout_ns), &op) {
+/// `io` with the non-blocking form `nowait`, or, for an fd that is not registered, the
+/// blocking call `plain` through the syscall hand-off.
+fn io_or_blocking(
+    fd: c_int,
+    mode: u32,
+    timeout_ns: i64,
+    nowait: impl Fn() -> isize,
+    plain: impl Fn() -> isize,
+) -> i64 {
+    if let Some(r) = io(fd, mode, deadline_of(timeout_ns), &nowait) {
         return r;
     }
-    super::syscall::raw_call(|| op() as i64)
+    super::syscall::raw_call(|| plain() as i64)
+}
+
+/// preadv2/pwritev2's flag that makes one call non-blocking whatever the file's O_NONBLOCK
+/// (Linux 4.14 for sockets and regular files; pipes, eventfds and timerfds later).
+const RWF_NOWAIT: c_int = 0x8;
+
+/// Whether a call refused RWF_NOWAIT (an older kernel, or a file that does not offer it).
+fn nowait_refused(r: isize) -> bool {
+    r < 0
+        && matches!(
+            crate::sys::errno(),
+            libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS
+        )
+}
+
+/// readv(2) that never blocks the thread, whatever the fd's O_NONBLOCK says: RWF_NOWAIT,
+/// or, where the kernel or the file refuses it, the call as a blocking one through the
+/// syscall hand-off (which is what it is). -1 and errno on failure.
+///
+/// # Safety
+/// As readv(2).
+pub(crate) unsafe fn readv_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
+    // SAFETY: caller contract; offset -1 is the file position, as readv uses.
+    let r = unsafe { libc::preadv2(fd, iov, n, -1, RWF_NOWAIT) };
+    if nowait_refused(r) {
+        // SAFETY: as above.
+        return handed_off(|| unsafe { crate::sys::real::readv(fd, iov, n) });
+    }
+    r
+}
+
+/// writev(2) that never blocks the thread (see `readv_nowait`). A pipe or stream socket
+/// may take part of the data, as with O_NONBLOCK.
+///
+/// # Safety
+/// As writev(2).
+pub(crate) unsafe fn writev_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
+    // SAFETY: caller contract.
+    let r = unsafe { libc::pwritev2(fd, iov, n, -1, RWF_NOWAIT) };
+    if nowait_refused(r) {
+        // SAFETY: as above.
+        return handed_off(|| unsafe { crate::sys::real::writev(fd, iov, n) });
+    }
+    r
+}
+
+/// Runs a blocking call through the syscall hand-off; -1 and errno on failure.
+fn handed_off(op: impl Fn() -> isize) -> isize {
+    let r = super::syscall::raw_call(|| op() as i64);
+    if r < 0 {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = -r as c_int };
+        -1
+    } else {
+        r as isize
+    }
 }
 
 /// gmp_read on a registered fd: parks instead of blocking. None: not registered.
 pub(crate) fn read(fd: c_int, buf: *mut c_void, n: usize) -> Option<i64> {
+    let iov = libc::iovec {
+        iov_base: buf,
+        iov_len: n,
+    };
     // SAFETY: the caller checked buf (writable for n bytes).
-    io(fd, MODE_READ, None, || unsafe {
-        crate::sys::real::read(fd, buf, n)
-    })
+    io(fd, MODE_READ, None, || unsafe { readv_nowait(fd, &iov, 1) })
 }
 
 /// gmp_write on a registered fd. None: not registered.
 pub(crate) fn write(fd: c_int, buf: *const c_void, n: usize) -> Option<i64> {
+    let iov = libc::iovec {
+        iov_base: buf as *mut c_void,
+        iov_len: n,
+    };
     // SAFETY: the caller checked buf (readable for n bytes).
     io(fd, MODE_WRITE, None, || unsafe {
-        crate::sys::real::write(fd, buf, n)
+        writev_nowait(fd, &iov, 1)
     })
 }
 
@@ -469,12 +551,17 @@ pub unsafe extern "C" fn gmp_accept_timeout(
         if addr.is_null() != addrlen.is_null() {
             return -libc::EINVAL;
         }
-        let r = io_or_blocking(fd, MODE_READ, timeout_ns, || {
-            // SAFETY: caller contract.
-            unsafe {
-                crate::sys::real::accept4(fd, addr, addrlen, flags | libc::SOCK_NONBLOCK) as isize
-            }
-        });
+        // SAFETY: caller contract.
+        let plain = || unsafe {
+            crate::sys::real::accept4(fd, addr, addrlen, flags | libc::SOCK_NONBLOCK) as isize
+        };
+        let r = io_or_blocking(
+            fd,
+            MODE_READ,
+            timeout_ns,
+            || accept_when_ready(fd, &plain),
+            plain,
+        );
         if r < 0 {
             return r as c_int;
         }
@@ -515,7 +602,13 @@ pub unsafe extern "C" fn gmp_connect(
             return -libc::EINVAL;
         }
         // SAFETY: caller contract.
-        let r = raw(|| unsafe { crate::sys::real::connect(fd, addr, len) } as isize);
+        let connect = || unsafe { crate::sys::real::connect(fd, addr, len) } as isize;
+        if registered(fd).is_some() && !nonblocking(fd) {
+            // A blocking socket (the interposer registers without O_NONBLOCK): connect has
+            // no per-call non-blocking form, so it blocks, through the hand-off.
+            return super::syscall::raw_call(|| connect() as i64) as c_int;
+        }
+        let r = raw(connect);
         if r != -(libc::EINPROGRESS as i64) || registered(fd).is_none() {
             if r == -(libc::EINPROGRESS as i64) {
                 // Not ours, and non-blocking by the user's choice: wait like poll(2).
@@ -549,6 +642,42 @@ pub unsafe extern "C" fn gmp_connect(
             _ => so_error(fd),
         }
     })
+}
+
+/// Whether the open file `fd` refers to has O_NONBLOCK set.
+pub(crate) fn nonblocking(fd: c_int) -> bool {
+    // SAFETY: F_GETFL has no memory preconditions.
+    let fl = unsafe { crate::sys::real::fcntl(fd, libc::F_GETFL, 0) };
+    fl >= 0 && fl & libc::O_NONBLOCK != 0
+}
+
+/// Whether `fd` is readable (or writable: `events`) now, by a zero-timeout poll(2);
+/// EAGAIN in errno if not.
+pub(crate) fn ready_now(fd: c_int, events: i16) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { crate::sys::real::poll(&mut p, 1, 0) };
+    if n == 0 || (n < 0 && crate::sys::errno() == libc::EINTR) {
+        // SAFETY: this thread's errno, which `raw` reads and restores.
+        unsafe { *libc::__errno_location() = libc::EAGAIN };
+        return false;
+    }
+    true
+}
+
+/// accept that never blocks the thread on a listening socket that may be blocking (no
+/// per-call non-blocking form exists for accept): EAGAIN until poll(2) says a connection
+/// waits, then the call through the syscall hand-off (another acceptor may have taken the
+/// connection in between: then it blocks there, without the P).
+pub(crate) fn accept_when_ready(fd: c_int, accept: &dyn Fn() -> isize) -> isize {
+    if !ready_now(fd, libc::POLLIN) {
+        return -1;
+    }
+    handed_off(accept)
 }
 
 pub(crate) fn so_error(fd: c_int) -> c_int {
@@ -594,9 +723,14 @@ pub unsafe extern "C" fn gmp_recv_timeout(
             return -(libc::EINVAL as i64);
         }
         // SAFETY: caller contract.
-        io_or_blocking(fd, MODE_READ, timeout_ns, || unsafe {
-            crate::sys::real::recv(fd, buf, n, flags)
-        })
+        let call = |f: c_int| unsafe { crate::sys::real::recv(fd, buf, n, f) };
+        io_or_blocking(
+            fd,
+            MODE_READ,
+            timeout_ns,
+            || call(flags | libc::MSG_DONTWAIT),
+            || call(flags),
+        )
     })
 }
 
@@ -627,10 +761,17 @@ pub unsafe extern "C" fn gmp_send_timeout(
         if bad_buf(buf, n) {
             return -(libc::EINVAL as i64);
         }
-        io_or_blocking(fd, MODE_WRITE, timeout_ns, || {
-            // SAFETY: caller contract.
-            unsafe { crate::sys::real::send(fd, buf, n, flags | libc::MSG_NOSIGNAL) }
-        })
+        // SAFETY: caller contract.
+        let call = |f: c_int| unsafe {
+            crate::sys::real::send(fd, buf, n, flags | f | libc::MSG_NOSIGNAL)
+        };
+        io_or_blocking(
+            fd,
+            MODE_WRITE,
+            timeout_ns,
+            || call(libc::MSG_DONTWAIT),
+            || call(0),
+        )
     })
 }
 
@@ -662,10 +803,16 @@ pub unsafe extern "C" fn gmp_recvfrom_timeout(
         if bad_buf(buf, n) || addr.is_null() != addrlen.is_null() {
             return -(libc::EINVAL as i64);
         }
-        io_or_blocking(fd, MODE_READ, timeout_ns, || {
-            // SAFETY: caller contract.
-            unsafe { crate::sys::real::recvfrom(fd, buf, n, flags, addr, addrlen) }
-        })
+        // SAFETY: caller contract.
+        let call =
+            |f: c_int| unsafe { crate::sys::real::recvfrom(fd, buf, n, flags | f, addr, addrlen) };
+        io_or_blocking(
+            fd,
+            MODE_READ,
+            timeout_ns,
+            || call(libc::MSG_DONTWAIT),
+            || call(0),
+        )
     })
 }
 
@@ -704,12 +851,17 @@ pub unsafe extern "C" fn gmp_sendto_timeout(
         if bad_buf(buf, n) {
             return -(libc::EINVAL as i64);
         }
-        io_or_blocking(fd, MODE_WRITE, timeout_ns, || {
-            // SAFETY: caller contract.
-            unsafe {
-                crate::sys::real::sendto(fd, buf, n, flags | libc::MSG_NOSIGNAL, addr, addrlen)
-            }
-        })
+        // SAFETY: caller contract.
+        let call = |f: c_int| unsafe {
+            crate::sys::real::sendto(fd, buf, n, flags | f | libc::MSG_NOSIGNAL, addr, addrlen)
+        };
+        io_or_blocking(
+            fd,
+            MODE_WRITE,
+            timeout_ns,
+            || call(libc::MSG_DONTWAIT),
+            || call(0),
+        )
     })
 }
 
@@ -746,9 +898,14 @@ pub unsafe extern "C" fn gmp_recvmsg_timeout(
             return -(libc::EINVAL as i64);
         }
         // SAFETY: caller contract.
-        io_or_blocking(fd, MODE_READ, timeout_ns, || unsafe {
-            crate::sys::real::recvmsg(fd, msg, flags)
-        })
+        let call = |f: c_int| unsafe { crate::sys::real::recvmsg(fd, msg, flags | f) };
+        io_or_blocking(
+            fd,
+            MODE_READ,
+            timeout_ns,
+            || call(libc::MSG_DONTWAIT),
+            || call(0),
+        )
     })
 }
 
@@ -777,10 +934,17 @@ pub unsafe extern "C" fn gmp_sendmsg_timeout(
         if msg.is_null() {
             return -(libc::EINVAL as i64);
         }
-        io_or_blocking(fd, MODE_WRITE, timeout_ns, || {
-            // SAFETY: caller contract.
-            unsafe { crate::sys::real::sendmsg(fd, msg, flags | libc::MSG_NOSIGNAL) }
-        })
+        // SAFETY: caller contract.
+        let call = |f: c_int| unsafe {
+            crate::sys::real::sendmsg(fd, msg, flags | f | libc::MSG_NOSIGNAL)
+        };
+        io_or_blocking(
+            fd,
+            MODE_WRITE,
+            timeout_ns,
+            || call(libc::MSG_DONTWAIT),
+            || call(0),
+        )
     })
 }
 

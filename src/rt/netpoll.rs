@@ -302,6 +302,13 @@ pub(crate) fn netpoll_break() {
 /// when epoll cannot watch it (a regular file or a directory: the caller keeps using the
 /// syscall hand-off), Err(errno) for a bad fd.
 pub fn register(fd: i32) -> Result<bool, i32> {
+    register_with(fd, true)
+}
+
+/// `register`, leaving the open file's O_NONBLOCK as it is when `set_nonblock` is false
+/// (the interposer: every operation the hooks make on it is non-blocking per call, so
+/// what dup'd fds, children and libc's own calls see stays the program's).
+pub fn register_with(fd: i32, set_nonblock: bool) -> Result<bool, i32> {
     let Some(pd) = pd_of(fd) else {
         return Err(libc::EBADF);
     };
@@ -335,7 +342,7 @@ pub fn register(fd: i32) -> Result<bool, i32> {
         pd.lock.unlock();
         return if e == libc::EPERM { Ok(false) } else { Err(e) };
     }
-    if flags & libc::O_NONBLOCK == 0 {
+    if set_nonblock && flags & libc::O_NONBLOCK == 0 {
         // SAFETY: fd is open (F_GETFL succeeded).
         unsafe { crate::sys::real::fcntl(fd, libc::F_SETFL, (flags | libc::O_NONBLOCK) as usize) };
     }

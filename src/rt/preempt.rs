@@ -337,6 +337,57 @@ fn thread_running(tid: i32) -> bool {
     }
 }
 
+/// Whether thread `tid` (of M `m`) was on a CPU for at least half the time since the last
+/// look, and records this look. A signal that reaches a thread inside a system call
+/// changes the call's outcome (a pipe write or a MSG_WAITALL receive ends short, a
+/// nanosleep or poll returns EINTR): a thread seen runnable at one instant may be about to
+/// sleep in the kernel again (woken by the same event that woke sysmon), but a thread
+/// that ran most of the last interval is computing. The first look only records.
+fn mostly_running(m: &M, tid: i32) -> bool {
+    let Some(cpu) = thread_cpu_ns(tid) else {
+        return true;
+    };
+    let now = crate::sys::nanotime() as u64;
+    let prev_cpu = m.cpu_seen[0].swap(cpu, Ordering::Relaxed);
+    let prev_at = m.cpu_seen[1].swap(now, Ordering::Relaxed);
+    prev_at != 0 && now > prev_at && cpu.saturating_sub(prev_cpu) * 2 >= now - prev_at
+}
+
+/// Thread `tid`'s time on a CPU in ns (the first field of its /proc schedstat).
+fn thread_cpu_ns(tid: i32) -> Option<u64> {
+    let mut path = [0u8; 48];
+    let msg = crate::sys::fmt_msg(
+        &mut path,
+        &[
+            b"/proc/self/task/",
+            &crate::sys::fmt_u64(tid as u64),
+            b"/schedstat\0",
+        ],
+    );
+    let mut buf = [0u8; 128];
+    // SAFETY: raw syscalls on a NUL-terminated path and a valid buffer.
+    let n = unsafe {
+        let fd = libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            msg.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        ) as i32;
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) as isize;
+        libc::syscall(libc::SYS_close, fd);
+        n
+    };
+    if n <= 0 {
+        return None;
+    }
+    let s = &buf[..n as usize];
+    let end = s.iter().position(|b| !b.is_ascii_digit())?;
+    core::str::from_utf8(&s[..end]).ok()?.parse().ok()
+}
+
 /// Asks the M running `p` to stop its goroutine now (Go's preemptM), for
 /// `sysmon::preemptone`: on sysmon's thread, or on an M without a P stepping in for an
 /// overdue timer (then `refresh_ranges` may run on two threads at once: each publishes a
@@ -359,7 +410,8 @@ pub(super) fn preempt_m(p: &P) {
     if tid == 0 || dead {
         return;
     }
-    if !thread_running(tid) {
+    // SAFETY: Ms are never freed.
+    if !mostly_running(unsafe { &*m }, tid) || !thread_running(tid) {
         SKIPPED_BLOCKED.fetch_add(1, Ordering::Relaxed);
         return;
     }

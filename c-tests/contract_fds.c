@@ -1,0 +1,381 @@
+/*
+ * contract_fds: descriptors a goroutine creates behave as libc's, for the goroutine and
+ * for everyone else that holds them (stdio, other threads, children, sendfile). Each case
+ * runs in goroutines with the hooks on; the test runs it again with GMP_INTERPOSE=0 (plain
+ * libc inside the goroutines), and both runs must see the same, libc's, outcome.
+ *
+ *   bigwrite   write(2) of 1 MiB to a blocking pipe returns 1 MiB (a reader goroutine
+ *              drains it); the same through writev with 3 pieces.
+ *   bigsend    send(2) of 1 MiB on a blocking AF_UNIX stream socket returns 1 MiB.
+ *   waitall    recv(MSG_WAITALL) of 100 bytes returns 100 when the peer sends 50, then 50.
+ *   stdio      fdopen + fgets on a goroutine's pipe reads every line a slow writer
+ *              goroutine writes; fwrite + fflush of 1 MiB to a pipe completes; F_GETFL
+ *              never shows O_NONBLOCK the program did not set.
+ *   thread     a plain pthread writes 1 MiB into a goroutine's pipe in one write(2).
+ *   child      a forked child writes 256 KiB into a goroutine's pipe with write(2): no
+ *              EAGAIN, every byte arrives, the child exits 0.
+ *   sendfile   sendfile(2) of 1 MiB from a file into a goroutine's pipe returns 1 MiB.
+ *   nonblock   a pipe the program made non-blocking gets EAGAIN when full, in the
+ *              goroutine and from a plain thread.
+ */
+#include "check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmp-sched/gmp.h>
+
+#define MIB (1024 * 1024)
+
+static gmp_wg wg = GMP_WG_INIT;      /* main waits for the case */
+static gmp_wg helpers = GMP_WG_INIT; /* the case waits for its helpers */
+
+static void watchdog(int sig)
+{
+    (void)sig;
+    static const char msg[] = "contract_fds: hung (watchdog)\n";
+    if (write(2, msg, sizeof msg - 1) < 0) {
+        /* nothing more to do */
+    }
+    gmp_dump(2);
+    _exit(3);
+}
+
+/* Reads `fd` to EOF; returns the byte count and checks the pattern (byte i == i % 251). */
+static long drain(int fd)
+{
+    static char buf[65536];
+    long total = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        CHECK(r >= 0);
+        if (r == 0)
+            return total;
+        for (ssize_t i = 0; i < r; i++)
+            CHECK_EQ((unsigned char)buf[i], (unsigned char)((total + i) % 251));
+        total += r;
+    }
+}
+
+static char *pattern(size_t n)
+{
+    char *p = malloc(n);
+    CHECK(p != NULL);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (char)(i % 251);
+    return p;
+}
+
+struct reader {
+    int fd;
+    long got;
+};
+
+static void reader_go(void *arg)
+{
+    struct reader *r = arg;
+    r->got = drain(r->fd);
+    close(r->fd);
+    gmp_wg_done(&helpers);
+}
+
+static void no_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    CHECK(fl >= 0);
+    CHECK((fl & O_NONBLOCK) == 0);
+}
+
+/* ---------------------------------------------------------------------------------- */
+
+static void bigwrite(void *arg)
+{
+    (void)arg;
+    for (int round = 0; round < 2; round++) {
+        int p[2];
+        CHECK_EQ(pipe(p), 0);
+        no_nonblock(p[0]);
+        no_nonblock(p[1]);
+        struct reader rd = {p[0], 0};
+        gmp_wg_add(&helpers, 1);
+        CHECK(gmp_go(reader_go, &rd) >= 0);
+        char *buf = pattern(MIB);
+        if (round == 0) {
+            CHECK_EQ(write(p[1], buf, MIB), MIB);
+        } else {
+            struct iovec v[3] = {{buf, 1000}, {buf + 1000, MIB / 2}, {buf + 1000 + MIB / 2, MIB / 2 - 1000}};
+            CHECK_EQ(writev(p[1], v, 3), MIB);
+        }
+        close(p[1]);
+        free(buf);
+        gmp_wg_wait(&helpers);
+        CHECK_EQ(rd.got, MIB);
+    }
+    gmp_wg_done(&wg);
+}
+
+static void bigsend(void *arg)
+{
+    (void)arg;
+    int s[2];
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, s), 0);
+    no_nonblock(s[0]);
+    struct reader rd = {s[1], 0};
+    gmp_wg_add(&helpers, 1);
+    CHECK(gmp_go(reader_go, &rd) >= 0);
+    char *buf = pattern(MIB);
+    CHECK_EQ(send(s[0], buf, MIB, 0), MIB);
+    close(s[0]);
+    free(buf);
+    gmp_wg_wait(&helpers);
+    CHECK_EQ(rd.got, MIB);
+    gmp_wg_done(&wg);
+}
+
+static void halves(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char b[50];
+    memset(b, 'x', sizeof b);
+    CHECK_EQ(send(fd, b, 50, 0), 50);
+    gmp_sleep(20 * 1000000LL);
+    CHECK_EQ(send(fd, b, 50, 0), 50);
+    gmp_wg_done(&helpers);
+}
+
+static void waitall(void *arg)
+{
+    (void)arg;
+    int s[2];
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, s), 0);
+    gmp_wg_add(&helpers, 1);
+    CHECK(gmp_go(halves, (void *)(intptr_t)s[1]) >= 0);
+    char b[100];
+    CHECK_EQ(recv(s[0], b, 100, MSG_WAITALL), 100);
+    gmp_wg_wait(&helpers);
+    close(s[0]);
+    close(s[1]);
+    gmp_wg_done(&wg);
+}
+
+static void line_writer(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char line[32];
+    for (int i = 0; i < 50; i++) {
+        int n = snprintf(line, sizeof line, "line %d\n", i);
+        CHECK_EQ(write(fd, line, (size_t)n), n);
+        if (i % 10 == 0)
+            gmp_sleep(2 * 1000000LL);
+    }
+    close(fd);
+    gmp_wg_done(&helpers);
+}
+
+static void stdio_case(void *arg)
+{
+    (void)arg;
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    gmp_wg_add(&helpers, 1);
+    CHECK(gmp_go(line_writer, (void *)(intptr_t)p[1]) >= 0);
+    FILE *in = fdopen(p[0], "r");
+    CHECK(in != NULL);
+    char line[64];
+    int n = 0;
+    while (fgets(line, sizeof line, in) != NULL) {
+        char want[32];
+        snprintf(want, sizeof want, "line %d\n", n);
+        CHECK(strcmp(line, want) == 0);
+        n++;
+    }
+    CHECK(!ferror(in));
+    CHECK_EQ(n, 50);
+    fclose(in);
+    gmp_wg_wait(&helpers);
+
+    int q[2];
+    CHECK_EQ(pipe(q), 0);
+    struct reader rd = {q[0], 0};
+    gmp_wg_add(&helpers, 1);
+    CHECK(gmp_go(reader_go, &rd) >= 0);
+    FILE *out = fdopen(q[1], "w");
+    CHECK(out != NULL);
+    char *buf = pattern(MIB);
+    CHECK_EQ(fwrite(buf, 1, MIB, out), MIB);
+    CHECK_EQ(fflush(out), 0);
+    CHECK(!ferror(out));
+    fclose(out);
+    free(buf);
+    gmp_wg_wait(&helpers);
+    CHECK_EQ(rd.got, MIB);
+    gmp_wg_done(&wg);
+}
+
+static void *thread_writer(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char *buf = pattern(MIB);
+    CHECK_EQ(write(fd, buf, MIB), MIB);
+    free(buf);
+    close(fd);
+    return NULL;
+}
+
+static void thread_case(void *arg)
+{
+    (void)arg;
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, thread_writer, (void *)(intptr_t)p[1]), 0);
+    CHECK_EQ(drain(p[0]), MIB);
+    close(p[0]);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    gmp_wg_done(&wg);
+}
+
+static void child_case(void *arg)
+{
+    (void)arg;
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        char *buf = pattern(256 * 1024);
+        ssize_t w = write(p[1], buf, 256 * 1024);
+        _exit(w == 256 * 1024 ? 0 : (w < 0 && errno == EAGAIN ? 11 : 12));
+    }
+    close(p[1]);
+    CHECK_EQ(drain(p[0]), 256 * 1024);
+    close(p[0]);
+    int st = 0;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK(WIFEXITED(st));
+    CHECK_EQ(WEXITSTATUS(st), 0);
+    gmp_wg_done(&wg);
+}
+
+static void sendfile_case(void *arg)
+{
+    (void)arg;
+    char path[] = "/tmp/gmp-contract-fds-XXXXXX";
+    int f = mkstemp(path);
+    CHECK(f >= 0);
+    unlink(path);
+    char *buf = pattern(MIB);
+    CHECK_EQ(write(f, buf, MIB), MIB);
+    free(buf);
+    CHECK_EQ(lseek(f, 0, SEEK_SET), 0);
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    struct reader rd = {p[0], 0};
+    gmp_wg_add(&helpers, 1);
+    CHECK(gmp_go(reader_go, &rd) >= 0);
+    /* The pipe is registered with the poller once a goroutine blocks on it. */
+    CHECK_EQ(write(p[1], "", 0), 0);
+    long sent = 0;
+    while (sent < MIB) {
+        ssize_t r = sendfile(p[1], f, NULL, (size_t)(MIB - sent));
+        CHECK(r > 0);
+        sent += r;
+    }
+    CHECK_EQ(sent, MIB);
+    close(p[1]);
+    close(f);
+    gmp_wg_wait(&helpers);
+    CHECK_EQ(rd.got, MIB);
+    gmp_wg_done(&wg);
+}
+
+static void *thread_fill(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    static char buf[4096];
+    for (;;) {
+        ssize_t r = write(fd, buf, sizeof buf);
+        if (r < 0) {
+            CHECK_EQ(errno, EAGAIN);
+            return NULL;
+        }
+    }
+}
+
+static void nonblock_case(void *arg)
+{
+    (void)arg;
+    int p[2];
+    CHECK_EQ(pipe2(p, O_NONBLOCK), 0);
+    char buf[4096] = {0};
+    for (;;) {
+        ssize_t r = write(p[1], buf, sizeof buf);
+        if (r < 0) {
+            CHECK_EQ(errno, EAGAIN);
+            break;
+        }
+    }
+    char c;
+    CHECK_EQ(read(p[0], &c, 1), 1);
+    int q[2];
+    CHECK_EQ(pipe(q), 0);
+    CHECK_EQ(fcntl(q[1], F_SETFL, O_NONBLOCK), 0);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, thread_fill, (void *)(intptr_t)q[1]), 0);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(write(q[1], buf, sizeof buf), -1);
+    CHECK_EQ(errno, EAGAIN);
+    for (int i = 0; i < 2; i++) {
+        close(p[i]);
+        close(q[i]);
+    }
+    gmp_wg_done(&wg);
+}
+
+int main(int argc, char **argv)
+{
+    CHECK(argc == 2);
+    signal(SIGALRM, watchdog);
+    signal(SIGPIPE, SIG_IGN);
+    alarm(60);
+    const char *c = argv[1];
+    void (*fn)(void *) = NULL;
+    if (strcmp(c, "bigwrite") == 0)
+        fn = bigwrite;
+    else if (strcmp(c, "bigsend") == 0)
+        fn = bigsend;
+    else if (strcmp(c, "waitall") == 0)
+        fn = waitall;
+    else if (strcmp(c, "stdio") == 0)
+        fn = stdio_case;
+    else if (strcmp(c, "thread") == 0)
+        fn = thread_case;
+    else if (strcmp(c, "child") == 0)
+        fn = child_case;
+    else if (strcmp(c, "sendfile") == 0)
+        fn = sendfile_case;
+    else if (strcmp(c, "nonblock") == 0)
+        fn = nonblock_case;
+    if (fn == NULL) {
+        fprintf(stderr, "unknown case %s\n", c);
+        return 2;
+    }
+    gmp_wg_add(&wg, 1);
+    CHECK(gmp_go(fn, NULL) >= 0);
+    gmp_wg_wait(&wg);
+    printf("contract_fds %s: ok\n", c);
+    return 0;
+}
