@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Interleaved runs of one benchmark against the library at several commits (and Go), for
-# telling a change from the VMs' noise (HACKING.md, "Measuring a change").
+# telling a change from the VMs' noise (HACKING.md, "How to measure").
 #
 # Usage: scripts/ab.sh [-n RUNS] [-p PROCS] [-a "ARGS"] [-k KEY] WORKLOAD REV [REV ...]
 #   WORKLOAD  a bench/c program (pingpong, skynet, sleep_many, ...)

@@ -13,8 +13,7 @@
 //! cheap) but reloaded only when the resumed context's *control* bits differ from the
 //! current ones: `ldmxcsr` and `fldcw` serialize the pipeline, and the sticky exception
 //! flags (MXCSR bits 0–5) differ between goroutines all the time, so reloading
-//! unconditionally cost ~90 ns per switch on this machine (DESIGN.md, "Context
-//! switching"). The consequence: the sticky exception flags are per thread, not per
+//! unconditionally would pay that serialization on nearly every switch. The consequence: the sticky exception flags are per thread, not per
 //! goroutine (as in Go, which does not preserve them either).
 //!
 //! # Why `pop` + `jmp` and not `ret`
@@ -44,8 +43,10 @@
 //!   the returns above it then find the previous goroutine's chain, which for goroutines
 //!   blocked in the same kind of call is their own chain too.
 //!
-//! Measured on an Intel Xeon (2 vCPUs, GOMAXPROCS=1, against the `call`/`pop; jmp` pair):
-//! yield2 36 → 15.5 ns, yield100 41 → 22 ns, pingpong 206 → 153 ns per round trip.
+//! The balance is worth its two entry points: with `call` and `pop; jmp` in both
+//! directions, yield2, yield100 and pingpong (`python3 bench/run.py --only
+//! yield2,yield100,pingpong --procs 1`) take 36, 41 and 206 ns per operation instead of
+//! 15.5, 22 and 153 (Intel Xeon, 2 vCPUs).
 //!
 //! # Stack layouts (addresses grow upwards, the stack grows downwards)
 //!
@@ -554,8 +555,8 @@ pub unsafe fn init_stack(stack_top: usize, entry: unsafe extern "C" fn(usize) ->
 
 // The runtime's per-thread slot: one initial-exec TLS word in .tbss (zero on every new
 // thread). Defined in assembly so that the compiler never sees a TLS variable whose address
-// it could compute once and keep across a call that switches threads (DESIGN.md, decision 8,
-// "TLS in a cdylib"). Global (so every codegen unit can name it) but hidden (never
+// it could compute once and keep across a call that switches threads (HACKING.md, decision
+// 8; in a cdylib even `thread_local!` reads the old thread's slot after a switch). Global (so every codegen unit can name it) but hidden (never
 // exported, and bound locally in the shared object).
 global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
@@ -828,8 +829,8 @@ async_trampoline!("__gmp_async_preempt", ASYNC_PARK);
 async_trampoline!("__gmp_async_syscall", ASYNC_SYSCALL);
 
 // Debug builds: how many runtime locks (`sys::Lock`) the thread holds (Go's `m.locks`), in
-// a second initial-exec slot for the same reason as the first. Seed 003 invariant 8: no
-// goroutine switch happens while the thread holds one (`execute` asserts it).
+// a second initial-exec slot for the same reason as the first. No goroutine switch
+// happens while the thread holds one (`execute` asserts it).
 #[cfg(debug_assertions)]
 global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",

@@ -1,5 +1,5 @@
 //! LockOSThread (Go's LockOSThread/UnlockOSThread, dolockOSThread, the template thread;
-//! seed 004 §9.5, DESIGN.md decision 10).
+//! HACKING.md, decision 10).
 //!
 //! Counted as Go's `lockedExt`: `lock` increments `m.lockedext` and binds goroutine and
 //! thread (`g.lockedm`, `m.lockedg` — the strict form of M-affinity); `unlock` decrements

@@ -1,4 +1,5 @@
-//! The scheduler: Go's G/M/P model (seeds 000–004, DESIGN.md decisions 1–3, 8, 9, 11).
+//! The scheduler: Go's G/M/P model (Go's runtime2.go and proc.go; HACKING.md, decisions
+//! 1–3, 8, 9, 11).
 //!
 //! - [`G`]: a goroutine — a stack, the stack pointer saved while it is not running, and
 //!   its status word. Gs are never freed: a dead G keeps its stack and waits on a free
@@ -45,8 +46,8 @@
 //! `P_DEAD` (not among the first GOMAXPROCS; only `procresize` under `SCHED.lock` revives
 //! it).
 //!
-//! An `M` has no status word; its state is the combination of fields (seed 003, "The Full
-//! M State Machine"): running a G (`curg != 0, p != 0`), in the scheduler (`curg == 0,
+//! An `M` has no status word; its state is the combination of fields (as in Go's
+//! runtime2.go; HACKING.md, "State machines"): running a G (`curg != 0, p != 0`), in the scheduler (`curg == 0,
 //! p != 0`), spinning (`spinning`, holds a P), idle (on `SCHED.midle`, `p == 0`, asleep on
 //! `park`; `mlist == MLIST_IDLE`), waiting for a P for work only it can run (on
 //! `SCHED.affwait`, `mlist == MLIST_AFFWAIT`, asleep on `park`, woken only by a P
@@ -285,7 +286,7 @@ pub struct G {
     /// (Go's `_defer` list; records live in the frames that pushed them, see
     /// `proc::defer_push`). Empty whenever the G is not running. Owner: the G's M.
     pub defers: Owned<*mut Defer>,
-    /// Debug builds: whether the G sits on a run queue (seed 003 invariant 3: exactly one).
+    /// Debug builds: whether the G sits on a run queue (a runnable G is on exactly one).
     #[cfg(debug_assertions)]
     pub queued: AtomicBool,
 }
@@ -383,7 +384,7 @@ impl G {
 /// Debug builds keep the CAS, which also catches two threads breaking that rule at once.
 #[inline]
 pub fn casgstatus(gp: &G, old: u32, new: u32) {
-    // Seed 003 invariant 1: only defined statuses, and no transition to the same one.
+    // Only defined statuses, and no transition to the same one.
     #[cfg(debug_assertions)]
     {
         if !matches!(
@@ -799,7 +800,7 @@ pub struct Sched {
     synced: Padded<Owned<Synced>>,
     /// Number of Ps on the idle list. Written under `lock`; read lock-free.
     pub npidle: Padded<AtomicI32>,
-    /// Number of spinning Ms (seed 003, "The Spinning M Protocol").
+    /// Number of spinning Ms (the spinning protocol: `sched.rs`'s header, Go's proc.go).
     pub nmspinning: Padded<AtomicI32>,
     /// Set when a wakeup found no idle P: the next M about to drop its P spins instead.
     pub needspinning: Padded<AtomicU32>,
@@ -992,7 +993,7 @@ impl GFreeGlobal {
     }
 }
 
-/// The scheduler. One per process (DESIGN.md decision 11).
+/// The scheduler. One per process (HACKING.md, decision 11).
 pub static SCHED: Sched = Sched {
     lock: Padded(Lock::new()),
     synced: Padded(Owned::new(Synced {
@@ -1075,7 +1076,7 @@ pub fn with_gfree<R>(f: impl FnOnce(&mut GFreeGlobal) -> R) -> R {
 
 /// The M running on this thread, or null on a foreign thread (C main, a Python thread).
 ///
-/// Read from the initial-exec TLS slot with non-pure asm (DESIGN.md decision 8): the
+/// Read from the initial-exec TLS slot with non-pure asm (HACKING.md, decision 8): the
 /// compiler cannot cache it across a goroutine switch, after which the same code may be
 /// running on another thread.
 #[inline]

@@ -170,7 +170,7 @@ pub fn preempt_check() {
 
 /// `preempt_check` on the way out of a blocking call (gmp_blocking): the goroutine is
 /// preempted as there, but resumes on this same thread, since C code may keep `&errno`
-/// across the call (DESIGN.md decisions 4 and 8; the header promises it).
+/// across the call (HACKING.md, decisions 4 and 8; the header promises it).
 pub fn preempt_check_bound() {
     if let Some((m, pp)) = running_on_p() {
         // SAFETY: we run on goroutine m.curg, whose M holds pp.

@@ -190,7 +190,7 @@ fn pidleget_spinning(g: &mut SchedGuard) -> Option<*mut P> {
 // ---------------------------------------------------------------------------------------
 // Run queues.
 
-/// Marks `gp` as entering a run queue (debug builds: seed 003 invariant 3).
+/// Marks `gp` as entering a run queue (debug builds: a runnable G is on exactly one queue).
 #[inline]
 pub(super) fn enqueued(gp: *mut G) {
     #[cfg(debug_assertions)]
@@ -606,7 +606,7 @@ fn mget(g: &mut SchedGuard) -> Option<*mut M> {
     if unsafe {
         !(*m).p.load(Ordering::Relaxed).is_null() || !(*m).curg.load(Ordering::Relaxed).is_null()
     } {
-        throw("mget: idle m has a p or a g"); // seed 003 invariant 6
+        throw("mget: idle m has a p or a g"); // an idle M holds neither
     }
     Some(m)
 }
@@ -637,7 +637,7 @@ fn munlink(g: &mut SchedGuard, m: *mut M) {
 
 /// Puts `m`, which has work only it can run and no P, on the list of Ms waiting for one.
 fn affwait_put(g: &mut SchedGuard, m: *mut M) {
-    // Seed 003's "no idle P while work waits", for this list: a P goes idle only after
+    // No idle P while work waits, for this list: a P goes idle only after
     // serving it, and an M joins it only after finding no idle P under the same lock.
     if SCHED.npidle.load(Ordering::Relaxed) != 0 {
         throw("affwait_put: idle P available");
@@ -1213,7 +1213,7 @@ fn become_spinning(m: &M) {
     }
     #[cfg(debug_assertions)]
     {
-        // Seed 003 invariant 5, in the form that holds exactly: every spinning M holds a
+        // Go's bound on spinning Ms, in the form that holds exactly: every spinning M holds a
         // P (the bound on entering, 2*nmspinning < gomaxprocs - npidle, keeps it at about
         // half the busy Ps).
         let n = SCHED.nmspinning.load(Ordering::Relaxed);
@@ -1429,7 +1429,7 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
 /// # Safety
 /// On `m`'s own thread holding a P; `gp` is RUNNABLE, taken off every run queue, and ours.
 unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
-    // Seed 003 invariant 8: no runtime lock is held across a switch to a goroutine (gopark's
+    // No runtime lock is held across a switch to a goroutine (gopark's
     // unlock function has released the parking goroutine's locks by now).
     #[cfg(debug_assertions)]
     if arch::tls_locks_held() != 0 {
@@ -1474,7 +1474,8 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         }
         #[cfg(debug_assertions)]
         {
-            // Seed 003 invariants 2 (triangle) and 7 (P–M reciprocity).
+            // The triangle G ↔ M ↔ P and P–M reciprocity (HACKING.md, "Invariants checked
+            // in debug builds").
             if !std::ptr::eq(g.m.load(Ordering::Relaxed), m)
                 || m.curg.load(Ordering::Relaxed) != gp
                 || pp.is_null()
@@ -1968,7 +1969,7 @@ fn check_timers(p: &P) {
 /// Parks an M that holds no P until it is handed one. While any timer is pending or any
 /// goroutine waits on the poller, one such M (the timer M) sleeps only until the earliest
 /// deadline — in `epoll_wait` once the poller exists (Go's blocking netpoll in
-/// findRunnable: DESIGN.md 12, one way to wait for work), else on its note — then runs
+/// findRunnable: HACKING.md, decision 12, one way to wait for work), else on its note — then runs
 /// the due timers and readies what the poller reported, holding an idle P if it can get
 /// one, so the goroutines come to it.
 ///

@@ -40,7 +40,7 @@
 //! `MADV_NOHUGEPAGE` for older kernels) keeps transparent huge pages away, or touching one
 //! page of a stack could fault in 2 MiB.
 //! A stack grows down from `top`; running past `lo` faults in the guard below it (see
-//! "Guard width" for frames that could jump it; DESIGN.md "Pitfalls").
+//! "Guard width" for frames that could jump it).
 //!
 //! # Guard pages and the VMA budget
 //!
@@ -149,8 +149,8 @@ use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 pub const MIN_STACK: usize = 16 * 1024;
 /// Largest stack [`alloc`] accepts.
 pub const MAX_STACK: usize = 1 << 30;
-/// Stack size used when nobody asked for another one (DESIGN.md: ≥ 64 KiB, guard pages can
-/// be jumped by large frames).
+/// Stack size used when nobody asked for another one: generous (at least 64 KiB), since a
+/// large frame can jump a guard page.
 pub const DEFAULT_STACK: usize = 256 * 1024;
 
 /// Bytes at the top of a freed stack left resident (see the module doc).
@@ -1587,7 +1587,8 @@ mod tests {
 
     #[test]
     fn guards_use_madvise_on_this_kernel() {
-        // DESIGN.md: this machine runs 6.18, which has MADV_GUARD_INSTALL.
+        // Linux has MADV_GUARD_INSTALL from 6.13 on, and process_madvise(PIDFD_SELF) for
+        // any advice from 6.15 on.
         let mut u: libc::utsname = unsafe_zeroed_utsname();
         // SAFETY: a valid utsname buffer.
         assert_eq!(unsafe { libc::uname(&mut u) }, 0);

@@ -366,7 +366,7 @@ impl FutexWord for AtomicU32 {
 /// (the sleeper is, or is about to be, in FUTEX_WAIT: the waker must FUTEX_WAKE), `WOKEN`.
 /// The sleeper moves CLEAR → SLEEPING, and SLEEPING → CLEAR when its timed sleep gives up;
 /// the waker moves CLEAR|SLEEPING → WOKEN and makes the syscall only when it saw SLEEPING
-/// (DESIGN.md: a FUTEX_WAKE with no waiter costs ~130 ns). `clear` (WOKEN → CLEAR) is done
+/// (a FUTEX_WAKE with no waiter is still a system call). `clear` (WOKEN → CLEAR) is done
 /// by the sleeper after it wakes, before the note is reused. The loom models below run
 /// this code over a model futex (`K`).
 #[repr(transparent)]
@@ -379,8 +379,9 @@ const NOTE_WOKEN: u32 = 1;
 const NOTE_SLEEPING: u32 = 2;
 
 /// How long a sleeper polls before entering the kernel: 16 × 30 = 480 reference pauses
-/// (`procyield`, calibrated), ~12 µs. A wake-up that lands in that window costs ~0.3 µs instead of the 5–10 µs of
-/// a futex wake across CPUs (DESIGN.md, "Parking"); longer spins burn a core that an idle
+/// (`procyield`, calibrated), ~12 µs: a wake-up that lands in that window costs a fraction
+/// of a microsecond instead of a futex wake across CPUs (several microseconds, longer when
+/// the sleeper's CPU must leave an idle state); longer spins burn a core that an idle
 /// machine should give back.
 const NOTE_SPINS: u32 = 16;
 const NOTE_SPIN_PAUSES: u32 = 30;
@@ -731,7 +732,7 @@ impl Lock {
 impl<W: FutexWord> Lock<W> {
     #[inline]
     pub fn lock(&self) {
-        // Seed 003 invariant 8 (debug builds): count what this thread holds.
+        // Debug builds: count what this thread holds (no lock crosses a goroutine switch).
         #[cfg(debug_assertions)]
         crate::arch::tls_locks_add(1);
         // acquire: pairs with the release in `unlock`, so the holder sees the previous
