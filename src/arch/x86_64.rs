@@ -224,7 +224,8 @@ pub fn fpenv_current() -> u64 {
 /// scheduler's own stack (g0), which never changes MXCSR or the x87 control word. Entered
 /// through [`switch_from_g0_balanced`]; it ends in `ret`, not `pop; jmp` (see
 /// "Return-stack balance"). Instead
-/// of reading them (`stmxcsr` costs ~3 ns on AMD Zen, more than the rest of a switch),
+/// of reading them (`stmxcsr` costs ~3 ns on AMD Zen 4, more than the rest of a switch:
+/// `cargo bench --bench switch`, `abi_floor_round_trip` against `bare_round_trip`),
 /// it stores `fpenv` (as returned by [`fpenv_current`] on this thread) as the suspended
 /// context's slot, and compares the resumed context's control bits with it using one
 /// 64-bit xor; only when they differ does it reload them.
@@ -610,8 +611,9 @@ pub fn tls_set(v: usize) {
 
 /// Makes system call `nr` with six arguments and returns the kernel's answer (a result >= 0
 /// or -errno), without touching errno: the `syscall` instruction itself, so the call adds
-/// no function level between the caller and the kernel (on this family a return after a
-/// kernel entry mispredicts, ~6 ns per level; README, "trivial syscall").
+/// no function level between the caller and the kernel (on AMD Zen a return after a kernel
+/// entry mispredicts, a few ns per level; README, "trivial syscall", measures the whole
+/// path: `python3 bench/run.py --only syscall_fast`).
 ///
 /// # Safety
 /// The call must be sound for the calling thread: its arguments are whatever `nr` wants

@@ -274,12 +274,13 @@ pub struct G {
     pub waitsince: AtomicI64,
     /// The goroutine that started it (0: a thread outside the runtime). Set by newproc,
     /// read by the dump. Here rather than in `GExt`: a spawn writes it, and a store to the
-    /// out-of-line record (a cache line of its own, cold for a reused G) cost skynet ~4%.
+    /// out-of-line record (a cache line of its own, cold for a reused G) would cost every
+    /// spawn a cache miss (`scripts/ab.sh skynet`).
     pub parentgoid: AtomicU64,
     /// What the sanitizer hooks keep per goroutine, out of line and allocated only when
     /// one of them first needs it (`G::ext`): a G is exactly 128 bytes (two cache lines
-    /// with the adjacent-line prefetcher; one more field made it 256 and cost ~10% in
-    /// pingpong and yield2), and a parked goroutine costs its stack page plus the G, no
+    /// with the adjacent-line prefetcher; one more field makes it 256, which pingpong and
+    /// yield2 feel: `scripts/ab.sh pingpong`), and a parked goroutine costs its stack page plus the G, no
     /// more. Null until then. Owner: the G's M (the hooks run on it).
     ext: Owned<*mut GExt>,
     /// Cleanups `goexit` runs, innermost first, if the goroutine ends before popping them
@@ -379,8 +380,9 @@ impl G {
 /// file), and the G reaches that thread through a release/acquire pair of its own (a run
 /// queue, a wait queue's lock, a waiter's claim), so no two threads ever race to change a
 /// status. Release builds therefore check with a plain load and publish with a release
-/// store, as `syscall::setgstatus_own` does: a CAS here was three of the round trip's
-/// locked instructions on each side of a channel ping-pong (~20 cycles each on Intel).
+/// store, as `syscall::setgstatus_own` does: a CAS here would be three of the round
+/// trip's locked instructions on each side of a channel ping-pong (~20 cycles each on
+/// Intel cores).
 /// Debug builds keep the CAS, which also catches two threads breaking that rule at once.
 #[inline]
 pub fn casgstatus(gp: &G, old: u32, new: u32) {

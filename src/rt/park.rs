@@ -116,8 +116,8 @@ const RESUME_PREFETCH_BYTES: usize = 640;
 /// stack warm) is likely out of this CPU's caches: start fetching the frames it will
 /// return through now, so that they arrive while its waker carries on, rather than one
 /// miss after another as it unwinds when it runs. With 100,000 sleepers (`sleep_many`)
-/// those misses were most of a resumption: 145 -> 121 ms at GOMAXPROCS=1 (HACKING.md,
-/// "Stacks").
+/// those misses are most of a resumption (`scripts/ab.sh sleep_many` against a build
+/// without the prefetch).
 ///
 /// # Safety
 /// `g` is WAITING and owned by the caller (`goready`'s contract): its saved sp and stack
