@@ -138,7 +138,8 @@ static void timeout_race_round(void)
 static void case_timeout_race(void)
 {
     CHECK_OK(gmp_maxprocs(4));
-    /* A round takes ~0.2 s; with the first wave's stop, one round in four crashed. */
+    /* A round takes ~0.2 s; a `stop` that returns while the callback still runs crashes
+     * about one round in four. */
     for (int round = 0; round < 20; round++)
         timeout_race_round();
     /* The race needs timeouts to happen; at these timeouts they always do. */

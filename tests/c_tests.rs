@@ -927,7 +927,7 @@ fn netpoll_badinput() {
     expect_case("netpoll", "badinput", &[]);
 }
 
-// --- Correctness where features meet (issue #9: boundary) ---
+// --- Correctness where features meet ---
 
 #[test]
 fn sync_unlock_in_syscall() {
@@ -2787,8 +2787,8 @@ fn sync_misuse_mutex_unlock_unlocked_noinline() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Issue #17, mutation testing of the `unsafe fn`s (scripts/mutants.sh MUTANTS_UNSAFE=1):
-// tests for the mutants that survived (HACKING.md, "How to write a test here").
+// Mutation testing of the `unsafe fn`s (scripts/mutants.sh MUTANTS_UNSAFE=1): tests for
+// mutants that no other test noticed (HACKING.md, "How to test").
 
 /// One P's timer heap with 256 timers: each fires in time and never early; stopped ones
 /// (removed from the middle of the heap) never fire.

@@ -244,8 +244,8 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
             dropg(m, g);
             // To the back of the local queue, as Go's goyield does, not to the global queue
             // as Go's Gosched does: the global queue's lock is the one lock every P contends
-            // for, and a yield loop on two Ps spent most of its time there (perf: 30% in
-            // lock_slow, ~2x Go's cost at GOMAXPROCS=2). Nothing starves: thieves take from
+            // for, and a yield loop on two Ps would spend much of its time there, in
+            // `lock_slow` (`scripts/ab.sh -p 2 yield2 . go`). Nothing starves: thieves take from
             // the local queue, and the 61-tick check keeps serving the global queue.
             if !affinity::affine_m(g).is_null() {
                 // SAFETY: m's thread holding a P; gp is RUNNABLE, ours, and bound to m.
