@@ -1647,9 +1647,9 @@ fn foreign_exchange_mailbox() {
     expect_case("foreign_exchange", "mailbox", &[]);
 }
 
-/// The 10 ms grace must hold for the first blocking call a P ever makes too (sysmon's
-/// per-P record once started at the P's own syscalltick with `syscallwhen` 0, took the
-/// first syscall for one it saw long ago and retook the P at once).
+/// The 10 ms grace must hold for the first blocking call a P ever makes too (a per-P
+/// record of sysmon's that started at the P's own syscalltick with `syscallwhen` 0 would
+/// take the first syscall for one it saw long ago and retake the P at once).
 #[test]
 fn sysmon_retake_first_syscall() {
     let out = run_c("sysmon_retake", &["first"], &[]);

@@ -306,7 +306,8 @@ pub unsafe extern "C" fn switch_from_g0(
 /// at `a + $offset` is 0, else to `$full`. For an entry whose common case is a leaf
 /// (`$quick`, which jumps on to `$full` when it cannot finish) while the other case pays
 /// three instructions rather than a second frame (`ffi::chan`'s send and receive; why:
-/// HACKING.md, "Channels"). The arguments stay in their registers.
+/// docs/internals/channels.md, "The C entries' two halves"). The arguments stay in their
+/// registers.
 macro_rules! gate_on_byte {
     ($offset:expr, $quick:path, $full:path) => {
         core::arch::naked_asm!(
@@ -557,8 +558,9 @@ pub unsafe fn init_stack(stack_top: usize, entry: unsafe extern "C" fn(usize) ->
 // The runtime's per-thread slot: one initial-exec TLS word in .tbss (zero on every new
 // thread). Defined in assembly so that the compiler never sees a TLS variable whose address
 // it could compute once and keep across a call that switches threads (HACKING.md, decision
-// 8; in a cdylib even `thread_local!` reads the old thread's slot after a switch). Global (so every codegen unit can name it) but hidden (never
-// exported, and bound locally in the shared object).
+// 8; in a cdylib even `thread_local!` reads the old thread's slot after a switch). Global
+// (so every codegen unit can name it) but hidden (never exported, and bound locally in the
+// shared object).
 global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
     ".p2align 3",

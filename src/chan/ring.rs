@@ -97,10 +97,10 @@ struct Line(AtomicU64);
 ///
 /// Three cache lines: the sizes (which every operation reads and only `make` and the mode
 /// changes write, with the channel's handle count), `head` and `tail`. On one line with
-/// the sizes, `head` and `tail` made chan_mpmc at GOMAXPROCS=2 several times slower
-/// (every CAS took the line from the other CPU's reads). The lines cost channels that are
-/// made by the thousand (HACKING.md, "The header"): a channel under its lock reads only
-/// the sizes' line of the three.
+/// the sizes, `head` and `tail` make chan_mpmc at GOMAXPROCS=2 several times slower
+/// (every CAS takes the line from the other CPU's reads). The lines cost channels that are
+/// made by the thousand (docs/internals/channels.md, "The header and the free list"): a
+/// channel under its lock reads only the sizes' line of the three.
 #[repr(C)]
 pub(crate) struct Ring {
     /// Slots, `cap` of them.

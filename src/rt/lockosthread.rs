@@ -81,7 +81,7 @@ pub fn lock() -> Result<u32, LockError> {
             // Goroutines are bound to this thread; locked, it would run none of them, and
             // we could wait for one forever. Lock to a thread nothing is bound to. (Not
             // from inside a blocking call, which holds no P and cannot switch: there the
-            // lock stays on this thread, as before.)
+            // lock stays on this thread, as in Go.)
             super::park::golockmove();
             #[cfg(debug_assertions)]
             {

@@ -102,8 +102,8 @@ fn spin_delay() {
 
 /// The uncontended lock: one CAS of a free mutex to locked. The C API runs it before (and
 /// outside) its panic boundary, so that the common case is a frameless function. (C callers
-/// usually never get here: gmp.h inlines this CAS, see HACKING.md "The mutex's inline fast
-/// paths", which depend on the state word's layout above.)
+/// usually never get here: gmp.h inlines this CAS, see docs/internals/sync.md, "The mutex's
+/// inline fast paths", which depend on the state word's layout above.)
 #[inline(always)]
 pub fn lock_fast<S: AtomicWord<V = i32> + ?Sized>(state: &S) -> bool {
     // acquire: pairs with the release in `unlock`.
