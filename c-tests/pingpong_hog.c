@@ -18,9 +18,9 @@
  * An attempt can fail for want of a CPU: another process that keeps the runtime's one
  * running thread off the CPU delays the wake-up (on a loaded 2-CPU machine: that thread
  * runnable but waiting 70-115 ms of a 125-150 ms attempt, sleeps 25-50 ms late). So up to
- * ATTEMPTS attempts, and one must meet both bounds. Measured: ratio 1-3, overshoot under
- * 2 ms. With a goroutine stopped at the end of its slice served again before the P's run
- * queues (from its M's affinity queue), the ratio is in the tens of thousands in every
+ * ATTEMPTS attempts, and one must meet both bounds. A working runtime gives a ratio of
+ * 1-3 and an overshoot under 2 ms. With a goroutine stopped at the end of its slice
+ * served again before the P's run queues (from its M's affinity queue), the ratio is in the tens of thousands in every
  * attempt; with a due timer of the busy P run from outside it, its goroutine readied to
  * the global queue, the sleep returns up to two slices late.
  */

@@ -7,8 +7,8 @@
  * gmp_blocking ends it normally, also nested in a gmp_entersyscall pair); afterwards the
  * goroutine yields, which shows that its state is sound. At GOMAXPROCS=1 with a second
  * goroutine yielding in a loop, so that the P is retaken while the blocking function
- * runs (before the fix, the refused exit ended the call and gmp_blocking's own exit then
- * dereferenced a null P). The blocking function also calls gmp_wg_wait on a zero count,
+ * runs (a refused exit that ended the call anyway would make gmp_blocking's own exit
+ * dereference a null P). The blocking function also calls gmp_wg_wait on a zero count,
  * takes a read lock, and sends and receives on a buffered channel with room: safe points
  * that must do nothing without a processor.
  *

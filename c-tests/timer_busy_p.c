@@ -20,9 +20,9 @@
  * least two must be clean.
  *
  * Checks: in at least two of three rounds fewer than 20 of the 4,000 wake-ups are over
- * 60 ms late (measured: none in most rounds, ~150-200 in a round with such a stall;
- * with the timer M running every due timer, 30-200 in nearly every round: up to one
- * wake-up per ticker went through the global queue), none early, every worker ran.
+ * 60 ms late (typically none, ~150-200 in a round with such a stall; with the timer M
+ * running every due timer, 30-200 in nearly every round: up to one wake-up per ticker
+ * goes through the global queue), none early, every worker ran.
  */
 #include "check.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Interleaved runs of one benchmark against the library at several commits (and Go), for
-# telling a change from the VMs' noise (HACKING.md, "Measuring a change").
+# telling a change from the VMs' noise (HACKING.md, "How to measure").
 #
 # Usage: scripts/ab.sh [-n RUNS] [-p PROCS] [-a "ARGS"] [-k KEY] WORKLOAD REV [REV ...]
 #   WORKLOAD  a bench/c program (pingpong, skynet, sleep_many, ...)
@@ -14,7 +14,7 @@
 #   -k KEY    the RESULT field to compare (default ns_per_op; syscall_handoff: retained)
 # Prints, per REV, the median and every run sorted. A failed run prints "-" in its place.
 #
-#   scripts/ab.sh -n 11 skynet f458c69 HEAD
+#   scripts/ab.sh -n 11 skynet HEAD~1 HEAD
 #   scripts/ab.sh -p 2 -a "-shape 1" pingpong HEAD~3 HEAD go
 #   scripts/ab.sh -k retained -a "-rounds 9" syscall_handoff HEAD~1 .
 set -euo pipefail

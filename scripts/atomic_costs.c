@@ -1,6 +1,6 @@
 /*
  * atomic_costs: what the single instructions the runtime's hot paths are made of cost on
- * this machine, one thread, nothing shared: a lock taken and released as the runtime's
+ * the machine it runs on, one thread, nothing shared: a lock taken and released as the runtime's
  * Lock does it with Go's protocol (lock cmpxchg, then xchg) and with the asymmetric
  * unlock (lock cmpxchg, then a plain store and a load of the sleeper count), one locked add, a store followed by a SeqCst
  * fence, stmxcsr (read on every goroutine -> scheduler switch) and pause (the unit of

@@ -3,8 +3,8 @@
  * slabs of 64 stacks as src/stack does (MAP_NORESERVE | MAP_STACK, each stack above a
  * guard), installs the guards of each slab with one process_madvise(MADV_GUARD_INSTALL)
  * call, then touches each stack's top page once (the page fault a goroutine's first
- * frame takes). Prints ns per slab mmap, per guard and per first touch. README ("sleep_many
- * on the Zen 5") quotes it. Needs Linux 6.13 (MADV_GUARD_INSTALL) and 6.15 (PIDFD_SELF).
+ * frame takes). Prints ns per slab mmap, per guard and per first touch: the costs
+ * src/stack/mod.rs ("Guard pages and the VMA budget") weighs. Needs Linux 6.13 (MADV_GUARD_INSTALL) and 6.15 (PIDFD_SELF).
  *
  *   cc -O2 -Wall -Wextra -o /tmp/guard_cost scripts/guard_cost.c
  *   /tmp/guard_cost [guard KiB, default 64] [slabs, default 300]

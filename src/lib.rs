@@ -1,6 +1,6 @@
 //! libgmp: Go's M:P:G goroutine scheduler as a library with a C ABI.
 //!
-//! Layers point down only (DESIGN.md, "Layout"):
+//! Layers point down only (HACKING.md, "The layers"):
 //!
 //! ```text
 //!   ffi/            extern "C" boundary: argument checks, panic catching, -errno

@@ -927,7 +927,7 @@ fn netpoll_badinput() {
     expect_case("netpoll", "badinput", &[]);
 }
 
-// --- Correctness where features meet (issue #9: boundary) ---
+// --- Correctness where features meet ---
 
 #[test]
 fn sync_unlock_in_syscall() {
@@ -1695,9 +1695,9 @@ fn foreign_exchange_mailbox() {
     expect_case("foreign_exchange", "mailbox", &[]);
 }
 
-/// The 10 ms grace must hold for the first blocking call a P ever makes too (sysmon's
-/// per-P record once started at the P's own syscalltick with `syscallwhen` 0, took the
-/// first syscall for one it saw long ago and retook the P at once).
+/// The 10 ms grace must hold for the first blocking call a P ever makes too (a per-P
+/// record of sysmon's that started at the P's own syscalltick with `syscallwhen` 0 would
+/// take the first syscall for one it saw long ago and retake the P at once).
 #[test]
 fn sysmon_retake_first_syscall() {
     let out = run_c("sysmon_retake", &["first"], &[]);
@@ -2835,8 +2835,8 @@ fn sync_misuse_mutex_unlock_unlocked_noinline() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Issue #17, mutation testing of the `unsafe fn`s (scripts/mutants.sh MUTANTS_UNSAFE=1):
-// tests for the mutants that survived (HACKING.md, "How to write a test here").
+// Mutation testing of the `unsafe fn`s (scripts/mutants.sh MUTANTS_UNSAFE=1): tests for
+// mutants that no other test noticed (HACKING.md, "How to test").
 
 /// One P's timer heap with 256 timers: each fires in time and never early; stopped ones
 /// (removed from the middle of the heap) never fire.

@@ -7,8 +7,8 @@
  *
  * Also reports rmw2_ns: two uncontended locked read-modify-writes (a CAS that takes a
  * word and an exchange that gives it back, what an uncontended lock/unlock pair needs at
- * least) measured in this process before the run — the yardstick of issue #16's
- * GOMAXPROCS=1 target (within 1.2x of it).
+ * least) measured in this process before the run — the yardstick of the GOMAXPROCS=1
+ * target (within 1.2x of it; bench/run.py's workload table).
  */
 #include "bench.h"
 

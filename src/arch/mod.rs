@@ -11,7 +11,7 @@
 //!   prepares a fresh stack so that the first `switch` into it calls `entry(arg)`;
 //! - `fn tls_get() -> usize` / `fn tls_set(v: usize)`: one word per thread, read and written
 //!   with non-`pure` asm so a switch that moves a goroutine to another thread never leaves
-//!   it with the old thread's slot (DESIGN.md, decision 8).
+//!   it with the old thread's slot (HACKING.md, decision 8).
 
 #[cfg(target_arch = "x86_64")]
 mod x86_64;

@@ -13,8 +13,7 @@
 //! cheap) but reloaded only when the resumed context's *control* bits differ from the
 //! current ones: `ldmxcsr` and `fldcw` serialize the pipeline, and the sticky exception
 //! flags (MXCSR bits 0–5) differ between goroutines all the time, so reloading
-//! unconditionally cost ~90 ns per switch on this machine (DESIGN.md, "Context
-//! switching"). The consequence: the sticky exception flags are per thread, not per
+//! unconditionally would pay that serialization on nearly every switch. The consequence: the sticky exception flags are per thread, not per
 //! goroutine (as in Go, which does not preserve them either).
 //!
 //! # Why `pop` + `jmp` and not `ret`
@@ -44,8 +43,10 @@
 //!   the returns above it then find the previous goroutine's chain, which for goroutines
 //!   blocked in the same kind of call is their own chain too.
 //!
-//! Measured on an Intel Xeon (2 vCPUs, GOMAXPROCS=1, against the `call`/`pop; jmp` pair):
-//! yield2 36 → 15.5 ns, yield100 41 → 22 ns, pingpong 206 → 153 ns per round trip.
+//! The balance is worth its two entry points: with `call` and `pop; jmp` in both
+//! directions, yield2, yield100 and pingpong (`python3 bench/run.py --only
+//! yield2,yield100,pingpong --procs 1`) take 36, 41 and 206 ns per operation instead of
+//! 15.5, 22 and 153 (Intel Xeon, 2 vCPUs).
 //!
 //! # Stack layouts (addresses grow upwards, the stack grows downwards)
 //!
@@ -223,7 +224,8 @@ pub fn fpenv_current() -> u64 {
 /// scheduler's own stack (g0), which never changes MXCSR or the x87 control word. Entered
 /// through [`switch_from_g0_balanced`]; it ends in `ret`, not `pop; jmp` (see
 /// "Return-stack balance"). Instead
-/// of reading them (`stmxcsr` costs ~3 ns on AMD Zen, more than the rest of a switch),
+/// of reading them (`stmxcsr` costs ~3 ns on AMD Zen 4, more than the rest of a switch:
+/// `cargo bench --bench switch`, `abi_floor_round_trip` against `bare_round_trip`),
 /// it stores `fpenv` (as returned by [`fpenv_current`] on this thread) as the suspended
 /// context's slot, and compares the resumed context's control bits with it using one
 /// 64-bit xor; only when they differ does it reload them.
@@ -304,7 +306,8 @@ pub unsafe extern "C" fn switch_from_g0(
 /// at `a + $offset` is 0, else to `$full`. For an entry whose common case is a leaf
 /// (`$quick`, which jumps on to `$full` when it cannot finish) while the other case pays
 /// three instructions rather than a second frame (`ffi::chan`'s send and receive; why:
-/// HACKING.md, "Channels"). The arguments stay in their registers.
+/// docs/internals/channels.md, "The C entries' two halves"). The arguments stay in their
+/// registers.
 macro_rules! gate_on_byte {
     ($offset:expr, $quick:path, $full:path) => {
         core::arch::naked_asm!(
@@ -554,9 +557,10 @@ pub unsafe fn init_stack(stack_top: usize, entry: unsafe extern "C" fn(usize) ->
 
 // The runtime's per-thread slot: one initial-exec TLS word in .tbss (zero on every new
 // thread). Defined in assembly so that the compiler never sees a TLS variable whose address
-// it could compute once and keep across a call that switches threads (DESIGN.md, decision 8,
-// "TLS in a cdylib"). Global (so every codegen unit can name it) but hidden (never
-// exported, and bound locally in the shared object).
+// it could compute once and keep across a call that switches threads (HACKING.md, decision
+// 8; in a cdylib even `thread_local!` reads the old thread's slot after a switch). Global
+// (so every codegen unit can name it) but hidden (never exported, and bound locally in the
+// shared object).
 global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
     ".p2align 3",
@@ -609,8 +613,9 @@ pub fn tls_set(v: usize) {
 
 /// Makes system call `nr` with six arguments and returns the kernel's answer (a result >= 0
 /// or -errno), without touching errno: the `syscall` instruction itself, so the call adds
-/// no function level between the caller and the kernel (on this family a return after a
-/// kernel entry mispredicts, ~6 ns per level; README, "trivial syscall").
+/// no function level between the caller and the kernel (on AMD Zen a return after a kernel
+/// entry mispredicts, a few ns per level; README, "trivial syscall", measures the whole
+/// path: `python3 bench/run.py --only syscall_fast`).
 ///
 /// # Safety
 /// The call must be sound for the calling thread: its arguments are whatever `nr` wants
@@ -828,8 +833,8 @@ async_trampoline!("__gmp_async_preempt", ASYNC_PARK);
 async_trampoline!("__gmp_async_syscall", ASYNC_SYSCALL);
 
 // Debug builds: how many runtime locks (`sys::Lock`) the thread holds (Go's `m.locks`), in
-// a second initial-exec slot for the same reason as the first. Seed 003 invariant 8: no
-// goroutine switch happens while the thread holds one (`execute` asserts it).
+// a second initial-exec slot for the same reason as the first. No goroutine switch
+// happens while the thread holds one (`execute` asserts it).
 #[cfg(debug_assertions)]
 global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",

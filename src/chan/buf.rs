@@ -6,22 +6,24 @@
 //! with `munmap`): its pages are the kernel's untouched zero pages until the ring first
 //! uses them, so a large channel costs address space, not memory, until it is used, as
 //! Go's `make(chan T, n)` of fresh memory does. A channel of 2^30 8-byte elements (a 16
-//! GiB buffer of 16-byte slots) is made in ~7 µs and holds no resident page; from the
-//! allocator (`posix_memalign`, which the 64-byte alignment needs, and a `memset` to zero
-//! it) its make takes ~1 s per GiB and makes every byte resident. Zeroing is the point:
+//! GiB buffer of 16-byte slots) is made in microseconds and holds no resident page
+//! (`chan_lazy.c`); from the allocator (`posix_memalign`, which the 64-byte alignment
+//! needs, and a `memset` to zero it) its make would take about a second per GiB and make
+//! every byte resident. Zeroing is the point:
 //! the allocator gives no zeroed memory at this alignment but by writing every byte.
 //!
 //! A smaller buffer comes from the allocator. Below [`MAP_MIN`] the allocator's recycled
 //! memory costs less than the `mmap` and `munmap` pair even when the buffer is never
 //! used, and a channel made and destroyed again and again (skynet's, by the thousand)
-//! would pay the two system calls at each make (measured on the AMD EPYC VM: 64 KiB,
-//! `posix_memalign` + `memset` + `free` 1.4 µs, `mmap` + `munmap` 10 µs; 1 MiB, 50 µs
-//! against 7.5 µs). At 128 KiB the two cost about the same for an unused buffer; it is
+//! would pay the two system calls at each make (a loop of each pair on a 2-vCPU AMD EPYC
+//! VM: 64 KiB, `posix_memalign` + `memset` + `free` 1.4 µs, `mmap` + `munmap` 10 µs;
+//! 1 MiB, 50 µs against 7.5 µs). At 128 KiB the two cost about the same for an unused
+//! buffer; it is
 //! also glibc's default `M_MMAP_THRESHOLD`, at which the allocator itself maps fresh
 //! pages for such a block, which the `memset` then touches one by one.
 //!
 //! What the mapping costs in turn: a page fault when the ring first uses each page
-//! (~3 µs each in this VM), paid again by every new channel,
+//! (a page allocation and zeroing each), paid again by every new channel,
 //! since a destroyed channel's mapping goes back to the kernel (Go's heap keeps and clears
 //! freed memory instead). Only small buffers (`KEEP_BUF_MAX` in `hchan`) stay with a
 //! destroyed channel's header, cleared by one `memset` when they are taken again: never

@@ -428,8 +428,8 @@ impl Chan {
             let buf = ch.ring.buf();
             if !buf.is_null() {
                 // A small buffer stays with the header for the next make of the same size
-                // (glibc's malloc consolidates freed chunks above 128 bytes, which cost
-                // skynet ~5% when every channel's buffer came and went); a large one,
+                // (glibc's malloc consolidates freed chunks above 128 bytes, a cost skynet
+                // would pay for every channel's buffer: `scripts/ab.sh skynet`); a large one,
                 // mapped, goes back to the kernel.
                 if ch.buf_bytes() > KEEP_BUF_MAX {
                     buf::free(buf, ch.buf_bytes());
@@ -508,8 +508,8 @@ impl Chan {
     /// mode the ring may have changed since, so the attempt (`retry`) is made once more
     /// with the lock held, before paying the mode's two RMWs (no party can start waiting
     /// meanwhile: waiting takes the lock). True if it succeeded: the lock is released.
-    /// (chan_mpmc at GOMAXPROCS=2 found the ring full or empty for a moment on ~1.7% of
-    /// its operations, and entered the mode ~9 times for every wait.)
+    /// (Under contention the ring is often full or empty only for a moment: without the
+    /// retry, chan_mpmc at GOMAXPROCS=2 would enter the mode many times for every wait.)
     #[inline(always)]
     fn lock_excl_or(&self, retry: impl FnOnce() -> Fast) -> bool {
         self.lock_keep_mode();
@@ -846,9 +846,9 @@ impl Chan {
             let s = self.synced();
             // The common case under the lock inline: open, no receiver waiting, room in
             // the ring (what send_locked does for it, without its calls and its result's
-            // round trip through memory: chan_mpmc's send and receive took ~280
-            // instructions per item that way, ~180 inline; skynet, whose channels stay
-            // under the lock, ~15% more time per leaf).
+            // round trip through memory, which costs chan_mpmc's send and receive about 100
+            // instructions per item: cachegrind of `bench/c/chan_mpmc`; skynet, whose
+            // channels stay under the lock, feels it too: `scripts/ab.sh skynet`).
             if self.cap() != 0
                 && s.state == 0
                 && s.recvq.is_empty()
@@ -870,9 +870,10 @@ impl Chan {
     /// won). False for anything else, with nothing done: the caller then makes the rest
     /// of `send` (`send_after_quick`). Apart from `send` so that the C function for the
     /// common case is a leaf, without the six saved registers and the frame that `send`'s
-    /// calls and locked path need: chan_mpmc at GOMAXPROCS=1 went from 220 to 179
-    /// instructions per item (cachegrind; 181 for a channel that takes its lock for every
-    /// operation, as Go's does).
+    /// calls and locked path need: chan_mpmc at GOMAXPROCS=1 takes ~180 instructions per
+    /// item this way, ~220 with the quick path inside `send` (cachegrind of
+    /// `bench/c/chan_mpmc`; about what a channel that takes its lock for every operation,
+    /// as Go's does, costs).
     ///
     /// # Safety
     /// As `send`; `elem` is not null.
@@ -948,9 +949,9 @@ impl Chan {
     /// The safe point of an unbuffered channel's send and receive, with the lock held (see
     /// `send`'s). The request is read under the lock: anything done between two
     /// acquisitions of a contended channel lock, even a few loads, hands the lock to the
-    /// other CPU every time (chan_mpmc at GOMAXPROCS=2, when its channel had a lock per
-    /// operation: 21 ns per item without a check, 37 ns with it before `lock`; HACKING
-    /// "Channels"). When it is set, the lock is dropped for the preemption and taken again.
+    /// other CPU every time (a check before `lock` makes a contended unbuffered channel's
+    /// operation markedly slower: `scripts/ab.sh -p 2 -a "-cap 0" chan_mpmc`).
+    /// When it is set, the lock is dropped for the preemption and taken again.
     #[inline(always)]
     fn safepoint_locked(&self) {
         if rt::preempt_wanted() {
@@ -1229,9 +1230,9 @@ impl Chan {
 /// and a slab that new ones are carved from. Headers are never freed, so a slab of
 /// [`HEADERS_PER_SLAB`] is one allocation instead of one `posix_memalign` per header (Chan
 /// is 64-aligned, which glibc serves by splitting a larger chunk and freeing the rest).
-/// Measured on skynet, 1M leaves at GOMAXPROCS=1 (cachegrind and `perf stat`):
-/// 0.3% fewer instructions, 0.5% fewer last-level misses, 1.7% fewer page faults and 1.1
-/// MB less peak RSS than a `Box` per header.
+/// On skynet (1M leaves, GOMAXPROCS=1; cachegrind and `perf stat`) slabs take slightly
+/// fewer instructions, last-level misses and page faults, and about 1 MB less peak RSS,
+/// than a `Box` per header.
 struct Headers {
     free: Vec<usize>,
     /// The slab's next uncarved header and its end (both 0 before the first slab).

@@ -60,7 +60,7 @@ impl WaitQ {
         }
         // SAFETY: lock held: we own the links of every queued sudog.
         unsafe {
-            // Seed 003 invariant 4, for sudogs: a sudog is on at most one queue, once.
+            // A sudog is on at most one wait queue, once.
             #[cfg(debug_assertions)]
             if !(*sg).next.get().is_null() || !(*sg).prev.get().is_null() || self.first == sg {
                 rt::throw("waitq: sudog enqueued twice");

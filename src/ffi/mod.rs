@@ -2,7 +2,7 @@
 //!
 //! Each function checks its arguments, runs its body inside [`boundary`] (a Rust panic
 //! never crosses into C: it aborts with a `gmp:` message), and reports failure as a
-//! negative errno value (DESIGN.md decision 7). The doc comments become
+//! negative errno value (HACKING.md, decision 7). The doc comments become
 //! `include/gmp-sched/gmp.h`.
 
 #![allow(non_camel_case_types)]

@@ -21,7 +21,7 @@ fn errno_ptr() -> *mut c_int {
 pub(crate) fn raw_call(f: impl FnOnce() -> i64) -> i64 {
     let e = errno_ptr();
     // SAFETY: e is this thread's errno; the goroutine does not change threads inside a
-    // blocking call (DESIGN.md decision 4), so e stays this thread's errno throughout.
+    // blocking call (HACKING.md, decision 4), so e stays this thread's errno throughout.
     let saved = unsafe { *e };
     let r = rt::syscall::blocking(|| {
         let r = f();

@@ -1,4 +1,4 @@
-//! M-affinity (DESIGN.md decision 8): goroutines that must resume on one particular thread
+//! M-affinity (HACKING.md, decision 8): goroutines that must resume on one particular thread
 //! without taking the whole thread for themselves.
 //!
 //! LockOSThread is the strict form (the M runs only its goroutine; lockosthread.rs). The

@@ -1,4 +1,4 @@
-//! Deadlock detection (Go's `checkdead`, DESIGN.md decision 5), made sound for a C
+//! Deadlock detection (Go's `checkdead`; HACKING.md, decision 5), made sound for a C
 //! process whose threads the runtime does not own.
 //!
 //! Go's runtime owns every thread that can run Go code, so "no M is running" is enough.

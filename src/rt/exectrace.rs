@@ -366,7 +366,7 @@ struct Json {
 
 /// Microseconds since the trace started, with three decimals (`ts` is in nanoseconds),
 /// printed from integers: the writer prints one or two per event, and float formatting
-/// was a good part of why it could not keep up with a switch-bound program.
+/// is too slow for it to keep up with a switch-bound program.
 struct Us(i64);
 
 impl core::fmt::Display for Us {
@@ -378,7 +378,8 @@ impl core::fmt::Display for Us {
 }
 
 /// One JSON element built as bytes, for the events every switch writes (starts, stops,
-/// instants): hand-rolled integer printing, since `core::fmt` was then the writer's cost.
+/// instants): hand-rolled integer printing, since `core::fmt` would be the writer's main
+/// cost.
 #[derive(Default)]
 struct Line(Vec<u8>);
 
@@ -644,8 +645,8 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
         // event after stamping it, and may push the next one to another P's ring (a
         // syscall begins on the P it leaves and ends on the P it gets): draining the rings
         // one after another could find the end in one ring while the begin went into an
-        // already drained one, and the end came out a batch before its begin and was lost
-        // (`torture_traced`, once). Whatever was pushed before an event stamped before
+        // already drained one, and the end would come out a batch before its begin and be
+        // lost (`torture_traced` catches that). Whatever was pushed before an event stamped before
         // `cut` was pushed before the drain, so it is in this batch or an earlier one.
         let cut = if stop {
             i64::MAX

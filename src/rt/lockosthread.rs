@@ -1,5 +1,5 @@
 //! LockOSThread (Go's LockOSThread/UnlockOSThread, dolockOSThread, the template thread;
-//! seed 004 §9.5, DESIGN.md decision 10).
+//! HACKING.md, decision 10).
 //!
 //! Counted as Go's `lockedExt`: `lock` increments `m.lockedext` and binds goroutine and
 //! thread (`g.lockedm`, `m.lockedg` — the strict form of M-affinity); `unlock` decrements
@@ -81,7 +81,7 @@ pub fn lock() -> Result<u32, LockError> {
             // Goroutines are bound to this thread; locked, it would run none of them, and
             // we could wait for one forever. Lock to a thread nothing is bound to. (Not
             // from inside a blocking call, which holds no P and cannot switch: there the
-            // lock stays on this thread, as before.)
+            // lock stays on this thread, as in Go.)
             super::park::golockmove();
             #[cfg(debug_assertions)]
             {

@@ -1,4 +1,5 @@
-//! The scheduler: Go's G/M/P model (seeds 000–004, DESIGN.md decisions 1–3, 8, 9, 11).
+//! The scheduler: Go's G/M/P model (Go's runtime2.go and proc.go; HACKING.md, decisions
+//! 1–3, 8, 9, 11).
 //!
 //! - [`G`]: a goroutine — a stack, the stack pointer saved while it is not running, and
 //!   its status word. Gs are never freed: a dead G keeps its stack and waits on a free
@@ -45,8 +46,8 @@
 //! `P_DEAD` (not among the first GOMAXPROCS; only `procresize` under `SCHED.lock` revives
 //! it).
 //!
-//! An `M` has no status word; its state is the combination of fields (seed 003, "The Full
-//! M State Machine"): running a G (`curg != 0, p != 0`), in the scheduler (`curg == 0,
+//! An `M` has no status word; its state is the combination of fields (as in Go's
+//! runtime2.go; HACKING.md, "State machines"): running a G (`curg != 0, p != 0`), in the scheduler (`curg == 0,
 //! p != 0`), spinning (`spinning`, holds a P), idle (on `SCHED.midle`, `p == 0`, asleep on
 //! `park`; `mlist == MLIST_IDLE`), waiting for a P for work only it can run (on
 //! `SCHED.affwait`, `mlist == MLIST_AFFWAIT`, asleep on `park`, woken only by a P
@@ -273,19 +274,20 @@ pub struct G {
     pub waitsince: AtomicI64,
     /// The goroutine that started it (0: a thread outside the runtime). Set by newproc,
     /// read by the dump. Here rather than in `GExt`: a spawn writes it, and a store to the
-    /// out-of-line record (a cache line of its own, cold for a reused G) cost skynet ~4%.
+    /// out-of-line record (a cache line of its own, cold for a reused G) would cost every
+    /// spawn a cache miss (`scripts/ab.sh skynet`).
     pub parentgoid: AtomicU64,
     /// What the sanitizer hooks keep per goroutine, out of line and allocated only when
     /// one of them first needs it (`G::ext`): a G is exactly 128 bytes (two cache lines
-    /// with the adjacent-line prefetcher; one more field made it 256 and cost ~10% in
-    /// pingpong and yield2), and a parked goroutine costs its stack page plus the G, no
+    /// with the adjacent-line prefetcher; one more field makes it 256, which pingpong and
+    /// yield2 feel: `scripts/ab.sh pingpong`), and a parked goroutine costs its stack page plus the G, no
     /// more. Null until then. Owner: the G's M (the hooks run on it).
     ext: Owned<*mut GExt>,
     /// Cleanups `goexit` runs, innermost first, if the goroutine ends before popping them
     /// (Go's `_defer` list; records live in the frames that pushed them, see
     /// `proc::defer_push`). Empty whenever the G is not running. Owner: the G's M.
     pub defers: Owned<*mut Defer>,
-    /// Debug builds: whether the G sits on a run queue (seed 003 invariant 3: exactly one).
+    /// Debug builds: whether the G sits on a run queue (a runnable G is on exactly one).
     #[cfg(debug_assertions)]
     pub queued: AtomicBool,
 }
@@ -378,12 +380,13 @@ impl G {
 /// file), and the G reaches that thread through a release/acquire pair of its own (a run
 /// queue, a wait queue's lock, a waiter's claim), so no two threads ever race to change a
 /// status. Release builds therefore check with a plain load and publish with a release
-/// store, as `syscall::setgstatus_own` does: a CAS here was three of the round trip's
-/// locked instructions on each side of a channel ping-pong (~20 cycles each on Intel).
+/// store, as `syscall::setgstatus_own` does: a CAS here would be three of the round
+/// trip's locked instructions on each side of a channel ping-pong (~20 cycles each on
+/// Intel cores).
 /// Debug builds keep the CAS, which also catches two threads breaking that rule at once.
 #[inline]
 pub fn casgstatus(gp: &G, old: u32, new: u32) {
-    // Seed 003 invariant 1: only defined statuses, and no transition to the same one.
+    // Only defined statuses, and no transition to the same one.
     #[cfg(debug_assertions)]
     {
         if !matches!(
@@ -804,7 +807,7 @@ pub struct Sched {
     synced: Padded<Owned<Synced>>,
     /// Number of Ps on the idle list. Written under `lock`; read lock-free.
     pub npidle: Padded<AtomicI32>,
-    /// Number of spinning Ms (seed 003, "The Spinning M Protocol").
+    /// Number of spinning Ms (the spinning protocol: `sched.rs`'s header, Go's proc.go).
     pub nmspinning: Padded<AtomicI32>,
     /// Set when a wakeup found no idle P: the next M about to drop its P spins instead.
     pub needspinning: Padded<AtomicU32>,
@@ -997,7 +1000,7 @@ impl GFreeGlobal {
     }
 }
 
-/// The scheduler. One per process (DESIGN.md decision 11).
+/// The scheduler. One per process (HACKING.md, decision 11).
 pub static SCHED: Sched = Sched {
     lock: Padded(Lock::new()),
     synced: Padded(Owned::new(Synced {
@@ -1080,7 +1083,7 @@ pub fn with_gfree<R>(f: impl FnOnce(&mut GFreeGlobal) -> R) -> R {
 
 /// The M running on this thread, or null on a foreign thread (C main, a Python thread).
 ///
-/// Read from the initial-exec TLS slot with non-pure asm (DESIGN.md decision 8): the
+/// Read from the initial-exec TLS slot with non-pure asm (HACKING.md, decision 8): the
 /// compiler cannot cache it across a goroutine switch, after which the same code may be
 /// running on another thread.
 #[inline]

@@ -1,7 +1,7 @@
 //! Blocking calls run on a helper thread while the calling goroutine parks, bound to its M.
 //!
 //! A goroutine that blocks in the kernel through the syscall hand-off keeps its M for the
-//! length of the call (DESIGN.md decision 4: C code may hold `&errno` across it). The
+//! length of the call (HACKING.md, decision 4: C code may hold `&errno` across it). The
 //! goroutines bound to that M (affinity.rs: pinned there, stopped there for one stop, or
 //! parked there inside an interposed call) can run nowhere else meanwhile, and when the
 //! call waits for one of them — a `flock` on a file another goroutine holds locked until

@@ -1,5 +1,4 @@
-//! Parking and readying goroutines: `gopark`/`goready` (seed 003, "How gopark and goready
-//! Tie G to the Scheduler"), `gosched`, and what the scheduler stack does after a goroutine
+//! Parking and readying goroutines: `gopark`/`goready` (Go's proc.go), `gosched`, and what the scheduler stack does after a goroutine
 //! switched to it (`after_switch`: Go's park_m, gosched_m, goexit0).
 //!
 //! A goroutine leaves the CPU by switching to its M's scheduler context ("g0") with an
@@ -25,8 +24,8 @@ pub type GoParkUnlock = UnlockFn;
 /// Called on a goroutine (not a foreign thread, not g0).
 #[inline(never)]
 unsafe fn mcall(act: usize) {
-    // Seed 003 invariant 8: only a park may hold locks across the switch (the ones its
-    // unlock function releases on g0).
+    // No runtime lock crosses a switch (HACKING.md, "The lock order"), except a park's:
+    // its unlock function releases them on g0.
     #[cfg(debug_assertions)]
     if act != action::PARK && arch::tls_locks_held() != 0 {
         throw("a goroutine yields, is preempted or exits holding a runtime lock");
@@ -53,7 +52,7 @@ unsafe fn mcall(act: usize) {
 /// # Safety
 /// Called on a goroutine. The goroutine must be findable by whoever will ready it (on a
 /// wait queue) before `unlockf` publishes it; it must hold no lock other than the one
-/// `unlockf` releases (seed 003 invariant 8).
+/// `unlockf` releases (no other lock may cross the switch).
 pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) {
     let m = getm();
     // SAFETY: on a goroutine (caller contract): m is live and ours.
@@ -78,7 +77,8 @@ pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) 
 }
 
 /// Makes a parked goroutine runnable. From a goroutine it goes to the caller's P's
-/// `runnext`, so that it runs next on this P (seed 001: ping-pong locality); from a
+/// `runnext`, so that it runs next on this P (a ping-pong pair stays on one P and in
+/// cache, as Go's `ready(gp, .., next=true)` does); from a
 /// foreign thread, to the global queue. Wakes an M if none is looking for work.
 ///
 /// # Safety
@@ -116,8 +116,8 @@ const RESUME_PREFETCH_BYTES: usize = 640;
 /// stack warm) is likely out of this CPU's caches: start fetching the frames it will
 /// return through now, so that they arrive while its waker carries on, rather than one
 /// miss after another as it unwinds when it runs. With 100,000 sleepers (`sleep_many`)
-/// those misses were most of a resumption: 145 -> 121 ms at GOMAXPROCS=1 (HACKING.md,
-/// "Stacks").
+/// those misses are most of a resumption (`scripts/ab.sh sleep_many` against a build
+/// without the prefetch).
 ///
 /// # Safety
 /// `g` is WAITING and owned by the caller (`goready`'s contract): its saved sp and stack
@@ -180,7 +180,7 @@ pub(super) unsafe fn golockmove() {
 
 /// `gopreempt` for a goroutine stopped where its C code did not expect a switch (by the
 /// SIGURG trampoline, or on the way out of a blocking call). It resumes on this same M
-/// (DESIGN.md decision 8), and until it does, the M runs no other goroutine: the C code
+/// (M-affinity: HACKING.md, decision 8), and until it does, the M runs no other goroutine: the C code
 /// it stopped may hold a pthread mutex that the next goroutine on this thread would wait
 /// for, or be halfway through thread-local state (OpenSSL's per-thread RSA blinding) that
 /// the next one would use. So the stop locks the goroutine to its M, as LockOSThread does
@@ -244,8 +244,8 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
             dropg(m, g);
             // To the back of the local queue, as Go's goyield does, not to the global queue
             // as Go's Gosched does: the global queue's lock is the one lock every P contends
-            // for, and a yield loop on two Ps spent most of its time there (perf: 30% in
-            // lock_slow, ~2x Go's cost at GOMAXPROCS=2). Nothing starves: thieves take from
+            // for, and a yield loop on two Ps would spend much of its time there, in
+            // `lock_slow` (`scripts/ab.sh -p 2 yield2 . go`). Nothing starves: thieves take from
             // the local queue, and the 61-tick check keeps serving the global queue.
             if !affinity::affine_m(g).is_null() {
                 // SAFETY: m's thread holding a P; gp is RUNNABLE, ours, and bound to m.

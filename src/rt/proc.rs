@@ -19,10 +19,11 @@ const GFREE_BATCH: i32 = 32;
 /// The global cache keeps stacks for at most this many dead Gs; beyond that, a dead G's
 /// stack is returned to the stack pool, which releases all but its top 16 KiB, so that a
 /// burst of a million goroutines does not pin a million touched stacks after it ends.
-/// Sized for bursts of ~100k live goroutines: skynet keeps ~67k alive at its peak, and at
-/// 16,384 half its dead stacks went through the pool (a DONTNEED batch each, ~1.3 µs per
-/// stack, that released nothing: its goroutines touch one page) — 13% of its time. A
-/// cached stack keeps whatever pages its goroutine touched (for most, one or two).
+/// Sized for bursts of ~100k live goroutines: skynet keeps ~67k alive at its peak, and with
+/// a limit far below that (16,384) half its dead stacks would go through the pool, each
+/// paying a DONTNEED batch that releases nothing (its goroutines touch one page), a large
+/// share of skynet's time (`scripts/ab.sh skynet`). A cached stack keeps whatever pages
+/// its goroutine touched (for most, one or two).
 const GFREE_GLOBAL_STACKS_MAX: i32 = 131072;
 
 /// Why `newproc` could not start a goroutine.
@@ -170,7 +171,7 @@ pub fn preempt_check() {
 
 /// `preempt_check` on the way out of a blocking call (gmp_blocking): the goroutine is
 /// preempted as there, but resumes on this same thread, since C code may keep `&errno`
-/// across the call (DESIGN.md decisions 4 and 8; the header promises it).
+/// across the call (HACKING.md, decisions 4 and 8; the header promises it).
 pub fn preempt_check_bound() {
     if let Some((m, pp)) = running_on_p() {
         // SAFETY: we run on goroutine m.curg, whose M holds pp.
@@ -686,13 +687,13 @@ const TICKET_MAX: usize = 512;
 /// Takes the promise of a `size`-byte stack for a goroutine that starts without one, from
 /// a P's tickets `t`, refilling them from the stack pool (`stack::reserve`, which maps what
 /// the promises need). False when the pool cannot promise one: `gmp_go` then fails with
-/// -ENOMEM, as it did when the stack was mapped at spawn time.
+/// -ENOMEM, as Go's `newproc` does, which allocates the stack at spawn.
 ///
 /// Why promises: a goroutine gets its stack when it first runs (`sched::take_hot_stack`),
 /// mostly the warm stack of one that just died, so a program that spawns far ahead of
 /// running does not fault in, guard and keep a stack for each queued goroutine (skynet at
 /// GOMAXPROCS=1 has ~65,000 goroutines alive at its peak, of which ~9,400 have started:
-/// page faults 47,000 → 12,000, peak RSS 190 → 51 MB, time 480 → ~300 ns per goroutine).
+/// with a stack per spawn it takes about four times the page faults and the peak RSS).
 /// But `gmp_go` must still report running out of memory, and a goroutine must never find
 /// no stack when it starts: the promise is a stack the pool keeps for it (address space
 /// only, until handed out), taken by `take_hot_stack` if no dead G's stack is at hand.
@@ -700,18 +701,17 @@ const TICKET_MAX: usize = 512;
 /// A thread without a P (C main) takes a dead G with its stack, or a free stack of the
 /// pool, when there is one. Only a brand-new G (no dead one to reuse: every goroutine
 /// alive) whose stack the pool would have to map gets a promise instead
-/// (`stack::reserve`, one at a time: such a thread has no tickets). sleep_many from C main,
-/// whose 100,000 sleepers keep every stack busy for 10 ms, mapped and guarded a stack for
-/// each of the tens of thousands of goroutines C main kept queued, most of which never ran
-/// on it (they took a dead goroutine's warm stack when they started): 107 → 98 ms at
-/// GOMAXPROCS=2 (11 interleaved runs; unchanged at 1); `foreign_promises.c` bounds the
-/// page tables such spawns cost. Promising to every spawn that finds no stack (91 ms there)
-/// made C main run ahead of the Ms in the spawn workload, as promises for all of its
-/// spawns do (~100,000 goroutines queued instead of ~20,000, Gs gone cold, 4× the RSS):
-/// a promised goroutine that starts on a dead one's warm stack leaves that
-/// dead G without one, C main reuses it and promised again, and the spawn row went 62 → 67
-/// ns per spawn. A reused G without a stack still gets one at spawn, which keeps C main at
-/// the Ms' pace there (58–62 ns).
+/// (`stack::reserve`, one at a time: such a thread has no tickets). Otherwise sleep_many
+/// from C main, whose 100,000 sleepers keep every stack busy for 10 ms, would map and guard
+/// a stack for each of the tens of thousands of goroutines C main keeps queued, most of
+/// which never run on it (they take a dead goroutine's warm stack when they start);
+/// `foreign_promises.c` bounds the page tables such spawns cost. Promising to every spawn
+/// that finds no stack would let C main run ahead of the Ms in the spawn workload, as
+/// promises for all of its spawns do (several times the goroutines queued, Gs gone cold,
+/// several times the RSS): a promised goroutine that starts on a dead one's warm stack
+/// leaves that dead G without one, C main reuses it and promises again. A reused G without
+/// a stack still gets one at spawn, which keeps C main at the Ms' pace there (`scripts/ab.sh
+/// -p 2 -a "-shape 1" spawn` and `sleep_many`).
 #[inline(always)]
 pub(super) fn take_ticket(t: &mut Tickets, size: usize) -> bool {
     if t.size == size && t.count > 0 {

@@ -6,8 +6,8 @@
 //! We must balance keeping enough Ms running to use the available parallelism against
 //! parking excess ones to save CPU. Two facts make it hard: scheduler state is distributed
 //! (per-P run queues), so "is there work?" cannot be answered atomically; and parking or
-//! unparking an M costs a futex call (5–10 µs across CPUs), so doing it at every readying
-//! kills throughput.
+//! unparking an M costs a futex call (and microseconds of wake-up latency across CPUs), so
+//! doing it at every readying kills throughput.
 //!
 //! The rejected designs, as in Go: (1) centralise all state (a global queue and lock: no
 //! scalability); (2) hand a readied G straight to an idle M/P (thrashing: the waker is about
@@ -190,7 +190,7 @@ fn pidleget_spinning(g: &mut SchedGuard) -> Option<*mut P> {
 // ---------------------------------------------------------------------------------------
 // Run queues.
 
-/// Marks `gp` as entering a run queue (debug builds: seed 003 invariant 3).
+/// Marks `gp` as entering a run queue (debug builds: a runnable G is on exactly one queue).
 #[inline]
 pub(super) fn enqueued(gp: *mut G) {
     #[cfg(debug_assertions)]
@@ -373,7 +373,7 @@ fn ready_put_no_p(gp: *mut G, m: *mut M) -> bool {
     // or sends, waiting on nothing, is a producer: an M spinning for each of its
     // goroutines takes them from the global queue one at a time, pulling the queue's
     // lock line from the producer every time, where an M woken later takes a batch
-    // (C main spawning at GOMAXPROCS=2: 165 against 128 ns per spawn).
+    // (compare spawning from C main: `scripts/ab.sh -p 2 -a "-shape 1" spawn`).
     if m.is_null() && !RUNTIME_THREAD.with(|r| r.get()) && crate::sys::foreign_quick() {
         crate::sys::foreign_act();
         // Handing over one goroutine: an M is about to look (spinning for it, or about
@@ -606,7 +606,7 @@ fn mget(g: &mut SchedGuard) -> Option<*mut M> {
     if unsafe {
         !(*m).p.load(Ordering::Relaxed).is_null() || !(*m).curg.load(Ordering::Relaxed).is_null()
     } {
-        throw("mget: idle m has a p or a g"); // seed 003 invariant 6
+        throw("mget: idle m has a p or a g"); // an idle M holds neither
     }
     Some(m)
 }
@@ -637,7 +637,7 @@ fn munlink(g: &mut SchedGuard, m: *mut M) {
 
 /// Puts `m`, which has work only it can run and no P, on the list of Ms waiting for one.
 fn affwait_put(g: &mut SchedGuard, m: *mut M) {
-    // Seed 003's "no idle P while work waits", for this list: a P goes idle only after
+    // No idle P while work waits, for this list: a P goes idle only after
     // serving it, and an M joins it only after finding no idle P under the same lock.
     if SCHED.npidle.load(Ordering::Relaxed) != 0 {
         throw("affwait_put: idle P available");
@@ -1217,7 +1217,7 @@ fn become_spinning(m: &M) {
     }
     #[cfg(debug_assertions)]
     {
-        // Seed 003 invariant 5, in the form that holds exactly: every spinning M holds a
+        // Go's bound on spinning Ms, in the form that holds exactly: every spinning M holds a
         // P (the bound on entering, 2*nmspinning < gomaxprocs - npidle, keeps it at about
         // half the busy Ps).
         let n = SCHED.nmspinning.load(Ordering::Relaxed);
@@ -1247,8 +1247,9 @@ fn reset_spinning(m: &M) {
 /// `reset_spinning` for an M that found work while spinning for a foreign thread
 /// (`spin_for_foreign`): it wakes a successor only if there is anything to look for. Go's
 /// unconditional wake-up would start an M per message that C main hands over one at a
-/// time, which finds nothing and sleeps again (ping-pong from C main at GOMAXPROCS=2:
-/// 16-30 µs per round trip, against ~0.5 µs without). Work submitted while we spun did
+/// time, which finds nothing and sleeps again, and every round trip of a ping-pong from C
+/// main would pay that futex wake-up (`scripts/ab.sh -p 2 -a "-shape 1" pingpong`).
+/// Work submitted while we spun did
 /// not wake anyone (its submitter saw nmspinning > 0): our look after the SeqCst
 /// decrement sees it (the StoreLoad pairing of find_runnable's step 6; spinning_loom.rs,
 /// `reset_spinning_no_lost_wakeup`). Work submitted after the decrement wakes an M
@@ -1267,7 +1268,8 @@ fn reset_spinning_foreign(m: &M) {
 /// M; one that found work instead must pass the job on — sysmon runs the timers of idle
 /// Ps only when every P is busy). Poller waits need no such care: sysmon polls whenever
 /// nobody has for 10 ms, and the next M to go idle blocks in the poller; a wake-up per
-/// hand-off here made C main's TCP round trip at GOMAXPROCS=2 60 µs instead of 12. All
+/// hand-off here would put a futex wake-up into every TCP round trip C main makes through
+/// goroutines (`scripts/ab.sh -p 2 -a "-shape 1" tcp_rtt`). All
 /// SeqCst loads after the caller's SeqCst decrement of `nmspinning`.
 fn work_visible() -> bool {
     if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
@@ -1329,7 +1331,7 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
     // Every `continue` below follows a path that may have stopped this M (`stopm`): if it
     // was idle there and `lock_move` took it and handed it a goroutine to lock to, with a
     // P, that goroutine runs now. Checked only on those rounds (a register test, not a
-    // load of `lockstart` every round: that cost yield ~1.5 ns at GOMAXPROCS=1).
+    // load of `lockstart` every round, which the yield workload would pay per switch).
     let mut again = false;
     loop {
         // SAFETY: m's thread.
@@ -1380,11 +1382,11 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
             // SAFETY: we own pp.
             found = unsafe { p.runq.get() }.map(|(gp, inherit)| (gp.as_ptr(), inherit));
             // With one P nobody steals: the G queued next is ours to run, and in a program
-            // that spawns far ahead of running (skynet keeps ~60,000 queued) it was written
-            // by its spawner long ago, so that our first look at it (`lockedm`, below) was
-            // a miss every time (~7% of skynet at GOMAXPROCS=1). Start fetching it now,
-            // while this one runs. With more Ps it did as much harm as good (the G may
-            // be stolen; spawn at GOMAXPROCS=2 was 4-6% slower).
+            // that spawns far ahead of running (skynet keeps tens of thousands queued) it
+            // was written by its spawner long ago, so that our first look at it
+            // (`lockedm`, below) would miss the cache every time. Start fetching it now,
+            // while this one runs. With more Ps the prefetch does as much harm as good (the
+            // G may be stolen: `scripts/ab.sh -p 2 spawn` shows it).
             if found.is_some() && SCHED.gomaxprocs.load(Ordering::Relaxed) == 1 {
                 // SAFETY: we own pp.
                 super::proc::prefetch_g(unsafe { p.runq.peek_ring() });
@@ -1433,7 +1435,7 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
 /// # Safety
 /// On `m`'s own thread holding a P; `gp` is RUNNABLE, taken off every run queue, and ours.
 unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
-    // Seed 003 invariant 8: no runtime lock is held across a switch to a goroutine (gopark's
+    // No runtime lock is held across a switch to a goroutine (gopark's
     // unlock function has released the parking goroutine's locks by now).
     #[cfg(debug_assertions)]
     if arch::tls_locks_held() != 0 {
@@ -1478,7 +1480,8 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         }
         #[cfg(debug_assertions)]
         {
-            // Seed 003 invariants 2 (triangle) and 7 (P–M reciprocity).
+            // The triangle G ↔ M ↔ P and P–M reciprocity (HACKING.md, "Invariants checked
+            // in debug builds").
             if !std::ptr::eq(g.m.load(Ordering::Relaxed), m)
                 || m.curg.load(Ordering::Relaxed) != gp
                 || pp.is_null()
@@ -1627,13 +1630,14 @@ unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
         // for them, since this M last went idle: it is likely in an exchange with them,
         // and its next hand-off follows their answer within microseconds. Stay awake for
         // it, spinning (so that its wakep finds nothing to wake), instead of sleeping:
-        // waking an idle CPU costs 5-20 µs in a VM, the spin ends at the first work.
+        // waking an idle CPU costs microseconds (more in a VM), the spin ends at the first
+        // work.
         // One M at a time does this: one foreign thread's exchange needs one partner, and
         // on a small machine more spinners would take the CPUs the work needs. Before
         // step 4's steal: the foreign thread's next hand-off goes to this M's mailbox only
-        // once it is open, and a steal over the other Ps first kept it closed long enough
-        // that a third of C main's hand-offs at GOMAXPROCS=2 missed it (ping-pong from C
-        // main 366 → 304 ns with this order). The spinner steals as step 4 would every
+        // once it is open, and a steal over the other Ps first would keep it closed long
+        // enough for many of C main's hand-offs to miss it (`scripts/ab.sh -p 2 -a
+        // "-shape 1" pingpong` compares the two orders). The spinner steals as step 4 would every
         // 64 polls (`spin_for_foreign_open`). The mailbox opens first, then the M counts
         // as spinning: the foreign thread's next hand-off may come at any moment.
         // SAFETY: m's thread.
@@ -1972,7 +1976,7 @@ fn check_timers(p: &P) {
 /// Parks an M that holds no P until it is handed one. While any timer is pending or any
 /// goroutine waits on the poller, one such M (the timer M) sleeps only until the earliest
 /// deadline — in `epoll_wait` once the poller exists (Go's blocking netpoll in
-/// findRunnable: DESIGN.md 12, one way to wait for work), else on its note — then runs
+/// findRunnable: HACKING.md, decision 12, one way to wait for work), else on its note — then runs
 /// the due timers and readies what the poller reported, holding an idle P if it can get
 /// one, so the goroutines come to it.
 ///

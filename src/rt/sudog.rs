@@ -284,8 +284,8 @@ pub(crate) fn sudogs_central() -> usize {
 }
 
 /// Sudogs allocated at a time: one allocation of 4 KiB rather than 64 (a 64-byte-aligned
-/// allocation each costs twice its size in malloc's bookkeeping; with a million parked
-/// goroutines that was 0.18 KiB per goroutine).
+/// allocation each costs twice its size in malloc's bookkeeping, ~0.18 KiB per goroutine
+/// with a million parked goroutines).
 const SUDOG_CHUNK: usize = 64;
 
 /// A new sudog; never freed. Allocates a chunk: the caller gets the first, the central list

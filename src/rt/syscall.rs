@@ -1,5 +1,5 @@
-//! Blocking calls with P hand-off (Go's entersyscall / exitsyscall; seed 001 §6, seed 004
-//! §9.5, DESIGN.md decision 4).
+//! Blocking calls with P hand-off (Go's entersyscall / exitsyscall / handoffp in proc.go;
+//! HACKING.md, decision 4).
 //!
 //! `entersyscall` keeps the P on the M, but makes it *up for grabs*: the P goes to
 //! `P_SYSCALL` with `p.m == 0`, and the M remembers it in `m.oldp`. The goroutine goes to
@@ -9,7 +9,7 @@
 //! goroutines keep running.
 //!
 //! On return, a goroutine whose P was taken never moves to another thread (C code may keep
-//! `&errno` in a register across the call; DESIGN.md decisions 4 and 8): its M takes an
+//! `&errno` in a register across the call; HACKING.md, decisions 4 and 8): its M takes an
 //! idle P if there is one; otherwise it waits, with the goroutine on its stack, for a P to
 //! be handed to it. That wait is M-affinity's (affinity.rs): the M joins `SCHED.affwait`,
 //! which a P going idle serves before the idle list, `handoff_p` serves first, and a busy

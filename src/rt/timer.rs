@@ -558,10 +558,11 @@ pub(crate) fn move_all(from: &P, to: *mut P) {
 /// M, or sysmon when there is none) steps in (`run_busy_overdue`). A busy P runs its due
 /// timers each time it passes through the scheduler, which a program that switches at all
 /// does every few microseconds; only a P held by one goroutine for longer leaves them
-/// waiting. Running them at once from outside sent the wake-ups of sleepers through the
-/// global queue behind every goroutine queued there: sleep_many driven from C main (which
-/// keeps ~60,000 spawned goroutines queued) woke a third of its sleepers over 20 ms late,
-/// each holding its stack meanwhile (from sysmon, before the grace: 130 -> 195 ms).
+/// waiting. Running them at once from outside would send the wake-ups of sleepers through
+/// the global queue behind every goroutine queued there: sleep_many driven from C main
+/// (which keeps ~60,000 spawned goroutines queued) would wake many of its sleepers tens of
+/// milliseconds late, each holding its stack meanwhile (`timer_busy_p.c` and
+/// `timer_backlog.c` check the lateness; `scripts/ab.sh -a "-shape 1" sleep_many` the cost).
 pub(crate) const BUSY_GRACE_NS: i64 = 500_000;
 
 /// How long a due timer of a P that runs a goroutine may wait in all before an M without a
@@ -580,8 +581,8 @@ pub(crate) const BUSY_RUN_NS: i64 = FORCE_PREEMPT_NS;
 /// runs its timers. Run from here, the timer readies its goroutine to the global queue,
 /// which that P serves only when its local queue is empty or on its 61st tick: behind two
 /// goroutine pairs that hand their slices on through `runnext` (`pingpong_hog.c`), a
-/// 100 ms sleep comes back up to two slices late (7-14 ms measured on a quiet machine,
-/// against under 2 ms when the P runs the timer). A P that has not
+/// 100 ms sleep would come back up to two slices late, where the P running the timer
+/// itself is late by a fraction of one. A P that has not
 /// run it after `BUSY_RUN_NS`, or that runs no goroutine (in a syscall), has its due
 /// timers run here.
 pub(crate) fn run_busy_overdue(now: i64) -> usize {
@@ -834,8 +835,8 @@ pub fn sleep(ns: i64) {
 /// which loom cannot schedule, so the model restates the protocol step for step with
 /// loom's types: the heaps are mutexes holding "the timer is here", the waiter's frame is
 /// a loom `UnsafeCell` that the callback writes and the owner writes again once `stop`
-/// returned — loom fails the model if the two accesses can race (the use-after-return of
-/// the first wave: `stop` returned while the callback was still running).
+/// returned — loom fails the model if the two accesses can race (a use after return:
+/// `stop` returning while the callback still runs).
 #[cfg(all(test, loom))]
 mod loom_tests {
     use loom::cell::UnsafeCell;

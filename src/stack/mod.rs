@@ -40,7 +40,7 @@
 //! `MADV_NOHUGEPAGE` for older kernels) keeps transparent huge pages away, or touching one
 //! page of a stack could fault in 2 MiB.
 //! A stack grows down from `top`; running past `lo` faults in the guard below it (see
-//! "Guard width" for frames that could jump it; DESIGN.md "Pitfalls").
+//! "Guard width" for frames that could jump it).
 //!
 //! # Guard pages and the VMA budget
 //!
@@ -52,34 +52,35 @@
 //! before `mmap`/`mprotect` fail with ENOMEM. [`guards_are_madvise`] tells which is in use.
 //!
 //! The guards of a slab are installed with one `process_madvise(PIDFD_SELF, iov[n],
-//! MADV_GUARD_INSTALL)` call: ~0.85 µs per stack here, against ~1.3 µs for one `madvise`
-//! each (skynet maps ~64,000 stacks at its peak). `process_madvise` accepts any advice for
-//! the calling process since Linux 6.13, and `PIDFD_SELF` exists since 6.15; before that,
-//! [`madvise_batch`] reports failure once and the guards go in one `madvise` at a time.
+//! MADV_GUARD_INSTALL)` call, cheaper per stack than one `madvise` each (skynet maps
+//! ~64,000 stacks at its peak; `scripts/guard_cost.c` measures the calls). `process_madvise`
+//! accepts any advice for the calling process since Linux 6.13, and `PIDFD_SELF` exists
+//! since 6.15; on older kernels [`madvise_batch`] reports failure once and the guards go in
+//! one `madvise` at a time.
 //!
 //! The first touch of a fresh stack's top page (`init_stack` writing the first frame) is
-//! left to a page fault: ~2.5 µs here, nearly all of it page allocation, zeroing and memcg
-//! charging in this VM. `MADV_POPULATE_WRITE` over a slab's top pages in one call saved
-//! only ~0.3 µs of it per stack in isolation and nothing measurable in skynet (likely
-//! because 64 pages zeroed ahead of use are out of cache when their goroutines start,
-//! where a page faulted in by `init_stack` is hot for the goroutine about to run on it).
-//! Doing the same on a background thread took that kernel work off the M (its CPU samples
-//! dropped ~18%) but gained no wall time on this shared 2-vCPU machine, so neither is done.
+//! left to a page fault, nearly all of whose cost is page allocation, zeroing and memcg
+//! charging (`scripts/guard_cost.c` measures it). `MADV_POPULATE_WRITE` over a slab's top
+//! pages in one call saves a small part of it per stack in isolation and nothing
+//! measurable in skynet (likely because 64 pages zeroed ahead of use are out of cache when
+//! their goroutines start, where a page faulted in by `init_stack` is hot for the goroutine
+//! about to run on it). Doing the same on a background thread takes that kernel work off
+//! the M but gains no wall time on a 2-CPU machine, where that thread competes with the Ms
+//! (`scripts/ab.sh -p 2 skynet`), so neither is done.
 //!
 //! # Arenas
 //!
 //! A slab is address space carved from the current arena ([`carve`]), not a mapping of its
 //! own: the first arena is 64 MiB, each next one twice the last, up to 4 GiB (address
 //! space only; if the kernel refuses one that big, under `RLIMIT_AS` or strict overcommit,
-//! the slab is mapped alone). Mapping a slab took the mmap lock for writing and, as the
-//! kernel merged the new mapping into the adjacent slabs' VMA, that VMA's own lock: every
-//! page fault in flight on the other Ms' stacks (the first touch of a starting goroutine's
-//! stack) had to finish first, and every fault that came meanwhile slept in the kernel
-//! until the mapping was done (`perf record -e sched:sched_switch -g` of sleep_many from
-//! C main at GOMAXPROCS=2: C main asleep in `__vma_start_write` under `vma_expand`, the Ms
-//! in `rwsem_down_read_slowpath` under `lock_mm_and_find_vma`). Carving takes neither lock,
-//! and the same profile no longer shows those waits. Once per arena the old cost is
-//! paid.
+//! the slab is mapped alone). Mapping each slab would take the mmap lock for writing and,
+//! as the kernel merges the new mapping into the adjacent slabs' VMA, that VMA's own lock:
+//! every page fault in flight on the other Ms' stacks (the first touch of a starting
+//! goroutine's stack) has to finish first, and every fault that comes meanwhile sleeps in
+//! the kernel until the mapping is done (`perf record -e sched:sched_switch -g` of
+//! sleep_many from C main at GOMAXPROCS=2 shows such waits as C main in
+//! `__vma_start_write` under `vma_expand` and the Ms in `rwsem_down_read_slowpath` under
+//! `lock_mm_and_find_vma`). Carving takes neither lock; only a new arena pays that cost.
 //!
 //! # Size classes and freeing
 //!
@@ -96,14 +97,14 @@
 //! [`KEEP_RESIDENT`] bytes, with `MADV_DONTNEED` (guard markers survive it), in one
 //! `process_madvise` call for the batch; they then go to the `clean` list, which `alloc`
 //! uses when `dirty` is empty. So the pool holds at most `DIRTY_MAX` stacks' worth of deep
-//! pages per class, as the G caches in front of it do (64 per P). Measured on this machine
-//! (2 vCPUs, 256 KiB stacks): `madvise(DONTNEED)` costs ~0.75 µs per stack when nothing
-//! below the kept top was touched (in batches of 64 ranges: ~0.4 µs), ~9–13 µs when 64 KiB
-//! were, ~35–45 µs for a fully used stack. `MADV_FREE` was no cheaper (~0.9 µs) and leaves
-//! the pages counted in RSS until memory pressure. Not releasing at all would make the pool
-//! keep the RSS of every stack that ever ran deep, forever. A page faulted back in costs
-//! ~2.5 µs, so the top 16 KiB, where a goroutine's first frames live, stay resident and a
-//! recycled stack starts without faults.
+//! pages per class, as the G caches in front of it do (64 per P). `madvise(DONTNEED)` of a
+//! 256 KiB stack is cheap when nothing below the kept top was touched (cheaper still in
+//! batches), an order of magnitude dearer when 64 KiB were, and dearer again for a fully
+//! used stack; `MADV_FREE` is no cheaper and leaves the pages counted in RSS until memory
+//! pressure. Not releasing at all would make the pool keep the RSS of every stack that
+//! ever ran deep, forever. A page faulted back in costs an allocation and a zeroing, so
+//! the top 16 KiB, where a goroutine's first frames live, stay resident and a recycled
+//! stack starts without faults.
 //!
 //! # Trimming
 //!
@@ -137,9 +138,10 @@
 //! space is still reported at spawn, and [`alloc_reserved`] always finds a stack. A slab
 //! mapped for promises gets its guards when its first stack is handed out (with
 //! `MADV_GUARD_INSTALL`; the `mprotect` fallback guards it at once, since that can fail
-//! for want of VMAs): a queued goroutine costs address space and nothing else, where it
-//! cost ~0.85 µs of guard work and, often, the fault of a stack nobody else used (skynet
-//! queues ~55,000 goroutines at its peak at GOMAXPROCS=1 and starts ~9,400 at once).
+//! for want of VMAs): a queued goroutine costs address space and nothing else, where a
+//! stack at spawn would cost it guard work and, often, the fault of a stack nobody else
+//! uses (skynet queues ~55,000 goroutines at its peak at GOMAXPROCS=1 and starts ~9,400 at
+//! once).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -149,8 +151,8 @@ use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 pub const MIN_STACK: usize = 16 * 1024;
 /// Largest stack [`alloc`] accepts.
 pub const MAX_STACK: usize = 1 << 30;
-/// Stack size used when nobody asked for another one (DESIGN.md: ≥ 64 KiB, guard pages can
-/// be jumped by large frames).
+/// Stack size used when nobody asked for another one: generous (at least 64 KiB), since a
+/// large frame can jump a guard page.
 pub const DEFAULT_STACK: usize = 256 * 1024;
 
 /// Bytes at the top of a freed stack left resident (see the module doc).
@@ -162,8 +164,8 @@ const DIRTY_MAX: usize = 64;
 const RELEASE_BATCH: usize = 32;
 
 /// Size of the alternate signal stacks made by [`ensure_altstack`], guard page excluded.
-/// The kernel's AT_MINSIGSTKSZ here is 11,952 bytes for the signal frame alone (with
-/// AVX-512 state); the overflow hook and the preemption handler run on it too.
+/// The kernel's AT_MINSIGSTKSZ (`getauxval`) is close to 12 KB for the signal frame alone
+/// on a CPU with AVX-512 state; the overflow hook and the preemption handler run on it too.
 const ALTSTACK_SIZE: usize = 64 * 1024;
 
 /// Bytes of guard below every stack (rounded up to a page; see "Guard width").
@@ -925,7 +927,7 @@ fn take_oldest_dirty(class: &mut Class, batch: &mut [usize; RELEASE_BATCH]) {
 
 /// Releases the stacks of `batch` (usable size `size`, taken by [`take_oldest_dirty`]) and
 /// puts them on their class's clean list. Called without the pool lock: the syscall takes
-/// ~13 µs for a batch of shallow stacks, much more for deep ones.
+/// microseconds for a batch of shallow stacks, much more for deep ones.
 fn release_batch(batch: &[usize; RELEASE_BATCH], size: usize) {
     if size > KEEP_RESIDENT {
         release(batch, size);
@@ -1092,7 +1094,8 @@ fn format_u64(mut v: u64, out: &mut [u8]) -> usize {
 /// above its own guard page) unless it already has one at least that big. Called by every
 /// scheduler thread (M) at start; the overflow handler and the preemption signal run on it.
 ///
-/// A smaller existing one (Rust's std gives its threads one of about 12 KiB here) is
+/// A smaller existing one (Rust's std gives its threads one of about 12 KiB on x86_64
+/// Linux) is
 /// replaced; its owner still frees its own memory. Ours is unmapped when the thread exits.
 pub fn ensure_altstack() {
     let mut cur: libc::stack_t = libc::stack_t {
@@ -1445,7 +1448,7 @@ mod tests {
     }
 
     /// A slab mapped for promises gets its guards when its first stack is handed out, not
-    /// before (that work, ~0.85 µs per stack, is what a queued goroutine no longer costs).
+    /// before (a goroutine that waits in a queue does not pay for guards).
     #[test]
     fn promised_slabs_get_their_guards_when_first_used() {
         if !guards_are_madvise() {
@@ -1587,7 +1590,8 @@ mod tests {
 
     #[test]
     fn guards_use_madvise_on_this_kernel() {
-        // DESIGN.md: this machine runs 6.18, which has MADV_GUARD_INSTALL.
+        // Linux has MADV_GUARD_INSTALL from 6.13 on, and process_madvise(PIDFD_SELF) for
+        // any advice from 6.15 on.
         let mut u: libc::utsname = unsafe_zeroed_utsname();
         // SAFETY: a valid utsname buffer.
         assert_eq!(unsafe { libc::uname(&mut u) }, 0);

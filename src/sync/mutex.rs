@@ -59,11 +59,12 @@ const ACTIVE_SPIN_CNT: u32 = 30;
 /// and at least one other P running (not idle, not a spinning M without work).
 ///
 /// Deviation: Go also requires this P's local run queue to be empty (park and let a
-/// runnable goroutine run rather than delay it). Here that check made contended locking
+/// runnable goroutine run rather than delay it). Here that check makes contended locking
 /// park instead of spin: with more lockers than Ps, the others are queued on the same P
-/// in 84% of the spin decisions (8 goroutines, GOMAXPROCS=2), so a locker parked ~500,000
-/// times per 20M lock/unlock pairs, against ~1,200 without the check, and each park and
-/// wake-up costs a switch: 17–20 ns per pair against 9.5 (Go: 14). A queued goroutine
+/// in most of the spin decisions (8 goroutines, GOMAXPROCS=2), so a locker parks hundreds
+/// of times as often as without the check, and each park and wake-up costs a switch: the
+/// contended mutex workload takes about twice as long per pair, slower than Go
+/// (`scripts/ab.sh -p 2 mutex . go`). A queued goroutine
 /// waits at most one bounded spin per lock call (4 × 30 pauses, a few µs) instead.
 /// HACKING.md "Deviations"; `sync_mutex_local` tests that bound.
 ///
@@ -101,8 +102,8 @@ fn spin_delay() {
 
 /// The uncontended lock: one CAS of a free mutex to locked. The C API runs it before (and
 /// outside) its panic boundary, so that the common case is a frameless function. (C callers
-/// usually never get here: gmp.h inlines this CAS, see HACKING.md "The mutex's inline fast
-/// paths", which depend on the state word's layout above.)
+/// usually never get here: gmp.h inlines this CAS, see docs/internals/sync.md, "The mutex's
+/// inline fast paths", which depend on the state word's layout above.)
 #[inline(always)]
 pub fn lock_fast<S: AtomicWord<V = i32> + ?Sized>(state: &S) -> bool {
     // acquire: pairs with the release in `unlock`.

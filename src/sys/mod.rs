@@ -366,7 +366,7 @@ impl FutexWord for AtomicU32 {
 /// (the sleeper is, or is about to be, in FUTEX_WAIT: the waker must FUTEX_WAKE), `WOKEN`.
 /// The sleeper moves CLEAR → SLEEPING, and SLEEPING → CLEAR when its timed sleep gives up;
 /// the waker moves CLEAR|SLEEPING → WOKEN and makes the syscall only when it saw SLEEPING
-/// (DESIGN.md: a FUTEX_WAKE with no waiter costs ~130 ns). `clear` (WOKEN → CLEAR) is done
+/// (a FUTEX_WAKE with no waiter is still a system call). `clear` (WOKEN → CLEAR) is done
 /// by the sleeper after it wakes, before the note is reused. The loom models below run
 /// this code over a model futex (`K`).
 #[repr(transparent)]
@@ -379,8 +379,9 @@ const NOTE_WOKEN: u32 = 1;
 const NOTE_SLEEPING: u32 = 2;
 
 /// How long a sleeper polls before entering the kernel: 16 × 30 = 480 reference pauses
-/// (`procyield`, calibrated), ~12 µs. A wake-up that lands in that window costs ~0.3 µs instead of the 5–10 µs of
-/// a futex wake across CPUs (DESIGN.md, "Parking"); longer spins burn a core that an idle
+/// (`procyield`, calibrated), ~12 µs: a wake-up that lands in that window costs a fraction
+/// of a microsecond instead of a futex wake across CPUs (several microseconds, longer when
+/// the sleeper's CPU must leave an idle state); longer spins burn a core that an idle
 /// machine should give back.
 const NOTE_SPINS: u32 = 16;
 const NOTE_SPIN_PAUSES: u32 = 30;
@@ -576,8 +577,8 @@ pub(crate) fn set_quick_off() {
 
 /// How long a thread that is not an M (C main) spins before sleeping, and how long an
 /// idle M waits, spinning, for such a thread's next hand-off (`sched::spin_for_foreign`):
-/// about two wake-ups of an idle vCPU (5-20 µs each in a VM). Measured in time, not in
-/// pause instructions, whose length differs tenfold between CPU families.
+/// about two wake-ups of an idle vCPU (each takes microseconds, more in a VM). In time,
+/// not in pause instructions, whose length differs tenfold between CPU families.
 pub(crate) const FOREIGN_SPIN_NS: i64 = 20_000;
 
 /// Whether foreign waits and idle Ms may spin for each other (set at start-up: the
@@ -628,9 +629,9 @@ pub fn foreign_quick() -> bool {
 /// whether woken before `left` passed). A thread in a ping-pong with a goroutine then
 /// answers within the spin and its partner's M, spinning for it too, takes the next
 /// message without a wake-up on either side; a thread that waits long (a WaitGroup over
-/// the whole program) sleeps at once. Spinning unconditionally was measured slower on a
-/// 2-vCPU VM (15-21 µs per round trip against 4-7): the kernel placed the goroutine's
-/// woken M on the spinning thread's CPU.
+/// the whole program) sleeps at once. Spinning unconditionally is slower on a 2-CPU
+/// machine (`scripts/ab.sh -p 2 -a "-shape 1" pingpong`): the kernel places the
+/// goroutine's woken M on the spinning thread's CPU.
 pub fn foreign_wait(
     timeout: Option<Duration>,
     spin: impl FnOnce(i64) -> bool,
@@ -671,8 +672,10 @@ pub fn foreign_wait(
 /// - **The asymmetric unlock** (the default): `state` is 0 or 1 and only the holder
 ///   writes it while it is held; sleepers count themselves in `sleepers`. `unlock` is a
 ///   plain release store of 0, a compiler barrier, and a plain load of `sleepers`, with a
-///   FUTEX_WAKE if it is not 0: one locked instruction per lock and unlock (each costs
-///   ~4.7 ns on a Zen 5, where a buffered channel operation took ~12 ns with two). A sleeper adds itself to
+///   FUTEX_WAKE if it is not 0: one locked instruction per lock and unlock (a locked
+///   instruction costs several nanoseconds, a large share of a buffered channel operation
+///   that takes the lock: `cargo bench --bench internals chan_send_recv_buffered`). A
+///   sleeper adds itself to
 ///   `sleepers`, then before every futex sleep makes the heavy barrier
 ///   ([`membarrier::heavy`]) and tries the lock once more; the futex sleeps only while
 ///   `state` is still 1. This is Dekker's pair with the fence moved to one side: the
@@ -683,7 +686,7 @@ pub fn foreign_wait(
 ///   sees the sleeper, or the sleeper's load sees the store). Without the heavy barrier
 ///   the unlocker's load may pass its store and both miss each other (loom
 ///   `lock_broken_asymmetric_without_heavy_fence`). A sleep costs the barrier on top of
-///   the futex (~0.3 µs alone, a few µs with other CPUs to interrupt); spinning wins
+///   the futex (a system call, microseconds with other CPUs to interrupt); spinning wins
 ///   almost always. Should the kernel refuse the barrier after registration (a seccomp
 ///   filter installed later), a sleeper sleeps at most `membarrier::REFUSED_POLL` at a
 ///   time and looks again, so a missed wake-up costs a millisecond, not a hang (loom
@@ -695,9 +698,10 @@ pub struct Lock<W = AtomicU32> {
 }
 
 /// Polls of a held lock before sleeping, with 1, 2, 4 … up to 64 reference pauses between
-/// polls (`procyield`, calibrated): ~6,000 pauses, ~150 µs in all. The scheduler's critical sections last tens of nanoseconds and the
-/// holder is running on another CPU, so spinning almost always wins; sleeping marks the lock
-/// contended, after which every unlock pays a FUTEX_WAKE (~130 ns) until it drains.
+/// polls (`procyield`, calibrated): ~6,000 pauses, ~150 µs in all. The scheduler's
+/// critical sections last tens of nanoseconds and the holder is running on another CPU, so
+/// spinning almost always wins; sleeping marks the lock contended, after which every
+/// unlock pays a FUTEX_WAKE system call until it drains.
 const LOCK_SPINS: u32 = 100;
 const LOCK_MAX_PAUSES: u32 = 64;
 
@@ -731,7 +735,7 @@ impl Lock {
 impl<W: FutexWord> Lock<W> {
     #[inline]
     pub fn lock(&self) {
-        // Seed 003 invariant 8 (debug builds): count what this thread holds.
+        // Debug builds: count what this thread holds (no lock crosses a goroutine switch).
         #[cfg(debug_assertions)]
         crate::arch::tls_locks_add(1);
         // acquire: pairs with the release in `unlock`, so the holder sees the previous
@@ -749,7 +753,8 @@ impl<W: FutexWord> Lock<W> {
     fn lock_slow(&self) {
         // Exponential backoff between polls: a fixed short pause lets the releasing CPU,
         // which still owns the cache line, take the lock back again and again while the
-        // others hammer the line (chan_mpmc at GOMAXPROCS=2: 35% of the time here).
+        // others hammer the line (chan_mpmc at GOMAXPROCS=2 is the case that shows it:
+        // `scripts/ab.sh -p 2 chan_mpmc`).
         let mut pauses = 1;
         for _ in 0..lock_spins::<W>() {
             // Poll with plain loads (the cache line stays shared) and try only when free.
