@@ -1,4 +1,4 @@
-//! The interposer (DESIGN.md decision 13): libgmp.so exports libc's blocking functions
+//! The interposer (HACKING.md, decision 13): libgmp.so exports libc's blocking functions
 //! under their own unversioned names, so that under `LD_PRELOAD` — or in a program linked
 //! with the library — a goroutine's blocking call parks the goroutine instead of blocking
 //! its thread, in the program and in every library it uses.
@@ -68,6 +68,9 @@ use crate::sys::real;
 pub(crate) const HOOK_BLOCKING: u32 = 1;
 /// `PollDesc::hook`: not pollable; blocking calls take the syscall hand-off.
 pub(crate) const HOOK_NOPOLL: u32 = 2;
+/// `PollDesc::hook`: a TCP socket a goroutine just created, never dup'd nor connected:
+/// its first connect may make it non-blocking for the length of the call (`connect`).
+pub(crate) const HOOK_FRESH: u32 = 4;
 
 /// `GMP_INTERPOSE`: 0 not read yet, 1 on, 2 off (`GMP_INTERPOSE=0`).
 static ENABLED: AtomicU8 = AtomicU8::new(0);
@@ -323,6 +326,8 @@ fn dup_state(old: c_int, new: c_int) {
     let Some(opd) = opd else {
         return;
     };
+    // Shared now: no longer fresh.
+    opd.hook.fetch_and(!HOOK_FRESH, Ordering::AcqRel);
     let Some(pd) = netpoll::pd_of(new) else {
         return;
     };
@@ -857,10 +862,14 @@ pub unsafe extern "C" fn accept(
     unsafe { accept4(fd, addr, len, 0) }
 }
 
-/// Interposes connect(2). Connecting has no per-call non-blocking form: on a goroutine, a
-/// socket the program sees blocking connects through the syscall hand-off (other
-/// goroutines run meanwhile), exactly as libc's blocking connect; a non-blocking one
-/// gets EINPROGRESS, as the program asked.
+/// Interposes connect(2). Connecting has no per-call non-blocking form. On a goroutine, the
+/// first connect of a TCP socket the goroutine created and never shared (`HOOK_FRESH`)
+/// makes it non-blocking for the length of the call and parks until the connection is
+/// made or fails (the flag is back before the call returns, and nobody else holds the
+/// file meanwhile — unless the process forked in between: the child's copy sees the flag
+/// for that long). Any other socket the program sees blocking connects through the
+/// syscall hand-off, exactly as libc's blocking connect; a non-blocking one gets
+/// EINPROGRESS, as the program asked.
 ///
 /// # Safety
 /// As connect(2).
@@ -877,8 +886,49 @@ pub unsafe extern "C" fn connect(
     }
     super::boundary("interposed connect", || match classify(fd) {
         Fd::Native => op() as c_int,
+        Fd::Managed if fresh(fd) => ret(connect_fresh(fd, &op)) as c_int,
         Fd::Managed | Fd::Handoff => ret(blocking_call(&op)) as c_int,
     })
+}
+
+/// Whether `fd` is a fresh socket (see `HOOK_FRESH`); it is not any more after this.
+fn fresh(fd: c_int) -> bool {
+    netpoll::lookup(fd)
+        .is_some_and(|pd| pd.hook.fetch_and(!HOOK_FRESH, Ordering::AcqRel) & HOOK_FRESH != 0)
+}
+
+/// `connect` of a fresh socket: non-blocking for the call, parking until it is writable
+/// (Go's connect: wait for write, then SO_ERROR). Result or -errno.
+fn connect_fresh(fd: c_int, op: &dyn Fn() -> i64) -> i64 {
+    // SAFETY: F_GETFL/F_SETFL on the caller's fd.
+    let fl = unsafe { real::fcntl(fd, libc::F_GETFL, 0) };
+    if fl < 0 || fl & libc::O_NONBLOCK != 0 {
+        return blocking_call(op);
+    }
+    // SAFETY: as above.
+    unsafe { real::fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as usize) };
+    let mut r = raw(|| op() as isize);
+    if r == -(libc::EINPROGRESS as i64) {
+        let deadline = timeout_of(fd, MODE_WRITE).map(|t| crate::sys::nanotime().saturating_add(t));
+        let bound = rt::bind_current(); // same-thread resume
+        let w = net::io(fd, MODE_WRITE, deadline, || {
+            if net::ready_now(fd, libc::POLLOUT) {
+                0
+            } else {
+                -1
+            }
+        });
+        drop(bound);
+        r = match w {
+            // SO_SNDTIMEO expired: the connection is still in progress (Linux).
+            Some(w) if w == -(libc::ETIMEDOUT as i64) => -(libc::EINPROGRESS as i64),
+            Some(w) if w < 0 => w,
+            _ => net::so_error(fd) as i64,
+        };
+    }
+    // SAFETY: as above: the program's flags back.
+    unsafe { real::fcntl(fd, libc::F_SETFL, fl as usize) };
+    r
 }
 
 /// Interposes socket(2): on a goroutine the socket goes under the poller at once.
@@ -899,6 +949,12 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
     let fd = unsafe { real::socket(domain, ty, proto) };
     if fd >= 0 && live() {
         adopt_new(fd, ty & libc::SOCK_NONBLOCK == 0);
+        let tcp = (domain == libc::AF_INET || domain == libc::AF_INET6)
+            && ty & 0xf == libc::SOCK_STREAM
+            && ty & libc::SOCK_NONBLOCK == 0;
+        if let Some(pd) = netpoll::lookup(fd).filter(|pd| tcp && pd.registered()) {
+            pd.hook.fetch_or(HOOK_FRESH, Ordering::AcqRel);
+        }
     }
     fd
 }

@@ -531,11 +531,11 @@ pub struct M {
     pub foreign_handoff: Owned<bool>,
     /// The unseen blocking call sysmon last saw this M's thread asleep in (unseen.rs).
     pub unseen: unseen::Seen,
-    /// The thread's CPU time (ns, from /proc) and the time of that reading, at the last
-    /// preemption look (`preempt::preempt_m`): a thread is signalled only if it ran most
-    /// of the time since. Written by whoever looks (sysmon, or an M stepping in for timers;
+    /// The thread's voluntary context switches at the last preemption look, and whether
+    /// there was one (`preempt::computing`): a thread is signalled only if it has not
+    /// slept since. Written by whoever looks (sysmon, or an M stepping in for timers;
     /// racing writers only make one look less precise).
-    pub cpu_seen: [AtomicU64; 2],
+    pub vcsw_seen: [AtomicU64; 2],
 }
 
 // SAFETY: an M is shared through raw pointers between threads; its non-atomic fields are

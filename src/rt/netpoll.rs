@@ -239,7 +239,7 @@ pub fn any_waiters() -> bool {
 
 /// Creates the poller if it does not exist yet (Go's netpollGenericInit). The first timer
 /// calls it too: from then on the idle M that waits for the earliest timer waits in
-/// `epoll_wait`, the one way an M waits for work with a deadline (DESIGN.md 12).
+/// `epoll_wait`, the one way an M waits for work with a deadline (HACKING.md, decision 12).
 pub(crate) fn init() -> Result<(), i32> {
     if inited() {
         return Ok(());

@@ -18,7 +18,7 @@
 //!   again at its next round.
 //! - `async_preempt_park` locks the goroutine to its M for this one stop
 //!   (`park::gopreempt_bound`, `g.asyncbound`: the C code it was running may hold `&errno`
-//!   or TLS addresses in registers, DESIGN.md 8, and may hold a pthread mutex or be halfway
+//!   or TLS addresses in registers, HACKING.md decision 8, and may hold a pthread mutex or be halfway
 //!   through thread-local state) and preempts it (`PREEMPT`): it goes to the global run
 //!   queue, the M hands its P off and runs nothing else until the goroutine resumes on it
 //!   (`stoplockedm`/`startlockedm`), and `execute` then drops the lock.
@@ -125,9 +125,10 @@ fn handler_installed() -> bool {
 /// state a goroutine switch could break, the ones the runtime itself calls into while it
 /// holds a runtime lock or is between a sanitizer's start and finish of a fiber switch:
 /// the sanitizer runtimes (their malloc interceptors and fiber calls) and common malloc
-/// replacements. A goroutine stopped there was inside the runtime: preempting it held the
-/// runtime lock across the switch (`asan_suite` under load: "a goroutine yields ...
-/// holding a runtime lock", and ASan's "starting fiber switch while in fiber switch").
+/// replacements. A goroutine stopped there is inside the runtime: preempting it would hold
+/// the runtime lock across the switch (`asan_suite` under load catches it: "a goroutine
+/// yields ... holding a runtime lock", or ASan's "starting fiber switch while in fiber
+/// switch").
 /// Any other shared object that defines `malloc` is excluded too (`malloc_object`).
 const EXCLUDED: &[&[u8]] = &[
     b"libc.so",
@@ -337,34 +338,50 @@ fn thread_running(tid: i32) -> bool {
     }
 }
 
-/// Whether thread `tid` (of M `m`) was on a CPU for at least half the time since the last
-/// look, and records this look. A signal that reaches a thread inside a system call
-/// changes the call's outcome (a pipe write or a MSG_WAITALL receive ends short, a
-/// nanosleep or poll returns EINTR): a thread seen runnable at one instant may be about to
-/// sleep in the kernel again (woken by the same event that woke sysmon), but a thread
-/// that ran most of the last interval is computing. The first look only records.
-fn mostly_running(m: &M, tid: i32) -> bool {
-    let Some(cpu) = thread_cpu_ns(tid) else {
+/// Whether thread `tid` (of M `m`) has not slept in the kernel since the last look (its
+/// voluntary context switches did not change), and records this look. A signal that
+/// reaches a thread inside a system call changes the call's outcome (a pipe write or a
+/// MSG_WAITALL receive ends short, a nanosleep or poll returns EINTR): a thread seen
+/// runnable at one instant may be about to sleep in the kernel again (woken by the same
+/// event that woke sysmon), but one that has not slept since the last look, a few
+/// milliseconds ago (`look`, halfway through the slice), is computing. The first look at
+/// an M only records.
+fn computing(m: &M, tid: i32) -> bool {
+    let Some(n) = voluntary_switches(tid) else {
         return true;
     };
-    let now = crate::sys::nanotime() as u64;
-    let prev_cpu = m.cpu_seen[0].swap(cpu, Ordering::Relaxed);
-    let prev_at = m.cpu_seen[1].swap(now, Ordering::Relaxed);
-    prev_at != 0 && now > prev_at && cpu.saturating_sub(prev_cpu) * 2 >= now - prev_at
+    let prev = m.vcsw_seen[0].swap(n, Ordering::Relaxed);
+    let had = m.vcsw_seen[1].swap(1, Ordering::Relaxed);
+    had != 0 && prev == n
 }
 
-/// Thread `tid`'s time on a CPU in ns (the first field of its /proc schedstat).
-fn thread_cpu_ns(tid: i32) -> Option<u64> {
+/// Sysmon, halfway through a long slice on `p`: records its thread's voluntary context
+/// switches for `preempt_m`'s look at the end of the slice.
+pub(super) fn look(p: &P) {
+    let m = p.m.load(Ordering::Acquire);
+    if m.is_null() || !ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: Ms are never freed.
+    let m = unsafe { &*m };
+    let tid = m.tid.load(Ordering::Relaxed);
+    if tid != 0 {
+        computing(m, tid);
+    }
+}
+
+/// Thread `tid`'s voluntary context switches (its /proc status): how many times it slept.
+fn voluntary_switches(tid: i32) -> Option<u64> {
     let mut path = [0u8; 48];
     let msg = crate::sys::fmt_msg(
         &mut path,
         &[
             b"/proc/self/task/",
             &crate::sys::fmt_u64(tid as u64),
-            b"/schedstat\0",
+            b"/status\0",
         ],
     );
-    let mut buf = [0u8; 128];
+    let mut buf = [0u8; 2048];
     // SAFETY: raw syscalls on a NUL-terminated path and a valid buffer.
     let n = unsafe {
         let fd = libc::syscall(
@@ -383,9 +400,16 @@ fn thread_cpu_ns(tid: i32) -> Option<u64> {
     if n <= 0 {
         return None;
     }
+    const KEY: &[u8] = b"\nvoluntary_ctxt_switches:";
     let s = &buf[..n as usize];
-    let end = s.iter().position(|b| !b.is_ascii_digit())?;
-    core::str::from_utf8(&s[..end]).ok()?.parse().ok()
+    let at = s.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let digits: Vec<u8> = s[at..]
+        .iter()
+        .skip_while(|b| b.is_ascii_whitespace())
+        .take_while(|b| b.is_ascii_digit())
+        .copied()
+        .collect();
+    core::str::from_utf8(&digits).ok()?.parse().ok()
 }
 
 /// Asks the M running `p` to stop its goroutine now (Go's preemptM), for
@@ -411,7 +435,7 @@ pub(super) fn preempt_m(p: &P) {
         return;
     }
     // SAFETY: Ms are never freed.
-    if !mostly_running(unsafe { &*m }, tid) || !thread_running(tid) {
+    if !computing(unsafe { &*m }, tid) || !thread_running(tid) {
         SKIPPED_BLOCKED.fetch_add(1, Ordering::Relaxed);
         return;
     }

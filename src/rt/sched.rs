@@ -869,7 +869,7 @@ fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         foreign_seen: Owned::new(0),
         foreign_handoff: Owned::new(false),
         unseen: unseen::Seen::new(),
-        cpu_seen: [AtomicU64::new(0), AtomicU64::new(0)],
+        vcsw_seen: [AtomicU64::new(0), AtomicU64::new(0)],
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
@@ -934,7 +934,7 @@ unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
             foreign_seen,
             foreign_handoff,
             unseen,
-            cpu_seen,
+            vcsw_seen,
         } = &*m;
         if !curg.load(Ordering::Relaxed).is_null()
             || !p.load(Ordering::Relaxed).is_null()
@@ -973,8 +973,8 @@ unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
         foreign_seen.set(0);
         foreign_handoff.set(false);
         unseen.clear();
-        cpu_seen[0].store(0, Ordering::Relaxed);
-        cpu_seen[1].store(0, Ordering::Relaxed);
+        vcsw_seen[0].store(0, Ordering::Relaxed);
+        vcsw_seen[1].store(0, Ordering::Relaxed);
         // Last: allm's readers look at an M only once it is not dead.
         dead.store(false, Ordering::Release);
     }

@@ -1,4 +1,4 @@
-//! sysmon: the system monitor (Go's sysmon; seed 001 §10, DESIGN.md decision 5). One
+//! sysmon: the system monitor (Go's sysmon in proc.go; HACKING.md, decision 5). One
 //! dedicated thread without a P (not an M: it runs no goroutine and is not counted in the
 //! thread count).
 //!
@@ -9,8 +9,8 @@
 //! P for a whole long sleep. Only the deep sleep is ended by a P going back to work
 //! (`pidleget`) or a foreign thread starting to wait (Go: only its deep sleep, `sysmonwait`,
 //! is ever woken): a backed-off sleep ends by itself within 10 ms, and waking it on every
-//! `pidleget` cost a futex wake-up in `wakep`'s path and restarted the 20 µs polling
-//! (skynet at GOMAXPROCS=2: 700 futex calls instead of 40, +8% wall time).
+//! `pidleget` would cost a futex wake-up in `wakep`'s path and restart the 20 µs polling
+//! (`scripts/ab.sh -p 2 skynet` shows the futex calls and the wall time it adds).
 //!
 //! Each round it `retake`s: a P that has been in the same syscall (same `syscalltick`) for
 //! more than one round is taken (CAS P_SYSCALL → P_IDLE) and handed off (`handoff_p`) —
@@ -35,6 +35,8 @@ pub struct SysmonTick {
     pub syscallwhen: i64,
     /// When sysmon last looked whether the P's thread sleeps in an unseen call.
     pub unseenwhen: i64,
+    /// This slice's halfway look was made (`preempt::look`).
+    pub halfway: bool,
 }
 
 impl SysmonTick {
@@ -48,6 +50,7 @@ impl SysmonTick {
             syscalltick: u32::MAX,
             syscallwhen: 0,
             unseenwhen: 0,
+            halfway: false,
         }
     }
 }
@@ -90,7 +93,7 @@ impl Trim {
     /// Trims the stack caches if a period has passed since the last time (Go frees dead
     /// Gs' stacks at each GC, and its scavenger returns the memory): first the global
     /// dead-G cache, whose unused stacks go to the pool released, then the pool itself
-    /// (HACKING.md, "Stacks"). Both release only what no goroutine took for a whole period,
+    /// (docs/internals/stacks.md). Both release only what no goroutine took for a whole period,
     /// so a program that spawns in bursts keeps the stacks it reuses.
     fn maybe(&mut self, now: i64) {
         if now >= self.next && self.period > 0 {
@@ -206,9 +209,9 @@ fn syscall_unseen() -> bool {
 /// behind a goroutine that keeps its P; Go accepts that (its sysmon only starts an M if a
 /// P is idle), we step in as the timer M would. The grace (`timer::BUSY_GRACE_NS`): a busy
 /// P runs its due timers each time it passes through the scheduler, which a program that
-/// switches at all does every few microseconds; without it sysmon ran the timers of
-/// 100,000 sleepers (sleep_many) beside the busy P, contending for its heap lock and
-/// sending every wake-up through the global queue: 130 -> 195 ms.
+/// switches at all does every few microseconds; without it sysmon would run the timers of
+/// many sleepers beside the busy P, contending for its heap lock and sending every
+/// wake-up through the global queue (`scripts/ab.sh -a "-shape 1" sleep_many`).
 fn unwatched_timer() -> i64 {
     if SCHED.npidle.load(Ordering::Relaxed) != 0 || !SCHED.timer_m.load(Ordering::SeqCst).is_null()
     {
@@ -348,10 +351,16 @@ fn retake(now: i64) -> u32 {
             if pd.schedtick != t {
                 pd.schedtick = t;
                 pd.schedwhen = now;
+                pd.halfway = false;
             } else if s == P_RUNNING {
                 if now - pd.schedwhen >= FORCE_PREEMPT_NS || preempt::STRESS.load(Ordering::Relaxed)
                 {
                     preemptone(p);
+                } else if now - pd.schedwhen >= FORCE_PREEMPT_NS / 2 && !pd.halfway {
+                    // Halfway through a long slice: the look the end of the slice compares
+                    // with (`preempt::computing`).
+                    pd.halfway = true;
+                    preempt::look(p);
                 }
                 // The same goroutine for a while: it may be asleep in a blocking call the
                 // hooks did not see, keeping the P from the others (unseen.rs).

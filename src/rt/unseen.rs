@@ -450,9 +450,12 @@ mod tests {
 
     #[test]
     fn reads_pipes_not_files() {
-        let mut fds = [0; 2];
-        // SAFETY: pipe into a valid array; closed below.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 into a valid array; closed below.
+        assert_eq!(
+            unsafe { libc::syscall(libc::SYS_pipe2, fds.as_mut_ptr(), 0) },
+            0
+        );
         let read = |fd: i32| Call {
             nr: libc::SYS_read,
             args: [fd as u64, 0, 1, 0, 0, 0],
@@ -465,8 +468,8 @@ mod tests {
         assert_eq!(restartable(&read(f.as_raw_fd())), Restart::No);
         // SAFETY: our pipe.
         unsafe {
-            libc::close(fds[0]);
-            libc::close(fds[1]);
+            crate::sys::real::close(fds[0]);
+            crate::sys::real::close(fds[1]);
         }
     }
 }
