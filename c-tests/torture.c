@@ -63,6 +63,10 @@
  *    others, and its effect is visible when gmp_once_do returns;
  *  - gmp_sleep waited at least what it was asked; locked and pinned goroutines stay on
  *    their thread; gmp_lock_os_thread from a foreign thread returns -EPERM;
+ *  - pthread ("pthread"): a pthread mutex held across a CPU-bound stretch or a hooked
+ *    nanosleep protects a counter updated by load + store (asynchronous preemption stops
+ *    holders inside; waiters block in a futex the hooks do not see); lines through stdio
+ *    on a fresh pipe arrive whole, with no EAGAIN;
  *  - every enabled action ran at least once (runs of 1 s or more); every goroutine ends
  *    (gmp_num_goroutine() drops to 0).
  * Watchdog: a plain pthread samples a progress counter (every completed action of a
@@ -79,6 +83,7 @@
 #include "rng.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <poll.h>
 #include <pthread.h>
@@ -119,6 +124,7 @@ enum {
     FT_NET,
     FT_SPIN,
     FT_LIBC,
+    FT_PTHREAD,
     NFEATURES
 };
 
@@ -126,7 +132,7 @@ static const char *const feature_names[NFEATURES] = {
     "spawn", "pinned", "stack", "wg", "yield", "chan", "timeout",
     "select", "mutex", "rwmutex", "cond", "once", "sleep", "blocking",
     "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet", "net", "spin",
-    "libc",
+    "libc", "pthread",
 };
 
 static unsigned features;
@@ -156,20 +162,21 @@ enum {
     A_NET,
     A_SPIN,
     A_LIBC,
+    A_PTHREAD,
     NACTIONS
 };
 
 static const char *const action_names[NACTIONS] = {
     "spawn", "yield", "send", "recv", "select", "mutex", "rwmutex",
     "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs", "net", "spin",
-    "libc",
+    "libc", "pthread",
 };
 
 /* The feature that enables each action. */
 static const int action_feature[NACTIONS] = {
     FT_SPAWN, FT_YIELD, FT_CHAN, FT_CHAN, FT_SELECT, FT_MUTEX, FT_RWMUTEX,
     FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS, FT_NET, FT_SPIN,
-    FT_LIBC,
+    FT_LIBC, FT_PTHREAD,
 };
 
 static int enabled_actions[NACTIONS];
@@ -1110,6 +1117,65 @@ static void do_libc(struct actor *a)
         CHECK_EQ(gettid_(), tid0);
 }
 
+/* ---- pthread: C code's own locks and stdio inside goroutines ---- */
+
+static pthread_mutex_t pt_mu = PTHREAD_MUTEX_INITIALIZER;
+static long pt_counter;          /* load + store across the section, under pt_mu */
+static atomic_long pt_sections;  /* sections completed */
+static atomic_int pt_holders;
+
+/* A pthread mutex held across a CPU-bound stretch (asynchronous preemption stops the
+ * holder inside: its thread must run nothing else until it resumes) or across a sleep in
+ * a hooked nanosleep (the holder parks; the others wait in pthread_mutex_lock, a futex the
+ * hooks do not see, and must give their P up); or a line through stdio on a pipe, which
+ * must never see O_NONBLOCK the program did not set. */
+static void do_pthread(struct actor *a)
+{
+    int kind = (int)rnd_below(&a->rng, 3);
+    if (kind < 2) {
+        CHECK_EQ(pthread_mutex_lock(&pt_mu), 0);
+        CHECK_EQ(atomic_fetch_add(&pt_holders, 1), 0);
+        long x = pt_counter;
+        if (kind == 0) {
+            int64_t until = gmp_now() + (int64_t)(50 + rnd_below(&a->rng, 450)) * US;
+            unsigned long h = a->seq;
+            for (unsigned long i = 0;; i++) {
+                h = h * 6364136223846793005UL + 1;
+                if ((i & 1023) == 0 && gmp_now() >= until)
+                    break;
+            }
+            __asm__ volatile("" : : "r"(h));
+        } else {
+            struct timespec ts = {0, (long)(20 + rnd_below(&a->rng, 200)) * 1000};
+            CHECK_EQ(nanosleep(&ts, NULL), 0);
+        }
+        pt_counter = x + 1;
+        atomic_fetch_sub(&pt_holders, 1);
+        atomic_fetch_add(&pt_sections, 1);
+        CHECK_EQ(pthread_mutex_unlock(&pt_mu), 0);
+        return;
+    }
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    CHECK_EQ(fcntl(p[0], F_GETFL) & O_NONBLOCK, 0);
+    FILE *w = fdopen(p[1], "w");
+    FILE *r = fdopen(p[0], "r");
+    CHECK(w != NULL && r != NULL);
+    int n = 1 + (int)rnd_below(&a->rng, 8);
+    for (int i = 0; i < n; i++)
+        CHECK(fprintf(w, "%lu %d\n", (unsigned long)a->seq, i) > 0);
+    CHECK_EQ(fclose(w), 0);
+    char line[64];
+    for (int i = 0; i < n; i++) {
+        CHECK(fgets(line, sizeof line, r) != NULL);
+        char want[64];
+        snprintf(want, sizeof want, "%lu %d\n", (unsigned long)a->seq, i);
+        CHECK(strcmp(line, want) == 0);
+    }
+    CHECK(fgets(line, sizeof line, r) == NULL && !ferror(r));
+    CHECK_EQ(fclose(r), 0);
+}
+
 /* ---- the action loop ---- */
 
 static void run_action(struct actor *a, int act)
@@ -1133,6 +1199,7 @@ static void run_action(struct actor *a, int act)
     case A_NET: do_net(a); break;
     case A_SPIN: do_spin(a); break;
     case A_LIBC: do_libc(a); break;
+    case A_PTHREAD: do_pthread(a); break;
     default: CHECK(0);
     }
     slot_leave(a);
@@ -1428,6 +1495,9 @@ int main(int argc, char **argv)
         CHECK_EQ(atomic_load(&once_calls[i]), atomic_load(&once_used[i]) ? 1 : 0);
         onces_run += atomic_load(&once_calls[i]);
     }
+
+    /* The pthread mutex protected its counter. */
+    CHECK_EQ(pt_counter, atomic_load(&pt_sections));
 
     /* Every goroutine ends. */
     atomic_store(&main_phase, "waiting for gmp_num_goroutine() == 0");

@@ -26,7 +26,7 @@
 //!   runtime started (chained, as Go does for signals it shares).
 //!
 //! `GMP_DEBUG=asyncpreemptoff=1` turns the signal off (Go's name); the cooperative request
-//! stays.
+//! stays, and so does the handler, for unseen blocking calls (unseen.rs).
 
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
@@ -34,8 +34,11 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use super::*;
 use crate::arch;
 
-/// On: the handler is installed and the CPU has XSAVE.
+/// On: the handler is installed, the CPU has XSAVE, and `asyncpreemptoff` is not set.
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// The handler is installed (also with `asyncpreemptoff=1`: unseen blocking calls are made
+/// seen through it, unseen.rs).
+static HANDLER_ON: AtomicBool = AtomicBool::new(false);
 /// `GMP_DEBUG=asyncpreemptstress=1` (tests): sysmon asks for preemption every round
 /// (20 µs) whatever the slice, so that a test sees thousands of preemptions a second.
 pub(super) static STRESS: AtomicBool = AtomicBool::new(false);
@@ -86,11 +89,13 @@ static mut OLD_ACTION: core::mem::MaybeUninit<libc::sigaction> = core::mem::Mayb
 /// `asyncpreemptoff=1`, or the CPU has no XSAVE.
 pub(super) fn init() {
     let debug = |key: &str| super::dump::debug_flag(key).is_some_and(|v| v != 0);
-    // Off under valgrind and ThreadSanitizer too: valgrind reports the handler's writes
+    // No handler under valgrind and ThreadSanitizer: valgrind reports the handler's writes
     // below the stack pointer; TSan runs handlers late, not on the interrupted context.
-    let off = debug("asyncpreemptoff") || crate::stack::running_on_valgrind() || super::tsan::on();
+    // `asyncpreemptoff=1` keeps the handler for unseen.rs and sends no preemption signal.
+    let off = debug("asyncpreemptoff");
+    let no_handler = crate::stack::running_on_valgrind() || super::tsan::on();
     STRESS.store(debug("asyncpreemptstress"), Ordering::Relaxed);
-    if off || !arch::async_preempt_init(async_preempt_park, unseen::wrapped) {
+    if no_handler || !arch::async_preempt_init(async_preempt_park, unseen::wrapped) {
         return;
     }
     refresh_ranges(true);
@@ -107,7 +112,8 @@ pub(super) fn init() {
             return;
         }
     }
-    ENABLED.store(true, Ordering::Release);
+    HANDLER_ON.store(true, Ordering::Release);
+    ENABLED.store(!off, Ordering::Release);
 }
 
 /// Whether our handler is still the one installed (a program may install its own later:
@@ -447,11 +453,12 @@ pub(super) fn preempt_m(p: &P) {
 /// Sends SIGURG tagged `magic` to thread `tid` of this process, if preemption is on and
 /// our handler is still installed. True if sent.
 pub(super) fn signal_m(tid: i32, magic: usize) -> bool {
-    if !ENABLED.load(Ordering::Acquire) {
+    if !HANDLER_ON.load(Ordering::Acquire) {
         return false;
     }
     if !handler_installed() {
         ENABLED.store(false, Ordering::Release);
+        HANDLER_ON.store(false, Ordering::Release);
         return false;
     }
     refresh_ranges(false);

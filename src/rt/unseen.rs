@@ -367,18 +367,35 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
 
 /// Called by `__gmp_async_syscall` with the saved registers (`arch::SavedRegs`): makes the
 /// system call in rax with the saved argument registers between `syscall::enter` and
-/// `syscall::exit`, and leaves what the kernel would have: the result in rax, rcx = the
+/// `syscall::exit` (or, when goroutines are bound to this M, on a helper thread while the
+/// goroutine parks), and leaves what the kernel would have: the result in rax, rcx = the
 /// return address, r11 = rflags.
 pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     // SAFETY: the trampoline passes its save area on this goroutine's stack.
     let r = unsafe { &mut *regs };
     WRAPPED.fetch_add(1, Ordering::Relaxed);
-    let entered = syscall::enter().is_ok();
+    let (nr, a) = (r.rax, [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]);
     // SAFETY: the very system call the goroutine was making, with its own arguments.
-    let ret = unsafe { crate::sys::raw_syscall6(r.rax, r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9) };
-    if entered {
-        syscall::exit();
-    }
+    let call =
+        || unsafe { crate::sys::raw_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) } as i64;
+    // A PI futex's owner is the calling thread: that call stays on it.
+    let thread_bound = nr == libc::SYS_futex as u64 && matches!(a[1] & 0x7f, 6 | 13);
+    let ret = if !thread_bound && offload::wanted() {
+        // Goroutines are bound to this M (parked in hooks, pinned): one of them may hold
+        // what this call waits for (a pthread mutex held across a hooked sleep), and only
+        // this thread may run it. So the call waits on a helper thread while this
+        // goroutine parks bound here, and the M runs them meanwhile (offload.rs).
+        // SAFETY: on a goroutine holding its P, not locked (`wanted`); `call` uses only
+        // copies of the registers, and waits on memory and fds the process shares.
+        unsafe { offload::run(&call) }.0 as u64
+    } else {
+        let entered = syscall::enter().is_ok();
+        let ret = call() as u64;
+        if entered {
+            syscall::exit();
+        }
+        ret
+    };
     r.rax = ret;
     r.rcx = r.rip;
     r.r11 = r.rflags;
