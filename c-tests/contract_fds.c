@@ -17,9 +17,13 @@
  *   sendfile   sendfile(2) of 1 MiB from a file into a goroutine's pipe returns 1 MiB.
  *   nonblock   a pipe the program made non-blocking gets EAGAIN when full, in the
  *              goroutine and from a plain thread.
+ *   aliases    the names glibc routes calls through for 64-bit file offsets and
+ *              _FORTIFY_SOURCE (pread64, open64, fcntl64, __open_2, __read_chk, ...)
+ *              resolve to libgmp's hooks, not to libc.
  */
 #include "check.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -345,6 +349,27 @@ static void nonblock_case(void *arg)
     gmp_wg_done(&wg);
 }
 
+static void aliases_case(void *arg)
+{
+    (void)arg;
+    static const char *const names[] = {
+        "pread64", "pwrite64", "open64", "openat64", "fcntl64", "__open_2", "__open64_2",
+        "__openat_2", "__openat64_2", "__read_chk", "__recv_chk", "__recvfrom_chk",
+        "__pread_chk", "__poll_chk",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *f = dlsym(RTLD_DEFAULT, names[i]);
+        Dl_info info;
+        if (f == NULL || dladdr(f, &info) == 0 || info.dli_fname == NULL ||
+            strstr(info.dli_fname, "libgmp") == NULL) {
+            fprintf(stderr, "aliases: %s resolves to %s\n", names[i],
+                    f == NULL ? "nothing" : info.dli_fname);
+            _exit(1);
+        }
+    }
+    gmp_wg_done(&wg);
+}
+
 int main(int argc, char **argv)
 {
     CHECK(argc == 2);
@@ -369,6 +394,8 @@ int main(int argc, char **argv)
         fn = sendfile_case;
     else if (strcmp(c, "nonblock") == 0)
         fn = nonblock_case;
+    else if (strcmp(c, "aliases") == 0)
+        fn = aliases_case;
     if (fn == NULL) {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

@@ -1450,6 +1450,12 @@ fn contract_fds_nonblock() {
     contract_fds("nonblock");
 }
 
+#[test]
+fn contract_fds_aliases() {
+    // Symbol resolution only: the GMP_INTERPOSE=0 run resolves to the same hooks.
+    contract_fds("aliases");
+}
+
 // ---- tests that fail when the code is wrong ----
 
 #[test]

@@ -1855,6 +1855,114 @@ pub unsafe extern "C" fn openat(
     fd
 }
 
+// The names glibc gives the same calls for programs built with 64-bit file offsets
+// (`_FILE_OFFSET_BITS=64`: SQLite, CPython, libuv) and under `_FORTIFY_SOURCE` (the
+// `__open_2` family, which check that a mode comes with O_CREAT). On x86-64 `off_t` is
+// 64 bits, so each is its plain counterpart.
+
+/// Interposes pread64 (pread).
+///
+/// # Safety
+/// As pread(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: usize, off: libc::off_t) -> isize {
+    // SAFETY: same contract.
+    unsafe { pread(fd, buf, n, off) }
+}
+
+/// Interposes pwrite64 (pwrite).
+///
+/// # Safety
+/// As pwrite(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite64(
+    fd: c_int,
+    buf: *const c_void,
+    n: usize,
+    off: libc::off_t,
+) -> isize {
+    // SAFETY: same contract.
+    unsafe { pwrite(fd, buf, n, off) }
+}
+
+/// Interposes open64 (open).
+///
+/// # Safety
+/// As open(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: same contract.
+    unsafe { open(path, flags, mode) }
+}
+
+/// Interposes openat64 (openat).
+///
+/// # Safety
+/// As openat(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat64(
+    dir: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: same contract.
+    unsafe { openat(dir, path, flags, mode) }
+}
+
+/// Whether `flags` need a mode argument (glibc's `__OPEN_NEEDS_MODE`).
+fn needs_mode(flags: c_int) -> bool {
+    flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE
+}
+
+/// Interposes `__open_2` (open under _FORTIFY_SOURCE, called without a mode).
+///
+/// # Safety
+/// As open(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    if needs_mode(flags) {
+        // SAFETY: glibc's report of a missing mode; does not return.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: same contract.
+    unsafe { open(path, flags, 0) }
+}
+
+/// Interposes `__open64_2`.
+///
+/// # Safety
+/// As open(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: same contract.
+    unsafe { __open_2(path, flags) }
+}
+
+/// Interposes `__openat_2`.
+///
+/// # Safety
+/// As openat(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __openat_2(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
+    if needs_mode(flags) {
+        // SAFETY: as in `__open_2`.
+        unsafe { __chk_fail() }
+    }
+    // SAFETY: same contract.
+    unsafe { openat(dir, path, flags, 0) }
+}
+
+/// Interposes `__openat64_2`.
+///
+/// # Safety
+/// As openat(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __openat64_2(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: same contract.
+    unsafe { __openat_2(dir, path, flags) }
+}
+
 /// Interposes fsync(2).
 #[unsafe(no_mangle)]
 pub extern "C" fn fsync(fd: c_int) -> c_int {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import os
 import threading
 import time
 
@@ -190,3 +191,29 @@ def test_two_event_loops_in_two_threads_share_the_bridge() -> None:
         t.join(60)
     assert sorted(results["a"] + results["b"]) == list(range(2 * n))
     assert len(results["a"]) == len(results["b"]) == n
+
+
+def test_a_port_whose_loop_is_gone_drops_completions() -> None:
+    # The bridge thread posts to a loop's fd; once the loop's collection closed it, a post
+    # neither raises (that would stop the bridge for every loop) nor writes to the number,
+    # which may belong to another file by then.
+    loop = asyncio.new_event_loop()
+    port = _aio._port(loop)
+    wfd = port.wfd
+    port.close()
+    r, w = os.pipe()  # likely takes the closed number
+    try:
+        port.post(type("Op", (), {"finish": lambda self: None})())  # type: ignore[arg-type]
+        os.set_blocking(r, False)
+        with pytest.raises(BlockingIOError):
+            os.read(r, 8)
+        assert port.closed and wfd >= 0
+    finally:
+        os.close(r)
+        os.close(w)
+        loop.close()
+
+    # And later operations on other loops still complete (the bridge thread is alive).
+    ch = Chan(ctypes.c_int64, 1)
+    ch.send(7)
+    assert run(ch.recv_async()) == 7

@@ -42,6 +42,11 @@ class _Port:
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.done: collections.deque[_Op] = collections.deque()
+        # `closed` and the fds change together under `lock`: `post` (the bridge thread)
+        # never writes to a number the loop's collection closed, which may belong to
+        # another file by then.
+        self.lock = threading.Lock()
+        self.closed = False
         if hasattr(os, "eventfd"):
             self.rfd = self.wfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         else:
@@ -49,15 +54,29 @@ class _Port:
             os.set_blocking(self.rfd, False)
             os.set_blocking(self.wfd, False)
         loop.add_reader(self.rfd, self._drain)
-        weakref.finalize(loop, _close_fds, self.rfd, self.wfd)
+        weakref.finalize(loop, self.close)
+
+    def close(self) -> None:
+        """The loop is gone: closes the fds; later completions are dropped."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            _close_fds(self.rfd, self.wfd)
 
     def post(self, op: "_Op") -> None:
-        """Bridge thread: hands a finished operation to the loop."""
+        """Bridge thread: hands a finished operation to the loop. Never raises: the
+        bridge thread serves every loop, and an error here would stop it for all."""
         self.done.append(op)
-        try:
-            os.write(self.wfd, b"\x01\0\0\0\0\0\0\0")
-        except BlockingIOError:
-            pass  # the fd is already readable: the loop will drain
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                os.write(self.wfd, b"\x01\0\0\0\0\0\0\0")
+            except BlockingIOError:
+                pass  # the fd is already readable: the loop will drain
+            except OSError:
+                pass  # the loop's fd is unusable: nobody will drain it
 
     def _drain(self) -> None:
         """Loop thread: completes the futures of finished operations."""
