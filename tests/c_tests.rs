@@ -2697,6 +2697,33 @@ fn tsan_still_reports_a_race() {
     );
 }
 
+/// A race reported on a goroutine whose M has another goroutine bound to it: TSan's
+/// symbolizer opens files through the interposer's hooks while TSan holds its
+/// thread-registry lock, and a hook that handed the open to a helper thread would park the
+/// goroutine with the lock held (the whole process would wait for it; the program's alarm
+/// ends it after 60 s). The report must complete and the program finish.
+#[test]
+fn tsan_reports_on_a_bound_goroutine() {
+    let o = run_tsan("sanitize", &["race_bound"]);
+    assert_eq!(
+        o.status.code(),
+        Some(66),
+        "{}",
+        o.report("TSan must report the race and the program finish")
+    );
+    assert!(
+        o.stderr.contains("WARNING: ThreadSanitizer: data race")
+            && o.stderr.contains("sanitize_bound_racer"),
+        "{}",
+        o.report("report")
+    );
+    assert!(
+        o.stdout.contains("race_bound done"),
+        "{}",
+        o.report("finished")
+    );
+}
+
 /// A sanitized run exited 0 and `tool` ("AddressSanitizer", "ThreadSanitizer") reported
 /// nothing.
 fn expect_sanitizer_clean(o: &Outcome, tool: &str, what: &str) {

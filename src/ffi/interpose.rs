@@ -6,10 +6,12 @@
 //! # When a hook acts
 //! Only on a goroutine that holds its P (not a foreign thread, not the runtime's own
 //! threads, not inside a gmp_blocking call), in a process that did not fork after the
-//! runtime started, and unless `GMP_INTERPOSE=0`. Everywhere else it calls libc's function
-//! (`sys::real`), except for fds the hooks made non-blocking underneath (below): there a
-//! call the user expects to block waits in poll(2) first, so no thread ever sees an
-//! EAGAIN it did not ask for.
+//! runtime started, and unless `GMP_INTERPOSE=0`; never for a call ThreadSanitizer's runtime
+//! makes itself (its symbolizer's files, opened and closed with TSan's locks held: a park
+//! there would switch fibers under them, `rt::tsan::called_by_runtime`). Everywhere else it
+//! calls libc's function (`sys::real`), except for fds the hooks made non-blocking
+//! underneath (below): there a call the user expects to block waits in poll(2) first, so
+//! no thread ever sees an EAGAIN it did not ask for.
 //!
 //! # The fd state (`PollDesc::hook`, rt/netpoll.rs)
 //! - `HOOK_BLOCKING`: the fd is under the poller and non-blocking underneath, but the user
@@ -78,10 +80,11 @@ fn enabled() -> bool {
     }
 }
 
-/// Whether the hook acts: the caller is a goroutine holding its P (see the module doc).
+/// Whether the hook acts: the caller is a goroutine holding its P, and not TSan's runtime
+/// (see the module doc).
 #[inline(always)]
 fn on_goroutine() -> bool {
-    rt::syscall::holds_p() && !rt::os_linux::forked() && enabled()
+    rt::syscall::holds_p() && !rt::os_linux::forked() && enabled() && !rt::tsan::called_by_runtime()
 }
 
 /// The process the runtime's fd state belongs to (set when the library is loaded).
@@ -91,10 +94,15 @@ static PID: AtomicI32 = AtomicI32::new(0);
 /// after fork, nor in a vfork child (which shares the parent's memory and thread pointer,
 /// so the hooks cannot tell it from its parent otherwise: dup2 in it must not register the
 /// child's fds in the parent's poller). One getpid system call: called only where a
-/// hook is about to change fd state, or is about to act on state it found.
+/// hook is about to change fd state, or is about to act on state it found. Nor for TSan's
+/// own calls: its files are none of the program's, and the waits of `close_begin` may
+/// switch (a number it reuses has its stale state dropped by the next hooked call that
+/// gets it, as after a close the hooks did not see).
 fn live() -> bool {
     // SAFETY: getpid has no preconditions.
-    !rt::os_linux::forked() && unsafe { libc::getpid() } == PID.load(Ordering::Relaxed)
+    !rt::os_linux::forked()
+        && unsafe { libc::getpid() } == PID.load(Ordering::Relaxed)
+        && !rt::tsan::called_by_runtime()
 }
 
 /// Resolves libc's functions when the library is loaded, before `main`.
