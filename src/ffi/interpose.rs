@@ -50,7 +50,7 @@ use super::net;
 use super::syscall::raw_call;
 use crate::rt;
 use crate::rt::netpoll::{self, MODE_READ, MODE_WRITE, PollDesc, WaitError};
-use crate::sys::real;
+use crate::sys::{real, tsan};
 
 /// `PollDesc::hook`: the user sees the fd blocking; it is non-blocking underneath.
 pub(crate) const HOOK_BLOCKING: u32 = 1;
@@ -637,6 +637,7 @@ pub unsafe extern "C" fn accept4(
         if r >= 0 && known(r) && live() {
             forget(r);
         }
+        tsan::fd_opened(r);
         return r;
     }
     let user_blocking = flags & libc::SOCK_NONBLOCK == 0;
@@ -658,6 +659,7 @@ pub unsafe extern "C" fn accept4(
             }
         }
     }
+    tsan::fd_opened(r);
     r
 }
 
@@ -751,6 +753,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
         if fd >= 0 && known(fd) && live() {
             forget(fd);
         }
+        tsan::fd_opened(fd);
         return fd;
     }
     // SAFETY: plain syscall.
@@ -762,6 +765,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
             unblock(fd, ty & libc::SOCK_NONBLOCK == 0);
         }
     }
+    tsan::fd_opened(fd);
     fd
 }
 
@@ -792,6 +796,7 @@ pub unsafe extern "C" fn socketpair(
             } else if live {
                 forget(fd);
             }
+            tsan::fd_opened(fd);
         }
     }
     r
@@ -819,6 +824,7 @@ pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
             } else if live {
                 forget(fd);
             }
+            tsan::fd_opened(fd);
         }
     }
     r
@@ -861,6 +867,7 @@ pub extern "C" fn dup(fd: c_int) -> c_int {
     if r >= 0 {
         dup_state(fd, r);
     }
+    tsan::fd_opened(r);
     r
 }
 
@@ -879,6 +886,7 @@ fn dup_onto(old: c_int, new: c_int, f: impl FnOnce() -> c_int) -> c_int {
     if r >= 0 && old != new {
         dup_state(old, r);
     }
+    tsan::fd_opened(r);
     r
 }
 
@@ -937,6 +945,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             if r >= 0 {
                 dup_state(fd, r);
             }
+            tsan::fd_opened(r);
             r
         }
         // SAFETY: the caller's arguments (F_SETLKW blocks: the hand-off).
@@ -1653,6 +1662,7 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -
     if fd >= 0 && known(fd) && live() {
         forget(fd);
     }
+    tsan::fd_opened(fd);
     fd
 }
 
@@ -1672,6 +1682,7 @@ pub unsafe extern "C" fn openat(
     if fd >= 0 && known(fd) && live() {
         forget(fd);
     }
+    tsan::fd_opened(fd);
     fd
 }
 
