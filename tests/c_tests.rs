@@ -2781,6 +2781,13 @@ fn asan_fuzz() {
     expect_sanitizer_clean(&o, "AddressSanitizer", "asan_fuzz");
 }
 
+/// The API fuzzer built with TSan, 3 s at GOMAXPROCS 2: no report, no hang.
+#[test]
+fn tsan_fuzz() {
+    let o = run_tsan("fuzz", &["910", "3", "2"]);
+    expect_sanitizer_clean(&o, "ThreadSanitizer", "tsan_fuzz");
+}
+
 // ---- the library's own mutex entry points (mutation testing found them untested) ----
 
 /// Runs `c-tests/<name>.c` compiled with `-DGMP_NO_INLINE_FAST_PATHS` (as `<name>_noinline`):
