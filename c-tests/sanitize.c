@@ -22,14 +22,27 @@
  * parked receiver wrote before it received (a race report even with the suppressions
  * when the edge is missing). With argv[1] = "parked", only that part runs (the TSan run
  * without the suppressions, which hide every interceptor libgmp calls).
+ * With "race_bound", the race is reported on a goroutine whose M has another goroutine
+ * bound to it (both GMP_GO_PINNED, GOMAXPROCS 1), where a blocking call the interposer
+ * sees goes to a helper thread while the goroutine parks. TSan's symbolizer opens files
+ * through those hooks while TSan holds its thread-registry lock: the report must end (a
+ * park there would leave the lock held by a switched-out fiber and every thread waiting
+ * for it; the alarm ends such a run).
+ * With "fd_reuse", main makes a socketpair (TSan records the fds), closes both ends with
+ * gmp_close (a system call TSan does not see) and a thread unordered with it makes a
+ * socketpair that gets the same numbers: the runtime's close-before-reuse edge must keep
+ * TSan from taking the reuse for a race on the fds.
  */
 #include "check.h"
 
 #include <errno.h>
 #include <stdatomic.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define PAIRS 8
 #define ROUNDS 200
@@ -224,8 +237,84 @@ void sanitize_racer(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* race_bound: 1 once the waiter runs (pinned to the racer's M), 2 once main wrote. */
+static atomic_int bound_state;
+static gmp_wg bound_wg = GMP_WG_INIT;
+
+void sanitize_bound_waiter(void *arg)
+{
+    (void)arg;
+    atomic_store_explicit(&bound_state, 1, memory_order_relaxed);
+    CHECK_OK(gmp_wg_wait(&bound_wg)); /* parked, bound to the racer's M */
+    gmp_wg_done(&wg);
+}
+
+void sanitize_bound_racer(void *arg)
+{
+    (void)arg;
+    gmp_attr pin = {0, GMP_GO_PINNED};
+    CHECK(gmp_go_attr(sanitize_bound_waiter, NULL, &pin) > 0);
+    /* One P: the waiter runs on this M (and is pinned to it) when this one yields. */
+    while (atomic_load_explicit(&bound_state, memory_order_relaxed) < 1)
+        CHECK_OK(gmp_yield());
+    /* main's write, seen through a relaxed load: no happens-before. Bounded: 5 s. */
+    double t0 = now_sec();
+    while (atomic_load_explicit(&bound_state, memory_order_relaxed) < 2 && now_sec() - t0 < 5.0)
+        ;
+    sink = racy_counter; /* the race, reported (and symbolized) on this goroutine */
+    gmp_wg_done(&bound_wg);
+    gmp_wg_done(&wg);
+}
+
+/* fd_reuse: the numbers main closed (relaxed: no happens-before), -1 until then. */
+static atomic_int reuse_fd[2] = {-1, -1};
+
+static void *fd_reuser(void *arg)
+{
+    (void)arg;
+    double t0 = now_sec();
+    while (atomic_load_explicit(&reuse_fd[1], memory_order_relaxed) < 0 && now_sec() - t0 < 10.0)
+        ;
+    int sv[2];
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    /* The lowest free numbers: the ones main closed. */
+    CHECK_EQ(sv[0], atomic_load_explicit(&reuse_fd[0], memory_order_relaxed));
+    CHECK_EQ(sv[1], atomic_load_explicit(&reuse_fd[1], memory_order_relaxed));
+    CHECK_EQ(close(sv[0]), 0);
+    CHECK_EQ(close(sv[1]), 0);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "fd_reuse") == 0) {
+        CHECK(gmp_maxprocs(0) > 0); /* the runtime (and its TSan support) starts */
+        pthread_t t;
+        CHECK_EQ(pthread_create(&t, NULL, fd_reuser, NULL), 0);
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        CHECK_EQ(gmp_close(sv[0]), 0);
+        CHECK_EQ(gmp_close(sv[1]), 0);
+        atomic_store_explicit(&reuse_fd[0], sv[0], memory_order_relaxed);
+        atomic_store_explicit(&reuse_fd[1], sv[1], memory_order_relaxed);
+        CHECK_EQ(pthread_join(t, NULL), 0);
+        printf("fd_reuse done\n");
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "race_bound") == 0) {
+        alarm(60); /* a hang inside TSan holds every thread, a watchdog thread too */
+        CHECK(gmp_maxprocs(1) > 0);
+        CHECK_OK(gmp_wg_add(&wg, 2));
+        CHECK_OK(gmp_wg_add(&bound_wg, 1));
+        gmp_attr pin = {0, GMP_GO_PINNED};
+        CHECK(gmp_go_attr(sanitize_bound_racer, NULL, &pin) > 0);
+        WAIT_UNTIL(atomic_load_explicit(&bound_state, memory_order_relaxed) == 1, 10.0);
+        racy_counter = 1;
+        atomic_store_explicit(&bound_state, 2, memory_order_relaxed);
+        CHECK_OK(gmp_wg_wait(&wg));
+        printf("race_bound done\n");
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "race") == 0) {
         CHECK_OK(gmp_wg_add(&wg, 2));
         CHECK_OK(gmp_go(sanitize_racer, NULL));

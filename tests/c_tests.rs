@@ -2751,6 +2751,47 @@ fn tsan_still_reports_a_race() {
     );
 }
 
+/// A race reported on a goroutine whose M has another goroutine bound to it: TSan's
+/// symbolizer opens files through the interposer's hooks while TSan holds its
+/// thread-registry lock, and a hook that handed the open to a helper thread would park the
+/// goroutine with the lock held (the whole process would wait for it; the program's alarm
+/// ends it after 60 s). The report must complete and the program finish.
+#[test]
+fn tsan_reports_on_a_bound_goroutine() {
+    let o = run_tsan("sanitize", &["race_bound"]);
+    assert_eq!(
+        o.status.code(),
+        Some(66),
+        "{}",
+        o.report("TSan must report the race and the program finish")
+    );
+    assert!(
+        o.stderr.contains("WARNING: ThreadSanitizer: data race")
+            && o.stderr.contains("sanitize_bound_racer"),
+        "{}",
+        o.report("report")
+    );
+    assert!(
+        o.stdout.contains("race_bound done"),
+        "{}",
+        o.report("finished")
+    );
+}
+
+/// An fd number closed by `gmp_close` (a system call TSan does not see) and handed out
+/// again to a thread unordered with the close: the runtime's close-before-reuse edge keeps
+/// TSan from reporting a race on the fd.
+#[test]
+fn tsan_fd_reuse_after_gmp_close() {
+    let o = run_tsan("sanitize", &["fd_reuse"]);
+    expect_sanitizer_clean(&o, "ThreadSanitizer", "tsan_fd_reuse_after_gmp_close");
+    assert!(
+        o.stdout.contains("fd_reuse done"),
+        "{}",
+        o.report("finished")
+    );
+}
+
 /// A sanitized run exited 0 and `tool` ("AddressSanitizer", "ThreadSanitizer") reported
 /// nothing.
 fn expect_sanitizer_clean(o: &Outcome, tool: &str, what: &str) {
@@ -2795,6 +2836,13 @@ fn tsan_torture() {
 fn asan_fuzz() {
     let o = run_asan("fuzz", &["909", "3", "2"]);
     expect_sanitizer_clean(&o, "AddressSanitizer", "asan_fuzz");
+}
+
+/// The API fuzzer built with TSan, 3 s at GOMAXPROCS 2: no report, no hang.
+#[test]
+fn tsan_fuzz() {
+    let o = run_tsan("fuzz", &["910", "3", "2"]);
+    expect_sanitizer_clean(&o, "ThreadSanitizer", "tsan_fuzz");
 }
 
 // ---- the library's own mutex entry points (mutation testing found them untested) ----

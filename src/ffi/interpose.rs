@@ -6,8 +6,10 @@
 //! # When a hook acts
 //! Only on a goroutine that holds its P (not a foreign thread, not the runtime's own
 //! threads, not inside a gmp_blocking call), in a process that did not fork after the
-//! runtime started, and unless `GMP_INTERPOSE=0`. Everywhere else it calls libc's function
-//! (`sys::real`).
+//! runtime started, and unless `GMP_INTERPOSE=0`; never for a call ThreadSanitizer's runtime
+//! makes itself (its symbolizer's files, opened and closed with TSan's locks held: a park
+//! there would switch fibers under them, `rt::tsan::called_by_runtime`). Everywhere else it
+//! calls libc's function (`sys::real`).
 //!
 //! # The contract
 //! Inside a goroutine every hooked call returns what libc returns for the same arguments
@@ -62,7 +64,7 @@ use super::net;
 use super::syscall::raw_call;
 use crate::rt;
 use crate::rt::netpoll::{self, MODE_READ, MODE_WRITE, PollDesc, WaitError};
-use crate::sys::real;
+use crate::sys::{real, tsan};
 
 /// `PollDesc::hook`: the program sees the fd blocking (see the module doc).
 pub(crate) const HOOK_BLOCKING: u32 = 1;
@@ -95,10 +97,11 @@ fn enabled() -> bool {
     }
 }
 
-/// Whether the hook acts: the caller is a goroutine holding its P (see the module doc).
+/// Whether the hook acts: the caller is a goroutine holding its P, and not TSan's runtime
+/// (see the module doc).
 #[inline(always)]
 fn on_goroutine() -> bool {
-    rt::syscall::holds_p() && !rt::os_linux::forked() && enabled()
+    rt::syscall::holds_p() && !rt::os_linux::forked() && enabled() && !rt::tsan::called_by_runtime()
 }
 
 /// The process the runtime's fd state belongs to (set when the library is loaded).
@@ -108,10 +111,15 @@ static PID: AtomicI32 = AtomicI32::new(0);
 /// after fork, nor in a vfork child (which shares the parent's memory and thread pointer,
 /// so the hooks cannot tell it from its parent otherwise: dup2 in it must not register the
 /// child's fds in the parent's poller). One getpid system call: called only where a
-/// hook is about to change fd state, or is about to act on state it found.
+/// hook is about to change fd state, or is about to act on state it found. Nor for TSan's
+/// own calls: its files are none of the program's, and the waits of `close_begin` may
+/// switch (a number it reuses has its stale state dropped by the next hooked call that
+/// gets it, as after a close the hooks did not see).
 fn live() -> bool {
     // SAFETY: getpid has no preconditions.
-    !rt::os_linux::forked() && unsafe { libc::getpid() } == PID.load(Ordering::Relaxed)
+    !rt::os_linux::forked()
+        && unsafe { libc::getpid() } == PID.load(Ordering::Relaxed)
+        && !rt::tsan::called_by_runtime()
 }
 
 /// Resolves libc's functions when the library is loaded, before `main`.
@@ -833,6 +841,7 @@ pub unsafe extern "C" fn accept4(
         if r >= 0 && known(r) && live() {
             forget(r);
         }
+        tsan::fd_opened(r);
         return r;
     }
     let r = rw(fd, MODE_READ, &op, &|| net::accept_when_ready(fd, &op)) as c_int;
@@ -845,6 +854,7 @@ pub unsafe extern "C" fn accept4(
             }
         }
     }
+    tsan::fd_opened(r);
     r
 }
 
@@ -943,6 +953,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
         if fd >= 0 && known(fd) && live() {
             forget(fd);
         }
+        tsan::fd_opened(fd);
         return fd;
     }
     // SAFETY: plain syscall.
@@ -956,6 +967,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int
             pd.hook.fetch_or(HOOK_FRESH, Ordering::AcqRel);
         }
     }
+    tsan::fd_opened(fd);
     fd
 }
 
@@ -983,6 +995,7 @@ pub unsafe extern "C" fn socketpair(
             } else if live {
                 forget(fd);
             }
+            tsan::fd_opened(fd);
         }
     }
     r
@@ -1007,6 +1020,7 @@ pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
             } else if live {
                 forget(fd);
             }
+            tsan::fd_opened(fd);
         }
     }
     r
@@ -1049,6 +1063,7 @@ pub extern "C" fn dup(fd: c_int) -> c_int {
     if r >= 0 {
         dup_state(fd, r);
     }
+    tsan::fd_opened(r);
     r
 }
 
@@ -1067,6 +1082,7 @@ fn dup_onto(old: c_int, new: c_int, f: impl FnOnce() -> c_int) -> c_int {
     if r >= 0 && old != new {
         dup_state(old, r);
     }
+    tsan::fd_opened(r);
     r
 }
 
@@ -1119,6 +1135,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             if r >= 0 {
                 dup_state(fd, r);
             }
+            tsan::fd_opened(r);
             r
         }
         // SAFETY: the caller's arguments (F_SETLKW blocks: the hand-off).
@@ -1833,6 +1850,7 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -
     if fd >= 0 && known(fd) && live() {
         forget(fd);
     }
+    tsan::fd_opened(fd);
     fd
 }
 
@@ -1852,6 +1870,7 @@ pub unsafe extern "C" fn openat(
     if fd >= 0 && known(fd) && live() {
         forget(fd);
     }
+    tsan::fd_opened(fd);
     fd
 }
 

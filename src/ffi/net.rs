@@ -483,7 +483,10 @@ pub extern "C" fn gmp_socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int
 /// Registers an fd the library just created; closes it on failure.
 fn register_new(fd: c_int) -> c_int {
     match netpoll::register(fd) {
-        Ok(_) => fd,
+        Ok(_) => {
+            crate::sys::tsan::fd_opened(fd);
+            fd
+        }
         Err(e) => {
             // SAFETY: fd is ours, just created.
             unsafe { crate::sys::real::close(fd) };
@@ -522,6 +525,8 @@ pub unsafe extern "C" fn gmp_pipe(fds: *mut c_int) -> c_int {
                 return -e;
             }
         }
+        crate::sys::tsan::fd_opened(p[0]);
+        crate::sys::tsan::fd_opened(p[1]);
         // SAFETY: caller contract.
         unsafe {
             *fds = p[0];

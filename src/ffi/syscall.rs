@@ -276,7 +276,7 @@ pub unsafe extern "C" fn gmp_open(path: *const c_char, flags: c_int, mode: c_int
             return -libc::EINVAL;
         }
         // SAFETY: caller contract (path NUL-terminated). open(2) is openat(AT_FDCWD, ...).
-        unsafe {
+        let fd = unsafe {
             sys_blocking(
                 libc::SYS_openat,
                 [
@@ -288,7 +288,9 @@ pub unsafe extern "C" fn gmp_open(path: *const c_char, flags: c_int, mode: c_int
                     0,
                 ],
             ) as c_int
-        }
+        };
+        crate::sys::tsan::fd_opened(fd);
+        fd
     })
 }
 
@@ -300,6 +302,7 @@ pub unsafe extern "C" fn gmp_open(path: *const c_char, flags: c_int, mode: c_int
 pub extern "C" fn gmp_close(fd: c_int) -> c_int {
     boundary("gmp_close", || {
         super::net::close_begin(fd);
+        crate::sys::tsan::fd_closing(fd);
         // SAFETY: close has no memory preconditions.
         unsafe { sys_blocking(libc::SYS_close, [fd as c_long, 0, 0, 0, 0, 0]) as c_int }
     })

@@ -2,7 +2,7 @@
 //! semaphore, channels); `rt::tsan` finds the functions at start-up and does the fibers.
 //! Without TSan every hook is one load of a false flag.
 
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 #[repr(align(128))]
 struct Flag(AtomicBool);
@@ -45,4 +45,44 @@ pub(crate) fn release(addr: usize) {
 #[inline(never)]
 pub(crate) fn acquire(addr: usize) {
     call(&ACQUIRE, addr);
+}
+
+/// One address per fd number below this, for the edges of `fd_closing` and `fd_opened`
+/// (larger numbers get none).
+const FD_KEYS: usize = 1 << 16;
+static FD_KEY: [AtomicU8; FD_KEYS] = [const { AtomicU8::new(0) }; FD_KEYS];
+
+/// Before a close of `fd` that TSan does not see (`gmp_close`'s system call): releases the
+/// number's address, which `fd_opened` acquires when the number is handed out again. Both
+/// act once the runtime has started (it looks TSan up then).
+///
+/// TSan follows fds through its own interceptors and resets a number's state at the
+/// closes it intercepts; after a close it misses, the next creation or use of the number
+/// through an interceptor looks unordered with the uses before the close, and it reports
+/// a race on the fd. The kernel hands a number out again only after its close: the edge
+/// is one the program really has, which TSan cannot see.
+#[inline(always)]
+pub(crate) fn fd_closing(fd: core::ffi::c_int) {
+    if on() {
+        fd_edge(fd, &RELEASE);
+    }
+}
+
+/// After the library handed out `fd` (`gmp_socket`, `gmp_pipe`, `gmp_accept`, `gmp_open`,
+/// and the interposer's socket, socketpair, pipe, accept, open, dup, whose TSan
+/// interceptors record the new fd when they return): follows every earlier
+/// `fd_closing` of the number.
+#[inline(always)]
+pub(crate) fn fd_opened(fd: core::ffi::c_int) {
+    if on() {
+        fd_edge(fd, &ACQUIRE);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn fd_edge(fd: core::ffi::c_int, f: &AtomicUsize) {
+    if let Some(key) = usize::try_from(fd).ok().and_then(|i| FD_KEY.get(i)) {
+        call(f, key as *const AtomicU8 as usize);
+    }
 }
