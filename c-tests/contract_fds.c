@@ -17,6 +17,8 @@
  *   sendfile   sendfile(2) of 1 MiB from a file into a goroutine's pipe returns 1 MiB.
  *   nonblock   a pipe the program made non-blocking gets EAGAIN when full, in the
  *              goroutine and from a plain thread.
+ *   select     select(2) with tv_usec = 1,050,000 waits 1.05 s (Linux carries the whole
+ *              second), and with a negative tv_usec fails with EINVAL.
  *   aliases    the names glibc routes calls through for 64-bit file offsets and
  *              _FORTIFY_SOURCE (pread64, open64, fcntl64, __open_2, __read_chk, ...)
  *              resolve to libgmp's hooks, not to libc.
@@ -349,6 +351,22 @@ static void nonblock_case(void *arg)
     gmp_wg_done(&wg);
 }
 
+static void select_case(void *arg)
+{
+    (void)arg;
+    struct timeval tv = {0, 1050000};
+    int64_t t0 = gmp_now();
+    CHECK_EQ(select(0, NULL, NULL, NULL, &tv), 0);
+    int64_t el = gmp_now() - t0;
+    CHECK(el >= 1050 * 1000000LL);
+    CHECK(el < 5000 * 1000000LL);
+    struct timeval bad = {0, -1};
+    errno = 0;
+    CHECK_EQ(select(0, NULL, NULL, NULL, &bad), -1);
+    CHECK_EQ(errno, EINVAL);
+    gmp_wg_done(&wg);
+}
+
 static void aliases_case(void *arg)
 {
     (void)arg;
@@ -396,6 +414,8 @@ int main(int argc, char **argv)
         fn = nonblock_case;
     else if (strcmp(c, "aliases") == 0)
         fn = aliases_case;
+    else if (strcmp(c, "select") == 0)
+        fn = select_case;
     if (fn == NULL) {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

@@ -16,12 +16,16 @@
  *      it inside gmp_blocking and checks the status.
  *   3. After all that the parent's runtime still works (the fork handler touched only
  *      the child).
+ *   4. A child that makes no gmp call and ends with exit(0) runs the atexit handlers it
+ *      inherited: exit status 0 and nothing on its stderr (the suite runs this program
+ *      with GMP_TRACE too, whose handler finishes the trace in the parent only).
  */
 #include "check.h"
 
 #include <errno.h>
 #include <gmp-sched/gmp.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -107,6 +111,33 @@ static void fork_from_main(enum first_call call)
     printf("child of main: first gmp call (%d) aborted: %s", (int)call, msg);
 }
 
+static void fork_exit_quietly(void)
+{
+    int fds[2];
+    CHECK_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        exit(0);
+    }
+    close(fds[1]);
+    int status = wait_bounded(pid);
+    char msg[512] = {0};
+    size_t n = 0;
+    ssize_t rd;
+    while (n < sizeof msg - 1 && (rd = read(fds[0], msg + n, sizeof msg - 1 - n)) > 0)
+        n += (size_t)rd;
+    close(fds[0]);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n != 0) {
+        fprintf(stderr, "child that exits: status %#x, stderr: %s\n", status, msg);
+        CHECK(0);
+    }
+    printf("child that exits: status 0, nothing on stderr\n");
+}
+
 static int64_t wait_child(void *arg)
 {
     pid_t pid = *(pid_t *)arg;
@@ -176,6 +207,7 @@ int main(int argc, char **argv)
     printf("fork + exec from goroutines: children ran goroutines and exited 0\n");
 
     run_goroutines();
+    fork_exit_quietly();
     stop = 1;
     CHECK_OK(gmp_wg_wait(&loop_wg));
     return 0;

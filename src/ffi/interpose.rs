@@ -1704,7 +1704,9 @@ pub unsafe extern "C" fn select(
     } else {
         // SAFETY: non-null, the caller's timeval.
         let t = unsafe { &*tv };
-        if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) {
+        // Linux carries whole seconds out of tv_usec (1,300,000 µs is 1.3 s); only a
+        // negative part is invalid.
+        if t.tv_sec < 0 || t.tv_usec < 0 {
             set_errno(libc::EINVAL);
             return -1;
         }

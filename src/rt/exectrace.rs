@@ -345,6 +345,11 @@ pub(crate) fn init() {
 }
 
 extern "C" fn stop_at_exit() {
+    // A child forked from a traced process inherits this handler and the writer's state,
+    // but not the writer's thread, and the file is the parent's to finish: nothing to do.
+    if super::os_linux::forked() {
+        return;
+    }
     let _ = std::panic::catch_unwind(|| {
         let _ = stop();
     });
