@@ -66,6 +66,19 @@ static int wait_bounded(pid_t pid)
     _exit(1);
 }
 
+/* Reads what a child wrote on the pipe of its stderr (NUL-terminated in `msg`) and closes
+ * the pipe; returns the byte count. */
+static size_t read_child_stderr(int fd, char *msg, size_t size)
+{
+    size_t n = 0;
+    ssize_t r;
+    while (n < size - 1 && (r = read(fd, msg + n, size - 1 - n)) > 0)
+        n += (size_t)r;
+    msg[n] = 0;
+    close(fd);
+    return n;
+}
+
 /* What the child of fork_from_main calls first. */
 enum first_call { CALL_GO, CALL_SEND, CALL_RECV };
 
@@ -97,12 +110,8 @@ static void fork_from_main(enum first_call call)
     }
     close(fds[1]);
     int status = wait_bounded(pid);
-    char msg[512] = {0};
-    size_t n = 0;
-    ssize_t r;
-    while (n < sizeof msg - 1 && (r = read(fds[0], msg + n, sizeof msg - 1 - n)) > 0)
-        n += (size_t)r;
-    close(fds[0]);
+    char msg[512];
+    read_child_stderr(fds[0], msg, sizeof msg);
     if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT || !strstr(msg, "gmp:") ||
         !strstr(msg, "fork")) {
         fprintf(stderr, "child status %#x, message: %s\n", status, msg);
@@ -125,12 +134,8 @@ static void fork_exit_quietly(void)
     }
     close(fds[1]);
     int status = wait_bounded(pid);
-    char msg[512] = {0};
-    size_t n = 0;
-    ssize_t rd;
-    while (n < sizeof msg - 1 && (rd = read(fds[0], msg + n, sizeof msg - 1 - n)) > 0)
-        n += (size_t)rd;
-    close(fds[0]);
+    char msg[512];
+    size_t n = read_child_stderr(fds[0], msg, sizeof msg);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n != 0) {
         fprintf(stderr, "child that exits: status %#x, stderr: %s\n", status, msg);
         CHECK(0);

@@ -9,7 +9,7 @@
 //! sleeps (`stoplockedm`); whoever dequeues it hands a P to its M (`startlockedm`).
 //!
 //! Unlike Go, a thread may have goroutines bound to it loosely (M-affinity: pinned ones,
-//! and ones stopped there for one stop, affinity.rs), which run on it and nowhere else.
+//! and ones parked there in a hooked call, affinity.rs), which run on it and nowhere else.
 //! Locking such a thread would leave them no thread while the lock lasts, and the locked
 //! goroutine deadlocked when it waited for one of them (the torture test found it). So a
 //! first `lock` on a thread with bound goroutines (`m.naffine`) moves the caller to another

@@ -264,8 +264,8 @@ pub struct G {
     pub affm: AtomicPtr<M>,
     /// Bind to the first M that runs it (attribute of `gmp_go`). Owner: the G's owner.
     pub pinned: Owned<bool>,
-    /// `affm` was set by an asynchronous preemption, for that one stop: `execute` clears
-    /// it when the G resumes (preempt.rs). Owner: the G's M.
+    /// `lockedm` was set by an asynchronous preemption, for that one stop: `execute`
+    /// clears it when the G resumes (`park::gopreempt_bound`). Owner: the G's M.
     pub asyncbound: Owned<bool>,
     /// Why it waits (WAITING only).
     pub waitreason: AtomicU8,

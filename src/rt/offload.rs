@@ -2,7 +2,7 @@
 //!
 //! A goroutine that blocks in the kernel through the syscall hand-off keeps its M for the
 //! length of the call (HACKING.md, decision 4: C code may hold `&errno` across it). The
-//! goroutines bound to that M (affinity.rs: pinned there, stopped there for one stop, or
+//! goroutines bound to that M (affinity.rs: pinned there, or
 //! parked there inside an interposed call) can run nowhere else meanwhile, and when the
 //! call waits for one of them — a `flock` on a file another goroutine holds locked until
 //! its `read` returns — neither would move again.

@@ -304,21 +304,16 @@ pub(super) fn room_on_stack(g: &G, sp: usize) -> bool {
     sp <= stack.top() && sp >= stack.lo() + need
 }
 
-/// Whether thread `tid` of this process is on a CPU or runnable ('R' in its stat), as
-/// opposed to asleep in the kernel, where a signal would only interrupt its call.
-fn thread_running(tid: i32) -> bool {
+/// Reads `/proc/self/task/<tid><name>` (`name` NUL-terminated, e.g. `b"/stat\0"`) into
+/// `buf`; the byte count, or None if it cannot be read or is empty. Raw system calls, not
+/// the libc wrappers the interposer hooks. For sysmon and the Ms that step in for it.
+pub(super) fn read_task_file(tid: i32, name: &[u8], buf: &mut [u8]) -> Option<usize> {
     let mut path = [0u8; 48];
     let msg = crate::sys::fmt_msg(
         &mut path,
-        &[
-            b"/proc/self/task/",
-            &crate::sys::fmt_u64(tid as u64),
-            b"/stat\0",
-        ],
+        &[b"/proc/self/task/", &crate::sys::fmt_u64(tid as u64), name],
     );
-    let mut buf = [0u8; 512];
-    // SAFETY: raw syscalls (not the libc wrappers a future interposer hooks) on a
-    // NUL-terminated path and a valid buffer.
+    // SAFETY: raw syscalls on a NUL-terminated path and a valid buffer.
     let n = unsafe {
         let fd = libc::syscall(
             libc::SYS_openat,
@@ -327,16 +322,23 @@ fn thread_running(tid: i32) -> bool {
             libc::O_RDONLY | libc::O_CLOEXEC,
         ) as i32;
         if fd < 0 {
-            return false;
+            return None;
         }
         let n = libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) as isize;
         libc::syscall(libc::SYS_close, fd);
         n
     };
-    if n <= 0 {
+    (n > 0).then_some(n as usize)
+}
+
+/// Whether thread `tid` of this process is on a CPU or runnable ('R' in its stat), as
+/// opposed to asleep in the kernel, where a signal would only interrupt its call.
+fn thread_running(tid: i32) -> bool {
+    let mut buf = [0u8; 512];
+    let Some(n) = read_task_file(tid, b"/stat\0", &mut buf) else {
         return false;
-    }
-    let s = &buf[..n as usize];
+    };
+    let s = &buf[..n];
     // "pid (comm) S ...": the state follows the last ')'.
     match s.iter().rposition(|&b| b == b')') {
         Some(i) if i + 2 < s.len() => s[i + 2] == b'R',
@@ -378,44 +380,20 @@ pub(super) fn look(p: &P) {
 
 /// Thread `tid`'s voluntary context switches (its /proc status): how many times it slept.
 fn voluntary_switches(tid: i32) -> Option<u64> {
-    let mut path = [0u8; 48];
-    let msg = crate::sys::fmt_msg(
-        &mut path,
-        &[
-            b"/proc/self/task/",
-            &crate::sys::fmt_u64(tid as u64),
-            b"/status\0",
-        ],
-    );
     let mut buf = [0u8; 2048];
-    // SAFETY: raw syscalls on a NUL-terminated path and a valid buffer.
-    let n = unsafe {
-        let fd = libc::syscall(
-            libc::SYS_openat,
-            libc::AT_FDCWD,
-            msg.as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        ) as i32;
-        if fd < 0 {
-            return None;
-        }
-        let n = libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) as isize;
-        libc::syscall(libc::SYS_close, fd);
-        n
-    };
-    if n <= 0 {
-        return None;
-    }
+    let n = read_task_file(tid, b"/status\0", &mut buf)?;
     const KEY: &[u8] = b"\nvoluntary_ctxt_switches:";
-    let s = &buf[..n as usize];
+    let s = &buf[..n];
     let at = s.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
-    let digits: Vec<u8> = s[at..]
+    let mut digits = s[at..]
         .iter()
         .skip_while(|b| b.is_ascii_whitespace())
         .take_while(|b| b.is_ascii_digit())
-        .copied()
-        .collect();
-    core::str::from_utf8(&digits).ok()?.parse().ok()
+        .peekable();
+    digits.peek()?;
+    Some(digits.fold(0u64, |v, &d| {
+        v.wrapping_mul(10).wrapping_add((d - b'0') as u64)
+    }))
 }
 
 /// Asks the M running `p` to stop its goroutine now (Go's preemptM), for

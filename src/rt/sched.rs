@@ -2194,7 +2194,7 @@ unsafe fn startlockedm(m: &M, lm: *mut M) {
 }
 
 /// `gmp_lock_os_thread` from goroutine `gp` found goroutines bound to this M (pinned to
-/// it, or stopped on it for one stop: `m.naffine`). Locked here, the M would run only `gp`
+/// it, or parked on it in hooked calls: `m.naffine`). Locked here, the M would run only `gp`
 /// and they could run nowhere: a locked goroutine waiting for one of them (a mutex it
 /// holds) would wait forever. So `gp` is locked to another M instead, one nothing is bound
 /// to: an idle one (`mget_clean`), else a new one; it gets our P and runs `gp` at once

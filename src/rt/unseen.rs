@@ -114,36 +114,9 @@ pub(super) fn parse(s: &[u8]) -> Option<Call> {
 
 /// Reads what thread `tid` sleeps in (None: running, not in a call, or no such file).
 fn read_call(tid: i32) -> Option<Call> {
-    let mut path = [0u8; 48];
-    let msg = crate::sys::fmt_msg(
-        &mut path,
-        &[
-            b"/proc/self/task/",
-            &crate::sys::fmt_u64(tid as u64),
-            b"/syscall\0",
-        ],
-    );
     let mut buf = [0u8; 256];
-    // SAFETY: raw syscalls (not the libc wrappers the interposer hooks) on a NUL-terminated
-    // path and a valid buffer.
-    let n = unsafe {
-        let fd = libc::syscall(
-            libc::SYS_openat,
-            libc::AT_FDCWD,
-            msg.as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        ) as i32;
-        if fd < 0 {
-            return None;
-        }
-        let n = libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) as isize;
-        libc::syscall(libc::SYS_close, fd);
-        n
-    };
-    if n <= 0 {
-        return None;
-    }
-    parse(&buf[..n as usize])
+    let n = preempt::read_task_file(tid, b"/syscall\0", &mut buf)?;
+    parse(&buf[..n])
 }
 
 /// How a restartable call may come back from our signal.
