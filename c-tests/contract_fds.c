@@ -97,6 +97,14 @@ static void reader_go(void *arg)
     gmp_wg_done(&helpers);
 }
 
+static void *thread_reader(void *arg)
+{
+    struct reader *r = arg;
+    r->got = drain(r->fd);
+    close(r->fd);
+    return NULL;
+}
+
 static void no_nonblock(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
@@ -212,11 +220,15 @@ static void stdio_case(void *arg)
     fclose(in);
     gmp_wg_wait(&helpers);
 
+    /* The megabyte goes to a plain thread: stdio's write is one the hooks do not see, and
+     * a goroutine asleep in a write keeps its thread, so a reader goroutine bound to that
+     * thread (parked there in a hooked read) could never drain it (HACKING.md, known
+     * limits). */
     int q[2];
     CHECK_EQ(pipe(q), 0);
     struct reader rd = {q[0], 0};
-    gmp_wg_add(&helpers, 1);
-    CHECK(gmp_go(reader_go, &rd) >= 0);
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, thread_reader, &rd), 0);
     FILE *out = fdopen(q[1], "w");
     CHECK(out != NULL);
     char *buf = pattern(MIB);
@@ -225,7 +237,7 @@ static void stdio_case(void *arg)
     CHECK(!ferror(out));
     fclose(out);
     free(buf);
-    gmp_wg_wait(&helpers);
+    CHECK_EQ(pthread_join(t, NULL), 0);
     CHECK_EQ(rd.got, MIB);
     gmp_wg_done(&wg);
 }
