@@ -361,3 +361,121 @@ fn runtime_calls_libc_through_sys_real() {
         bad.join("\n")
     );
 }
+
+/// `(name, version)` of every defined dynamic symbol (`readelf --dyn-syms`), the version
+/// empty for an unversioned one.
+fn symbol_versions(lib: &Path) -> BTreeMap<String, String> {
+    tool("readelf", &["--dyn-syms", "-W"], lib)
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // Num: Value Size Type Bind Vis Ndx Name
+            if f.len() < 8 || f[6] == "UND" || !f[0].ends_with(':') {
+                return None;
+            }
+            let (name, version) = match f[7].split_once('@') {
+                Some((n, v)) => (n, v.trim_start_matches('@')),
+                None => (f[7], ""),
+            };
+            Some((name.to_string(), version.to_string()))
+        })
+        .collect()
+}
+
+/// The frozen version nodes: `abi/GMP_SCHED_<x.y>.txt` → (node name, its names).
+fn frozen_nodes() -> Vec<(String, Vec<String>)> {
+    let mut nodes = Vec::new();
+    for entry in std::fs::read_dir(manifest_dir().join("abi")).expect("abi/") {
+        let path = entry.expect("abi/ entry").path();
+        let file = path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+        let Some(node) = file.strip_suffix(".txt").filter(|n| n.starts_with("GMP_SCHED_")) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).expect("frozen node");
+        let names = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect();
+        nodes.push((node.to_string(), names));
+    }
+    nodes
+}
+
+/// Symbol versions (HACKING.md, "The ABI"): the library's own names carry the node of the
+/// release that first exported them, and keep it; the interposed libc names carry none,
+/// so that a program's `read@GLIBC_2.2.5` binds to ours under LD_PRELOAD.
+#[test]
+fn own_symbols_are_versioned_and_libc_names_are_not() {
+    let lib = library();
+    let versions = symbol_versions(&lib);
+    let list = abi_list();
+    for n in section(&list, "interposed") {
+        assert_eq!(
+            versions.get(&n).map(String::as_str),
+            Some(""),
+            "{}: interposed {n} must be exported unversioned",
+            lib.display()
+        );
+    }
+    let mut own: BTreeSet<String> = header_functions();
+    own.extend(section(&list, "dump"));
+    own.extend(section(&list, "compat"));
+    for n in &own {
+        let v = versions.get(n).map(String::as_str).unwrap_or("(not exported)");
+        assert!(
+            v.starts_with("GMP_SCHED_"),
+            "{}: {n} has version {v:?}, not a GMP_SCHED_ node (was libgmp.so linked by \
+             scripts/link-cc with lld? see .cargo/config.toml)",
+            lib.display()
+        );
+    }
+    let frozen = frozen_nodes();
+    assert!(
+        frozen.iter().any(|(node, _)| node == "GMP_SCHED_0.2"),
+        "abi/GMP_SCHED_0.2.txt is missing"
+    );
+    for (node, names) in &frozen {
+        for n in names {
+            assert_eq!(
+                versions.get(n),
+                Some(node),
+                "{n} was exported as {node}: removing it or moving it to another node \
+                 breaks programs linked against libgmp.so.0 (a new SONAME is the only way)"
+            );
+        }
+    }
+}
+
+/// A C program linked against the library records the version it needs, so that the
+/// loader refuses an older libgmp.so.0 that lacks it instead of failing at the first call.
+#[test]
+fn linked_programs_need_the_version_node() {
+    let lib = library();
+    let dir = std::env::temp_dir().join(format!("gmp-exports-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let src = dir.join("main.c");
+    let exe = dir.join("main");
+    std::fs::write(
+        &src,
+        "#include <gmp-sched/gmp.h>\nint main(void) { return gmp_num_goroutine() < 0; }\n",
+    )
+    .expect("write main.c");
+    let include = manifest_dir().join("include");
+    let out = Command::new("cc")
+        .arg(&src)
+        .arg(format!("-I{}", include.display()))
+        .arg(format!("-L{}", lib.parent().expect("lib dir").display()))
+        .args(["-lgmp", "-o"])
+        .arg(&exe)
+        .output()
+        .expect("cc");
+    assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
+    let needs = tool("readelf", &["-V", "-W"], &exe);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        needs.contains("Name: GMP_SCHED_0.2") && needs.contains("File: libgmp.so.0"),
+        "the program does not need GMP_SCHED_0.2 from libgmp.so.0:\n{needs}"
+    );
+}
