@@ -236,6 +236,50 @@ fn install_layout() {
     );
 }
 
+/// The installed static library is scripts/static-lib.sh's: one object, no debug
+/// information or LLVM bitcode, and no global name but the shared library's exports (a
+/// program may link it beside another Rust static library without a clash).
+#[test]
+fn installed_static_library_is_compact() {
+    let prefix = installed();
+    let lib = prefix.join("lib/gmp-sched");
+    let archive = lib.join("libgmp.a");
+    let size = std::fs::metadata(&archive)
+        .expect("libgmp.a installed")
+        .len();
+    assert!(size < 8 << 20, "{} is {size} bytes", archive.display());
+    let symbols = |args: &[&str], file: &Path| -> Vec<String> {
+        let out = Command::new("nm")
+            .args(args)
+            .arg(file)
+            .output()
+            .expect("nm");
+        assert!(
+            out.status.success(),
+            "nm {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().last())
+            .filter(|n| !n.ends_with(':') && !n.is_empty())
+            .map(|n| n.split('@').next().unwrap_or(n).to_string())
+            .collect()
+    };
+    let exports = symbols(&["-D", "--defined-only"], &lib.join("libgmp.so.0"));
+    assert!(exports.iter().any(|n| n == "gmp_go"), "{exports:?}");
+    let globals = symbols(&["-g", "--defined-only"], &archive);
+    let extra: Vec<&String> = globals.iter().filter(|n| !exports.contains(n)).collect();
+    assert!(
+        extra.is_empty(),
+        "libgmp.a makes global what libgmp.so does not export: {extra:?}"
+    );
+    assert!(
+        globals.iter().any(|n| n == "gmp_go"),
+        "gmp_go is not in libgmp.a"
+    );
+}
+
 /// README "Using libgmp from CMake": find_package, gmp::sched from C and C++, plus
 /// gmp::sched_static.
 #[test]
