@@ -387,8 +387,15 @@ fn frozen_nodes() -> Vec<(String, Vec<String>)> {
     let mut nodes = Vec::new();
     for entry in std::fs::read_dir(manifest_dir().join("abi")).expect("abi/") {
         let path = entry.expect("abi/ entry").path();
-        let file = path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
-        let Some(node) = file.strip_suffix(".txt").filter(|n| n.starts_with("GMP_SCHED_")) else {
+        let file = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string();
+        let Some(node) = file
+            .strip_suffix(".txt")
+            .filter(|n| n.starts_with("GMP_SCHED_"))
+        else {
             continue;
         };
         let text = std::fs::read_to_string(&path).expect("frozen node");
@@ -423,7 +430,10 @@ fn own_symbols_are_versioned_and_libc_names_are_not() {
     own.extend(section(&list, "dump"));
     own.extend(section(&list, "compat"));
     for n in &own {
-        let v = versions.get(n).map(String::as_str).unwrap_or("(not exported)");
+        let v = versions
+            .get(n)
+            .map(String::as_str)
+            .unwrap_or("(not exported)");
         assert!(
             v.starts_with("GMP_SCHED_"),
             "{}: {n} has version {v:?}, not a GMP_SCHED_ node (was libgmp.so linked by \
@@ -471,7 +481,11 @@ fn linked_programs_need_the_version_node() {
         .arg(&exe)
         .output()
         .expect("cc");
-    assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let needs = tool("readelf", &["-V", "-W"], &exe);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
