@@ -242,6 +242,48 @@ static void stdio_case(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* The reader of stdio_bound: says when it is about to read, then drains. */
+static atomic_int reading;
+
+static void bound_reader_go(void *arg)
+{
+    struct reader *r = arg;
+    atomic_store(&reading, 1);
+    r->got = drain(r->fd);
+    close(r->fd);
+    gmp_wg_done(&helpers);
+}
+
+/* A megabyte through stdio (a write the hooks do not see) to a reader goroutine parked in
+ * a hooked read on the writer's own thread: at GOMAXPROCS=1 the reader runs first and
+ * parks bound to the one M, then the writer's fwrite fills the pipe and sleeps in the
+ * kernel there. Only that thread may resume the reader, so the write must give the thread
+ * up (sysmon diverts it: rt/unseen.rs), and its count must still be whole. */
+static void stdio_bound_case(void *arg)
+{
+    (void)arg;
+    int q[2];
+    CHECK_EQ(pipe(q), 0);
+    struct reader rd = {q[0], 0};
+    gmp_wg_add(&helpers, 1);
+    CHECK(gmp_go(bound_reader_go, &rd) >= 0);
+    while (!atomic_load(&reading))
+        gmp_yield();
+    /* Let it reach its read and park. */
+    gmp_sleep(5 * 1000000LL);
+    FILE *out = fdopen(q[1], "w");
+    CHECK(out != NULL);
+    char *buf = pattern(MIB);
+    CHECK_EQ(fwrite(buf, 1, MIB, out), MIB);
+    CHECK_EQ(fflush(out), 0);
+    CHECK(!ferror(out));
+    fclose(out);
+    free(buf);
+    gmp_wg_wait(&helpers);
+    CHECK_EQ(rd.got, MIB);
+    gmp_wg_done(&wg);
+}
+
 static void *thread_writer(void *arg)
 {
     int fd = (int)(intptr_t)arg;
@@ -416,6 +458,8 @@ int main(int argc, char **argv)
         fn = waitall;
     else if (strcmp(c, "stdio") == 0)
         fn = stdio_case;
+    else if (strcmp(c, "stdio_bound") == 0)
+        fn = stdio_bound_case;
     else if (strcmp(c, "thread") == 0)
         fn = thread_case;
     else if (strcmp(c, "child") == 0)

@@ -1481,6 +1481,24 @@ fn contract_fds_stdio() {
     contract_fds("stdio");
 }
 
+/// stdio's write (unseen by the hooks) to a reader goroutine bound to the writer's thread,
+/// at GOMAXPROCS=1, with the hooks (three runs) and as the reference.
+#[test]
+fn contract_fds_stdio_bound() {
+    for _ in 0..3 {
+        expect_case("contract_fds", "stdio_bound", &[("GMP_MAXPROCS", "1")]);
+    }
+    expect_case(
+        "contract_fds",
+        "stdio_bound",
+        &[
+            ("GMP_MAXPROCS", "1"),
+            ("GMP_INTERPOSE", "0"),
+            ("GMP_DEBUG", "asyncpreemptoff=1"),
+        ],
+    );
+}
+
 #[test]
 fn contract_fds_thread() {
     contract_fds("thread");

@@ -19,22 +19,27 @@
 //!   `syscall` instruction with the number in rax (the kernel rewound a restartable call:
 //!   ERESTARTSYS under SA_RESTART), or just after it with -EINTR in rax (a call the
 //!   kernel never restarts after a handler, on the `restartable` list only because
-//!   re-entering it with the same arguments is exact: absolute deadlines or none) — with
-//!   the same stack pointer and argument registers; the goroutine RUNNING on its P;
+//!   re-entering it with the same arguments is exact: absolute deadlines or none), or
+//!   just after it with a byte count short of the length in rax (a write to a pipe or
+//!   stream socket the signal cut short: the rest is written on, from where it stopped,
+//!   and the count returned is the whole) — with the same stack pointer and argument
+//!   registers; the goroutine RUNNING on its P;
 //!   the PC outside libgmp (the runtime's own futex waits are `sys::futex::wait`'s
 //!   inline `syscall`). Then the handler points the context at `__gmp_async_syscall`
 //!   with the return address just past the `syscall` instruction.
 //! - **The trampoline makes the call seen** (`wrapped`, on the goroutine's stack in
 //!   ordinary context, every register saved as for a preemption): `syscall::enter`, the
-//!   same system call with the same registers, `syscall::exit`, and the result in rax.
+//!   same system call with the same registers (a cut-short write's from where it
+//!   stopped), `syscall::exit`, and the result in rax (plus the bytes already written).
 //!   From sysmon's next round the P is in `P_SYSCALL` and `retake` hands it off; on
 //!   return the goroutine gets a P back on this same thread (syscall.rs).
 //!
 //! What it never does: signal a thread in a call whose restart would not be exact —
-//! relative timeouts (`nanosleep`, `poll` with a timeout, FUTEX_WAIT with one), writes
-//! and `MSG_WAITALL` receives (a signal after some bytes moved ends them short), socket
-//! calls on sockets with SO_RCVTIMEO/SO_SNDTIMEO, terminals (non-canonical reads return
-//! what they have on a signal). Those keep their P until they return, as before.
+//! relative timeouts (`nanosleep`, `poll` with a timeout, FUTEX_WAIT with one), vectored
+//! writes and `MSG_WAITALL` receives (a signal after some bytes moved ends them short, and
+//! going on would need a new iovec), socket calls on sockets with SO_RCVTIMEO/SO_SNDTIMEO,
+//! terminals (non-canonical reads return what they have on a signal), regular files. Those
+//! keep their P until they return.
 //!
 //! The one ambiguity: a program signal that interrupts the same call in the same instant
 //! as ours (both pending when the kernel leaves the call) ends in one EINTR, which
@@ -59,8 +64,8 @@ pub struct Seen {
     sp: AtomicU64,
     /// The return address: just past the `syscall` instruction.
     pc: AtomicU64,
-    /// The call may be re-entered after it returned -EINTR (see `restartable`).
-    eintr_ok: AtomicU64,
+    /// How the call may come back from the signal (`Restart as u64`).
+    how: AtomicU64,
 }
 
 impl Seen {
@@ -70,7 +75,7 @@ impl Seen {
             args: [const { AtomicU64::new(0) }; 6],
             sp: AtomicU64::new(0),
             pc: AtomicU64::new(0),
-            eintr_ok: AtomicU64::new(0),
+            how: AtomicU64::new(Restart::No as u64),
         }
     }
 
@@ -128,6 +133,9 @@ pub(super) enum Restart {
     Rewound,
     /// Rewound, or -EINTR that re-entering with the same arguments undoes exactly.
     AfterEintr,
+    /// A write: rewound when nothing moved, else cut short with the count in rax; going
+    /// on from buf + count writes the rest as the uninterrupted call would have.
+    Partial,
 }
 
 /// The kind of file `fd` is, for the read family (`restartable`).
@@ -206,6 +214,15 @@ pub(super) fn restartable(c: &Call) -> Restart {
                 Restart::No
             }
         }
+        // stdio's and libraries' own writes to pipes and sockets (a blocking pipe write
+        // moves every byte: the kernel ends it short only for a signal). send is sendto;
+        // MSG_DONTWAIT never sleeps.
+        libc::SYS_write | libc::SYS_sendto
+            if (c.nr == libc::SYS_write || a[3] & libc::MSG_DONTWAIT as u64 == 0)
+                && fd_blocks_restartably(a[0], false) =>
+        {
+            Restart::Partial
+        }
         libc::SYS_wait4 | libc::SYS_waitid | libc::SYS_flock => Restart::Rewound,
         libc::SYS_fcntl if a[1] == libc::F_SETLKW as u64 || a[1] == libc::F_OFD_SETLKW as u64 => {
             Restart::Rewound
@@ -247,8 +264,7 @@ pub(super) fn look(m: &M) -> bool {
     }
     s.sp.store(c.sp, Ordering::Relaxed);
     s.pc.store(c.pc, Ordering::Relaxed);
-    s.eintr_ok
-        .store((how == Restart::AfterEintr) as u64, Ordering::Relaxed);
+    s.how.store(how as u64, Ordering::Relaxed);
     s.nr.store(c.nr, Ordering::Release);
     if preempt::signal_m(tid, preempt::MAGIC_UNSEEN) {
         LOOKS_SIGNALLED.fetch_add(1, Ordering::Relaxed);
@@ -295,11 +311,14 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
         let pc = s.pc.load(Ordering::Relaxed);
         let rip = r(libc::REG_RIP);
         let rax = r(libc::REG_RAX);
+        let how = s.how.load(Ordering::Relaxed);
         let rewound = rip == pc.wrapping_sub(2) && rax == nr as u64;
-        let eintr = rip == pc
-            && rax as i64 == -(libc::EINTR as i64)
-            && s.eintr_ok.load(Ordering::Relaxed) != 0;
-        if !(rewound || eintr) || r(libc::REG_RSP) != s.sp.load(Ordering::Relaxed) {
+        let eintr =
+            rip == pc && rax as i64 == -(libc::EINTR as i64) && how == Restart::AfterEintr as u64;
+        // A write cut short: 0 < count < length (a whole count is a finished call).
+        let len = s.args[2].load(Ordering::Relaxed);
+        let short = rip == pc && how == Restart::Partial as u64 && (rax as i64) > 0 && rax < len;
+        if !(rewound || eintr || short) || r(libc::REG_RSP) != s.sp.load(Ordering::Relaxed) {
             return false;
         }
         let regs = [
@@ -326,6 +345,7 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
             return false;
         }
         let sp = r(libc::REG_RSP) as usize;
+        let buf = r(libc::REG_RSI);
         if !preempt::room_on_stack(&*gp, sp) {
             return false;
         }
@@ -333,6 +353,12 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
         *(new_sp as *mut usize) = pc as usize;
         gregs[libc::REG_RSP as usize] = new_sp as i64;
         gregs[libc::REG_RAX as usize] = nr;
+        // rcx carries the bytes already written to `wrapped` (the `syscall` instruction
+        // clobbers rcx, so the program holds nothing there); the call goes on from them.
+        let done = if short { rax } else { 0 };
+        gregs[libc::REG_RCX as usize] = done as i64;
+        gregs[libc::REG_RSI as usize] = (buf + done) as i64;
+        gregs[libc::REG_RDX as usize] = (len - done) as i64;
         gregs[libc::REG_RIP as usize] = crate::arch::async_syscall_entry() as i64;
     }
     true
@@ -347,6 +373,8 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     // SAFETY: the trampoline passes its save area on this goroutine's stack.
     let r = unsafe { &mut *regs };
     WRAPPED.fetch_add(1, Ordering::Relaxed);
+    // Bytes a cut-short write already moved (`divert` put them in rcx).
+    let done = r.rcx;
     let (nr, a) = (r.rax, [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]);
     // SAFETY: the very system call the goroutine was making, with its own arguments.
     let call =
@@ -369,7 +397,13 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
         }
         ret
     };
-    r.rax = ret;
+    // The rest of a cut-short write: an error after some bytes moved is the count, as the
+    // kernel reports a write a signal ends.
+    r.rax = match done {
+        0 => ret,
+        d if (ret as i64) < 0 => d,
+        d => d + ret,
+    };
     r.rcx = r.rip;
     r.r11 = r.rflags;
 }
@@ -432,8 +466,16 @@ mod tests {
             restartable(&call(libc::SYS_clock_nanosleep, [1, 0, 8, 0, 0, 0])),
             Restart::No
         );
+        // A write to a regular file (stdout of the test may be anything: use a file).
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        use std::os::fd::AsRawFd;
+        let fd = f.as_raw_fd() as u64;
         assert_eq!(
-            restartable(&call(libc::SYS_write, [1, 8, 8, 0, 0, 0])),
+            restartable(&call(libc::SYS_write, [fd, 8, 8, 0, 0, 0])),
+            Restart::No
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_writev, [fd, 8, 8, 0, 0, 0])),
             Restart::No
         );
     }
@@ -453,6 +495,20 @@ mod tests {
             pc: 0,
         };
         assert_eq!(restartable(&read(fds[0])), Restart::Rewound);
+        let write = |fd: i32, nr: i64, flags: u64| Call {
+            nr,
+            args: [fd as u64, 0, 1, flags, 0, 0],
+            sp: 0,
+            pc: 0,
+        };
+        assert_eq!(
+            restartable(&write(fds[1], libc::SYS_write, 0)),
+            Restart::Partial
+        );
+        assert_eq!(
+            restartable(&write(fds[1], libc::SYS_writev, 0)),
+            Restart::No
+        );
         let f = std::fs::File::open("/proc/self/stat").unwrap();
         use std::os::fd::AsRawFd;
         assert_eq!(restartable(&read(f.as_raw_fd())), Restart::No);
