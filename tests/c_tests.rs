@@ -1530,6 +1530,71 @@ fn contract_fds_aliases() {
     contract_fds("aliases");
 }
 
+/// poll and select in goroutines observe what libc's do (c-tests/contract_poll.c): each
+/// case's output with the hooks equals the reference's, plain libc in the goroutines
+/// (`GMP_INTERPOSE=0`, without the preemption signal), at GOMAXPROCS 1 and 2.
+fn contract_poll(case: &str) {
+    for procs in ["1", "2"] {
+        let hooks = run_c("contract_poll", &[case], &[("GMP_MAXPROCS", procs)]);
+        let plain = run_c(
+            "contract_poll",
+            &[case],
+            &[
+                ("GMP_MAXPROCS", procs),
+                ("GMP_INTERPOSE", "0"),
+                ("GMP_DEBUG", "asyncpreemptoff=1"),
+            ],
+        );
+        for (o, what) in [(&hooks, "with the hooks"), (&plain, "plain libc")] {
+            assert!(
+                o.status.success(),
+                "{}",
+                o.report(&format!("contract_poll {case} {what}, GOMAXPROCS={procs}"))
+            );
+        }
+        assert_eq!(
+            hooks.stdout, plain.stdout,
+            "contract_poll {case} at GOMAXPROCS={procs}: the hooks (left) observe what plain libc (right) does not"
+        );
+        print!("{}", hooks.stdout);
+    }
+}
+
+#[test]
+fn contract_poll_closed_poll() {
+    contract_poll("closed_poll");
+}
+
+#[test]
+fn contract_poll_closed_select() {
+    contract_poll("closed_select");
+}
+
+#[test]
+fn contract_poll_closed_many() {
+    contract_poll("closed_many");
+}
+
+#[test]
+fn contract_poll_pri_poll() {
+    contract_poll("pri_poll");
+}
+
+#[test]
+fn contract_poll_pri_select() {
+    contract_poll("pri_select");
+}
+
+#[test]
+fn contract_poll_norm_many() {
+    contract_poll("norm_many");
+}
+
+#[test]
+fn contract_poll_dup_fds() {
+    contract_poll("dup_fds");
+}
+
 // ---- tests that fail when the code is wrong ----
 
 #[test]

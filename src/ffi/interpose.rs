@@ -1343,8 +1343,13 @@ fn wait_one(fd: c_int, modes: u32, deadline: Option<i64>, check: &dyn Fn() -> i6
         match unsafe { netpoll::wait(pd, seq, modes, deadline) } {
             Ok(_) => continue,
             Err(WaitError::TimedOut) => break 0,
-            // Closed meanwhile: the call itself reports it (POLLNVAL, EBADF).
-            Err(WaitError::Closed) => break check(),
+            // Closed meanwhile: the call itself reports it (POLLNVAL, ...) once the close
+            // is done; woken by a close still in progress, it finds nothing yet
+            // (`CLOSED_WAITING`).
+            Err(WaitError::Closed) => match check() {
+                0 => break CLOSED_WAITING,
+                r => break r,
+            },
         }
     };
     for (i, t) in turns.iter().enumerate() {
@@ -1357,12 +1362,33 @@ fn wait_one(fd: c_int, modes: u32, deadline: Option<i64>, check: &dyn Fn() -> i6
     Some(r)
 }
 
+/// `wait_one`'s result when another goroutine's close of the fd woke it before the close
+/// was done (the call, made again, still sees the number open). The caller reports the
+/// number closed as its call would find it a moment later, or takes the hand-off.
+const CLOSED_WAITING: i64 = i64::MIN;
+
 /// Most fds a poll may wait on without the hand-off.
 const POLL_MANY_MAX: libc::nfds_t = 64;
+
+/// The readiness bits a multi-fd wait asks its epoll instance for (the poll bits of the
+/// same values); POLLERR, POLLHUP and POLLNVAL are reported whatever was asked.
+const POLL_EVENTS: u32 = (libc::EPOLLIN
+    | libc::EPOLLPRI
+    | libc::EPOLLOUT
+    | libc::EPOLLRDNORM
+    | libc::EPOLLRDBAND
+    | libc::EPOLLWRNORM
+    | libc::EPOLLWRBAND
+    | libc::EPOLLRDHUP) as u32;
 
 /// A wait on several fds: a private epoll instance watching them (level-triggered, the
 /// events asked for), which is one pollable fd for `wait_one`. None when one of them
 /// cannot be watched, or there are too many (the caller takes the hand-off).
+///
+/// The instance watches duplicates of the fds, so that it holds their files as libc's
+/// poll does while it waits: a file another goroutine closes stays watched, and what
+/// happens to it next (a write into its pipe) wakes the wait, which then reports the
+/// closed number as poll does (POLLNVAL).
 fn poll_many(
     fds: *mut libc::pollfd,
     n: libc::nfds_t,
@@ -1377,29 +1403,69 @@ fn poll_many(
     if ep < 0 {
         return None;
     }
+    // At a high number, as the duplicates below: the lowest free number may be that of an
+    // fd the program closed and still lists here, which the call must find closed.
+    let high = crate::sys::dup_high(ep);
+    let ep = if high >= 0 {
+        // SAFETY: our own fd, duplicated.
+        unsafe { real::close(ep) };
+        high
+    } else {
+        ep
+    };
     forget(ep);
     let mut ok = true;
+    // The duplicate watched for each entry (-1: none, a negative fd).
+    let mut dups = [-1 as c_int; POLL_MANY_MAX as usize];
     for i in 0..n as usize {
         // SAFETY: i < n, the caller's array.
         let p = unsafe { &*fds.add(i) };
         if p.fd < 0 {
             continue;
         }
+        // SAFETY: j < i < n, the caller's array.
+        let earlier = (0..i).find(|&j| unsafe { (*fds.add(j)).fd } == p.fd);
+        let dup = match earlier {
+            Some(j) => dups[j],
+            None => {
+                let d = crate::sys::dup_high(p.fd);
+                if d < 0 {
+                    ok = false;
+                    break;
+                }
+                forget(d);
+                d
+            }
+        };
+        dups[i] = dup;
+        // poll's event bits are epoll's (POLLRDNORM is EPOLLRDNORM, ...). An fd listed
+        // more than once is watched for what all its entries ask.
+        let mut events = 0u32;
+        for j in 0..=i {
+            // SAFETY: j <= i < n, the caller's array.
+            let q = unsafe { &*fds.add(j) };
+            if q.fd == p.fd {
+                events |= q.events as u16 as u32;
+            }
+        }
         let mut ev = libc::epoll_event {
-            events: (p.events as u16 as u32)
-                & (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLPRI | libc::EPOLLRDHUP) as u32,
+            events: events & POLL_EVENTS,
             u64: i as u64,
         };
-        // SAFETY: a valid event for our own epoll fd. EEXIST: the same fd twice.
-        if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, p.fd, &mut ev) } < 0
-            && errno() != libc::EEXIST
-        {
+        let op = if earlier.is_some() {
+            libc::EPOLL_CTL_MOD
+        } else {
+            libc::EPOLL_CTL_ADD
+        };
+        // SAFETY: a valid event for our own epoll fd and our duplicate.
+        if unsafe { libc::epoll_ctl(ep, op, dup, &mut ev) } < 0 {
             ok = false;
             break;
         }
     }
+    // Our own epoll fd is closed by nobody else.
     let r = if ok {
-        wait_one(ep, MODE_READ, deadline, check)
+        wait_one(ep, MODE_READ, deadline, check).filter(|&r| r != CLOSED_WAITING)
     } else {
         None
     };
@@ -1409,8 +1475,15 @@ fn poll_many(
         netpoll::close_begin(ep);
         pd.hook.store(0, Ordering::Release);
     }
-    // SAFETY: our own fd.
-    unsafe { real::close(ep) };
+    // SAFETY: our own fds.
+    unsafe {
+        real::close(ep);
+        for (i, &d) in dups.iter().enumerate().take(n as usize) {
+            if d >= 0 && !dups[..i].contains(&d) {
+                real::close(d);
+            }
+        }
+    }
     r
 }
 
@@ -1475,6 +1548,11 @@ pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int
                 if p.fd >= 0
                     && let Some(r) = wait_one(p.fd, poll_modes(p.events), deadline_ms(ms), &now)
                 {
+                    if r == CLOSED_WAITING {
+                        // SAFETY: n == 1: the caller's one pollfd.
+                        unsafe { (*fds).revents = libc::POLLNVAL };
+                        return 1;
+                    }
                     return ret(r) as c_int;
                 }
             } else if let Some(r) = poll_many(fds, n, deadline_ms(ms), &now) {
@@ -1509,7 +1587,9 @@ pub unsafe extern "C" fn epoll_wait(
         if r != 0 {
             return ret(r) as c_int;
         }
-        if let Some(r) = wait_one(ep, MODE_READ, deadline_ms(ms), &now) {
+        if let Some(r) = wait_one(ep, MODE_READ, deadline_ms(ms), &now)
+            && r != CLOSED_WAITING
+        {
             return ret(r) as c_int;
         }
         // SAFETY: the caller's arguments.
@@ -1655,7 +1735,7 @@ fn select_wait(n: c_int, sets: [*mut libc::fd_set; 3], deadline: Option<i64>) ->
         rc
     };
     let first = check();
-    let r = if first != 0 {
+    let mut r = if first != 0 {
         first
     } else if deadline.is_some_and(|d| d <= crate::sys::nanotime()) {
         0
@@ -1663,10 +1743,26 @@ fn select_wait(n: c_int, sets: [*mut libc::fd_set; 3], deadline: Option<i64>) ->
         park_sleep(deadline.map_or(i64::MAX, |d| d - crate::sys::nanotime()));
         check()
     } else if k == 1 {
-        wait_one(pfds[0].fd, poll_modes(pfds[0].events), deadline, &check)?
+        match wait_one(pfds[0].fd, poll_modes(pfds[0].events), deadline, &check)? {
+            CLOSED_WAITING => {
+                let (rc, cur) = closed_ready(n, sets, &orig, pfds[0].fd);
+                last.set(cur);
+                rc
+            }
+            r => r,
+        }
     } else {
         poll_many(pfds.as_mut_ptr(), k as libc::nfds_t, deadline, &check)?
     };
+    if r == -(libc::EBADF as i64) && first == 0 {
+        // A number another goroutine closed while this select waited. Linux's select
+        // holds the file and, at its next scan, reports the closed number ready in every
+        // set it was asked in (select(2): closing it "has no effect" on a select in
+        // progress). Woken by the close itself, this one reports that at once.
+        let (rc, cur) = closed_ready(n, sets, &orig, -1);
+        last.set(cur);
+        r = rc;
+    }
     if r >= 0 {
         let cur = last.get();
         for i in 0..3 {
@@ -1677,6 +1773,75 @@ fn select_wait(n: c_int, sets: [*mut libc::fd_set; 3], deadline: Option<i64>) ->
         }
     }
     Some(r)
+}
+
+/// select's result when some of the numbers asked for have been closed (`closing`, whose
+/// close is under way, counts as closed): those numbers set in each set they were asked
+/// in, plus what a zero-timeout select on the others finds. Returns the count (or -errno)
+/// and the sets.
+fn closed_ready(
+    n: c_int,
+    sets: [*mut libc::fd_set; 3],
+    orig: &[libc::fd_set; 3],
+    closing: c_int,
+) -> (i64, [libc::fd_set; 3]) {
+    let mut open = *orig;
+    let mut closed = 0;
+    let mut marked = 0;
+    for fd in 0..n {
+        // SAFETY: fd < n <= FD_SETSIZE (select_pollfds checked), sets are ours.
+        let asked = (0..3).any(|i| unsafe { libc::FD_ISSET(fd, &orig[i]) });
+        let gone = fd == closing
+            // SAFETY: F_GETFD on any number only reads the table.
+            || (unsafe { real::fcntl(fd, libc::F_GETFD, 0) } < 0 && errno() == libc::EBADF);
+        if asked && gone {
+            closed += 1;
+            for set in &mut open {
+                // SAFETY: as above.
+                unsafe {
+                    if libc::FD_ISSET(fd, set) {
+                        marked += 1;
+                        libc::FD_CLR(fd, set);
+                    }
+                }
+            }
+        }
+    }
+    let mut cur = open;
+    let found;
+    if closed > 0 {
+        let ptr = |i: usize, cur: &mut [libc::fd_set; 3]| {
+            if sets[i].is_null() {
+                core::ptr::null_mut()
+            } else {
+                &mut cur[i] as *mut libc::fd_set
+            }
+        };
+        let (r, w, e) = (ptr(0, &mut cur), ptr(1, &mut cur), ptr(2, &mut cur));
+        let mut tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
+        // SAFETY: valid sets and timeval.
+        found = intr_as_none(raw(|| unsafe { real::select(n, r, w, e, &mut tv) } as isize));
+        if found < 0 {
+            return (found, cur);
+        }
+    } else {
+        // Nothing closed after all: the EBADF was the program's own (a number never open).
+        return (-(libc::EBADF as i64), cur);
+    }
+    for fd in 0..n {
+        for i in 0..3 {
+            // SAFETY: as above.
+            unsafe {
+                if libc::FD_ISSET(fd, &orig[i]) && !libc::FD_ISSET(fd, &open[i]) {
+                    libc::FD_SET(fd, &mut cur[i]);
+                }
+            }
+        }
+    }
+    (found + marked, cur)
 }
 
 /// Interposes select(2): on a goroutine, parks until one of the fds is ready or the

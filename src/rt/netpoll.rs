@@ -325,7 +325,10 @@ pub fn register_with(fd: i32, set_nonblock: bool) -> Result<bool, i32> {
     }
     let seq = pd.seq.load(Ordering::Relaxed).wrapping_add(1);
     let mut ev = libc::epoll_event {
-        events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+        // Go's set, plus EPOLLPRI: a poll or select for urgent data (POLLPRI, exceptfds)
+        // parks on the read side, and urgent data alone raises no EPOLLIN.
+        events: (libc::EPOLLIN | libc::EPOLLPRI | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET)
+            as u32,
         u64: fd as u32 as u64 | (seq as u64) << 32,
     };
     let ep = EPFD.load(Ordering::Acquire);
@@ -735,7 +738,10 @@ pub(crate) fn netpoll(delay: i64, out: &mut Ready) -> usize {
         let Some(pd) = lookup(fd) else { continue };
         let e = ev.events;
         let mut modes = 0;
-        if e & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+        if e & (libc::EPOLLIN | libc::EPOLLPRI | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR)
+            as u32
+            != 0
+        {
             modes |= MODE_READ;
         }
         if e & (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {

@@ -870,6 +870,8 @@ fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         foreign_handoff: Owned::new(false),
         unseen: unseen::Seen::new(),
         vcsw_seen: [AtomicU64::new(0), AtomicU64::new(0)],
+        task_fds: [const { AtomicU64::new(preempt::NO_TASK_FD) }; 3],
+        task_lock: AtomicBool::new(false),
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
@@ -935,6 +937,10 @@ unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
             foreign_handoff,
             unseen,
             vcsw_seen,
+            // Kept: `preempt::read_task_file` closes a dead thread's files when it finds
+            // the thread id changed (or the file answering ESRCH).
+            task_fds: _,
+            task_lock: _,
         } = &*m;
         if !curg.load(Ordering::Relaxed).is_null()
             || !p.load(Ordering::Relaxed).is_null()

@@ -118,9 +118,9 @@ pub(super) fn parse(s: &[u8]) -> Option<Call> {
 }
 
 /// Reads what thread `tid` sleeps in (None: running, not in a call, or no such file).
-fn read_call(tid: i32) -> Option<Call> {
+fn read_call(m: &M, tid: i32) -> Option<Call> {
     let mut buf = [0u8; 256];
-    let n = preempt::read_task_file(tid, b"/syscall\0", &mut buf)?;
+    let n = preempt::read_task_file(m, tid, preempt::TaskFile::Syscall, &mut buf)?;
     parse(&buf[..n])
 }
 
@@ -251,7 +251,7 @@ pub(super) fn look(m: &M) -> bool {
     if tid == 0 || m.dead.load(Ordering::Relaxed) {
         return false;
     }
-    let Some(c) = read_call(tid) else {
+    let Some(c) = read_call(m, tid) else {
         return false;
     };
     let how = restartable(&c);

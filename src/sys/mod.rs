@@ -189,6 +189,32 @@ pub fn gettid() -> i32 {
 
 /// Writes all of `buf` to fd 2 with raw write(2): no allocation, no locks, no TLS, so it is
 /// usable while the runtime is broken.
+/// A close-on-exec duplicate of `fd` for the runtime's own use, at a high number where
+/// there is room (three quarters of RLIMIT_NOFILE up), else the lowest free one; -errno
+/// on failure (-EBADF: `fd` is not open). The runtime's fds stay out of the low numbers a
+/// program reuses: `close(0); open(...)` expects 0, and a call that lists a number the
+/// program closed must find it closed, not ours. Raw system calls.
+pub fn dup_high(fd: i32) -> i32 {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit into a valid struct.
+    let min = if unsafe { libc::syscall(libc::SYS_getrlimit, libc::RLIMIT_NOFILE, &mut rl) } == 0 {
+        rl.rlim_cur.min(1 << 20) / 4 * 3
+    } else {
+        0
+    };
+    // SAFETY: fcntl on a number of this process's table; fails if it is not open.
+    let d = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, min) } as i32;
+    if d >= 0 || errno() == libc::EBADF {
+        return if d >= 0 { d } else { -libc::EBADF };
+    }
+    // SAFETY: as above (EMFILE or EINVAL up there: the lowest free number).
+    let d = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, 0) } as i32;
+    if d >= 0 { d } else { -errno() }
+}
+
 pub fn write_stderr(mut buf: &[u8]) {
     while !buf.is_empty() {
         // SAFETY: buf is a valid slice; write(2) reads at most buf.len() bytes.
