@@ -1595,6 +1595,11 @@ fn contract_poll_dup_fds() {
     contract_poll("dup_fds");
 }
 
+#[test]
+fn contract_poll_timeout_behind() {
+    contract_poll("timeout_behind");
+}
+
 // ---- tests that fail when the code is wrong ----
 
 #[test]

@@ -1329,9 +1329,20 @@ fn wait_one(fd: c_int, modes: u32, deadline: Option<i64>, check: &dyn Fn() -> i6
             sema: &pd.op_lock[i].1,
         });
     let bound = rt::bind_current(); // same-thread resume
+    let mut taken = [false; 2];
     for (i, t) in turns.iter().enumerate() {
         if modes & (1 << i) != 0 {
-            t.lock();
+            if !super::net::take_turn(t, deadline) {
+                // The deadline passed waiting for another waiter's turn: the call's
+                // answer now (0 if nothing is ready), as at any timeout.
+                for (t, _) in turns.iter().zip(taken).filter(|(_, k)| *k) {
+                    t.unlock();
+                }
+                drop(bound);
+                pd.decref();
+                return Some(check());
+            }
+            taken[i] = true;
         }
     }
     let r = loop {

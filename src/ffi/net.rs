@@ -178,6 +178,31 @@ pub(crate) fn io(
     io_until(fd, mode, deadline, op, || false)
 }
 
+/// Takes one of an fd's turn locks (one waiter per direction at a time, as the poll
+/// descriptor has one waiter slot per direction), waiting at most until `deadline` (None:
+/// as long as it takes). The holder may wait with no deadline of its own (a read parked
+/// without a timeout), so a waiter with one cannot simply queue behind it: it tries again
+/// at growing intervals (50 µs up to 5 ms), never past its deadline. False: the deadline
+/// passed first.
+pub(crate) fn take_turn(turn: &Mutex, deadline: Option<i64>) -> bool {
+    let Some(deadline) = deadline else {
+        turn.lock();
+        return true;
+    };
+    let mut pause = 50_000;
+    loop {
+        if turn.try_lock() {
+            return true;
+        }
+        let left = deadline - crate::sys::nanotime();
+        if left <= 0 {
+            return false;
+        }
+        rt::timer::sleep(pause.min(left));
+        pause = (pause * 2).min(5_000_000);
+    }
+}
+
 /// `io` that also ends with EAGAIN, instead of parking, when `eagain_is_final` says so
 /// (the interposer: the program made the fd non-blocking where the hooks did not see it).
 pub(crate) fn io_until(
@@ -199,7 +224,10 @@ pub(crate) fn io_until(
     let seq = pd.seq();
     let (state, sema) = &pd.op_lock[(mode == MODE_WRITE) as usize];
     let turn = Mutex { state, sema };
-    turn.lock();
+    if !take_turn(&turn, deadline) {
+        pd.decref();
+        return Some(-(libc::ETIMEDOUT as i64));
+    }
     let r = loop {
         let r = raw(&mut op);
         if r == -(libc::EINTR as i64) {
@@ -431,9 +459,20 @@ pub extern "C" fn gmp_fd_wait(fd: c_int, events: u32, timeout_ns: i64) -> c_int 
             state: &pd.op_lock[i].0,
             sema: &pd.op_lock[i].1,
         });
+        let mut taken = [false; 2];
         for (i, t) in turns.iter().enumerate() {
             if modes & (1 << i) != 0 {
-                t.lock();
+                if !take_turn(t, deadline) {
+                    for (t, _) in turns.iter().zip(taken).filter(|(_, k)| *k) {
+                        t.unlock();
+                    }
+                    pd.decref();
+                    // The deadline passed waiting for the turn: what is ready now, or
+                    // the timeout.
+                    let r = now(&mut p);
+                    return if r != 0 { r } else { -libc::ETIMEDOUT };
+                }
+                taken[i] = true;
             }
         }
         let r = loop {
