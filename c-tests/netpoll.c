@@ -647,6 +647,22 @@ static void case_idle(void)
 
 static gmp_wg bad_wg = GMP_WG_INIT;
 
+struct parked_reader {
+    int fd;
+    atomic_int started;
+    int64_t got;
+    gmp_wg done;
+};
+
+static void parked_read(void *arg)
+{
+    struct parked_reader *r = arg;
+    char b;
+    atomic_store(&r->started, 1);
+    r->got = gmp_read(r->fd, &b, 1);
+    gmp_wg_done(&r->done);
+}
+
 static void bad_main(void *arg)
 {
     (void)arg;
@@ -691,6 +707,31 @@ static void bad_main(void *arg)
     CHECK_EQ(fcntl(p[0], F_GETFL) & O_NONBLOCK, 0);
     CHECK_EQ(gmp_write(p[1], "u", 1), 1);
     CHECK_EQ(gmp_read(p[0], &b, 1), 1);
+    CHECK_OK(gmp_close(p[0]));
+    CHECK_OK(gmp_close(p[1]));
+    /* A program's own O_NONBLOCK outlives gmp_fd_unregister: only the registration's is
+     * taken back. */
+    int q[2];
+    CHECK_EQ(pipe2(q, O_NONBLOCK), 0);
+    CHECK_OK(gmp_fd_register(q[0]));
+    CHECK_OK(gmp_fd_unregister(q[0]));
+    CHECK(fcntl(q[0], F_GETFL) & O_NONBLOCK);
+    close(q[0]);
+    close(q[1]);
+    /* A reader parked on the fd when it is unregistered finishes its call as a blocking
+     * one: it gets the byte written afterwards. */
+    CHECK_OK(gmp_pipe(p));
+    struct parked_reader r = {p[0], 0, 0, GMP_WG_INIT};
+    gmp_wg_add(&r.done, 1);
+    CHECK_OK(gmp_go(parked_read, &r));
+    while (!atomic_load(&r.started))
+        gmp_yield();
+    gmp_sleep(10 * 1000000LL); /* into its park */
+    CHECK_OK(gmp_fd_unregister(p[0]));
+    gmp_sleep(10 * 1000000LL); /* it runs on, into a blocking read */
+    CHECK_EQ(gmp_write(p[1], "v", 1), 1);
+    CHECK_OK(gmp_wg_wait(&r.done));
+    CHECK_EQ(r.got, 1);
     CHECK_OK(gmp_close(p[0]));
     CHECK_OK(gmp_close(p[1]));
     gmp_wg_done(&bad_wg);

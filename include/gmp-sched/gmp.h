@@ -693,9 +693,11 @@ int gmp_trace_stop(void);
 int gmp_fd_register(int fd);
 
 /*
- Takes `fd` off the poller and makes it blocking again. Goroutines parked on it wake up
- and finish their call as a blocking one. 0 (also for an fd that was not registered),
- or -EBADF for a negative fd.
+ Takes `fd` off the poller and makes it blocking again if the registration made it
+ non-blocking (gmp_fd_register on a blocking fd, or an fd gmp_socket, gmp_pipe or
+ gmp_accept created); an O_NONBLOCK the program set stays. Goroutines parked on it wake
+ up and finish their call as a blocking one. 0 (also for an fd that was not
+ registered), or -EBADF for a negative fd.
  */
 int gmp_fd_unregister(int fd);
 

@@ -240,6 +240,9 @@ pub(crate) fn io_until(
             // SAFETY: a goroutine holding a P, with a reference on pd taken at `seq`.
             match unsafe { netpoll::wait(pd, seq, mode, deadline) } {
                 Ok(_) => 0,
+                // Taken off the poller (gmp_fd_unregister), not closed: the call goes on
+                // as a blocking one (below).
+                Err(WaitError::Closed) if !pd.closing() => UNREGISTERED,
                 Err(WaitError::Closed) => -(libc::EBADF as i64),
                 Err(WaitError::TimedOut) => -(libc::ETIMEDOUT as i64),
             }
@@ -257,8 +260,12 @@ pub(crate) fn io_until(
     };
     turn.unlock();
     pd.decref();
-    Some(r)
+    // Unregistered meanwhile: the caller makes the call as for an fd never registered.
+    (r != UNREGISTERED).then_some(r)
 }
+
+/// `io_until`'s wait result when `gmp_fd_unregister` took the fd off the poller.
+const UNREGISTERED: i64 = i64::MIN;
 
 /// `io` with the non-blocking form `nowait`, or, for an fd that is not registered, the
 /// blocking call `plain` through the syscall hand-off.
@@ -376,9 +383,11 @@ pub extern "C" fn gmp_fd_register(fd: c_int) -> c_int {
     })
 }
 
-/// Takes `fd` off the poller and makes it blocking again. Goroutines parked on it wake up
-/// and finish their call as a blocking one. 0 (also for an fd that was not registered),
-/// or -EBADF for a negative fd.
+/// Takes `fd` off the poller and makes it blocking again if the registration made it
+/// non-blocking (gmp_fd_register on a blocking fd, or an fd gmp_socket, gmp_pipe or
+/// gmp_accept created); an O_NONBLOCK the program set stays. Goroutines parked on it wake
+/// up and finish their call as a blocking one. 0 (also for an fd that was not
+/// registered), or -EBADF for a negative fd.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_fd_unregister(fd: c_int) -> c_int {
     boundary("gmp_fd_unregister", || {
@@ -431,17 +440,19 @@ pub extern "C" fn gmp_fd_wait(fd: c_int, events: u32, timeout_ns: i64) -> c_int 
             }
             ready as c_int
         };
-        let Some(pd) = registered(fd).filter(|_| on_goroutine_with_p()) else {
-            loop {
-                let r = now(&mut p);
-                if r != 0 {
-                    return r;
-                }
-                let w = poll_wait(fd, events, deadline);
-                if w < 0 {
-                    return w as c_int;
-                }
+        // An fd not under the poller: poll(2) on this thread.
+        let unpolled = |p: &mut libc::pollfd| loop {
+            let r = now(p);
+            if r != 0 {
+                return r;
             }
+            let w = poll_wait(fd, events, deadline);
+            if w < 0 {
+                return w as c_int;
+            }
+        };
+        let Some(pd) = registered(fd).filter(|_| on_goroutine_with_p()) else {
+            return unpolled(&mut p);
         };
         if !pd.incref() {
             return -libc::EBADF;
@@ -484,6 +495,8 @@ pub extern "C" fn gmp_fd_wait(fd: c_int, events: u32, timeout_ns: i64) -> c_int 
             // off its P but a park, after which it holds one again), with a reference.
             match unsafe { netpoll::wait(pd, seq, modes, deadline) } {
                 Ok(_) => continue,
+                // Unregistered meanwhile (not closed): waited for with poll(2), below.
+                Err(WaitError::Closed) if !pd.closing() => break i32::MIN,
                 Err(WaitError::Closed) => break -libc::EBADF,
                 Err(WaitError::TimedOut) => break -libc::ETIMEDOUT,
             }
@@ -494,7 +507,7 @@ pub extern "C" fn gmp_fd_wait(fd: c_int, events: u32, timeout_ns: i64) -> c_int 
             }
         }
         pd.decref();
-        r
+        if r == i32::MIN { unpolled(&mut p) } else { r }
     })
 }
 
@@ -521,7 +534,7 @@ pub extern "C" fn gmp_socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int
 
 /// Registers an fd the library just created; closes it on failure.
 fn register_new(fd: c_int) -> c_int {
-    match netpoll::register(fd) {
+    match netpoll::register_created(fd) {
         Ok(_) => {
             crate::sys::tsan::fd_opened(fd);
             fd
@@ -555,7 +568,7 @@ pub unsafe extern "C" fn gmp_pipe(fds: *mut c_int) -> c_int {
             return r as c_int;
         }
         for &fd in &p {
-            if let Err(e) = netpoll::register(fd) {
+            if let Err(e) = netpoll::register_created(fd) {
                 // SAFETY: both fds are ours, just created.
                 unsafe {
                     crate::sys::real::close(p[0]);

@@ -92,6 +92,9 @@ pub struct PollDesc {
     /// SO_RCVTIMEO and SO_SNDTIMEO in nanoseconds (0: none), as the interposer saw them
     /// set; kept with `hook`.
     pub timeo: [AtomicI64; 2],
+    /// The registration set the open file's O_NONBLOCK (`gmp_fd_register` on a blocking
+    /// fd): `unregister` clears it again, and only then. Written under `lock`.
+    set_nonblock: AtomicBool,
 }
 
 // SAFETY: the Cells are touched only under `lock`.
@@ -111,6 +114,7 @@ impl PollDesc {
             ],
             hook: AtomicU32::new(0),
             timeo: [AtomicI64::new(0), AtomicI64::new(0)],
+            set_nonblock: AtomicBool::new(false),
         }
     }
 
@@ -126,6 +130,13 @@ impl PollDesc {
     #[inline]
     pub fn registered(&self) -> bool {
         self.refs.is_open()
+    }
+
+    /// Whether the fd is being (or was) closed, as opposed to taken off the poller by
+    /// `unregister`: a waiter woken by either tells them apart with this.
+    #[inline]
+    pub fn closing(&self) -> bool {
+        self.refs.is_closing()
     }
 
     /// Takes a reference for one operation (Go's fdMutex incref). Fails while the fd is being
@@ -305,6 +316,19 @@ pub fn register(fd: i32) -> Result<bool, i32> {
     register_with(fd, true)
 }
 
+/// `register` for an fd the runtime created non-blocking for the program (`gmp_socket`,
+/// `gmp_pipe`, `gmp_accept`): as if the registration had set O_NONBLOCK, so that
+/// `unregister` makes it blocking.
+pub fn register_created(fd: i32) -> Result<bool, i32> {
+    let r = register_with(fd, true)?;
+    if let Some(pd) = lookup(fd) {
+        pd.lock.lock();
+        pd.set_nonblock.store(true, Ordering::Relaxed);
+        pd.lock.unlock();
+    }
+    Ok(r)
+}
+
 /// `register`, leaving the open file's O_NONBLOCK as it is when `set_nonblock` is false
 /// (the interposer: every operation the hooks make on it is non-blocking per call, so
 /// what dup'd fds, children and libc's own calls see stays the program's).
@@ -345,10 +369,12 @@ pub fn register_with(fd: i32, set_nonblock: bool) -> Result<bool, i32> {
         pd.lock.unlock();
         return if e == libc::EPERM { Ok(false) } else { Err(e) };
     }
-    if set_nonblock && flags & libc::O_NONBLOCK == 0 {
+    let setting = set_nonblock && flags & libc::O_NONBLOCK == 0;
+    if setting {
         // SAFETY: fd is open (F_GETFL succeeded).
         unsafe { crate::sys::real::fcntl(fd, libc::F_SETFL, (flags | libc::O_NONBLOCK) as usize) };
     }
+    pd.set_nonblock.store(setting, Ordering::Relaxed);
     pd.seq.store(seq, Ordering::Release);
     pd.rg.set(SLOT_NIL);
     pd.wg.set(SLOT_NIL);
@@ -411,9 +437,13 @@ pub fn unregister(fd: i32) -> Result<(), i32> {
             fd,
             &mut ev,
         );
-        let flags = crate::sys::real::fcntl(fd, libc::F_GETFL, 0);
-        if flags >= 0 {
-            crate::sys::real::fcntl(fd, libc::F_SETFL, (flags & !libc::O_NONBLOCK) as usize);
+        // Only an O_NONBLOCK the registration set: one the program set (or the hooks
+        // registered the fd, which never set it) stays the program's.
+        if pd.set_nonblock.swap(false, Ordering::Relaxed) {
+            let flags = crate::sys::real::fcntl(fd, libc::F_GETFL, 0);
+            if flags >= 0 {
+                crate::sys::real::fcntl(fd, libc::F_SETFL, (flags & !libc::O_NONBLOCK) as usize);
+            }
         }
     }
     pd.lock.unlock();

@@ -323,7 +323,7 @@ impl TaskFile {
 }
 
 /// An empty `M::task_fds` slot.
-pub const NO_TASK_FD: u64 = u64::MAX;
+pub(crate) const NO_TASK_FD: u64 = u64::MAX;
 
 /// Reads M `m`'s thread's `/proc/self/task/<tid>/<file>` into `buf`; the byte count, or
 /// None if it cannot be read or is empty. For sysmon and the Ms that step in for it. Raw
