@@ -1499,6 +1499,23 @@ fn contract_fds_stdio_bound() {
     );
 }
 
+/// Numbers reused after closes the runtime did not see, at GOMAXPROCS 1 and 2.
+#[test]
+fn contract_fds_reuse() {
+    for procs in ["1", "2"] {
+        expect_case("contract_fds", "reuse", &[("GMP_MAXPROCS", procs)]);
+        expect_case(
+            "contract_fds",
+            "reuse",
+            &[
+                ("GMP_MAXPROCS", procs),
+                ("GMP_INTERPOSE", "0"),
+                ("GMP_DEBUG", "asyncpreemptoff=1"),
+            ],
+        );
+    }
+}
+
 #[test]
 fn contract_fds_thread() {
     contract_fds("thread");

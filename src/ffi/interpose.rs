@@ -1345,10 +1345,19 @@ fn wait_one(fd: c_int, modes: u32, deadline: Option<i64>, check: &dyn Fn() -> i6
             taken[i] = true;
         }
     }
+    let mut checked = false;
     let r = loop {
         let r = check();
         if r != 0 {
             break r;
+        }
+        if !checked {
+            checked = true;
+            if !pd.same_file(fd) {
+                // Another file under the number than the one registered (closed where
+                // the runtime did not see it): the hand-off, after the registration goes.
+                break STALE_REGISTRATION;
+            }
         }
         // SAFETY: a goroutine holding a P, with a reference on pd taken at `seq`.
         match unsafe { netpoll::wait(pd, seq, modes, deadline) } {
@@ -1370,8 +1379,15 @@ fn wait_one(fd: c_int, modes: u32, deadline: Option<i64>, check: &dyn Fn() -> i6
     }
     drop(bound);
     pd.decref();
+    if r == STALE_REGISTRATION {
+        netpoll::forget_stale(fd);
+        return None;
+    }
     Some(r)
 }
+
+/// `wait_one`'s loop result for a stale registration (`PollDesc::same_file`).
+const STALE_REGISTRATION: i64 = i64::MIN + 1;
 
 /// `wait_one`'s result when another goroutine's close of the fd woke it before the close
 /// was done (the call, made again, still sees the number open). The caller reports the

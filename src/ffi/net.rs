@@ -228,6 +228,7 @@ pub(crate) fn io_until(
         pd.decref();
         return Some(-(libc::ETIMEDOUT as i64));
     }
+    let mut checked = false;
     let r = loop {
         let r = raw(&mut op);
         if r == -(libc::EINTR as i64) {
@@ -235,6 +236,12 @@ pub(crate) fn io_until(
         }
         if r != -(libc::EAGAIN as i64) || eagain_is_final() {
             break r;
+        }
+        if !checked {
+            checked = true;
+            if !pd.same_file(fd) {
+                break STALE;
+            }
         }
         let w = if on_goroutine_with_p() {
             // SAFETY: a goroutine holding a P, with a reference on pd taken at `seq`.
@@ -260,12 +267,22 @@ pub(crate) fn io_until(
     };
     turn.unlock();
     pd.decref();
-    // Unregistered meanwhile: the caller makes the call as for an fd never registered.
-    (r != UNREGISTERED).then_some(r)
+    if r == STALE {
+        netpoll::forget_stale(fd);
+    }
+    // Unregistered meanwhile, or a registration of another file: the caller makes the
+    // call as for an fd never registered.
+    (r != UNREGISTERED && r != STALE).then_some(r)
 }
+
+/// `gmp_fd_wait`'s loop result for a registration of another file.
+const STALE_WAIT: c_int = i32::MIN + 1;
 
 /// `io_until`'s wait result when `gmp_fd_unregister` took the fd off the poller.
 const UNREGISTERED: i64 = i64::MIN;
+/// `io_until`'s result when the number names another file than the one registered
+/// (`PollDesc::same_file`).
+const STALE: i64 = i64::MIN + 1;
 
 /// `io` with the non-blocking form `nowait`, or, for an fd that is not registered, the
 /// blocking call `plain` through the syscall hand-off.
@@ -486,10 +503,18 @@ pub extern "C" fn gmp_fd_wait(fd: c_int, events: u32, timeout_ns: i64) -> c_int 
                 taken[i] = true;
             }
         }
+        let mut checked = false;
         let r = loop {
             let r = now(&mut p);
             if r != 0 {
                 break r;
+            }
+            if !checked {
+                checked = true;
+                // Another file under the number than the one registered: poll(2), below.
+                if !pd.same_file(fd) {
+                    break STALE_WAIT;
+                }
             }
             // SAFETY: a goroutine holding a P (checked above; nothing since could move it
             // off its P but a park, after which it holds one again), with a reference.
@@ -507,7 +532,14 @@ pub extern "C" fn gmp_fd_wait(fd: c_int, events: u32, timeout_ns: i64) -> c_int 
             }
         }
         pd.decref();
-        if r == i32::MIN { unpolled(&mut p) } else { r }
+        match r {
+            i32::MIN => unpolled(&mut p),
+            STALE_WAIT => {
+                netpoll::forget_stale(fd);
+                unpolled(&mut p)
+            }
+            r => r,
+        }
     })
 }
 

@@ -95,6 +95,8 @@ pub struct PollDesc {
     /// The registration set the open file's O_NONBLOCK (`gmp_fd_register` on a blocking
     /// fd): `unregister` clears it again, and only then. Written under `lock`.
     set_nonblock: AtomicBool,
+    /// The registered file's device and inode (`same_file`). Written under `lock`.
+    file: [AtomicU64; 2],
 }
 
 // SAFETY: the Cells are touched only under `lock`.
@@ -115,6 +117,7 @@ impl PollDesc {
             hook: AtomicU32::new(0),
             timeo: [AtomicI64::new(0), AtomicI64::new(0)],
             set_nonblock: AtomicBool::new(false),
+            file: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
@@ -137,6 +140,21 @@ impl PollDesc {
     #[inline]
     pub fn closing(&self) -> bool {
         self.refs.is_closing()
+    }
+
+    /// Whether `fd` still refers to the file registered under its number. A close the
+    /// runtime did not see (glibc's own, inside `fclose`) frees the number with the
+    /// registration still in place, and the next file given the number (an eventfd, a
+    /// fopen'ed file, a socket) would be taken for the old one: waits on it would park on
+    /// a registration epoll no longer has. Asked before a first park (an fstat).
+    pub fn same_file(&self, fd: i32) -> bool {
+        match file_id(fd) {
+            Some([dev, ino]) => {
+                self.file[0].load(Ordering::Relaxed) == dev
+                    && self.file[1].load(Ordering::Relaxed) == ino
+            }
+            None => false,
+        }
     }
 
     /// Takes a reference for one operation (Go's fdMutex incref). Fails while the fd is being
@@ -316,6 +334,28 @@ pub fn register(fd: i32) -> Result<bool, i32> {
     register_with(fd, true)
 }
 
+/// The device and inode `fd` refers to (None: not open).
+fn file_id(fd: i32) -> Option<[u64; 2]> {
+    // SAFETY: fstat into a valid buffer; fails if `fd` is not open.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        (libc::syscall(libc::SYS_fstat, fd, &mut st) == 0).then_some([st.st_dev, st.st_ino])
+    }
+}
+
+/// Drops a registration whose number now names another file (`PollDesc::same_file`):
+/// wakes and waits out what is in flight on it, as a close does, and clears the hooks'
+/// bits; the number is the program's again, to register afresh.
+pub fn forget_stale(fd: i32) {
+    let Some(pd) = lookup(fd) else { return };
+    if pd.registered() {
+        close_begin(fd);
+    }
+    pd.hook.store(0, Ordering::Release);
+    pd.timeo[0].store(0, Ordering::Relaxed);
+    pd.timeo[1].store(0, Ordering::Relaxed);
+}
+
 /// `register` for an fd the runtime created non-blocking for the program (`gmp_socket`,
 /// `gmp_pipe`, `gmp_accept`): as if the registration had set O_NONBLOCK, so that
 /// `unregister` makes it blocking.
@@ -342,11 +382,20 @@ pub fn register_with(fd: i32, set_nonblock: bool) -> Result<bool, i32> {
     if flags < 0 {
         return Err(crate::sys::errno());
     }
+    let Some(id) = file_id(fd) else {
+        return Err(libc::EBADF);
+    };
+    if pd.registered() && !pd.same_file(fd) {
+        // The number's previous file was closed where the runtime did not see it.
+        forget_stale(fd);
+    }
     pd.lock.lock();
     if pd.refs.is_open() {
         pd.lock.unlock();
         return Ok(true);
     }
+    pd.file[0].store(id[0], Ordering::Relaxed);
+    pd.file[1].store(id[1], Ordering::Relaxed);
     let seq = pd.seq.load(Ordering::Relaxed).wrapping_add(1);
     let mut ev = libc::epoll_event {
         // Go's set, plus EPOLLPRI: a poll or select for urgent data (POLLPRI, exceptfds)
