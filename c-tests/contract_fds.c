@@ -346,6 +346,48 @@ static void reuse_case(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* close_blocking: a reader parked in a hooked read, and the fd closed from inside
+ * gmp_blocking by a goroutine on another thread (it locks its own first). */
+static atomic_int cb_reading;
+static ssize_t cb_got;
+static int cb_errno;
+
+static void cb_reader(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char c;
+    atomic_store(&cb_reading, 1);
+    cb_got = read(fd, &c, 1);
+    cb_errno = errno;
+    gmp_wg_done(&helpers);
+}
+
+static int64_t close_it(void *arg)
+{
+    return close((int)(intptr_t)arg) == 0 ? 0 : -errno;
+}
+
+static void close_blocking_case(void *arg)
+{
+    (void)arg;
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    gmp_wg_add(&helpers, 1);
+    CHECK(gmp_go(cb_reader, (void *)(intptr_t)p[0]) >= 0);
+    while (!atomic_load(&cb_reading))
+        gmp_yield();
+    gmp_sleep(10 * 1000000LL); /* into its park */
+    CHECK(gmp_lock_os_thread() >= 0);
+    CHECK_EQ(gmp_blocking(close_it, (void *)(intptr_t)p[0]), 0);
+    CHECK(gmp_unlock_os_thread() >= 0);
+    gmp_wg_wait(&helpers);
+    /* A read whose fd another thread closed: EBADF, as a goroutine's read in Go's net. */
+    CHECK_EQ(cb_got, -1);
+    CHECK_EQ(cb_errno, EBADF);
+    close(p[1]);
+    gmp_wg_done(&wg);
+}
+
 static void *thread_writer(void *arg)
 {
     int fd = (int)(intptr_t)arg;
@@ -522,6 +564,8 @@ int main(int argc, char **argv)
         fn = stdio_case;
     else if (strcmp(c, "stdio_bound") == 0)
         fn = stdio_bound_case;
+    else if (strcmp(c, "close_blocking") == 0)
+        fn = close_blocking_case;
     else if (strcmp(c, "reuse") == 0)
         fn = reuse_case;
     else if (strcmp(c, "thread") == 0)

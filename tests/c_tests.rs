@@ -1499,6 +1499,15 @@ fn contract_fds_stdio_bound() {
     );
 }
 
+/// A close inside gmp_blocking of an fd a goroutine on another thread is parked on: the
+/// closer's thread waits for it (no switch inside a system call), at GOMAXPROCS 1 and 2.
+#[test]
+fn contract_fds_close_blocking() {
+    for procs in ["1", "2"] {
+        expect_case("contract_fds", "close_blocking", &[("GMP_MAXPROCS", procs)]);
+    }
+}
+
 /// Numbers reused after closes the runtime did not see, at GOMAXPROCS 1 and 2.
 #[test]
 fn contract_fds_reuse() {

@@ -522,11 +522,24 @@ pub fn close_begin(fd: i32) -> bool {
     // close, a pinned goroutine) that only yielded would keep the M's P busy, and the
     // operation it waits for may belong to a goroutine bound to another M that needs that
     // P (GOMAXPROCS=1).
+    // A caller in a system call (a close inside gmp_blocking) may not switch: its thread
+    // sleeps instead.
+    let gp = getg();
+    // SAFETY: gp, if any, is the goroutine running on this thread; only its own M (us)
+    // changes its status between RUNNING and SYSCALL.
+    let in_syscall = !gp.is_null() && unsafe { (*gp).status.load(Ordering::Relaxed) } == G_SYSCALL;
     let mut spins = 0u32;
     while pd.refs.in_flight() {
         spins += 1;
         if spins < crate::sys::pauses(100) {
             core::hint::spin_loop();
+        } else if in_syscall {
+            let ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 20_000,
+            };
+            // SAFETY: a valid timespec; no remainder wanted.
+            unsafe { crate::sys::real::nanosleep(&ts, core::ptr::null_mut()) };
         } else if spins < 200 {
             gosched();
         } else {
