@@ -32,11 +32,11 @@ import gmp_sched as gs
 procs = int(sys.argv[1])
 gs.maxprocs(procs)
 SH = shutil.which("sh")
-CMD = [SH, "-c", "head -c {OUT_BYTES} /dev/zero; head -c {ERR_BYTES} /dev/zero >&2; exit 0"]
+CMD = [SH, "-c", "set -e; head -c {OUT_BYTES} /dev/zero; head -c {ERR_BYTES} /dev/zero >&2"]
 
 def once():
     r = subprocess.run(CMD, capture_output=True, timeout=30)
-    return (r.returncode, len(r.stdout), len(r.stderr), r.stderr[:120] if len(r.stderr) != {ERR_BYTES} else b"")
+    return (r.returncode, len(r.stdout), len(r.stderr), r.stderr[:80] if len(r.stderr) != {ERR_BYTES} else b"")
 
 def worker(sink):
     for _ in range({ROUNDS}):
