@@ -12,6 +12,9 @@
  *            query. The holder's P moves on during the hooked file calls while the others
  *            block in pthread_mutex_lock, a futex wait the hooks do not see; the holder
  *            must get a P back.
+ *   serialized  the same connection and inserts without the program's mutex: SQLite's
+ *            serialized mode locks the connection (a recursive pthread mutex, whose owner
+ *            is a thread) around each call itself.
  *   perfile  8 workers, each with its own database file, each round opening its
  *            connection, inserting rows in a transaction, running a CPU-heavy recursive
  *            query, and closing it: SQLite's global mutexes (the unix VFS's inode list,
@@ -136,6 +139,20 @@ static void shared_worker(long id)
     }
 }
 
+/* The same without the program's mutex: SQLite's serialized mode locks the connection
+ * (a recursive pthread mutex) around each call itself. */
+static void serialized_worker(long id)
+{
+    char sql[160];
+    for (int r = 0; r < SHARED_ROUNDS; r++) {
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO log(worker, seq, line) VALUES (%ld, %d, 'worker %ld record %d')",
+                 id, r, id, r);
+        exec_ok(shared_db, sql);
+        atomic_fetch_add(&commits, 1);
+    }
+}
+
 /* ---- a connection per file per worker ---- */
 
 static long long perfile_sum[WORKERS], perfile_rows[WORKERS];
@@ -180,7 +197,7 @@ int main(int argc, char **argv)
     alarm(40);
     CHECK(sqlite3_threadsafe() != 0);
     double t0 = now_sec();
-    if (strcmp(c, "shared") == 0) {
+    if (strcmp(c, "shared") == 0 || strcmp(c, "serialized") == 0) {
         char path[512];
         snprintf(path, sizeof path, "%s/shared.db", dir);
         unlink(path);
@@ -191,7 +208,7 @@ int main(int argc, char **argv)
                  SQLITE_OK);
         exec_ok(shared_db, "PRAGMA synchronous=FULL");
         exec_ok(shared_db, "CREATE TABLE log(worker INTEGER, seq INTEGER, line TEXT)");
-        run_all(shared_worker, WORKERS);
+        run_all(c[1] == 'h' ? shared_worker : serialized_worker, WORKERS);
         CHECK_EQ(atomic_load(&commits), (long)WORKERS * SHARED_ROUNDS);
         long long rows = query_int(shared_db, "SELECT count(*) FROM log");
         long long workers = query_int(shared_db, "SELECT count(DISTINCT worker) FROM log");
@@ -201,7 +218,7 @@ int main(int argc, char **argv)
         CHECK_EQ(seqs, (long long)WORKERS * SHARED_ROUNDS * (SHARED_ROUNDS - 1) / 2);
         CHECK_EQ(sqlite3_close(shared_db), SQLITE_OK);
         unlink(path);
-        printf("outcome: shared rows=%lld workers=%lld seqsum=%lld\n", rows, workers, seqs);
+        printf("outcome: %s rows=%lld workers=%lld seqsum=%lld\n", c, rows, workers, seqs);
     } else if (strcmp(c, "perfile") == 0) {
         for (int i = 0; i < WORKERS; i++) {
             char path[512];
