@@ -8,18 +8,19 @@
  *
  *   rsa     16 workers sign 24 messages each with one shared RSA-2048 key (PKCS#1 v1.5,
  *           SHA-256) and verify every signature. OpenSSL keeps a blinding factor per key
- *           for the thread that created it and uses it unlocked there: two goroutines
- *           interleaved on that thread inside one signature (preemption between blinding
- *           and unblinding) produce a signature that does not verify. PKCS#1 v1.5 is
- *           deterministic, so the digest of every signature must also equal the pthread
- *           run's.
+ *           for the first thread that signs and uses it unlocked on that thread: two
+ *           goroutines interleaved on it inside one signature (one stopped between
+ *           blinding and unblinding) produce a signature that does not verify. PKCS#1
+ *           v1.5 is deterministic, so every signature must also equal the one the main
+ *           thread makes of the same message afterwards (after: the blinding must belong
+ *           to a worker's thread).
  *   ecdsa   the same with one shared P-256 key, 16 workers x 100 signatures (randomized:
  *           only the verified count is compared).
  *   tls     a TLS server with an RSA-2048 certificate signed by a P-256 CA (a handler per
- *           accepted connection; the handlers are the first to use the server's key) and 16 clients doing 12 full handshakes each over TCP on
- *           127.0.0.1 (no session resumption: every handshake makes the server sign);
- *           the client verifies the certificate against the CA, sends a line, and must read
- *           it back.
+ *           accepted connection; the handlers are the first to use the server's key) and
+ *           16 clients doing 12 full handshakes each over TCP on 127.0.0.1 (no session
+ *           resumption: every handshake makes the server sign); each client verifies the
+ *           certificate against the CA, sends a line, and must read it back.
  *
  * A watchdog ends a hung run with a message (and, in goroutines, the goroutine dump).
  */
@@ -72,7 +73,7 @@ static void ssl_fail(const char *what)
     _exit(1);
 }
 
-/* Runs fn(i) for i in 0..n, as goroutines or as pthreads, and waits for all of them. */
+/* A worker to start: fn(i). */
 struct start {
     void (*fn)(long);
     long i;
@@ -91,8 +92,8 @@ static void *thread_start(void *arg)
     free(s);
     return NULL;
 }
-/* Starts fn(i) as a goroutine or a detached-later pthread; returns the thread (mode
- * "thread") for run_all's join. */
+/* Starts fn(i) as a goroutine (counted in `wg`) or a pthread, which it returns (mode
+ * "thread") for the caller to join or detach. */
 static pthread_t start(void (*fn)(long), long i)
 {
     struct start *s = malloc(sizeof *s);
@@ -108,6 +109,8 @@ static pthread_t start(void (*fn)(long), long i)
     }
     return t;
 }
+/* Runs fn(i) for i in 0..n, as goroutines or as pthreads, and waits for all of them (in
+ * goroutines, also for every goroutine they started). */
 static void run_all(void (*fn)(long), int n)
 {
     pthread_t *ts = calloc((size_t)n, sizeof *ts);
