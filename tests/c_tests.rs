@@ -2166,8 +2166,8 @@ fn reallib_openssl_ecdsa() {
 /// A TLS server (RSA-2048 certificate, a handler per connection) and 16 clients doing
 /// full handshakes over TCP, every certificate verified and every line echoed.
 ///
-/// Ignored: about one run in 20 (GOMAXPROCS 1 or 2, preemption on or off) the server makes a
-/// wrong RSA-PSS signature ("bad signature" at the client) or a fetch fails because
+/// Ignored: about one run in 15 at GOMAXPROCS=2, preemption on or off (at GOMAXPROCS=1
+/// seen only with `asyncpreemptstress`), the server makes a wrong RSA-PSS signature ("bad signature" at the client) or a fetch fails because
 /// `pthread_rwlock_wrlock` returned EDEADLK. A goroutine asleep in an OpenSSL lock wait is
 /// made seen by sysmon, and since goroutines parked in hooked socket calls are bound to
 /// its M, `unseen::wrapped` moves the wait to a helper thread and the M runs them
