@@ -24,8 +24,10 @@ set(gmp_sched_test_cases_preempt hog fair)
 set(gmp_sched_test_cases_pthread_exit_goroutine locked)
 # Built, not registered: cargo test runs them with what they need.
 set(gmp_sched_c_tests_cargo_only dlclose_reload config_effects interpose)
-# Not built here: they link third-party libraries (hiredis, libcurl) that cargo test finds.
-set(gmp_sched_c_tests_not_built interpose_hiredis interpose_curl)
+# Not built here: they link third-party libraries (hiredis, libcurl, OpenSSL, SQLite,
+# libpq) that cargo test finds, and the reallib_* programs need a server it starts.
+set(gmp_sched_c_tests_not_built interpose_hiredis interpose_curl
+    reallib_openssl reallib_sqlite reallib_pq)
 
 file(GLOB gmp_sched_c_tests CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/c-tests/*.c")
 foreach(src IN LISTS gmp_sched_c_tests)

@@ -3,7 +3,8 @@
 # machine (as root; nothing is installed when everything is there already): C and C++
 # compilers, binutils, Python, Go (the benchmarks' other side), GNU MP's headers (the
 # coexistence tests), cmake/pkg-config (the CMake package tests), redis-server, hiredis
-# and libcurl (the interposer's tests), gdb and valgrind (the debugging tests).
+# and libcurl (the interposer's tests), PostgreSQL with libpq, OpenSSL and SQLite (the
+# real-library tests), gdb and valgrind (the debugging tests).
 # README's second command and .ci/run both run it before `cargo test`.
 set -euo pipefail
 need_apt=()
@@ -39,6 +40,20 @@ if [ ${#need_interpose[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq "${need_interpose[@]}" >/dev/null
+fi
+# The real-library tests (tests/c_tests.rs: reallib_*): libpq against a PostgreSQL server
+# the test starts (initdb and postgres from the postgresql package), OpenSSL's libssl and
+# libcrypto, SQLite.
+need_reallibs=()
+[ -f /usr/include/postgresql/libpq-fe.h ] || need_reallibs+=(libpq-dev)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_reallibs+=(postgresql)
+[ -f /usr/include/openssl/ssl.h ] || need_reallibs+=(libssl-dev)
+command -v openssl >/dev/null 2>&1 || need_reallibs+=(openssl)
+[ -f /usr/include/sqlite3.h ] || need_reallibs+=(libsqlite3-dev)
+if [ ${#need_reallibs[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_reallibs[@]}" >/dev/null
 fi
 # gdb and valgrind, for the gdb script's test and the valgrind tests (c_tests gdb_goroutines,
 # valgrind_*).
