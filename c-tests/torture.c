@@ -44,8 +44,11 @@
  * 0.1-5 ms that call nothing the runtime could preempt them at ("spin": only the
  * asynchronous preemption signal stops them); and the netpoller's operations through plain
  * libc ("libc": read, write, poll with a timeout, nanosleep, a waitpid that fails with
- * ECHILD (a hand-off call, made on a helper thread when goroutines are bound to the
- * caller's thread), close of an fd a goroutine
+ * ECHILD (a wait for init, a hand-off call made on a helper thread when goroutines are bound to the
+ * caller's thread), a posix_spawn'ed child writing into a pipe a goroutine reads and
+ * reaped by waitpid, an fd number freed by stdio's fclose (a close the runtime does not
+ * see) and given to an eventfd whose blocking read must wait for its count, close of an
+ * fd a goroutine
  * is parked in read on, which parks goroutines through the interposer; the goroutine
  * must be on the same thread after each call).
  *
@@ -66,7 +69,7 @@
  *  - pthread ("pthread"): a pthread mutex held across a CPU-bound stretch or a hooked
  *    nanosleep protects a counter updated by load + store (asynchronous preemption stops
  *    holders inside; waiters block in a futex the hooks do not see); lines through stdio
- *    on a fresh pipe arrive whole, with no EAGAIN;
+ *    on a fresh pipe or socket pair arrive whole, with no EAGAIN;
  *  - every enabled action ran at least once (runs of 1 s or more); every goroutine ends
  *    (gmp_num_goroutine() drops to 0).
  * Watchdog: a plain pthread samples a progress counter (every completed action of a
@@ -90,6 +93,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
@@ -1052,10 +1057,24 @@ static void libc_closed_reader(void *arg)
 /* Plain read, write, poll, nanosleep and close, as an unmodified blocking library makes
  * them: on a goroutine they park it (the interposer) and it resumes on the thread it
  * called from; on a foreign thread they are libc's. */
+/* For kind 5 of do_libc: counts an eventfd up by one a moment later. */
+static void libc_eventfd_writer(void *arg)
+{
+    struct libc_box *box = arg;
+    CHECK_OK(gmp_sleep((int64_t)(50 + (box->fd & 127)) * US));
+    uint64_t one = 1;
+    CHECK_EQ(write(box->fd, &one, sizeof one), (ssize_t)sizeof one);
+    gmp_wg_done(&box->done);
+}
+
 static void do_libc(struct actor *a)
 {
     long tid0 = gettid_();
-    int kind = (int)rnd_below(&a->rng, a->goroutine ? 4 : 3);
+    /* Kind 3 parks a goroutine it starts: goroutines only. */
+    static const int goroutine_kinds[] = {0, 1, 2, 3, 4, 5};
+    static const int foreign_kinds[] = {0, 1, 2, 4, 5};
+    int kind = a->goroutine ? goroutine_kinds[rnd_below(&a->rng, 6)]
+                            : foreign_kinds[rnd_below(&a->rng, 5)];
     if (kind == 0) {
         /* A message over a socketpair, read in pieces as it comes. */
         int sv[2];
@@ -1093,8 +1112,64 @@ static void do_libc(struct actor *a)
         /* A hand-off call (no children: it fails at once), made on a helper thread when
          * goroutines are bound to this one; the errno is the call's either way. */
         errno = 0;
-        CHECK_EQ(waitpid(-1, NULL, 0), -1);
+        CHECK_EQ(waitpid(1, NULL, 0), -1); /* init is nobody's child here */
         CHECK_EQ(errno, ECHILD);
+    } else if (kind == 4) {
+        /* A child process writing into a pipe a goroutine reads: the child sees the pipe
+         * as the program made it (blocking), the reader gets every byte, and waitpid
+         * (a hand-off call) reaps the child. */
+        int p[2];
+        CHECK_EQ(pipe2(p, O_CLOEXEC), 0);
+        posix_spawn_file_actions_t fa;
+        CHECK_EQ(posix_spawn_file_actions_init(&fa), 0);
+        CHECK_EQ(posix_spawn_file_actions_adddup2(&fa, p[1], 1), 0);
+        char *argv[] = {"/bin/echo", "torture-child", NULL};
+        char *envp[] = {NULL};
+        pid_t pid;
+        CHECK_EQ(posix_spawn(&pid, "/bin/echo", &fa, NULL, argv, envp), 0);
+        CHECK_EQ(posix_spawn_file_actions_destroy(&fa), 0);
+        CHECK_EQ(close(p[1]), 0);
+        char buf[64];
+        size_t got = 0;
+        for (;;) {
+            ssize_t r = read(p[0], buf + got, sizeof buf - 1 - got);
+            CHECK(r >= 0);
+            if (r == 0)
+                break;
+            got += (size_t)r;
+        }
+        buf[got] = 0;
+        CHECK(strcmp(buf, "torture-child\n") == 0);
+        int status = -1;
+        CHECK_EQ(waitpid(pid, &status, 0), pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        CHECK_EQ(close(p[0]), 0);
+    } else if (kind == 5) {
+        /* A number freed by a close the runtime does not see (stdio's fclose) and given to
+         * an eventfd: its blocking read waits for the count, the eventfd is not taken for
+         * the old socket. */
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        FILE *f = fdopen(sv[0], "r");
+        CHECK(f != NULL);
+        CHECK_EQ(fclose(f), 0);
+        int e = eventfd(0, EFD_CLOEXEC);
+        CHECK(e >= 0);
+        struct libc_box box = {.fd = e, .done = GMP_WG_INIT};
+        if (a->goroutine) {
+            CHECK_OK(gmp_wg_add(&box.done, 1));
+            CHECK_OK(gmp_go(libc_eventfd_writer, &box));
+        } else {
+            uint64_t one = 1;
+            CHECK_EQ(write(e, &one, sizeof one), (ssize_t)sizeof one);
+        }
+        uint64_t v = 0;
+        CHECK_EQ(read(e, &v, sizeof v), (ssize_t)sizeof v);
+        CHECK_EQ(v, 1);
+        if (a->goroutine)
+            CHECK_OK(gmp_wg_wait(&box.done));
+        CHECK_EQ(close(e), 0);
+        CHECK_EQ(close(sv[1]), 0);
     } else {
         /* close while a goroutine is parked in read: it fails with EBADF. */
         int sv[2];
@@ -1111,9 +1186,9 @@ static void do_libc(struct actor *a)
         CHECK_EQ(box.err, EBADF);
         CHECK_EQ(close(sv[1]), 0);
     }
-    /* Not a switch point the compiler knows of: the same thread afterwards (kind 3
-     * waits with gmp calls, which may move the goroutine). */
-    if (kind != 3)
+    /* Not a switch point the compiler knows of: the same thread afterwards (kinds 3 and
+     * 5 wait with gmp calls, which may move the goroutine). */
+    if (kind != 3 && kind != 5)
         CHECK_EQ(gettid_(), tid0);
 }
 
@@ -1155,8 +1230,12 @@ static void do_pthread(struct actor *a)
         CHECK_EQ(pthread_mutex_unlock(&pt_mu), 0);
         return;
     }
+    /* A pipe, or a socket pair (stdio on accepted sockets is the same case). */
     int p[2];
-    CHECK_EQ(pipe(p), 0);
+    if (rnd_below(&a->rng, 2))
+        CHECK_EQ(pipe(p), 0);
+    else
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
     CHECK_EQ(fcntl(p[0], F_GETFL) & O_NONBLOCK, 0);
     FILE *w = fdopen(p[1], "w");
     FILE *r = fdopen(p[0], "r");
