@@ -2280,19 +2280,13 @@ fn reallib_openssl_ecdsa() {
 /// A TLS server (RSA-2048 certificate, a handler per connection) and 16 clients doing
 /// full handshakes over TCP, every certificate verified and every line echoed.
 ///
-/// Ignored: about one run in 15 at GOMAXPROCS=2, preemption on or off (at GOMAXPROCS=1
-/// seen only with `asyncpreemptstress`), the server makes a wrong RSA-PSS signature ("bad signature" at the client) or a fetch fails because
-/// `pthread_rwlock_wrlock` returned EDEADLK. A goroutine asleep in an OpenSSL lock wait is
-/// made seen by sysmon, and since goroutines parked in hooked socket calls are bound to
-/// its M, `unseen::wrapped` moves the wait to a helper thread and the M runs them
-/// (`offload::run`): one of them then uses the thread's RSA blinding the sleeper is
-/// halfway through, or takes a rwlock the sleeper holds for writing on that very thread.
-/// With that wait kept on the M, 0 failures in 120 runs — and the deadlock the offload
-/// exists for returns (a bound goroutine holding the awaited mutex). Run with
-/// `cargo test --test c_tests reallib_openssl_tls -- --ignored`.
+/// A goroutine asleep in an OpenSSL lock wait is made seen by sysmon; with goroutines
+/// parked in hooked socket calls bound to its M, the wait must not move to a helper thread
+/// at once (`unseen::wrapped`'s grace): the M would run one of them, which then used the
+/// thread's RSA blinding the sleeper was halfway through (a wrong RSA-PSS signature, "bad
+/// signature" at the client) or took a rwlock the sleeper held for writing on that thread
+/// (EDEADLK). Without the grace, about one run in 15 failed at GOMAXPROCS=2.
 #[test]
-#[ignore = "unseen-call offload runs bound goroutines on the thread of a goroutine stopped \
-            inside OpenSSL: wrong RSA signatures, EDEADLK (see the comment)"]
 fn reallib_openssl_tls() {
     let _serial = lock();
     reallib_case(&openssl_exe(), &["tls"], true);

@@ -381,21 +381,37 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
         || unsafe { crate::sys::raw_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) } as i64;
     // A PI futex's owner is the calling thread: that call stays on it.
     let thread_bound = nr == libc::SYS_futex as u64 && matches!(a[1] & 0x7f, 6 | 13);
-    let ret = if !thread_bound && offload::wanted() {
-        // Goroutines are bound to this M (parked in hooks, pinned): one of them may hold
-        // what this call waits for (a pthread mutex held across a hooked sleep), and only
-        // this thread may run it. So the call waits on a helper thread while this
-        // goroutine parks bound here, and the M runs them meanwhile (offload.rs).
-        // SAFETY: on a goroutine holding its P, not locked (`wanted`); `call` uses only
-        // copies of the registers, and waits on memory and fds the process shares.
-        unsafe { offload::run(&call) }.0 as u64
-    } else {
+    let in_syscall = |f: &dyn Fn() -> i64| -> u64 {
         let entered = syscall::enter().is_ok();
-        let ret = call() as u64;
+        let ret = f() as u64;
         if entered {
             syscall::exit();
         }
         ret
+    };
+    let ret = if thread_bound || !offload::wanted() {
+        in_syscall(&call)
+    } else {
+        // Goroutines are bound to this M (parked in hooks, pinned): one of them may hold
+        // what this call waits for (a pthread mutex held across a hooked sleep), and only
+        // this thread may run it. So the call waits on a helper thread while this
+        // goroutine parks bound here, and the M runs them meanwhile (offload.rs).
+        //
+        // But running them means running other goroutines on a thread whose goroutine is
+        // stopped inside C code, which may rely on the thread's state (OpenSSL's unlocked
+        // per-thread RSA blinding; a lock it took on this thread). So a lock wait first
+        // waits here, in the system call (its P gone to another thread), for up to
+        // OFFLOAD_GRACE_NS: most waits end by then, with nothing else run on the thread.
+        // SAFETY (offload::run): on a goroutine holding its P, not locked (`wanted`);
+        // `call` uses only copies of the registers, and waits on memory and fds the
+        // process shares.
+        match grace(nr, a) {
+            Some(bounded) => match in_syscall(&bounded) as i64 {
+                GRACE_OVER => unsafe { offload::run(&call) }.0 as u64,
+                r => r as u64,
+            },
+            None => unsafe { offload::run(&call) }.0 as u64,
+        }
     };
     // The rest of a cut-short write: an error after some bytes moved is the count, as the
     // kernel reports a write a signal ends.
@@ -406,6 +422,80 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     };
     r.rcx = r.rip;
     r.r11 = r.rflags;
+}
+
+/// How long a lock wait waits on its own thread before it moves to a helper thread when
+/// goroutines are bound to that thread (`wrapped`).
+const OFFLOAD_GRACE_NS: i64 = 10_000_000;
+
+/// `grace`'s call's result when the grace ended before the wait did.
+const GRACE_OVER: i64 = i64::MIN;
+
+/// For a futex wait, the same wait bounded by `OFFLOAD_GRACE_NS` (its own deadline if that
+/// comes first), returning `GRACE_OVER` when the grace ran out; None for other calls. A
+/// futex wait may end early (its callers check the word again), so the bounded wait is
+/// exact, and the original call made afterwards waits for the rest.
+fn grace(nr: u64, a: [u64; 6]) -> Option<impl Fn() -> i64> {
+    const FUTEX_WAIT: u64 = 0;
+    const FUTEX_WAIT_BITSET: u64 = 9;
+    const FUTEX_CLOCK_REALTIME: u64 = 256;
+    if nr != libc::SYS_futex as u64 {
+        return None;
+    }
+    let op = a[1] & 0x7f;
+    if op != FUTEX_WAIT && op != FUTEX_WAIT_BITSET {
+        return None;
+    }
+    Some(move || {
+        // FUTEX_WAIT takes a relative timeout (none here: `restartable` lets only those
+        // through), FUTEX_WAIT_BITSET an absolute deadline on its clock (or none).
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: OFFLOAD_GRACE_NS as libc::c_long,
+        };
+        let mut ours = true;
+        if op == FUTEX_WAIT_BITSET {
+            let clock = if a[1] & FUTEX_CLOCK_REALTIME != 0 {
+                libc::CLOCK_REALTIME
+            } else {
+                libc::CLOCK_MONOTONIC
+            };
+            // SAFETY: clock_gettime into a valid timespec.
+            unsafe { libc::clock_gettime(clock, &mut ts) };
+            let bound =
+                ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128 + OFFLOAD_GRACE_NS as i128;
+            let theirs = a[3] as *const libc::timespec;
+            // SAFETY: the program's deadline, which the kernel was about to read.
+            let their_ns = (!theirs.is_null()).then(|| unsafe {
+                (*theirs).tv_sec as i128 * 1_000_000_000 + (*theirs).tv_nsec as i128
+            });
+            if their_ns.is_some_and(|t| t <= bound) {
+                ours = false;
+                // SAFETY: as above.
+                ts = unsafe { *theirs };
+            } else {
+                ts.tv_sec = (bound / 1_000_000_000) as libc::time_t;
+                ts.tv_nsec = (bound % 1_000_000_000) as libc::c_long;
+            }
+        }
+        // SAFETY: the program's futex wait with a timeout on our stack.
+        let r = unsafe {
+            crate::sys::raw_syscall6(
+                nr,
+                a[0],
+                a[1],
+                a[2],
+                &ts as *const libc::timespec as u64,
+                a[4],
+                a[5],
+            )
+        } as i64;
+        if ours && r == -(libc::ETIMEDOUT as i64) {
+            GRACE_OVER
+        } else {
+            r
+        }
+    })
 }
 
 #[cfg(test)]
