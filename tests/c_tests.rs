@@ -1626,6 +1626,47 @@ fn contract_poll_timeout_behind() {
     contract_poll("timeout_behind");
 }
 
+/// A seeded random sequence of fd operations (c-tests/contract_random.c) observes the same
+/// with the hooks as with plain libc (`GMP_INTERPOSE=0`, no preemption signal): eight
+/// seeds at GOMAXPROCS 1 and 2. `CONTRACT_RANDOM_STEPS` makes each longer (default 400).
+#[test]
+fn contract_random() {
+    for seed in 1..=8 {
+        let seed = seed.to_string();
+        let procs = if seed.parse::<u32>().unwrap_or(0) % 2 == 0 { "2" } else { "1" };
+        let hooks = run_c("contract_random", &[&seed], &[("GMP_MAXPROCS", procs)]);
+        let plain = run_c(
+            "contract_random",
+            &[&seed],
+            &[
+                ("GMP_MAXPROCS", procs),
+                ("GMP_INTERPOSE", "0"),
+                ("GMP_DEBUG", "asyncpreemptoff=1"),
+            ],
+        );
+        for (o, what) in [(&hooks, "with the hooks"), (&plain, "plain libc")] {
+            assert!(
+                o.status.success(),
+                "{}",
+                o.report(&format!("contract_random {seed} {what}"))
+            );
+        }
+        if hooks.stdout != plain.stdout {
+            let first = hooks
+                .stdout
+                .lines()
+                .zip(plain.stdout.lines())
+                .find(|(a, b)| a != b);
+            panic!(
+                "contract_random seed {seed} (GOMAXPROCS={procs}): the hooks and plain libc \
+                 part at {first:?} (hooks, libc)"
+            );
+        }
+        print!("{}", hooks.stdout.lines().last().unwrap_or(""));
+        println!();
+    }
+}
+
 // ---- tests that fail when the code is wrong ----
 
 #[test]

@@ -1545,6 +1545,20 @@ fn raw(f: impl FnOnce() -> isize) -> i64 {
     r
 }
 
+/// A zero-timeout readiness check made in a goroutine, made again while it fails with
+/// EINTR: a signal landed in the call's instant, most likely the runtime's own preemption
+/// signal (sent to a thread seen computing, which a loop of such checks is). The check
+/// never waits, so the program loses no wait to this; its own handler has run, and only
+/// the EINTR of that instant is not seen (the same ambiguity as `intr_as_none`).
+fn again_on_eintr(f: impl Fn() -> c_int) -> c_int {
+    loop {
+        let r = f();
+        if r >= 0 || errno() != libc::EINTR {
+            return r;
+        }
+    }
+}
+
 /// Interposes poll(2): on a goroutine, a call that would wait on one fd (or on none, a
 /// sleep) parks; a wait on several fds takes the syscall hand-off.
 ///
@@ -1552,9 +1566,13 @@ fn raw(f: impl FnOnce() -> isize) -> i64 {
 /// As poll(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int) -> c_int {
-    if !on_goroutine() || ms == 0 {
+    if !on_goroutine() {
         // SAFETY: the caller's arguments.
         return unsafe { real::poll(fds, n, ms) };
+    }
+    if ms == 0 {
+        // SAFETY: the caller's arguments.
+        return again_on_eintr(|| unsafe { real::poll(fds, n, 0) });
     }
     super::boundary("interposed poll", || {
         // SAFETY: the caller's arguments, with a zero timeout.
@@ -1603,9 +1621,13 @@ pub unsafe extern "C" fn epoll_wait(
     n: c_int,
     ms: c_int,
 ) -> c_int {
-    if !on_goroutine() || ms == 0 {
+    if !on_goroutine() {
         // SAFETY: the caller's arguments.
         return unsafe { real::epoll_wait(ep, ev, n, ms) };
+    }
+    if ms == 0 {
+        // SAFETY: the caller's arguments.
+        return again_on_eintr(|| unsafe { real::epoll_wait(ep, ev, n, 0) });
     }
     super::boundary("interposed epoll_wait", || {
         // SAFETY: the caller's arguments, with a zero timeout.
@@ -1887,9 +1909,13 @@ pub unsafe extern "C" fn select(
 ) -> c_int {
     // SAFETY: the caller's timeval, if any.
     let zero = !tv.is_null() && unsafe { (*tv).tv_sec == 0 && (*tv).tv_usec == 0 };
-    if !on_goroutine() || zero {
+    if !on_goroutine() {
         // SAFETY: the caller's arguments.
         return unsafe { real::select(n, r, w, e, tv) };
+    }
+    if zero {
+        // SAFETY: the caller's arguments (select leaves the sets alone when it fails).
+        return again_on_eintr(|| unsafe { real::select(n, r, w, e, tv) });
     }
     let deadline = if tv.is_null() {
         None
