@@ -37,7 +37,7 @@ from ._go import (
     sleep,
     stats,
 )
-from ._lib import how_loaded, lib
+from ._lib import get_include, how_loaded, lib
 from ._sync import Cond, Mutex, Once, RWMutex, WaitGroup
 
 __version__ = "0.2.0"
@@ -75,6 +75,7 @@ __all__ = [
     "Send",
     "WaitGroup",
     "as_voidp",
+    "get_include",
     "go",
     "goid",
     "gosched",

@@ -250,6 +250,17 @@ def library_path() -> Path:
     return Path(__file__).resolve().parent / "libgmp.so"
 
 
+def get_include() -> str:
+    """The directory to put on a C compiler's include path for ``#include
+    <gmp-sched/gmp.h>`` (and ``gmp.hpp``): the copy installed with the package, or in a
+    source checkout (an editable install) the repository's ``include/``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "include", here.parents[3] / "include" if len(here.parents) > 3 else None):
+        if candidate is not None and (candidate / "gmp-sched" / "gmp.h").exists():
+            return str(candidate)
+    raise FileNotFoundError("gmp_sched: gmp-sched/gmp.h is not installed with this package")
+
+
 def load() -> tuple[ctypes.CDLL, str]:
     """Opens libgmp (see the module doc for the order) and declares every function.
 
