@@ -7,6 +7,7 @@ import ctypes
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -217,3 +218,41 @@ def test_a_port_whose_loop_is_gone_drops_completions() -> None:
     ch = Chan(ctypes.c_int64, 1)
     ch.send(7)
     assert run(ch.recv_async()) == 7
+
+
+@pytest.mark.parametrize("elem", [ctypes.c_int64, object, None])
+def test_two_coroutines_talk_over_unbuffered_channels(elem: object) -> None:
+    # Both ends wait in the bridge's one select, which never pairs with itself: the
+    # bridge hands such values over itself.
+    async def main() -> list[object]:
+        a: Chan[Any] = Chan(elem)
+        b: Chan[Any] = Chan(elem)
+        value = (lambda i: None) if elem is None else (lambda i: i)
+
+        async def peer() -> None:
+            async for v in a:
+                await b.send_async(v)
+
+        task = asyncio.create_task(peer())
+        got = []
+        for i in range(300):
+            await a.send_async(value(i))
+            got.append(await b.recv_async())
+        a.close()
+        await task
+        return got
+
+    got = asyncio.run(asyncio.wait_for(main(), 60))
+    assert got == ([None] * 300 if elem is None else list(range(300)))
+
+
+def test_paired_send_fails_on_a_closed_channel() -> None:
+    async def main() -> None:
+        ch: Chan[int] = Chan(ctypes.c_int64)
+        sender = asyncio.create_task(ch.send_async(1))
+        await asyncio.sleep(0.05)
+        ch.close()
+        with pytest.raises(ChannelClosed):
+            await asyncio.wait_for(sender, 10)
+
+    asyncio.run(main())

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ctypes
 import os
 import threading
 import weakref
@@ -31,7 +32,7 @@ from ctypes import addressof
 from typing import Any
 
 from ._chan import Chan, _Codec
-from ._errors import EPIPE, ChannelClosed, raise_errno
+from ._errors import EAGAIN, EPIPE, ChannelClosed, raise_errno
 from ._lib import GMP_RECV, GMP_SEND, gmp_select_case, lib
 
 _MAX_CASES = 65536
@@ -156,6 +157,43 @@ class _Bridge:
         op.withdrawn = True
         self.wake.try_send()
 
+    def _pair_locked(self) -> list[_Op]:
+        """Completes what the select cannot: a pending send and a pending receive on the
+        same unbuffered channel (two coroutines talking to each other) both wait inside
+        the bridge's one select, and a select never pairs with itself. Each such send is
+        offered to the channel first (a real receiver, or a close, takes precedence);
+        when nobody else is there the value goes straight to the pending receive.
+        Returns the operations finished."""
+        sends: dict[int, list[_Op]] = {}
+        for o in self.ops:
+            if o.op == GMP_SEND:
+                sends.setdefault(o.chan.handle, []).append(o)
+        if not sends:
+            return []
+        done: list[_Op] = []
+        for o in list(self.ops):
+            if o.op != GMP_RECV:
+                continue
+            h = o.chan.handle
+            waiting = sends.get(h)
+            if not waiting or lib.gmp_chan_cap(h) != 0:
+                continue
+            while waiting:
+                snd = waiting.pop(0)
+                r = lib.gmp_chan_try_send(h, None if snd.buf is None else addressof(snd.buf))
+                if r == -EAGAIN:  # only our own receive is there: hand the value over
+                    size = o.chan._codec.size
+                    if size:
+                        ctypes.memmove(addressof(o.buf), addressof(snd.buf), size)
+                    snd.status = o.status = 0
+                    done += [snd, o]
+                    break
+                snd.status = r  # sent to a real receiver, or -EPIPE: the channel is closed
+                done.append(snd)
+        for o in done:
+            self.ops.remove(o)
+        return done
+
     def run(self) -> None:
         wake = self.wake.handle
         while True:
@@ -165,7 +203,10 @@ class _Bridge:
                         if o.withdrawn and o.op == GMP_SEND:
                             o.chan._codec.dropped(o.buf)  # never sent
                     self.ops = [o for o in self.ops if not o.withdrawn]
+                paired = self._pair_locked()
                 ops = self.ops[: _MAX_CASES - 1]
+            for o in paired:
+                o.port.post(o)
             n = len(ops) + 1
             cases = (gmp_select_case * n)()
             cases[0].chan = wake
