@@ -40,10 +40,16 @@ find_python() {
     done
     return 1
 }
+pyver() {
+    "$1" -c 'import sys, sysconfig; print("%d.%d%s" % (sys.version_info[:2] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "",)))'
+}
 pythons=("$(command -v python3)")
+seen=" $(pyver python3) "
 for v in ${PYTHONS:-3.9 3.10 3.11 3.12 3.13 3.14 3.13t 3.14t}; do
     if p=$(find_python "$v"); then
-        [ "$(readlink -f "$p")" = "$(readlink -f "${pythons[0]}")" ] || pythons+=("$p")
+        case "$seen" in *" $(pyver "$p") "*) continue ;; esac
+        pythons+=("$p")
+        seen+="$(pyver "$p") "
     else
         echo "python: CPython $v not on this machine: not tested"
     fi
@@ -88,7 +94,7 @@ tar xzf "$sdist" -C "$work/sdist"
 srcdir=$(ls -d "$work"/sdist/gmp_sched-*)
 first=1
 for py in "${pythons[@]}"; do
-    ver=$("$py" -c 'import sys, sysconfig; print("%d.%d%s" % (sys.version_info[:2] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "",)))')
+    ver=$(pyver "$py")
     venv="$work/venv-$ver"
     mkvenv "$py" "$venv"
     extra=()

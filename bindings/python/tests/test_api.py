@@ -162,3 +162,15 @@ def test_a_c_goroutine_handle_is_only_an_id() -> None:
         g.join()
     with pytest.raises(TypeError):
         gs.go(gs.lib.gmp_wg_done, wg, extra=1)
+
+
+def test_exit_right_after_the_last_receive_waits_for_finishing_goroutines() -> None:
+    # Each goroutine comes back from its send to Python (and to the trampoline's end)
+    # after main got the value: main's exit must not finalize under them.
+    code = ("import gmp_sched as gs\n"
+            "out = gs.Chan(object, 64)\n"
+            "for i in range(32): gs.go(out.send, i)\n"
+            "print(sorted(out.recv() for _ in range(32)) == list(range(32)))\n")
+    for _ in range(5):
+        r = run_python(code)
+        assert (r.returncode, r.stdout.strip()) == (0, "True"), r.stderr

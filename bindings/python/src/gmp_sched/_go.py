@@ -29,10 +29,12 @@ Two kinds of goroutine body:
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import itertools
 import sys
 import threading
+import time
 import traceback
 from ctypes import Array, Structure, Union, addressof, c_void_p, sizeof
 from dataclasses import dataclass, field
@@ -210,17 +212,67 @@ def _py_goroutine(key: int | None) -> None:
         except BaseException:  # noqa: BLE001 - a failing hook must not kill the thread
             traceback.print_exc()
     finally:
+        # From here on the GIL is kept (the calls below go through ctypes.PyDLL): a
+        # thread that gave it away now would need it back, and once the interpreter has
+        # begun to finalize, CPython ends such a thread with pthread_exit, which the
+        # runtime refuses in a goroutine (it aborts the process).
         slot.outcome = (result, exc)
-        del result, exc, fn, args, kwargs
-        slot.end.close()
+        _close_keep_gil(slot.end.handle)
         with _live_lock:
             _live -= 1
         # Back to an ordinary M: when this callback returns, ctypes drops the thread
         # state PyGILState_Ensure made for it, and nothing between here and the end of
         # the goroutine can switch, so the thread may serve other goroutines (a thread
         # exiting locked would be ended and its M leaked).
-        lib.gmp_unlock_os_thread()
+        _unlock_keep_gil()
 
+
+_pylib = ctypes.PyDLL(lib._name)
+_close_keep_gil = _pylib.gmp_chan_close
+_close_keep_gil.argtypes = [c_void_p]
+_close_keep_gil.restype = ctypes.c_int
+_unlock_keep_gil = _pylib.gmp_unlock_os_thread
+_unlock_keep_gil.argtypes = []
+_unlock_keep_gil.restype = ctypes.c_int
+
+_started_any = False
+
+#: At exit, how long to wait for the number of live Python goroutines to drop before
+#: giving up on the rest (seconds).
+EXIT_GRACE_S = 0.1
+
+
+def _wait_at_exit() -> None:
+    """Lets Python goroutines that are finishing finish before the interpreter
+    finalizes: a goroutine still in Python then, or coming back from C to Python, gives
+    up the GIL to the finalizing main thread and is ended by CPython with pthread_exit,
+    which the runtime refuses in a goroutine (it aborts the process). Waits as long as
+    their number keeps dropping (EXIT_GRACE_S at a time), then for the runtime's count of
+    goroutines to settle: a goroutine has left Python for good only when it has ended,
+    after the last Python step that could be counted. Goroutines blocked for good are
+    left, as daemon threads are."""
+    if not _started_any:
+        return
+    last = _live
+    deadline = time.monotonic() + EXIT_GRACE_S
+    while last > 0:
+        time.sleep(0.001)
+        now_live = _live
+        if now_live < last:
+            last, deadline = now_live, time.monotonic() + EXIT_GRACE_S
+        elif time.monotonic() >= deadline:
+            return
+    # The count settles when no goroutine has ended for 5 ms running.
+    n = lib.gmp_num_goroutine()
+    settled = time.monotonic() + 0.005
+    while time.monotonic() < min(settled, deadline):
+        time.sleep(0.001)
+        m = lib.gmp_num_goroutine()
+        if m < n:
+            n, settled = m, time.monotonic() + 0.005
+
+
+atexit.register(_wait_at_exit)
 
 # One trampoline for every Python goroutine, alive as long as the module: a ctypes
 # callback must outlive each call into it.
@@ -251,7 +303,7 @@ def go(
     arguments of those names); the last two are for C goroutines (Python goroutines are
     always locked).
     """
-    global _last, _live
+    global _last, _live, _started_any
     attr = None
     if stack_size is not None or pinned or locked:
         a = gmp_attr()
@@ -289,6 +341,7 @@ def go(
         )
     from ._chan import Chan
 
+    _started_any = True
     key = next(_keys)
     slot = _Slot(Chan(None), getattr(fn, "__qualname__", None) or type(fn).__name__)
     _pending[key] = (fn, args, kwargs, slot)
