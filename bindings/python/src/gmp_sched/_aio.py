@@ -17,8 +17,8 @@ value it received (as ``Chan.recv`` interrupted by Ctrl-C).
 
 Cost: an operation that has to wait costs a bridge round trip (a select rebuild, a
 futex wake of the bridge thread, an eventfd write and a loop iteration: tens of µs);
-one that can proceed at once costs what ``try_recv``/``try_send`` cost. In between, an
-operation that would block is first retried over a few loop iterations (at most
+one that can proceed at once costs what ``try_recv``/``try_send`` cost. In between, a
+receive that would block is first retried over a few loop iterations (at most
 :data:`POLL_NS`, 50 µs, during which the loop's other tasks run): a peer that answers
 that fast is met without the bridge.
 """
@@ -245,10 +245,12 @@ def _bridge() -> _Bridge:
         return _bridge_instance
 
 
-#: Before a would-block operation goes to the bridge it is retried across event-loop
+#: Before a receive that would block goes to the bridge it is retried across event-loop
 #: iterations (``await asyncio.sleep(0)``: the loop's other tasks run in between) for up
 #: to POLL_NS nanoseconds and POLL_MAX tries: a goroutine or thread that answers within
-#: that time is met without the bridge's thread wake-ups. 0 turns it off.
+#: that time is met without the bridge's thread wake-ups. Sends are not retried: two
+#: coroutines of one loop would each retry, neither waiting where the other can meet it.
+#: POLL_MAX = 0 turns it off.
 POLL_NS = 50_000
 POLL_MAX = 32
 
@@ -265,19 +267,6 @@ async def _polled_recv(ch: Chan[Any]) -> tuple[bool, Any]:
         if ok or _perf_ns() >= deadline:
             return ok, value
     return False, None
-
-
-async def _polled_send(ch: Chan[Any], value: Any) -> bool:
-    if POLL_MAX <= 0:
-        return False
-    deadline = _perf_ns() + POLL_NS
-    for _ in range(POLL_MAX):
-        await asyncio.sleep(0)
-        if ch.try_send(value):
-            return True
-        if _perf_ns() >= deadline:
-            return False
-    return False
 
 
 async def recv_async(ch: Chan[Any]) -> Any:
@@ -300,7 +289,7 @@ async def recv_async(ch: Chan[Any]) -> Any:
 
 async def send_async(ch: Chan[Any], value: Any = None) -> None:
     """Sends `value` on `ch` without blocking the running event loop."""
-    if ch.try_send(value) or await _polled_send(ch, value):
+    if ch.try_send(value):
         return
     loop = asyncio.get_running_loop()
     op = _Op(ch, GMP_SEND, ch._codec.pack(value), loop.create_future(), _port(loop))
