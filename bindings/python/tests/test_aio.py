@@ -256,3 +256,64 @@ def test_paired_send_fails_on_a_closed_channel() -> None:
             await asyncio.wait_for(sender, 10)
 
     asyncio.run(main())
+
+
+def test_coroutines_of_two_loops_talk_over_unbuffered_channels() -> None:
+    # A pending operation of one loop may be met (taken over) by a coroutine of another:
+    # its completion then goes to its own loop through its port.
+    a: Chan[int] = Chan(ctypes.c_int64)
+    b: Chan[int] = Chan(ctypes.c_int64)
+    n = 300
+    got: list[int] = []
+
+    def echo() -> None:
+        async def main() -> None:
+            async for v in a:
+                await b.send_async(v * 2)
+
+        asyncio.run(asyncio.wait_for(main(), 60))
+
+    t = threading.Thread(target=echo)
+    t.start()
+
+    async def main() -> None:
+        for i in range(n):
+            await a.send_async(i)
+            got.append(await b.recv_async())
+        a.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    t.join(60)
+    assert got == [2 * i for i in range(n)]
+
+
+def test_cancelled_receives_keep_order_and_never_duplicate() -> None:
+    # Receives cancelled over and over while a coroutine sends: what arrives comes in
+    # order, once. (A receive the bridge completes in the instant it is cancelled drops
+    # its value, as documented; one taken over by a coroutine is never a cancelled one.)
+    async def main() -> tuple[list[int], int]:
+        ch: Chan[int] = Chan(ctypes.c_int64)
+        received: list[int] = []
+
+        async def consumer() -> None:
+            while True:
+                try:
+                    received.append(await asyncio.wait_for(ch.recv_async(), 0.0005))
+                except asyncio.TimeoutError:
+                    continue
+                except ChannelClosed:
+                    return
+
+        task = asyncio.create_task(consumer())
+        sent = 0
+        for i in range(300):
+            await ch.send_async(i)
+            sent += 1
+        ch.close()
+        await task
+        return received, sent
+
+    received, sent = asyncio.run(asyncio.wait_for(main(), 60))
+    assert sent == 300
+    assert received == sorted(set(received)) and set(received) <= set(range(sent))
+    assert len(received) >= sent // 2
