@@ -140,6 +140,21 @@ def test_handle_join_timeout_and_exception() -> None:
         gs.set_excepthook(None)
 
 
+def test_a_goroutine_cannot_join_itself() -> None:
+    me: Chan[object] = Chan(object, cap=1)
+
+    def body() -> None:
+        me.recv(timeout=10).join()  # type: ignore[attr-defined]
+
+    g = gs.go(body)
+    gs.excepthook = lambda args: None
+    try:
+        me.send(g)
+        assert isinstance(g.exception(timeout=10), RuntimeError)
+    finally:
+        gs.set_excepthook(None)
+
+
 def test_join_from_threads_and_goroutines() -> None:
     gate = threading.Event()
     g = gs.go(gate.wait, 10)

@@ -138,6 +138,8 @@ class Goroutine(int, Generic[R]):
         returns all the same, as ``threading.Thread.join``: see :meth:`done`). Ctrl-C
         interrupts it on the main thread."""
         end = self._chan()
+        if int(self) == lib.gmp_goid():
+            raise RuntimeError("a goroutine cannot join itself")
         try:
             end.recv(timeout)
         except (ChannelClosed, TimeoutError):
