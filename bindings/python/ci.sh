@@ -3,7 +3,7 @@
 #   1. builds the sdist, then the wheel from that sdist (python -m build: outside the
 #      repository, so the Rust sources the sdist carries are what gets built);
 #   2. checks the wheel: tag py3-none-manylinux_*, which auditwheel must agree with (its
-#      reading of the library's symbol versions), a stripped libgmp.so, gmp.h, the
+#      reading of the library's symbol versions), a stripped libgmp.so.0, gmp.h, the
 #      license texts;
 #   3. installs it into a fresh venv outside the repository for each CPython found
 #      (PYTHONS="3.9 3.13" to choose) and runs the package's tests there, from the
@@ -77,15 +77,15 @@ agreed = re.search(r'consistent with\s+the\s+following\s+platform\s+tag:\s+"([^"
 assert agreed and agreed.group(1) == tag.group(3), f"auditwheel: {agreed and agreed.group(1)} != {tag.group(3)}"
 z = zipfile.ZipFile(wheel)
 names = set(z.namelist())
-for want in ("gmp_sched/libgmp.so", "gmp_sched/include/gmp-sched/gmp.h", "gmp_sched/py.typed",
+for want in ("gmp_sched/libgmp.so.0", "gmp_sched/include/gmp-sched/gmp.h", "gmp_sched/py.typed",
              "gmp_sched-0.2.0.dist-info/licenses/LICENSE-MIT",
              "gmp_sched-0.2.0.dist-info/licenses/LICENSE-APACHE"):
     assert want in names, f"{want} missing from the wheel"
-elf = ELFFile(io.BytesIO(z.read("gmp_sched/libgmp.so")))
+elf = ELFFile(io.BytesIO(z.read("gmp_sched/libgmp.so.0")))
 sections = {s.name for s in elf.iter_sections()}
 assert ".symtab" not in sections and ".debug_info" not in sections, "libgmp.so is not stripped"
-size = z.getinfo("gmp_sched/libgmp.so").file_size
-print(f"wheel ok: {tag.group(1)}-{tag.group(2)}-{tag.group(3)}, stripped libgmp.so of {size} bytes, gmp.h, licenses")
+size = z.getinfo("gmp_sched/libgmp.so.0").file_size
+print(f"wheel ok: {tag.group(1)}-{tag.group(2)}-{tag.group(3)}, stripped libgmp.so.0 of {size} bytes, gmp.h, licenses")
 EOF
 
 echo "-- tests of the installed wheel, outside the repository"

@@ -1,6 +1,7 @@
 """Build step of gmp-sched: builds libgmp.so from the Rust sources with setuptools-rust
 (``Binding.NoBinding``: a plain C-ABI shared library, loaded with ctypes) and ships it as
-``gmp_sched/libgmp.so`` with the C header ``gmp_sched/include/gmp-sched/gmp.h``.
+``gmp_sched/libgmp.so.0`` (its SONAME: a C library linked against it with an rpath to
+the package's directory finds it) with the C headers under ``gmp_sched/include/``.
 
 Where the Rust sources are:
   * ``rust/`` beside this file: the copy an sdist carries (made by ``sdist`` below);
@@ -147,7 +148,7 @@ class BuildPy(build_py):
         given = os.environ.get("GMP_SCHED_LIBGMP")
         if given:
             pkg.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(given, pkg / "libgmp.so")
+            shutil.copyfile(given, pkg / "libgmp.so.0")
 
 
 class Sdist(sdist):
@@ -183,7 +184,7 @@ class BdistWheel(_bdist_wheel_base()):  # type: ignore[misc]
 
     def get_tag(self) -> tuple[str, str, str]:
         _, _, plat = super().get_tag()
-        libs = list(Path(self.bdist_dir).rglob("gmp_sched/libgmp.so"))
+        libs = list(Path(self.bdist_dir).rglob("gmp_sched/libgmp.so.0"))
         if libs and plat.startswith("linux_"):
             plat = platform_tag(libs[0])
         return "py3", "none", plat
@@ -232,12 +233,12 @@ def _build_rust_class() -> type | None:
         return None
 
     class BuildRust(build_rust):  # type: ignore[misc,valid-type]
-        """Installs the library as gmp_sched/libgmp.so (setuptools-rust would give it
+        """Installs the library as gmp_sched/libgmp.so.0 (setuptools-rust would give it
         the interpreter's extension suffix), stripped in release builds."""
 
         def get_dylib_ext_path(self, ext: object, target_fname: str) -> str:
             path = super().get_dylib_ext_path(ext, target_fname)
-            return os.path.join(os.path.dirname(path), "libgmp.so")
+            return os.path.join(os.path.dirname(path), "libgmp.so.0")
 
         def install_extension(self, ext: object, dylib_paths: list, build_artifact_dir: object) -> None:
             super().install_extension(ext, dylib_paths, build_artifact_dir)

@@ -106,3 +106,30 @@ def test_package_is_typed() -> None:
 def test_header_is_shipped() -> None:
     header = Path(gs.get_include()) / "gmp-sched" / "gmp.h"
     assert "gmp_go" in header.read_text()
+
+
+def test_c_library_linked_with_an_rpath_loads_before_the_package(tmp_path: Path) -> None:
+    # The README's recipe: link against the package's copy by path with an rpath to the
+    # package's directory; loaded before gmp_sched is imported, the loader finds the
+    # package's copy by its SONAME, and the package then uses that same runtime.
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("needs cc")
+    lib = Path(libgmp_path())
+    if lib.name != "libgmp.so.0":
+        pytest.skip(f"the loaded library is {lib.name}, not the package's libgmp.so.0")
+    ext = tmp_path / "libext.so"
+    subprocess.run([cc, "-std=c11", "-fPIC", "-shared", f"-I{include_dir()}",
+                    str(HERE / "worker.c"), str(lib), f"-Wl,-rpath,{lib.parent}",
+                    "-o", str(ext)], check=True)
+    code = (
+        f"import ctypes; ext = ctypes.CDLL({str(ext)!r})\n"
+        + SHOW
+        + "print(ctypes.cast(ext.gmp_go, ctypes.c_void_p).value)\n"
+    )
+    r = run_python(code, env=child_env())
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()
+    how, path, addr = first.split()
+    assert how == "loaded" and path == str(lib)
+    assert addr == second
