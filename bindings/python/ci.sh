@@ -88,6 +88,22 @@ size = z.getinfo("gmp_sched/libgmp.so.0").file_size
 print(f"wheel ok: {tag.group(1)}-{tag.group(2)}-{tag.group(3)}, stripped libgmp.so.0 of {size} bytes, gmp.h, licenses")
 EOF
 
+echo "-- the sdist's Rust tree"
+"$work/tools/bin/python" - "$sdist" <<'EOF'
+import re, sys, tarfile
+tar = tarfile.open(sys.argv[1])
+root = tar.getnames()[0].split("/")[0]
+names = set(tar.getnames())
+need = ["Cargo.toml", "Cargo.lock", "build.rs", "cbindgen.toml", "src/lib.rs", "abi/exports.txt",
+        "include/gmp-sched/gmp.h", ".cargo/config.toml", "LICENSE-MIT", "LICENSE-APACHE"]
+config = tar.extractfile(f"{root}/rust/.cargo/config.toml").read().decode()
+need += re.findall(r"""["'](scripts/[^"']+)["']""", config)  # a linker wrapper, say
+missing = [n for n in need if f"{root}/rust/{n}" not in names]
+assert not missing, f"the sdist lacks rust/{missing}"
+print(f"sdist ok: rust/ carries the {len(need)} files the build needs, "
+      f"{sum(n.startswith(root + '/rust/src/') for n in names)} entries under src/")
+EOF
+
 echo "-- tests of the installed wheel, outside the repository"
 mkdir "$work/sdist"
 tar xzf "$sdist" -C "$work/sdist"
