@@ -6,6 +6,8 @@
    b. gmp_sched: main thread <-> a Python thread (the same channels, both ends Python)
    c. queue.Queue: main thread <-> a Python thread
    d. asyncio.Queue: coroutine <-> coroutine in one loop
+   e. gmp_sched through the asyncio bridge: a coroutine <-> a C echo goroutine, and two
+      coroutines of one loop (send_async/recv_async, async for)
 2. one-way stream of ints through a 1024-element buffer to a consumer that sums them
    (a C goroutine / a Python thread)
 3. start and join N units of C work (the same C function, called through ctypes):
@@ -13,7 +15,7 @@
    b. as N threading.Thread
    c. on a ThreadPoolExecutor (default workers)
 
-Each measurement is repeated --reps times; the median is reported. Run it from the
+Each measurement is repeated --reps times; the median is reported, with the range. Run it from the
 repository with gmp_sched installed (cc builds bench/python/work.c against the libgmp
 the package loaded). `--quick` runs tiny sizes (for CI, so it cannot rot).
 """
@@ -148,6 +150,53 @@ def rt_asyncio(n: int) -> float:
     return asyncio.run(main())
 
 
+def rt_bridge_c(lib: ctypes.CDLL, n: int) -> float:
+    """A coroutine <-> a C echo goroutine, through send_async/recv_async (the bridge)."""
+    a, b = gs.Chan(ctypes.c_int64), gs.Chan(ctypes.c_int64)
+    wg = gs.WaitGroup()
+    wg.add(1)
+    e = Echo(a.handle, b.handle, wg._addr)
+    gs.go(lib.echo, e)
+
+    async def main() -> float:
+        send, recv = a.send_async, b.recv_async
+        t0 = time.perf_counter()
+        for i in range(n):
+            await send(i)
+            if await recv() != i:
+                raise AssertionError("echo mismatch")
+        return time.perf_counter() - t0
+
+    dt = asyncio.run(main())
+    a.close()
+    wg.wait()
+    return dt / n
+
+
+def rt_bridge_coroutines(n: int) -> float:
+    """Two coroutines of one loop through gmp_sched channels (each wait: the bridge)."""
+    async def main() -> float:
+        a: gs.Chan[int] = gs.Chan(ctypes.c_int64)
+        b: gs.Chan[int] = gs.Chan(ctypes.c_int64)
+
+        async def peer() -> None:
+            async for v in a:
+                await b.send_async(v)
+
+        t = asyncio.create_task(peer())
+        t0 = time.perf_counter()
+        for i in range(n):
+            await a.send_async(i)
+            if await b.recv_async() != i:
+                raise AssertionError("mismatch")
+        dt = time.perf_counter() - t0
+        a.close()
+        await t
+        return dt
+
+    return asyncio.run(main()) / n
+
+
 def stream_gmp(lib: ctypes.CDLL, n: int) -> float:
     ch = gs.Chan(ctypes.c_int64, 1024)
     wg = gs.WaitGroup()
@@ -236,8 +285,20 @@ def spawn_pool(lib: ctypes.CDLL, n: int) -> float:
     return dt
 
 
+SPREAD: dict[float, tuple[float, float]] = {}
+
+
 def median(f, reps: int) -> float:  # type: ignore[no-untyped-def]
-    return statistics.median(f() for _ in range(reps))
+    """The median of `reps` runs; the runs' range is kept for the spread column."""
+    runs = [f() for _ in range(reps)]
+    m = statistics.median(runs)
+    SPREAD[m] = (min(runs), max(runs))
+    return m
+
+
+def spread(v: float, scale: float, fmt: str) -> str:
+    lo, hi = SPREAD.get(v, (v, v))
+    return f"{lo * scale:{fmt}}–{hi * scale:{fmt}}"
 
 
 def main() -> int:
@@ -260,19 +321,31 @@ def main() -> int:
         ("asyncio.Queue, coroutine <-> coroutine", median(lambda: rt_asyncio(n), reps)),
     ]
     base = rows[2][1]
-    print(f"\n| channel round trip ({n} per rep) | µs per round trip | vs queue.Queue |")
-    print("|---|---|---|")
+    print(f"\n| channel round trip ({n} per rep) | µs per round trip | range over reps | vs queue.Queue |")
+    print("|---|---|---|---|")
     for name, v in rows:
-        print(f"| {name} | {v * 1e6:.1f} | {v / base:.2f} |")
+        print(f"| {name} | {v * 1e6:.1f} | {spread(v, 1e6, '.1f')} | {v / base:.2f} |")
+    aio = [
+        ("asyncio.Queue, coroutine <-> coroutine", rows[3][1]),
+        ("gmp_sched Chan through the bridge, coroutine <-> C goroutine",
+         median(lambda: rt_bridge_c(lib, n), reps)),
+        ("gmp_sched Chan through the bridge, coroutine <-> coroutine",
+         median(lambda: rt_bridge_coroutines(n), reps)),
+    ]
+    abase = aio[0][1]
+    print(f"\n| asyncio round trip ({n} per rep) | µs per round trip | range over reps | vs asyncio.Queue |")
+    print("|---|---|---|---|")
+    for name, v in aio:
+        print(f"| {name} | {v * 1e6:.1f} | {spread(v, 1e6, '.1f')} | {v / abase:.2f} |")
     k = n * 5
     stream = [
         ("gmp_sched Chan(cap 1024), main thread -> C goroutine", median(lambda: stream_gmp(lib, k), reps)),
         ("queue.Queue(1024), main thread -> Python thread", median(lambda: stream_queue(k), reps)),
     ]
-    print(f"\n| one-way stream ({k} items per rep) | µs per item | vs queue.Queue |")
-    print("|---|---|---|")
+    print(f"\n| one-way stream ({k} items per rep) | µs per item | range over reps | vs queue.Queue |")
+    print("|---|---|---|---|")
     for name, v in stream:
-        print(f"| {name} | {v * 1e6:.2f} | {v / stream[1][1]:.2f} |")
+        print(f"| {name} | {v * 1e6:.2f} | {spread(v, 1e6, '.2f')} | {v / stream[1][1]:.2f} |")
     m = args.spawn
     spawn = [
         (f"{m} C goroutines (go + WaitGroup)", median(lambda: spawn_goroutines(lib, m), reps)),

@@ -7,6 +7,7 @@ import ctypes
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -217,3 +218,102 @@ def test_a_port_whose_loop_is_gone_drops_completions() -> None:
     ch = Chan(ctypes.c_int64, 1)
     ch.send(7)
     assert run(ch.recv_async()) == 7
+
+
+@pytest.mark.parametrize("elem", [ctypes.c_int64, object, None])
+def test_two_coroutines_talk_over_unbuffered_channels(elem: object) -> None:
+    # Both ends wait in the bridge's one select, which never pairs with itself: the
+    # bridge hands such values over itself.
+    async def main() -> list[object]:
+        a: Chan[Any] = Chan(elem)
+        b: Chan[Any] = Chan(elem)
+        value = (lambda i: None) if elem is None else (lambda i: i)
+
+        async def peer() -> None:
+            async for v in a:
+                await b.send_async(v)
+
+        task = asyncio.create_task(peer())
+        got = []
+        for i in range(300):
+            await a.send_async(value(i))
+            got.append(await b.recv_async())
+        a.close()
+        await task
+        return got
+
+    got = asyncio.run(asyncio.wait_for(main(), 60))
+    assert got == ([None] * 300 if elem is None else list(range(300)))
+
+
+def test_paired_send_fails_on_a_closed_channel() -> None:
+    async def main() -> None:
+        ch: Chan[int] = Chan(ctypes.c_int64)
+        sender = asyncio.create_task(ch.send_async(1))
+        await asyncio.sleep(0.05)
+        ch.close()
+        with pytest.raises(ChannelClosed):
+            await asyncio.wait_for(sender, 10)
+
+    asyncio.run(main())
+
+
+def test_coroutines_of_two_loops_talk_over_unbuffered_channels() -> None:
+    # A pending operation of one loop may be met (taken over) by a coroutine of another:
+    # its completion then goes to its own loop through its port.
+    a: Chan[int] = Chan(ctypes.c_int64)
+    b: Chan[int] = Chan(ctypes.c_int64)
+    n = 300
+    got: list[int] = []
+
+    def echo() -> None:
+        async def main() -> None:
+            async for v in a:
+                await b.send_async(v * 2)
+
+        asyncio.run(asyncio.wait_for(main(), 60))
+
+    t = threading.Thread(target=echo)
+    t.start()
+
+    async def main() -> None:
+        for i in range(n):
+            await a.send_async(i)
+            got.append(await b.recv_async())
+        a.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    t.join(60)
+    assert got == [2 * i for i in range(n)]
+
+
+def test_cancelled_receives_keep_order_and_never_duplicate() -> None:
+    # Receives cancelled over and over while a coroutine sends: what arrives comes in
+    # order, once. (A receive the bridge completes in the instant it is cancelled drops
+    # its value, as documented; one taken over by a coroutine is never a cancelled one.)
+    async def main() -> tuple[list[int], int]:
+        ch: Chan[int] = Chan(ctypes.c_int64)
+        received: list[int] = []
+
+        async def consumer() -> None:
+            while True:
+                try:
+                    received.append(await asyncio.wait_for(ch.recv_async(), 0.0005))
+                except asyncio.TimeoutError:
+                    continue
+                except ChannelClosed:
+                    return
+
+        task = asyncio.create_task(consumer())
+        sent = 0
+        for i in range(300):
+            await ch.send_async(i)
+            sent += 1
+        ch.close()
+        await task
+        return received, sent
+
+    received, sent = asyncio.run(asyncio.wait_for(main(), 60))
+    assert sent == 300
+    assert received == sorted(set(received)) and set(received) <= set(range(sent))
+    assert len(received) >= sent // 2

@@ -17,11 +17,17 @@ blocking calls release the GIL; on the main thread they are interruptible by Ctr
 Errors: ChannelClosed, TimeoutError, OSError(errno); bad arguments TypeError/ValueError.
 """
 
+from __future__ import annotations
+
+from typing import Callable
+
 from ._aio import recv_async, send_async
 from ._chan import DEFAULT, Chan, Recv, Send, select
 from ._errors import ChannelClosed
 from ._go import (
     ExceptHookArgs,
+    Goroutine,
+    _default_excepthook,
     SchedStats,
     as_voidp,
     go,
@@ -37,28 +43,23 @@ from ._go import (
     sleep,
     stats,
 )
-from ._lib import how_loaded, lib
+from ._lib import get_include, how_loaded, lib
 from ._sync import Cond, Mutex, Once, RWMutex, WaitGroup
 
 __version__ = "0.2.0"
 
 
-def __getattr__(name: str) -> object:
-    # gmp_sched.excepthook lives in _go (the trampoline reads it there); reading it
-    # through the package gives the current hook.
-    if name == "excepthook":
-        from . import _go
-
-        return _go.excepthook
-    raise AttributeError(name)
+#: Called with an :class:`ExceptHookArgs` when a Python goroutine raises (as
+#: ``threading.excepthook``): assign it, or call :func:`set_excepthook`. The default
+#: prints the traceback to stderr.
+excepthook: Callable[[ExceptHookArgs], object] = _default_excepthook
 
 
-def set_excepthook(hook: "object") -> None:
-    """Sets the function called with an ExceptHookArgs when a Python goroutine raises
-    (None restores the default, which prints the traceback)."""
-    from . import _go
-
-    _go.excepthook = hook if hook is not None else _go._default_excepthook  # type: ignore[assignment]
+def set_excepthook(hook: Callable[[ExceptHookArgs], object] | None) -> None:
+    """Sets ``gmp_sched.excepthook`` (None restores the default, which prints the
+    traceback)."""
+    global excepthook
+    excepthook = hook if hook is not None else _default_excepthook
 
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "ChannelClosed",
     "Cond",
     "ExceptHookArgs",
+    "Goroutine",
     "Mutex",
     "Once",
     "RWMutex",
@@ -75,6 +77,8 @@ __all__ = [
     "Send",
     "WaitGroup",
     "as_voidp",
+    "get_include",
+    "excepthook",
     "go",
     "goid",
     "gosched",

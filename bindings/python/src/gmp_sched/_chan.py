@@ -32,13 +32,21 @@ from ctypes import (
     py_object,
     sizeof,
 )
-from typing import Any, Generic, Iterator, TypeVar, Union as TUnion
+import errno as _errno
+from typing import Any, AsyncIterator, Generic, Iterator, TypeVar, Union as TUnion, overload
 
 from . import _errors
 from ._errors import EAGAIN, EPIPE, ETIMEDOUT, SLICE_NS, ChannelClosed, check, raise_errno, timeout_ns
-from ._lib import GMP_RECV, GMP_SEND, gmp_select_case, lib
+from ._lib import GMP_CHAN_MAX_ELEM, GMP_RECV, GMP_SEND, gmp_select_case, lib
 
 T = TypeVar("T")
+
+_IntCType = TUnion[ctypes.c_byte, ctypes.c_ubyte, ctypes.c_short, ctypes.c_ushort, ctypes.c_int,
+                   ctypes.c_uint, ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong,
+                   ctypes.c_ulonglong, ctypes.c_int8, ctypes.c_uint8, ctypes.c_int16,
+                   ctypes.c_uint16, ctypes.c_int32, ctypes.c_uint32, ctypes.c_int64,
+                   ctypes.c_uint64, ctypes.c_size_t, ctypes.c_ssize_t]
+_FloatCType = TUnion[ctypes.c_float, ctypes.c_double, ctypes.c_longdouble]
 
 _send = lib.gmp_chan_send
 _recv = lib.gmp_chan_recv
@@ -98,6 +106,42 @@ class _SimpleCodec(_Codec):
 
     def unpack(self, buf: Any) -> Any:
         return buf.value
+
+
+class _IntCodec(_SimpleCodec):
+    """An integer ctype: a value outside its range raises OverflowError (as struct.pack
+    does) instead of being cut to its low bits (as ctypes does)."""
+
+    def __init__(self, ctype: Any):
+        super().__init__(ctype)
+        bits = 8 * self.size
+        signed = ctype._type_.islower()
+        self.lo = -(1 << (bits - 1)) if signed else 0
+        self.hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+
+    def pack(self, value: Any) -> Any:
+        if isinstance(value, int):  # bool too, as ctypes takes it
+            if self.lo <= value <= self.hi:
+                return self.ctype(value)
+            raise OverflowError(
+                f"{value} does not fit {self.ctype.__name__} ({self.lo}..{self.hi})")
+        return super().pack(value)
+
+
+class _FloatCodec(_SimpleCodec):
+    """c_float: a finite value beyond its range raises OverflowError (as struct.pack
+    does) instead of becoming infinity."""
+
+    def pack(self, value: Any) -> Any:
+        buf = super().pack(value)
+        if isinstance(value, (int, float)) and buf.value in (_INF, -_INF) and value == value \
+                and value not in (_INF, -_INF):
+            raise OverflowError(f"{value} does not fit {self.ctype.__name__}")
+        return buf
+
+
+_INF = float("inf")
+_INT_CODES = frozenset("bBhHiIlLqQ")
 
 
 class _CompositeCodec(_Codec):
@@ -176,12 +220,36 @@ def _codec_for(elem: Any) -> _Codec:
     if isinstance(elem, int):
         if elem < 0:
             raise ValueError(f"element size must be >= 0, got {elem}")
+        if elem > GMP_CHAN_MAX_ELEM:
+            raise ImpossibleChannel(f"element size must be at most {GMP_CHAN_MAX_ELEM} bytes, got {elem}")
         return _BytesCodec(elem) if elem else _Codec()
     if issubclass(elem, _SimpleCData):
+        code = getattr(elem, "_type_", "")
+        if code in _INT_CODES:
+            return _IntCodec(elem)
+        if code == "f":
+            return _FloatCodec(elem)
         return _SimpleCodec(elem)
     if issubclass(elem, (Structure, Union, Array)):
         return _CompositeCodec(elem)
     raise TypeError(f"Chan element must be a ctypes data type, not {elem.__name__}")
+
+
+class ImpossibleChannel(OSError, ValueError):
+    """A channel that cannot be made: an element over GMP_CHAN_MAX_ELEM bytes or a buffer
+    whose size overflows. A ValueError, and for code written before it existed an
+    OSError with errno EINVAL (what gmp_chan_make returns)."""
+
+    def __init__(self, msg: str):
+        super().__init__(_errno.EINVAL, msg)
+
+
+def _checked_codec(elem: Any) -> _Codec:
+    codec = _codec_for(elem)
+    if codec.size > GMP_CHAN_MAX_ELEM:
+        raise ImpossibleChannel(f"element size must be at most {GMP_CHAN_MAX_ELEM} bytes, "
+                         f"got {codec.size} ({elem!r})")
+    return codec
 
 
 def _addr(buf: Any) -> int | None:
@@ -208,15 +276,41 @@ class Chan(Generic[T]):
 
     __slots__ = ("_ptr", "_codec", "_as_parameter_", "__weakref__")
 
-    def __init__(self, elem: Any = None, cap: int = 0):
+    @overload
+    def __init__(self: "Chan[int]", elem: type[_IntCType], cap: int = 0) -> None: ...
+    @overload
+    def __init__(self: "Chan[float]", elem: type[_FloatCType], cap: int = 0) -> None: ...
+    @overload
+    def __init__(self: "Chan[bool]", elem: type[ctypes.c_bool], cap: int = 0) -> None: ...
+    @overload
+    def __init__(self: "Chan[bytes]", elem: type[ctypes.c_char], cap: int = 0) -> None: ...
+    @overload
+    def __init__(self: "Chan[int | None]", elem: type[c_void_p], cap: int = 0) -> None: ...
+    @overload
+    def __init__(self, elem: type[T], cap: int = 0) -> None: ...  # Structure, Union, Array
+    @overload
+    def __init__(self: "Chan[None]", elem: None = None, cap: int = 0) -> None: ...
+    @overload
+    def __init__(self: "Chan[bytes]", elem: int, cap: int = 0) -> None: ...
+    @overload
+    def __init__(self: "Chan[Any]", elem: type[object], cap: int = 0) -> None: ...  # object
+
+    def __init__(self, elem: Any = None, cap: int = 0) -> None:
         self._ptr = 0
         if isinstance(cap, bool) or not isinstance(cap, int):
             raise TypeError(f"cap must be an int, not {type(cap).__name__}")
         if cap < 0:
             raise ValueError(f"cap must be >= 0, got {cap}")
-        self._codec = _codec_for(elem)
+        self._codec = _checked_codec(elem)
+        if cap >= 1 << 63:
+            raise ImpossibleChannel(f"cap {cap} is impossible")
         out = c_void_p()
-        check(lib.gmp_chan_make(ctypes.byref(out), self._codec.size, cap), "gmp_chan_make")
+        r = lib.gmp_chan_make(ctypes.byref(out), self._codec.size, cap)
+        if r == -_errno.EINVAL:
+            raise ImpossibleChannel(f"cap {cap} of {self._codec.size}-byte elements is impossible")
+        if r == -_errno.ENOMEM:
+            raise MemoryError(f"no memory for a channel buffer of {cap} elements")
+        check(r, "gmp_chan_make")
         self._ptr = out.value or 0
         self._as_parameter_ = self._ptr
         _count_wrapper(self)
@@ -231,7 +325,7 @@ class Chan(Generic[T]):
             raise ValueError("handle must be a non-NULL gmp_chan address")
         self = cls.__new__(cls)
         self._ptr = 0
-        self._codec = _codec_for(elem)
+        self._codec = _checked_codec(elem)
         if retain:
             check(lib.gmp_chan_retain(handle), "gmp_chan_retain")
         self._ptr = handle
@@ -257,13 +351,17 @@ class Chan(Generic[T]):
         """Elements in the buffer now (a snapshot)."""
         return check(lib.gmp_chan_len(self._ptr), "gmp_chan_len")
 
+    def __bool__(self) -> bool:
+        """Always true: a channel is not a container (an empty one is still a channel)."""
+        return True
+
     def retain(self) -> int:
         """Adds a reference for C code and returns the handle; C must release it."""
         check(lib.gmp_chan_retain(self._ptr), "gmp_chan_retain")
         _retained_for_c.add(self._ptr)
         return self._ptr
 
-    def send(self, value: Any = None, timeout: float | None = None) -> None:
+    def send(self, value: T = None, timeout: float | None = None) -> None:  # type: ignore[assignment]
         """Sends `value`, waiting for a receiver or buffer room (at most `timeout`
         seconds: TimeoutError). Raises ChannelClosed if the channel is or gets closed."""
         codec = self._codec
@@ -309,7 +407,7 @@ class Chan(Generic[T]):
             raise_errno(r, "recv")
         return codec.unpack(buf)  # type: ignore[no-any-return]
 
-    def try_send(self, value: Any = None) -> bool:
+    def try_send(self, value: T = None) -> bool:  # type: ignore[assignment]
         """Sends without waiting: True if sent, False if it would block. Raises
         ChannelClosed if the channel is closed."""
         codec = self._codec
@@ -362,7 +460,17 @@ class Chan(Generic[T]):
 
         return await recv_async(self)  # type: ignore[no-any-return]
 
-    async def send_async(self, value: Any = None) -> None:
+    async def __aiter__(self) -> AsyncIterator[T]:
+        """``async for v in ch``: awaits values until the channel is closed and drained."""
+        from ._aio import recv_async
+
+        while True:
+            try:
+                yield await recv_async(self)
+            except ChannelClosed:
+                return
+
+    async def send_async(self, value: T = None) -> None:  # type: ignore[assignment]
         """Awaits sending `value` without blocking the event loop (see gmp_sched._aio)."""
         from ._aio import send_async
 
@@ -372,7 +480,7 @@ class Chan(Generic[T]):
         return f"<Chan {self._ptr:#x} elem_size={self._codec.size}>"
 
     def __del__(self) -> None:
-        ptr = self._ptr
+        ptr = getattr(self, "_ptr", 0)  # 0 or unset: __init__ failed before the channel
         if not ptr:
             return
         self._ptr = 0

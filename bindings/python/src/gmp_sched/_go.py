@@ -22,23 +22,26 @@ Two kinds of goroutine body:
   state it made for the callback when the callback returns, and nothing between the
   unlock and the end of the goroutine can switch it to another thread.
 
-  An exception escaping a Python goroutine is passed to :func:`excepthook` (by default:
-  the traceback is printed to stderr) and the program continues, as with threading.
+  An exception escaping a Python goroutine is passed to ``gmp_sched.excepthook`` (by
+  default: the traceback is printed to stderr) and the program continues, as with
+  threading; the goroutine's handle also re-raises it from ``result()``.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import itertools
 import sys
 import threading
+import time
 import traceback
 from ctypes import Array, Structure, Union, addressof, c_void_p, sizeof
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from . import _errors
-from ._errors import check, timeout_ns
+from ._errors import ChannelClosed, check, timeout_ns
 from ._lib import (
     GMP_GO_LOCKED,
     GMP_GO_PINNED,
@@ -48,6 +51,11 @@ from ._lib import (
     gmp_sched_stats,
     lib,
 )
+
+if TYPE_CHECKING:
+    from ._chan import Chan
+
+R = TypeVar("R")
 
 _SimpleCData: Any = ctypes.c_int.__mro__[1]  # ctypes._SimpleCData
 _CFuncPtr: Any = type(lib.gmp_go).__mro__[1]  # ctypes._CFuncPtr
@@ -96,12 +104,97 @@ def _default_excepthook(args: ExceptHookArgs) -> None:
     traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback, file=sys.stderr)
 
 
-#: Called with an :class:`ExceptHookArgs` when a Python goroutine raises; replace it to
-#: collect or re-route errors (like threading.excepthook).
-excepthook: Callable[[ExceptHookArgs], object] = _default_excepthook
+def _current_excepthook() -> Callable[[ExceptHookArgs], object]:
+    """``gmp_sched.excepthook``: an attribute of the package, which users may assign."""
+    pkg = sys.modules.get(__package__ or "gmp_sched")
+    hook = getattr(pkg, "excepthook", None)
+    return hook if callable(hook) else _default_excepthook
 
-# Python goroutines waiting to start: key (the void * argument) -> (fn, args).
-_pending: dict[int, tuple[Callable[..., object], tuple[Any, ...]]] = {}
+
+class Goroutine(int, Generic[R]):
+    """What :func:`go` returns: the goroutine's id (an ``int``, as before) and, for a
+    Python callable, a handle on its end in the manner of ``threading.Thread`` and
+    ``concurrent.futures.Future``: :meth:`join`, :meth:`done`, :meth:`result`,
+    :meth:`exception`.
+
+    A C goroutine's end cannot be seen from Python (the C function runs as is): its
+    handle is only the id, and those methods raise RuntimeError; join C goroutines with
+    a WaitGroup."""
+
+    # A C goroutine's handle sets nothing (it is only an int).
+    _slot: "_Slot | None" = None
+
+    @property
+    def id(self) -> int:
+        return int(self)
+
+    def _chan(self) -> "Chan[None]":
+        if self._slot is None:
+            raise RuntimeError("a C goroutine cannot be joined from Python: use a WaitGroup")
+        return self._slot.end
+
+    def join(self, timeout: float | None = None) -> None:
+        """Waits until the goroutine has finished, or `timeout` seconds have passed (then
+        returns all the same, as ``threading.Thread.join``: see :meth:`done`). Ctrl-C
+        interrupts it on the main thread."""
+        end = self._chan()
+        if int(self) == lib.gmp_goid():
+            raise RuntimeError("a goroutine cannot join itself")
+        try:
+            end.recv(timeout)
+        except (ChannelClosed, TimeoutError):
+            return
+
+    def done(self) -> bool:
+        """True once the goroutine has finished (returned or raised)."""
+        try:
+            return self._chan().try_recv()[0]
+        except ChannelClosed:
+            return True
+
+    def is_alive(self) -> bool:
+        return not self.done()
+
+    def result(self, timeout: float | None = None) -> R:
+        """What the callable returned, once it has; re-raises what it raised. Raises
+        TimeoutError if it has not finished within `timeout` seconds."""
+        self.join(timeout)
+        if not self.done():
+            raise TimeoutError(f"goroutine {int(self)} has not finished")
+        result, exc = self._slot.outcome  # type: ignore[union-attr]
+        if exc is not None:
+            raise exc
+        return result  # type: ignore[no-any-return]
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """What the callable raised (None if it returned), once it has finished."""
+        self.join(timeout)
+        if not self.done():
+            raise TimeoutError(f"goroutine {int(self)} has not finished")
+        return self._slot.outcome[1]  # type: ignore[union-attr]
+
+    def __repr__(self) -> str:
+        if self._slot is None:
+            return f"<Goroutine {int(self)} (C)>"
+        return f"<Goroutine {int(self)} {self._slot.name} {'done' if self.done() else 'running'}>"
+
+    __str__ = int.__repr__
+
+
+class _Slot:
+    """A Python goroutine's end: a channel closed when it has finished, and its outcome
+    (result, exception), set before the close."""
+
+    __slots__ = ("end", "outcome", "name")
+
+    def __init__(self, end: "Chan[None]", name: str):
+        self.end = end
+        self.name = name
+        self.outcome: tuple[Any, BaseException | None] = (None, None)
+
+
+# Python goroutines waiting to start: key (the void * argument) -> (fn, args, kwargs, slot).
+_pending: dict[int, tuple[Callable[..., object], tuple[Any, ...], dict[str, Any], _Slot]] = {}
 _keys = itertools.count(1)
 _live_lock = threading.Lock()
 _live = 0
@@ -109,24 +202,79 @@ _live = 0
 
 def _py_goroutine(key: int | None) -> None:
     global _live
-    fn, args = _pending.pop(key or 0)
+    fn, args, kwargs, slot = _pending.pop(key or 0)
+    result: Any = None
+    exc: BaseException | None = None
     try:
-        fn(*args)
+        result = fn(*args, **kwargs)
     except BaseException as e:  # noqa: BLE001 - reported to the hook, as threading does
+        exc = e
         try:
-            hook = sys.modules[__name__].excepthook
-            hook(ExceptHookArgs(type(e), e, e.__traceback__, lib.gmp_goid(), fn))
+            _current_excepthook()(ExceptHookArgs(type(e), e, e.__traceback__, lib.gmp_goid(), fn))
         except BaseException:  # noqa: BLE001 - a failing hook must not kill the thread
             traceback.print_exc()
     finally:
+        # From here on the GIL is kept (the calls below go through ctypes.PyDLL): a
+        # thread that gave it away now would need it back, and once the interpreter has
+        # begun to finalize, CPython ends such a thread with pthread_exit, which the
+        # runtime refuses in a goroutine (it aborts the process).
+        slot.outcome = (result, exc)
+        _close_keep_gil(slot.end.handle)
         with _live_lock:
             _live -= 1
         # Back to an ordinary M: when this callback returns, ctypes drops the thread
         # state PyGILState_Ensure made for it, and nothing between here and the end of
         # the goroutine can switch, so the thread may serve other goroutines (a thread
         # exiting locked would be ended and its M leaked).
-        lib.gmp_unlock_os_thread()
+        _unlock_keep_gil()
 
+
+_pylib = ctypes.PyDLL(lib._name)
+_close_keep_gil = _pylib.gmp_chan_close
+_close_keep_gil.argtypes = [c_void_p]
+_close_keep_gil.restype = ctypes.c_int
+_unlock_keep_gil = _pylib.gmp_unlock_os_thread
+_unlock_keep_gil.argtypes = []
+_unlock_keep_gil.restype = ctypes.c_int
+
+_started_any = False
+
+#: At exit, how long to wait for the number of live Python goroutines to drop before
+#: giving up on the rest (seconds).
+EXIT_GRACE_S = 0.1
+
+
+def _wait_at_exit() -> None:
+    """Lets Python goroutines that are finishing finish before the interpreter
+    finalizes: a goroutine still in Python then, or coming back from C to Python, gives
+    up the GIL to the finalizing main thread and is ended by CPython with pthread_exit,
+    which the runtime refuses in a goroutine (it aborts the process). Waits as long as
+    their number keeps dropping (EXIT_GRACE_S at a time), then for the runtime's count of
+    goroutines to settle: a goroutine has left Python for good only when it has ended,
+    after the last Python step that could be counted. Goroutines blocked for good are
+    left, as daemon threads are."""
+    if not _started_any:
+        return
+    last = _live
+    deadline = time.monotonic() + EXIT_GRACE_S
+    while last > 0:
+        time.sleep(0.001)
+        now_live = _live
+        if now_live < last:
+            last, deadline = now_live, time.monotonic() + EXIT_GRACE_S
+        elif time.monotonic() >= deadline:
+            return
+    # The count settles when no goroutine has ended for 5 ms running.
+    n = lib.gmp_num_goroutine()
+    settled = time.monotonic() + 0.005
+    while time.monotonic() < min(settled, deadline):
+        time.sleep(0.001)
+        m = lib.gmp_num_goroutine()
+        if m < n:
+            n, settled = m, time.monotonic() + 0.005
+
+
+atexit.register(_wait_at_exit)
 
 # One trampoline for every Python goroutine, alive as long as the module: a ctypes
 # callback must outlive each call into it.
@@ -139,22 +287,25 @@ _last: tuple[Any, int] = (None, 0)
 
 
 def go(
-    fn: Any,
+    fn: Callable[..., R],
     *args: Any,
     stack_size: int | None = None,
     pinned: bool = False,
     locked: bool = False,
-) -> int:
-    """Starts a goroutine and returns its id.
+    **kwargs: Any,
+) -> Goroutine[R]:
+    """Starts a goroutine and returns its :class:`Goroutine` handle (an int: its id).
 
     `fn` is a C function (``void fn(void *)``, a ctypes function of a shared library),
     given at most one argument (converted by :func:`as_voidp`), or a Python callable,
-    called with ``*args`` on its own OS thread (see the module doc). `stack_size`
-    (bytes), `pinned` (GMP_GO_PINNED) and `locked` (GMP_GO_LOCKED: started locked to its
-    thread) are gmp_attr's fields; the last two are for C goroutines (Python goroutines
-    are always locked).
+    called with ``*args, **kwargs`` on its own OS thread (see the module doc); the
+    handle joins it and gives its result. `stack_size` (bytes), `pinned`
+    (GMP_GO_PINNED) and `locked` (GMP_GO_LOCKED: started locked to its thread) are
+    gmp_attr's fields, never passed on to `fn` (wrap it in ``functools.partial`` to pass
+    arguments of those names); the last two are for C goroutines (Python goroutines are
+    always locked).
     """
-    global _last, _live
+    global _last, _live, _started_any
     attr = None
     if stack_size is not None or pinned or locked:
         a = gmp_attr()
@@ -165,6 +316,8 @@ def go(
         a.flags = (GMP_GO_PINNED if pinned else 0) | (GMP_GO_LOCKED if locked else 0)
         attr = a
     if isinstance(fn, _CFuncPtr) and not _is_python_callback(fn):
+        if kwargs:
+            raise TypeError("a C goroutine takes no keyword arguments")
         if len(args) > 1:
             raise TypeError("a C goroutine takes at most one argument (a void *)")
         arg = as_voidp(args[0]) if args else None
@@ -176,7 +329,7 @@ def go(
             r = lib.gmp_go(addr, arg)
         else:
             r = lib.gmp_go_attr(addr, arg, ctypes.byref(attr))
-        return check(r, "gmp_go")
+        return Goroutine(check(r, "gmp_go"))
     if isinstance(fn, _CFuncPtr):
         raise TypeError(
             "a ctypes callback wrapping a Python function cannot run as a plain goroutine: "
@@ -188,8 +341,12 @@ def go(
         raise ValueError(
             "pinned and locked apply to C goroutines (Python goroutines are locked)"
         )
+    from ._chan import Chan
+
+    _started_any = True
     key = next(_keys)
-    _pending[key] = (fn, args)
+    slot = _Slot(Chan(None), getattr(fn, "__qualname__", None) or type(fn).__name__)
+    _pending[key] = (fn, args, kwargs, slot)
     with _live_lock:
         _live += 1
     if attr is None:
@@ -200,7 +357,10 @@ def go(
         _pending.pop(key, None)
         with _live_lock:
             _live -= 1
-    return check(r, "gmp_go")
+        check(r, "gmp_go")
+    handle: Goroutine[R] = Goroutine(r)
+    handle._slot = slot
+    return handle
 
 
 def python_goroutines() -> int:

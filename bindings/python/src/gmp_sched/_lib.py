@@ -6,7 +6,8 @@ Which copy is loaded (one runtime per process):
    module), found in /proc/self/maps and re-opened with RTLD_NOLOAD; it must export
    ``gmp_go`` (GNU MP's libgmp.so.10 does not, and is skipped);
 2. the file named by the environment variable ``GMP_SCHED_LIBRARY`` (development);
-3. the copy installed inside this package (``gmp_sched/libgmp.so``).
+3. the copy installed inside this package (``gmp_sched/libgmp.so.0``, named by its
+   SONAME so that a C library linked against it with an rpath to the package finds it).
 
 ``ctypes.util.find_library("gmp")`` is never used: on a Linux system it finds GNU MP.
 
@@ -247,7 +248,21 @@ def _open_loaded() -> ctypes.CDLL | None:
 
 def library_path() -> Path:
     """Where the copy shipped with this package is (it may not exist in a source tree)."""
-    return Path(__file__).resolve().parent / "libgmp.so"
+    here = Path(__file__).resolve().parent
+    soname = here / "libgmp.so.0"
+    # libgmp.so: where versions before 0.2.0's wheel put it (an older editable build).
+    return soname if soname.exists() or not (here / "libgmp.so").exists() else here / "libgmp.so"
+
+
+def get_include() -> str:
+    """The directory to put on a C compiler's include path for ``#include
+    <gmp-sched/gmp.h>`` (and ``gmp.hpp``): the copy installed with the package, or in a
+    source checkout (an editable install) the repository's ``include/``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "include", here.parents[3] / "include" if len(here.parents) > 3 else None):
+        if candidate is not None and (candidate / "gmp-sched" / "gmp.h").exists():
+            return str(candidate)
+    raise FileNotFoundError("gmp_sched: gmp-sched/gmp.h is not installed with this package")
 
 
 def load() -> tuple[ctypes.CDLL, str]:
