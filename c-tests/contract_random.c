@@ -339,10 +339,12 @@ static void step(unsigned long i)
         return;
     }
     case 10: {
-        /* stdio read of one line, when it cannot block. */
+        /* stdio read of one line, when it cannot block: a file, or a pipe or socket the
+         * sequence made non-blocking (a line may lack its newline; fgets then stops at
+         * EAGAIN with what it has). */
         if (kind != K_PIPE_R && kind != K_STREAM && kind != K_FILE && kind != K_NULL)
             return;
-        if (!ready(fd, POLLIN))
+        if ((kind == K_PIPE_R || kind == K_STREAM) && !nonblocking(fd))
             return;
         int d = dup(fd);
         if (d < 0)
