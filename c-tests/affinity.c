@@ -577,6 +577,53 @@ static void locked_waits_for_pinned(void)
            LOCK_ROUNDS, threads_early, threads_late);
 }
 
+/* 9. A pinned goroutine that spins on gmp_yield at GOMAXPROCS=1 while the goroutine it
+ * waits for is pinned to another thread, coming back from a blocking call: that thread
+ * waits for a P on affwait, and the spinner's M must hand its P over now and then
+ * although its own affinity queue (the spinner) is never empty. */
+static atomic_int ya_flag;
+static gmp_wg ya_wg = GMP_WG_INIT;
+
+static void ya_spinner(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&ya_flag))
+        CHECK_OK(gmp_yield());
+    CHECK_OK(gmp_wg_done(&ya_wg));
+}
+
+static int64_t ya_nap(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 30 * 1000000L};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+static void ya_blocker(void *arg)
+{
+    (void)arg;
+    CHECK_OK(gmp_blocking(ya_nap, NULL));
+    atomic_store(&ya_flag, 1);
+    CHECK_OK(gmp_wg_done(&ya_wg));
+}
+
+static void yield_serves_affwait(void)
+{
+    int old = gmp_maxprocs(1);
+    CHECK(old >= 1);
+    gmp_attr attr = {0};
+    attr.flags = GMP_GO_PINNED;
+    CHECK_OK(gmp_wg_add(&ya_wg, 2));
+    CHECK_OK(gmp_go_attr(ya_blocker, NULL, &attr));
+    /* The blocker enters its blocking call on its thread; the spinner starts after. */
+    sleep_ms(5);
+    CHECK_OK(gmp_go_attr(ya_spinner, NULL, &attr));
+    CHECK_OK(gmp_wg_wait(&ya_wg));
+    CHECK_OK(gmp_maxprocs(old));
+    printf("yield_serves_affwait: ok\n");
+}
+
 int main(void)
 {
     CHECK_OK(gmp_maxprocs(2));
@@ -590,5 +637,6 @@ int main(void)
     global_queue_pressure(1);
     global_queue_pressure(2);
     locked_waits_for_pinned();
+    yield_serves_affwait();
     return 0;
 }

@@ -766,11 +766,12 @@ unsafe fn sleep_for_p(m: &M) {
 }
 
 /// The 61-tick check's other half: an M waits for a P to run work only it can run, and
-/// no P has gone idle (all are busy). Hand it ours, with our local work, and stop.
-/// Returns false if nobody waits (any more).
+/// no P has gone idle (all are busy). Hand it ours, with our local work, and stop (onto
+/// affwait ourselves if goroutines only we can run are queued: `stopm`). Returns false if
+/// nobody waits (any more).
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P, not spinning, with an empty affinity queue.
+/// On `m`'s own thread, holding a P, not spinning.
 unsafe fn handoff_to_affwait(m: &M) -> bool {
     let am = {
         let mut g = lock_sched();
@@ -1373,10 +1374,12 @@ unsafe fn schedule(m: &M) -> (*mut G, bool) {
         // starve it; and serve an M that waits for a P to run what only it can run, so
         // that it does not wait for a P to go idle.
         if found.is_none() && (preempted || p.schedtick.load(Ordering::Relaxed) % 61 == 0) {
+            // Also when goroutines affine to this M are queued (a pinned goroutine in a
+            // yield loop, waiting for one pinned elsewhere): `stopm` then puts this M on
+            // affwait in turn, and the Ms take turns with the P.
             if SCHED.naffwait.load(Ordering::Relaxed) > 0
                 && !m.spinning.load(Ordering::Relaxed)
-                && m.aff.len() == 0
-                // SAFETY: m's thread, holding a P, not spinning, nothing affine queued.
+                // SAFETY: m's thread, holding a P, not spinning.
                 && unsafe { handoff_to_affwait(m) }
             {
                 continue;
