@@ -22,7 +22,8 @@ def exported_gmp_symbols() -> set[str]:
         pytest.skip("nm (binutils) is needed to list the exports")
     out = subprocess.run([nm, "-D", "--defined-only", libgmp_path()], check=True,
                          capture_output=True, text=True).stdout
-    names = {line.split()[-1] for line in out.splitlines() if line.strip()}
+    # Without the symbol version nm prints after the name ("gmp_go@@GMP_SCHED_0.2").
+    names = {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
     # A name C cannot spell (the channel entries' halves, "gmp_chan_send.slow", exported
     # only to be named in goroutine dumps) is not API.
     return {n for n in names if n.startswith("gmp_") and n.replace("_", "a").isalnum()}
