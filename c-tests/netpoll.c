@@ -235,7 +235,9 @@ static void case_echo10k(void)
     sleep_ms(50);
     int threads = os_threads();
     printf("echo10k: %d connections, %d threads while they wait\n", CONNS, threads);
-    CHECK(threads <= 2 + 4);
+    /* GOMAXPROCS, sysmon, the template thread, main, and a few Ms a loaded machine may
+     * have started on the way (spinning, hand-offs): never one per connection. */
+    CHECK(threads <= 2 + 6);
     CHECK_EQ(write(to_child[1], &c, 1), 1);
     CHECK_OK(gmp_wg_wait(&srv_wg));
     int st;
