@@ -1633,7 +1633,11 @@ fn contract_poll_timeout_behind() {
 fn contract_random() {
     for seed in 1..=8 {
         let seed = seed.to_string();
-        let procs = if seed.parse::<u32>().unwrap_or(0) % 2 == 0 { "2" } else { "1" };
+        let procs = if seed.parse::<u32>().unwrap_or(0) % 2 == 0 {
+            "2"
+        } else {
+            "1"
+        };
         let hooks = run_c("contract_random", &[&seed], &[("GMP_MAXPROCS", procs)]);
         let plain = run_c(
             "contract_random",
