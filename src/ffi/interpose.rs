@@ -1766,20 +1766,7 @@ fn select_wait(n: c_int, sets: [*mut libc::fd_set; 3], deadline: Option<i64>) ->
     let last = core::cell::Cell::new(orig);
     let check = || {
         let mut cur = orig;
-        let ptr = |i: usize, cur: &mut [libc::fd_set; 3]| {
-            if sets[i].is_null() {
-                core::ptr::null_mut()
-            } else {
-                &mut cur[i] as *mut libc::fd_set
-            }
-        };
-        let (r, w, e) = (ptr(0, &mut cur), ptr(1, &mut cur), ptr(2, &mut cur));
-        let mut tv = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 0,
-        };
-        // SAFETY: valid sets and timeval.
-        let rc = intr_as_none(raw(|| unsafe { real::select(n, r, w, e, &mut tv) } as isize));
+        let rc = select_now(n, sets, &mut cur);
         last.set(cur);
         rc
     };
@@ -1824,6 +1811,25 @@ fn select_wait(n: c_int, sets: [*mut libc::fd_set; 3], deadline: Option<i64>) ->
     Some(r)
 }
 
+/// A zero-timeout select on copies of the sets (`cur`, left as select leaves them; the
+/// caller's null sets stay null): the count or -errno, EINTR as nothing ready.
+fn select_now(n: c_int, sets: [*mut libc::fd_set; 3], cur: &mut [libc::fd_set; 3]) -> i64 {
+    let ptr = |i: usize, cur: &mut [libc::fd_set; 3]| {
+        if sets[i].is_null() {
+            core::ptr::null_mut()
+        } else {
+            &mut cur[i] as *mut libc::fd_set
+        }
+    };
+    let (r, w, e) = (ptr(0, cur), ptr(1, cur), ptr(2, cur));
+    let mut tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    // SAFETY: valid sets (ours, or null where the caller's are) and timeval.
+    intr_as_none(raw(|| unsafe { real::select(n, r, w, e, &mut tv) } as isize))
+}
+
 /// select's result when some of the numbers asked for have been closed (`closing`, whose
 /// close is under way, counts as closed): those numbers set in each set they were asked
 /// in, plus what a zero-timeout select on the others finds. Returns the count (or -errno)
@@ -1859,20 +1865,7 @@ fn closed_ready(
     let mut cur = open;
     let found;
     if closed > 0 {
-        let ptr = |i: usize, cur: &mut [libc::fd_set; 3]| {
-            if sets[i].is_null() {
-                core::ptr::null_mut()
-            } else {
-                &mut cur[i] as *mut libc::fd_set
-            }
-        };
-        let (r, w, e) = (ptr(0, &mut cur), ptr(1, &mut cur), ptr(2, &mut cur));
-        let mut tv = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 0,
-        };
-        // SAFETY: valid sets and timeval.
-        found = intr_as_none(raw(|| unsafe { real::select(n, r, w, e, &mut tv) } as isize));
+        found = select_now(n, sets, &mut cur);
         if found < 0 {
             return (found, cur);
         }

@@ -395,8 +395,8 @@ fn pread_fd(fd: i32, buf: &mut [u8]) -> isize {
     }
 }
 
-/// Opens `/proc/self/task/<tid><name>` and moves it to a high number.
-fn open_task_file(tid: i32, file: TaskFile) -> Option<i32> {
+/// Opens `/proc/self/task/<tid><name>` read-only (raw openat); the fd, or -1.
+fn open_task_path(tid: i32, file: TaskFile) -> i32 {
     let mut path = [0u8; 48];
     let msg = crate::sys::fmt_msg(
         &mut path,
@@ -406,49 +406,38 @@ fn open_task_file(tid: i32, file: TaskFile) -> Option<i32> {
             file.name(),
         ],
     );
-    // SAFETY: raw syscalls on a NUL-terminated path; the fds are ours.
+    // SAFETY: a raw openat of a NUL-terminated path.
     unsafe {
-        let fd = libc::syscall(
+        libc::syscall(
             libc::SYS_openat,
             libc::AT_FDCWD,
             msg.as_ptr(),
             libc::O_RDONLY | libc::O_CLOEXEC,
-        ) as i32;
-        if fd < 0 {
-            return None;
-        }
-        let high = crate::sys::dup_high(fd);
-        libc::syscall(libc::SYS_close, fd);
-        (high >= 0).then_some(high)
+        ) as i32
     }
+}
+
+/// Opens a task file and moves it to a high number.
+fn open_task_file(tid: i32, file: TaskFile) -> Option<i32> {
+    let fd = open_task_path(tid, file);
+    if fd < 0 {
+        return None;
+    }
+    let high = crate::sys::dup_high(fd);
+    // SAFETY: our own fd, duplicated (or not) above.
+    unsafe { libc::syscall(libc::SYS_close, fd) };
+    (high >= 0).then_some(high)
 }
 
 /// `read_task_file` without the M's cache: open, read, close.
 fn read_task_file_once(tid: i32, file: TaskFile, buf: &mut [u8]) -> Option<usize> {
-    let mut path = [0u8; 48];
-    let msg = crate::sys::fmt_msg(
-        &mut path,
-        &[
-            b"/proc/self/task/",
-            &crate::sys::fmt_u64(tid as u64),
-            file.name(),
-        ],
-    );
-    // SAFETY: raw syscalls on a NUL-terminated path and a valid buffer.
-    let n = unsafe {
-        let fd = libc::syscall(
-            libc::SYS_openat,
-            libc::AT_FDCWD,
-            msg.as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        ) as i32;
-        if fd < 0 {
-            return None;
-        }
-        let n = libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) as isize;
-        libc::syscall(libc::SYS_close, fd);
-        n
-    };
+    let fd = open_task_path(tid, file);
+    if fd < 0 {
+        return None;
+    }
+    let n = pread_fd(fd, buf);
+    // SAFETY: our own fd.
+    unsafe { libc::syscall(libc::SYS_close, fd) };
     (n > 0).then_some(n as usize)
 }
 
