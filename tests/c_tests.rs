@@ -1396,6 +1396,43 @@ fn preempt_off() {
     expect_case("preempt", "off", &[("GMP_DEBUG", "asyncpreemptoff=1")]);
 }
 
+/// Preemption changes no system call's outcome (c-tests/preempt_soak.c): goroutines making
+/// raw system calls (no hook sees them), holding pthread locks and using thread-local state
+/// beside CPU hogs, at GOMAXPROCS 1, 2 and 4, with the hooks on and off, for
+/// `PREEMPT_SOAK_SECS` (3 unless set; minutes for a soak) each.
+fn preempt_soak(env: &[(&str, &str)]) {
+    let secs = std::env::var("PREEMPT_SOAK_SECS").unwrap_or_else(|_| "3".to_string());
+    for procs in ["1", "2", "4"] {
+        for interpose in ["1", "0"] {
+            let mut e = env.to_vec();
+            e.push(("GMP_MAXPROCS", procs));
+            e.push(("GMP_INTERPOSE", interpose));
+            let o = run_c("preempt_soak", &[&secs], &e);
+            assert!(
+                o.status.success(),
+                "{}",
+                o.report(&format!(
+                    "preempt_soak failed at GOMAXPROCS={procs} GMP_INTERPOSE={interpose}"
+                ))
+            );
+            print!("GOMAXPROCS={procs} GMP_INTERPOSE={interpose}: {}", o.stdout);
+        }
+    }
+}
+
+/// The process's own choice of preemption source (a perf event where the kernel allows
+/// one, else a thread CPU-time timer: rt/preemptsig.rs).
+#[test]
+fn preempt_soak_default_source() {
+    preempt_soak(&[]);
+}
+
+/// The thread CPU-time timer, which needs no privilege.
+#[test]
+fn preempt_soak_cputimer_source() {
+    preempt_soak(&[("GMP_DEBUG", "asyncpreemptsig=2")]);
+}
+
 /// C code holding pthread locks, or relying on its thread's state, inside goroutines
 /// (c-tests/contract_locks.c): every case at GOMAXPROCS 1, 2 and 4, with the ordinary
 /// time slice and with a preemption every sysmon round.

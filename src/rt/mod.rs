@@ -87,6 +87,7 @@ pub mod offload;
 pub mod os_linux;
 mod park;
 mod preempt;
+mod preemptsig;
 mod proc;
 mod sched;
 #[cfg(all(test, loom))]
@@ -541,6 +542,9 @@ pub struct M {
     /// them.
     pub task_fds: [AtomicU64; 3],
     pub task_lock: AtomicBool,
+    /// The source that sends the thread its preemption signal in user code only
+    /// (preemptsig.rs), armed under `task_lock`.
+    pub preemptsig: preemptsig::PreemptSig,
 }
 
 // SAFETY: an M is shared through raw pointers between threads; its non-atomic fields are

@@ -57,7 +57,7 @@ pub static SKIPPED_BLOCKED: AtomicU64 = AtomicU64::new(0);
 pub static DONE_UNSEEN: AtomicU64 = AtomicU64::new(0);
 
 /// `si_value` of our preemption signals.
-const MAGIC: usize = 0x676d_7020_7072_6565; // "gmp pree"
+pub(super) const MAGIC: usize = 0x676d_7020_7072_6565; // "gmp pree"
 /// `si_value` of the signals that ask an M to make its unseen blocking call seen
 /// (unseen.rs).
 pub(super) const MAGIC_UNSEEN: usize = 0x676d_7020_756e_7365; // "gmp unse"
@@ -529,7 +529,21 @@ pub(super) fn preempt_m(p: &P) {
         return;
     }
     // SAFETY: Ms are never freed.
-    if !computing(unsafe { &*m }, tid) || !thread_running(unsafe { &*m }, tid) {
+    let m = unsafe { &*m };
+    if !handler_still_ours() {
+        return;
+    }
+    match preemptsig::arm(m, tid, crate::sys::nanotime()) {
+        preemptsig::Armed::Now => {
+            SIGNALS.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        preemptsig::Armed::Already | preemptsig::Armed::Busy => return,
+        preemptsig::Armed::Unavailable => {}
+    }
+    // No source that fires in user code only: signal now, if the thread looks as if it
+    // computes (preemptsig.rs: the race this leaves).
+    if !computing(m, tid) || !thread_running(m, tid) {
         SKIPPED_BLOCKED.fetch_add(1, Ordering::Relaxed);
         return;
     }
@@ -538,9 +552,9 @@ pub(super) fn preempt_m(p: &P) {
     }
 }
 
-/// Sends SIGURG tagged `magic` to thread `tid` of this process, if preemption is on and
-/// our handler is still installed. True if sent.
-pub(super) fn signal_m(tid: i32, magic: usize) -> bool {
+/// Whether our handler is on and still installed (then the signal's targets' code
+/// ranges are fresh); turns preemption off for good when the program replaced it.
+fn handler_still_ours() -> bool {
     if !HANDLER_ON.load(Ordering::Acquire) {
         return false;
     }
@@ -550,6 +564,15 @@ pub(super) fn signal_m(tid: i32, magic: usize) -> bool {
         return false;
     }
     refresh_ranges(false);
+    true
+}
+
+/// Sends SIGURG tagged `magic` to thread `tid` of this process, if preemption is on and
+/// our handler is still installed. True if sent.
+pub(super) fn signal_m(tid: i32, magic: usize) -> bool {
+    if !handler_still_ours() {
+        return false;
+    }
     // SAFETY: a zeroed siginfo filled as rt_tgsigqueueinfo wants it; the target is a
     // thread of this process.
     unsafe {
@@ -577,18 +600,25 @@ extern "C" fn on_sigurg(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     // SAFETY: errno is this thread's; the handler must leave it as it found it.
     let saved_errno = unsafe { *libc::__errno_location() };
     // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
-    let magic = unsafe {
-        if (*info).si_code == libc::SI_QUEUE && (*info).si_pid() == libc::getpid() {
-            (*info).si_value().sival_ptr as usize
-        } else {
-            0
+    let (magic, queued) = unsafe {
+        match (*info).si_code {
+            libc::SI_QUEUE if (*info).si_pid() == libc::getpid() => {
+                ((*info).si_value().sival_ptr as usize, true)
+            }
+            libc::SI_TIMER => ((*info).si_value().sival_ptr as usize, false),
+            _ => (0, false),
         }
     };
-    if magic == MAGIC {
+    let m = getm();
+    // SAFETY: a non-null TLS slot is this thread's M; info as above.
+    let from_source = !m.is_null() && unsafe { preemptsig::is_ours(&*m, info, magic) };
+    if from_source || (magic == MAGIC && queued) {
         // SAFETY: ctx is the interrupted context the kernel passes.
         unsafe { try_preempt(ctx as *mut libc::ucontext_t) };
-    } else if magic == MAGIC_UNSEEN {
-        let m = getm();
+    } else if magic == MAGIC {
+        // A timer of ours whose thread is gone (its M has a new one): nobody's.
+        REFUSED_STALE.fetch_add(1, Ordering::Relaxed);
+    } else if magic == MAGIC_UNSEEN && queued {
         // SAFETY: a non-null TLS slot is this thread's M; ctx as above.
         if !m.is_null() && unsafe { unseen::divert(&*m, ctx as *mut libc::ucontext_t) } {
             DONE_UNSEEN.fetch_add(1, Ordering::Relaxed);

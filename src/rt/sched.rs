@@ -873,6 +873,7 @@ fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         vcsw_seen: [AtomicU64::new(0), AtomicU64::new(0)],
         task_fds: [const { AtomicU64::new(preempt::NO_TASK_FD) }; 3],
         task_lock: AtomicBool::new(false),
+        preemptsig: preemptsig::PreemptSig::new(),
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
@@ -942,6 +943,9 @@ unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u64) {
             // the thread id changed (or the file answering ESRCH).
             task_fds: _,
             task_lock: _,
+            // Kept: `preemptsig::arm` drops a dead thread's source when it finds the
+            // thread id changed.
+            preemptsig: _,
         } = &*m;
         if !curg.load(Ordering::Relaxed).is_null()
             || !p.load(Ordering::Relaxed).is_null()

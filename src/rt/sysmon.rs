@@ -20,7 +20,7 @@
 //! preemption (`P::preempt`). Its deep sleep (every P idle) also ends when a P leaves the
 //! idle list (`pidleget`), or nothing would mark a P that then runs a goroutine forever.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use core::time::Duration;
 
 use super::*;
@@ -64,6 +64,9 @@ const WAIT_TIMED: u32 = 1;
 /// `WAIT`: the deep sleep, which only a waker ends.
 const WAIT_DEEP: u32 = 2;
 static NOTE: Note = Note::new();
+/// When sysmon's current timed sleep ends (`nanotime`), for `wake_for_timer`. Written
+/// before `WAIT` goes up.
+static SLEEP_UNTIL: AtomicI64 = AtomicI64::new(i64::MAX);
 
 const MIN_DELAY_US: u64 = 20;
 /// Rounds without a retake before the delay starts doubling (Go: 50).
@@ -129,6 +132,18 @@ pub(super) fn start() {
 #[inline]
 pub(super) fn wake_if_sleeping() {
     if WAIT.load(Ordering::SeqCst) != 0 {
+        wake();
+    }
+}
+
+/// Called after a timer due at `when` was put on a heap while no M watches the timers
+/// (`timer::wake_for_timer`): wakes sysmon if it sleeps past the time it would step in
+/// for it. The SeqCst loads pair with `wakeable_sleep`'s flag and its re-check of the
+/// heaps (`unwatched_timer`).
+pub(super) fn wake_for_timer(when: i64) {
+    if WAIT.load(Ordering::SeqCst) == WAIT_TIMED
+        && when.saturating_add(timer::BUSY_GRACE_NS) < SLEEP_UNTIL.load(Ordering::SeqCst)
+    {
         wake();
     }
 }
@@ -286,10 +301,14 @@ fn sysmon_loop() -> ! {
             delay = delay.min(left_us.max(MIN_DELAY_US));
         }
         if delay >= WAKEABLE_US {
+            let until = crate::sys::nanotime() + delay as i64 * 1000;
+            SLEEP_UNTIL.store(until, Ordering::SeqCst);
             // `syscall_unseen`: a syscall that started after our last look but before the
-            // flag went up did not wake us; don't sleep long on it.
+            // flag went up did not wake us; don't sleep long on it. Nor past a timer that
+            // nobody watches, put on a heap meanwhile (`wake_for_timer`).
             if wakeable_sleep(WAIT_TIMED, Some(Duration::from_micros(delay)), || {
-                !syscall_unseen()
+                let due = unwatched_timer();
+                !syscall_unseen() && (due == 0 || due >= until)
             }) {
                 // A syscall started: look now (this round records it, the next one, 40 µs
                 // on, retakes it if it still runs), backing off at once from there: a

@@ -363,11 +363,17 @@ pub unsafe fn start(t: *mut Timer, when: i64) {
 /// P is being left without an M (`handoff_p`, `procresize`): Go's wakeNetPoller. If the
 /// timer M sleeps past `when`, it is woken to recompute its deadline; if there is no timer
 /// M, every M without work may be asleep without a deadline, so one is started (`wakep`:
-/// it spins, finds nothing to run, and becomes the timer M in `park_idle`). The SeqCst
+/// it spins, finds nothing to run, and becomes the timer M in `park_idle`), and with
+/// every P busy sysmon, which then steps in, is woken if it sleeps past it. The SeqCst
 /// loads pair with `sleep_as_timer_m`, which publishes itself and then re-reads the heaps.
 pub(crate) fn wake_for_timer(when: i64) {
     if SCHED.timer_m.load(Ordering::SeqCst).is_null() {
         sched::wakep();
+        // Every P busy: sysmon steps in for the timer (`run_busy_overdue`); it must not
+        // sleep past it.
+        if SCHED.npidle.load(Ordering::SeqCst) == 0 {
+            super::sysmon::wake_for_timer(when);
+        }
     } else if when < SCHED.timer_m_until.load(Ordering::SeqCst) {
         wake_timer_m();
     }
@@ -582,8 +588,8 @@ pub(crate) const BUSY_RUN_NS: i64 = FORCE_PREEMPT_NS;
 /// which that P serves only when its local queue is empty or on its 61st tick: behind two
 /// goroutine pairs that hand their slices on through `runnext` (`pingpong_hog.c`), a
 /// 100 ms sleep would come back up to two slices late, where the P running the timer
-/// itself is late by a fraction of one. A P that has not
-/// run it after `BUSY_RUN_NS`, or that runs no goroutine (in a syscall), has its due
+/// itself is late by a fraction of one. A P on its way to another M is left to it. A P
+/// that has not run it after `BUSY_RUN_NS`, or that is in a syscall, has its due
 /// timers run here.
 pub(crate) fn run_busy_overdue(now: i64) -> usize {
     let mut n = 0;
@@ -592,8 +598,11 @@ pub(crate) fn run_busy_overdue(now: i64) -> usize {
         if w == 0 || now < w.saturating_add(BUSY_GRACE_NS) {
             continue;
         }
-        if now < w.saturating_add(BUSY_RUN_NS) && p.status.load(Ordering::Acquire) == P_RUNNING {
-            if p.timers.kicked.swap(w, Ordering::Relaxed) != w {
+        let s = p.status.load(Ordering::Acquire);
+        if now < w.saturating_add(BUSY_RUN_NS) && s != P_SYSCALL {
+            // A P between two Ms (its goroutine just stopped: `handoff_p` passes it on)
+            // is about to pass through a scheduler too.
+            if s == P_RUNNING && p.timers.kicked.swap(w, Ordering::Relaxed) != w {
                 super::sysmon::preemptone(p);
             }
             continue;

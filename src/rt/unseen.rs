@@ -21,8 +21,8 @@
 //!   kernel never restarts after a handler, on the `restartable` list only because
 //!   re-entering it with the same arguments is exact: absolute deadlines or none), or
 //!   just after it with a byte count short of the length in rax (a write to a pipe or
-//!   stream socket the signal cut short: the rest is written on, from where it stopped,
-//!   and the count returned is the whole) — with the same stack pointer and argument
+//!   stream socket, or a MSG_WAITALL receive from a stream socket, the signal cut short:
+//!   the rest is moved on, from where it stopped, and the count returned is the whole) — with the same stack pointer and argument
 //!   registers; the goroutine RUNNING on its P;
 //!   the PC outside libgmp (the runtime's own futex waits are `sys::futex::wait`'s
 //!   inline `syscall`). Then the handler points the context at `__gmp_async_syscall`
@@ -36,10 +36,11 @@
 //!
 //! What it never does: signal a thread in a call whose restart would not be exact —
 //! relative timeouts (`nanosleep`, `poll` with a timeout, FUTEX_WAIT with one), vectored
-//! writes and `MSG_WAITALL` receives (a signal after some bytes moved ends them short, and
-//! going on would need a new iovec), socket calls on sockets with SO_RCVTIMEO/SO_SNDTIMEO,
-//! terminals (non-canonical reads return what they have on a signal), regular files. Those
-//! keep their P until they return.
+//! writes and `recvmsg` with MSG_WAITALL (a signal after some bytes moved ends them short,
+//! and going on would need a new iovec), socket calls on sockets with
+//! SO_RCVTIMEO/SO_SNDTIMEO, terminals (non-canonical reads return what they have on a
+//! signal), regular files. Those keep their P until they return; the preemption signal
+//! (preemptsig.rs) takes it when the thread is back in user code.
 //!
 //! The one ambiguity: a program signal that interrupts the same call in the same instant
 //! as ours (both pending when the kernel leaves the call) ends in one EINTR, which
@@ -133,8 +134,9 @@ pub(super) enum Restart {
     Rewound,
     /// Rewound, or -EINTR that re-entering with the same arguments undoes exactly.
     AfterEintr,
-    /// A write: rewound when nothing moved, else cut short with the count in rax; going
-    /// on from buf + count writes the rest as the uninterrupted call would have.
+    /// A write, or a MSG_WAITALL stream receive: rewound when nothing moved, else cut
+    /// short with the count in rax; going on from buf + count moves the rest as the
+    /// uninterrupted call would have.
     Partial,
 }
 
@@ -176,6 +178,24 @@ fn fd_blocks_restartably(fd: u64, want_rcv: bool) -> bool {
     }
 }
 
+/// Whether `fd` is a SOCK_STREAM socket.
+fn stream_socket(fd: u64) -> bool {
+    let mut ty: libc::c_int = 0;
+    let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt into a valid int; a number that is not a socket only fails.
+    unsafe {
+        libc::syscall(
+            libc::SYS_getsockopt,
+            fd as i32,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            &mut ty as *mut libc::c_int,
+            &mut len,
+        ) == 0
+            && ty == libc::SOCK_STREAM
+    }
+}
+
 /// Which calls sysmon may interrupt, and how they come back (x86-64 numbers).
 pub(super) fn restartable(c: &Call) -> Restart {
     const FUTEX_WAIT: u64 = 0;
@@ -199,12 +219,22 @@ pub(super) fn restartable(c: &Call) -> Restart {
             }
         }
         libc::SYS_recvfrom | libc::SYS_accept | libc::SYS_accept4 => {
-            // recvfrom's flags: MSG_WAITALL ends short on a signal.
+            // recvfrom's flags: a MSG_WAITALL receive on a stream socket that a signal
+            // ends short goes on from where it stopped, as a cut-short write does (it
+            // also ends short at end of stream or an error: going on then returns 0 or
+            // the error, and the count is the same). Peeks and datagrams: never.
             let waitall = c.nr == libc::SYS_recvfrom && a[3] & libc::MSG_WAITALL as u64 != 0;
-            if !waitall && fd_blocks_restartably(a[0], true) {
-                Restart::Rewound
-            } else {
+            let peek = c.nr == libc::SYS_recvfrom && a[3] & libc::MSG_PEEK as u64 != 0;
+            if peek && waitall || !fd_blocks_restartably(a[0], true) {
                 Restart::No
+            } else if waitall {
+                if stream_socket(a[0]) {
+                    Restart::Partial
+                } else {
+                    Restart::No
+                }
+            } else {
+                Restart::Rewound
             }
         }
         libc::SYS_connect => {
@@ -557,6 +587,32 @@ mod tests {
             Restart::No
         );
         // A write to a regular file (stdout of the test may be anything: use a file).
+        let mut sv = [0i32; 2];
+        // SAFETY: socketpair into a valid array.
+        assert_eq!(
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) },
+            0
+        );
+        let recv = |fd: i32, flags: i32| Call {
+            nr: libc::SYS_recvfrom,
+            args: [fd as u64, 0, 1, flags as u64, 0, 0],
+            sp: 0,
+            pc: 0,
+        };
+        assert_eq!(restartable(&recv(sv[0], 0)), Restart::Rewound);
+        assert_eq!(
+            restartable(&recv(sv[0], libc::MSG_WAITALL)),
+            Restart::Partial
+        );
+        assert_eq!(
+            restartable(&recv(sv[0], libc::MSG_WAITALL | libc::MSG_PEEK)),
+            Restart::No
+        );
+        // SAFETY: our sockets.
+        unsafe {
+            crate::sys::real::close(sv[0]);
+            crate::sys::real::close(sv[1]);
+        }
         let f = std::fs::File::open("/proc/self/stat").unwrap();
         use std::os::fd::AsRawFd;
         let fd = f.as_raw_fd() as u64;
