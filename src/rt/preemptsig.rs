@@ -166,10 +166,9 @@ fn arm_locked(m: &M, tid: i32, now: i64, src: Source) -> Armed {
     }
     if key == NONE {
         let handle = match src {
-            Source::Perf => perf_open(tid).map(|fd| {
+            Source::Perf => perf_open(tid).inspect(|&fd| {
                 s.perf_id
                     .store(perf_event_id(fd).unwrap_or(0), Ordering::Relaxed);
-                fd
             }),
             _ => timer_open(tid),
         };
