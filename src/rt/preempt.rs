@@ -2,10 +2,11 @@
 //! that runs C code calling nothing of ours for a whole time slice is stopped by a signal.
 //!
 //! - sysmon marks a P whose goroutines have run `FORCE_PREEMPT_NS` on one slice
-//!   (`P::preempt`, the cooperative request) and sends SIGURG to the P's M
-//!   (`preempt_m`), tagged as ours (`rt_tgsigqueueinfo`, `SI_QUEUE`, `MAGIC`), unless the
-//!   thread is not on a CPU (/proc says it sleeps: the signal would only interrupt its
-//!   blocking call), or the user replaced our handler.
+//!   (`P::preempt`, the cooperative request) and arms the P's M to get SIGURG when its
+//!   thread next runs user code (`preempt_m`; preemptsig.rs: a perf event or a CPU-time
+//!   timer, never a signal inside a system call), unless the user replaced our handler.
+//!   Without either source it sends the signal itself (`rt_tgsigqueueinfo`, `SI_QUEUE`,
+//!   `MAGIC`) to a thread /proc shows computing.
 //! - The handler (`on_sigurg`, on the M's alternate signal stack, installed with
 //!   SA_RESTART so interrupted restartable syscalls resume) accepts only a safe point:
 //!   the request is still current (the M's P is marked and its goroutine RUNNING), the
