@@ -586,11 +586,13 @@ mod tests {
             restartable(&call(libc::SYS_clock_nanosleep, [1, 0, 8, 0, 0, 0])),
             Restart::No
         );
-        // A write to a regular file (stdout of the test may be anything: use a file).
+        // MSG_WAITALL receives from a stream socket go on after a cut; peeks never.
         let mut sv = [0i32; 2];
         // SAFETY: socketpair into a valid array.
         assert_eq!(
-            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) },
+            unsafe {
+                crate::sys::real::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr())
+            },
             0
         );
         let recv = |fd: i32, flags: i32| Call {
@@ -613,6 +615,7 @@ mod tests {
             crate::sys::real::close(sv[0]);
             crate::sys::real::close(sv[1]);
         }
+        // A write to a regular file (stdout of the test may be anything: use a file).
         let f = std::fs::File::open("/proc/self/stat").unwrap();
         use std::os::fd::AsRawFd;
         let fd = f.as_raw_fd() as u64;
