@@ -19,6 +19,11 @@
  *              goroutine and from a plain thread.
  *   select     select(2) with tv_usec = 1,050,000 waits 1.05 s (Linux carries the whole
  *              second), and with a negative tv_usec fails with EINVAL.
+ *   signal     a blocking read of a goroutine's pipe while a thread sends the process
+ *              SIGUSR1 twenty times, then the data: with an SA_RESTART handler the read
+ *              returns the data in both runs; without SA_RESTART it does too with the
+ *              hooks (a parked goroutine is never interrupted, docs/interposer.md),
+ *              while plain libc may end it with EINTR if the kernel picks its thread.
  *   aliases    the names glibc routes calls through for 64-bit file offsets and
  *              _FORTIFY_SOURCE (pread64, open64, fcntl64, __open_2, __read_chk, ...)
  *              resolve to libgmp's hooks, not to libc.
@@ -509,6 +514,64 @@ static void nonblock_case(void *arg)
     gmp_wg_done(&wg);
 }
 
+static atomic_int sig_seen;
+static int sig_pipe[2];
+
+static void count_sig(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&sig_seen, 1);
+}
+
+static void *signal_sender(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20; i++) {
+        CHECK(kill(getpid(), SIGUSR1) == 0);
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    char msg[100];
+    memset(msg, 's', sizeof msg);
+    CHECK(write(sig_pipe[1], msg, sizeof msg) == (ssize_t)sizeof msg);
+    return NULL;
+}
+
+static void signal_case(void *arg)
+{
+    (void)arg;
+    const char *ip = getenv("GMP_INTERPOSE");
+    int hooks = ip == NULL || strcmp(ip, "0") != 0;
+    for (int restart = 1; restart >= 0; restart--) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = count_sig;
+        sa.sa_flags = restart ? SA_RESTART : 0;
+        sigemptyset(&sa.sa_mask);
+        CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+        atomic_store(&sig_seen, 0);
+        CHECK(pipe(sig_pipe) == 0);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, signal_sender, NULL) == 0);
+        char buf[100];
+        size_t got = 0;
+        while (got < sizeof buf) {
+            ssize_t n = read(sig_pipe[0], buf + got, sizeof buf - got);
+            if (n < 0 && errno == EINTR && !restart && !hooks)
+                continue; /* plain libc without SA_RESTART: the kernel's choice */
+            CHECK(n > 0);
+            got += (size_t)n;
+        }
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK(atomic_load(&sig_seen) > 0);
+        CHECK(memchr(buf, 's', sizeof buf) == buf);
+        close(sig_pipe[0]);
+        close(sig_pipe[1]);
+    }
+    signal(SIGUSR1, SIG_DFL);
+    gmp_wg_done(&wg);
+}
+
 static void select_case(void *arg)
 {
     (void)arg;
@@ -580,6 +643,8 @@ int main(int argc, char **argv)
         fn = aliases_case;
     else if (strcmp(c, "select") == 0)
         fn = select_case;
+    else if (strcmp(c, "signal") == 0)
+        fn = signal_case;
     if (fn == NULL) {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

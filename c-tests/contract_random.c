@@ -7,8 +7,11 @@
  * tests/c_tests.rs runs each seed with the hooks and as the reference, plain libc in the
  * goroutine (GMP_INTERPOSE=0), and requires the two outputs to be the same: return
  * values, errno, bytes read, revents, O_NONBLOCK as fcntl reports it, what stdio reads
- * and writes. The operations: pipes, socket pairs (stream and datagram), eventfds,
- * /dev/null and a regular file; dup, dup2 onto another open number, F_DUPFD; O_NONBLOCK
+ * and writes, what forked children see. The operations: pipes, socket pairs (stream and
+ * datagram), loopback TCP connections and connected UDP pairs, eventfds, timerfds,
+ * /dev/null and a regular file; dup, dup2 and dup3 onto another open number, F_DUPFD;
+ * close_range (a close the hooks do not see); a forked child that writes to or reads
+ * from an fd with the plain calls and exits with what it got; O_NONBLOCK
  * set and cleared with fcntl and ioctl(FIONBIO); writes and reads (read, readv, recv
  * with MSG_DONTWAIT or MSG_PEEK, pread on the file), each made only when a zero-timeout
  * poll says it will not block or the fd is non-blocking, so that the sequence never
@@ -30,18 +33,31 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gmp-sched/gmp.h>
 
 #define SLOTS 10
 
-enum kind { K_FREE, K_PIPE_R, K_PIPE_W, K_STREAM, K_DGRAM, K_EVENTFD, K_NULL, K_FILE };
+enum kind {
+    K_FREE,
+    K_PIPE_R,
+    K_PIPE_W,
+    K_STREAM,
+    K_DGRAM,
+    K_EVENTFD,
+    K_NULL,
+    K_FILE,
+    K_TIMERFD
+};
 
-static const char *const kind_names[] = {"free", "pipe_r", "pipe_w", "stream", "dgram",
-                                         "eventfd", "null", "file"};
+static const char *const kind_names[] = {"free",    "pipe_r", "pipe_w", "stream", "dgram",
+                                         "eventfd", "null",   "file",   "timerfd"};
 
 static struct slot {
     int fd;
@@ -116,6 +132,49 @@ static int ready(int fd, short events)
     return poll(&p, 1, 0) == 1 && (p.revents & (events | POLLHUP | POLLERR));
 }
 
+/* A connected loopback pair: TCP (a listener, connect, accept) or UDP (two bound sockets
+ * connected to each other). 0, or -1 with errno. */
+static int loopback_pair(int type, int fds[2])
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in b = a;
+    socklen_t len = sizeof a;
+    int x = socket(AF_INET, type, 0);
+    int y = socket(AF_INET, type, 0);
+    if (x < 0 || y < 0 || bind(x, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(x, (struct sockaddr *)&a, &len) != 0)
+        goto fail;
+    if (type == SOCK_STREAM) {
+        if (listen(x, 1) != 0 || connect(y, (struct sockaddr *)&a, sizeof a) != 0)
+            goto fail;
+        int z = accept(x, NULL, NULL);
+        if (z < 0)
+            goto fail;
+        close(x);
+        fds[0] = y;
+        fds[1] = z;
+        return 0;
+    }
+    len = sizeof b;
+    if (bind(y, (struct sockaddr *)&b, sizeof b) != 0 ||
+        getsockname(y, (struct sockaddr *)&b, &len) != 0 ||
+        connect(x, (struct sockaddr *)&b, sizeof b) != 0 ||
+        connect(y, (struct sockaddr *)&a, sizeof a) != 0)
+        goto fail;
+    fds[0] = x;
+    fds[1] = y;
+    return 0;
+fail: {
+    int e = errno;
+    if (x >= 0)
+        close(x);
+    if (y >= 0)
+        close(y);
+    errno = e;
+    return -1;
+}
+}
+
 static int nonblocking(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
@@ -126,11 +185,11 @@ static void step(unsigned long i)
 {
     char what[96];
     char buf[600];
-    int op = (int)rnd_below(&rng, 15);
+    int op = (int)rnd_below(&rng, 17);
     if (op == 0) {
         /* Open something. */
         int fds[2] = {-1, -1};
-        int k = (int)rnd_below(&rng, 6);
+        int k = (int)rnd_below(&rng, 9);
         long r;
         switch (k) {
         case 0:
@@ -155,6 +214,25 @@ static void step(unsigned long i)
             out(i, "eventfd", fds[0] >= 0 ? 0 : -1, errno);
             if (fds[0] >= 0)
                 put(fds[0], K_EVENTFD);
+            break;
+        case 6: {
+            /* Expired at once: readable, one expiration. */
+            fds[0] = timerfd_create(CLOCK_MONOTONIC, 0);
+            struct itimerspec its = {{0, 0}, {0, 1}};
+            r = fds[0] >= 0 ? timerfd_settime(fds[0], 0, &its, NULL) : -1;
+            out(i, "timerfd", r, errno);
+            if (fds[0] >= 0)
+                put(fds[0], K_TIMERFD);
+            break;
+        }
+        case 7:
+        case 8:
+            r = loopback_pair(k == 7 ? SOCK_STREAM : SOCK_DGRAM, fds);
+            out(i, k == 7 ? "tcp pair" : "udp pair", r, errno);
+            if (r == 0) {
+                put(fds[0], k == 7 ? K_STREAM : K_DGRAM);
+                put(fds[1], k == 7 ? K_STREAM : K_DGRAM);
+            }
             break;
         case 4:
             fds[0] = open("/dev/null", O_RDWR);
@@ -187,11 +265,15 @@ static void step(unsigned long i)
             int t = used_slot();
             if (t < 0 || t == s)
                 return;
-            d = dup2(fd, slots[t].fd);
-            snprintf(name, sizeof name, "dup2 %s onto slot %d", what, t);
+            int cloexec = (int)rnd_below(&rng, 2);
+            d = cloexec ? dup3(fd, slots[t].fd, O_CLOEXEC) : dup2(fd, slots[t].fd);
+            snprintf(name, sizeof name, "%s %s onto slot %d", cloexec ? "dup3 CLOEXEC" : "dup2",
+                     what, t);
             out(i, name, d >= 0 ? 0 : -1, errno);
-            if (d >= 0)
+            if (d >= 0) {
                 slots[t].kind = kind;
+                out(i, "  F_GETFD", fcntl(slots[t].fd, F_GETFD), errno);
+            }
             return;
         }
         d = k == 0 ? dup(fd) : fcntl(fd, F_DUPFD, 50);
@@ -223,7 +305,7 @@ static void step(unsigned long i)
         if (kind == K_PIPE_R)
             return;
         size_t n = 1 + rnd_below(&rng, 512);
-        if (kind == K_EVENTFD)
+        if (kind == K_EVENTFD || kind == K_TIMERFD)
             n = 8;
         for (size_t k = 0; k < n; k++)
             buf[k] = (char)(i + k);
@@ -251,7 +333,7 @@ static void step(unsigned long i)
             return;
         if (!nonblocking(fd) && !ready(fd, POLLIN) && kind != K_NULL && kind != K_FILE)
             return;
-        size_t n = kind == K_EVENTFD ? 8 : 1 + rnd_below(&rng, 600);
+        size_t n = kind == K_EVENTFD || kind == K_TIMERFD ? 8 : 1 + rnd_below(&rng, 600);
         long r;
         const char *how = "read";
         if (kind == K_STREAM || kind == K_DGRAM) {
@@ -322,7 +404,7 @@ static void step(unsigned long i)
     }
     case 9: {
         /* stdio writes, then fclose: the close is glibc's own, unseen by the hooks. */
-        if (kind == K_PIPE_R || kind == K_EVENTFD || kind == K_DGRAM)
+        if (kind == K_PIPE_R || kind == K_EVENTFD || kind == K_DGRAM || kind == K_TIMERFD)
             return;
         if (!ready(fd, POLLOUT) && kind != K_FILE && kind != K_NULL)
             return;
@@ -368,6 +450,43 @@ static void step(unsigned long i)
         snprintf(name, sizeof name, "F_GETFL&ACCMODE|NONBLOCK %s", what);
         int fl = fcntl(fd, F_GETFL);
         out(i, name, fl < 0 ? -1 : (fl & (O_ACCMODE | O_NONBLOCK)), errno);
+        return;
+    }
+    case 12: {
+        /* A child forked here writes to the fd or reads from it with the plain calls,
+         * when that cannot block, and exits with the count (or 100 + errno). */
+        int wr = kind != K_PIPE_R && (kind == K_NULL || kind == K_FILE || ready(fd, POLLOUT));
+        int rd = kind != K_PIPE_W && !wr &&
+                 (kind == K_NULL || kind == K_FILE || ready(fd, POLLIN));
+        if (!wr && !rd)
+            return;
+        size_t n = kind == K_EVENTFD || kind == K_TIMERFD ? 8 : 16;
+        uint64_t one = 1;
+        memcpy(buf, &one, 8);
+        memset(buf + 8, 'c', 8);
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            long r = wr ? write(fd, buf, n) : read(fd, buf, n);
+            _exit(r < 0 ? 100 + errno % 100 : (int)r);
+        }
+        int st = 0;
+        long r = pid < 0 ? -1 : waitpid(pid, &st, 0);
+        snprintf(name, sizeof name, "child %s %s: waitpid", wr ? "write" : "read", what);
+        out(i, name, r < 0 ? -1 : 0, errno);
+        if (r > 0)
+            printf("%lu   child exit %d\n", i, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return;
+    }
+    case 13: {
+        /* close_range of the one number: a close the hooks do not see. */
+        long r = close_range((unsigned)fd, (unsigned)fd, 0);
+        snprintf(name, sizeof name, "close_range %s", what);
+        out(i, name, r, errno);
+        if (r == 0)
+            for (int t = 0; t < SLOTS; t++)
+                if (slots[t].kind != K_FREE && slots[t].fd == fd)
+                    drop(t);
         return;
     }
     default: {

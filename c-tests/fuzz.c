@@ -61,11 +61,13 @@
  * and unpaired calls, and try operations inside), gmp_blocking (with nested calls inside),
  * gmp_syscall (getpid, gettid, nanosleep, refused and unknown numbers), lock sections,
  * the fd calls (pipes, socket pairs, datagrams, accept/connect, memfd pread/pwrite/fsync,
- * /dev/null), and invalid arguments to everything: NULL channels, objects and out
- * pointers, misaligned sync objects, oversized elements and capacities, a NULL send
- * buffer, selects with NULL cases, n > 65536, bad op codes, no enabled case without a
- * timeout, bad attributes, stack sizes, thread limits, GOMAXPROCS > 1024, negative fds,
- * empty event masks; each must return the exact value the header documents.
+ * /dev/null, stdio on a pipe closed by fclose, an eventfd given a number fclose freed, a
+ * forked child writing into a goroutine's pipe), and invalid arguments to everything:
+ * NULL channels, objects and out pointers, misaligned sync objects, oversized elements
+ * and capacities, a NULL send buffer, selects with NULL cases, n > 65536, bad op codes,
+ * no enabled case without a timeout, bad attributes, stack sizes, thread limits,
+ * GOMAXPROCS > 1024, negative fds, empty event masks; each must return the exact value
+ * the header documents.
  * Misuse the header documents as aborting (double release, use after the last release,
  * unlock of an unlocked mutex, a negative WaitGroup) is never made; those aborts have
  * their own tests (chan_release.c, sync_misuse.c, bad_input.c).
@@ -112,10 +114,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
 #include <gmp-sched/gmp.h>
 
@@ -2210,9 +2214,16 @@ static socklen_t abstract_addr(struct sockaddr_un *sa)
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
+/* A forked child (op_fd): only the plain calls a child of a threaded process may make. */
+#if defined(__SANITIZE_THREAD__)
+#define FD_KINDS 8
+#else
+#define FD_KINDS 9
+#endif
+
 static void op_fd(struct actor *a)
 {
-    int kind = (int)rnd_below(&a->rng, 6);
+    int kind = (int)rnd_below(&a->rng, FD_KINDS);
     uint64_t pattern = rnd(&a->rng);
     unsigned char out[8], in[8];
     memcpy(out, &pattern, 8);
@@ -2326,6 +2337,78 @@ static void op_fd(struct actor *a)
         ACHECK_EQ(a, gmp_read(n, in, 8), 0);
         ACHECK_EQ(a, gmp_write(n, out, 8), 8);
         ACHECK_EQ(a, gmp_close(n), 0);
+        break;
+    }
+    case 6: {
+        /* stdio on a pipe, closed by fclose (a close the runtime does not see): the line
+         * arrives whole, then end of file. */
+        int fds[2];
+        ACHECK_EQ(a, gmp_pipe(fds), 0);
+        FILE *f = fdopen(fds[1], "w");
+        ACHECK(a, f != NULL);
+        ACHECK(a, fprintf(f, "%016llx\n", (unsigned long long)pattern) == 17);
+        ACHECK_EQ(a, fclose(f), 0);
+        char line[17];
+        size_t got = 0;
+        while (got < sizeof line) {
+            long n = gmp_read(fds[0], line + got, sizeof line - got);
+            ACHECK(a, n > 0);
+            got += (size_t)n;
+        }
+        char want[18];
+        snprintf(want, sizeof want, "%016llx\n", (unsigned long long)pattern);
+        ACHECK(a, memcmp(line, want, 17) == 0);
+        ACHECK_EQ(a, gmp_read(fds[0], line, 1), 0);
+        ACHECK_EQ(a, gmp_close(fds[0]), 0);
+        break;
+    }
+    case 7: {
+        /* An fd number reused after a close the runtime did not see: an eventfd that
+         * may get the number of a pipe end fclose closed works as an eventfd. */
+        int fds[2];
+        ACHECK_EQ(a, gmp_pipe(fds), 0);
+        FILE *f = fdopen(fds[0], "r");
+        ACHECK(a, f != NULL);
+        ACHECK_EQ(a, fclose(f), 0);
+        int e = eventfd(0, EFD_CLOEXEC);
+        ACHECK(a, e >= 0);
+        uint64_t v = (pattern & 0xffff) + 1, w = 0;
+        ACHECK_EQ(a, gmp_write(e, &v, 8), 8);
+        ACHECK_EQ(a, gmp_fd_wait(e, GMP_POLLIN, 1000 * MS), GMP_POLLIN);
+        ACHECK_EQ(a, gmp_read(e, &w, 8), 8);
+        ACHECK_EQ(a, w, v);
+        ACHECK_EQ(a, gmp_close(e), 0);
+        ACHECK_EQ(a, gmp_close(fds[1]), 0);
+        break;
+    }
+    case 8: {
+        /* A forked child writes into a goroutine's pipe with write(2) and exits; every
+         * byte arrives, and the child exits 0. */
+        int fds[2];
+        ACHECK_EQ(a, gmp_pipe(fds), 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            for (int i = 0; i < 64; i++)
+                if (write(fds[1], out, 8) != 8)
+                    _exit(1);
+            _exit(0);
+        }
+        ACHECK(a, pid > 0);
+        ACHECK_EQ(a, gmp_close(fds[1]), 0);
+        long total = 0;
+        for (;;) {
+            long n = gmp_read(fds[0], in, 8);
+            ACHECK(a, n >= 0);
+            if (n == 0)
+                break;
+            total += n;
+        }
+        ACHECK_EQ(a, total, 64 * 8);
+        int st = -1;
+        ACHECK_EQ(a, waitpid(pid, &st, 0), pid);
+        ACHECK(a, WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        ACHECK_EQ(a, gmp_close(fds[0]), 0);
         break;
     }
     default: {

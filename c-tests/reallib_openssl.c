@@ -21,6 +21,7 @@
  *           16 clients doing 12 full handshakes each over TCP on 127.0.0.1 (no session
  *           resumption: every handshake makes the server sign); each client verifies the
  *           certificate against the CA, sends a line, and must read it back.
+ *   tls_ecdsa the same with a P-256 server certificate (ECDSA handshakes).
  *
  * A watchdog ends a hung run with a message (and, in goroutines, the goroutine dump).
  */
@@ -235,16 +236,16 @@ static X509 *make_cert(EVP_PKEY *pub, const char *cn, EVP_PKEY *signer, X509 *is
     return x;
 }
 
-/* A P-256 CA and an RSA-2048 server certificate it signs. The server's key signs nothing
- * before the handshakes: OpenSSL gives its unlocked blinding to the first thread that
- * uses it, which must be one of the server's handlers. */
-static void make_certs(void)
+/* A P-256 CA and an RSA-2048 (or P-256) server certificate it signs. The server's key
+ * signs nothing before the handshakes: OpenSSL gives its unlocked blinding to the first
+ * thread that uses it, which must be one of the server's handlers. */
+static void make_certs(int ecdsa)
 {
     ca_key = EVP_EC_gen("P-256");
     if (ca_key == NULL)
         ssl_fail("CA key generation");
     ca_cert = make_cert(ca_key, "libgmp test CA", ca_key, NULL, 1);
-    key = EVP_RSA_gen(2048);
+    key = ecdsa ? EVP_EC_gen("P-256") : EVP_RSA_gen(2048);
     if (key == NULL)
         ssl_fail("key generation");
     cert = make_cert(key, "localhost", ca_key, ca_cert, 0);
@@ -388,8 +389,8 @@ int main(int argc, char **argv)
         CHECK_EQ(atomic_load(&bad), 0);
         CHECK_EQ(atomic_load(&verified), total);
         printf("outcome: %s signed=%ld verified=%ld\n", c, total, atomic_load(&verified));
-    } else if (strcmp(c, "tls") == 0) {
-        make_certs();
+    } else if (strcmp(c, "tls") == 0 || strcmp(c, "tls_ecdsa") == 0) {
+        make_certs(strcmp(c, "tls_ecdsa") == 0);
         make_contexts();
         listen_fd = socket(AF_INET, SOCK_STREAM, 0);
         CHECK(listen_fd >= 0);
@@ -411,7 +412,7 @@ int main(int argc, char **argv)
         CHECK_EQ(atomic_load(&echoed), total);
         CHECK_EQ(atomic_load(&server_done), total);
         close(listen_fd);
-        printf("outcome: tls handshakes=%ld echoed=%ld\n", atomic_load(&handshakes),
+        printf("outcome: %s handshakes=%ld echoed=%ld\n", c, atomic_load(&handshakes),
                atomic_load(&echoed));
     } else {
         fprintf(stderr, "unknown case %s\n", c);

@@ -14,11 +14,18 @@
  * SELECT pg_sleep(0.3), $1::int * 2 with its own number and checks the answer. The
  * sleeps must overlap: every answer arrives within 3 s of the start signal (one after
  * the other they take 30 s), and in goroutines the process stays at most GOMAXPROCS + 8
- * threads. A watchdog ends a hung run with a message (and, in goroutines, the goroutine
+ * threads. Then LISTEN/NOTIFY: each worker listens on its own channel, and once all
+ * listen, notifies the next worker's; each waits for its notification as asynchronous
+ * libpq programs do (poll on PQsocket, PQconsumeInput, PQnotifies) and checks who sent
+ * it. Then PQcancel: the first 10 workers start SELECT pg_sleep(30) and cancel it from
+ * the same goroutine or thread (PQgetCancel, PQcancel: a second connection that the
+ * server answers by signalling the backend); each query ends within 5 s with SQLSTATE
+ * 57014. A watchdog ends a hung run with a message (and, in goroutines, the goroutine
  * dump).
  */
 #include "check.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -31,10 +38,11 @@
 
 #define CONNS 100
 #define SLEEP "0.3"
+#define CANCELS 10
 
 static int use_goroutines;
 static const char *conninfo;
-static atomic_long connected, answered, answer_sum;
+static atomic_long connected, answered, answer_sum, listening, notified, cancelled;
 static atomic_int max_threads;
 static double started, last_done;
 static pthread_mutex_t last_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -78,6 +86,89 @@ static void wait_gate(void)
     CHECK_EQ(pthread_mutex_unlock(&gate_mu), 0);
 }
 
+/* Runs a command that returns no rows, or fails the run. */
+static void command(PGconn *c, long id, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        fprintf(stderr, "worker %ld: %s: %s", id, sql, PQerrorMessage(c));
+        _exit(1);
+    }
+    PQclear(r);
+}
+
+/* Waits up to `secs` for the connection's socket to be readable (poll: parks a
+ * goroutine), then reads what came; false on timeout. */
+static int await_input(PGconn *c, long id, double secs)
+{
+    struct pollfd p = {PQsocket(c), POLLIN, 0};
+    int n = poll(&p, 1, (int)(secs * 1000));
+    CHECK(n >= 0);
+    if (n == 0)
+        return 0;
+    if (!PQconsumeInput(c)) {
+        fprintf(stderr, "worker %ld: %s", id, PQerrorMessage(c));
+        _exit(1);
+    }
+    return 1;
+}
+
+static void listen_notify(PGconn *c, long id)
+{
+    char sql[80];
+    snprintf(sql, sizeof sql, "LISTEN ch%ld", id);
+    command(c, id, sql);
+    atomic_fetch_add(&listening, 1);
+    WAIT_UNTIL(atomic_load(&listening) == CONNS, 20.0);
+    long to = (id + 1) % CONNS;
+    snprintf(sql, sizeof sql, "NOTIFY ch%ld, 'from %ld'", to, id);
+    command(c, id, sql);
+    char want_chan[32], want_from[32];
+    snprintf(want_chan, sizeof want_chan, "ch%ld", id);
+    snprintf(want_from, sizeof want_from, "from %ld", (id + CONNS - 1) % CONNS);
+    double deadline = now_sec() + 10.0;
+    for (;;) {
+        PGnotify *n = PQnotifies(c);
+        if (n != NULL) {
+            CHECK(strcmp(n->relname, want_chan) == 0);
+            CHECK(strcmp(n->extra, want_from) == 0);
+            PQfreemem(n);
+            atomic_fetch_add(&notified, 1);
+            return;
+        }
+        CHECK(now_sec() < deadline);
+        await_input(c, id, deadline - now_sec());
+    }
+}
+
+static void cancel(PGconn *c, long id)
+{
+    CHECK(PQsendQuery(c, "SELECT pg_sleep(30)") == 1);
+    PGcancel *k = PQgetCancel(c);
+    CHECK(k != NULL);
+    double t0 = now_sec();
+    /* A cancel that reaches the backend before it starts the query is ignored: ask
+     * again until the query ends. */
+    do {
+        char err[256];
+        if (!PQcancel(k, err, sizeof err)) {
+            fprintf(stderr, "worker %ld: PQcancel: %s\n", id, err);
+            _exit(1);
+        }
+        CHECK(now_sec() - t0 < 5.0);
+        await_input(c, id, 0.2);
+    } while (PQisBusy(c));
+    PQfreeCancel(k);
+    PGresult *r = PQgetResult(c);
+    CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR);
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    CHECK(state != NULL && strcmp(state, "57014") == 0);
+    PQclear(r);
+    while ((r = PQgetResult(c)) != NULL)
+        PQclear(r);
+    atomic_fetch_add(&cancelled, 1);
+}
+
 static void worker(long id)
 {
     PGconn *c = PQconnectdb(conninfo);
@@ -113,6 +204,9 @@ static void worker(long id)
     atomic_fetch_add(&answer_sum, v);
     if (use_goroutines)
         note_threads();
+    listen_notify(c, id);
+    if (id < CANCELS)
+        cancel(c, id);
     PQfinish(c);
 }
 
@@ -137,7 +231,7 @@ int main(int argc, char **argv)
     conninfo = argv[3];
     signal(SIGALRM, watchdog);
     signal(SIGPIPE, SIG_IGN);
-    alarm(40);
+    alarm(60);
     double t0 = now_sec();
     static pthread_t threads[CONNS];
     if (use_goroutines) {
@@ -178,7 +272,10 @@ int main(int argc, char **argv)
     CHECK(sleep_s < 3.0);
     if (use_goroutines)
         CHECK(atomic_load(&max_threads) <= gmp_maxprocs(0) + 8);
-    printf("outcome: pq %s connections=%ld answers=%ld sum=%ld\n", transport,
-           atomic_load(&connected), atomic_load(&answered), atomic_load(&answer_sum));
+    CHECK_EQ(atomic_load(&notified), CONNS);
+    CHECK_EQ(atomic_load(&cancelled), CANCELS);
+    printf("outcome: pq %s connections=%ld answers=%ld sum=%ld notified=%ld cancelled=%ld\n",
+           transport, atomic_load(&connected), atomic_load(&answered),
+           atomic_load(&answer_sum), atomic_load(&notified), atomic_load(&cancelled));
     return 0;
 }

@@ -1573,6 +1573,11 @@ fn contract_fds_child() {
 }
 
 #[test]
+fn contract_fds_signal() {
+    contract_fds("signal");
+}
+
+#[test]
 fn contract_fds_sendfile() {
     contract_fds("sendfile");
 }
@@ -2374,6 +2379,13 @@ fn reallib_openssl_tls() {
     reallib_case(&openssl_exe(), &["tls"], true);
 }
 
+/// The same TLS server and clients with an ECDSA P-256 server certificate.
+#[test]
+fn reallib_openssl_tls_ecdsa() {
+    let _serial = lock();
+    reallib_case(&openssl_exe(), &["tls_ecdsa"], false);
+}
+
 /// A temporary directory under `out_dir()`, emptied first.
 fn scratch_dir(name: &str) -> PathBuf {
     let dir = out_dir().join(name);
@@ -2595,7 +2607,8 @@ impl Drop for PgServer {
 }
 
 /// libpq against a PostgreSQL server the test starts (c-tests/reallib_pq.c): 100
-/// connections, all in pg_sleep(0.3) at once, over the unix socket and over TCP.
+/// connections, all in pg_sleep(0.3) at once, then LISTEN/NOTIFY between them and
+/// PQcancel of running queries, over the unix socket and over TCP.
 #[test]
 fn reallib_pq() {
     require_header(&["/usr/include/postgresql/libpq-fe.h"], "libpq-dev");

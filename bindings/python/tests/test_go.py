@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import os
 import threading
 import time
 
@@ -12,7 +13,7 @@ import pytest
 import gmp_sched as gs
 from gmp_sched import Chan, WaitGroup
 
-from conftest import run_python
+from conftest import libgmp_path, run_python
 
 
 def test_python_goroutine_runs_with_args_on_its_own_locked_thread() -> None:
@@ -32,12 +33,19 @@ def test_python_goroutine_runs_with_args_on_its_own_locked_thread() -> None:
     assert tid_before == tid_after != threading.get_native_id()
 
 
+@pytest.mark.parametrize("preload", [False, True])
 @pytest.mark.parametrize("procs", [1, 2])
-def test_cpu_bound_python_goroutines_sleep_and_sqlite_beside_a_thread(procs: int) -> None:
+def test_cpu_bound_python_goroutines_sleep_and_sqlite_beside_a_thread(
+    procs: int, preload: bool
+) -> None:
     # Python goroutines wait for the GIL in a futex the runtime does not see, time.sleep
-    # sleeps in clock_nanosleep, sqlite3 takes its own mutexes: each keeps its P only until
-    # sysmon finds it asleep (rt/unseen.rs), and a goroutine preempted holding the GIL
-    # gets a P back. In a child interpreter: a hang must not take pytest with it.
+    # sleeps in clock_nanosleep (hooked only under LD_PRELOAD), sqlite3 takes its own
+    # mutexes: each keeps its P only until sysmon finds it asleep (rt/unseen.rs), and a
+    # goroutine preempted holding the GIL gets a P back. In a child interpreter: a hang
+    # must not take pytest with it.
+    env = dict(os.environ)
+    if preload:
+        env["LD_PRELOAD"] = libgmp_path()
     r = run_python(
         "import sqlite3, sys, threading, time\n"
         "import gmp_sched as gs\n"
@@ -66,6 +74,7 @@ def test_cpu_bound_python_goroutines_sleep_and_sqlite_beside_a_thread(procs: int
         "t.join()\n"
         "print(res)\n",
         timeout=90,
+        env=env,
     )
     assert r.returncode == 0, r.stderr
     n = str(sum(i * i for i in range(3_000_000)))
