@@ -31,6 +31,8 @@ const MODELS: &[&str] = &[
     "rt::mailbox_loom::loom_tests::broken_close_with_store",
     "rt::sysmon::loom_tests::syscall_wakes_or_is_seen",
     "rt::sysmon::loom_tests::broken_without_heavy_fence",
+    "rt::sysmon::loom_tests::timer_wakes_or_is_seen",
+    "rt::sysmon::loom_tests::broken_timer_without_barrier",
     "chan::waitq::loom_tests::select_foreign_claim_is_unique",
     "chan::waitq::loom_tests::select_goroutine_claim_is_unique",
     "chan::waitq::loom_tests::select_broken_without_pass3",

@@ -448,7 +448,7 @@ fn work_for(p: &P, held: i64) -> bool {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use loom::sync::Arc;
-    use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering::*, fence};
+    use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering::*, fence};
     use loom::thread;
 
     const P_RUNNING: u32 = 1;
@@ -516,5 +516,79 @@ mod loom_tests {
     #[should_panic(expected = "sysmon slept through")]
     fn broken_without_heavy_fence() {
         check(false);
+    }
+
+    const GRACE: i64 = 5;
+    const WHEN: i64 = 10;
+    const UNTIL: i64 = 100;
+
+    /// The timer side: a timer put on a heap while every P is busy and no timer M watches
+    /// (`timer::wake_for_timer` into `wake_for_timer`) against sysmon going into a timed
+    /// sleep (`SLEEP_UNTIL`, then `WAIT`, then `still`'s look at the heaps through
+    /// `unwatched_timer`). The SeqCst stores and loads of the real code are the StoreLoad
+    /// barriers, modelled as fences.
+    struct TimerWorld {
+        wait: AtomicU32,
+        until: AtomicI64,
+        timer0: AtomicI64,
+        woken: AtomicBool,
+    }
+
+    fn add_timer(w: &TimerWorld, barrier: bool) {
+        w.timer0.store(WHEN, SeqCst);
+        if barrier {
+            fence(SeqCst);
+        }
+        if w.wait.load(SeqCst) == WAIT_TIMED
+            && WHEN + GRACE < w.until.load(SeqCst)
+            && w.wait.swap(0, SeqCst) != 0
+        {
+            w.woken.store(true, Relaxed);
+        }
+    }
+
+    /// Whether sysmon goes to sleep until `UNTIL`.
+    fn sysmon_timed(w: &TimerWorld) -> bool {
+        w.until.store(UNTIL, SeqCst);
+        w.wait.store(WAIT_TIMED, SeqCst);
+        fence(SeqCst);
+        let t = w.timer0.load(SeqCst);
+        if t != 0 && t + GRACE < UNTIL {
+            w.wait.swap(0, SeqCst);
+            return false;
+        }
+        true
+    }
+
+    fn check_timer(barrier: bool) {
+        loom::model(move || {
+            let w = Arc::new(TimerWorld {
+                wait: AtomicU32::new(0),
+                until: AtomicI64::new(i64::MAX),
+                timer0: AtomicI64::new(0),
+                woken: AtomicBool::new(false),
+            });
+            let w2 = w.clone();
+            let s = thread::spawn(move || sysmon_timed(&w2));
+            add_timer(&w, barrier);
+            let slept = s.join().unwrap();
+            assert!(
+                !slept || w.woken.load(Relaxed),
+                "sysmon slept past a timer that did not wake it"
+            );
+        });
+    }
+
+    /// Every interleaving: sysmon sees the timer, or the timer wakes sysmon.
+    #[test]
+    fn timer_wakes_or_is_seen() {
+        check_timer(true);
+    }
+
+    /// Without the adder's barrier its load of `WAIT` may pass its store of the timer.
+    #[test]
+    #[should_panic(expected = "sysmon slept past a timer")]
+    fn broken_timer_without_barrier() {
+        check_timer(false);
     }
 }
