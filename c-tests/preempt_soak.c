@@ -62,11 +62,15 @@ static void compute(int n)
 }
 
 /* A raw call's result: EINTR counts as a failure (the program installed no handler). */
-static long raw(long r)
+#define raw(r) raw_named((r), #r)
+
+static long raw_named(long r, const char *what)
 {
     atomic_fetch_add(&calls, 1);
-    if (r < 0 && errno == EINTR)
+    if (r < 0 && errno == EINTR) {
         atomic_fetch_add(&eintr, 1);
+        fprintf(stderr, "EINTR from %s\n", what);
+    }
     return r;
 }
 
