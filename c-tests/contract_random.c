@@ -10,8 +10,8 @@
  * and writes, what forked children see. The operations: pipes, socket pairs (stream and
  * datagram), loopback TCP connections and connected UDP pairs, eventfds, timerfds,
  * /dev/null and a regular file; dup, dup2 and dup3 onto another open number, F_DUPFD;
- * close_range (a close the hooks do not see); a forked child that writes to or reads
- * from an fd with the plain calls and exits with what it got; O_NONBLOCK
+ * close_range (a close the hooks do not see); a child (fork or vfork) that writes to or
+ * reads from an fd with the plain calls and exits with what it got; O_NONBLOCK
  * set and cleared with fcntl and ioctl(FIONBIO); writes and reads (read, readv, recv
  * with MSG_DONTWAIT or MSG_PEEK, pread on the file), each made only when a zero-timeout
  * poll says it will not block or the fd is non-blocking, so that the sequence never
@@ -464,15 +464,17 @@ static void step(unsigned long i)
         uint64_t one = 1;
         memcpy(buf, &one, 8);
         memset(buf + 8, 'c', 8);
+        int use_vfork = (int)rnd_below(&rng, 2);
         fflush(stdout);
-        pid_t pid = fork();
+        pid_t pid = use_vfork ? vfork() : fork();
         if (pid == 0) {
             long r = wr ? write(fd, buf, n) : read(fd, buf, n);
             _exit(r < 0 ? 100 + errno % 100 : (int)r);
         }
         int st = 0;
         long r = pid < 0 ? -1 : waitpid(pid, &st, 0);
-        snprintf(name, sizeof name, "child %s %s: waitpid", wr ? "write" : "read", what);
+        snprintf(name, sizeof name, "%s child %s %s: waitpid", use_vfork ? "vfork" : "fork",
+                 wr ? "write" : "read", what);
         out(i, name, r < 0 ? -1 : 0, errno);
         if (r > 0)
             printf("%lu   child exit %d\n", i, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
