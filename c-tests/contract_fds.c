@@ -24,6 +24,10 @@
  *              returns the data in both runs; without SA_RESTART it does too with the
  *              hooks (a parked goroutine is never interrupted, docs/interposer.md),
  *              while plain libc may end it with EINTR if the kernel picks its thread.
+ *   rawsleep   at GOMAXPROCS=1, a goroutine sleeps 300 ms in raw nanosleep with a rem
+ *              argument, then waits 300 ms in a raw select with a timeout (calls no hook
+ *              sees): each returns 0 after 300-400 ms, and a yielding goroutine runs
+ *              meanwhile (the sleeper's P was handed on, rt/unseen.rs).
  *   aliases    the names glibc routes calls through for 64-bit file offsets and
  *              _FORTIFY_SOURCE (pread64, open64, fcntl64, __open_2, __read_chk, ...)
  *              resolve to libgmp's hooks, not to libc.
@@ -41,6 +45,8 @@
 #include <sys/eventfd.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -572,6 +578,49 @@ static void signal_case(void *arg)
     gmp_wg_done(&wg);
 }
 
+static atomic_long spins;
+static atomic_int sleeper_done;
+
+static void spinner(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&sleeper_done)) {
+        atomic_fetch_add(&spins, 1);
+        gmp_yield();
+    }
+    gmp_wg_done(&wg);
+}
+
+static void rawsleep_case(void *arg)
+{
+    (void)arg;
+    CHECK(gmp_maxprocs(1) > 0);
+    gmp_wg_add(&wg, 1);
+    CHECK(gmp_go(spinner, NULL) >= 0);
+    gmp_yield();
+    for (int k = 0; k < 2; k++) {
+        long before = atomic_load(&spins);
+        double t0 = now_sec();
+        long r;
+        if (k == 0) {
+            struct timespec req = {0, 300 * 1000 * 1000}, rem = {0, 0};
+            r = syscall(SYS_nanosleep, &req, &rem);
+        } else {
+            struct timeval tv = {0, 300 * 1000};
+            r = syscall(SYS_select, 0, NULL, NULL, NULL, &tv);
+        }
+        double dt = now_sec() - t0;
+        long during = atomic_load(&spins) - before;
+        if (r != 0 || dt < 0.3 || dt > 0.4 || during == 0) {
+            fprintf(stderr, "rawsleep: %s returned %ld (errno %d) after %.3f s, %ld spins meanwhile\n",
+                    k == 0 ? "nanosleep" : "select", r, errno, dt, during);
+            _exit(1);
+        }
+    }
+    atomic_store(&sleeper_done, 1);
+    gmp_wg_done(&wg);
+}
+
 static void select_case(void *arg)
 {
     (void)arg;
@@ -645,6 +694,8 @@ int main(int argc, char **argv)
         fn = select_case;
     else if (strcmp(c, "signal") == 0)
         fn = signal_case;
+    else if (strcmp(c, "rawsleep") == 0)
+        fn = rawsleep_case;
     if (fn == NULL) {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

@@ -1573,6 +1573,11 @@ fn contract_fds_child() {
 }
 
 #[test]
+fn contract_fds_rawsleep() {
+    contract_fds("rawsleep");
+}
+
+#[test]
 fn contract_fds_signal() {
     contract_fds("signal");
 }

@@ -34,8 +34,13 @@
 //!   From sysmon's next round the P is in `P_SYSCALL` and `retake` hands it off; on
 //!   return the goroutine gets a P back on this same thread (syscall.rs).
 //!
+//! Relative sleeps with a `rem` argument (glibc's `sleep` passes one) are re-entered for
+//! the time the kernel wrote there; `select`, `pselect6` and `ppoll` with a timeout for
+//! the rest the kernel wrote back into it.
+//!
 //! What it never does: signal a thread in a call whose restart would not be exact —
-//! relative timeouts (`nanosleep`, `poll` with a timeout, FUTEX_WAIT with one), vectored
+//! relative timeouts whose rest the kernel does not report (`nanosleep` without `rem`, as
+//! `usleep` makes it, `poll` and `epoll_wait` with a timeout, FUTEX_WAIT with one), vectored
 //! writes and `recvmsg` with MSG_WAITALL (a signal after some bytes moved ends them short,
 //! and going on would need a new iovec), socket calls on sockets with
 //! SO_RCVTIMEO/SO_SNDTIMEO, terminals (non-canonical reads return what they have on a
@@ -142,6 +147,9 @@ pub(super) enum Restart {
     Rewound,
     /// Rewound, or -EINTR that re-entering with the same arguments undoes exactly.
     AfterEintr,
+    /// A relative sleep with a `rem`: -EINTR, after which the kernel has written the time
+    /// left there; re-entered with `rem` as the request (`wrapped`).
+    Remaining,
     /// A write, or a MSG_WAITALL stream receive: rewound when nothing moved, else cut
     /// short with the count in rax; going on from buf + count moves the rest as the
     /// uninterrupted call would have.
@@ -184,6 +192,15 @@ fn fd_blocks_restartably(fd: u64, want_rcv: bool) -> bool {
             _ => false,
         }
     }
+}
+
+/// Whether a relative sleep on clock `c` measures time as sysmon's clocks do (not a CPU
+/// clock, whose sleep the rest of would not be the same).
+fn relative_clock(c: u64) -> bool {
+    matches!(
+        c as i32,
+        libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME
+    )
 }
 
 /// Whether `fd` is a SOCK_STREAM socket.
@@ -268,12 +285,18 @@ pub(super) fn restartable(c: &Call) -> Restart {
         // Waits without a timeout: the kernel returns EINTR after any handler, and the same
         // call again waits as the first would have.
         libc::SYS_poll if a[2] as i32 == -1 => Restart::AfterEintr,
-        libc::SYS_ppoll if a[2] == 0 => Restart::AfterEintr,
-        libc::SYS_select | libc::SYS_pselect6 if a[4] == 0 => Restart::AfterEintr,
         libc::SYS_epoll_wait | libc::SYS_epoll_pwait if a[3] as i32 == -1 => Restart::AfterEintr,
         libc::SYS_epoll_pwait2 if a[3] == 0 => Restart::AfterEintr,
+        // Timeouts the kernel writes back, less the time waited, when a signal ends the
+        // wait (Linux's select and ppoll; glibc passes its own copy): the same call again
+        // waits for the rest.
+        libc::SYS_ppoll | libc::SYS_select | libc::SYS_pselect6 => Restart::AfterEintr,
         // An absolute deadline (CPython's time.sleep).
         libc::SYS_clock_nanosleep if a[1] & libc::TIMER_ABSTIME as u64 != 0 => Restart::AfterEintr,
+        // Relative sleeps whose caller passed `rem` (glibc's sleep does): the kernel
+        // writes the time left there. Without one the rest is unknown (usleep): no.
+        libc::SYS_nanosleep if a[1] != 0 => Restart::Remaining,
+        libc::SYS_clock_nanosleep if a[3] != 0 && relative_clock(a[0]) => Restart::Remaining,
         _ => Restart::No,
     }
 }
@@ -362,8 +385,9 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
         let rax = r(libc::REG_RAX);
         let how = s.how.load(Ordering::Relaxed);
         let rewound = rip == pc.wrapping_sub(2) && rax == nr as u64;
-        let eintr =
-            rip == pc && rax as i64 == -(libc::EINTR as i64) && how == Restart::AfterEintr as u64;
+        let eintr = rip == pc
+            && rax as i64 == -(libc::EINTR as i64)
+            && (how == Restart::AfterEintr as u64 || how == Restart::Remaining as u64);
         // A write cut short: 0 < count < length (a whole count is a finished call).
         let len = s.args[2].load(Ordering::Relaxed);
         let short = rip == pc && how == Restart::Partial as u64 && (rax as i64) > 0 && rax < len;
@@ -424,7 +448,18 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     WRAPPED.fetch_add(1, Ordering::Relaxed);
     // Bytes a cut-short write already moved (`divert` put them in rcx).
     let done = r.rcx;
-    let (nr, a) = (r.rax, [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]);
+    let (nr, mut a) = (r.rax, [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]);
+    // A relative sleep a signal ended (`Restart::Remaining`): the kernel wrote the time
+    // left into `rem`, which becomes the request (read before `rem` is written again). The
+    // program's registers keep their values.
+    if nr == libc::SYS_nanosleep as u64 && a[1] != 0 {
+        a[0] = a[1];
+    } else if nr == libc::SYS_clock_nanosleep as u64
+        && a[1] & libc::TIMER_ABSTIME as u64 == 0
+        && a[3] != 0
+    {
+        a[2] = a[3];
+    }
     // SAFETY: the very system call the goroutine was making, with its own arguments.
     let call =
         || unsafe { crate::sys::raw_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) } as i64;
@@ -603,6 +638,35 @@ mod tests {
         );
         assert_eq!(
             restartable(&call(libc::SYS_clock_nanosleep, [1, 0, 8, 0, 0, 0])),
+            Restart::No
+        );
+        // With a `rem`, relative sleeps go on for the rest; not on a CPU clock.
+        assert_eq!(
+            restartable(&call(libc::SYS_nanosleep, [1, 8, 0, 0, 0, 0])),
+            Restart::Remaining
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_clock_nanosleep, [1, 0, 8, 16, 0, 0])),
+            Restart::Remaining
+        );
+        assert_eq!(
+            restartable(&call(
+                libc::SYS_clock_nanosleep,
+                [libc::CLOCK_PROCESS_CPUTIME_ID as u64, 0, 8, 16, 0, 0]
+            )),
+            Restart::No
+        );
+        // select and ppoll write the rest of their timeout back.
+        assert_eq!(
+            restartable(&call(libc::SYS_ppoll, [1, 1, 8, 0, 8, 0])),
+            Restart::AfterEintr
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_select, [1, 8, 0, 0, 16, 0])),
+            Restart::AfterEintr
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_poll, [1, 1, 100, 0, 0, 0])),
             Restart::No
         );
         // MSG_WAITALL receives from a stream socket go on after a cut; peeks never.
