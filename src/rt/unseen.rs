@@ -36,7 +36,8 @@
 //!
 //! Relative sleeps with a `rem` argument (glibc's `sleep` passes one) are re-entered for
 //! the time the kernel wrote there; `select`, `pselect6` and `ppoll` with a timeout for
-//! the rest the kernel wrote back into it.
+//! the rest the kernel wrote back into it. Only timeouts of `SHORTEST_SIGNALLED_NS` or
+//! more: a short one ends soon anyway, and may end inside the window below.
 //!
 //! What it never does: signal a thread in a call whose restart would not be exact —
 //! relative timeouts whose rest the kernel does not report (`nanosleep` without `rem`, as
@@ -194,6 +195,47 @@ fn fd_blocks_restartably(fd: u64, want_rcv: bool) -> bool {
     }
 }
 
+/// Timed waits shorter than this are not signalled: a call that may end any moment may
+/// end between sysmon's look and the signal, which then ends the thread's next call with
+/// EINTR (the module doc's window), and a short one gives its P back soon anyway.
+const SHORTEST_SIGNALLED_NS: i64 = 50_000_000;
+
+/// Whether the timeout at `addr` (a timespec, or a timeval if `timeval`) in this process's
+/// memory is at least `SHORTEST_SIGNALLED_NS`. Read with process_vm_readv, which fails
+/// instead of faulting if the program freed it.
+fn long_timeout(addr: u64, timeval: bool) -> bool {
+    let mut t = [0i64; 2];
+    let local = libc::iovec {
+        iov_base: t.as_mut_ptr().cast(),
+        iov_len: 16,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: 16,
+    };
+    // SAFETY: reads 16 bytes of this process into `t`; a bad address only fails.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_process_vm_readv,
+            libc::getpid(),
+            &local as *const libc::iovec,
+            1,
+            &remote as *const libc::iovec,
+            1,
+            0,
+        )
+    };
+    if n != 16 {
+        return false;
+    }
+    let sub = if timeval {
+        t[1].saturating_mul(1000)
+    } else {
+        t[1]
+    };
+    t[0].saturating_mul(1_000_000_000).saturating_add(sub) >= SHORTEST_SIGNALLED_NS
+}
+
 /// Whether a relative sleep on clock `c` measures time as sysmon's clocks do (not a CPU
 /// clock, whose sleep the rest of would not be the same).
 fn relative_clock(c: u64) -> bool {
@@ -289,14 +331,20 @@ pub(super) fn restartable(c: &Call) -> Restart {
         libc::SYS_epoll_pwait2 if a[3] == 0 => Restart::AfterEintr,
         // Timeouts the kernel writes back, less the time waited, when a signal ends the
         // wait (Linux's select and ppoll; glibc passes its own copy): the same call again
-        // waits for the rest.
-        libc::SYS_ppoll | libc::SYS_select | libc::SYS_pselect6 => Restart::AfterEintr,
+        // waits for the rest. None: no timeout.
+        libc::SYS_ppoll if a[2] == 0 || long_timeout(a[2], false) => Restart::AfterEintr,
+        libc::SYS_pselect6 if a[4] == 0 || long_timeout(a[4], false) => Restart::AfterEintr,
+        libc::SYS_select if a[4] == 0 || long_timeout(a[4], true) => Restart::AfterEintr,
         // An absolute deadline (CPython's time.sleep).
         libc::SYS_clock_nanosleep if a[1] & libc::TIMER_ABSTIME as u64 != 0 => Restart::AfterEintr,
         // Relative sleeps whose caller passed `rem` (glibc's sleep does): the kernel
         // writes the time left there. Without one the rest is unknown (usleep): no.
-        libc::SYS_nanosleep if a[1] != 0 => Restart::Remaining,
-        libc::SYS_clock_nanosleep if a[3] != 0 && relative_clock(a[0]) => Restart::Remaining,
+        libc::SYS_nanosleep if a[1] != 0 && long_timeout(a[0], false) => Restart::Remaining,
+        libc::SYS_clock_nanosleep
+            if a[3] != 0 && relative_clock(a[0]) && long_timeout(a[2], false) =>
+        {
+            Restart::Remaining
+        }
         _ => Restart::No,
     }
 }
@@ -640,30 +688,48 @@ mod tests {
             restartable(&call(libc::SYS_clock_nanosleep, [1, 0, 8, 0, 0, 0])),
             Restart::No
         );
-        // With a `rem`, relative sleeps go on for the rest; not on a CPU clock.
+        // With a `rem`, relative sleeps of 50 ms or more go on for the rest; not on a CPU
+        // clock, nor short ones.
+        let long = [1i64, 0];
+        let short = [0i64, 1_000_000];
+        let (l, sh) = (long.as_ptr() as u64, short.as_ptr() as u64);
         assert_eq!(
-            restartable(&call(libc::SYS_nanosleep, [1, 8, 0, 0, 0, 0])),
+            restartable(&call(libc::SYS_nanosleep, [l, 8, 0, 0, 0, 0])),
             Restart::Remaining
         );
         assert_eq!(
-            restartable(&call(libc::SYS_clock_nanosleep, [1, 0, 8, 16, 0, 0])),
+            restartable(&call(libc::SYS_nanosleep, [sh, 8, 0, 0, 0, 0])),
+            Restart::No
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_clock_nanosleep, [1, 0, l, 16, 0, 0])),
             Restart::Remaining
         );
         assert_eq!(
             restartable(&call(
                 libc::SYS_clock_nanosleep,
-                [libc::CLOCK_PROCESS_CPUTIME_ID as u64, 0, 8, 16, 0, 0]
+                [libc::CLOCK_PROCESS_CPUTIME_ID as u64, 0, l, 16, 0, 0]
             )),
             Restart::No
         );
-        // select and ppoll write the rest of their timeout back.
+        // select and ppoll write the rest of their timeout back; a timeval's second half
+        // is microseconds.
         assert_eq!(
-            restartable(&call(libc::SYS_ppoll, [1, 1, 8, 0, 8, 0])),
+            restartable(&call(libc::SYS_ppoll, [1, 1, l, 0, 8, 0])),
             Restart::AfterEintr
         );
         assert_eq!(
-            restartable(&call(libc::SYS_select, [1, 8, 0, 0, 16, 0])),
+            restartable(&call(libc::SYS_ppoll, [1, 1, sh, 0, 8, 0])),
+            Restart::No
+        );
+        let tv = [0i64, 60_000];
+        assert_eq!(
+            restartable(&call(libc::SYS_select, [1, 8, 0, 0, tv.as_ptr() as u64, 0])),
             Restart::AfterEintr
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_pselect6, [1, 8, 0, 0, sh, 0])),
+            Restart::No
         );
         assert_eq!(
             restartable(&call(libc::SYS_poll, [1, 1, 100, 0, 0, 0])),
