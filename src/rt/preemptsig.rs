@@ -197,7 +197,7 @@ fn arm_locked(m: &M, tid: i32, now: i64, src: Source) -> Armed {
                 return Armed::Unavailable;
             }
             // SAFETY: ioctl on our own perf event fd (its id checked above).
-            unsafe { libc::syscall(libc::SYS_ioctl, h, PERF_EVENT_IOC_REFRESH, 1) == 0 }
+            unsafe { libc::syscall(libc::SYS_ioctl, h, PERF_EVENT_IOC_REFRESH, 1usize) == 0 }
         }
         _ => {
             let its = libc::itimerspec {

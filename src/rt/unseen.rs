@@ -213,16 +213,17 @@ fn long_timeout(addr: u64, timeval: bool) -> bool {
         iov_base: addr as *mut libc::c_void,
         iov_len: 16,
     };
-    // SAFETY: reads 16 bytes of this process into `t`; a bad address only fails.
+    // SAFETY: reads 16 bytes of this process into `t`; a bad address only fails. The
+    // counts and flags are unsigned longs: passed as usize through the variadic call.
     let n = unsafe {
         libc::syscall(
             libc::SYS_process_vm_readv,
             libc::getpid(),
             &local as *const libc::iovec,
-            1,
+            1usize,
             &remote as *const libc::iovec,
-            1,
-            0,
+            1usize,
+            0usize,
         )
     };
     if n != 16 {
