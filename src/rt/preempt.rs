@@ -490,7 +490,7 @@ pub(super) fn look(p: &P) {
 }
 
 /// Thread `tid`'s voluntary context switches (its /proc status): how many times it slept.
-pub(super) fn voluntary_switches(m: &M, tid: i32) -> Option<u64> {
+fn voluntary_switches(m: &M, tid: i32) -> Option<u64> {
     let mut buf = [0u8; 2048];
     let n = read_task_file(m, tid, TaskFile::Status, &mut buf)?;
     const KEY: &[u8] = b"\nvoluntary_ctxt_switches:";

@@ -48,11 +48,10 @@
 //! signal), regular files. Those keep their P until they return; the preemption signal
 //! (preemptsig.rs) takes it when the thread is back in user code.
 //!
-//! The window: sysmon reads the call, checks it, and reads it again with the thread's
-//! voluntary context switches just before the signal; a thread that leaves the call and
-//! sleeps in another, not on the list (a nanosleep after a write), in the microseconds
-//! between that second reading and the signal gets an EINTR or a short count libc would
-//! not have given it (`divert` refuses the context, but the call has ended). About one
+//! The window: sysmon reads the call, checks it, and reads it again just before the
+//! signal; a thread that leaves the call and sleeps in another, not on the list (a
+//! nanosleep after a write), in the microseconds between that second reading and the
+//! signal gets an EINTR or a short count libc would not have given it (`divert` refuses the context, but the call has ended). About one
 //! look in a few million under `preempt_soak` at GOMAXPROCS=4 on 2 CPUs before the
 //! second reading; none seen since (HACKING.md, known limits).
 //!
@@ -364,19 +363,16 @@ pub(super) fn look(m: &M) -> bool {
     let Some(c) = read_call(m, tid) else {
         return false;
     };
-    let Some(slept) = preempt::voluntary_switches(m, tid) else {
-        return false;
-    };
     let how = restartable(&c);
     if how == Restart::No {
         return false;
     }
     // The checks took some microseconds, in which the call may have ended and another
     // begun (a write, then a nanosleep the signal would end with EINTR): look again just
-    // before the signal. The same call, and no sleep ended since (the voluntary switches
-    // did not change), means the thread is still in it (see the module doc for the
-    // window left).
-    if preempt::voluntary_switches(m, tid) != Some(slept) || read_call(m, tid) != Some(c) {
+    // before the signal. The same call again is the one `divert` will check the context
+    // against: a thread back in an identical one is as safe to signal (see the module doc
+    // for the window left).
+    if read_call(m, tid) != Some(c) {
         return false;
     }
     let s = &m.unseen;
