@@ -24,10 +24,12 @@
  *              returns the data in both runs; without SA_RESTART it does too with the
  *              hooks (a parked goroutine is never interrupted, docs/interposer.md),
  *              while plain libc may end it with EINTR if the kernel picks its thread.
- *   rawsleep   at GOMAXPROCS=1, a goroutine sleeps 300 ms in raw nanosleep with a rem
- *              argument, then waits 300 ms in a raw select with a timeout (calls no hook
- *              sees): each returns 0 after 300-400 ms, and a yielding goroutine runs
- *              meanwhile (the sleeper's P was handed on, rt/unseen.rs).
+ *   rawsleep   at GOMAXPROCS=1, a goroutine waits 300 ms in each of six raw relative
+ *              timeouts no hook sees (nanosleep with and without rem, clock_nanosleep,
+ *              select, poll, FUTEX_WAIT); 100 ms in, a plain thread starts a yielding
+ *              goroutine: each call returns 0 after 300-390 ms (not started again in
+ *              full), and the yielder runs meanwhile (the sleeper's P was handed on,
+ *              rt/unseen.rs).
  *   aliases    the names glibc routes calls through for 64-bit file offsets and
  *              _FORTIFY_SOURCE (pread64, open64, fcntl64, __open_2, __read_chk, ...)
  *              resolve to libgmp's hooks, not to libc.
@@ -37,6 +39,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -580,6 +584,7 @@ static void signal_case(void *arg)
 
 static atomic_long spins;
 static atomic_int sleeper_done;
+static int futex_word;
 
 static void spinner(void *arg)
 {
@@ -588,36 +593,66 @@ static void spinner(void *arg)
         atomic_fetch_add(&spins, 1);
         gmp_yield();
     }
-    gmp_wg_done(&wg);
+    gmp_wg_done(&helpers);
+}
+
+/* A plain thread: 100 ms into the sleep, starts the goroutine that then waits for the
+ * sleeper's P (so a sleep started again in full would take 400 ms, not 300). */
+static void *late_work(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    gmp_wg_add(&helpers, 1);
+    CHECK(gmp_go(spinner, NULL) >= 0);
+    return NULL;
 }
 
 static void rawsleep_case(void *arg)
 {
     (void)arg;
+    static const char *const names[] = {
+        "nanosleep with rem", "select", "nanosleep without rem (usleep)",
+        "clock_nanosleep without rem", "poll with a timeout", "FUTEX_WAIT with a timeout",
+    };
     CHECK(gmp_maxprocs(1) > 0);
-    gmp_wg_add(&wg, 1);
-    CHECK(gmp_go(spinner, NULL) >= 0);
-    gmp_yield();
-    for (int k = 0; k < 2; k++) {
-        long before = atomic_load(&spins);
+    int p[2];
+    CHECK(pipe(p) == 0);
+    for (int k = 0; k < 6; k++) {
+        atomic_store(&sleeper_done, 0);
+        atomic_store(&spins, 0);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, late_work, NULL) == 0);
         double t0 = now_sec();
         long r;
-        if (k == 0) {
-            struct timespec req = {0, 300 * 1000 * 1000}, rem = {0, 0};
-            r = syscall(SYS_nanosleep, &req, &rem);
-        } else {
-            struct timeval tv = {0, 300 * 1000};
-            r = syscall(SYS_select, 0, NULL, NULL, NULL, &tv);
+        struct timespec req = {0, 300 * 1000 * 1000}, rem = {0, 0};
+        struct timeval tv = {0, 300 * 1000};
+        struct pollfd pfd = {p[0], POLLIN, 0};
+        switch (k) {
+        case 0: r = syscall(SYS_nanosleep, &req, &rem); break;
+        case 1: r = syscall(SYS_select, 0, NULL, NULL, NULL, &tv); break;
+        case 2: r = syscall(SYS_nanosleep, &req, NULL); break;
+        case 3: r = syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &req, NULL); break;
+        case 4: r = syscall(SYS_poll, &pfd, 1, 300); break;
+        default:
+            r = syscall(SYS_futex, &futex_word, FUTEX_WAIT_PRIVATE, 0, &req, NULL, 0);
+            if (r == -1 && errno == ETIMEDOUT)
+                r = 0;
+            break;
         }
         double dt = now_sec() - t0;
-        long during = atomic_load(&spins) - before;
-        if (r != 0 || dt < 0.3 || dt > 0.4 || during == 0) {
+        long during = atomic_load(&spins);
+        atomic_store(&sleeper_done, 1);
+        CHECK(pthread_join(t, NULL) == 0);
+        gmp_wg_wait(&helpers);
+        if (r != 0 || dt < 0.3 || dt > 0.39 || during == 0) {
             fprintf(stderr, "rawsleep: %s returned %ld (errno %d) after %.3f s, %ld spins meanwhile\n",
-                    k == 0 ? "nanosleep" : "select", r, errno, dt, during);
+                    names[k], r, errno, dt, during);
             _exit(1);
         }
     }
-    atomic_store(&sleeper_done, 1);
+    close(p[0]);
+    close(p[1]);
     gmp_wg_done(&wg);
 }
 

@@ -139,10 +139,76 @@ static void waiter(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* Relative timeouts of 60 ms whose rest the kernel reports nowhere (usleep's nanosleep,
+ * poll, FUTEX_WAIT): long enough for sysmon to hand their P on. Each must end as
+ * uninterrupted: 0 (ETIMEDOUT for the futex), no earlier than asked. */
+static atomic_long long_sleeps, worst_late_us;
+
+static void long_sleeper(void *arg)
+{
+    (void)arg;
+    int p[2];
+    CHECK(syscall(SYS_pipe2, p, O_CLOEXEC) == 0);
+    static int word;
+    for (int k = 0; running(); k = (k + 1) % 4) {
+        struct timespec ts = {0, 60 * 1000000};
+        struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+        long t0 = now_ns(), r;
+        switch (k) {
+        case 0: r = raw(syscall(SYS_nanosleep, &ts, NULL)); break;
+        case 1: r = raw(syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL)); break;
+        case 2: r = raw(syscall(SYS_poll, &pfd, 1, 60)); break;
+        default:
+            r = raw(syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0));
+            CHECK(r == -1 && errno == ETIMEDOUT);
+            r = 0;
+            break;
+        }
+        long late = now_ns() - t0 - 60 * 1000000;
+        CHECK_EQ(r, 0);
+        CHECK(late >= 0);
+        if (late / 1000 > atomic_load(&worst_late_us))
+            atomic_store(&worst_late_us, late / 1000);
+        atomic_fetch_add(&long_sleeps, 1);
+        compute(2);
+    }
+    close(p[0]);
+    close(p[1]);
+    gmp_wg_done(&wg);
+}
+
 /* A pipe carrying a byte sequence in big raw writes; the reader checks every byte. */
 static int bigpipe[2];
 static atomic_int writer_done;
 static long piped_bytes;
+
+/* A write made by an inline `syscall` instruction, as compiled code makes it: the kernel
+ * changes rax, rcx and r11 only, and the code after relies on the argument registers
+ * (checked here: a call the runtime continued after a signal must leave them too). */
+static long asm_write(int fd, const void *buf, size_t len)
+{
+#if defined(__x86_64__)
+    long ret;
+    const void *rsi_after;
+    size_t rdx_after;
+    __asm__ volatile("syscall\n\tmov %%rsi, %1\n\tmov %%rdx, %2"
+                     : "=a"(ret), "=&r"(rsi_after), "=&r"(rdx_after)
+                     : "0"((long)SYS_write), "D"((long)fd), "S"(buf), "d"(len)
+                     : "rcx", "r11", "memory");
+    if (rsi_after != buf || rdx_after != len) {
+        fprintf(stderr, "a write's argument registers changed: %p %zu -> %p %zu\n", buf, len,
+                rsi_after, rdx_after);
+        atomic_fetch_add(&shortc, 1);
+    }
+    if (ret < 0) {
+        errno = (int)-ret;
+        return -1;
+    }
+    return ret;
+#else
+    return syscall(SYS_write, fd, buf, len);
+#endif
+}
 
 static void pipe_writer(void *arg)
 {
@@ -150,10 +216,11 @@ static void pipe_writer(void *arg)
     unsigned char *buf = malloc(PIPE_BLOCK);
     CHECK(buf != NULL);
     unsigned char next = 0;
-    while (running()) {
+    for (long round = 0; running(); round++) {
         for (int i = 0; i < PIPE_BLOCK; i++)
             buf[i] = next++;
-        long n = raw(syscall(SYS_write, bigpipe[1], buf, (size_t)PIPE_BLOCK));
+        long n = raw(round % 2 ? asm_write(bigpipe[1], buf, (size_t)PIPE_BLOCK)
+                              : syscall(SYS_write, bigpipe[1], buf, (size_t)PIPE_BLOCK));
         if (n != PIPE_BLOCK) {
             fprintf(stderr, "raw pipe write of %d returned %ld\n", PIPE_BLOCK, n);
             atomic_fetch_add(&shortc, 1);
@@ -289,6 +356,7 @@ int main(int argc, char **argv)
          * which the CPU-time timer source does only at a scheduler tick. */
         {pipe_writer, 1},    {pipe_reader, 1}, {waitall_sender, 1}, {waitall_receiver, 1},
         {locker, 4},         {hog, 2},         {sleeper, 2},        {waiter, 2},
+        {long_sleeper, 1},
     };
     long id = 0;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
@@ -301,10 +369,12 @@ int main(int argc, char **argv)
 
     struct gmp_sched_stats st;
     CHECK(gmp_stats(&st, NULL, 0) >= 0);
-    printf("calls %ld eintr %ld short %ld piped %ld MiB lock rounds %ld: preempt signals "
+    printf("calls %ld eintr %ld short %ld piped %ld MiB lock rounds %ld long sleeps %ld "
+           "(worst %ld us late): preempt signals "
            "%llu, preempted %llu, refused stale %llu lib %llu stack %llu, skipped %llu\n",
            atomic_load(&calls), atomic_load(&eintr), atomic_load(&shortc),
-           piped_bytes >> 20, mu_rounds, (unsigned long long)st.preempt_signals,
+           piped_bytes >> 20, mu_rounds, atomic_load(&long_sleeps),
+           atomic_load(&worst_late_us), (unsigned long long)st.preempt_signals,
            (unsigned long long)st.async_preempts,
            (unsigned long long)st.async_refused_stale,
            (unsigned long long)st.async_refused_lib,

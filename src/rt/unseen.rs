@@ -34,18 +34,23 @@
 //!   From sysmon's next round the P is in `P_SYSCALL` and `retake` hands it off; on
 //!   return the goroutine gets a P back on this same thread (syscall.rs).
 //!
-//! Relative sleeps with a `rem` argument (glibc's `sleep` passes one) are re-entered for
-//! the time the kernel wrote there; `select`, `pselect6` and `ppoll` with a timeout for
-//! the rest the kernel wrote back into it. Only timeouts of `SHORTEST_SIGNALLED_NS` or
-//! more: a short one ends soon anyway, and may end inside the window below.
+//! Relative timeouts go on for the rest, never again in full. Sleeps with a `rem`
+//! argument (glibc's `sleep` passes one) are re-entered for the time the kernel wrote
+//! there; `select`, `pselect6` and `ppoll` for the rest the kernel wrote back into their
+//! timeout. Those whose rest the kernel reports nowhere (`nanosleep` without `rem`, as
+//! `usleep` makes it; `clock_nanosleep` likewise; `poll` with a timeout; FUTEX_WAIT with a
+//! relative one) leave their deadline in the thread's restart block, which the kernel
+//! keeps until the handler returns: the handler gives the P up and calls
+//! `restart_syscall` itself (`resume`), and the trampoline only ends the syscall. Only
+//! timeouts of `SHORTEST_SIGNALLED_NS` or more: a short one ends soon anyway, and may end
+//! inside the window below.
 //!
 //! What it never does: signal a thread in a call whose restart would not be exact —
-//! relative timeouts whose rest the kernel does not report (`nanosleep` without `rem`, as
-//! `usleep` makes it, `poll` and `epoll_wait` with a timeout, FUTEX_WAIT with one), vectored
-//! writes and `recvmsg` with MSG_WAITALL (a signal after some bytes moved ends them short,
-//! and going on would need a new iovec), socket calls on sockets with
-//! SO_RCVTIMEO/SO_SNDTIMEO, terminals (non-canonical reads return what they have on a
-//! signal), regular files. Those keep their P until they return; the preemption signal
+//! `epoll_wait` with a timeout (ended by any signal with EINTR, no restart block, no rest
+//! reported), vectored writes and `recvmsg` with MSG_WAITALL (a signal after some bytes
+//! moved ends them short, and going on would need a new iovec), socket calls on sockets
+//! with SO_RCVTIMEO/SO_SNDTIMEO, terminals (non-canonical reads return what they have on
+//! a signal), regular files. Those keep their P until they return; the preemption signal
 //! (preemptsig.rs) takes it when the thread is back in user code.
 //!
 //! The window: sysmon reads the call, checks it, and reads it again just before the
@@ -150,6 +155,12 @@ pub(super) enum Restart {
     /// A relative sleep with a `rem`: -EINTR, after which the kernel has written the time
     /// left there; re-entered with `rem` as the request (`wrapped`).
     Remaining,
+    /// A relative timeout whose rest the kernel reports nowhere (`nanosleep` without `rem`,
+    /// as `usleep` makes it; `poll` with a timeout; FUTEX_WAIT with a relative one): -EINTR,
+    /// after which the kernel keeps the absolute deadline in the thread's restart block
+    /// until the handler returns (rt_sigreturn clears it). So the handler itself goes on
+    /// with `restart_syscall`, which waits for exactly the rest (`resume`).
+    Resume,
     /// A write, or a MSG_WAITALL stream receive: rewound when nothing moved, else cut
     /// short with the count in rax; going on from buf + count moves the rest as the
     /// uninterrupted call would have.
@@ -272,8 +283,9 @@ pub(super) fn restartable(c: &Call) -> Restart {
     let a = c.args;
     match c.nr {
         libc::SYS_futex => match a[1] & 0x7f {
-            // A relative timeout would restart in full: only without one.
             FUTEX_WAIT if a[3] == 0 => Restart::Rewound,
+            // A relative timeout: the kernel keeps the deadline for restart_syscall.
+            FUTEX_WAIT if long_timeout(a[3], false) => Restart::Resume,
             // Absolute deadlines (or none): the same call again is the same wait.
             FUTEX_WAIT_BITSET | FUTEX_LOCK_PI | FUTEX_LOCK_PI2 => Restart::AfterEintr,
             _ => Restart::No,
@@ -327,6 +339,10 @@ pub(super) fn restartable(c: &Call) -> Restart {
         // Waits without a timeout: the kernel returns EINTR after any handler, and the same
         // call again waits as the first would have.
         libc::SYS_poll if a[2] as i32 == -1 => Restart::AfterEintr,
+        // A timeout in milliseconds, whose deadline the kernel keeps for restart_syscall.
+        libc::SYS_poll if a[2] as i32 as i64 * 1_000_000 >= SHORTEST_SIGNALLED_NS => {
+            Restart::Resume
+        }
         libc::SYS_epoll_wait | libc::SYS_epoll_pwait if a[3] as i32 == -1 => Restart::AfterEintr,
         libc::SYS_epoll_pwait2 if a[3] == 0 => Restart::AfterEintr,
         // Timeouts the kernel writes back, less the time waited, when a signal ends the
@@ -338,12 +354,21 @@ pub(super) fn restartable(c: &Call) -> Restart {
         // An absolute deadline (CPython's time.sleep).
         libc::SYS_clock_nanosleep if a[1] & libc::TIMER_ABSTIME as u64 != 0 => Restart::AfterEintr,
         // Relative sleeps whose caller passed `rem` (glibc's sleep does): the kernel
-        // writes the time left there. Without one the rest is unknown (usleep): no.
-        libc::SYS_nanosleep if a[1] != 0 && long_timeout(a[0], false) => Restart::Remaining,
-        libc::SYS_clock_nanosleep
-            if a[3] != 0 && relative_clock(a[0]) && long_timeout(a[2], false) =>
-        {
-            Restart::Remaining
+        // writes the time left there. Without one (usleep) only the kernel's restart
+        // block knows the rest.
+        libc::SYS_nanosleep if long_timeout(a[0], false) => {
+            if a[1] != 0 {
+                Restart::Remaining
+            } else {
+                Restart::Resume
+            }
+        }
+        libc::SYS_clock_nanosleep if relative_clock(a[0]) && long_timeout(a[2], false) => {
+            if a[3] != 0 {
+                Restart::Remaining
+            } else {
+                Restart::Resume
+            }
         }
         _ => Restart::No,
     }
@@ -432,7 +457,9 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
         let rewound = rip == pc.wrapping_sub(2) && rax == nr as u64;
         let eintr = rip == pc
             && rax as i64 == -(libc::EINTR as i64)
-            && (how == Restart::AfterEintr as u64 || how == Restart::Remaining as u64);
+            && (how == Restart::AfterEintr as u64
+                || how == Restart::Remaining as u64
+                || how == Restart::Resume as u64);
         // A write cut short: 0 < count < length (a whole count is a finished call).
         let len = s.args[2].load(Ordering::Relaxed);
         let short = rip == pc && how == Restart::Partial as u64 && (rax as i64) > 0 && rax < len;
@@ -463,23 +490,54 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
             return false;
         }
         let sp = r(libc::REG_RSP) as usize;
-        let buf = r(libc::REG_RSI);
         if !preempt::room_on_stack(&*gp, sp) {
             return false;
         }
+        // rcx carries to `wrapped` the bytes a cut-short call already moved, or a resumed
+        // call's result (the `syscall` instruction clobbers rcx, so the program holds
+        // nothing there). rax says which: the call's number, or RESUMED.
+        let (rax, rcx) = if how == Restart::Resume as u64 {
+            let (entered, ret) = resume();
+            if !entered {
+                // Finished here, with the P, as the uninterrupted call would have.
+                gregs[libc::REG_RAX as usize] = ret as i64;
+                return true;
+            }
+            (RESUMED, ret)
+        } else {
+            (nr as u64, if short { rax } else { 0 })
+        };
         let new_sp = sp - 128 - 8;
         *(new_sp as *mut usize) = pc as usize;
         gregs[libc::REG_RSP as usize] = new_sp as i64;
-        gregs[libc::REG_RAX as usize] = nr;
-        // rcx carries the bytes already written to `wrapped` (the `syscall` instruction
-        // clobbers rcx, so the program holds nothing there); the call goes on from them.
-        let done = if short { rax } else { 0 };
-        gregs[libc::REG_RCX as usize] = done as i64;
-        gregs[libc::REG_RSI as usize] = (buf + done) as i64;
-        gregs[libc::REG_RDX as usize] = (len - done) as i64;
+        gregs[libc::REG_RAX as usize] = rax as i64;
+        gregs[libc::REG_RCX as usize] = rcx as i64;
         gregs[libc::REG_RIP as usize] = crate::arch::async_syscall_entry() as i64;
     }
     true
+}
+
+/// `wrapped`'s rax when the handler already made the call (`resume`; its result in rcx):
+/// only `syscall::exit` is left. No system call has this number.
+const RESUMED: u64 = u64::MAX;
+
+/// In the handler, for a `Restart::Resume` call that our signal ended with -EINTR: gives
+/// the P up (`syscall::enter`, as the trampoline would; sysmon's next round hands it on)
+/// and waits for the rest with `restart_syscall`, which runs the restart block the kernel
+/// set up when it ended the call and keeps until this handler returns. A signal of the
+/// program's own that ends the rest ends it with EINTR, as it would have ended the call.
+/// Returns whether it entered (the trampoline must then `exit`) and the call's result.
+///
+/// # Safety
+/// In the SIGURG handler, on a goroutine that `divert` found RUNNING on its P, interrupted
+/// outside the runtime.
+unsafe fn resume() -> (bool, u64) {
+    let entered = syscall::enter().is_ok();
+    // SAFETY: restart_syscall takes no arguments and touches only what the interrupted
+    // call's own restart block names (the program's pollfds, futex word).
+    let ret =
+        unsafe { crate::sys::raw_syscall6(libc::SYS_restart_syscall as u64, 0, 0, 0, 0, 0, 0) };
+    (entered, ret)
 }
 
 /// Called by `__gmp_async_syscall` with the saved registers (`arch::SavedRegs`): makes the
@@ -491,9 +549,20 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     // SAFETY: the trampoline passes its save area on this goroutine's stack.
     let r = unsafe { &mut *regs };
     WRAPPED.fetch_add(1, Ordering::Relaxed);
-    // Bytes a cut-short write already moved (`divert` put them in rcx).
+    if r.rax == RESUMED {
+        syscall::exit();
+        r.rax = r.rcx;
+        r.rcx = r.rip;
+        r.r11 = r.rflags;
+        return;
+    }
+    // Bytes a cut-short call already moved (`divert` put them in rcx): it goes on from
+    // there. The program's own registers keep their values (the kernel changes only rax,
+    // rcx and r11, and compiled code relies on it).
     let done = r.rcx;
     let (nr, mut a) = (r.rax, [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]);
+    a[1] += done;
+    a[2] -= done;
     // A relative sleep a signal ended (`Restart::Remaining`): the kernel wrote the time
     // left into `rem`, which becomes the request (read before `rem` is written again). The
     // program's registers keep their values.
@@ -655,9 +724,15 @@ mod tests {
             restartable(&call(libc::SYS_futex, [1, 128, 2, 0, 0, 0])),
             Restart::Rewound
         );
-        // A relative timeout would start again in full.
+        // A relative timeout goes on from the kernel's restart block, if long enough.
+        let (long, short) = ([1i64, 0], [0i64, 1_000_000]);
+        let (l, sh) = (long.as_ptr() as u64, short.as_ptr() as u64);
         assert_eq!(
-            restartable(&call(libc::SYS_futex, [1, 128, 2, 8, 0, 0])),
+            restartable(&call(libc::SYS_futex, [1, 128, 2, l, 0, 0])),
+            Restart::Resume
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_futex, [1, 128, 2, sh, 0, 0])),
             Restart::No
         );
         // pthread_cond_timedwait: FUTEX_WAIT_BITSET with an absolute deadline.
@@ -671,10 +746,22 @@ mod tests {
         );
         assert_eq!(
             restartable(&call(libc::SYS_poll, [1, 1, 100, 0, 0, 0])),
+            Restart::Resume
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_poll, [1, 1, 10, 0, 0, 0])),
             Restart::No
         );
         assert_eq!(
-            restartable(&call(libc::SYS_nanosleep, [1, 0, 0, 0, 0, 0])),
+            restartable(&call(libc::SYS_nanosleep, [l, 0, 0, 0, 0, 0])),
+            Restart::Resume
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_nanosleep, [sh, 0, 0, 0, 0, 0])),
+            Restart::No
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_epoll_wait, [1, 1, 1, 100, 0, 0])),
             Restart::No
         );
         assert_eq!(
@@ -682,14 +769,11 @@ mod tests {
             Restart::AfterEintr
         );
         assert_eq!(
-            restartable(&call(libc::SYS_clock_nanosleep, [1, 0, 8, 0, 0, 0])),
-            Restart::No
+            restartable(&call(libc::SYS_clock_nanosleep, [1, 0, l, 0, 0, 0])),
+            Restart::Resume
         );
         // With a `rem`, relative sleeps of 50 ms or more go on for the rest; not on a CPU
         // clock, nor short ones.
-        let long = [1i64, 0];
-        let short = [0i64, 1_000_000];
-        let (l, sh) = (long.as_ptr() as u64, short.as_ptr() as u64);
         assert_eq!(
             restartable(&call(libc::SYS_nanosleep, [l, 8, 0, 0, 0, 0])),
             Restart::Remaining
@@ -726,10 +810,6 @@ mod tests {
         );
         assert_eq!(
             restartable(&call(libc::SYS_pselect6, [1, 8, 0, 0, sh, 0])),
-            Restart::No
-        );
-        assert_eq!(
-            restartable(&call(libc::SYS_poll, [1, 1, 100, 0, 0, 0])),
             Restart::No
         );
         // MSG_WAITALL receives from a stream socket go on after a cut; peeks never.
