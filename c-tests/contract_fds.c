@@ -362,7 +362,7 @@ static void reuse_case(void *arg)
 }
 
 /* close_blocking: a reader parked in a hooked read, and the fd closed from inside
- * gmp_blocking by a goroutine on another thread (it locks its own first). */
+ * gmp_blocking, by a goroutine on another thread, then by one on the reader's own. */
 static atomic_int cb_reading;
 static ssize_t cb_got;
 static int cb_errno;
@@ -385,21 +385,38 @@ static int64_t close_it(void *arg)
 static void close_blocking_case(void *arg)
 {
     (void)arg;
-    int p[2];
-    CHECK_EQ(pipe(p), 0);
-    gmp_wg_add(&helpers, 1);
-    CHECK(gmp_go(cb_reader, (void *)(intptr_t)p[0]) >= 0);
-    while (!atomic_load(&cb_reading))
-        gmp_yield();
-    gmp_sleep(10 * 1000000LL); /* into its park */
-    CHECK(gmp_lock_os_thread() >= 0);
-    CHECK_EQ(gmp_blocking(close_it, (void *)(intptr_t)p[0]), 0);
-    CHECK(gmp_unlock_os_thread() >= 0);
-    gmp_wg_wait(&helpers);
-    /* A read whose fd another thread closed: EBADF, as a goroutine's read in Go's net. */
-    CHECK_EQ(cb_got, -1);
-    CHECK_EQ(cb_errno, EBADF);
-    close(p[1]);
+    /* Round 0: the closer locks its own thread first. Round 1, at GOMAXPROCS=1: the
+     * reader parked in its hook is bound to the very thread that runs the closer's
+     * gmp_blocking, which cannot run it until the close returns (the close is made by
+     * the reader's last reference instead). */
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            CHECK(gmp_maxprocs(1) > 0);
+        int p[2];
+        CHECK_EQ(pipe(p), 0);
+        atomic_store(&cb_reading, 0);
+        gmp_wg_add(&helpers, 1);
+        CHECK(gmp_go(cb_reader, (void *)(intptr_t)p[0]) >= 0);
+        while (!atomic_load(&cb_reading))
+            gmp_yield();
+        gmp_sleep(10 * 1000000LL); /* into its park */
+        if (round == 0)
+            CHECK(gmp_lock_os_thread() >= 0);
+        CHECK_EQ(gmp_blocking(close_it, (void *)(intptr_t)p[0]), 0);
+        if (round == 0)
+            CHECK(gmp_unlock_os_thread() >= 0);
+        gmp_wg_wait(&helpers);
+        /* A read whose fd another thread closed: EBADF, as a goroutine's read in Go's net. */
+        CHECK_EQ(cb_got, -1);
+        CHECK_EQ(cb_errno, EBADF);
+        /* The number is closed, whoever closed it, and a second close says so. */
+        errno = 0;
+        CHECK_EQ(fcntl(p[0], F_GETFD), -1);
+        CHECK_EQ(errno, EBADF);
+        CHECK_EQ(close(p[0]), -1);
+        CHECK_EQ(errno, EBADF);
+        close(p[1]);
+    }
     gmp_wg_done(&wg);
 }
 

@@ -1536,8 +1536,10 @@ fn contract_fds_stdio_bound() {
     );
 }
 
-/// A close inside gmp_blocking of an fd a goroutine on another thread is parked on: the
-/// closer's thread waits for it (no switch inside a system call), at GOMAXPROCS 1 and 2.
+/// A close inside gmp_blocking of an fd a goroutine is parked on, at GOMAXPROCS 1 and 2:
+/// from another thread the closer's thread waits for it (no switch inside a system call);
+/// from the parked goroutine's own thread, which cannot run it meanwhile, the close
+/// returns and the parked goroutine's last reference makes it (netpoll's deferred close).
 #[test]
 fn contract_fds_close_blocking() {
     for procs in ["1", "2"] {

@@ -66,6 +66,8 @@ const MODELS: &[&str] = &[
     "rt::netpoll::fdrefs::loom_tests::incref_after_close_fails",
     "rt::netpoll::fdrefs::loom_tests::close_broken_with_a_plain_look",
     "rt::netpoll::fdrefs::loom_tests::incref_broken_without_acquire",
+    "rt::netpoll::fdrefs::loom_tests::deferred_close_is_made_once_after_every_op",
+    "rt::netpoll::fdrefs::loom_tests::deferred_close_broken_without_the_claim",
 ];
 
 #[test]

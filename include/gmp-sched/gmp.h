@@ -1122,7 +1122,8 @@ int gmp_open(const char *path, int flags, int mode);
  close(2) as a blocking call (closing can block, e.g. on NFS). On an fd registered with
  the poller, goroutines parked on it first wake with -EBADF, and the number is released
  only after every operation on it has returned (so none of them touches a new fd that
- reuses the number). Returns 0 or -errno.
+ reuses the number): inside `gmp_blocking`, by the last of them, and this returns 0 at
+ once. Returns 0 or -errno.
  */
 int gmp_close(int fd);
 

@@ -1037,17 +1037,30 @@ pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
 }
 
 /// Interposes close(2): goroutines parked on the fd wake with EBADF and the fd leaves the
-/// poller before the number can be reused.
+/// poller before the number can be reused. Inside `gmp_blocking`, where the caller may not
+/// wait for them, the last operation in flight makes the close (`close_begin_deferrable`).
 #[unsafe(no_mangle)]
 pub extern "C" fn close(fd: c_int) -> c_int {
     if known(fd)
         && let Some(pd) = netpoll::lookup(fd)
         && live()
     {
-        if pd.registered() {
+        if pd.registered() || pd.close_pending() {
             let bound = on_goroutine().then(rt::bind_current);
-            netpoll::close_begin(fd);
+            let how = netpoll::close_begin_deferrable(fd);
             drop(bound);
+            match how {
+                netpoll::Close::Deferred => {
+                    clear(pd);
+                    return 0;
+                }
+                netpoll::Close::Pending => {
+                    // SAFETY: errno is this thread's.
+                    unsafe { *libc::__errno_location() = libc::EBADF };
+                    return -1;
+                }
+                _ => {}
+            }
         }
         clear(pd);
     }

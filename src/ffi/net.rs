@@ -378,9 +378,9 @@ pub(crate) fn write(fd: c_int, buf: *const c_void, n: usize) -> Option<i64> {
 }
 
 /// gmp_close's first half for a registered fd (wakes its waiters with -EBADF, waits for
-/// operations in flight, takes it off the poller).
-pub(crate) fn close_begin(fd: c_int) {
-    netpoll::close_begin(fd);
+/// operations in flight, takes it off the poller; see `netpoll::close_begin_deferrable`).
+pub(crate) fn close_begin(fd: c_int) -> netpoll::Close {
+    netpoll::close_begin_deferrable(fd)
 }
 
 /// Puts `fd` under the poller: it is made non-blocking, and gmp_read, gmp_write, gmp_recv,

@@ -297,11 +297,16 @@ pub unsafe extern "C" fn gmp_open(path: *const c_char, flags: c_int, mode: c_int
 /// close(2) as a blocking call (closing can block, e.g. on NFS). On an fd registered with
 /// the poller, goroutines parked on it first wake with -EBADF, and the number is released
 /// only after every operation on it has returned (so none of them touches a new fd that
-/// reuses the number). Returns 0 or -errno.
+/// reuses the number): inside `gmp_blocking`, by the last of them, and this returns 0 at
+/// once. Returns 0 or -errno.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_close(fd: c_int) -> c_int {
     boundary("gmp_close", || {
-        super::net::close_begin(fd);
+        match super::net::close_begin(fd) {
+            crate::rt::netpoll::Close::Deferred => return 0,
+            crate::rt::netpoll::Close::Pending => return -libc::EBADF,
+            _ => {}
+        }
         crate::sys::tsan::fd_closing(fd);
         // SAFETY: close has no memory preconditions.
         unsafe { sys_blocking(libc::SYS_close, [fd as c_long, 0, 0, 0, 0, 0]) as c_int }

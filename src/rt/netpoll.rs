@@ -48,7 +48,7 @@ use super::timer::{self, Timer};
 use super::*;
 
 mod fdrefs;
-use fdrefs::FdRefs;
+use fdrefs::{FdRefs, Incref};
 
 /// Directions (also the bits of `IoWait::fired`). `pub(crate)` like `MAX_FD`: cbindgen
 /// writes every `pub const` of the crate into gmp.h.
@@ -97,6 +97,9 @@ pub struct PollDesc {
     set_nonblock: AtomicBool,
     /// The registered file's device and inode (`same_file`). Written under `lock`.
     file: [AtomicU64; 2],
+    /// The number a deferred close releases (`close_begin_deferrable`): written by the
+    /// closer before the RMW that defers, read by the claimer after its acquire.
+    closing_fd: AtomicI32,
 }
 
 // SAFETY: the Cells are touched only under `lock`.
@@ -118,6 +121,7 @@ impl PollDesc {
             timeo: [AtomicI64::new(0), AtomicI64::new(0)],
             set_nonblock: AtomicBool::new(false),
             file: [AtomicU64::new(0), AtomicU64::new(0)],
+            closing_fd: AtomicI32::new(-1),
         }
     }
 
@@ -161,13 +165,29 @@ impl PollDesc {
     /// closed or is not registered.
     #[inline]
     pub fn incref(&self) -> bool {
-        self.refs.incref()
+        match self.refs.incref() {
+            Incref::Taken => true,
+            Incref::Refused => false,
+            Incref::RefusedClaimed => {
+                finish_deferred_close(self);
+                false
+            }
+        }
     }
 
-    /// Gives back the reference of a successful `incref`.
+    /// Gives back the reference of a successful `incref`; the last one of a deferred close
+    /// makes it (`close_begin_deferrable`).
     #[inline]
     pub fn decref(&self) {
-        self.refs.decref()
+        if self.refs.decref() {
+            finish_deferred_close(self);
+        }
+    }
+
+    /// Whether the program closed the fd and the close waits for an operation in flight
+    /// (`close_begin_deferrable`): the number is the closed file's until then.
+    pub fn close_pending(&self) -> bool {
+        self.refs.close_pending()
     }
 
     pub fn seq(&self) -> u32 {
@@ -500,17 +520,60 @@ pub fn unregister(fd: i32) -> Result<(), i32> {
     Ok(())
 }
 
+/// How `close_begin_deferrable` left the fd.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Close {
+    /// Not registered (nor a deferred close pending): a plain close.
+    NotRegistered,
+    /// Off the poller, nothing in flight: the caller closes the number now.
+    Released,
+    /// The caller may not wait and operations were still in flight: the last one closes
+    /// the number; the caller reports success.
+    Deferred,
+    /// A deferred close of this number is still pending: the program closed it already
+    /// (libc says EBADF).
+    Pending,
+}
+
 /// First half of closing a registered fd (Go's evict + fdMutex close): no new operation
 /// starts, parked goroutines wake with EBADF, and the call returns once every operation in
 /// flight has finished — then the caller may close(2) the number. Returns false if `fd` is
-/// not registered (plain close).
+/// not registered (plain close). On a number whose deferred close is pending (dup2 onto a
+/// number the program closed), waits until that close is made.
 pub fn close_begin(fd: i32) -> bool {
-    let Some(pd) = lookup(fd) else { return false };
+    close_begin_inner(fd, false) == Close::Released
+}
+
+/// `close_begin` for the program's own close (the close hook, `gmp_close`): a caller that
+/// may not switch (inside `gmp_blocking`) whose wait lasts more than `DEFER_AFTER_SLEEPS`
+/// naps hands the close to the last operation in flight instead of waiting (Go's close
+/// does: the last `decref` destroys the fd). The operations it waits for can be those of
+/// goroutines bound to its own M, which cannot run until it returns.
+pub fn close_begin_deferrable(fd: i32) -> Close {
+    close_begin_inner(fd, true)
+}
+
+/// Naps of 20 µs a caller inside a system call makes before it defers the close.
+const DEFER_AFTER_SLEEPS: u32 = 50;
+
+fn close_begin_inner(fd: i32, may_defer: bool) -> Close {
+    let Some(pd) = lookup(fd) else {
+        return Close::NotRegistered;
+    };
+    if pd.refs.close_pending() {
+        if may_defer {
+            return Close::Pending;
+        }
+        // Reusing a number the program closed: once the close is made, the number is
+        // free (or another file's: the caller's business, as with any number).
+        wait_while(|| pd.refs.close_pending(), |_| false);
+        return Close::NotRegistered;
+    }
     let mut gs = [null_mut(); 2];
     pd.lock.lock();
     if !pd.refs.is_open() {
         pd.lock.unlock();
-        return false;
+        return Close::NotRegistered;
     }
     pd.refs.mark_closing();
     evict_locked(pd, &mut gs);
@@ -518,18 +581,41 @@ pub fn close_begin(fd: i32) -> bool {
     ready_all(gs);
     // Operations in flight see `closing` at their next look (woken ones at once): wait
     // for them to leave before the number can be reused.
-    // After a while, sleep rather than yield: a caller bound to its M (an interposed
-    // close, a pinned goroutine) that only yielded would keep the M's P busy, and the
-    // operation it waits for may belong to a goroutine bound to another M that needs that
-    // P (GOMAXPROCS=1).
-    // A caller in a system call (a close inside gmp_blocking) may not switch: its thread
-    // sleeps instead.
+    let deferred = wait_while(
+        || pd.refs.in_flight(),
+        |naps| {
+            if !may_defer || naps < DEFER_AFTER_SLEEPS {
+                return false;
+            }
+            pd.closing_fd.store(fd, Ordering::Relaxed);
+            true
+        },
+    );
+    // Nothing left in flight after all (`defer_close` true): the close is ours.
+    if deferred && !pd.refs.defer_close() {
+        return Close::Deferred;
+    }
+    pd.lock.lock();
+    unregister_closed_locked(pd, fd);
+    pd.lock.unlock();
+    Close::Released
+}
+
+/// Waits until `busy` says no: spins, then yields, then sleeps 20 µs at a time. After a
+/// while, sleep rather than yield: a caller bound to its M (an interposed close, a pinned
+/// goroutine) that only yielded would keep the M's P busy, and what it waits for may
+/// belong to a goroutine bound to another M that needs that P (GOMAXPROCS=1). A caller in
+/// a system call (a close inside gmp_blocking) may not switch: its thread sleeps instead,
+/// and asks `give_up` after each nap (with their count) whether to stop waiting. Returns
+/// whether it gave up.
+fn wait_while(busy: impl Fn() -> bool, give_up: impl Fn(u32) -> bool) -> bool {
     let gp = getg();
     // SAFETY: gp, if any, is the goroutine running on this thread; only its own M (us)
     // changes its status between RUNNING and SYSCALL.
     let in_syscall = !gp.is_null() && unsafe { (*gp).status.load(Ordering::Relaxed) } == G_SYSCALL;
     let mut spins = 0u32;
-    while pd.refs.in_flight() {
+    let mut naps = 0u32;
+    while busy() {
         spins += 1;
         if spins < crate::sys::pauses(100) {
             core::hint::spin_loop();
@@ -540,13 +626,21 @@ pub fn close_begin(fd: i32) -> bool {
             };
             // SAFETY: a valid timespec; no remainder wanted.
             unsafe { crate::sys::real::nanosleep(&ts, core::ptr::null_mut()) };
+            naps += 1;
+            if in_syscall && give_up(naps) {
+                return true;
+            }
         } else if spins < 200 {
             gosched();
         } else {
             timer::sleep(20_000);
         }
     }
-    pd.lock.lock();
+    false
+}
+
+/// Takes a closed fd off the poller (under its lock): nothing is in flight on it.
+fn unregister_closed_locked(pd: &PollDesc, fd: i32) {
     pd.refs.mark_unregistered();
     pd.hook.store(0, Ordering::Relaxed);
     let mut ev = libc::epoll_event { events: 0, u64: 0 };
@@ -559,9 +653,30 @@ pub fn close_begin(fd: i32) -> bool {
             &mut ev,
         )
     };
-    pd.lock.unlock();
-    true
 }
+
+/// The close a closer deferred (`close_begin_deferrable`), made by whoever gave back the
+/// last reference: off the poller, then close(2) — unless the number was closed where
+/// the runtime did not see it and holds another file (`same_file`), or was registered
+/// again (the claim undone by `open`).
+fn finish_deferred_close(pd: &PollDesc) {
+    let fd = pd.closing_fd.load(Ordering::Relaxed);
+    pd.lock.lock();
+    let ours = pd.refs.close_claimed() && pd.same_file(fd);
+    if ours {
+        unregister_closed_locked(pd, fd);
+    }
+    pd.lock.unlock();
+    if ours {
+        DEFERRED_CLOSES.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the program's close of this number returned already; nothing else uses
+        // it (no reference left, every new one refused).
+        unsafe { crate::sys::real::close(fd) };
+    }
+}
+
+/// Closes made by the last reference (`finish_deferred_close`), for tests.
+pub static DEFERRED_CLOSES: AtomicU64 = AtomicU64::new(0);
 
 /// Why a `wait` ended without readiness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -40,6 +40,19 @@
 //! LLVM compiles the closer's RMW, which writes nothing new, to a `lock or` on the stack
 //! and a plain load: the same under x86's memory model.
 //!
+//! # Deferred close
+//! A closer that may not wait (inside `gmp_blocking`, on the thread the operations in
+//! flight need to run on) hands the close to the last reference instead, as Go's last
+//! `decref` destroys the fd: `defer_close` sets `DEFERRED` in `refs` (an RMW, ordered as
+//! `in_flight`'s), and whoever then brings the count to zero under it — an operation's
+//! `decref`, a refused `incref` giving its transient reference back, or the closer itself
+//! if none was left — tries `claim`, a CAS from `DEFERRED` to `DEFERRED | CLAIMED`. The
+//! one that succeeds closes, once: after it the count never reads `DEFERRED` alone again
+//! (only refused increfs come and go). A try that fails lost to a refused incref that
+//! raised the count in between; that one's give-back tries again. The claim's acquire
+//! reads the end of a release sequence every `decref` is part of, so every operation's
+//! use of the number happens before the close. Models: `deferred_close_*`.
+//!
 //! `registered` is not part of the pair: `unregister` does not wait for references (it
 //! only takes the fd off the poller; its number stays the user's), and `close_begin`
 //! clears it only after the wait. Both flags are written under the descriptor lock.
@@ -51,6 +64,27 @@ use crate::sys::throw;
 
 /// `refs`' wrapping add of this takes one away ([`AtomicWord`] has no subtraction).
 const MINUS_ONE: u32 = u32::MAX;
+
+/// `refs`' high bit: the closer did not wait (`defer_close`); whoever takes the count to
+/// zero claims the close.
+const DEFERRED: u32 = 1 << 31;
+/// Set with `DEFERRED` by the one `claim` that succeeds: the close is that caller's.
+const CLAIMED: u32 = 1 << 30;
+/// The reference count proper.
+const COUNT: u32 = CLAIMED - 1;
+
+/// What an `incref` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Incref {
+    /// A reference for the operation.
+    Taken,
+    /// None: closing or not registered.
+    Refused,
+    /// None, and giving its transient reference back claimed a deferred close: the
+    /// caller closes.
+    RefusedClaimed,
+}
 
 /// The reference count and the two flags it is checked against (see the module doc).
 /// The runtime's is `FdRefs` (std's atomics), a loom model's has loom's.
@@ -77,28 +111,83 @@ impl<F: AtomicFlag, W: AtomicWord<V = u32>> FdRefs<F, W> {
     /// Takes a reference for one operation (Go's fdMutex incref). Fails while the fd is
     /// being closed or is not registered. Any thread.
     #[inline]
-    pub(crate) fn incref(&self) -> bool {
+    pub(crate) fn incref(&self) -> Incref {
         // Acquire: pairs with `in_flight`'s release when that RMW came first in `refs`'
         // order; then `closing = true` happens before the look below.
         self.refs.fetch_add(1, Ordering::Acquire);
         // Relaxed: after the acquire above, which is what orders them (module doc).
         if self.closing.load(Ordering::Relaxed) || !self.registered.load(Ordering::Relaxed) {
             // Relaxed: this reference covered no use of the number, nothing to publish.
-            self.refs.fetch_add(MINUS_ONE, Ordering::Relaxed);
-            return false;
+            return if self.release(Ordering::Relaxed) {
+                Incref::RefusedClaimed
+            } else {
+                Incref::Refused
+            };
         }
-        true
+        Incref::Taken
     }
 
-    /// Gives back the reference of a successful `incref`.
+    /// Gives back the reference of a successful `incref`. True if that claimed a deferred
+    /// close (`defer_close`): the caller closes.
     #[inline]
-    pub(crate) fn decref(&self) {
-        // Release: pairs with `in_flight`'s acquire that reads 0 (through a release
-        // sequence if RMWs came between): the operation's uses of the number happen
-        // before the closer releases it.
-        if self.refs.fetch_add(MINUS_ONE, Ordering::Release) == 0 {
+    #[must_use]
+    pub(crate) fn decref(&self) -> bool {
+        // Release: pairs with `in_flight`'s acquire that reads 0, or with the acquire of
+        // the claim of a deferred close (through a release sequence if RMWs came between):
+        // the operation's uses of the number happen before the closer releases it.
+        self.release(Ordering::Release)
+    }
+
+    /// Takes one reference away; true if it took the count to zero under `DEFERRED` and
+    /// its claim won.
+    #[inline]
+    fn release(&self, order: Ordering) -> bool {
+        let prev = self.refs.fetch_add(MINUS_ONE, order);
+        if prev & COUNT == 0 {
             throw("netpoll: decref without incref");
         }
+        prev.wrapping_sub(1) == DEFERRED && self.claim()
+    }
+
+    /// The one move from `DEFERRED` with no reference to `DEFERRED | CLAIMED`: whoever
+    /// makes it closes. Whoever brings the count back to zero tries; one whose try fails
+    /// lost to a transient reference (a refused `incref`), whose give-back tries again.
+    #[cold]
+    fn claim(&self) -> bool {
+        // Acquire: the value read ends a release sequence that every operation's `decref`
+        // is part of, so their uses of the number happen before the close.
+        self.refs
+            .compare_exchange(
+                DEFERRED,
+                DEFERRED | CLAIMED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// The closer, after `mark_closing`, instead of waiting until nothing is in flight
+    /// (it may not wait: a caller inside a system call on the thread the operations need):
+    /// hands the close to whoever gives back the last reference. True if none was left,
+    /// and the close is the caller's own.
+    pub(crate) fn defer_close(&self) -> bool {
+        // AcqRel: as `in_flight`'s RMW (publishes `closing` to later increfs; acquires the
+        // decrements before it).
+        let prev = self.refs.fetch_add(DEFERRED, Ordering::AcqRel);
+        prev & COUNT == 0 && self.claim()
+    }
+
+    /// A deferred close not yet claimed: the program's close has returned, the number is
+    /// still open, and an operation in flight will close it.
+    pub(crate) fn close_pending(&self) -> bool {
+        // Acquire: pairs with the claim, a CAS whose acquire covers the release above.
+        self.refs.load(Ordering::Acquire) & (DEFERRED | CLAIMED) == DEFERRED
+    }
+
+    /// Whether a deferred close was claimed (and not yet undone by a new `open`). Under the
+    /// descriptor lock.
+    pub(crate) fn close_claimed(&self) -> bool {
+        self.refs.load(Ordering::Acquire) & CLAIMED != 0
     }
 
     /// Closing begins: from the next `in_flight` on, no `incref` succeeds. Under the
@@ -116,12 +205,20 @@ impl<F: AtomicFlag, W: AtomicWord<V = u32>> FdRefs<F, W> {
         // `refs`, so it counts every increment ordered before it, and an increment ordered
         // after it reads from it. Release: pairs with `incref`'s acquire (publishes
         // `closing`). Acquire: pairs with `decref`'s release.
-        self.refs.fetch_add(0, Ordering::AcqRel) != 0
+        self.refs.fetch_add(0, Ordering::AcqRel) & COUNT != 0
     }
 
     /// A registration (or a new one after a close): operations may take references again.
     /// Under the descriptor lock.
     pub(crate) fn open(&self) {
+        // A deferred close's bits go (a pending one's too: the number was closed where
+        // the runtime did not see it and holds another file now, which the claimer must
+        // not close). The count may move under us (refused increfs), the bits not: a
+        // subtraction.
+        let bits = self.refs.load(Ordering::Relaxed) & (DEFERRED | CLAIMED);
+        if bits != 0 {
+            self.refs.fetch_add(bits.wrapping_neg(), Ordering::Relaxed);
+        }
         // Release: pairs with `is_open`'s acquire: whoever sees the fd open sees what the
         // registration wrote before (its `seq`).
         self.closing.store(false, Ordering::Release);
@@ -162,32 +259,65 @@ impl<F: AtomicFlag, W: AtomicWord<V = u32>> FdRefs<F, W> {
 mod tests {
     use super::*;
 
+    fn taken(i: Incref) -> bool {
+        i == Incref::Taken
+    }
+
     /// The flags' life cycle, one thread: an `incref` succeeds only while the fd is
     /// registered and not being closed, and a failed one leaves no reference.
     #[test]
     fn flags_gate_incref() {
         let r = FdRefs::new();
-        assert!(!r.incref(), "not registered yet");
+        assert!(!taken(r.incref()), "not registered yet");
         r.open();
-        assert!(r.is_open() && r.incref());
-        r.decref();
+        assert!(r.is_open() && taken(r.incref()));
+        assert!(!r.decref());
         r.mark_unregistered();
-        assert!(!r.is_open() && !r.incref(), "unregistered");
+        assert!(!r.is_open() && !taken(r.incref()), "unregistered");
         r.open();
-        assert!(r.incref());
+        assert!(taken(r.incref()));
         r.mark_closing();
         assert!(r.in_flight(), "the reference taken before the close");
-        assert!(!r.is_open() && r.is_registered() && !r.incref(), "closing");
-        r.decref();
+        assert!(
+            !r.is_open() && r.is_registered() && !taken(r.incref()),
+            "closing"
+        );
+        assert!(!r.decref());
         assert!(!r.in_flight());
         r.mark_unregistered();
         r.open();
         assert!(
-            !r.is_closing() && r.incref(),
+            !r.is_closing() && taken(r.incref()),
             "registered again after the close"
         );
-        r.decref();
+        assert!(!r.decref());
         assert_eq!(r.refs.load(Ordering::Relaxed), 0);
+    }
+
+    /// A deferred close, one thread: the closer goes with two references in flight; the
+    /// second decref claims the close, once; a refused incref after that claims nothing;
+    /// the next registration starts clean.
+    #[test]
+    fn deferred_close_goes_to_the_last_reference() {
+        let r = FdRefs::new();
+        r.open();
+        assert!(taken(r.incref()) && taken(r.incref()));
+        r.mark_closing();
+        assert!(!r.defer_close(), "references in flight: deferred");
+        assert!(r.close_pending());
+        assert_eq!(r.incref(), Incref::Refused);
+        assert!(!r.decref());
+        assert!(r.decref(), "the last reference claims the close");
+        assert!(!r.close_pending() && r.close_claimed());
+        assert_eq!(r.incref(), Incref::Refused, "claimed once");
+        r.mark_unregistered();
+        r.open();
+        assert!(!r.close_claimed() && taken(r.incref()));
+        assert!(!r.decref());
+        assert_eq!(r.refs.load(Ordering::Relaxed), 0);
+        // Nothing in flight: the closer's own.
+        r.mark_closing();
+        assert!(r.defer_close());
     }
 }
 
@@ -216,6 +346,8 @@ mod loom_tests {
         refs: Refs,
         /// The fd number.
         number: UnsafeCell<i32>,
+        /// Times the number was released.
+        closes: LoomU32,
     }
 
     impl Fd {
@@ -227,6 +359,7 @@ mod loom_tests {
                     refs: LoomU32::new(0),
                 },
                 number: UnsafeCell::new(NUMBER),
+                closes: LoomU32::new(0),
             })
         }
 
@@ -240,12 +373,31 @@ mod loom_tests {
             // reference is left (loom reports the access if it is not ordered before).
             let n = self.number.with(|p| unsafe { *p });
             assert_eq!(n, NUMBER, "an operation used a released fd number");
-            self.refs.decref();
+            if self.refs.decref() {
+                self.release_number();
+            }
             true
         }
 
+        /// An operation as the runtime's make it: a refused incref that claimed a deferred
+        /// close makes it.
         fn op(&self) -> bool {
-            self.op_with(Refs::incref)
+            self.op_with(|r| match r.incref() {
+                Incref::Taken => true,
+                Incref::Refused => false,
+                Incref::RefusedClaimed => {
+                    self.release_number();
+                    false
+                }
+            })
+        }
+
+        /// The close proper (the number released), by the closer or by whoever claimed a
+        /// deferred close; counted, so that a model sees it happen exactly once.
+        fn release_number(&self) {
+            // SAFETY: the model's subject: no operation holds a reference now.
+            self.number.with_mut(|p| unsafe { *p = RELEASED });
+            self.closes.fetch_add(1, Ordering::Relaxed);
         }
 
         /// `close_begin`, with `in_flight` as its look at the references: mark closing,
@@ -256,9 +408,17 @@ mod loom_tests {
             while in_flight(&self.refs) {
                 thread::yield_now();
             }
-            // SAFETY: the model's subject: no operation holds a reference now.
-            self.number.with_mut(|p| unsafe { *p = RELEASED });
+            self.release_number();
             self.refs.mark_unregistered();
+        }
+
+        /// `close_begin` from inside a system call: mark closing, hand the close to the
+        /// last reference.
+        fn close_deferred(&self) {
+            self.refs.mark_closing();
+            if self.refs.defer_close() {
+                self.release_number();
+            }
         }
 
         fn close(&self) {
@@ -274,6 +434,18 @@ mod loom_tests {
             );
             assert!(!self.refs.is_open() && !self.refs.is_registered());
             assert!(self.refs.is_closing());
+            assert_eq!(self.closes.load(Ordering::Relaxed), 1, "closed once");
+        }
+
+        /// `check_final` for a deferred close: the count is zero, claimed, closed once.
+        fn check_final_deferred(&self) {
+            assert_eq!(
+                self.refs.refs.load(Ordering::Relaxed),
+                DEFERRED | CLAIMED,
+                "a reference left behind, or the close unclaimed"
+            );
+            assert!(self.refs.is_closing() && !self.refs.close_pending());
+            assert_eq!(self.closes.load(Ordering::Relaxed), 1, "closed once");
         }
     }
 
@@ -299,7 +471,63 @@ mod loom_tests {
     /// The protocol as the runtime runs it.
     #[test]
     fn close_waits_for_every_op() {
-        check_close_vs_ops(Refs::incref, Refs::in_flight);
+        check_close_vs_ops(|r| r.incref() == Incref::Taken, Refs::in_flight);
+    }
+
+    /// Two operations race with a closer that does not wait: whichever took a reference
+    /// finished with the number before it was released; it is released exactly once, by
+    /// the closer or by the last reference (a refused incref's included).
+    #[test]
+    fn deferred_close_is_made_once_after_every_op() {
+        model(|| {
+            let fd = Fd::registered();
+            let ops: Vec<_> = (0..2)
+                .map(|_| {
+                    let fd = fd.clone();
+                    thread::spawn(move || fd.op())
+                })
+                .collect();
+            fd.close_deferred();
+            for op in ops {
+                op.join().unwrap();
+            }
+            fd.check_final_deferred();
+        });
+    }
+
+    /// Without the claim (whoever sees the count reach zero under `DEFERRED` closes): the
+    /// last decref and a refused incref's give-back after it both see it, and both close.
+    /// The model must find it.
+    #[test]
+    #[should_panic(expected = "closed once")]
+    fn deferred_close_broken_without_the_claim() {
+        model(|| {
+            let fd = Fd::registered();
+            assert_eq!(fd.refs.incref(), Incref::Taken);
+            let fd2 = fd.clone();
+            let refused = thread::spawn(move || {
+                // A refused incref whose give-back closes without claiming.
+                fd2.refs.refs.fetch_add(1, Ordering::Acquire);
+                if fd2.refs.closing.load(Ordering::Relaxed) {
+                    let prev = fd2.refs.refs.fetch_add(MINUS_ONE, Ordering::Relaxed);
+                    if prev.wrapping_sub(1) & COUNT == 0 && prev & DEFERRED != 0 {
+                        fd2.closes.fetch_add(1, Ordering::Relaxed);
+                    }
+                } else {
+                    let _ = fd2.refs.decref();
+                }
+            });
+            fd.refs.mark_closing();
+            if fd.refs.defer_close() {
+                fd.closes.fetch_add(1, Ordering::Relaxed);
+            }
+            let prev = fd.refs.refs.fetch_add(MINUS_ONE, Ordering::Release);
+            if prev.wrapping_sub(1) & COUNT == 0 {
+                fd.closes.fetch_add(1, Ordering::Relaxed);
+            }
+            refused.join().unwrap();
+            assert_eq!(fd.closes.load(Ordering::Relaxed), 1, "closed once");
+        });
     }
 
     /// The closer's look made a plain load (the RMW's barrier gone): it can read 0 while
@@ -308,7 +536,10 @@ mod loom_tests {
     #[test]
     #[should_panic(expected = "Causality violation")]
     fn close_broken_with_a_plain_look() {
-        check_close_vs_ops(Refs::incref, |r| r.refs.load(Ordering::Acquire) != 0);
+        check_close_vs_ops(
+            |r| r.incref() == Incref::Taken,
+            |r| r.refs.load(Ordering::Acquire) != 0,
+        );
     }
 
     /// `incref` with a relaxed increment (its barrier gone): it can come after the
@@ -347,7 +578,7 @@ mod loom_tests {
                 thread::yield_now();
             }
             assert!(
-                !fd.refs.incref(),
+                fd.refs.incref() != Incref::Taken,
                 "an incref succeeded after the close completed"
             );
             closer.join().unwrap();
