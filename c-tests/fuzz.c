@@ -2218,8 +2218,34 @@ static socklen_t abstract_addr(struct sockaddr_un *sa)
 #if defined(__SANITIZE_THREAD__)
 #define FD_KINDS 8
 #else
-#define FD_KINDS 9
+#define FD_KINDS 10
 #endif
+
+/* op_fd's kind 9: a goroutine parked in read(2) on a pipe, then closed under it. Not
+ * under TSan, which takes a close concurrent with a read of the same fd for a race (the
+ * runtime's wake-up that orders them is not instrumented). */
+struct parked_read {
+    int fd;
+    atomic_int entered;
+    ssize_t got;
+    int err;
+    gmp_wg done;
+};
+
+static void parked_reader(void *arg)
+{
+    struct parked_read *r = arg;
+    char c;
+    atomic_store(&r->entered, 1);
+    r->got = read(r->fd, &c, 1);
+    r->err = errno;
+    gmp_wg_done(&r->done);
+}
+
+static int64_t close_in_blocking(void *arg)
+{
+    return close((int)(intptr_t)arg) == 0 ? 0 : -errno;
+}
 
 static void op_fd(struct actor *a)
 {
@@ -2409,6 +2435,29 @@ static void op_fd(struct actor *a)
         ACHECK_EQ(a, waitpid(pid, &st, 0), pid);
         ACHECK(a, WIFEXITED(st) && WEXITSTATUS(st) == 0);
         ACHECK_EQ(a, gmp_close(fds[0]), 0);
+        break;
+    }
+    case 9: {
+        /* close(2) of a pipe a goroutine is parked reading (hooked calls), from inside
+         * gmp_blocking or not: the reader gets EBADF. A closer inside gmp_blocking on the
+         * reader's own thread cannot wait for it to leave: the reader makes the close. */
+        int fds[2];
+        ACHECK_EQ(a, pipe2(fds, O_CLOEXEC), 0);
+        struct parked_read r = {.fd = fds[0], .done = GMP_WG_INIT};
+        ACHECK_EQ(a, gmp_wg_add(&r.done, 1), 0);
+        ACHECK(a, gmp_go(parked_reader, &r) > 0);
+        while (!atomic_load(&r.entered))
+            ACHECK_EQ(a, gmp_yield(), 0);
+        /* Into its park (nothing between the flag and the read switches). */
+        ACHECK_EQ(a, gmp_sleep(MS + (int64_t)rnd_below(&a->rng, 200) * US), 0);
+        if (rnd_below(&a->rng, 2))
+            ACHECK_EQ(a, gmp_blocking(close_in_blocking, (void *)(intptr_t)fds[0]), 0);
+        else
+            ACHECK_EQ(a, close(fds[0]), 0);
+        ACHECK_EQ(a, gmp_wg_wait(&r.done), 0);
+        ACHECK_EQ(a, r.got, -1);
+        ACHECK_EQ(a, r.err, EBADF);
+        ACHECK_EQ(a, close(fds[1]), 0);
         break;
     }
     default: {

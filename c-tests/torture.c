@@ -48,8 +48,8 @@
  * caller's thread), a posix_spawn'ed child writing into a pipe a goroutine reads and
  * reaped by waitpid, an fd number freed by stdio's fclose (a close the runtime does not
  * see) and given to an eventfd whose blocking read must wait for its count, close of an
- * fd a goroutine
- * is parked in read on, which parks goroutines through the interposer; the goroutine
+ * fd a goroutine is parked in read on (plain, or inside gmp_blocking, where a reader
+ * bound to the closer's thread makes the close itself), which parks goroutines through the interposer; the goroutine
  * must be on the same thread after each call).
  *
  * Checks:
@@ -221,6 +221,8 @@ static atomic_llong slot_since[NSLOTS];
 static atomic_ulong slot_iters[NSLOTS];
 static atomic_int slot_taken[NSLOTS];   /* child slots */
 static atomic_int slot_pinned[NSLOTS];
+static atomic_int slot_fd[NSLOTS];      /* fd + 1 a libc child-process wait reads */
+static atomic_int slot_child[NSLOTS];   /* that child's pid */
 
 static atomic_uint next_pid = 1;
 
@@ -1054,6 +1056,11 @@ static void libc_closed_reader(void *arg)
     gmp_wg_done(&box->done);
 }
 
+static int64_t libc_close_blocking(void *arg)
+{
+    return close((int)(intptr_t)arg) == 0 ? 0 : -errno;
+}
+
 /* Plain read, write, poll, nanosleep and close, as an unmodified blocking library makes
  * them: on a goroutine they park it (the interposer) and it resumes on the thread it
  * called from; on a foreign thread they are libc's. */
@@ -1129,6 +1136,10 @@ static void do_libc(struct actor *a)
         CHECK_EQ(posix_spawn(&pid, "/bin/echo", &fa, NULL, argv, envp), 0);
         CHECK_EQ(posix_spawn_file_actions_destroy(&fa), 0);
         CHECK_EQ(close(p[1]), 0);
+        if (a->slot >= 0) {
+            atomic_store(&slot_child[a->slot], pid);
+            atomic_store(&slot_fd[a->slot], p[0] + 1);
+        }
         char buf[64];
         size_t got = 0;
         for (;;) {
@@ -1140,6 +1151,8 @@ static void do_libc(struct actor *a)
         }
         buf[got] = 0;
         CHECK(strcmp(buf, "torture-child\n") == 0);
+        if (a->slot >= 0)
+            atomic_store(&slot_fd[a->slot], 0);
         int status = -1;
         CHECK_EQ(waitpid(pid, &status, 0), pid);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -1180,7 +1193,12 @@ static void do_libc(struct actor *a)
         while (!atomic_load(&box.entered))
             CHECK_OK(gmp_yield());
         CHECK_OK(gmp_sleep(1 * MS));
-        CHECK_EQ(close(sv[0]), 0);
+        /* From inside gmp_blocking too: a reader bound to this thread cannot leave the fd
+         * before the close returns, and makes the close itself (netpoll's deferred close). */
+        if (rnd_below(&a->rng, 2))
+            CHECK_EQ(gmp_blocking(libc_close_blocking, (void *)(intptr_t)sv[0]), 0);
+        else
+            CHECK_EQ(close(sv[0]), 0);
         CHECK_OK(gmp_wg_wait(&box.done));
         CHECK_EQ(box.result, -1);
         CHECK_EQ(box.err, EBADF);
@@ -1317,6 +1335,42 @@ static void *foreign_main(void *arg)
 
 /* ---- watchdog ---- */
 
+/* For the report: what the pipe a stalled actor reads looks like (readiness, every fd
+ * of this process on the same pipe, with its flags) and whether its writer has exited. */
+static void describe_wait(int fd, int pid)
+{
+    char path[64], target[64], other[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n < 0) {
+        fprintf(stderr, "torture:   fd %d: %s\n", fd, strerror(errno));
+        return;
+    }
+    target[n] = 0;
+    struct pollfd pf = {fd, POLLIN, 0};
+    int r = poll(&pf, 1, 0);
+    fprintf(stderr, "torture:   fd %d is %s, poll %d revents %#x; fds on it:", fd, target, r,
+            pf.revents);
+    for (int d = 0; d < 4096; d++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", d);
+        ssize_t m = readlink(path, other, sizeof other - 1);
+        if (m < 0)
+            continue;
+        other[m] = 0;
+        if (strcmp(other, target) == 0)
+            fprintf(stderr, " %d (flags %#x)", d, fcntl(d, F_GETFL));
+    }
+    char stat[256] = "gone";
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        if (fgets(stat, sizeof stat, f) == NULL)
+            strcpy(stat, "unreadable");
+        fclose(f);
+    }
+    fprintf(stderr, "; child %d: %s\n", pid, stat);
+}
+
 static void report(const char *why)
 {
     gmp_sched_stats st;
@@ -1363,6 +1417,8 @@ static void report(const char *why)
                 act < NACTIONS ? action_names[act] : act == A_NAP ? "nap" : "chan op",
                 atomic_load(&slot_locked[i]) ? " (locked to its thread)" : "",
                 (now - atomic_load(&slot_since[i])) / MS, atomic_load(&slot_iters[i]));
+        if (atomic_load(&slot_fd[i]) > 0)
+            describe_wait(atomic_load(&slot_fd[i]) - 1, atomic_load(&slot_child[i]));
     }
     for (int c = 0; c < NCHANS; c++)
         if (chans[c] != NULL)
