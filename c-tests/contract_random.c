@@ -10,8 +10,9 @@
  * and writes, what forked children see. The operations: pipes, socket pairs (stream and
  * datagram), loopback TCP connections and connected UDP pairs, eventfds, timerfds,
  * /dev/null and a regular file; dup, dup2 and dup3 onto another open number, F_DUPFD;
- * close_range (a close the hooks do not see); a child (fork or vfork) that writes to or
- * reads from an fd with the plain calls and exits with what it got; O_NONBLOCK
+ * close_range (a close the hooks do not see); a child (fork, vfork, or posix_spawn of
+ * this program with the fd as its stdin or stdout) that writes to or reads from an fd
+ * with the plain calls and exits with what it got; O_NONBLOCK
  * set and cleared with fcntl and ioctl(FIONBIO); writes and reads (read, readv, recv
  * with MSG_DONTWAIT or MSG_PEEK, pread on the file), each made only when a zero-timeout
  * poll says it will not block or the fd is non-blocking, so that the sequence never
@@ -27,6 +28,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +70,8 @@ static uint64_t rng;
 static unsigned long steps;
 static gmp_wg wg = GMP_WG_INIT;
 static char path[64];
+static char *self; /* this program, which step 12 spawns */
+extern char **environ;
 
 static void watchdog(int sig)
 {
@@ -464,16 +468,34 @@ static void step(unsigned long i)
         uint64_t one = 1;
         memcpy(buf, &one, 8);
         memset(buf + 8, 'c', 8);
-        int use_vfork = (int)rnd_below(&rng, 2);
+        /* 0: fork, 1: vfork, 2: posix_spawn of this program with the fd as its stdin or
+         * stdout (not for eventfd and timerfd counts, which it does not know). */
+        int how = (int)rnd_below(&rng, 3);
+        if (how == 2 && (kind == K_EVENTFD || kind == K_TIMERFD))
+            how = 0;
+        static const char *const hows[] = {"fork", "vfork", "posix_spawn"};
         fflush(stdout);
-        pid_t pid = use_vfork ? vfork() : fork();
-        if (pid == 0) {
-            long r = wr ? write(fd, buf, n) : read(fd, buf, n);
-            _exit(r < 0 ? 100 + errno % 100 : (int)r);
+        pid_t pid;
+        if (how == 2) {
+            posix_spawn_file_actions_t fa;
+            CHECK_EQ(posix_spawn_file_actions_init(&fa), 0);
+            CHECK_EQ(posix_spawn_file_actions_adddup2(&fa, fd, wr ? 1 : 0), 0);
+            char nbuf[8];
+            snprintf(nbuf, sizeof nbuf, "%zu", n);
+            char *argv[] = {self, (char *)(wr ? "child-write" : "child-read"), nbuf, NULL};
+            if (posix_spawn(&pid, self, &fa, NULL, argv, environ) != 0)
+                pid = -1;
+            CHECK_EQ(posix_spawn_file_actions_destroy(&fa), 0);
+        } else {
+            pid = how == 1 ? vfork() : fork();
+            if (pid == 0) {
+                long r = wr ? write(fd, buf, n) : read(fd, buf, n);
+                _exit(r < 0 ? 100 + errno % 100 : (int)r);
+            }
         }
         int st = 0;
         long r = pid < 0 ? -1 : waitpid(pid, &st, 0);
-        snprintf(name, sizeof name, "%s child %s %s: waitpid", use_vfork ? "vfork" : "fork",
+        snprintf(name, sizeof name, "%s child %s %s: waitpid", hows[how],
                  wr ? "write" : "read", what);
         out(i, name, r < 0 ? -1 : 0, errno);
         if (r > 0)
@@ -515,9 +537,22 @@ static void run(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* A child posix_spawn'ed by step 12: writes or reads `n` bytes on its stdout or stdin
+ * with one plain call, and exits with the count (or 100 + errno). */
+static int child_main(int wr, size_t n)
+{
+    char b[16];
+    memset(b, 's', sizeof b);
+    long r = wr ? write(1, b, n) : read(0, b, n);
+    return r < 0 ? 100 + errno % 100 : (int)r;
+}
+
 int main(int argc, char **argv)
 {
     CHECK(argc >= 2);
+    if (argc == 3 && strncmp(argv[1], "child-", 6) == 0)
+        return child_main(strcmp(argv[1], "child-write") == 0, strtoul(argv[2], NULL, 0));
+    self = "/proc/self/exe";
     signal(SIGALRM, watchdog);
     signal(SIGPIPE, SIG_IGN);
     unsigned long seed = strtoul(argv[1], NULL, 0);
