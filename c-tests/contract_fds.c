@@ -402,10 +402,16 @@ static void close_blocking_case(void *arg)
         gmp_sleep(10 * 1000000LL); /* into its park */
         if (round == 0)
             CHECK(gmp_lock_os_thread() >= 0);
+        gmp_sched_stats st;
+        CHECK(gmp_stats(&st, NULL, 0) >= 0);
+        uint64_t deferred = st.deferred_closes;
         CHECK_EQ(gmp_blocking(close_it, (void *)(intptr_t)p[0]), 0);
         if (round == 0)
             CHECK(gmp_unlock_os_thread() >= 0);
         gmp_wg_wait(&helpers);
+        CHECK(gmp_stats(&st, NULL, 0) >= 0);
+        if (round == 1)
+            CHECK_EQ(st.deferred_closes, deferred + 1);
         /* A read whose fd another thread closed: EBADF, as a goroutine's read in Go's net. */
         CHECK_EQ(cb_got, -1);
         CHECK_EQ(cb_errno, EBADF);
@@ -640,6 +646,9 @@ static void rawsleep_case(void *arg)
         atomic_store(&spins, 0);
         pthread_t t;
         CHECK(pthread_create(&t, NULL, late_work, NULL) == 0);
+        gmp_sched_stats st;
+        CHECK(gmp_stats(&st, NULL, 0) >= 0);
+        uint64_t wrapped = st.unseen_wrapped;
         double t0 = now_sec();
         long r;
         struct timespec req = {0, 300 * 1000 * 1000}, rem = {0, 0};
@@ -662,9 +671,11 @@ static void rawsleep_case(void *arg)
         atomic_store(&sleeper_done, 1);
         CHECK(pthread_join(t, NULL) == 0);
         gmp_wg_wait(&helpers);
-        if (r != 0 || dt < 0.3 || dt > 0.39 || during == 0) {
-            fprintf(stderr, "rawsleep: %s returned %ld (errno %d) after %.3f s, %ld spins meanwhile\n",
-                    names[k], r, errno, dt, during);
+        CHECK(gmp_stats(&st, NULL, 0) >= 0);
+        if (r != 0 || dt < 0.3 || dt > 0.39 || during == 0 || st.unseen_wrapped == wrapped) {
+            fprintf(stderr, "rawsleep: %s returned %ld (errno %d) after %.3f s, %ld spins "
+                    "meanwhile, %llu calls made seen\n", names[k], r, errno, dt, during,
+                    (unsigned long long)(st.unseen_wrapped - wrapped));
             _exit(1);
         }
     }

@@ -371,7 +371,8 @@ int main(int argc, char **argv)
     CHECK(gmp_stats(&st, NULL, 0) >= 0);
     printf("calls %ld eintr %ld short %ld piped %ld MiB lock rounds %ld long sleeps %ld "
            "(worst %ld us late): preempt signals "
-           "%llu, preempted %llu, refused stale %llu lib %llu stack %llu, skipped %llu\n",
+           "%llu, preempted %llu, refused stale %llu lib %llu stack %llu, skipped %llu; "
+           "unseen calls signalled %llu, made seen %llu\n",
            atomic_load(&calls), atomic_load(&eintr), atomic_load(&shortc),
            piped_bytes >> 20, mu_rounds, atomic_load(&long_sleeps),
            atomic_load(&worst_late_us), (unsigned long long)st.preempt_signals,
@@ -379,7 +380,8 @@ int main(int argc, char **argv)
            (unsigned long long)st.async_refused_stale,
            (unsigned long long)st.async_refused_lib,
            (unsigned long long)st.async_refused_stack,
-           (unsigned long long)st.async_skipped_blocked);
+           (unsigned long long)st.async_skipped_blocked,
+           (unsigned long long)st.unseen_signals, (unsigned long long)st.unseen_wrapped);
     fflush(stdout);
     CHECK_EQ(atomic_load(&eintr), 0);
     CHECK_EQ(atomic_load(&shortc), 0);

@@ -229,6 +229,18 @@ typedef struct gmp_sched_stats {
   uint64_t async_refused_lib;
   uint64_t async_refused_stack;
   uint64_t async_skipped_blocked;
+  /*
+   Blocking calls the hooks did not see (a pthread mutex, a raw read, a sleep in a
+   library loaded without the interposer): signals sysmon sent to have such a call give
+   its P up, and calls made again (or resumed) between entering and leaving a syscall.
+   */
+  uint64_t unseen_signals;
+  uint64_t unseen_wrapped;
+  /*
+   Closes of registered fds that a closer inside `gmp_blocking` handed to the last
+   operation in flight.
+   */
+  uint64_t deferred_closes;
 } gmp_sched_stats;
 
 /*

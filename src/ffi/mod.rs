@@ -151,6 +151,14 @@ pub struct gmp_sched_stats {
     pub async_refused_lib: u64,
     pub async_refused_stack: u64,
     pub async_skipped_blocked: u64,
+    /// Blocking calls the hooks did not see (a pthread mutex, a raw read, a sleep in a
+    /// library loaded without the interposer): signals sysmon sent to have such a call give
+    /// its P up, and calls made again (or resumed) between entering and leaving a syscall.
+    pub unseen_signals: u64,
+    pub unseen_wrapped: u64,
+    /// Closes of registered fds that a closer inside `gmp_blocking` handed to the last
+    /// operation in flight.
+    pub deferred_closes: u64,
 }
 
 fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, flags: u32) -> i64 {
@@ -443,6 +451,9 @@ pub unsafe extern "C" fn gmp_stats(
                 async_refused_lib: s.async_refused_lib,
                 async_refused_stack: s.async_refused_stack,
                 async_skipped_blocked: s.async_skipped_blocked,
+                unseen_signals: s.unseen_signals,
+                unseen_wrapped: s.unseen_wrapped,
+                deferred_closes: s.deferred_closes,
             })
         };
         written as c_int

@@ -218,6 +218,9 @@ pub struct Stats {
     pub async_refused_lib: u64,
     pub async_refused_stack: u64,
     pub async_skipped_blocked: u64,
+    pub unseen_signals: u64,
+    pub unseen_wrapped: u64,
+    pub deferred_closes: u64,
 }
 
 /// Fills `Stats`, and the local run queue length of each P in service into `runq_lens`
@@ -248,6 +251,9 @@ pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
         async_refused_lib: preempt::REFUSED_LIB.load(Ordering::Relaxed),
         async_refused_stack: preempt::REFUSED_STACK.load(Ordering::Relaxed),
         async_skipped_blocked: preempt::SKIPPED_BLOCKED.load(Ordering::Relaxed),
+        unseen_signals: super::unseen::LOOKS_SIGNALLED.load(Ordering::Relaxed),
+        unseen_wrapped: super::unseen::WRAPPED.load(Ordering::Relaxed),
+        deferred_closes: netpoll::DEFERRED_CLOSES.load(Ordering::Relaxed),
     };
     let mut n = 0;
     for (slot, p) in runq_lens.iter_mut().zip(procs()) {

@@ -122,7 +122,7 @@ def test_struct_layouts_match_c() -> None:
     assert ctypes.sizeof(_lib.gmp_cond) == 32
     assert ctypes.sizeof(_lib.gmp_once) == 12
     assert ctypes.sizeof(_lib.gmp_select_case) == 32
-    assert ctypes.sizeof(_lib.gmp_sched_stats) == 144
+    assert ctypes.sizeof(_lib.gmp_sched_stats) == 168
 
 
 def test_library_version_is_the_package_version() -> None:

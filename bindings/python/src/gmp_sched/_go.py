@@ -483,6 +483,9 @@ class SchedStats:
     async_refused_lib: int
     async_refused_stack: int
     async_skipped_blocked: int
+    unseen_signals: int
+    unseen_wrapped: int
+    deferred_closes: int
     #: Local run queue length of each processor.
     runq_lens: tuple[int, ...] = field(default=())
 

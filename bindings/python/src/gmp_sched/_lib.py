@@ -119,6 +119,9 @@ class gmp_sched_stats(Structure):
         ("async_refused_lib", c_uint64),
         ("async_refused_stack", c_uint64),
         ("async_skipped_blocked", c_uint64),
+        ("unseen_signals", c_uint64),
+        ("unseen_wrapped", c_uint64),
+        ("deferred_closes", c_uint64),
     ]
 
 
