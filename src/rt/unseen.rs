@@ -486,18 +486,26 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
         if core::ptr::read_unaligned((pc - 2) as *const u16) != SYSCALL_INSN {
             return false;
         }
-        if preempt::runtime_pc(pc as usize) {
-            return false;
-        }
         let sp = r(libc::REG_RSP) as usize;
-        if !preempt::room_on_stack(&*gp, sp) {
+        // The call is the one recorded. It may not go to the trampoline from the runtime's
+        // own code, nor without room on the stack for the save area: then, rather than
+        // leave the program an EINTR, it goes on here with the P (as it would have, had
+        // it not been signalled) where that is exact.
+        if preempt::runtime_pc(pc as usize) || !preempt::room_on_stack(&*gp, sp) {
+            if eintr && how == Restart::Resume as u64 {
+                gregs[libc::REG_RAX as usize] = resume(false).1 as i64;
+            } else if eintr && how == Restart::AfterEintr as u64 {
+                // What the kernel does for a call it restarts: back to the instruction.
+                gregs[libc::REG_RIP as usize] = (pc - 2) as i64;
+                gregs[libc::REG_RAX as usize] = nr;
+            }
             return false;
         }
         // rcx carries to `wrapped` the bytes a cut-short call already moved, or a resumed
         // call's result (the `syscall` instruction clobbers rcx, so the program holds
         // nothing there). rax says which: the call's number, or RESUMED.
         let (rax, rcx) = if how == Restart::Resume as u64 {
-            let (entered, ret) = resume();
+            let (entered, ret) = resume(true);
             if !entered {
                 // Finished here, with the P, as the uninterrupted call would have.
                 gregs[libc::REG_RAX as usize] = ret as i64;
@@ -526,13 +534,15 @@ const RESUMED: u64 = u64::MAX;
 /// and waits for the rest with `restart_syscall`, which runs the restart block the kernel
 /// set up when it ended the call and keeps until this handler returns. A signal of the
 /// program's own that ends the rest ends it with EINTR, as it would have ended the call.
-/// Returns whether it entered (the trampoline must then `exit`) and the call's result.
+/// Without `give_up_p` (the runtime's own call, or no room for the trampoline) it waits
+/// with the P, as the uninterrupted call would have. Returns whether it entered (the
+/// trampoline must then `exit`) and the call's result.
 ///
 /// # Safety
 /// In the SIGURG handler, on a goroutine that `divert` found RUNNING on its P, interrupted
-/// outside the runtime.
-unsafe fn resume() -> (bool, u64) {
-    let entered = syscall::enter().is_ok();
+/// outside the runtime if `give_up_p`.
+unsafe fn resume(give_up_p: bool) -> (bool, u64) {
+    let entered = give_up_p && syscall::enter().is_ok();
     // SAFETY: restart_syscall takes no arguments and touches only what the interrupted
     // call's own restart block names (the program's pollfds, futex word).
     let ret =
