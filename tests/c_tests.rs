@@ -821,6 +821,13 @@ fn syscall_bad_input() {
     expect_success("syscall_bad_input", &[]);
 }
 
+/// A goroutine locked to its thread waits on the poller while every other P is idle: the
+/// fd's event wakes it (handoff_p starts an M to poll when it idles the last P).
+#[test]
+fn netpoll_locked() {
+    expect_success("netpoll_locked", &[]);
+}
+
 #[test]
 fn lockosthread() {
     expect_success("lockosthread", &[]);

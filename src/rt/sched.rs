@@ -1179,6 +1179,21 @@ pub(super) fn handoff_p(pp: *mut P) {
         startm(pp, false);
         return;
     }
+    // The last running P, with goroutines waiting on the poller and no M in it: start one
+    // to poll (Go's handoffp: "if this is the last running P and nobody is polling
+    // network"). The Ms already idle saw nothing to wait for when they stopped, and an M
+    // whose locked goroutine just parked on an fd stops without passing through
+    // `park_idle`, which would have made it the M in the poller: without this the fd's
+    // event finds every M asleep without a deadline (c-tests/netpoll_locked.c).
+    if SCHED.npidle.load(Ordering::SeqCst) == SCHED.gomaxprocs.load(Ordering::SeqCst) - 1
+        && netpoll::inited()
+        && netpoll::any_waiters()
+        && netpoll::BLOCKED.load(Ordering::SeqCst) == 0
+    {
+        drop(g);
+        startm(pp, false);
+        return;
+    }
     pidleput(&mut g, pp);
     drop(g);
     // A wakep that saw no idle P may have asked for a spinner meanwhile (see wakep).
