@@ -828,6 +828,13 @@ fn netpoll_locked() {
     expect_success("netpoll_locked", &[]);
 }
 
+/// A goroutine that shrinks GOMAXPROCS and then computes on the P being retired is still
+/// preempted: sysmon counts a running P beyond GOMAXPROCS as busy.
+#[test]
+fn maxprocs_shrink_watch() {
+    expect_success("maxprocs_shrink_watch", &[]);
+}
+
 #[test]
 fn lockosthread() {
     expect_success("lockosthread", &[]);
@@ -1587,6 +1594,11 @@ fn contract_fds_rawsleep() {
 }
 
 #[test]
+fn contract_fds_rawtty() {
+    contract_fds("rawtty");
+}
+
+#[test]
 fn contract_fds_signal() {
     contract_fds("signal");
 }
@@ -2253,8 +2265,9 @@ fn interpose_curl() {
 }
 
 /// LD_PRELOAD from Python (c-tests/interpose_preload.py): preloaded, the global `usleep`
-/// is the hook and 20 goroutines sleeping in it park; loaded by ctypes alone (dlopen), it
-/// is libc's and each goroutine blocks its thread.
+/// is the hook and 20 goroutines sleeping in it park on a few threads; loaded by ctypes
+/// alone (dlopen), it is libc's and each goroutine sleeps on a thread of its own, its P
+/// handed on (rt/unseen.rs).
 #[test]
 fn interpose_preload() {
     let python = require_program("python3", "python3");

@@ -1179,23 +1179,23 @@ pub(super) fn handoff_p(pp: *mut P) {
         startm(pp, false);
         return;
     }
-    // The last running P, with goroutines waiting on the poller and no M in it: start one
-    // to poll (Go's handoffp: "if this is the last running P and nobody is polling
-    // network"). The Ms already idle saw nothing to wait for when they stopped, and an M
-    // whose locked goroutine just parked on an fd stops without passing through
-    // `park_idle`, which would have made it the M in the poller: without this the fd's
-    // event finds every M asleep without a deadline (c-tests/netpoll_locked.c).
-    if SCHED.npidle.load(Ordering::SeqCst) == SCHED.gomaxprocs.load(Ordering::SeqCst) - 1
+    pidleput(&mut g, pp);
+    drop(g);
+    // The last running P gone idle, with goroutines waiting on the poller and no M in it:
+    // wake one, which goes idle into the poller (Go's handoffp: "if this is the last
+    // running P and nobody is polling network"). The Ms already idle saw nothing to wait
+    // for when they stopped, and an M whose locked goroutine just parked on an fd stops
+    // without passing through `park_idle`, which would have made it the M in the poller:
+    // without this the fd's event finds every M asleep without a deadline
+    // (c-tests/netpoll_locked.c). After `pidleput`, so that a P beyond GOMAXPROCS, which
+    // it retires, counts too.
+    if SCHED.npidle.load(Ordering::SeqCst) >= SCHED.gomaxprocs.load(Ordering::SeqCst)
         && netpoll::inited()
         && netpoll::any_waiters()
         && netpoll::BLOCKED.load(Ordering::SeqCst) == 0
     {
-        drop(g);
-        startm(pp, false);
-        return;
+        wakep();
     }
-    pidleput(&mut g, pp);
-    drop(g);
     // A wakep that saw no idle P may have asked for a spinner meanwhile (see wakep).
     if SCHED.needspinning.load(Ordering::SeqCst) == 1 {
         wakep();
@@ -2399,8 +2399,11 @@ pub fn procresize(n: i32) -> i32 {
                 give_p(am, pp);
             }
         } else if n < old {
-            SCHED.gomaxprocs.store(n, Ordering::SeqCst);
-            // Retire idle Ps beyond n now.
+            // Retire idle Ps beyond n now, before the new count is published: `npidle`
+            // still counts them, and for a moment `npidle >= gomaxprocs` would say every P
+            // is idle while one runs, which sends sysmon into its deep sleep, from which
+            // only a P leaving the idle list wakes it (no preemption, no retake, no look
+            // at unseen calls meanwhile).
             let s = g.synced();
             let mut keep: *mut P = null_mut();
             let mut cur = s.pidle;
@@ -2422,6 +2425,7 @@ pub fn procresize(n: i32) -> i32 {
                 cur = next;
             }
             s.pidle = keep;
+            SCHED.gomaxprocs.store(n, Ordering::SeqCst);
         }
     }
     // Go's procresize destroys a removed P: its timers go to a P in service (P0; they
@@ -2439,6 +2443,8 @@ pub fn procresize(n: i32) -> i32 {
     if n > old {
         wakep();
     }
+    // The Ps in service may all run now where sysmon last saw them all idle.
+    sysmon::wake_if_deep();
     old
 }
 

@@ -259,8 +259,16 @@ pub(super) fn preemptone(p: &P) {
     preempt::preempt_m(p);
 }
 
+/// Whether no P runs a goroutine: every P in service is idle, and none beyond GOMAXPROCS
+/// still runs. A shrink retires a P beyond the new count only when it next passes through
+/// its scheduler (`retire_p`), and until then its goroutine runs without being counted:
+/// one that called `gmp_maxprocs` itself, then computes or blocks in a call the hooks do
+/// not see, would otherwise leave sysmon in its deep sleep.
 fn all_ps_idle() -> bool {
-    SCHED.npidle.load(Ordering::SeqCst) >= SCHED.gomaxprocs.load(Ordering::SeqCst)
+    let n = SCHED.gomaxprocs.load(Ordering::SeqCst);
+    SCHED.npidle.load(Ordering::SeqCst) >= n
+        && !all_ps()
+            .any(|p| p.id >= n && matches!(p.status.load(Ordering::SeqCst), P_RUNNING | P_SYSCALL))
 }
 
 extern "C" fn sysmon_main(_: *mut libc::c_void) -> *mut libc::c_void {

@@ -49,8 +49,8 @@
 //! `epoll_wait` with a timeout (ended by any signal with EINTR, no restart block, no rest
 //! reported), vectored writes and `recvmsg` with MSG_WAITALL (a signal after some bytes
 //! moved ends them short, and going on would need a new iovec), socket calls on sockets
-//! with SO_RCVTIMEO/SO_SNDTIMEO, terminals (non-canonical reads return what they have on
-//! a signal), regular files. Those keep their P until they return; the preemption signal
+//! with SO_RCVTIMEO/SO_SNDTIMEO, terminals in non-canonical mode (a read returns what it
+//! has on a signal), regular files. Those keep their P until they return; the preemption signal
 //! (preemptsig.rs) takes it when the thread is back in user code.
 //!
 //! The window: sysmon reads the call, checks it, and reads it again just before the
@@ -199,9 +199,29 @@ fn fd_blocks_restartably(fd: u64, want_rcv: bool) -> bool {
                     && tv.tv_sec == 0
                     && tv.tv_usec == 0
             }
-            // Terminals, regular files, block devices: no.
+            // A terminal: a read in canonical mode waits for a whole line and copies it at
+            // once, so a signal finds nothing copied and the kernel rewinds it; a write
+            // goes on from where a signal cut it (`Restart::Partial`). A non-canonical
+            // read returns what it has on a signal: no.
+            libc::S_IFCHR => terminal(fd).is_some_and(|canonical| canonical || !want_rcv),
+            // Regular files, block devices: no.
             _ => false,
         }
+    }
+}
+
+/// If `fd` is a terminal, whether its line discipline reads in canonical mode.
+fn terminal(fd: u64) -> Option<bool> {
+    // SAFETY: TCGETS into a valid termios; a number that is no terminal only fails.
+    unsafe {
+        let mut t: libc::termios = core::mem::zeroed();
+        (libc::syscall(
+            libc::SYS_ioctl,
+            fd as i32,
+            libc::TCGETS as usize,
+            &mut t as *mut libc::termios,
+        ) == 0)
+            .then_some(t.c_lflag & libc::ICANON != 0)
     }
 }
 
@@ -863,6 +883,38 @@ mod tests {
             restartable(&call(libc::SYS_writev, [fd, 8, 8, 0, 0, 0])),
             Restart::No
         );
+    }
+
+    /// A terminal: reads in canonical mode (whole lines) and writes restart; a
+    /// non-canonical read does not.
+    #[test]
+    fn reads_terminals_in_canonical_mode() {
+        // SAFETY: a pseudo-terminal pair of our own, closed below.
+        unsafe {
+            let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+            assert!(master >= 0);
+            assert_eq!(libc::unlockpt(master), 0);
+            let name = libc::ptsname(master);
+            assert!(!name.is_null());
+            let slave = libc::open(name, libc::O_RDWR | libc::O_NOCTTY);
+            assert!(slave >= 0);
+            let call = |nr: i64| Call {
+                nr,
+                args: [slave as u64, 0, 1, 0, 0, 0],
+                sp: 0,
+                pc: 0,
+            };
+            assert_eq!(restartable(&call(libc::SYS_read)), Restart::Rewound);
+            assert_eq!(restartable(&call(libc::SYS_write)), Restart::Partial);
+            let mut t: libc::termios = core::mem::zeroed();
+            assert_eq!(libc::tcgetattr(slave, &mut t), 0);
+            t.c_lflag &= !libc::ICANON;
+            assert_eq!(libc::tcsetattr(slave, libc::TCSANOW, &t), 0);
+            assert_eq!(restartable(&call(libc::SYS_read)), Restart::No);
+            assert_eq!(restartable(&call(libc::SYS_write)), Restart::Partial);
+            crate::sys::real::close(slave);
+            crate::sys::real::close(master);
+        }
     }
 
     #[test]
