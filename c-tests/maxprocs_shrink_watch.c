@@ -6,10 +6,9 @@
  * scheduler; until then the goroutine that asked keeps running on it. Round after round,
  * a goroutine sets GOMAXPROCS to 2 and back to 1, starts a goroutine that counts and
  * yields, and computes for 150 ms without calling the library: the counter must move
- * meanwhile, which only sysmon's preemption signal makes possible. (When the sysmon
- * took the old processor's goroutine for no goroutine at all, it slept until a
- * processor left the idle list, and no round passed while the computing goroutine was on
- * the retired processor.)
+ * meanwhile, which only sysmon's preemption signal makes possible: sysmon must count
+ * the processor being retired as busy, or it takes every processor for idle and sleeps
+ * until one leaves the idle list.
  */
 #include "check.h"
 
