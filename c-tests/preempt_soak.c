@@ -26,6 +26,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -219,8 +220,13 @@ static void pipe_writer(void *arg)
     for (long round = 0; running(); round++) {
         for (int i = 0; i < PIPE_BLOCK; i++)
             buf[i] = next++;
-        long n = raw(round % 2 ? asm_write(bigpipe[1], buf, (size_t)PIPE_BLOCK)
-                              : syscall(SYS_write, bigpipe[1], buf, (size_t)PIPE_BLOCK));
+        /* Plain, by inline asm, and vectored in three unequal pieces. */
+        struct iovec iov[3] = {
+            {buf, PIPE_BLOCK / 4}, {buf + PIPE_BLOCK / 4, PIPE_BLOCK / 2},
+            {buf + 3 * (PIPE_BLOCK / 4), PIPE_BLOCK / 4}};
+        long n = raw(round % 3 == 0   ? syscall(SYS_write, bigpipe[1], buf, (size_t)PIPE_BLOCK)
+                     : round % 3 == 1 ? asm_write(bigpipe[1], buf, (size_t)PIPE_BLOCK)
+                                      : syscall(SYS_writev, bigpipe[1], iov, 3));
         if (n != PIPE_BLOCK) {
             fprintf(stderr, "raw pipe write of %d returned %ld\n", PIPE_BLOCK, n);
             atomic_fetch_add(&shortc, 1);
@@ -265,6 +271,19 @@ static void waitall_sender(void *arg)
     int seq = 0;
     while (running()) {
         memset(msg, seq & 0xff, sizeof msg);
+        if (seq % 2) {
+            /* The whole message in one sendmsg of two pieces, more than the socket
+             * buffer holds: it waits for the receiver, and a signal may cut it. */
+            struct iovec iov[2] = {{msg, WAITALL_LEN / 3}, {msg + WAITALL_LEN / 3,
+                                                             WAITALL_LEN - WAITALL_LEN / 3}};
+            struct msghdr mh;
+            memset(&mh, 0, sizeof mh);
+            mh.msg_iov = iov;
+            mh.msg_iovlen = 2;
+            CHECK_EQ(raw(syscall(SYS_sendmsg, sp[0], &mh, 0)), WAITALL_LEN);
+            seq++;
+            continue;
+        }
         for (int off = 0; off < WAITALL_LEN; off += WAITALL_LEN / 4) {
             long n = raw(syscall(SYS_sendto, sp[0], msg + off, (size_t)(WAITALL_LEN / 4), 0,
                                  NULL, 0));
@@ -283,8 +302,16 @@ static void waitall_receiver(void *arg)
     (void)arg;
     static unsigned char msg[WAITALL_LEN];
     int seq = 0;
-    for (;;) {
-        long n = raw(syscall(SYS_recvfrom, sp[1], msg, sizeof msg, MSG_WAITALL, NULL, NULL));
+    for (int k = 0;; k++) {
+        /* recvfrom, or recvmsg into two pieces. */
+        struct iovec iov[2] = {{msg, WAITALL_LEN / 4}, {msg + WAITALL_LEN / 4,
+                                                        WAITALL_LEN - WAITALL_LEN / 4}};
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iov;
+        mh.msg_iovlen = 2;
+        long n = k % 2 ? raw(syscall(SYS_recvmsg, sp[1], &mh, MSG_WAITALL))
+                       : raw(syscall(SYS_recvfrom, sp[1], msg, sizeof msg, MSG_WAITALL, NULL, NULL));
         if (n == 0)
             break;
         if (n != WAITALL_LEN) {

@@ -20,10 +20,11 @@
 //!   ERESTARTSYS under SA_RESTART), or just after it with -EINTR in rax (a call the
 //!   kernel never restarts after a handler, on the `restartable` list only because
 //!   re-entering it with the same arguments is exact: absolute deadlines or none), or
-//!   just after it with a byte count short of the length in rax (a write to a pipe or
-//!   stream socket, or a MSG_WAITALL receive from a stream socket, the signal cut short:
-//!   the rest is moved on, from where it stopped, and the count returned is the whole) — with the same stack pointer and argument
-//!   registers; the goroutine RUNNING on its P;
+//!   just after it with a byte count short of the length in rax (a write, vectored or
+//!   not, to a pipe, stream socket or terminal, or a MSG_WAITALL receive from a stream
+//!   socket, the signal cut short: the rest is moved on, from where it stopped, and the
+//!   count returned is the whole) — with the same stack pointer and argument registers;
+//!   the goroutine RUNNING on its P;
 //!   the PC outside libgmp (the runtime's own futex waits are `sys::futex::wait`'s
 //!   inline `syscall`). Then the handler points the context at `__gmp_async_syscall`
 //!   with the return address just past the `syscall` instruction.
@@ -47,8 +48,8 @@
 //!
 //! What it never does: signal a thread in a call whose restart would not be exact —
 //! `epoll_wait` with a timeout (ended by any signal with EINTR, no restart block, no rest
-//! reported), vectored writes and `recvmsg` with MSG_WAITALL (a signal after some bytes
-//! moved ends them short, and going on would need a new iovec), socket calls on sockets
+//! reported), `recvmsg` with MSG_WAITALL and control data (the first part may have
+//! filled its buffer), socket calls on sockets
 //! with SO_RCVTIMEO/SO_SNDTIMEO, terminals in non-canonical mode (a read returns what it
 //! has on a signal), regular files. Those keep their P until they return; the preemption signal
 //! (preemptsig.rs) takes it when the thread is back in user code.
@@ -267,6 +268,36 @@ fn long_timeout(addr: u64, timeval: bool) -> bool {
     t[0].saturating_mul(1_000_000_000).saturating_add(sub) >= SHORTEST_SIGNALLED_NS
 }
 
+/// The msghdr at `addr` in this process's memory, read with process_vm_readv (None if
+/// the program freed it).
+fn read_msghdr(addr: u64) -> Option<libc::msghdr> {
+    // SAFETY: msghdr is plain data; zeroed is a valid value.
+    let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
+    let size = core::mem::size_of::<libc::msghdr>();
+    let local = libc::iovec {
+        iov_base: (&mut m as *mut libc::msghdr).cast(),
+        iov_len: size,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: size,
+    };
+    // SAFETY: reads `size` bytes of this process into `m`; a bad address only fails. The
+    // counts and flags are unsigned longs: passed as usize through the variadic call.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_process_vm_readv,
+            libc::getpid(),
+            &local as *const libc::iovec,
+            1usize,
+            &remote as *const libc::iovec,
+            1usize,
+            0usize,
+        )
+    };
+    (n == size as libc::c_long).then_some(m)
+}
+
 /// Whether a relative sleep on clock `c` measures time as sysmon's clocks do (not a CPU
 /// clock, whose sleep the rest of would not be the same).
 fn relative_clock(c: u64) -> bool {
@@ -336,6 +367,24 @@ pub(super) fn restartable(c: &Call) -> Restart {
                 Restart::Rewound
             }
         }
+        // recvmsg: as recvfrom (its flags are the third argument). A MSG_WAITALL one goes
+        // on with a copy of the rest of its iovec, only without control data (whose
+        // buffer the first part may have filled).
+        libc::SYS_recvmsg => {
+            let waitall = a[2] & libc::MSG_WAITALL as u64 != 0;
+            if a[2] & libc::MSG_PEEK as u64 != 0 && waitall || !fd_blocks_restartably(a[0], true) {
+                Restart::No
+            } else if !waitall {
+                Restart::Rewound
+            } else if stream_socket(a[0])
+                && read_msghdr(a[1])
+                    .is_some_and(|m| m.msg_controllen == 0 && m.msg_iovlen <= IOV_MAX)
+            {
+                Restart::Partial
+            } else {
+                Restart::No
+            }
+        }
         libc::SYS_connect => {
             if fd_blocks_restartably(a[0], false) {
                 Restart::Rewound
@@ -348,6 +397,15 @@ pub(super) fn restartable(c: &Call) -> Restart {
         // MSG_DONTWAIT never sleeps.
         libc::SYS_write | libc::SYS_sendto
             if (c.nr == libc::SYS_write || a[3] & libc::MSG_DONTWAIT as u64 == 0)
+                && fd_blocks_restartably(a[0], false) =>
+        {
+            Restart::Partial
+        }
+        // The vectored forms go on past the bytes moved with a copy of the rest of the
+        // iovec (`continue_vectored`). sendmsg's flags are its third argument.
+        libc::SYS_writev | libc::SYS_sendmsg
+            if (c.nr == libc::SYS_writev && a[2] <= IOV_MAX as u64
+                || c.nr == libc::SYS_sendmsg && a[2] & libc::MSG_DONTWAIT as u64 == 0)
                 && fd_blocks_restartably(a[0], false) =>
         {
             Restart::Partial
@@ -481,8 +539,8 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
                 || how == Restart::Remaining as u64
                 || how == Restart::Resume as u64);
         // A write cut short: 0 < count < length (a whole count is a finished call).
-        let len = s.args[2].load(Ordering::Relaxed);
-        let short = rip == pc && how == Restart::Partial as u64 && (rax as i64) > 0 && rax < len;
+        let partial = rip == pc && how == Restart::Partial as u64 && (rax as i64) > 0;
+        let short = partial && rax < partial_len(nr, s);
         if !(rewound || eintr || short) || r(libc::REG_RSP) != s.sp.load(Ordering::Relaxed) {
             return false;
         }
@@ -545,6 +603,128 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
     true
 }
 
+/// The most iovec entries a vectored call takes (Linux's UIO_MAXIOV).
+const IOV_MAX: usize = 1024;
+
+/// The length a `Restart::Partial` call asked to move: its count argument, or the sum of
+/// its iovec (`writev`, `sendmsg`).
+///
+/// # Safety
+/// In the handler, for the call just interrupted: its iovec is the one the kernel read.
+unsafe fn partial_len(nr: i64, s: &Seen) -> u64 {
+    let a = |i: usize| s.args[i].load(Ordering::Relaxed);
+    // SAFETY: caller contract; the counts were bounded by `restartable` or by the kernel,
+    // which had just read these entries.
+    unsafe {
+        match nr {
+            libc::SYS_writev => iov_total(a(1) as *const libc::iovec, a(2) as usize),
+            libc::SYS_sendmsg | libc::SYS_recvmsg => {
+                let m = &*(a(1) as *const libc::msghdr);
+                iov_total(m.msg_iov, m.msg_iovlen)
+            }
+            _ => a(2),
+        }
+    }
+}
+
+/// The bytes `n` iovec entries at `iov` cover (0 for more than `IOV_MAX`, never short).
+///
+/// # Safety
+/// `iov` points at `n` readable entries.
+unsafe fn iov_total(iov: *const libc::iovec, n: usize) -> u64 {
+    if n > IOV_MAX {
+        return 0;
+    }
+    // SAFETY: caller contract.
+    (0..n).fold(0u64, |t, i| {
+        t.saturating_add(unsafe { (*iov.add(i)).iov_len } as u64)
+    })
+}
+
+/// The rest of a vectored call that a signal cut short after `done` bytes (`writev`;
+/// `sendmsg`, without its control data, which went with the first byte; a MSG_WAITALL
+/// `recvmsg`, which has none): the same call on the entries past them, copied onto this
+/// stack `CHUNK` at a time, the first one trimmed. A receive's flags are added to the
+/// program's `msg_flags`. Returns the bytes it moved, or the first call's error if none.
+///
+/// # Safety
+/// `a` are the arguments of the program's call, whose iovec (and msghdr) it still holds.
+unsafe fn continue_vectored(nr: u64, a: [u64; 6], done: u64) -> i64 {
+    const CHUNK: usize = 64;
+    // SAFETY: caller contract.
+    let (iov, cnt, msg) = unsafe {
+        if nr == libc::SYS_writev as u64 {
+            (a[1] as *const libc::iovec, a[2] as usize, None)
+        } else {
+            // sendmsg or recvmsg.
+            let m = &*(a[1] as *const libc::msghdr);
+            (m.msg_iov as *const libc::iovec, m.msg_iovlen, Some(*m))
+        }
+    };
+    let cnt = cnt.min(IOV_MAX);
+    let mut skip = done as usize;
+    let mut i = 0;
+    // SAFETY (the reads of entries below): caller contract, i < cnt.
+    while i < cnt && skip >= unsafe { (*iov.add(i)).iov_len } {
+        skip -= unsafe { (*iov.add(i)).iov_len };
+        i += 1;
+    }
+    let mut moved = 0i64;
+    while i < cnt {
+        let mut part = [libc::iovec {
+            iov_base: core::ptr::null_mut(),
+            iov_len: 0,
+        }; CHUNK];
+        let (mut n, mut want) = (0, 0usize);
+        while n < CHUNK && i < cnt {
+            // SAFETY: as above; `skip` is within the first entry.
+            let e = unsafe { *iov.add(i) };
+            part[n] = libc::iovec {
+                iov_base: e.iov_base.wrapping_byte_add(skip),
+                iov_len: e.iov_len - skip,
+            };
+            want += part[n].iov_len;
+            skip = 0;
+            n += 1;
+            i += 1;
+        }
+        // SAFETY: the program's call on its own buffers, with a copy of its iovec.
+        let r = unsafe {
+            match msg {
+                Some(mut h) => {
+                    h.msg_iov = part.as_mut_ptr();
+                    h.msg_iovlen = n;
+                    h.msg_control = core::ptr::null_mut();
+                    h.msg_controllen = 0;
+                    h.msg_flags = 0;
+                    let r = crate::sys::raw_syscall6(
+                        nr,
+                        a[0],
+                        &h as *const libc::msghdr as u64,
+                        a[2],
+                        0,
+                        0,
+                        0,
+                    );
+                    if nr == libc::SYS_recvmsg as u64 {
+                        (*(a[1] as *mut libc::msghdr)).msg_flags |= h.msg_flags;
+                    }
+                    r
+                }
+                None => crate::sys::raw_syscall6(nr, a[0], part.as_ptr() as u64, n as u64, 0, 0, 0),
+            }
+        } as i64;
+        if r < 0 {
+            return if moved > 0 { moved } else { r };
+        }
+        moved += r;
+        if (r as usize) < want {
+            break;
+        }
+    }
+    moved
+}
+
 /// `wrapped`'s rax when the handler already made the call (`resume`; its result in rcx):
 /// only `syscall::exit` is left. No system call has this number.
 const RESUMED: u64 = u64::MAX;
@@ -591,8 +771,14 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     // rcx and r11, and compiled code relies on it).
     let done = r.rcx;
     let (nr, mut a) = (r.rax, [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]);
-    a[1] += done;
-    a[2] -= done;
+    let vectored = done != 0
+        && (nr == libc::SYS_writev as u64
+            || nr == libc::SYS_sendmsg as u64
+            || nr == libc::SYS_recvmsg as u64);
+    if !vectored {
+        a[1] += done;
+        a[2] -= done;
+    }
     // A relative sleep a signal ended (`Restart::Remaining`): the kernel wrote the time
     // left into `rem`, which becomes the request (read before `rem` is written again). The
     // program's registers keep their values.
@@ -604,9 +790,15 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     {
         a[2] = a[3];
     }
-    // SAFETY: the very system call the goroutine was making, with its own arguments.
-    let call =
-        || unsafe { crate::sys::raw_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) } as i64;
+    // SAFETY: the very system call the goroutine was making, with its own arguments (past
+    // the bytes already moved).
+    let call = || unsafe {
+        if vectored {
+            continue_vectored(nr, a, done)
+        } else {
+            crate::sys::raw_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) as i64
+        }
+    };
     // A PI futex's owner is the calling thread: that call stays on it.
     let thread_bound = nr == libc::SYS_futex as u64 && matches!(a[1] & 0x7f, 6 | 13);
     let in_syscall = |f: &dyn Fn() -> i64| -> u64 {
@@ -866,6 +1058,41 @@ mod tests {
             restartable(&recv(sv[0], libc::MSG_WAITALL | libc::MSG_PEEK)),
             Restart::No
         );
+        // recvmsg: rewound; with MSG_WAITALL it goes on, unless it has control data.
+        let mut iov = [0u8; 4];
+        let mut v = libc::iovec {
+            iov_base: iov.as_mut_ptr().cast(),
+            iov_len: 4,
+        };
+        // SAFETY: msghdr is plain data.
+        let mut mh: libc::msghdr = unsafe { core::mem::zeroed() };
+        mh.msg_iov = &mut v;
+        mh.msg_iovlen = 1;
+        let recvmsg = |fd: i32, m: &libc::msghdr, flags: i32| Call {
+            nr: libc::SYS_recvmsg,
+            args: [
+                fd as u64,
+                m as *const libc::msghdr as u64,
+                flags as u64,
+                0,
+                0,
+                0,
+            ],
+            sp: 0,
+            pc: 0,
+        };
+        assert_eq!(restartable(&recvmsg(sv[0], &mh, 0)), Restart::Rewound);
+        assert_eq!(
+            restartable(&recvmsg(sv[0], &mh, libc::MSG_WAITALL)),
+            Restart::Partial
+        );
+        let mut cbuf = [0u64; 8];
+        mh.msg_control = cbuf.as_mut_ptr().cast();
+        mh.msg_controllen = 64;
+        assert_eq!(
+            restartable(&recvmsg(sv[0], &mh, libc::MSG_WAITALL)),
+            Restart::No
+        );
         // SAFETY: our sockets.
         unsafe {
             crate::sys::real::close(sv[0]);
@@ -896,7 +1123,7 @@ mod tests {
             assert_eq!(libc::unlockpt(master), 0);
             let name = libc::ptsname(master);
             assert!(!name.is_null());
-            let slave = libc::open(name, libc::O_RDWR | libc::O_NOCTTY);
+            let slave = crate::sys::real::open(name, libc::O_RDWR | libc::O_NOCTTY, 0);
             assert!(slave >= 0);
             let call = |nr: i64| Call {
                 nr,
@@ -944,8 +1171,16 @@ mod tests {
         );
         assert_eq!(
             restartable(&write(fds[1], libc::SYS_writev, 0)),
-            Restart::No
+            Restart::Partial
         );
+        // More entries than the kernel takes: never signalled (the call fails at once).
+        let huge = Call {
+            nr: libc::SYS_writev,
+            args: [fds[1] as u64, 0, 2000, 0, 0, 0],
+            sp: 0,
+            pc: 0,
+        };
+        assert_eq!(restartable(&huge), Restart::No);
         let f = std::fs::File::open("/proc/self/stat").unwrap();
         use std::os::fd::AsRawFd;
         assert_eq!(restartable(&read(f.as_raw_fd())), Restart::No);
