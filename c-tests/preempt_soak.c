@@ -264,6 +264,18 @@ static void pipe_reader(void *arg)
 /* MSG_WAITALL receives of messages the peer sends in pieces. */
 static int sp[2];
 
+/* A msghdr for the WAITALL_LEN bytes at `buf` in two pieces, the first `first` long. */
+static struct msghdr two_pieces(struct iovec iov[2], unsigned char *buf, size_t first)
+{
+    iov[0] = (struct iovec){buf, first};
+    iov[1] = (struct iovec){buf + first, WAITALL_LEN - first};
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = iov;
+    mh.msg_iovlen = 2;
+    return mh;
+}
+
 static void waitall_sender(void *arg)
 {
     (void)arg;
@@ -274,12 +286,8 @@ static void waitall_sender(void *arg)
         if (seq % 2) {
             /* The whole message in one sendmsg of two pieces, more than the socket
              * buffer holds: it waits for the receiver, and a signal may cut it. */
-            struct iovec iov[2] = {{msg, WAITALL_LEN / 3}, {msg + WAITALL_LEN / 3,
-                                                             WAITALL_LEN - WAITALL_LEN / 3}};
-            struct msghdr mh;
-            memset(&mh, 0, sizeof mh);
-            mh.msg_iov = iov;
-            mh.msg_iovlen = 2;
+            struct iovec iov[2];
+            struct msghdr mh = two_pieces(iov, msg, WAITALL_LEN / 3);
             CHECK_EQ(raw(syscall(SYS_sendmsg, sp[0], &mh, 0)), WAITALL_LEN);
             seq++;
             continue;
@@ -304,12 +312,8 @@ static void waitall_receiver(void *arg)
     int seq = 0;
     for (int k = 0;; k++) {
         /* recvfrom, or recvmsg into two pieces. */
-        struct iovec iov[2] = {{msg, WAITALL_LEN / 4}, {msg + WAITALL_LEN / 4,
-                                                        WAITALL_LEN - WAITALL_LEN / 4}};
-        struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = iov;
-        mh.msg_iovlen = 2;
+        struct iovec iov[2];
+        struct msghdr mh = two_pieces(iov, msg, WAITALL_LEN / 4);
         long n = k % 2 ? raw(syscall(SYS_recvmsg, sp[1], &mh, MSG_WAITALL))
                        : raw(syscall(SYS_recvfrom, sp[1], msg, sizeof msg, MSG_WAITALL, NULL, NULL));
         if (n == 0)

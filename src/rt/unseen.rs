@@ -231,20 +231,24 @@ fn terminal(fd: u64) -> Option<bool> {
 /// EINTR (the module doc's window), and a short one gives its P back soon anyway.
 const SHORTEST_SIGNALLED_NS: i64 = 50_000_000;
 
-/// Whether the timeout at `addr` (a timespec, or a timeval if `timeval`) in this process's
-/// memory is at least `SHORTEST_SIGNALLED_NS`. Read with process_vm_readv, which fails
-/// instead of faulting if the program freed it.
-fn long_timeout(addr: u64, timeval: bool) -> bool {
-    let mut t = [0i64; 2];
+/// A `T` read from `addr` in this process's memory with process_vm_readv, which fails
+/// instead of faulting if the program freed it (sysmon reads the arguments of another
+/// thread's call).
+///
+/// # Safety
+/// `T` is plain data: any bytes are a valid value.
+unsafe fn read_own<T>(addr: u64) -> Option<T> {
+    let mut v = core::mem::MaybeUninit::<T>::uninit();
+    let size = core::mem::size_of::<T>();
     let local = libc::iovec {
-        iov_base: t.as_mut_ptr().cast(),
-        iov_len: 16,
+        iov_base: v.as_mut_ptr().cast(),
+        iov_len: size,
     };
     let remote = libc::iovec {
         iov_base: addr as *mut libc::c_void,
-        iov_len: 16,
+        iov_len: size,
     };
-    // SAFETY: reads 16 bytes of this process into `t`; a bad address only fails. The
+    // SAFETY: reads `size` bytes of this process into `v`; a bad address only fails. The
     // counts and flags are unsigned longs: passed as usize through the variadic call.
     let n = unsafe {
         libc::syscall(
@@ -257,45 +261,29 @@ fn long_timeout(addr: u64, timeval: bool) -> bool {
             0usize,
         )
     };
-    if n != 16 {
-        return false;
-    }
-    let sub = if timeval {
-        t[1].saturating_mul(1000)
-    } else {
-        t[1]
-    };
-    t[0].saturating_mul(1_000_000_000).saturating_add(sub) >= SHORTEST_SIGNALLED_NS
+    // SAFETY: every byte was written, and any bytes are a `T` (caller contract).
+    (n == size as libc::c_long).then(|| unsafe { v.assume_init() })
 }
 
-/// The msghdr at `addr` in this process's memory, read with process_vm_readv (None if
-/// the program freed it).
+/// Whether the timeout at `addr` (a timespec, or a timeval if `timeval`) in this process's
+/// memory is at least `SHORTEST_SIGNALLED_NS`.
+fn long_timeout(addr: u64, timeval: bool) -> bool {
+    // SAFETY: two integers.
+    let Some([sec, sub]) = (unsafe { read_own::<[i64; 2]>(addr) }) else {
+        return false;
+    };
+    let sub = if timeval {
+        sub.saturating_mul(1000)
+    } else {
+        sub
+    };
+    sec.saturating_mul(1_000_000_000).saturating_add(sub) >= SHORTEST_SIGNALLED_NS
+}
+
+/// The msghdr at `addr` in this process's memory (None if the program freed it).
 fn read_msghdr(addr: u64) -> Option<libc::msghdr> {
-    // SAFETY: msghdr is plain data; zeroed is a valid value.
-    let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
-    let size = core::mem::size_of::<libc::msghdr>();
-    let local = libc::iovec {
-        iov_base: (&mut m as *mut libc::msghdr).cast(),
-        iov_len: size,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: size,
-    };
-    // SAFETY: reads `size` bytes of this process into `m`; a bad address only fails. The
-    // counts and flags are unsigned longs: passed as usize through the variadic call.
-    let n = unsafe {
-        libc::syscall(
-            libc::SYS_process_vm_readv,
-            libc::getpid(),
-            &local as *const libc::iovec,
-            1usize,
-            &remote as *const libc::iovec,
-            1usize,
-            0usize,
-        )
-    };
-    (n == size as libc::c_long).then_some(m)
+    // SAFETY: msghdr is plain data (pointers and integers).
+    unsafe { read_own(addr) }
 }
 
 /// Whether a relative sleep on clock `c` measures time as sysmon's clocks do (not a CPU
