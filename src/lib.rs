@@ -1,12 +1,14 @@
 //! libgmp: Go's M:P:G goroutine scheduler as a library with a C ABI.
 //!
-//! Layers point down only (HACKING.md, "The layers"):
+//! Layers point down only (HACKING.md, "The layers"; `tests/layers.rs` checks it):
 //!
 //! ```text
 //!   ffi/            extern "C" boundary: argument checks, panic catching, -errno
-//!   sync/           sema (address-keyed semaphore), WaitGroup
-//!   rt/             the scheduler: g, m, p, runq, sched, park, proc, trace
-//!   stack/ arch/ sys/   goroutine stacks, the context switch, futex and friends
+//!   chan/ sync/     channels and select; sema, Go's sync package
+//!   rt/             the scheduler: G, M, P, run queues, park, timers, netpoll, sysmon
+//!   stack/ arch/    goroutine stacks; the context switch and the signal trampolines
+//!   sys/            futex, Note and Lock, time, threads, raw writes
+//!   loom/           the one switch between core's atomics and loom's, and the models
 //! ```
 //!
 //! The C API lives in `include/gmp-sched/gmp.h`, generated from `src/ffi` by `build.rs`.
@@ -16,6 +18,7 @@
 pub mod arch;
 pub mod chan;
 pub mod ffi;
+pub mod loom;
 pub mod rt;
 pub mod stack;
 pub mod sync;

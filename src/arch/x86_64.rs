@@ -832,56 +832,6 @@ macro_rules! async_trampoline {
 async_trampoline!("__gmp_async_preempt", ASYNC_PARK);
 async_trampoline!("__gmp_async_syscall", ASYNC_SYSCALL);
 
-// Debug builds: how many runtime locks (`sys::Lock`) the thread holds (Go's `m.locks`), in
-// a second initial-exec slot for the same reason as the first. No goroutine switch
-// happens while the thread holds one (`execute` asserts it).
-#[cfg(debug_assertions)]
-global_asm!(
-    ".pushsection .tbss,\"awT\",@nobits",
-    ".p2align 3",
-    ".globl __gmp_tls_locks",
-    ".hidden __gmp_tls_locks",
-    ".type __gmp_tls_locks, @object",
-    ".size __gmp_tls_locks, 8",
-    "__gmp_tls_locks:",
-    ".zero 8",
-    ".popsection",
-);
-
-/// Debug builds: adds `delta` to the calling thread's count of held runtime locks.
-#[cfg(debug_assertions)]
-#[inline]
-pub fn tls_locks_add(delta: isize) {
-    // SAFETY: read-modify-write of the thread's own 8-byte TLS slot defined above (see
-    // `tls_get`); no other memory is touched.
-    unsafe {
-        asm!(
-            "mov {t}, qword ptr [rip + __gmp_tls_locks@GOTTPOFF]",
-            "add qword ptr fs:[{t}], {d}",
-            t = out(reg) _,
-            d = in(reg) delta,
-            options(nostack),
-        );
-    }
-}
-
-/// Debug builds: how many runtime locks the calling thread holds.
-#[cfg(debug_assertions)]
-#[inline]
-pub fn tls_locks_held() -> isize {
-    let v: isize;
-    // SAFETY: reads the thread's own TLS slot defined above (see `tls_get`).
-    unsafe {
-        asm!(
-            "mov {r}, qword ptr [rip + __gmp_tls_locks@GOTTPOFF]",
-            "mov {r}, qword ptr fs:[{r}]",
-            r = out(reg) v,
-            options(nostack, readonly, preserves_flags),
-        );
-    }
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -58,18 +58,7 @@
 //! which asynchronous preemption never stops (rt/preempt.rs), so a wait for a stamp only
 //! waits for another CPU's copy, or for a thread the kernel descheduled (it yields then).
 
-use self::shim::{AtomicU64, Ordering::*};
-
-/// The concurrency primitives, imported through one place so that loom can replace them.
-mod shim {
-    #[cfg(all(test, loom))]
-    pub(super) use loom::sync::atomic::AtomicU64;
-
-    #[cfg(not(all(test, loom)))]
-    pub(super) use core::sync::atomic::AtomicU64;
-
-    pub(super) use core::sync::atomic::Ordering;
-}
+use crate::loom::sync::atomic::{AtomicU64, Ordering::*};
 
 /// Bit 63 of `head` and `tail`: the ring is in exclusive mode (see the module doc).
 /// Positions never reach it: they grow by at most 2 per operation (`one_lap` is at most
@@ -137,7 +126,7 @@ struct Slots {
     #[cfg(all(test, loom))]
     stamps: Vec<AtomicU64>,
     #[cfg(all(test, loom))]
-    elems: Vec<loom::cell::UnsafeCell<u64>>,
+    elems: Vec<crate::loom::cell::UnsafeCell<u64>>,
 }
 
 /// Where a slot's element lives, in bytes after its stamp.
@@ -222,7 +211,7 @@ impl Backoff {
     #[cfg(all(test, loom))]
     fn snooze(&mut self) {
         self.0 += 1;
-        loom::thread::yield_now();
+        crate::loom::thread::yield_now();
     }
 }
 
@@ -260,7 +249,9 @@ impl Ring {
                 #[cfg(all(test, loom))]
                 stamps: (0..cap).map(|_| AtomicU64::new(0)).collect(),
                 #[cfg(all(test, loom))]
-                elems: (0..cap).map(|_| loom::cell::UnsafeCell::new(0)).collect(),
+                elems: (0..cap)
+                    .map(|_| crate::loom::cell::UnsafeCell::new(0))
+                    .collect(),
             },
         }
     }
@@ -867,8 +858,8 @@ impl Ring {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use loom::sync::{Arc, Mutex, MutexGuard};
-    use loom::thread;
+    use crate::loom::sync::{Arc, Mutex, MutexGuard};
+    use crate::loom::thread;
 
     #[derive(Default)]
     struct Synced {
@@ -1146,13 +1137,7 @@ mod loom_tests {
 
     /// Runs a model with at most 3 preemptions per execution unless `LOOM_MAX_PREEMPTIONS`
     /// says otherwise: the blocked parties' polling makes the unbounded space too large.
-    fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut b = loom::model::Builder::new();
-        if b.preemption_bound.is_none() {
-            b.preemption_bound = Some(3);
-        }
-        b.check(f);
-    }
+    use crate::loom::model;
 
     /// One sender, one receiver, one slot: the sender fills the ring and blocks, the
     /// receiver empties it and blocks, positions wrap at every send. Values arrive once,

@@ -266,13 +266,13 @@ pub(crate) unsafe fn block(
 /// [`Note`]: crate::sys::Note
 #[cfg(all(test, loom))]
 mod loom_tests {
+    use crate::loom::cell::UnsafeCell;
+    use crate::loom::model;
+    use crate::loom::sync::atomic::AtomicU32;
+    use crate::loom::sync::{Arc, Condvar, Mutex};
     use crate::rt::sudog::Waiter;
-    use crate::sync::loom_support::model;
     use crate::sys::loom_futex::{ModelFutex, model_note};
     use core::time::Duration;
-    use loom::cell::UnsafeCell;
-    use loom::sync::atomic::AtomicU32;
-    use loom::sync::{Arc, Condvar, Mutex};
     use std::sync::atomic::AtomicU32 as PlainU32;
     use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
@@ -341,7 +341,7 @@ mod loom_tests {
             Chan(Mutex::new(queued))
         }
 
-        fn lock(&self) -> loom::sync::MutexGuard<'_, usize> {
+        fn lock(&self) -> crate::loom::sync::MutexGuard<'_, usize> {
             self.0.lock().unwrap()
         }
     }
@@ -454,13 +454,13 @@ mod loom_tests {
             let senders: Vec<_> = (0..2)
                 .map(|i| {
                     let (f, chans) = (f.clone(), chans.clone());
-                    loom::thread::spawn(move || send(&chans[i], &f, 10 + i as u32))
+                    crate::loom::thread::spawn(move || send(&chans[i], &f, 10 + i as u32))
                 })
                 .collect();
             let timer = goroutine.then(|| {
                 let t = Arc::new(Timer::new());
                 let (t2, f2) = (t.clone(), f.clone());
-                (t, loom::thread::spawn(move || t2.fire(&f2)))
+                (t, crate::loom::thread::spawn(move || t2.fire(&f2)))
             });
             // Block.
             let claimed = match &timer {
@@ -538,13 +538,13 @@ mod loom_tests {
                 .into_iter()
                 .map(|v| {
                     let (f, ch) = (f.clone(), ch.clone());
-                    loom::thread::spawn(move || send(&ch, &f, v))
+                    crate::loom::thread::spawn(move || send(&ch, &f, v))
                 })
                 .collect();
             let timer = deadline.then(|| {
                 let t = Arc::new(Timer::new());
                 let (t2, f2) = (t.clone(), f.clone());
-                (t, loom::thread::spawn(move || t2.fire(&f2)))
+                (t, crate::loom::thread::spawn(move || t2.fire(&f2)))
             });
             f.w.note.sleep();
             if let Some((t, _)) = &timer {

@@ -23,10 +23,10 @@
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    use loom::cell::UnsafeCell;
-    use loom::sync::Arc;
-    use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
-    use loom::thread;
+    use crate::loom::cell::UnsafeCell;
+    use crate::loom::sync::Arc;
+    use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+    use crate::loom::thread;
 
     const NULL: usize = 0;
     const OPEN: usize = 1;
@@ -89,7 +89,7 @@ mod loom_tests {
     }
 
     fn check(polls: usize, swap_close: bool) {
-        loom::model(move || {
+        crate::loom::model_bounded(None, move || {
             let w = Arc::new(World {
                 mailbox: AtomicUsize::new(NULL),
                 status: UnsafeCell::new(0),

@@ -233,8 +233,8 @@ pub(crate) fn is_helper(tid: i32) -> bool {
 /// interleaving; a rule that hands B to the idle helper already woken for A deadlocks.
 #[cfg(all(test, loom))]
 mod loom_tests {
-    use loom::sync::{Arc, Condvar, Mutex};
-    use loom::thread;
+    use crate::loom::sync::{Arc, Condvar, Mutex};
+    use crate::loom::thread;
     use std::collections::VecDeque;
 
     type Call = Box<dyn FnOnce() + Send>;
@@ -289,7 +289,7 @@ mod loom_tests {
     fn scenario(rule: fn(usize, usize) -> bool) {
         // A bound of 2 is enough for the deadlock (the helper waits, then both calls are
         // queued before it wakes); unbounded, the model runs for tens of minutes.
-        crate::sync::loom_support::model_bounded(Some(2), move || {
+        crate::loom::model_bounded(Some(2), move || {
             let s = Arc::new(Shared {
                 pool: Mutex::new(Pool {
                     queue: VecDeque::new(),

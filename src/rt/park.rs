@@ -27,7 +27,7 @@ unsafe fn mcall(act: usize) {
     // No runtime lock crosses a switch (HACKING.md, "The lock order"), except a park's:
     // its unlock function releases them on g0.
     #[cfg(debug_assertions)]
-    if act != action::PARK && arch::tls_locks_held() != 0 {
+    if act != action::PARK && crate::sys::locks_held() != 0 {
         throw("a goroutine yields, is preempted or exits holding a runtime lock");
     }
     let m = getm();

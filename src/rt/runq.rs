@@ -63,18 +63,10 @@
 
 use core::ptr::{self, NonNull};
 
-use self::shim::{AtomicPtr, AtomicU32, Ordering::*};
+use crate::loom::sync::atomic::{AtomicPtr, AtomicU32, Ordering::*};
 
-/// The concurrency primitives, imported through one place so that loom can replace them.
-mod shim {
-    #[cfg(all(test, loom))]
-    pub(super) use loom::sync::atomic::{AtomicPtr, AtomicU32};
-
-    #[cfg(not(all(test, loom)))]
-    pub(super) use core::sync::atomic::{AtomicPtr, AtomicU32};
-
-    pub(super) use core::sync::atomic::Ordering;
-
+/// How a thief waits before it takes a victim's `runnext`.
+mod backoff {
     /// Gives a victim that is about to run its `runnext` G the time to do so before a thief
     /// takes it. Go sleeps 3 µs ("a sync chan send/recv takes ~50ns as of time of writing,
     /// so 3us gives ~50x overshoot"). 64 reference pauses (`sys::procyield`, calibrated)
@@ -89,7 +81,7 @@ mod shim {
     /// Under loom, a yield point: lets the model schedule the victim here.
     #[cfg(all(test, loom))]
     pub(super) fn runnext_backoff() {
-        loom::thread::yield_now();
+        crate::loom::thread::yield_now();
     }
 }
 
@@ -363,7 +355,7 @@ impl<T> RunQueue<T> {
                 }
                 // The victim is probably about to run `next` (it was readied by the running
                 // G): let it, rather than moving it to another M's cache.
-                shim::runnext_backoff();
+                backoff::runnext_backoff();
                 // CAS-acquire, pairs with the swap-release in put (the owner's is the only
                 // store of a non-null runnext); on failure the owner ran it or replaced it.
                 if self
@@ -984,9 +976,9 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::sync::loom_support::model_bounded as model;
-    use loom::sync::Arc;
-    use loom::thread;
+    use crate::loom::model_bounded as model;
+    use crate::loom::sync::Arc;
+    use crate::loom::thread;
 
     static ITEMS: [u8; 16] = [0; 16];
 

@@ -1466,7 +1466,7 @@ unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
     // No runtime lock is held across a switch to a goroutine (gopark's
     // unlock function has released the parking goroutine's locks by now).
     #[cfg(debug_assertions)]
-    if arch::tls_locks_held() != 0 {
+    if crate::sys::locks_held() != 0 {
         throw("execute: switching to a goroutine while holding a runtime lock");
     }
     let pp = m.p.load(Ordering::Relaxed);

@@ -27,9 +27,9 @@
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    use loom::sync::Arc;
-    use loom::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering::*, fence};
-    use loom::thread;
+    use crate::loom::sync::Arc;
+    use crate::loom::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering::*, fence};
+    use crate::loom::thread;
 
     /// The shared words of the protocol.
     struct Sched {
@@ -72,7 +72,7 @@ mod loom_tests {
     }
 
     fn check(barrier: bool) {
-        loom::model(move || {
+        crate::loom::model_bounded(None, move || {
             let s = Arc::new(Sched {
                 tail: AtomicU32::new(0),
                 // The consumer is spinning when the model starts.
@@ -121,7 +121,7 @@ mod loom_tests {
     }
 
     fn check_reset(barrier: bool) {
-        loom::model(move || {
+        crate::loom::model_bounded(None, move || {
             let s = Arc::new(Sched {
                 tail: AtomicU32::new(0),
                 // The resetter is the one spinning M when the model starts.
@@ -207,7 +207,7 @@ mod loom_tests {
     }
 
     fn check_needspinning(barrier: bool) {
-        loom::model(move || {
+        crate::loom::model_bounded(None, move || {
             let s = Arc::new(Idle {
                 // Every P is running: the dropper's is about to become the idle one.
                 npidle: AtomicI32::new(0),

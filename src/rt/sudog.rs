@@ -50,8 +50,8 @@ use core::ptr::{null, null_mut};
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use super::{G, P};
+use crate::loom::AtomicWord;
 use crate::rt;
-use crate::sync::AtomicWord;
 use crate::sys::{FutexWord, Lock, Note};
 
 /// A blocked goroutine or foreign thread. Lives on its stack (see the module doc).

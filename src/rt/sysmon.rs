@@ -455,9 +455,9 @@ fn work_for(p: &P, held: i64) -> bool {
 /// `broken_without_heavy_fence` drops sysmon's barrier and must fail.
 #[cfg(all(test, loom))]
 mod loom_tests {
-    use loom::sync::Arc;
-    use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering::*, fence};
-    use loom::thread;
+    use crate::loom::sync::Arc;
+    use crate::loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering::*, fence};
+    use crate::loom::thread;
 
     const P_RUNNING: u32 = 1;
     const P_SYSCALL: u32 = 2;
@@ -495,7 +495,7 @@ mod loom_tests {
     }
 
     fn check(heavy: bool) {
-        loom::model(move || {
+        crate::loom::model_bounded(None, move || {
             let w = Arc::new(World {
                 wait: AtomicU32::new(0),
                 status: AtomicU32::new(P_RUNNING),
@@ -569,7 +569,7 @@ mod loom_tests {
     }
 
     fn check_timer(barrier: bool) {
-        loom::model(move || {
+        crate::loom::model_bounded(None, move || {
             let w = Arc::new(TimerWorld {
                 wait: AtomicU32::new(0),
                 until: AtomicI64::new(i64::MAX),

@@ -848,12 +848,12 @@ pub fn sleep(ns: i64) {
 /// `stop` returning while the callback still runs).
 #[cfg(all(test, loom))]
 mod loom_tests {
-    use loom::cell::UnsafeCell;
-    use loom::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-    use loom::sync::{Arc, Mutex};
+    use crate::loom::cell::UnsafeCell;
+    use crate::loom::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+    use crate::loom::sync::{Arc, Mutex};
 
     use super::{T_ARMED, T_IDLE, T_RUNNING};
-    use crate::sync::loom_support::model;
+    use crate::loom::model;
 
     /// One timer, two heaps (index 1 and 2; `pp` 0 = on none).
     struct World {
@@ -909,14 +909,14 @@ mod loom_tests {
                 match self.state.load(Ordering::Acquire) {
                     T_IDLE => return false,
                     T_RUNNING => {
-                        loom::thread::yield_now();
+                        crate::loom::thread::yield_now();
                         continue;
                     }
                     _ => {}
                 }
                 let pp = self.pp.load(Ordering::Acquire);
                 if pp == 0 {
-                    loom::thread::yield_now();
+                    crate::loom::thread::yield_now();
                     continue;
                 }
                 let mut here = self.heaps[pp].lock().unwrap();
@@ -941,7 +941,7 @@ mod loom_tests {
         model(|| {
             let w = World::armed();
             let w2 = w.clone();
-            let runner = loom::thread::spawn(move || w2.run_due(1));
+            let runner = crate::loom::thread::spawn(move || w2.run_due(1));
             let disarmed = w.stop();
             w.reuse_frame();
             runner.join().unwrap();
@@ -960,7 +960,7 @@ mod loom_tests {
     /// Reading `timer_m_until` before the add fails the model.
     #[test]
     fn idle_p_wakes_a_timer_m_in_its_grace() {
-        use loom::sync::atomic::{AtomicBool, AtomicI32, AtomicI64};
+        use crate::loom::sync::atomic::{AtomicBool, AtomicI32, AtomicI64};
         const EARLIEST: i64 = 100;
         const GRACE: i64 = 50;
         struct W {
@@ -1014,7 +1014,7 @@ mod loom_tests {
             });
             let w2 = w.clone();
             // An M with nothing to do while the only P is busy: it may become the timer M.
-            let timer_m = loom::thread::spawn(move || w2.sleep_as_timer_m(1));
+            let timer_m = crate::loom::thread::spawn(move || w2.sleep_as_timer_m(1));
             // The busy P's M runs out of work: its P goes idle (pidleput), then it parks.
             w.npidle.fetch_add(1, Ordering::SeqCst);
             let mine = w.sleep_as_timer_m(2);
@@ -1036,8 +1036,8 @@ mod loom_tests {
         model(|| {
             let w = World::armed();
             let (w2, w3) = (w.clone(), w.clone());
-            let mover = loom::thread::spawn(move || w2.move_1_to_2());
-            let runner = loom::thread::spawn(move || w3.run_due(2));
+            let mover = crate::loom::thread::spawn(move || w2.move_1_to_2());
+            let runner = crate::loom::thread::spawn(move || w3.run_due(2));
             let disarmed = w.stop();
             w.reuse_frame();
             mover.join().unwrap();

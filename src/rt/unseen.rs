@@ -511,7 +511,7 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
             return false;
         }
         #[cfg(debug_assertions)]
-        if crate::arch::tls_locks_held() != 0 {
+        if crate::sys::locks_held() != 0 {
             return false;
         }
         let gregs = &mut (*uc).uc_mcontext.gregs;

@@ -29,8 +29,8 @@ use core::ffi::c_void;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
+use crate::loom::AtomicWord;
 use crate::rt::{self, G, WaitReason};
-use crate::sync::AtomicWord;
 use crate::sys::{Note, futex, procyield};
 
 /// Whether ticket `a` comes before ticket `b` (modulo 2^32).
@@ -328,9 +328,9 @@ pub unsafe fn list_ptr<'a>(p: *mut *mut c_void) -> &'a AtomicPtr<NotifyWaiter> {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::sync::loom_support::model;
-    use loom::sync::atomic::{AtomicBool, AtomicU32 as LoomU32};
-    use loom::sync::{Arc, Condvar, Mutex};
+    use crate::loom::model;
+    use crate::loom::sync::atomic::{AtomicBool, AtomicU32 as LoomU32};
+    use crate::loom::sync::{Arc, Condvar, Mutex};
 
     struct Model;
 
@@ -343,7 +343,7 @@ mod loom_tests {
 
     /// A model waiter's wake-up state: its thread, unparked by `wake` after `woken` is set.
     struct ModelWake {
-        thread: loom::thread::Thread,
+        thread: crate::loom::thread::Thread,
         woken: AtomicBool,
     }
 
@@ -354,7 +354,7 @@ mod loom_tests {
 
         fn wake_state() -> ModelWake {
             ModelWake {
-                thread: loom::thread::current(),
+                thread: crate::loom::thread::current(),
                 woken: AtomicBool::new(false),
             }
         }
@@ -372,7 +372,7 @@ mod loom_tests {
         fn sleep(l: &ModelLock, w: &NotifyWaiter<Model>) {
             Self::unlock(l);
             while !w.wake.woken.load(Ordering::Acquire) {
-                loom::thread::park();
+                crate::loom::thread::park();
             }
         }
         unsafe fn wake(w: *const NotifyWaiter<Model>) {
@@ -465,11 +465,11 @@ mod loom_tests {
             let waiters: Vec<_> = (0..2)
                 .map(|_| {
                     let sh = sh.clone();
-                    loom::thread::spawn(move || sh.take())
+                    crate::loom::thread::spawn(move || sh.take())
                 })
                 .collect();
             let sh2 = sh.clone();
-            let giver = loom::thread::spawn(move || sh2.give(1, false));
+            let giver = crate::loom::thread::spawn(move || sh2.give(1, false));
             sh.give(1, false);
             giver.join().unwrap();
             for w in waiters {
@@ -487,7 +487,7 @@ mod loom_tests {
             let waiters: Vec<_> = (0..2)
                 .map(|_| {
                     let sh = sh.clone();
-                    loom::thread::spawn(move || sh.take())
+                    crate::loom::thread::spawn(move || sh.take())
                 })
                 .collect();
             sh.give(2, true);

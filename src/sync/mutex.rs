@@ -30,8 +30,9 @@
 
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
+use crate::loom::AtomicWord;
 use crate::rt::{self, WaitReason, fatal, throw};
-use crate::sync::{AtomicWord, SemaWord};
+use crate::sync::SemaWord;
 use crate::sys::{nanotime, procyield};
 
 const MUTEX_LOCKED: i32 = 1;
@@ -369,10 +370,10 @@ fn unlock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(state: &S, new
 #[cfg(all(test, loom))]
 pub(crate) mod loom_tests {
     use super::*;
-    use crate::sync::loom_support::{ModelSema, model};
-    use loom::cell::UnsafeCell;
-    use loom::sync::Arc;
-    use loom::sync::atomic::AtomicI32 as LoomI32;
+    use crate::loom::cell::UnsafeCell;
+    use crate::loom::sync::Arc;
+    use crate::loom::sync::atomic::AtomicI32 as LoomI32;
+    use crate::loom::{model, sema::ModelSema};
     use std::cell::Cell;
 
     /// One thread's view of a model mutex: the shared state word and semaphore, how many
@@ -458,7 +459,7 @@ pub(crate) mod loom_tests {
             iter < self.spins
         }
         fn spin(&self) {
-            loom::thread::yield_now();
+            crate::loom::thread::yield_now();
         }
         fn nanotime(&self) -> i64 {
             let t = self.clock.get() + self.clock_step;
@@ -504,7 +505,7 @@ pub(crate) mod loom_tests {
             }
         };
         let others: Vec<_> = (1..lockers)
-            .map(|_| loom::thread::spawn(body(m.share(), counter.clone(), false)))
+            .map(|_| crate::loom::thread::spawn(body(m.share(), counter.clone(), false)))
             .collect();
         body(m.share(), counter.clone(), true)();
         for t in others {

@@ -18,9 +18,10 @@
 
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
+use crate::loom::AtomicWord;
 use crate::rt::{WaitReason, fatal};
+use crate::sync::SemaWord;
 use crate::sync::mutex::Mutex;
-use crate::sync::{AtomicWord, SemaWord};
 
 /// The most readers that may hold the lock at once (Go's rwmutexMaxReaders); more than
 /// that would make `reader_count` look like a pending writer.
@@ -167,11 +168,11 @@ impl<L: WriterLock, C: AtomicWord<V = i32> + ?Sized, S: SemaWord + ?Sized> RwMut
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::sync::loom_support::{ModelSema, model};
+    use crate::loom::cell::UnsafeCell;
+    use crate::loom::sync::Arc;
+    use crate::loom::sync::atomic::AtomicI32 as LoomI32;
+    use crate::loom::{model, sema::ModelSema};
     use crate::sync::mutex::loom_tests::ModelMutex;
-    use loom::cell::UnsafeCell;
-    use loom::sync::Arc;
-    use loom::sync::atomic::AtomicI32 as LoomI32;
 
     struct Shared {
         writer_sem: ModelSema,
@@ -233,14 +234,14 @@ mod loom_tests {
             let readers: Vec<_> = (0..2)
                 .map(|_| {
                     let (sh, w) = (sh.clone(), w.share());
-                    loom::thread::spawn(move || {
+                    crate::loom::thread::spawn(move || {
                         let n = sh.read(&sh.view(&w));
                         assert!(n <= 2);
                     })
                 })
                 .collect();
             let (sh2, w2) = (sh.clone(), w.share());
-            let writer = loom::thread::spawn(move || sh2.write(&sh2.view(&w2)));
+            let writer = crate::loom::thread::spawn(move || sh2.write(&sh2.view(&w2)));
             sh.write(&sh.view(&w));
             writer.join().unwrap();
             for r in readers {

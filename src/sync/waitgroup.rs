@@ -7,8 +7,9 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::loom::AtomicWord;
 use crate::rt::{WaitReason, fatal};
-use crate::sync::{AtomicWord, SemaWord};
+use crate::sync::SemaWord;
 
 /// The two words of a `gmp_wg` (the C struct's in the runtime; loom's and a model
 /// semaphore in `loom_tests`).
@@ -78,14 +79,14 @@ impl<W: AtomicWord<V = u64> + ?Sized, S: SemaWord + ?Sized> WaitGroup<'_, W, S> 
 }
 
 /// Loom models of `add` and `wait` on loom's atomics with a model semaphore
-/// (`sync::loom_support`). Run by `tests/loom.rs`.
+/// (`crate::loom::sema`). Run by `tests/loom.rs`.
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::sync::loom_support::{ModelSema, model};
-    use loom::cell::UnsafeCell;
-    use loom::sync::Arc;
-    use loom::sync::atomic::AtomicU64 as LoomU64;
+    use crate::loom::cell::UnsafeCell;
+    use crate::loom::sync::Arc;
+    use crate::loom::sync::atomic::AtomicU64 as LoomU64;
+    use crate::loom::{model, sema::ModelSema};
 
     struct Shared {
         state: LoomU64,
@@ -130,7 +131,7 @@ mod loom_tests {
             let workers: Vec<_> = (0..2)
                 .map(|i| {
                     let sh = sh.clone();
-                    loom::thread::spawn(move || {
+                    crate::loom::thread::spawn(move || {
                         // SAFETY: only this worker writes its result in this round.
                         sh.results[i].with_mut(|v| unsafe { *v = 1 });
                         sh.wg().add(-1);
@@ -138,7 +139,7 @@ mod loom_tests {
                 })
                 .collect();
             let sh2 = sh.clone();
-            let waiter = loom::thread::spawn(move || sh2.wait_and_read(1));
+            let waiter = crate::loom::thread::spawn(move || sh2.wait_and_read(1));
             sh.wait_and_read(1);
             waiter.join().unwrap();
             for w in workers {
@@ -152,7 +153,7 @@ mod loom_tests {
 
             sh.wg().add(1);
             let sh2 = sh.clone();
-            let worker = loom::thread::spawn(move || {
+            let worker = crate::loom::thread::spawn(move || {
                 for r in &sh2.results {
                     // SAFETY: the only writer of this round; the waiter reads after done.
                     r.with_mut(|v| unsafe { *v = 2 });

@@ -9,9 +9,13 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
 
-use crate::sync::AtomicWord;
+use crate::loom::AtomicWord;
 
 mod fmt;
+#[cfg(debug_assertions)]
+mod locks;
+#[cfg(debug_assertions)]
+pub(crate) use locks::{locks_add, locks_held};
 pub mod real;
 pub(crate) mod tsan;
 pub(crate) use fmt::{fmt_msg, fmt_u64};
@@ -763,7 +767,7 @@ impl<W: FutexWord> Lock<W> {
     pub fn lock(&self) {
         // Debug builds: count what this thread holds (no lock crosses a goroutine switch).
         #[cfg(debug_assertions)]
-        crate::arch::tls_locks_add(1);
+        locks_add(1);
         // acquire: pairs with the release in `unlock`, so the holder sees the previous
         // holder's writes.
         if self
@@ -832,7 +836,7 @@ impl<W: FutexWord> Lock<W> {
     #[inline]
     pub fn unlock(&self) {
         #[cfg(debug_assertions)]
-        crate::arch::tls_locks_add(-1);
+        locks_add(-1);
         if self.state.asymmetric() {
             // Only the holder writes `state` while it is held, so it reads back its own 1.
             if self.state.load(Ordering::Relaxed) != 1 {
@@ -958,16 +962,16 @@ mod tests {
     #[test]
     fn held_locks_are_counted_per_thread() {
         let (a, b) = (Lock::new(), Lock::new());
-        let base = crate::arch::tls_locks_held();
+        let base = locks_held();
         a.lock();
         b.lock();
-        assert_eq!(crate::arch::tls_locks_held(), base + 2);
+        assert_eq!(locks_held(), base + 2);
         std::thread::scope(|s| {
-            s.spawn(|| assert_eq!(crate::arch::tls_locks_held(), 0));
+            s.spawn(|| assert_eq!(locks_held(), 0));
         });
         b.unlock();
         a.unlock();
-        assert_eq!(crate::arch::tls_locks_held(), base);
+        assert_eq!(locks_held(), base);
     }
 
     #[test]
@@ -1072,195 +1076,38 @@ mod tests {
     }
 }
 
-/// A model futex for the loom models of everything built on [`Note`] and [`Lock`] (their
-/// own models below, the channels' waiter claim in `chan/waitq.rs`).
+/// The model futex of the loom models (`crate::loom::futex`) as a futex word, and the
+/// note the models build on it.
 #[cfg(all(test, loom))]
 pub(crate) mod loom_futex {
     use super::*;
-    use loom::sync::atomic::AtomicU32 as LoomU32;
-    use loom::sync::{Condvar, Mutex};
-    use std::collections::VecDeque;
-    use std::sync::atomic::{AtomicI64 as PlainI64, AtomicU32 as PlainU32};
-
-    /// Sleepers queued on the model futex, and whether each (by id) has been woken.
-    struct Queue {
-        waiting: VecDeque<usize>,
-        woken: Vec<bool>,
-    }
-
-    /// The kernel's futex on one word, as a reference (the subject is the code above it):
-    /// `futex_wait` compares the word and queues under one lock, `futex_wake` dequeues at
-    /// most `n` under the same lock, so a wake that follows a change of the word reaches
-    /// every sleeper that saw the old value. A timed wait does not sleep: it lets its whole
-    /// timeout pass on the model's clock (which moves only then) and returns, so a model
-    /// explores a timeout at every point where a sleeper can reach one. `SPINS` polls
-    /// before a note or a lock sleeps.
-    pub(crate) struct ModelFutex<const SPINS: u32> {
-        word: LoomU32,
-        queue: Mutex<Queue>,
-        cv: Condvar,
-        /// The model's clock, ns. Plain atomics: not a subject, and loom runs one model
-        /// thread at a time, so their values follow the explored schedule.
-        pub(crate) clock: PlainI64,
-        /// FUTEX_WAKE calls made: a waker that saw nobody sleeping must not make one.
-        pub(crate) wakes: PlainU32,
-        /// `FutexWord::asymmetric`: which protocol a `Lock` on this word runs.
-        pub(crate) asym: bool,
-        /// What `heavy_fence` does.
-        pub(crate) heavy: Heavy,
-        /// Lockers of a `Lock` on this word that have not finished, when the model counts
-        /// them (0: it does not). A sleeper left alone with nobody to wake it then fails.
-        pub(crate) lockers: PlainU32,
-    }
-
-    impl<const SPINS: u32> ModelFutex<SPINS> {
-        pub(crate) fn new(v: u32) -> Self {
-            ModelFutex {
-                word: LoomU32::new(v),
-                queue: Mutex::new(Queue {
-                    waiting: VecDeque::new(),
-                    woken: Vec::new(),
-                }),
-                cv: Condvar::new(),
-                clock: PlainI64::new(0),
-                wakes: PlainU32::new(0),
-                asym: false,
-                heavy: Heavy::Fence,
-                lockers: PlainU32::new(0),
-            }
-        }
-    }
-
-    impl<const SPINS: u32> AtomicWord for ModelFutex<SPINS> {
-        type V = u32;
-        fn load(&self, order: Ordering) -> u32 {
-            self.word.load(order)
-        }
-        fn store(&self, v: u32, order: Ordering) {
-            self.word.store(v, order)
-        }
-        fn compare_exchange(
-            &self,
-            current: u32,
-            new: u32,
-            success: Ordering,
-            failure: Ordering,
-        ) -> Result<u32, u32> {
-            self.word.compare_exchange(current, new, success, failure)
-        }
-        fn compare_exchange_weak(
-            &self,
-            current: u32,
-            new: u32,
-            success: Ordering,
-            failure: Ordering,
-        ) -> Result<u32, u32> {
-            self.word
-                .compare_exchange_weak(current, new, success, failure)
-        }
-        fn fetch_add(&self, v: u32, order: Ordering) -> u32 {
-            self.word.fetch_add(v, order)
-        }
-        fn swap(&self, v: u32, order: Ordering) -> u32 {
-            self.word.swap(v, order)
-        }
-    }
+    pub(crate) use crate::loom::futex::{Heavy, ModelFutex};
 
     impl<const SPINS: u32> FutexWord for ModelFutex<SPINS> {
         const NOTE_SPINS: u32 = SPINS;
         const LOCK_SPINS: u32 = SPINS;
 
         fn futex_wait(&self, val: u32, timeout: Option<Duration>) {
-            let mut q = self.queue.lock().unwrap();
-            // Relaxed, as the kernel's compare promises nothing more: a wake that follows
-            // a change of the word took this lock after the change, so coherence makes
-            // the compare see it.
-            if self.word.load(Ordering::Relaxed) != val {
-                return;
-            }
-            if let Some(t) = timeout {
-                self.clock
-                    .fetch_add(t.as_nanos() as i64, std::sync::atomic::Ordering::Relaxed);
-                drop(q);
-                // The time passed lets the others run: a caller that polls with timed
-                // waits is not a spin loop to loom.
-                loom::thread::yield_now();
-                return;
-            }
-            let id = q.woken.len();
-            q.woken.push(false);
-            q.waiting.push_back(id);
-            if self.lockers.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-                while !q.woken[id] {
-                    q = self.cv.wait(q).unwrap();
-                }
-                return;
-            }
-            // Counting lockers: poll instead, so that a sleeper nobody will wake fails the
-            // model by name instead of as a deadlock (loom aborts the whole test binary on
-            // one).
-            while !q.woken[id] {
-                if self.lockers.load(std::sync::atomic::Ordering::Relaxed) == 1 {
-                    panic!("lost wake-up: every other locker has finished");
-                }
-                drop(q);
-                loom::thread::yield_now();
-                q = self.queue.lock().unwrap();
-            }
+            ModelFutex::futex_wait(self, val, timeout)
         }
-
         fn futex_wake(&self, n: i32) {
-            self.wakes
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let mut q = self.queue.lock().unwrap();
-            for _ in 0..n {
-                let Some(id) = q.waiting.pop_front() else {
-                    break;
-                };
-                q.woken[id] = true;
-            }
-            self.cv.notify_all();
+            ModelFutex::futex_wake(self, n)
         }
-
         fn now(&self) -> i64 {
-            self.clock.load(std::sync::atomic::Ordering::Relaxed)
+            ModelFutex::now(self)
         }
-
-        fn pause(&self, _n: u32) {
-            loom::hint::spin_loop();
+        fn pause(&self, n: u32) {
+            ModelFutex::pause(self, n)
         }
-
         fn asymmetric(&self) -> bool {
-            self.asym
+            ModelFutex::asymmetric(self)
         }
-
-        /// The pair is modelled as two SeqCst fences: the heavy barrier gives the light
-        /// side's compiler barrier that effect (membarrier(2)'s promise).
         fn light_fence(&self) {
-            loom::sync::atomic::fence(Ordering::SeqCst);
+            ModelFutex::light_fence(self)
         }
-
         fn heavy_fence(&self) -> bool {
-            match self.heavy {
-                Heavy::Fence => {
-                    loom::sync::atomic::fence(Ordering::SeqCst);
-                    true
-                }
-                Heavy::Missing => true,
-                Heavy::Refused => false,
-            }
+            ModelFutex::heavy_fence(self)
         }
-    }
-
-    /// What the model's `heavy_fence` does.
-    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-    pub(crate) enum Heavy {
-        /// A SeqCst fence, and says so (membarrier(2) worked).
-        Fence,
-        /// Nothing, but claims a fence: the broken form the models must catch.
-        Missing,
-        /// Nothing, and says so (membarrier(2) refused): sleepers must poll.
-        Refused,
     }
 
     /// A note over the model futex that polls once before it sleeps.
@@ -1281,9 +1128,9 @@ pub(crate) mod loom_futex {
 mod loom_tests {
     use super::loom_futex::{Heavy, ModelFutex, model_note};
     use super::*;
-    use crate::sync::loom_support::model;
-    use loom::cell::UnsafeCell;
-    use loom::sync::Arc;
+    use crate::loom::cell::UnsafeCell;
+    use crate::loom::model;
+    use crate::loom::sync::Arc;
 
     /// A sleeper and a waker in every order: the sleeper returns (polling, or woken from
     /// the futex), sees what the waker wrote before `wakeup`, and the waker made at most
@@ -1296,7 +1143,7 @@ mod loom_tests {
             for round in 1..=2u32 {
                 let waker = {
                     let (note, data) = (note.clone(), data.clone());
-                    loom::thread::spawn(move || {
+                    crate::loom::thread::spawn(move || {
                         // SAFETY: the sleeper reads it only after `wakeup` ordered it.
                         data.with_mut(|p| unsafe { *p = round });
                         note.wakeup();
@@ -1323,7 +1170,7 @@ mod loom_tests {
             let data = Arc::new(UnsafeCell::new(0u32));
             let waker = {
                 let (note, data) = (note.clone(), data.clone());
-                loom::thread::spawn(move || {
+                crate::loom::thread::spawn(move || {
                     // SAFETY: read by the sleeper only once `wakeup` ordered it.
                     data.with_mut(|p| unsafe { *p = 1 });
                     note.wakeup();
@@ -1384,7 +1231,7 @@ mod loom_tests {
                 }
             };
             let others: Vec<_> = (1..lockers)
-                .map(|_| loom::thread::spawn(locker(lock.clone(), count.clone())))
+                .map(|_| crate::loom::thread::spawn(locker(lock.clone(), count.clone())))
                 .collect();
             locker(lock.clone(), count.clone())();
             for t in others {

@@ -59,7 +59,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-use crate::sync::{AtomicFlag, AtomicWord};
+use crate::loom::{AtomicFlag, AtomicWord};
 use crate::sys::throw;
 
 /// `refs`' wrapping add of this takes one away ([`AtomicWord`] has no subtraction).
@@ -328,11 +328,11 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
-    use crate::sync::loom_support::model;
-    use loom::cell::UnsafeCell;
-    use loom::sync::Arc;
-    use loom::sync::atomic::{AtomicBool as LoomBool, AtomicU32 as LoomU32};
-    use loom::thread;
+    use crate::loom::cell::UnsafeCell;
+    use crate::loom::model;
+    use crate::loom::sync::Arc;
+    use crate::loom::sync::atomic::{AtomicBool as LoomBool, AtomicU32 as LoomU32};
+    use crate::loom::thread;
 
     /// The fd number while the fd is open.
     const NUMBER: i32 = 7;
