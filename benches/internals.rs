@@ -59,7 +59,7 @@ fn bench(c: &mut Criterion) {
     let q: RunQueue<u8> = RunQueue::new();
     let mut items = [0u8; 256];
     let base = NonNull::new(items.as_mut_ptr()).unwrap();
-    g.bench_function("runq_put_get", |b| {
+    g.bench_function("runqput_get", |b| {
         b.iter(|| {
             // SAFETY: single-threaded owner use; the queue never overflows (one item).
             unsafe {

@@ -665,7 +665,7 @@ static void case_grow_runs_queued(void)
 
 /* ---------------------------------------------------------------------------------- */
 /* retake_spinner: a P taken back from a blocking call while the other P is busy and no
-   thread is spinning or idle: handoff_p starts a spinning M for it, and must count it in
+   thread is spinning or idle: handoffp starts a spinning M for it, and must count it in
    nmspinning first (a spinner it did not count ends its spin by taking the count below
    zero: "gmp: findrunnable: negative nmspinning"). */
 

@@ -5,7 +5,7 @@
  *   chan1, chan2  C main and an echo goroutine ping-pong over two unbuffered channels at
  *            GOMAXPROCS=1 / 2, 20,000 round trips. In a quick exchange neither side
  *            sleeps in the kernel: C main spins for the answer, and an idle M spins for
- *            C main's next message (sys::foreign_wait, sched::spin_for_foreign). The
+ *            C main's next message (sys::foreign_wait, foreign::spin_for_foreign). The
  *            voluntary context switches of C main and of the Ms over the exchange must be
  *            under a quarter of the round trips (one or two per round trip when either
  *            side sleeps). Needs two CPUs (skipped on one, where nobody spins); best of

@@ -1,19 +1,19 @@
 /*
  * handoff_wakeup.c -- a P handed off by a blocking M must not strand work queued while
- * the hand-off was under way (handoff_p's needspinning re-check).
+ * the hand-off was under way (handoffp's needspinning re-check).
  *
  * wakep sets SCHED.needspinning, without the scheduler lock, when it finds no idle P;
  * an M putting its P on the idle list re-reads the flag afterwards and wakes a spinner if
- * it is set (sched.rs, wakep and handoff_p). Without that re-check, work readied while
+ * it is set (ready.rs wakep, mstart.rs handoffp). Without that re-check, work readied while
  * the P was being handed off sits in a busy P's queue, with an idle P and nobody
  * spinning, until that P's goroutine yields.
  *
- * The window -- between handoff_p's "is anyone spinning or idle" check and its pidleput --
+ * The window -- between handoffp's "is anyone spinning or idle" check and its pidleput --
  * is a few hundred nanoseconds; the debug build's hook GMP_DEBUG=handoffdelay=200000
  * stretches it to 200 ms. With asynchronous preemption off and GOMAXPROCS 2, each of 3
  * rounds:
  *   1. K, locked to its thread, blocks on a channel: its M hands off its P (stoplockedm ->
- *      handoff_p), which sees the other P idle and enters the 200 ms window;
+ *      handoffp), which sees the other P idle and enters the 200 ms window;
  *   2. 50 ms later (inside the window), main starts G1: the idle P's M takes it, and its
  *      wakep finds no idle P (K's is not idle yet): needspinning;
  *   3. G1 starts G2 (queued on G1's P) and spins until G2 has run (at most 3 s);

@@ -3,7 +3,9 @@
 //! Layers point down only (HACKING.md, "The layers"; `tests/layers.rs` checks it):
 //!
 //! ```text
+//!   interpose/      libc's blocking calls, hooked (LD_PRELOAD, or linked)
 //!   ffi/            extern "C" boundary: argument checks, panic catching, -errno
+//!   poll/           operations on descriptors over the network poller (Go's internal/poll)
 //!   chan/ sync/     channels and select; sema, Go's sync package
 //!   rt/             the scheduler: G, M, P, run queues, park, timers, netpoll, sysmon
 //!   stack/ arch/    goroutine stacks; the context switch and the signal trampolines
@@ -18,7 +20,9 @@
 pub mod arch;
 pub mod chan;
 pub mod ffi;
+pub mod interpose;
 pub mod loom;
+pub mod poll;
 pub mod rt;
 pub mod stack;
 pub mod sync;

@@ -822,7 +822,7 @@ fn syscall_bad_input() {
 }
 
 /// A goroutine locked to its thread waits on the poller while every other P is idle: the
-/// fd's event wakes it (handoff_p starts an M to poll when it idles the last P).
+/// fd's event wakes it (handoffp starts an M to poll when it idles the last P).
 #[test]
 fn netpoll_locked() {
     expect_success("netpoll_locked", &[]);
@@ -2054,7 +2054,7 @@ fn sync_trylock() {
     expect_success("sync_trylock", &[]);
 }
 
-// ---- the interposer (src/ffi/interpose.rs): plain libc calls from goroutines ----
+// ---- the interposer (src/interpose/): plain libc calls from goroutines ----
 
 /// Runs case `case` of c-tests/interpose.c, which must exit 0.
 fn interpose_case(case: &str, env: &[(&str, &str)]) {
@@ -3583,7 +3583,7 @@ fn select_sizes() {
     expect_success("select_sizes", &[]);
 }
 
-/// handoff_p's needspinning re-check: work readied while a blocking M hands off its P
+/// handoffp's needspinning re-check: work readied while a blocking M hands off its P
 /// (the window stretched by the debug build's `handoffdelay` hook) is not stranded.
 #[test]
 fn handoff_wakeup() {

@@ -6,9 +6,11 @@
 use std::path::{Path, PathBuf};
 
 /// The crate's top-level modules, top floor first. Within a floor, a module may name
-/// those after it in the same list (`chan` may use `sync`, `stack` may use `arch`).
+/// those after it in the same list (`interpose` may use `ffi`'s panic boundary, `chan`
+/// may use `sync`, `stack` may use `arch`).
 const FLOORS: &[&[&str]] = &[
-    &["ffi"],
+    &["interpose", "ffi"],
+    &["poll"],
     &["chan", "sync"],
     &["rt"],
     &["stack", "arch"],

@@ -12,7 +12,6 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub mod chan;
 pub mod debug;
-pub mod interpose;
 pub mod net;
 pub mod sync;
 mod syscall;

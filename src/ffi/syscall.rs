@@ -8,31 +8,6 @@ use crate::rt;
 /// A blocking function for gmp_blocking: called once with the argument given.
 pub type gmp_blocking_fn = Option<unsafe extern "C" fn(arg: *mut c_void) -> i64>;
 
-#[inline]
-fn errno_ptr() -> *mut c_int {
-    // SAFETY: __errno_location has no preconditions and returns this thread's errno.
-    unsafe { libc::__errno_location() }
-}
-
-/// Runs a raw libc call that reports failure as -1 + errno, as a blocking call, and
-/// returns its result or -errno. errno is read right after the call, on the same thread,
-/// and the caller's errno is restored (these functions never report through errno).
-#[inline]
-pub(crate) fn raw_call(f: impl FnOnce() -> i64) -> i64 {
-    let e = errno_ptr();
-    // SAFETY: e is this thread's errno; the goroutine does not change threads inside a
-    // blocking call (HACKING.md, decision 4), so e stays this thread's errno throughout.
-    let saved = unsafe { *e };
-    let r = rt::syscall::blocking(|| {
-        let r = f();
-        // SAFETY: as above.
-        if r < 0 { -(unsafe { *e } as i64) } else { r }
-    });
-    // SAFETY: as above.
-    unsafe { *e = saved };
-    r
-}
-
 /// Makes system call `nr` as a blocking call and returns the kernel's answer (a result or
 /// -errno): the `syscall` instruction in the caller's frame, with no libc wrapper between
 /// (one function level less, and no errno to save and restore): gmp_syscall and the
@@ -58,7 +33,7 @@ unsafe fn sys_blocking(nr: c_long, a: [c_long; 6]) -> i64 {
 /// goroutine is inside gmp_entersyscall (or a gmp_blocking function) already.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_entersyscall() -> c_int {
-    boundary("gmp_entersyscall", || match rt::syscall::enter() {
+    boundary("gmp_entersyscall", || match rt::syscall::entersyscall() {
         Ok(()) | Err(rt::syscall::EnterError::Foreign) => 0,
         Err(rt::syscall::EnterError::Nested) => -libc::EINVAL,
     })
@@ -74,10 +49,12 @@ pub extern "C" fn gmp_entersyscall() -> c_int {
 /// call gmp_blocking itself ends).
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_exitsyscall() -> c_int {
-    boundary("gmp_exitsyscall", || match rt::syscall::exit_user() {
-        Ok(()) | Err(rt::syscall::ExitError::Foreign) => 0,
-        Err(rt::syscall::ExitError::NotInSyscall | rt::syscall::ExitError::InBlocking) => {
-            -libc::EINVAL
+    boundary("gmp_exitsyscall", || {
+        match rt::syscall::exitsyscall_user() {
+            Ok(()) | Err(rt::syscall::ExitError::Foreign) => 0,
+            Err(rt::syscall::ExitError::NotInSyscall | rt::syscall::ExitError::InBlocking) => {
+                -libc::EINVAL
+            }
         }
     })
 }
@@ -187,7 +164,7 @@ pub unsafe extern "C" fn gmp_read(fd: c_int, buf: *mut c_void, n: usize) -> i64 
         if buf.is_null() {
             return -(libc::EINVAL as i64);
         }
-        if let Some(r) = super::net::read(fd, buf, n) {
+        if let Some(r) = crate::poll::read(fd, buf, n) {
             return r;
         }
         // SAFETY: caller contract (buf writable for n bytes).
@@ -211,7 +188,7 @@ pub unsafe extern "C" fn gmp_write(fd: c_int, buf: *const c_void, n: usize) -> i
         if buf.is_null() {
             return -(libc::EINVAL as i64);
         }
-        if let Some(r) = super::net::write(fd, buf, n) {
+        if let Some(r) = crate::poll::write(fd, buf, n) {
             return r;
         }
         // SAFETY: caller contract (buf readable for n bytes).
@@ -302,7 +279,7 @@ pub unsafe extern "C" fn gmp_open(path: *const c_char, flags: c_int, mode: c_int
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_close(fd: c_int) -> c_int {
     boundary("gmp_close", || {
-        match super::net::close_begin(fd) {
+        match crate::poll::close_begin(fd) {
             crate::rt::netpoll::Close::Deferred => return 0,
             crate::rt::netpoll::Close::Pending => return -libc::EBADF,
             _ => {}

@@ -19,16 +19,16 @@
 //!   locks the goroutine to its M for that stop instead: `park::gopreempt_bound`.) Go puts a preempted goroutine on the global run
 //!   queue, which a P serves only when its local queue is empty or on its 61st tick; the
 //!   preempted list is this M's share of that queue and is served there, in turn with it
-//!   (`sched::globrunqget_or_preempted`). Served first, as the rest of the queue is, the
+//!   (`ready::globrunqget_or_preempted`). Served first, as the rest of the queue is, the
 //!   preempted goroutine would get its P back after a single other goroutine has run, and
 //!   a goroutine pair handing its slice on through `runnext` would keep the P for good.
 //! - An M that has nothing to run and must sleep without a P marks its queue idle
 //!   (`go_idle`, under the queue's lock, after seeing it empty). Whoever then readies a
 //!   goroutine affine to it finds the mark, clears it (so exactly one readier claims the
-//!   M) and wakes it with a P (`sched::wake_affine_m`): an idle P if there is one, else
+//!   M) and wakes it with a P (`mstart::wake_affine_m`): an idle P if there is one, else
 //!   the M joins `SCHED.affwait`, the Ms waiting for a P for work only they can run, which
 //!   are served before the idle list by every P that goes idle (`pidleput`), by
-//!   `handoff_p`, and by the busy Ps' 61-tick fairness check (so a program whose Ps never
+//!   `handoffp`, and by the busy Ps' 61-tick fairness check (so a program whose Ps never
 //!   go idle still serves them).
 //! - The `exitsyscall` slow path is the same mechanism in its simplest case: the M holds
 //!   no P and its goroutine is on its own stack, so it waits on `SCHED.affwait` directly
@@ -140,7 +140,7 @@ pub(super) fn affine_m(g: &G) -> *mut M {
 /// # Safety
 /// `gp` is RUNNABLE, on no queue, and owned by the caller; `am` is a live M.
 pub(super) unsafe fn ready(gp: *mut G, am: *mut M) {
-    sched::enqueued(gp);
+    ready::enqueued(gp);
     // SAFETY: Ms are never freed.
     let m = unsafe { &*am };
     let claimed = m.aff.with(|a| {
@@ -150,7 +150,7 @@ pub(super) unsafe fn ready(gp: *mut G, am: *mut M) {
         core::mem::replace(&mut a.idle, false)
     });
     if claimed {
-        sched::wake_affine_m(am);
+        mstart::wake_affine_m(am);
     }
 }
 
@@ -200,7 +200,7 @@ impl Drop for Bound {
 /// # Safety
 /// On `m`'s own thread, holding a P; `gp` is RUNNABLE, affine to `m`, on no queue.
 pub(super) unsafe fn put_own(m: &M, gp: *mut G) {
-    sched::enqueued(gp);
+    ready::enqueued(gp);
     m.aff.with(|a| {
         // SAFETY: we own gp and hold the queue's lock.
         unsafe { a.q.push_back(gp) };
@@ -221,7 +221,7 @@ pub(super) unsafe fn put_preempted(m: &M, gp: *mut G) {
     if !core::ptr::eq(affine_m(unsafe { &*gp }), m) {
         throw("affinity::put_preempted: goroutine not affine to this M");
     }
-    sched::enqueued(gp);
+    ready::enqueued(gp);
     m.aff.with(|a| {
         // SAFETY: we own gp and hold the queue's lock.
         unsafe { a.preempted.push_back(gp) };

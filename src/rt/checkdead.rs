@@ -97,7 +97,7 @@ pub(crate) fn init() {
 
 /// Records the calling thread as one of the runtime's own (not an M).
 pub(crate) fn register_runtime_thread() {
-    super::sched::mark_runtime_thread();
+    super::foreign::mark_runtime_thread();
     let tid = crate::sys::gettid();
     for s in &RUNTIME_TIDS {
         if s.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed)

@@ -13,7 +13,7 @@
 //! Locking such a thread would leave them no thread while the lock lasts, and the locked
 //! goroutine deadlocked when it waited for one of them (the torture test found it). So a
 //! first `lock` on a thread with bound goroutines (`m.naffine`) moves the caller to another
-//! thread, one nothing is bound to, and locks it there (`sched::lock_move`): the caller is
+//! thread, one nothing is bound to, and locks it there (`lockedm::lock_move`): the caller is
 //! locked to the thread it runs on when `lock` returns, which may not be the one it called
 //! from. A goroutine that is itself pinned cannot move: it locks its own thread, and the
 //! others bound to it wait until it unlocks (it must not wait for them meanwhile). A
@@ -100,7 +100,7 @@ pub fn lock() -> Result<u32, LockError> {
 }
 
 /// Binds goroutine `gp` and M `m` as a first (unnested) lock does: count 1, `m.lockedg`,
-/// `gp.lockedm` (for `sched::start_locked` and `sched::lock_move`, which lock a goroutine
+/// `gp.lockedm` (for `lockedm::start_locked` and `lockedm::lock_move`, which lock a goroutine
 /// that is not running).
 ///
 /// # Safety
@@ -201,7 +201,7 @@ extern "C" fn template_main(_: *mut libc::c_void) -> *mut libc::c_void {
             let next = unsafe { (*list).schedlink.get() };
             // SAFETY: as above.
             unsafe { (*list).schedlink.set(null_mut()) };
-            sched::spawn_m_thread(list);
+            mstart::spawn_m_thread(list);
             list = next;
         }
     }

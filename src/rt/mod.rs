@@ -9,11 +9,16 @@
 //! - [`P`]: a logical processor, the permit to run goroutines, carrying the local run
 //!   queue. There are GOMAXPROCS of them.
 //!
-//! Files, in the order proc.go has them: `sched.rs` (schedule, find_runnable, the spinning
-//! protocol, startm/stopm/handoff_p, procresize), `proc.rs` (newproc, goexit, the G free
-//! lists), `park.rs` (gopark/goready, gosched, and the foreign-thread fallbacks),
-//! `trace.rs` (schedtrace and gmp_stats), `config.rs` (environment, CPU count),
-//! `os_linux.rs` (a new M's thread state, pthread_exit and fork).
+//! Files, as proc.go's concepts (HACKING.md, "Our files against Go's runtime"):
+//! `schedinit.rs` (start-up), `idle.rs` (the idle P and M lists), `ready.rs` (the submit
+//! path: runqput, injectglist, the global queue, wakep), `mstart.rs` (newm, mstart, startm,
+//! stopm, handoffp), `spinning.rs` (the spinning-M protocol), `schedule.rs` (schedule,
+//! execute, find_runnable, steal_work), `foreign.rs` (the foreign-thread mailbox),
+//! `lockedm.rs` (stoplockedm, startlockedm), `procresize.rs` (GOMAXPROCS, acquirep),
+//! `proc.rs` (newproc, goexit, the G free lists), `park.rs` (gopark/goready, gosched, and
+//! the foreign-thread fallbacks), `trace.rs` (schedtrace and gmp_stats), `config.rs`
+//! (environment, CPU count), `os_linux.rs` (a new M's thread state, pthread_exit and
+//! fork).
 //!
 //! # Ownership by status (who may touch what)
 //!
@@ -34,7 +39,7 @@
 //!
 //! "On exactly one run queue" counts an M's affinity queue (`m.aff`, affinity.rs): a
 //! RUNNABLE goroutine bound to an M (`g.affm`) waits there and nowhere else. One RUNNABLE
-//! goroutine is on no queue: the one `sched::lock_move` hands to an M as its `lockedg`
+//! goroutine is on no queue: the one `lockedm::lock_move` hands to an M as its `lockedg`
 //! with `lockstart` set, which that M alone runs next.
 //! `G_PREEMPTED` comes with the preemption issue.
 //!
@@ -51,7 +56,7 @@
 //! p != 0`), spinning (`spinning`, holds a P), idle (on `SCHED.midle`, `p == 0`, asleep on
 //! `park`; `mlist == MLIST_IDLE`), waiting for a P for work only it can run (on
 //! `SCHED.affwait`, `mlist == MLIST_AFFWAIT`, asleep on `park`, woken only by a P
-//! hand-over: `pidleput`, `handoff_p`, a busy P's 61-tick check, or `procresize`),
+//! hand-over: `pidleput`, `handoffp`, a busy P's 61-tick check, or `procresize`),
 //! locked-idle (`lockedg != 0`, asleep on `park` until its G is runnable), in a syscall
 //! (`curg` in G_SYSCALL, `p == 0`, `oldp != 0`; on return without a P it waits on
 //! `affwait` with `curg` still in G_SYSCALL), the timer M (asleep on `park` with a
@@ -78,10 +83,14 @@ pub(crate) mod checkdead;
 mod config;
 pub(crate) mod dump;
 pub(crate) mod exectrace;
+mod foreign;
 pub(crate) mod hooks;
+mod idle;
+mod lockedm;
 pub mod lockosthread;
 #[cfg(all(test, loom))]
 mod mailbox_loom;
+mod mstart;
 pub mod netpoll;
 pub mod offload;
 pub mod os_linux;
@@ -89,7 +98,11 @@ mod park;
 mod preempt;
 mod preemptsig;
 mod proc;
-mod sched;
+mod procresize;
+mod ready;
+mod schedinit;
+mod schedule;
+mod spinning;
 #[cfg(all(test, loom))]
 mod spinning_loom;
 pub(crate) mod sudog;
@@ -119,7 +132,7 @@ pub use proc::{
     Defer, StartError, defer_pop, defer_push, goexit, newproc, preempt_check, preempt_check_bound,
     preempt_wanted,
 };
-pub use sched::procresize;
+pub use procresize::procresize;
 
 /// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).
 pub(crate) const MAX_PROCS: usize = 1024;
@@ -256,7 +269,7 @@ pub struct G {
     pub m: AtomicPtr<M>,
     /// The M this G is locked to (LockOSThread): only that M runs it, and it runs nothing
     /// else. Written by the G's own thread while it runs; by `newproc` (`LOCK_AT_START`
-    /// for GMP_GO_LOCKED, else null) and by `sched::start_locked`/`lock_move` (which own
+    /// for GMP_GO_LOCKED, else null) and by `lockedm::start_locked`/`lock_move` (which own
     /// the G they dequeued or stopped) before it runs.
     pub lockedm: AtomicPtr<M>,
     /// The M this G is affine to (started with `GMP_GO_PINNED`; affinity.rs): only that M
@@ -427,7 +440,7 @@ pub(crate) mod action {
     /// waiting there (Go's gopreempt_m).
     pub(crate) const PREEMPT: usize = 4;
     /// `gmp_lock_os_thread` on a thread that goroutines are bound to: run it on another
-    /// thread, locked to it (`sched::lock_move`).
+    /// thread, locked to it (`lockedm::lock_move`).
     pub(crate) const LOCKMOVE: usize = 5;
 }
 
@@ -485,7 +498,7 @@ pub struct M {
     pub affskip: Owned<bool>,
     /// Whose turn it is when both the global run queue and this M's preempted goroutines
     /// (`aff`'s preempted list) hold some: the global queue's when set
-    /// (`sched::globrunqget_or_preempted`). Owner: this M's thread.
+    /// (`ready::globrunqget_or_preempted`). Owner: this M's thread.
     pub globturn: Owned<bool>,
     /// The G locked to this M (pinned), or null.
     pub lockedg: AtomicPtr<G>,
@@ -816,7 +829,7 @@ pub struct Sched {
     synced: Padded<Owned<Synced>>,
     /// Number of Ps on the idle list. Written under `lock`; read lock-free.
     pub npidle: Padded<AtomicI32>,
-    /// Number of spinning Ms (the spinning protocol: `sched.rs`'s header, Go's proc.go).
+    /// Number of spinning Ms (the spinning protocol: `spinning.rs`'s header, Go's proc.go).
     pub nmspinning: Padded<AtomicI32>,
     /// Set when a wakeup found no idle P: the next M about to drop its P spins instead.
     pub needspinning: Padded<AtomicU32>,
@@ -880,7 +893,7 @@ pub struct Synced {
     /// Idle Ms (Go's `midle`), doubly linked so that affinity can take a given one out.
     pub midle: *mut M,
     /// Ms without a P whose goroutine(s) can run nowhere else, waiting for a P (FIFO; the
-    /// next P to go idle, `handoff_p` and the busy Ps' 61-tick check serve it).
+    /// next P to go idle, `handoffp` and the busy Ps' 61-tick check serve it).
     pub affwait: *mut M,
     pub affwait_tail: *mut M,
     /// Ms whose threads exited (a goroutine ended locked to them), linked through
@@ -905,7 +918,7 @@ pub struct Tickets {
 }
 
 /// `G::lockedm` of a goroutine started `GMP_GO_LOCKED` that has not run yet: lock it to
-/// the first M that dequeues it, or to one nothing is bound to (`sched::start_locked`).
+/// the first M that dequeues it, or to one nothing is bound to (`lockedm::start_locked`).
 /// Never an M's address (Ms are heap blocks aligned to 128 bytes); `schedule` finds it
 /// with the `lockedm` check it makes anyway, so it costs other goroutines nothing.
 pub(crate) const LOCK_AT_START: *mut M = core::ptr::NonNull::<M>::dangling().as_ptr();
@@ -1113,7 +1126,7 @@ pub fn getg() -> *mut G {
 
 /// Ensures the runtime is started (idempotent, thread-safe).
 pub fn init() {
-    sched::init_once();
+    schedinit::init_once();
 }
 
 pub use crate::sys::throw;

@@ -86,7 +86,7 @@ pub struct PollDesc {
     /// The two words of a `gmp_mutex` per direction (state, sema), used by the C API to
     /// serve concurrent readers (writers) of one fd one at a time (Go's fdMutex rlock/wlock).
     pub op_lock: [(AtomicI32, AtomicU32); 2],
-    /// The interposer's bits for this fd number (ffi/interpose.rs: `HOOK_*`), kept by the
+    /// The interposer's bits for this fd number (interpose/: `HOOK_*`), kept by the
     /// hooks; cleared when the fd is closed or unregistered here.
     pub hook: AtomicU32,
     /// SO_RCVTIMEO and SO_SNDTIMEO in nanoseconds (0: none), as the interposer saw them
@@ -846,7 +846,7 @@ impl Ready {
     pub(crate) fn ready_all(&mut self) {
         // SAFETY: each wait was claimed by the poll that found it; nobody else readies
         // these goroutines.
-        unsafe { sched::inject_glist(&self.gs[..self.n]) };
+        unsafe { ready::injectglist(&self.gs[..self.n]) };
         READIED.fetch_add(self.n as u64, Ordering::Relaxed);
         self.n = 0;
     }
@@ -877,7 +877,7 @@ impl Ready {
             // goroutine woken by the poller starts a new slice, as Go's findRunnable
             // returns it with inheritTime false (sysmon would otherwise see the P's
             // schedtick stand still across idle periods and ask for preemption).
-            sched::runq_put(p, gp, false);
+            ready::runqput(p, gp, false);
         }
         READIED.fetch_add(1, Ordering::Relaxed);
         self.gs.copy_within(1..self.n, 0);

@@ -225,8 +225,8 @@ unsafe fn exit_locked_thread(m: &M, gp: *mut G) {
         g.lockedm.store(core::ptr::null_mut(), Ordering::Relaxed);
         m.lockedg.store(core::ptr::null_mut(), Ordering::Relaxed);
         m.curg.store(core::ptr::null_mut(), Ordering::Relaxed);
-        let pp = sched::releasep(m);
-        sched::handoff_p(pp);
+        let pp = procresize::releasep(m);
+        mstart::handoffp(pp);
     }
     m.dead.store(true, Ordering::Release);
     SCHED.mcount.fetch_sub(1, Ordering::SeqCst);
@@ -240,7 +240,7 @@ unsafe extern "C" fn thread_exit_guard(arg: *mut c_void) {
     let m = unsafe { &*(arg as *const M) };
     if m.dead.load(Ordering::Relaxed) {
         // Our last look at the M: another thread may revive it from here on.
-        sched::mfree_put(m);
+        idle::mfree_put(m);
         return;
     }
     let gp = m.curg.load(Ordering::Relaxed);
@@ -255,7 +255,7 @@ unsafe extern "C" fn thread_exit_guard(arg: *mut c_void) {
         // another M, and this M is dead.
         // SAFETY: this thread is m's and holds its P; gp is its running goroutine.
         unsafe { exit_locked_thread(m, gp) };
-        sched::mfree_put(m);
+        idle::mfree_put(m);
         return;
     }
     let mut buf = [0u8; 96];

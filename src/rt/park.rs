@@ -103,7 +103,7 @@ pub unsafe fn goready(gp: *mut G) {
             return;
         }
     }
-    sched::ready_put(gp, true);
+    ready::ready_put(gp, true);
 }
 
 /// Cache lines of a parked goroutine's stack, from its saved sp up, that `goready`
@@ -169,7 +169,7 @@ pub(super) unsafe fn gopreempt() {
 }
 
 /// Stops the calling goroutine and resumes it on another M, locked to it with a count of
-/// 1 (`sched::lock_move`).
+/// 1 (`lockedm::lock_move`).
 ///
 /// # Safety
 /// Called on a goroutine that is not locked, nor bound to an M.
@@ -253,8 +253,8 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
                 return None;
             }
             // SAFETY: we hold m's P; gp is RUNNABLE and ours.
-            unsafe { sched::runq_put(&*m.p.load(Ordering::Relaxed), gp, false) };
-            sched::wakep();
+            unsafe { ready::runqput(&*m.p.load(Ordering::Relaxed), gp, false) };
+            ready::wakep();
             None
         }
         action::PREEMPT => {
@@ -277,7 +277,7 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
                 unsafe { affinity::put_preempted(m, gp) };
                 return None;
             }
-            sched::ready_put_global(gp);
+            ready::ready_put_global(gp);
             None
         }
         action::LOCKMOVE => {
@@ -285,7 +285,7 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
             dropg(m, g);
             // SAFETY: m's thread holding a P; gp stopped here, is RUNNABLE, on no queue,
             // unbound (lockosthread::lock checked), and ours.
-            unsafe { sched::lock_move(m, gp) };
+            unsafe { lockedm::lock_move(m, gp) };
             None
         }
         action::EXIT => {

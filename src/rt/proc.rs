@@ -115,7 +115,7 @@ pub unsafe fn newproc(
         }
         let old = g.status.load(Ordering::Relaxed);
         casgstatus(g, old, G_RUNNABLE);
-        let spilled = sched::ready_put(gp, true);
+        let spilled = ready::ready_put(gp, true);
         if spilled {
             // The caller has filled its P's run queue: a safe point to let the queued
             // goroutines run (see `safepoint`).
@@ -689,7 +689,7 @@ const TICKET_MAX: usize = 512;
 /// the promises need). False when the pool cannot promise one: `gmp_go` then fails with
 /// -ENOMEM, as Go's `newproc` does, which allocates the stack at spawn.
 ///
-/// Why promises: a goroutine gets its stack when it first runs (`sched::take_hot_stack`),
+/// Why promises: a goroutine gets its stack when it first runs (`schedule::take_hot_stack`),
 /// mostly the warm stack of one that just died, so a program that spawns far ahead of
 /// running does not fault in, guard and keep a stack for each queued goroutine (skynet at
 /// GOMAXPROCS=1 has ~65,000 goroutines alive at its peak, of which ~9,400 have started:

@@ -1,5 +1,5 @@
 //! Loom model of the spinning protocol (no lost wake-ups; HACKING.md, "The spinning
-//! protocol"; sched.rs's module doc).
+//! protocol"; spinning.rs's module doc).
 //!
 //! This is a **model**, not the real code: `wakep` and `find_runnable` work on `SCHED`,
 //! Ms, notes and futexes, which loom cannot run. The model keeps the protocol's shared
@@ -96,7 +96,7 @@ mod loom_tests {
         });
     }
 
-    /// A spinning M that found work (`reset_spinning`): it stops spinning and wakes a
+    /// A spinning M that found work (`resetspinning`): it stops spinning and wakes a
     /// successor only if it then sees more work (Go wakes one unconditionally). Whether it
     /// started one. `tail` stands for every word `work_visible` reads: a queue's tail, a
     /// P's earliest timer (`timer0_when`, stored SeqCst before `wake_for_timer` reads
@@ -143,7 +143,7 @@ mod loom_tests {
     /// The conditional successor wake-up loses nothing: whatever the interleaving, the
     /// queued G gets a spinning M (from its producer or from the resetter).
     #[test]
-    fn reset_spinning_no_lost_wakeup() {
+    fn resetspinning_no_lost_wakeup() {
         check_reset(true);
     }
 
@@ -151,7 +151,7 @@ mod loom_tests {
     /// a producer queued while seeing it spin.
     #[test]
     #[should_panic(expected = "lost wake-up")]
-    fn reset_spinning_broken_without_barrier() {
+    fn resetspinning_broken_without_barrier() {
         check_reset(false);
     }
 
@@ -197,7 +197,7 @@ mod loom_tests {
         true
     }
 
-    /// An M dropping its P (`handoff_p`, `find_runnable`): `pidleput` (a SeqCst RMW of
+    /// An M dropping its P (`handoffp`, `find_runnable`): `pidleput` (a SeqCst RMW of
     /// `npidle`), then the re-read of `needspinning`. Whether it saw the request (it then
     /// takes an idle P back and spins).
     fn dropper(s: &Idle) -> bool {

@@ -5,14 +5,14 @@
 //! `P_SYSCALL` with `p.m == 0`, and the M remembers it in `m.oldp`. The goroutine goes to
 //! `G_SYSCALL`; `m.curg` and `g.m` stay. If the call is short, `exitsyscall` takes the P
 //! back with one CAS (`P_SYSCALL → P_RUNNING`) and no lock. If it lasts, sysmon's `retake`
-//! CASes the P to `P_IDLE` and hands it to another M (`handoff_p`), so the other
+//! CASes the P to `P_IDLE` and hands it to another M (`handoffp`), so the other
 //! goroutines keep running.
 //!
 //! On return, a goroutine whose P was taken never moves to another thread (C code may keep
 //! `&errno` in a register across the call; HACKING.md, decisions 4 and 8): its M takes an
 //! idle P if there is one; otherwise it waits, with the goroutine on its stack, for a P to
 //! be handed to it. That wait is M-affinity's (affinity.rs): the M joins `SCHED.affwait`,
-//! which a P going idle serves before the idle list, `handoff_p` serves first, and a busy
+//! which a P going idle serves before the idle list, `handoffp` serves first, and a busy
 //! P serves at its 61-tick fairness check (so the M is not starved at GOMAXPROCS=1 while
 //! other goroutines keep the P busy). Sysmon counts a waiting M as work when it decides
 //! whether to retake a P from a syscall.
@@ -49,7 +49,7 @@ fn setgstatus_own(g: &G, old: u32, new: u32) {
 /// Enters a blocking call (Go's entersyscall). `Ok` means the caller must call [`exit`]
 /// when the call returns, on the same goroutine (it does not move).
 #[inline]
-pub fn enter() -> Result<(), EnterError> {
+pub fn entersyscall() -> Result<(), EnterError> {
     let mp = getm();
     if mp.is_null() {
         return Err(EnterError::Foreign);
@@ -106,7 +106,7 @@ pub fn enter() -> Result<(), EnterError> {
 /// continues on the same thread: with its old P if nobody took it, else with an idle P,
 /// else after waiting (on this thread) for a P to be handed over.
 #[inline]
-pub fn exit() {
+pub fn exitsyscall() {
     let mp = getm();
     // SAFETY: `enter` succeeded on this goroutine, so mp is this thread's live M and its
     // goroutine (G_SYSCALL) is the caller.
@@ -156,7 +156,7 @@ pub fn exit() {
 
 /// `exit` when our P was retaken: take an idle P, or wait on this thread, with the
 /// goroutine on its stack, until one is handed over (affinity.rs: the M waits on
-/// `SCHED.affwait`, which every P going idle, `handoff_p` and the busy Ps' 61-tick check
+/// `SCHED.affwait`, which every P going idle, `handoffp` and the busy Ps' 61-tick check
 /// serve first).
 ///
 /// # Safety
@@ -167,7 +167,7 @@ unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
     // SAFETY: gp is ours (caller contract).
     let g = unsafe { &*gp };
     // SAFETY: m's thread, no P; an M running a goroutine is never spinning.
-    unsafe { sched::wait_for_p(m) };
+    unsafe { mstart::wait_for_p(m) };
     casgstatus(g, G_SYSCALL, G_RUNNING);
     let pp = m.p.load(Ordering::Relaxed);
     // SAFETY: we hold pp.
@@ -190,7 +190,7 @@ unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
 /// it, so that [`exit_user`] refuses to end the syscall under our feet.
 #[inline(always)]
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    let entered = match enter() {
+    let entered = match entersyscall() {
         Ok(()) => true,
         Err(EnterError::Nested) => false,
         Err(EnterError::Foreign) => return f(),
@@ -204,7 +204,7 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: as above.
     unsafe { m.inblocking.set(m.inblocking.get() - 1) };
     if entered {
-        exit();
+        exitsyscall();
     }
     r
 }
@@ -223,7 +223,7 @@ pub enum ExitError {
 
 /// `exit` for gmp_exitsyscall: checks, in release builds too, that the calling goroutine
 /// is in a syscall that gmp_entersyscall started and no wrapped call is in progress.
-pub fn exit_user() -> Result<(), ExitError> {
+pub fn exitsyscall_user() -> Result<(), ExitError> {
     let mp = getm();
     if mp.is_null() {
         return Err(ExitError::Foreign);
@@ -242,7 +242,7 @@ pub fn exit_user() -> Result<(), ExitError> {
     if unsafe { m.inblocking.get() } != 0 {
         return Err(ExitError::InBlocking);
     }
-    exit();
+    exitsyscall();
     Ok(())
 }
 

@@ -13,7 +13,7 @@
 //! (`scripts/ab.sh -p 2 skynet` shows the futex calls and the wall time it adds).
 //!
 //! Each round it `retake`s: a P that has been in the same syscall (same `syscalltick`) for
-//! more than one round is taken (CAS P_SYSCALL → P_IDLE) and handed off (`handoff_p`) —
+//! more than one round is taken (CAS P_SYSCALL → P_IDLE) and handed off (`handoffp`) —
 //! unless it has no work, somebody is spinning or idle, and the syscall is under 10 ms
 //! (Go's rule: then nobody needs it). It also records, per P, the schedtick and since when
 //! it has been seen; a P that has run `FORCE_PREEMPT_NS` on one slice is marked for
@@ -279,7 +279,7 @@ extern "C" fn sysmon_main(_: *mut libc::c_void) -> *mut libc::c_void {
 }
 
 fn sysmon_loop() -> ! {
-    super::sched::mark_runtime_thread();
+    super::foreign::mark_runtime_thread();
     let mut idle: u32 = 0;
     let mut delay: u64 = MIN_DELAY_US;
     let period = dump::debug_flag("stacktrim").map_or(TRIM_PERIOD_NS, |ms| ms.max(0) * 1_000_000);
@@ -427,7 +427,7 @@ fn retake(now: i64) -> u32 {
             if exectrace::on() {
                 exectrace::emit(exectrace::kind::HANDOFF, Some(p.id as u32), p.id as u64, 0);
             }
-            sched::handoff_p(pp);
+            mstart::handoffp(pp);
         }
     }
     n

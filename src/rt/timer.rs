@@ -360,7 +360,7 @@ pub unsafe fn start(t: *mut Timer, when: i64) {
 }
 
 /// Makes sure some M will run a timer due at `when` that was just put on a heap, or whose
-/// P is being left without an M (`handoff_p`, `procresize`): Go's wakeNetPoller. If the
+/// P is being left without an M (`handoffp`, `procresize`): Go's wakeNetPoller. If the
 /// timer M sleeps past `when`, it is woken to recompute its deadline; if there is no timer
 /// M, every M without work may be asleep without a deadline, so one is started (`wakep`:
 /// it spins, finds nothing to run, and becomes the timer M in `park_idle`), and with
@@ -368,7 +368,7 @@ pub unsafe fn start(t: *mut Timer, when: i64) {
 /// loads pair with `sleep_as_timer_m`, which publishes itself and then re-reads the heaps.
 pub(crate) fn wake_for_timer(when: i64) {
     if SCHED.timer_m.load(Ordering::SeqCst).is_null() {
-        sched::wakep();
+        ready::wakep();
         // Every P busy: sysmon steps in for the timer (`run_busy_overdue`); it must not
         // sleep past it.
         if SCHED.npidle.load(Ordering::SeqCst) == 0 {
@@ -600,7 +600,7 @@ pub(crate) fn run_busy_overdue(now: i64) -> usize {
         }
         let s = p.status.load(Ordering::Acquire);
         if now < w.saturating_add(BUSY_RUN_NS) && s != P_SYSCALL {
-            // A P between two Ms (its goroutine just stopped: `handoff_p` passes it on)
+            // A P between two Ms (its goroutine just stopped: `handoffp` passes it on)
             // is about to pass through a scheduler too.
             if s == P_RUNNING && p.timers.kicked.swap(w, Ordering::Relaxed) != w {
                 super::sysmon::preemptone(p);

@@ -29,9 +29,9 @@
 //!   inline `syscall`). Then the handler points the context at `__gmp_async_syscall`
 //!   with the return address just past the `syscall` instruction.
 //! - **The trampoline makes the call seen** (`wrapped`, on the goroutine's stack in
-//!   ordinary context, every register saved as for a preemption): `syscall::enter`, the
+//!   ordinary context, every register saved as for a preemption): `syscall::entersyscall`, the
 //!   same system call with the same registers (a cut-short write's from where it
-//!   stopped), `syscall::exit`, and the result in rax (plus the bytes already written).
+//!   stopped), `syscall::exitsyscall`, and the result in rax (plus the bytes already written).
 //!   From sysmon's next round the P is in `P_SYSCALL` and `retake` hands it off; on
 //!   return the goroutine gets a P back on this same thread (syscall.rs).
 //!
@@ -714,11 +714,11 @@ unsafe fn continue_vectored(nr: u64, a: [u64; 6], done: u64) -> i64 {
 }
 
 /// `wrapped`'s rax when the handler already made the call (`resume`; its result in rcx):
-/// only `syscall::exit` is left. No system call has this number.
+/// only `syscall::exitsyscall` is left. No system call has this number.
 const RESUMED: u64 = u64::MAX;
 
 /// In the handler, for a `Restart::Resume` call that our signal ended with -EINTR: gives
-/// the P up (`syscall::enter`, as the trampoline would; sysmon's next round hands it on)
+/// the P up (`syscall::entersyscall`, as the trampoline would; sysmon's next round hands it on)
 /// and waits for the rest with `restart_syscall`, which runs the restart block the kernel
 /// set up when it ended the call and keeps until this handler returns. A signal of the
 /// program's own that ends the rest ends it with EINTR, as it would have ended the call.
@@ -730,7 +730,7 @@ const RESUMED: u64 = u64::MAX;
 /// In the SIGURG handler, on a goroutine that `divert` found RUNNING on its P, interrupted
 /// outside the runtime if `give_up_p`.
 unsafe fn resume(give_up_p: bool) -> (bool, u64) {
-    let entered = give_up_p && syscall::enter().is_ok();
+    let entered = give_up_p && syscall::entersyscall().is_ok();
     // SAFETY: restart_syscall takes no arguments and touches only what the interrupted
     // call's own restart block names (the program's pollfds, futex word).
     let ret =
@@ -739,8 +739,8 @@ unsafe fn resume(give_up_p: bool) -> (bool, u64) {
 }
 
 /// Called by `__gmp_async_syscall` with the saved registers (`arch::SavedRegs`): makes the
-/// system call in rax with the saved argument registers between `syscall::enter` and
-/// `syscall::exit` (or, when goroutines are bound to this M, on a helper thread while the
+/// system call in rax with the saved argument registers between `syscall::entersyscall` and
+/// `syscall::exitsyscall` (or, when goroutines are bound to this M, on a helper thread while the
 /// goroutine parks), and leaves what the kernel would have: the result in rax, rcx = the
 /// return address, r11 = rflags.
 pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
@@ -748,7 +748,7 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     let r = unsafe { &mut *regs };
     WRAPPED.fetch_add(1, Ordering::Relaxed);
     if r.rax == RESUMED {
-        syscall::exit();
+        syscall::exitsyscall();
         r.rax = r.rcx;
         r.rcx = r.rip;
         r.r11 = r.rflags;
@@ -790,10 +790,10 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     // A PI futex's owner is the calling thread: that call stays on it.
     let thread_bound = nr == libc::SYS_futex as u64 && matches!(a[1] & 0x7f, 6 | 13);
     let in_syscall = |f: &dyn Fn() -> i64| -> u64 {
-        let entered = syscall::enter().is_ok();
+        let entered = syscall::entersyscall().is_ok();
         let ret = f() as u64;
         if entered {
-            syscall::exit();
+            syscall::exitsyscall();
         }
         ret
     };

@@ -606,7 +606,7 @@ pub(crate) fn set_quick_off() {
 }
 
 /// How long a thread that is not an M (C main) spins before sleeping, and how long an
-/// idle M waits, spinning, for such a thread's next hand-off (`sched::spin_for_foreign`):
+/// idle M waits, spinning, for such a thread's next hand-off (`foreign::spin_for_foreign`):
 /// about two wake-ups of an idle vCPU (each takes microseconds, more in a VM). In time,
 /// not in pause instructions, whose length differs tenfold between CPU families.
 pub(crate) const FOREIGN_SPIN_NS: i64 = 20_000;
@@ -618,7 +618,7 @@ pub(crate) static FOREIGN_SPIN: core::sync::atomic::AtomicBool =
 
 /// When a thread that is not an M last began or ended a wait on goroutines, or handed
 /// one work in a quick exchange (`nanotime`): an M going idle within
-/// `FOREIGN_RECENT_NS` of it waits for the next hand-off (`sched::spin_for_foreign`).
+/// `FOREIGN_RECENT_NS` of it waits for the next hand-off (`foreign::spin_for_foreign`).
 pub(crate) static FOREIGN_LAST_NS: core::sync::atomic::AtomicI64 =
     core::sync::atomic::AtomicI64::new(i64::MIN / 2);
 
@@ -627,8 +627,8 @@ pub(crate) const FOREIGN_RECENT_NS: i64 = 50_000;
 
 /// Hand-offs and waits of threads that are not Ms: bumped at each foreign wait
 /// (`foreign_wait`) and when one in a quick exchange readies or spawns a goroutine
-/// (`sched::ready_put`). An M going idle that sees it moved stays awake a moment for the
-/// next one (`sched::spin_for_foreign`). No clock read: a hand-off in an exchange pays one
+/// (`ready::ready_put`). An M going idle that sees it moved stays awake a moment for the
+/// next one (`foreign::spin_for_foreign`). No clock read: a hand-off in an exchange pays one
 /// relaxed RMW; a spawn outside one pays nothing.
 pub(crate) static FOREIGN_ACTS: core::sync::atomic::AtomicU64 =
     core::sync::atomic::AtomicU64::new(0);

@@ -1,4 +1,4 @@
-//! libc's own versions of the functions the interposer replaces (ffi/interpose.rs).
+//! libc's own versions of the functions the interposer replaces (interpose/).
 //!
 //! libgmp.so exports `read`, `write`, `close`, … (the hooks), so a plain `libc::read` in
 //! the library's own code would call the hook. The runtime therefore calls these instead:

@@ -1,0 +1,203 @@
+//! Blocking calls epoll cannot help with (name resolution, files, locks, child
+//! processes): the syscall hand-off.
+
+use super::*;
+
+/// Interposes getaddrinfo(3): on a goroutine, through the syscall hand-off (name
+/// resolution may wait on the network; glibc's own sockets inside it are not ours).
+///
+/// # Safety
+/// As getaddrinfo(3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const libc::addrinfo,
+    res: *mut *mut libc::addrinfo,
+) -> c_int {
+    if !on_goroutine() {
+        // SAFETY: the caller's arguments.
+        return unsafe { real::getaddrinfo(node, service, hints, res) };
+    }
+    crate::ffi::boundary("interposed getaddrinfo", || {
+        if rt::offload::wanted() {
+            // On a helper (see `blocking_call`); its errno comes back for EAI_SYSTEM.
+            // SAFETY: the caller's arguments, alive while it parks.
+            let (r, e) = unsafe {
+                rt::offload::run(&|| real::getaddrinfo(node, service, hints, res) as i64)
+            };
+            if r == libc::EAI_SYSTEM as i64 {
+                set_errno(e);
+            }
+            return r as c_int;
+        }
+        // The goroutine stays on its thread in the hand-off: errno (EAI_SYSTEM) is its own.
+        // SAFETY: the caller's arguments.
+        rt::syscall::blocking(|| unsafe { real::getaddrinfo(node, service, hints, res) })
+    })
+}
+
+/// Interposes pread(2).
+///
+/// # Safety
+/// As pread(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: usize, off: libc::off_t) -> isize {
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::pread(fd, buf, n, off) } as i64) as isize
+}
+
+/// Interposes pwrite(2).
+///
+/// # Safety
+/// As pwrite(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite(
+    fd: c_int,
+    buf: *const c_void,
+    n: usize,
+    off: libc::off_t,
+) -> isize {
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::pwrite(fd, buf, n, off) } as i64) as isize
+}
+
+/// Interposes open(2) (a FIFO's open blocks). Declared with `mode` always present.
+///
+/// # Safety
+/// As open(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: the caller's arguments.
+    let fd = handoff(&|| unsafe { real::open(path, flags, mode) } as i64) as c_int;
+    if fd >= 0 && known(fd) && live() {
+        forget(fd);
+    }
+    tsan::fd_opened(fd);
+    fd
+}
+
+/// Interposes openat(2).
+///
+/// # Safety
+/// As openat(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat(
+    dir: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: the caller's arguments.
+    let fd = handoff(&|| unsafe { real::openat(dir, path, flags, mode) } as i64) as c_int;
+    if fd >= 0 && known(fd) && live() {
+        forget(fd);
+    }
+    tsan::fd_opened(fd);
+    fd
+}
+
+// The names glibc gives the same calls for programs built with 64-bit file offsets
+// (`_FILE_OFFSET_BITS=64`: SQLite, CPython, libuv) and under `_FORTIFY_SOURCE` (the
+// `__open_2` family, which check that a mode comes with O_CREAT). On x86-64 `off_t` is
+// 64 bits, so each is its plain counterpart.
+
+/// Interposes pread64 (pread).
+///
+/// # Safety
+/// As pread(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: usize, off: libc::off_t) -> isize {
+    // SAFETY: same contract.
+    unsafe { pread(fd, buf, n, off) }
+}
+
+/// Interposes pwrite64 (pwrite).
+///
+/// # Safety
+/// As pwrite(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite64(
+    fd: c_int,
+    buf: *const c_void,
+    n: usize,
+    off: libc::off_t,
+) -> isize {
+    // SAFETY: same contract.
+    unsafe { pwrite(fd, buf, n, off) }
+}
+
+/// Interposes open64 (open).
+///
+/// # Safety
+/// As open(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: same contract.
+    unsafe { open(path, flags, mode) }
+}
+
+/// Interposes openat64 (openat).
+///
+/// # Safety
+/// As openat(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat64(
+    dir: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: same contract.
+    unsafe { openat(dir, path, flags, mode) }
+}
+
+/// Interposes fsync(2).
+#[unsafe(no_mangle)]
+pub extern "C" fn fsync(fd: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    handoff(&|| unsafe { real::fsync(fd) } as i64) as c_int
+}
+
+/// Interposes fdatasync(2).
+#[unsafe(no_mangle)]
+pub extern "C" fn fdatasync(fd: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    handoff(&|| unsafe { real::fdatasync(fd) } as i64) as c_int
+}
+
+/// Interposes flock(2).
+#[unsafe(no_mangle)]
+pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
+    // SAFETY: no memory preconditions.
+    handoff(&|| unsafe { real::flock(fd, op) } as i64) as c_int
+}
+
+/// Interposes waitpid(2).
+///
+/// # Safety
+/// As waitpid(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn waitpid(
+    pid: libc::pid_t,
+    status: *mut c_int,
+    options: c_int,
+) -> libc::pid_t {
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::waitpid(pid, status, options) } as i64) as libc::pid_t
+}
+
+/// Interposes wait4(2).
+///
+/// # Safety
+/// As wait4(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wait4(
+    pid: libc::pid_t,
+    status: *mut c_int,
+    options: c_int,
+    ru: *mut libc::rusage,
+) -> libc::pid_t {
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::wait4(pid, status, options, ru) } as i64) as libc::pid_t
+}

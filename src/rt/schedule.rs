@@ -1,0 +1,747 @@
+//! The scheduler loop (Go's `schedule`, `execute`, `findRunnable`, `stealWork`): what an
+//! M does between goroutines, and where it looks for the next one.
+
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
+
+use super::*;
+use super::{foreign::*, idle::*, lockedm::*, mstart::*, procresize::*, ready::*, spinning::*};
+use crate::arch;
+
+/// Runs goroutines until the M must exit (`m.exiting`). Each iteration finds a G, switches to it, and handles what it
+/// asked for when it switched back (park, gosched, exit).
+///
+/// # Safety
+/// Called once per M, on its own thread, holding a P.
+pub(super) unsafe fn schedule_loop(m: &M) {
+    let mut next: Option<(*mut G, bool)> = None;
+    loop {
+        // SAFETY: on m's own thread (caller contract).
+        let (gp, inherit) = match next.take() {
+            Some(x) => x,
+            None => unsafe { schedule(m) },
+        };
+        // SAFETY: gp is RUNNABLE and ours to run; we hold a P.
+        let act = unsafe { execute(m, gp, inherit) };
+        // SAFETY: gp switched back to us with `act`; we are m's thread.
+        next = unsafe { super::park::after_switch(m, act) };
+        // SAFETY: m's own thread owns `exiting`.
+        if unsafe { m.exiting.get() } {
+            return;
+        }
+    }
+}
+
+/// Finds a runnable G for this M (Go's schedule minus execute). Blocks until there is one.
+///
+/// # Safety
+/// Called on `m`'s own thread.
+pub(super) unsafe fn schedule(m: &M) -> (*mut G, bool) {
+    // An M locked to a G runs nothing else: wait for it to become runnable.
+    let lg = m.lockedg.load(Ordering::Relaxed);
+    if !lg.is_null() {
+        // Handed its goroutine with a P by `lock_move` (a new M), or its goroutine stopped
+        // running and the M waits until someone finds it runnable again.
+        // SAFETY: m's thread.
+        if unsafe { !take_lockstart(m) } {
+            // SAFETY: m's thread.
+            unsafe { stoplockedm(m) };
+        }
+        return (lg, false);
+    }
+    // Every `continue` below follows a path that may have stopped this M (`stopm`): if it
+    // was idle there and `lock_move` took it and handed it a goroutine to lock to, with a
+    // P, that goroutine runs now. Checked only on those rounds (a register test, not a
+    // load of `lockstart` every round, which the yield workload would pay per switch).
+    let mut again = false;
+    loop {
+        // SAFETY: m's thread.
+        if again && unsafe { take_lockstart(m) } {
+            return (m.lockedg.load(Ordering::Relaxed), false);
+        }
+        again = true;
+        let pp = m.p.load(Ordering::Relaxed);
+        // SAFETY: this M holds pp (P–M reciprocity is checked in debug builds).
+        let p = unsafe { &*pp };
+        debug_assert!(
+            std::ptr::eq(p.m.load(Ordering::Relaxed), m),
+            "gmp: P-M reciprocity"
+        );
+        // SAFETY: m's thread, holding pp.
+        if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) && unsafe { retire_p(m) } {
+            continue;
+        }
+        check_timers(p);
+        // sysmon asked for preemption: the goroutines of this P have run a whole slice
+        // (maybe handing it on through runnext, as a channel ping-pong does). Serve the
+        // global queue first, where preempted goroutines and foreign threads' spawns wait
+        // (or this M's own preempted goroutines, in turn with it), and start a new slice
+        // whatever runs next.
+        let preempted =
+            p.preempt.load(Ordering::Relaxed) && p.preempt.swap(false, Ordering::Relaxed);
+        // Goroutines that can run only on this M come first (affinity.rs), the preempted
+        // ones excepted: they wait as the global queue does.
+        // SAFETY: m's thread, holding pp.
+        let mut found = unsafe { affinity::get_first(m) }.map(|gp| (gp, false));
+        // Fairness: check the global queue (and this M's preempted goroutines) once in a
+        // while, so that two goroutines re-spawning each other on the local queue cannot
+        // starve it; and serve an M that waits for a P to run what only it can run, so
+        // that it does not wait for a P to go idle.
+        if found.is_none() && (preempted || p.schedtick.load(Ordering::Relaxed) % 61 == 0) {
+            // Also when goroutines affine to this M are queued (a pinned goroutine in a
+            // yield loop, waiting for one pinned elsewhere): `stopm` then puts this M on
+            // affwait in turn, and the Ms take turns with the P.
+            if SCHED.naffwait.load(Ordering::Relaxed) > 0
+                && !m.spinning.load(Ordering::Relaxed)
+                // SAFETY: m's thread, holding a P, not spinning.
+                && unsafe { handoff_to_affwait(m) }
+            {
+                continue;
+            }
+            // SAFETY: m's thread, owning pp; max = 1 puts nothing on the local queue.
+            found = unsafe { globrunqget_or_preempted(m, p, 1) }.map(|gp| (gp, false));
+        }
+        if found.is_none() {
+            // SAFETY: we own pp.
+            found = unsafe { p.runq.get() }.map(|(gp, inherit)| (gp.as_ptr(), inherit));
+            // With one P nobody steals: the G queued next is ours to run, and in a program
+            // that spawns far ahead of running (skynet keeps tens of thousands queued) it
+            // was written by its spawner long ago, so that our first look at it
+            // (`lockedm`, below) would miss the cache every time. Start fetching it now,
+            // while this one runs. With more Ps the prefetch does as much harm as good (the
+            // G may be stolen: `scripts/ab.sh -p 2 spawn` shows it).
+            if found.is_some() && SCHED.gomaxprocs.load(Ordering::Relaxed) == 1 {
+                // SAFETY: we own pp.
+                super::proc::prefetch_g(unsafe { p.runq.peek_ring() });
+            }
+        }
+        let (gp, inherit) = match found {
+            Some((gp, inherit)) => (gp, inherit && !preempted),
+            // A request consumed above ends the slice whatever find_runnable found (its
+            // local-queue pick may be runnext, which would inherit the old slice and leave
+            // sysmon asking again every round).
+            // SAFETY: m's thread, holding a P.
+            None => match unsafe { find_runnable(m) } {
+                Some((gp, inherit)) => (gp, inherit && !preempted),
+                // P retired (we got another one), or handed a locked G: start over.
+                None => continue,
+            },
+        };
+        dequeued(gp);
+        // This thread is going to run a G now, so it is no longer spinning; if it was the
+        // last spinning M, another one must start looking.
+        if m.spinning.load(Ordering::Relaxed) {
+            resetspinning(m);
+        }
+        // A G locked to another M: hand that M our P and wait for new work ourselves. (Or
+        // one started GMP_GO_LOCKED, not locked to an M yet: `LOCK_AT_START`.)
+        // SAFETY: Gs are never freed.
+        let lm = unsafe { (*gp).lockedm.load(Ordering::Relaxed) };
+        if !lm.is_null() && !std::ptr::eq(lm, m) {
+            if lm == LOCK_AT_START {
+                // SAFETY: m's thread, holding a P, not spinning; we dequeued gp.
+                if unsafe { start_locked(m, gp) } {
+                    return (gp, inherit);
+                }
+            } else {
+                // SAFETY: m's thread, holding a P.
+                unsafe { startlockedm(m, lm) };
+            }
+            continue;
+        }
+        return (gp, inherit);
+    }
+}
+
+/// Switches to `gp` and runs it until it switches back; returns what it asked for.
+///
+/// # Safety
+/// On `m`'s own thread holding a P; `gp` is RUNNABLE, taken off every run queue, and ours.
+pub(super) unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
+    // No runtime lock is held across a switch to a goroutine (gopark's
+    // unlock function has released the parking goroutine's locks by now).
+    #[cfg(debug_assertions)]
+    if crate::sys::locks_held() != 0 {
+        throw("execute: switching to a goroutine while holding a runtime lock");
+    }
+    let pp = m.p.load(Ordering::Relaxed);
+    // SAFETY: gp is ours (caller contract); Ps and Gs are never freed.
+    unsafe {
+        let g = &*gp;
+        m.curg.store(gp, Ordering::Relaxed);
+        g.m.store(m as *const M as *mut M, Ordering::Relaxed);
+        casgstatus(g, G_RUNNABLE, G_RUNNING);
+        if !inherit {
+            let p = &*pp;
+            p.schedtick.store(
+                p.schedtick.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Relaxed,
+            );
+        }
+        if g.pinned.get() && g.affm.load(Ordering::Relaxed).is_null() {
+            // Started pinned: bound to this M from now on (affinity.rs).
+            g.affm.store(m as *const M as *mut M, Ordering::Relaxed);
+            m.naffine.set(m.naffine.get() + 1);
+        }
+        #[cfg(debug_assertions)]
+        {
+            let am = g.affm.load(Ordering::Relaxed);
+            if !am.is_null() && !std::ptr::eq(am, m) {
+                throw("execute: affine goroutine on another M");
+            }
+        }
+        if g.asyncbound.get() {
+            // Resumed after an asynchronous preemption, on the M it was stopped on: the
+            // lock was for that one stop (`park::gopreempt_bound`).
+            #[cfg(debug_assertions)]
+            if !std::ptr::eq(g.lockedm.load(Ordering::Relaxed), m) || m.lockedext.get() != 0 {
+                throw("execute: a goroutine stopped by preemption resumes on another M");
+            }
+            g.asyncbound.set(false);
+            g.lockedm.store(null_mut(), Ordering::Relaxed);
+            m.lockedg.store(null_mut(), Ordering::Relaxed);
+        }
+        #[cfg(debug_assertions)]
+        {
+            // The triangle G ↔ M ↔ P and P–M reciprocity (HACKING.md, "Invariants checked
+            // in debug builds").
+            if !std::ptr::eq(g.m.load(Ordering::Relaxed), m)
+                || m.curg.load(Ordering::Relaxed) != gp
+                || pp.is_null()
+                || !std::ptr::eq((*pp).m.load(Ordering::Relaxed), m)
+            {
+                throw("execute: triangle invariant broken");
+            }
+            if g.queued.load(Ordering::Relaxed) {
+                throw("execute: running G is still on a run queue");
+            }
+        }
+        // The scheduler's FP control state is constant, so the switch need not read it.
+        let sp = g.sp.get();
+        if unstarted(sp) {
+            // Never ran: start it at the top of its stack (newproc prepared nothing).
+            take_hot_stack(&*pp, g, sp & !SP_UNSTARTED);
+            let top = (*g.stack.ptr())
+                .as_ref()
+                .map(crate::stack::Stack::top)
+                .unwrap_or_else(|| throw("execute: G without stack"));
+            if hooks::any() {
+                hooks::execute(m, g);
+            }
+            return arch::start_from_g0_balanced(
+                m.g0_sp.ptr(),
+                top,
+                super::proc::goentry,
+                m.g0_fpenv.get(),
+            );
+        }
+        if hooks::any() {
+            hooks::execute(m, g);
+        }
+        arch::switch_from_g0_balanced(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())
+    }
+}
+
+/// A goroutine about to run for the first time trades its stack for the one of the G that
+/// died most recently on this P, if they are alike: that stack's top lines are still in
+/// the cache (and its pages mapped), whereas the stack the new G got at spawn time — maybe
+/// tens of thousands of goroutines ago, in a program that spawns far ahead of running —
+/// has long left it, or was never touched. The dead G keeps the cold stack for a later
+/// spawn, which does not touch it (newproc writes nothing to a stack), and moves to the
+/// cold list: the next goroutine to start takes the next hot stack. (With one list, the
+/// traded G stayed on top and only one start per exit found a hot stack; sleep_many from
+/// C main, whose M starts goroutines in batches between batches of exits, faulted in a new
+/// stack for nearly every start.) Nothing else refers to either stack: both Gs are ours
+/// (one just dequeued, never run; one on our P's free list).
+///
+/// A goroutine that was promised a stack at spawn instead of getting one (`promised`, the
+/// size; 0 for one that holds its stack; `proc::take_ticket`) takes the hot stack outright,
+/// and its promise goes back to the P's tickets; with no hot stack of that size at hand it
+/// takes the one the pool kept for the promise.
+///
+/// # Safety
+/// On the M holding `p`, which dequeued `g` (never run; without a stack iff `promised`).
+pub(super) unsafe fn take_hot_stack(p: &P, g: &G, promised: usize) {
+    // SAFETY: p's free lists, tickets and their Gs belong to the holding M (caller
+    // contract); g is ours.
+    unsafe {
+        if (*p.gfree.ptr()).is_empty() {
+            super::proc::refill_hot(p);
+        }
+        let (list, cold_list) = super::proc::gfree_lists(p);
+        let dead = list.peek();
+        let mine = &mut *g.stack.ptr();
+        #[cfg(debug_assertions)]
+        if mine.is_some() == (promised != 0) {
+            throw("take_hot_stack: a G with both a stack and a promise, or neither");
+        }
+        let want = if promised != 0 {
+            promised
+        } else {
+            mine.as_ref().map_or(0, crate::stack::Stack::size)
+        };
+        if !dead.is_null() {
+            #[cfg(debug_assertions)]
+            if (*dead).status.load(Ordering::Relaxed) != G_DEAD || (*(*dead).stack.ptr()).is_none()
+            {
+                throw("take_hot_stack: a G on the hot list is not dead or has no stack");
+            }
+            let hot = &mut *(*dead).stack.ptr();
+            if hot.as_ref().is_some_and(|h| h.size() == want) {
+                // A promised G has no stack: the dead one is left without.
+                core::mem::swap(hot, mine);
+                list.pop();
+                cold_list.push(dead);
+                if promised != 0 {
+                    super::proc::return_ticket(&mut *p.stack_tickets.ptr(), promised);
+                }
+                return;
+            }
+        }
+        if promised != 0 {
+            *mine = Some(crate::stack::alloc_reserved(promised));
+        }
+    }
+}
+
+/// The slow path of `schedule`: the local queue is empty. Looks in the global queue, steals
+/// from other Ps, and if there is nothing, drops the P and parks the M. Returns `None` when
+/// the M woke up holding a different P that must be re-checked by `schedule`.
+///
+/// # Safety
+/// Called on `m`'s own thread, holding a P.
+pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
+    // SAFETY: m's own thread owns foreign_handoff.
+    let mut handed = unsafe { m.foreign_handoff.get() };
+    if handed {
+        // SAFETY: as above.
+        unsafe { m.foreign_handoff.set(false) };
+    }
+    loop {
+        let pp = m.p.load(Ordering::Relaxed);
+        // SAFETY: we hold pp.
+        let p = unsafe { &*pp };
+        // Our P was retired, or `lock_move` handed us a goroutine to run locked (woken
+        // in `park_idle`): `schedule` starts over.
+        // SAFETY: m's own thread owns lockstart.
+        if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) || unsafe { m.lockstart.get() } {
+            return None;
+        }
+
+        // 0-2. Due timers, the local run queue, the global run queue or this M's
+        // preempted goroutines.
+        // SAFETY: we own pp.
+        if let Some(x) = unsafe { timers_and_queues(m, p) } {
+            return Some(x);
+        }
+
+        // 2a. Readied goroutines that can run only on this M (`schedule` looks at them
+        // first, so we get here with some queued only right after one of them yielded).
+        // SAFETY: m's thread, holding pp.
+        if let Some(gp) = unsafe { affinity::get(m) } {
+            return Some((gp, false));
+        }
+
+        // 3. The poller, without blocking.
+        // SAFETY: we hold pp.
+        if unsafe { poll_network(p) } {
+            continue;
+        }
+
+        let procs = SCHED.gomaxprocs.load(Ordering::Relaxed);
+        // 4a. A thread that is not an M (C main) handed goroutines work, or began to wait
+        // for them, since this M last went idle: it is likely in an exchange with them,
+        // and its next hand-off follows their answer within microseconds. Stay awake for
+        // it, spinning (so that its wakep finds nothing to wake), instead of sleeping:
+        // waking an idle CPU costs microseconds (more in a VM), the spin ends at the first
+        // work.
+        // One M at a time does this: one foreign thread's exchange needs one partner, and
+        // on a small machine more spinners would take the CPUs the work needs. Before
+        // step 4's steal: the foreign thread's next hand-off goes to this M's mailbox only
+        // once it is open, and a steal over the other Ps first would keep it closed long
+        // enough for many of C main's hand-offs to miss it (`scripts/ab.sh -p 2 -a
+        // "-shape 1" pingpong` compares the two orders). The spinner steals as step 4 would every
+        // 64 polls (`spin_for_foreign_open`). The mailbox opens first, then the M counts
+        // as spinning: the foreign thread's next hand-off may come at any moment.
+        // SAFETY: m's thread.
+        if (handed || unsafe { foreign_moved(m) } || foreign_recent())
+            && crate::sys::FOREIGN_SPIN.load(Ordering::Relaxed)
+            && (m.spinning.load(Ordering::Relaxed)
+                || 2 * SCHED.nmspinning.load(Ordering::SeqCst)
+                    < procs - SCHED.npidle.load(Ordering::SeqCst))
+            && open_mailbox()
+        {
+            if !m.spinning.load(Ordering::Relaxed) {
+                become_spinning(m);
+            }
+            // Once per hand-off: a spin that ends with nothing found does not repeat.
+            handed = false;
+            // SAFETY: we own pp, are spinning and opened the mailbox.
+            let found = unsafe { spin_for_foreign(m, p) };
+            if let Some((gp, inherit)) = found {
+                // A foreign thread's next hand-off calls wakep itself.
+                resetspinning_foreign(m);
+                return Some((gp, inherit));
+            }
+            continue;
+        }
+
+        // 4. Steal, if spinning is allowed: limit the number of spinning Ms to half the
+        // busy Ps, so that a machine with GOMAXPROCS=64 and one busy goroutine does not
+        // burn 63 cores looking for work.
+        if m.spinning.load(Ordering::Relaxed)
+            || 2 * SCHED.nmspinning.load(Ordering::SeqCst)
+                < procs - SCHED.npidle.load(Ordering::SeqCst)
+        {
+            if !m.spinning.load(Ordering::Relaxed) {
+                become_spinning(m);
+            }
+            // SAFETY: we own pp.
+            if let Some(gp) = unsafe { steal_work(m, p) } {
+                return Some((gp, false));
+            }
+        }
+
+        // 5. Nothing found: drop the P.
+        let was_spinning;
+        {
+            let mut g = lock_sched();
+            if SCHED.runqsize.load(Ordering::Relaxed) != 0 {
+                // SAFETY: we own pp and its queue is empty.
+                if let Some(gp) = unsafe { globrunqget(&mut g, p, 0) } {
+                    return Some((gp, false));
+                }
+            }
+            if !m.spinning.load(Ordering::Relaxed) && SCHED.needspinning.load(Ordering::SeqCst) == 1
+            {
+                // A wakeup found no idle P and asked for a spinner: be it.
+                become_spinning(m);
+                continue;
+            }
+            // SAFETY: m's thread, holding pp.
+            let released = unsafe { releasep(m) };
+            debug_assert!(released == pp);
+            pidleput(&mut g, pp);
+            was_spinning = m.spinning.load(Ordering::Relaxed);
+        }
+
+        // 6. The delicate dance: we stop spinning, then look everywhere once more. If we did
+        // it the other way round, work submitted after our last look but before our
+        // decrement would find nmspinning > 0, not wake anyone, and sit until someone else
+        // happened to look. The SeqCst RMW is the StoreLoad barrier pairing with wakep's.
+        if was_spinning {
+            stop_spinning(m);
+            if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
+                let mut g = lock_sched();
+                if SCHED.runqsize.load(Ordering::Relaxed) != 0
+                    && let Some(pp2) = pidleget_spinning(&mut g)
+                {
+                    // SAFETY: we are m's thread and took pp2 off the idle list.
+                    unsafe { acquirep(m, pp2) };
+                    become_spinning(m);
+                    // SAFETY: we own pp2 and an idle P's queue is empty.
+                    if let Some(gp) = unsafe { globrunqget(&mut g, &*pp2, 0) } {
+                        return Some((gp, false));
+                    }
+                    continue;
+                }
+            }
+            if let Some(pp2) = check_runqs_no_p() {
+                // SAFETY: we are m's thread and took pp2 off the idle list.
+                unsafe { acquirep(m, pp2) };
+                become_spinning(m);
+                continue;
+            }
+        }
+
+        // A wakep that saw no idle P may have asked for a spinner after we checked
+        // needspinning under the lock (see wakep): with our P now idle, look again.
+        if SCHED.needspinning.load(Ordering::SeqCst) == 1 {
+            let pp2 = {
+                let mut g = lock_sched();
+                pidleget_spinning(&mut g)
+            };
+            if let Some(pp2) = pp2 {
+                // SAFETY: we are m's thread and took pp2 off the idle list.
+                unsafe { acquirep(m, pp2) };
+                become_spinning(m);
+                continue;
+            }
+        }
+
+        // 7. Park until someone hands us a P (or, as the timer M, until a timer is due).
+        // SAFETY: m's thread, no P, not spinning.
+        unsafe { park_idle(m) };
+        // Woken with a P (and maybe spinning): loop, re-checking that P.
+    }
+}
+
+/// How long a foreign thread in a quick exchange waits for an M to take what it put on
+/// the global queue before `wakep` (`ready_put`).
+pub(super) const HANDOVER_NS: i64 = 2_000;
+
+/// Whether the global queue emptied within `HANDOVER_NS` (an M took the work).
+pub(super) fn handed_over() -> bool {
+    let now = crate::sys::nanotime();
+    crate::sys::FOREIGN_LAST_NS.store(now, Ordering::Relaxed);
+    let deadline = now + HANDOVER_NS;
+    loop {
+        if SCHED.runqsize.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
+        crate::sys::procyield(8);
+        if crate::sys::nanotime() >= deadline {
+            return false;
+        }
+    }
+}
+
+/// `find_runnable`'s first steps, also polled by `spin_for_foreign`: runs `p`'s due timers
+/// (they may make goroutines runnable on it), then takes a goroutine from its local run
+/// queue, else from the global one or `m`'s preempted goroutines
+/// (`globrunqget_or_preempted`).
+///
+/// # Safety
+/// Called by `p`'s owner `m`, on its thread.
+pub(super) unsafe fn timers_and_queues(m: &M, p: &P) -> Option<(*mut G, bool)> {
+    check_timers(p);
+    // SAFETY: caller contract.
+    if let Some((gp, inherit)) = unsafe { p.runq.get() } {
+        return Some((gp.as_ptr(), inherit));
+    }
+    // SAFETY: caller contract; p's queue is empty.
+    unsafe { globrunqget_or_preempted(m, p, 0) }.map(|gp| (gp, false))
+}
+
+/// The poller, without blocking, when goroutines wait on it and no M is blocked in it
+/// (that one gets the events): what it readies comes to `p` (the first to its queue, to
+/// run next). Returns whether it readied anything.
+///
+/// # Safety
+/// On the M holding `p`.
+pub(super) unsafe fn poll_network(p: &P) -> bool {
+    if !netpoll::inited() || !netpoll::any_waiters() || netpoll::BLOCKED.load(Ordering::SeqCst) != 0
+    {
+        return false;
+    }
+    let mut ready = netpoll::Ready::new();
+    if netpoll::netpoll(0, &mut ready) == 0 {
+        return false;
+    }
+    // SAFETY: caller contract.
+    unsafe { ready.run_first_ready_rest(p) };
+    true
+}
+
+/// Runs `p`'s due timers; reads the clock only when `p` has a timer.
+#[inline]
+pub(super) fn check_timers(p: &P) {
+    let next = p.timers.timer0_when.load(Ordering::Relaxed);
+    if next != 0 {
+        let now = crate::sys::nanotime();
+        if now >= next {
+            timer::run_due(p, now);
+        }
+    }
+}
+
+/// Parks an M that holds no P until it is handed one. While any timer is pending or any
+/// goroutine waits on the poller, one such M (the timer M) sleeps only until the earliest
+/// deadline — in `epoll_wait` once the poller exists (Go's blocking netpoll in
+/// findRunnable: HACKING.md, decision 12, one way to wait for work), else on its note — then runs
+/// the due timers and readies what the poller reported, holding an idle P if it can get
+/// one, so the goroutines come to it.
+///
+/// # Safety
+/// On `m`'s own thread, no P, not spinning.
+pub(super) unsafe fn park_idle(m: &M) {
+    loop {
+        let mut next = timer::earliest();
+        if next == 0 && netpoll::inited() && netpoll::any_waiters() {
+            next = i64::MAX;
+        }
+        // Work that only this M can run (queued, or claimed for us by a readier while we
+        // slept as the timer M; affinity.rs): stopm gets us a P for it. Otherwise, mark
+        // ourselves idle before a timed sleep, as stopm does before sleeping.
+        #[cfg(debug_assertions)]
+        idle_delay();
+        // SAFETY: m's thread, no P.
+        let affine = m.affwanted.load(Ordering::SeqCst) || unsafe { affinity::go_idle(m) };
+        // SAFETY: m's thread, no P.
+        let mut ready = netpoll::Ready::new();
+        if next == 0 || affine || !unsafe { timer::sleep_as_timer_m(m, next, &mut ready) } {
+            if !affine {
+                // Another M is the timer M; it may sleep past `next` if it found every P
+                // busy, and we just made one idle.
+                timer::wake_timer_m_for_idle_p(next);
+            }
+            // SAFETY: m's thread, no P, not spinning.
+            unsafe { stopm(m) };
+            return;
+        }
+        let pp = {
+            let mut g = lock_sched();
+            pidleget(&mut g)
+        };
+        match pp {
+            Some(pp) => {
+                // SAFETY: m's thread; pp came off the idle list.
+                unsafe {
+                    acquirep(m, pp);
+                    affinity::set_active(m);
+                }
+                timer::run_all_due(crate::sys::nanotime());
+                // What the poll found comes to our P (Go: findRunnable after a blocking
+                // netpoll acquires an idle P, runs one and injects the rest).
+                // SAFETY: we hold pp.
+                unsafe { ready.run_first_ready_rest(&*pp) };
+                return;
+            }
+            // Every P is busy: ready what the poll found anyway (to the global queue, where
+            // the busy Ps find them, as Go's injectglist), and step in for the timers their
+            // Ps have left overdue for `BUSY_GRACE_NS` (a P held by one goroutine: asked to
+            // pass through its scheduler, or run here after a slice); the others are their
+            // Ps' to run at their next pass through the scheduler, which sends their
+            // goroutines to a local queue rather than behind the global one.
+            None => {
+                timer::run_busy_overdue(crate::sys::nanotime());
+                ready.ready_all();
+            }
+        }
+    }
+}
+
+/// After dropping our P: if any P's local queue has work, take an idle P to go get it.
+pub(super) fn check_runqs_no_p() -> Option<*mut P> {
+    let procs = SCHED.gomaxprocs.load(Ordering::SeqCst) as usize;
+    for i in 0..procs {
+        let pp = SCHED.allp[i].load(Ordering::Acquire);
+        // SAFETY: entries of allp are never freed.
+        if !pp.is_null() && unsafe { !(*pp).runq.is_empty() } {
+            let mut g = lock_sched();
+            return pidleget_spinning(&mut g);
+        }
+    }
+    None
+}
+
+/// Steals half of a random other P's run queue: four passes over all Ps in a random order,
+/// taking a victim's `runnext` only on the last pass (it is about to run there anyway).
+///
+/// # Safety
+/// Called by `p`'s owner `m`, spinning.
+pub(super) unsafe fn steal_work(m: &M, p: &P) -> Option<*mut G> {
+    const STEAL_TRIES: usize = 4;
+    let n = SCHED.gomaxprocs.load(Ordering::Relaxed) as u32;
+    if n <= 1 {
+        return None;
+    }
+    for i in 0..STEAL_TRIES {
+        let steal_runnext = i == STEAL_TRIES - 1;
+        // SAFETY: m's own thread owns fastrand.
+        let r = unsafe { fastrand(m) };
+        let order = StealOrder::new(n, r);
+        for pos in order {
+            let vp = SCHED.allp[pos as usize].load(Ordering::Acquire);
+            if vp.is_null() || std::ptr::eq(vp, p) {
+                continue;
+            }
+            if steal_runnext {
+                // Last pass: run the victim's due timers too (their goroutines come to us).
+                // SAFETY: Ps are never freed.
+                check_timers(unsafe { &*vp });
+                // SAFETY: we own p.
+                if let Some((gp, _)) = unsafe { p.runq.get() } {
+                    return Some(gp.as_ptr());
+                }
+            }
+            // SAFETY: we own p's queue; vp is a live P (never freed) whose queue supports
+            // concurrent stealing.
+            if let Some((gp, count)) = unsafe { p.runq.steal(&(*vp).runq, steal_runnext) } {
+                SCHED.steals.fetch_add(count as u64, Ordering::Relaxed);
+                if exectrace::on() {
+                    exectrace::emit(exectrace::kind::STEAL, None, pos as u64, count as u64);
+                }
+                return Some(gp.as_ptr());
+            }
+        }
+    }
+    None
+}
+
+/// Visits 0..n in a random order: a random start and a random stride coprime with n.
+pub(super) struct StealOrder {
+    n: u32,
+    pos: u32,
+    inc: u32,
+    left: u32,
+}
+
+impl StealOrder {
+    fn new(n: u32, r: u64) -> StealOrder {
+        let mut inc = ((r >> 32) as u32 % n).max(1);
+        while gcd(inc, n) != 1 {
+            inc = inc % n + 1;
+        }
+        StealOrder {
+            n,
+            pos: (r as u32) % n,
+            inc,
+            left: n,
+        }
+    }
+}
+
+impl Iterator for StealOrder {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        if self.left == 0 {
+            return None;
+        }
+        let cur = self.pos;
+        self.pos = (self.pos + self.inc) % self.n;
+        self.left -= 1;
+        Some(cur)
+    }
+}
+
+pub(super) fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// xorshift64* on the M's own state.
+///
+/// # Safety
+/// Called on `m`'s own thread.
+pub(super) unsafe fn fastrand(m: &M) -> u64 {
+    // SAFETY: caller contract: we are the owner of fastrand.
+    let mut x = unsafe { m.fastrand.get() };
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    // SAFETY: as above.
+    unsafe { m.fastrand.set(x) };
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steal_order_visits_every_p_once() {
+        for n in 1..=17u32 {
+            for r in [0u64, 1, 7, 0xdead_beef_1234_5678, u64::MAX] {
+                let mut seen = vec![false; n as usize];
+                for pos in StealOrder::new(n, r) {
+                    assert!(!seen[pos as usize]);
+                    seen[pos as usize] = true;
+                }
+                assert!(seen.iter().all(|&s| s));
+            }
+        }
+    }
+}
