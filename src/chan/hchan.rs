@@ -209,8 +209,9 @@ pub struct Chan {
     ring: Ring,
 }
 
-// The lock and all it guards fill the first line; the ring takes the other three.
-#[cfg(not(all(test, loom)))]
+// The lock and all it guards fill the first line; the ring takes the other three (debug
+// builds' locks carry their rank, `sys::Rank`, and take a fifth line).
+#[cfg(not(any(all(test, loom), debug_assertions)))]
 const _: () = assert!(
     core::mem::size_of::<Lock>() + core::mem::size_of::<Synced>() == 64
         && core::mem::size_of::<Chan>() == 256
@@ -321,7 +322,7 @@ impl Chan {
         let new = Chan {
             // SAFETY: buf holds cap zeroed slots, aligned, and is freed only by destroy.
             ring: unsafe { Ring::new(buf, cap, elem_size) },
-            lock: Lock::new(),
+            lock: Lock::new(crate::sys::Rank::Chan),
             synced: UnsafeCell::new(Synced {
                 // The ring starts in exclusive mode.
                 excl: cap != 0,

@@ -10,12 +10,12 @@
 //!   arbitrates between wakers and timeouts are the runtime's (`rt/sudog.rs`): sema and the
 //!   scheduler use them too, as in Go.
 //!
-//! # Lock order
-//! Channel locks (several only in select: ascending address, each once) → the central sudog
-//! list's lock (a leaf: acquire_sudog refills under the channel locks) or a P's timer lock
-//! (a timeout armed by gopark's unlock function) → `SCHED.lock` (goready). A timer
-//! callback never takes a channel lock; wake-ups (goready, Note::wakeup) happen after the
-//! channel locks are released, except a timeout's goready, which runs under the timer lock.
+//! # Locks
+//! A channel's lock has `sys::Rank::Chan` in the one lock order (HACKING.md, "The lock
+//! order"): several are held only in select, in ascending address order, each once. A
+//! timer callback never takes a channel lock; wake-ups (goready, Note::wakeup) happen after
+//! the channel locks are released, except a timeout's goready, which runs under the timer
+//! lock.
 
 mod buf;
 pub mod hchan;

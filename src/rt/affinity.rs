@@ -73,7 +73,7 @@ struct AffInner {
 impl AffQueue {
     pub const fn new() -> AffQueue {
         AffQueue {
-            lock: Lock::new(),
+            lock: Lock::new(crate::sys::Rank::AffQueue),
             inner: Owned::new(AffInner {
                 q: GQueue::new(),
                 preempted: GQueue::new(),

@@ -74,12 +74,7 @@ static FOREIGN_GEN: AtomicU64 = AtomicU64::new(0);
 static FOREIGN_WAITING: AtomicI32 = AtomicI32::new(0);
 static FOREIGN_UNTRACKED: AtomicI32 = AtomicI32::new(0);
 
-/// Runtime threads that are not Ms (template thread, schedtrace thread).
-static RUNTIME_TIDS: [AtomicI32; 8] = [const { AtomicI32::new(0) }; 8];
-
 static ENABLED: AtomicBool = AtomicBool::new(true);
-/// sysmon's thread id (set by its first `check`).
-static SYSMON_TID: AtomicI32 = AtomicI32::new(0);
 /// The recheck interval while foreign threads wait (owner: sysmon).
 static RECHECK_NS: AtomicI64 = AtomicI64::new(0);
 static RECHECK_GEN: AtomicU64 = AtomicU64::new(u64::MAX);
@@ -90,22 +85,9 @@ const RECHECK_MAX_NS: i64 = 1_000_000_000;
 /// Reads `GMP_DEBUG=checkdead=0` (from `init_once`).
 pub(crate) fn init() {
     ENABLED.store(
-        super::dump::debug_flag("checkdead") != Some(0),
+        crate::sys::dbgvars::get(crate::sys::dbgvars::Var::Checkdead) != 0,
         Ordering::Relaxed,
     );
-}
-
-/// Records the calling thread as one of the runtime's own (not an M).
-pub(crate) fn register_runtime_thread() {
-    super::foreign::mark_runtime_thread();
-    let tid = crate::sys::gettid();
-    for s in &RUNTIME_TIDS {
-        if s.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed)
-            .is_ok()
-        {
-            return;
-        }
-    }
 }
 
 /// A foreign thread's untimed wait on `note` (`Note::sleep`), registered for the detector
@@ -227,10 +209,7 @@ fn quiescent() -> bool {
 }
 
 fn is_runtime_thread(tid: i32) -> bool {
-    if tid == SYSMON_TID.load(Ordering::Relaxed)
-        || RUNTIME_TIDS.iter().any(|t| t.load(Ordering::SeqCst) == tid)
-        || super::offload::is_helper(tid)
-    {
+    if super::threads::is_registered(tid) || super::offload::is_helper(tid) {
         return true;
     }
     let mut cur = SCHED.allm.load(Ordering::Acquire);
@@ -307,9 +286,6 @@ pub(crate) fn check() -> Option<Duration> {
     super::dump::coarse_now_stale();
     if !ENABLED.load(Ordering::Relaxed) {
         return None;
-    }
-    if SYSMON_TID.load(Ordering::Relaxed) == 0 {
-        SYSMON_TID.store(crate::sys::gettid(), Ordering::Relaxed);
     }
     // Without a foreign thread in one of our waits, some thread of the program (C main
     // at least) is doing something else, which may wake anything.

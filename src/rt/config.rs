@@ -53,13 +53,15 @@ impl Config {
                 _ => warn("GMP_MAX_THREADS", &v),
             }
         }
-        if let Some(v) = env("GMP_DEBUG") {
-            match super::trace::TraceConfig::parse(&v) {
-                Ok(t) => c.trace = t,
-                Err(super::trace::BadItem(item)) => crate::sys::write_stderr(
-                    format!("gmp: ignoring GMP_DEBUG={v:?} (malformed item {item:?})\n").as_bytes(),
-                ),
-            }
+        c.trace = super::trace::TraceConfig::from_dbgvars();
+        if crate::sys::dbgvars::malformed() {
+            let v = std::env::var("GMP_DEBUG").unwrap_or_default();
+            let mut vals = [0; crate::sys::dbgvars::DBGVARS.len()];
+            let item = crate::sys::dbgvars::parse(v.as_bytes(), &mut vals).unwrap_or_default();
+            let item = String::from_utf8_lossy(item);
+            crate::sys::write_stderr(
+                format!("gmp: ignoring GMP_DEBUG={v:?} (malformed item {item:?})\n").as_bytes(),
+            );
         }
         c
     }

@@ -509,7 +509,7 @@ static SIGQUIT_INSTALLED: AtomicBool = AtomicBool::new(false);
 /// installed its own handler (or ignores SIGQUIT) before the runtime started keeps it.
 pub(crate) fn init() {
     set_coarse_now(crate::sys::nanotime());
-    if debug_flag("sigquit") == Some(0) {
+    if crate::sys::dbgvars::get(crate::sys::dbgvars::Var::Sigquit) == 0 {
         return;
     }
     // SAFETY: plain sigaction calls on valid, zeroed structs.
@@ -536,32 +536,6 @@ extern "C" fn on_sigquit(_sig: c_int, _info: *mut libc::siginfo_t, _ctx: *mut c_
     dump_all(&mut out);
     // SAFETY: _exit is async-signal-safe and ends the process.
     unsafe { libc::_exit(2) }
-}
-
-/// Test hooks, debug builds only: sleeps for the microseconds `GMP_DEBUG=<flag>=<µs>`
-/// asks for (read once into `cache`, -1 until then), to widen a race window on purpose.
-#[cfg(debug_assertions)]
-pub(crate) fn debug_delay(cache: &core::sync::atomic::AtomicI64, flag: &str) {
-    use core::sync::atomic::Ordering;
-    let mut us = cache.load(Ordering::Relaxed);
-    if us < 0 {
-        us = debug_flag(flag).unwrap_or(0).max(0);
-        cache.store(us, Ordering::Relaxed);
-    }
-    if us > 0 {
-        std::thread::sleep(std::time::Duration::from_micros(us as u64));
-    }
-}
-
-/// The value of `key` in `GMP_DEBUG` (`key=N`), if present and numeric.
-pub(crate) fn debug_flag(key: &str) -> Option<i64> {
-    let v = std::env::var("GMP_DEBUG").ok()?;
-    v.split(',')
-        .map(str::trim)
-        .filter_map(|kv| kv.split_once('='))
-        .filter(|(k, _)| *k == key)
-        .filter_map(|(_, v)| v.trim().parse::<i64>().ok())
-        .next_back()
 }
 
 /// Where the gdb script (`scripts/gmp-gdb.py`) finds what it reads, for builds without

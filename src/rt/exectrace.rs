@@ -136,7 +136,7 @@ static RINGS: [AtomicPtr<Ring>; MAX_PROCS] =
     [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_PROCS];
 /// The ring of threads without a P, under `SHARED_LOCK`.
 static SHARED: AtomicPtr<Ring> = AtomicPtr::new(core::ptr::null_mut());
-static SHARED_LOCK: crate::sys::Lock = crate::sys::Lock::new();
+static SHARED_LOCK: crate::sys::Lock = crate::sys::Lock::new(crate::sys::Rank::TraceRing);
 
 fn ring_for(id: usize) -> &'static Ring {
     let r = RINGS[id].load(Ordering::Acquire);
@@ -306,7 +306,7 @@ pub fn start(path: &str) -> Result<(), i32> {
     let thread = std::thread::Builder::new()
         .name("gmp-trace".into())
         .spawn(move || {
-            super::checkdead::register_runtime_thread();
+            super::threads::register();
             write_loop(file, rx, start)
         })
         .map_err(|_| libc::EAGAIN)?;
@@ -615,8 +615,7 @@ fn drain_all(batch: &mut Vec<Ev>) {
 /// while it drains the others (`torture_traced_slow_writer`: see `write_loop`'s `cut`).
 #[cfg(debug_assertions)]
 fn drain_delay() {
-    static US: core::sync::atomic::AtomicI64 = core::sync::atomic::AtomicI64::new(-1);
-    super::dump::debug_delay(&US, "tracedraindelay");
+    crate::sys::dbgvars::delay(crate::sys::dbgvars::Var::Tracedraindelay);
 }
 
 fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i64) {

@@ -1,23 +1,12 @@
 //! The foreign-thread path: the mailbox through which a thread that is not an M hands a
 //! goroutine straight to the M spinning for it (Go has none: its cgo callbacks run on an M
-//! with a P), and the runtime's own threads that are not Ms.
+//! with a P).
 
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
 use super::*;
 use super::{ready::*, schedule::*};
-
-thread_local! {
-    /// Set on the runtime's own threads that are not Ms (sysmon, the template thread, the
-    /// trace writers): what they ready (sysmon runs timers) is not a foreign hand-off.
-    pub(super) static RUNTIME_THREAD: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
-}
-
-/// Marks the calling thread as one of the runtime's own (see `RUNTIME_THREAD`).
-pub(super) fn mark_runtime_thread() {
-    RUNTIME_THREAD.with(|r| r.set(true));
-}
 
 /// The spinning M's mailbox (`spin_for_foreign`): null while no M spins for a foreign
 /// thread, `MAILBOX_OPEN` while one does, else the goroutine a foreign thread handed to

@@ -39,7 +39,7 @@ use crate::sys::{Lock, Note};
 
 static TEMPLATE_ONCE: std::sync::Once = std::sync::Once::new();
 /// Guards `PENDING` and `SLEEPING` (a leaf lock).
-static TLOCK: Lock = Lock::new();
+static TLOCK: Lock = Lock::new(crate::sys::Rank::TemplateThread);
 /// New Ms waiting for their thread, linked through `m.schedlink` (owner: holder of TLOCK).
 static PENDING: Owned<*mut M> = Owned::new(null_mut());
 /// The template thread is asleep on `TNOTE` (owner: holder of TLOCK).
@@ -180,7 +180,7 @@ pub(super) fn newm_handoff(m: *mut M) {
 }
 
 extern "C" fn template_main(_: *mut libc::c_void) -> *mut libc::c_void {
-    super::checkdead::register_runtime_thread();
+    super::threads::register();
     loop {
         TLOCK.lock();
         // SAFETY: we hold TLOCK.

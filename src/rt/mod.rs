@@ -69,11 +69,10 @@
 //!
 //! # Lock order
 //!
-//! A P's timer lock → `SCHED.lock` → `SCHED.gfree_lock` → a semaphore root's lock;
-//! the template thread's list lock (lockosthread.rs) and an M's affinity-queue lock
-//! (affinity.rs) are leaves. Nothing else is ever held
-//! while taking one of these, and none is held across a goroutine switch (gopark's unlock
-//! function releases the lock a parking goroutine took, on the scheduler stack).
+//! One table, `sys::Rank` (Go's lockrank), which debug builds check at every lock, and
+//! HACKING.md's "The lock order" beside it. No lock is held across a goroutine switch
+//! (gopark's unlock function releases the lock a parking goroutine took, on the scheduler
+//! stack).
 
 pub mod runq;
 
@@ -108,6 +107,7 @@ mod spinning_loom;
 pub(crate) mod sudog;
 pub mod syscall;
 mod sysmon;
+mod threads;
 pub mod timer;
 pub mod trace;
 pub(crate) mod tsan;
@@ -1024,7 +1024,7 @@ impl GFreeGlobal {
 
 /// The scheduler. One per process (HACKING.md, decision 11).
 pub static SCHED: Sched = Sched {
-    lock: Padded(Lock::new()),
+    lock: Padded(Lock::new(crate::sys::Rank::Sched)),
     synced: Padded(Owned::new(Synced {
         midle: null_mut(),
         affwait: null_mut(),
@@ -1051,7 +1051,7 @@ pub static SCHED: Sched = Sched {
     steals: Padded(AtomicU64::new(0)),
     preempt_requests: AtomicU64::new(0),
     default_stack: Padded(AtomicUsize::new(crate::stack::DEFAULT_STACK)),
-    gfree_lock: Padded(Lock::new()),
+    gfree_lock: Padded(Lock::new(crate::sys::Rank::Gfree)),
     gfree_hot: Padded(AtomicI32::new(0)),
     gfree: Owned::new(GFreeGlobal {
         stack: GList::new(),

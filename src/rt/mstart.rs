@@ -553,8 +553,7 @@ pub(super) fn handoffp(pp: *mut P) {
 /// (c-tests/handoff_wakeup.c).
 #[cfg(debug_assertions)]
 pub(super) fn handoff_delay() {
-    static US: core::sync::atomic::AtomicI64 = core::sync::atomic::AtomicI64::new(-1);
-    super::dump::debug_delay(&US, "handoffdelay");
+    crate::sys::dbgvars::delay(crate::sys::dbgvars::Var::Handoffdelay);
 }
 
 /// Test hook, debug builds only: `GMP_DEBUG=idledelay=<µs>` makes `park_idle` sleep before
@@ -564,6 +563,5 @@ pub(super) fn handoff_delay() {
 /// themselves (c-tests/affinity_stopm.c).
 #[cfg(debug_assertions)]
 pub(super) fn idle_delay() {
-    static US: core::sync::atomic::AtomicI64 = core::sync::atomic::AtomicI64::new(-1);
-    super::dump::debug_delay(&US, "idledelay");
+    crate::sys::dbgvars::delay(crate::sys::dbgvars::Var::Idledelay);
 }

@@ -108,7 +108,7 @@ unsafe impl Sync for PollDesc {}
 impl PollDesc {
     fn new() -> PollDesc {
         PollDesc {
-            lock: Lock::new(),
+            lock: Lock::new(crate::sys::Rank::PollDesc),
             rg: Cell::new(SLOT_NIL),
             wg: Cell::new(SLOT_NIL),
             seq: AtomicU32::new(0),
@@ -255,7 +255,7 @@ pub(crate) fn pd_of(fd: i32) -> Option<&'static PollDesc> {
 
 static EPFD: AtomicI32 = AtomicI32::new(-1);
 static EVFD: AtomicI32 = AtomicI32::new(-1);
-static INIT_LOCK: Lock = Lock::new();
+static INIT_LOCK: Lock = Lock::new(crate::sys::Rank::NetpollInit);
 /// A break is written and not yet consumed (Go's netpollWakeSig).
 static BREAK_PENDING: AtomicBool = AtomicBool::new(false);
 /// Ms blocked in `epoll_wait`: the timer M sleeping in the poller, and for a moment the

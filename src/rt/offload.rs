@@ -159,7 +159,7 @@ unsafe fn submit(_gp: *mut G, arg: usize) -> bool {
 }
 
 extern "C" fn helper_main(_: *mut libc::c_void) -> *mut libc::c_void {
-    super::foreign::mark_runtime_thread();
+    super::threads::register_helper();
     // SAFETY: plain signal-mask calls on this new thread.
     unsafe {
         let mut all: libc::sigset_t = core::mem::zeroed();

@@ -89,13 +89,13 @@ static mut OLD_ACTION: core::mem::MaybeUninit<libc::sigaction> = core::mem::Mayb
 /// Sets up asynchronous preemption (from `init_once`): unless `GMP_DEBUG` has
 /// `asyncpreemptoff=1`, or the CPU has no XSAVE.
 pub(super) fn init() {
-    let debug = |key: &str| super::dump::debug_flag(key).is_some_and(|v| v != 0);
+    use crate::sys::dbgvars::{Var, get};
     // No handler under valgrind and ThreadSanitizer: valgrind reports the handler's writes
     // below the stack pointer; TSan runs handlers late, not on the interrupted context.
     // `asyncpreemptoff=1` keeps the handler for unseen.rs and sends no preemption signal.
-    let off = debug("asyncpreemptoff");
+    let off = get(Var::Asyncpreemptoff) != 0;
     let no_handler = crate::stack::running_on_valgrind() || super::tsan::on();
-    STRESS.store(debug("asyncpreemptstress"), Ordering::Relaxed);
+    STRESS.store(get(Var::Asyncpreemptstress) != 0, Ordering::Relaxed);
     if no_handler || !arch::async_preempt_init(async_preempt_park, unseen::wrapped) {
         return;
     }

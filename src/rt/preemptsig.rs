@@ -109,7 +109,7 @@ fn source() -> Source {
         2 => Source::Timer,
         3 => Source::Tgkill,
         _ => {
-            let forced = super::dump::debug_flag("asyncpreemptsig").unwrap_or(0);
+            let forced = crate::sys::dbgvars::get(crate::sys::dbgvars::Var::Asyncpreemptsig);
             let s = match forced {
                 1 => Source::Perf,
                 2 => Source::Timer,

@@ -886,7 +886,7 @@ pub struct GChunk {
 }
 
 /// Serialises `new_g` (the chunk list's only writer).
-static G_CHUNK_LOCK: Lock = Lock::new();
+static G_CHUNK_LOCK: Lock = Lock::new(crate::sys::Rank::GChunks);
 
 /// Every G ever allocated, newest chunk first. Lock-free and allocation-free (the dump
 /// calls it from a signal handler).

@@ -172,7 +172,7 @@ pub fn procresize(n: i32) -> i32 {
 }
 
 /// Serialises `procresize`.
-pub(super) static RESIZE_LOCK: Lock = Lock::new();
+pub(super) static RESIZE_LOCK: Lock = Lock::new(crate::sys::Rank::Resize);
 
 /// Gives a P's free sudogs and dead Gs to the central lists (a P leaving service).
 ///

@@ -193,7 +193,7 @@ pub(super) fn ready_put_no_p(gp: *mut G, m: *mut M) -> bool {
     // goroutines takes them from the global queue one at a time, pulling the queue's
     // lock line from the producer every time, where an M woken later takes a batch
     // (compare spawning from C main: `scripts/ab.sh -p 2 -a "-shape 1" spawn`).
-    if m.is_null() && !RUNTIME_THREAD.with(|r| r.get()) && crate::sys::foreign_quick() {
+    if m.is_null() && !threads::on_runtime_thread() && crate::sys::foreign_quick() {
         crate::sys::foreign_act();
         // Handing over one goroutine: an M is about to look (spinning for it, or about
         // to, as the goroutine that answered it parks). Give it a moment before waking

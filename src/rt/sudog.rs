@@ -257,7 +257,7 @@ struct CentralList {
 unsafe impl Sync for Central {}
 
 static CENTRAL: Central = Central {
-    lock: Lock::new(),
+    lock: Lock::new(crate::sys::Rank::Sudogs),
     list: UnsafeCell::new(CentralList {
         head: null(),
         len: 0,

@@ -79,11 +79,6 @@ const WAKEABLE_US: u64 = 1_000;
 /// A syscall holding a P with nothing queued is left alone this long (Go: 10 ms).
 const SYSCALL_GRACE_NS: i64 = 10_000_000;
 
-/// How often the stack caches are trimmed (`Trim`): a stack no goroutine took for a whole
-/// period gives its memory back. `GMP_DEBUG=stacktrim=MS` sets another period (0: never
-/// trim), for tests that want many trims.
-const TRIM_PERIOD_NS: i64 = 1_000_000_000;
-
 /// When the stack caches are trimmed next, and whether they may hold something to trim
 /// (then the deep sleep ends for it). Only the sysmon thread uses them.
 struct Trim {
@@ -279,10 +274,13 @@ extern "C" fn sysmon_main(_: *mut libc::c_void) -> *mut libc::c_void {
 }
 
 fn sysmon_loop() -> ! {
-    super::foreign::mark_runtime_thread();
+    threads::register();
     let mut idle: u32 = 0;
     let mut delay: u64 = MIN_DELAY_US;
-    let period = dump::debug_flag("stacktrim").map_or(TRIM_PERIOD_NS, |ms| ms.max(0) * 1_000_000);
+    // How often the stack caches are trimmed (`Trim`): a stack no goroutine took for a
+    // whole period gives its memory back. 1 s unless `GMP_DEBUG=stacktrim=MS` sets another
+    // period (0: never trim), for tests that want many trims.
+    let period = crate::sys::dbgvars::get(crate::sys::dbgvars::Var::Stacktrim).max(0) * 1_000_000;
     let mut trim = Trim {
         next: crate::sys::nanotime() + period,
         pending: true,

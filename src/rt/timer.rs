@@ -183,7 +183,7 @@ impl Default for Timers {
 impl Timers {
     pub const fn new() -> Timers {
         Timers {
-            lock: Lock::new(),
+            lock: Lock::new(crate::sys::Rank::Timers),
             heap: Owned::new(Heap::new()),
             _line: [0; 128 - TIMERS_OWNER_BYTES],
             timer0_when: AtomicI64::new(0),

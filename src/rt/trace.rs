@@ -15,30 +15,15 @@ pub struct TraceConfig {
     pub detail: bool,
 }
 
-/// A `GMP_DEBUG` item that is not `key=value`, or whose value is not a number where one
-/// is needed: the item as written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BadItem<'a>(pub &'a str);
-
 impl TraceConfig {
-    /// Parses `GMP_DEBUG`: comma-separated `key=value` items; unknown keys are ignored (as
-    /// GODEBUG does), malformed values are an error.
-    pub fn parse(s: &str) -> Result<Option<TraceConfig>, BadItem<'_>> {
-        let mut interval = 0u64;
-        let mut detail = false;
-        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let bad = |_| BadItem(item);
-            let (k, v) = item.split_once('=').ok_or(BadItem(item))?;
-            match k {
-                "schedtrace" => interval = v.parse().map_err(bad)?,
-                "scheddetail" => detail = v.parse::<u32>().map_err(bad)? != 0,
-                _ => {}
-            }
-        }
-        Ok((interval > 0).then_some(TraceConfig {
-            interval_ms: interval,
-            detail,
-        }))
+    /// The trace `GMP_DEBUG` asks for (`schedtrace=MS`, `scheddetail=1`), if any.
+    pub fn from_dbgvars() -> Option<TraceConfig> {
+        use crate::sys::dbgvars::{Var, get};
+        let interval = get(Var::Schedtrace);
+        (interval > 0).then_some(TraceConfig {
+            interval_ms: interval as u64,
+            detail: get(Var::Scheddetail) != 0,
+        })
     }
 }
 
@@ -47,7 +32,7 @@ pub(super) fn start(cfg: TraceConfig) {
     let r = std::thread::Builder::new()
         .name("gmp-schedtrace".into())
         .spawn(move || {
-            super::checkdead::register_runtime_thread();
+            super::threads::register();
             let mut next = crate::sys::nanotime();
             loop {
                 crate::sys::write_stderr(schedtrace(cfg.detail).as_bytes());
@@ -261,33 +246,4 @@ pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
         n += 1;
     }
     n
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parse_debug() {
-        assert_eq!(
-            TraceConfig::parse("schedtrace=100"),
-            Ok(Some(TraceConfig {
-                interval_ms: 100,
-                detail: false
-            }))
-        );
-        assert_eq!(
-            TraceConfig::parse("scheddetail=1,schedtrace=50"),
-            Ok(Some(TraceConfig {
-                interval_ms: 50,
-                detail: true
-            }))
-        );
-        assert_eq!(TraceConfig::parse("other=3"), Ok(None));
-        assert_eq!(
-            TraceConfig::parse("scheddetail=1,schedtrace=x"),
-            Err(BadItem("schedtrace=x"))
-        );
-        assert_eq!(TraceConfig::parse("schedtrace"), Err(BadItem("schedtrace")));
-    }
 }

@@ -97,8 +97,7 @@ fn can_spin(iter: u32) -> bool {
 /// unlock the mutex while a spinner spins (c-tests/sync_mutex_spin.c).
 #[cfg(debug_assertions)]
 fn spin_delay() {
-    static US: core::sync::atomic::AtomicI64 = core::sync::atomic::AtomicI64::new(-1);
-    rt::dump::debug_delay(&US, "mutexspindelay");
+    crate::sys::dbgvars::delay(crate::sys::dbgvars::Var::Mutexspindelay);
 }
 
 /// The uncontended lock: one CAS of a free mutex to locked. The C API runs it before (and

@@ -60,7 +60,7 @@ struct SemaRoot {
 
 static SEMTABLE: [SemaRoot; SEMTAB_SIZE] = [const {
     SemaRoot {
-        lock: Lock::new(),
+        lock: Lock::new(crate::sys::Rank::SemaRoot),
         nwait: AtomicU32::new(0),
         head: Owned::new(null_mut()),
         tail: Owned::new(null_mut()),

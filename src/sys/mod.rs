@@ -11,11 +11,12 @@ use core::time::Duration;
 
 use crate::loom::AtomicWord;
 
+pub(crate) mod dbgvars;
 mod fmt;
-#[cfg(debug_assertions)]
 mod locks;
+pub use locks::Rank;
 #[cfg(debug_assertions)]
-pub(crate) use locks::{locks_add, locks_held};
+pub(crate) use locks::{locks_add, locks_held, rank_acquire, rank_release};
 pub mod real;
 pub(crate) mod tsan;
 pub(crate) use fmt::{fmt_msg, fmt_u64};
@@ -126,10 +127,10 @@ pub mod membarrier {
     /// or `GMP_DEBUG` has `asymlock=0`; the locks then keep Go's exchange.
     extern "C" fn init() {
         #[cfg(debug_assertions)]
-        if debug_item(b"lockspin=0") {
+        if super::dbgvars::get(super::dbgvars::Var::Lockspin) == 0 {
             super::LOCK_SPIN_OFF.store(true, Ordering::Relaxed);
         }
-        if debug_item(b"asymlock=0") {
+        if super::dbgvars::get(super::dbgvars::Var::Asymlock) == 0 {
             return;
         }
         // SAFETY: membarrier takes no pointers; registration affects only this process.
@@ -138,21 +139,6 @@ pub mod membarrier {
         if r == 0 {
             ON.0.store(true, Ordering::Relaxed);
         }
-    }
-
-    /// Whether `GMP_DEBUG` (comma-separated `key=value` items) has `item`. Reads the
-    /// environment with `getenv`: this runs before Rust's runtime is set up for us.
-    fn debug_item(item: &[u8]) -> bool {
-        // SAFETY: getenv with a NUL-terminated name; the result, if not null, is a
-        // NUL-terminated string that nobody changes while the library is being loaded.
-        let v = unsafe {
-            let p = libc::getenv(c"GMP_DEBUG".as_ptr());
-            if p.is_null() {
-                return false;
-            }
-            core::ffi::CStr::from_ptr(p).to_bytes()
-        };
-        v.split(|&b| b == b',').any(|i| i.trim_ascii() == item)
     }
 
     /// Whether the asymmetric pair is in use (decided at load, never changes after): the
@@ -725,6 +711,9 @@ pub struct Lock<W = AtomicU32> {
     state: W,
     /// Lockers asleep or about to sleep (asymmetric protocol only).
     sleepers: W,
+    /// Its place in the lock order, which debug builds check ([`Rank`]).
+    #[cfg(debug_assertions)]
+    rank: Rank,
 }
 
 /// Polls of a held lock before sleeping, with 1, 2, 4 … up to 64 reference pauses between
@@ -754,10 +743,14 @@ fn lock_spins<W: FutexWord>() -> u32 {
 }
 
 impl Lock {
-    pub const fn new() -> Lock {
+    /// A free lock of rank `rank` in the lock order.
+    #[cfg_attr(not(debug_assertions), allow(unused_variables))]
+    pub const fn new(rank: Rank) -> Lock {
         Lock {
             state: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
+            #[cfg(debug_assertions)]
+            rank,
         }
     }
 }
@@ -765,9 +758,13 @@ impl Lock {
 impl<W: FutexWord> Lock<W> {
     #[inline]
     pub fn lock(&self) {
-        // Debug builds: count what this thread holds (no lock crosses a goroutine switch).
+        // Debug builds: check the lock order and count what this thread holds (no lock
+        // crosses a goroutine switch).
         #[cfg(debug_assertions)]
-        locks_add(1);
+        {
+            rank_acquire(self.rank);
+            locks_add(1);
+        }
         // acquire: pairs with the release in `unlock`, so the holder sees the previous
         // holder's writes.
         if self
@@ -836,7 +833,10 @@ impl<W: FutexWord> Lock<W> {
     #[inline]
     pub fn unlock(&self) {
         #[cfg(debug_assertions)]
-        locks_add(-1);
+        {
+            rank_release(self.rank);
+            locks_add(-1);
+        }
         if self.state.asymmetric() {
             // Only the holder writes `state` while it is held, so it reads back its own 1.
             if self.state.load(Ordering::Relaxed) != 1 {
@@ -856,12 +856,6 @@ impl<W: FutexWord> Lock<W> {
             2 => self.state.futex_wake(1),
             _ => throw("unlock of unlocked lock"),
         }
-    }
-}
-
-impl Default for Lock {
-    fn default() -> Self {
-        Lock::new()
     }
 }
 
@@ -961,7 +955,7 @@ mod tests {
     #[cfg(debug_assertions)]
     #[test]
     fn held_locks_are_counted_per_thread() {
-        let (a, b) = (Lock::new(), Lock::new());
+        let (a, b) = (Lock::new(Rank::Sched), Lock::new(Rank::Gfree));
         let base = locks_held();
         a.lock();
         b.lock();
@@ -1001,8 +995,7 @@ mod tests {
     /// ran, and decided as the kernel answers.
     #[test]
     fn asymmetric_lock_follows_the_kernel() {
-        let off = std::env::var("GMP_DEBUG")
-            .is_ok_and(|v| v.split(',').any(|i| i.trim() == "asymlock=0"));
+        let off = dbgvars::get(dbgvars::Var::Asymlock) == 0;
         // SAFETY: membarrier takes no pointers; registering again is harmless.
         let kernel = unsafe {
             libc::syscall(
@@ -1023,7 +1016,10 @@ mod tests {
         struct Shared(Lock, core::cell::UnsafeCell<u64>);
         // SAFETY: the u64 is only touched under the lock.
         unsafe impl Sync for Shared {}
-        let s = Arc::new(Shared(Lock::new(), core::cell::UnsafeCell::new(0)));
+        let s = Arc::new(Shared(
+            Lock::new(Rank::Sched),
+            core::cell::UnsafeCell::new(0),
+        ));
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         for _ in 0..4 {
             let (s, done_tx) = (s.clone(), done_tx.clone());
@@ -1054,7 +1050,10 @@ mod tests {
         struct Shared(Lock, core::cell::UnsafeCell<u64>);
         // SAFETY: the u64 is only touched under the lock.
         unsafe impl Sync for Shared {}
-        let s = Arc::new(Shared(Lock::new(), core::cell::UnsafeCell::new(0)));
+        let s = Arc::new(Shared(
+            Lock::new(Rank::Sched),
+            core::cell::UnsafeCell::new(0),
+        ));
         let ts: Vec<_> = (0..4)
             .map(|_| {
                 let s = s.clone();
@@ -1208,6 +1207,8 @@ mod loom_tests {
             let lock = Arc::new(ModelLock {
                 state: word(0),
                 sleepers: word(0),
+                #[cfg(debug_assertions)]
+                rank: Rank::Sched,
             });
             if heavy != Heavy::Fence {
                 // Without the fence a lost sleeper must fail by name (polling sleepers make
