@@ -2,6 +2,10 @@
 //! may name its own floor's modules that come after it in [`FLOORS`] and any module of a
 //! lower floor, never one above. Read from the source: every `crate::…` path outside test
 //! code (a `#[cfg(test)]` or loom module, `tests.rs`, `*_loom.rs`) counts, `use` or not.
+//!
+//! Inside `rt/` the same rule holds over [`RT_FLOORS`], except for the references
+//! [`RT_UPWARD`] lists, which are being taken out: a new upward reference fails, and so
+//! does a listed one that is gone (take it off the list).
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +20,97 @@ const FLOORS: &[&[&str]] = &[
     &["stack", "arch"],
     &["sys"],
     &["loom"],
+];
+
+/// The files of `src/rt/`, top floor first (HACKING.md, "The layers", draws them): start-up;
+/// the read-only debug wing; the loops; syscalls, preemption and the other ways a
+/// goroutine leaves its M; the waiting mechanisms; the idle lists and the submit path; the
+/// core types and what every file uses.
+const RT_FLOORS: &[&[&str]] = &[
+    &["schedinit"],
+    &["trace", "checkdead", "dump", "exectrace"],
+    &[
+        "sysmon",
+        "procresize",
+        "lockedm",
+        "mstart",
+        "schedule",
+        "foreign",
+        "spinning",
+    ],
+    &[
+        "lockosthread",
+        "syscall",
+        "unseen",
+        "offload",
+        "preemptsig",
+        "preempt",
+        "proc",
+        "park",
+    ],
+    &["netpoll", "timer", "sudog"],
+    &["affinity", "ready", "idle"],
+    &[
+        "mod",
+        "runq",
+        "config",
+        "os_linux",
+        "hooks",
+        "asan",
+        "tsan",
+        "threads",
+        "sysmonwake",
+    ],
+];
+
+/// References inside `rt/` that still point up or sideways against [`RT_FLOORS`]: (from,
+/// to). The list only shrinks.
+const RT_UPWARD: &[(&str, &str)] = &[
+    ("affinity", "mstart"),
+    ("asan", "hooks"),
+    ("dump", "checkdead"),
+    ("exectrace", "dump"),
+    ("foreign", "schedule"),
+    ("hooks", "exectrace"),
+    ("idle", "affinity"),
+    ("idle", "mstart"),
+    ("lockedm", "procresize"),
+    ("lockosthread", "mstart"),
+    ("mod", "affinity"),
+    ("mod", "sudog"),
+    ("mod", "timer"),
+    ("mod", "unseen"),
+    ("mod", "preemptsig"),
+    ("mod", "proc"),
+    ("mstart", "procresize"),
+    ("os_linux", "idle"),
+    ("os_linux", "mstart"),
+    ("os_linux", "procresize"),
+    ("park", "dump"),
+    ("park", "lockedm"),
+    ("park", "proc"),
+    ("park", "syscall"),
+    ("preempt", "preemptsig"),
+    ("preempt", "unseen"),
+    ("proc", "syscall"),
+    ("procresize", "schedinit"),
+    ("ready", "affinity"),
+    ("ready", "foreign"),
+    ("ready", "mstart"),
+    ("ready", "schedule"),
+    ("schedule", "exectrace"),
+    ("schedule", "lockedm"),
+    ("schedule", "mstart"),
+    ("schedule", "procresize"),
+    ("syscall", "exectrace"),
+    ("syscall", "mstart"),
+    ("sysmon", "checkdead"),
+    ("sysmon", "dump"),
+    ("sysmon", "exectrace"),
+    ("timer", "netpoll"),
+    ("timer", "sysmon"),
+    ("tsan", "hooks"),
+    ("unseen", "syscall"),
 ];
 
 fn src_dir() -> PathBuf {
@@ -183,6 +278,98 @@ fn layers_point_down() {
     assert!(bad.is_empty(), "upward references:\n{}", bad.join("\n"));
 }
 
+/// The `rt/` files a line of code names: `x::…` where `x` is one of them (the files bring
+/// each other's names into scope with `use super::*`), `super::x`, `crate::rt::x`.
+fn named_rt_modules(line: &str, modules: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in modules {
+        let mut found = false;
+        for pat in [format!("super::{m}"), format!("crate::rt::{m}")] {
+            if let Some(at) = line.find(&pat) {
+                let after = line[at + pat.len()..].chars().next();
+                found |= !after.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            }
+        }
+        let pat = format!("{m}::");
+        let mut from = 0;
+        while let Some(at) = line[from..].find(&pat) {
+            let at = from + at;
+            let before = line[..at].chars().last();
+            found |= !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+            from = at + pat.len();
+        }
+        if found {
+            out.push(m.clone());
+        }
+    }
+    out
+}
+
+fn rt_rank(m: &str) -> (usize, usize) {
+    RT_FLOORS
+        .iter()
+        .enumerate()
+        .find_map(|(f, mods)| mods.iter().position(|x| *x == m).map(|i| (f, i)))
+        .unwrap_or_else(|| panic!("src/rt/{m}: not in RT_FLOORS"))
+}
+
+#[test]
+fn rt_floors_point_down_but_for_the_known_references() {
+    let rt = src_dir().join("rt");
+    let mut modules: Vec<String> = Vec::new();
+    for e in std::fs::read_dir(&rt).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_stem().unwrap().to_str().unwrap().to_string();
+        if p.is_dir() || (!test_file(&p) && name != "mod") {
+            modules.push(name);
+        }
+    }
+    modules.sort();
+    modules.dedup();
+    let mut found = std::collections::BTreeSet::new();
+    let mut bad = Vec::new();
+    for file in modules.iter().cloned().chain(["mod".to_string()]) {
+        let (floor, pos) = rt_rank(&file);
+        let text = std::fs::read_to_string(rt.join(format!("{file}.rs"))).unwrap();
+        for (n, line) in code_lines(&text) {
+            // rt's public face: re-exports and module declarations name no dependency.
+            let t = line.trim_start();
+            if file == "mod" && (t.starts_with("pub use ") || t.contains("mod ")) {
+                continue;
+            }
+            for m in named_rt_modules(&line, &modules) {
+                if m == file {
+                    continue;
+                }
+                let (f, i) = rt_rank(&m);
+                if f < floor || (f == floor && i < pos) {
+                    if RT_UPWARD.contains(&(file.as_str(), m.as_str())) {
+                        found.insert((file.clone(), m.clone()));
+                    } else {
+                        bad.push(format!(
+                            "src/rt/{file}.rs:{n}: {file} names {m}: {}",
+                            line.trim()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let gone: Vec<_> = RT_UPWARD
+        .iter()
+        .filter(|(a, b)| !found.contains(&(a.to_string(), b.to_string())))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "new upward references in rt/:\n{}",
+        bad.join("\n")
+    );
+    assert!(
+        gone.is_empty(),
+        "RT_UPWARD lists references that are gone: {gone:?}"
+    );
+}
+
 #[test]
 fn the_checker_sees_paths_and_skips_tests() {
     assert_eq!(named_modules("use crate::rt::park;"), ["rt"]);
@@ -197,4 +384,14 @@ fn the_checker_sees_paths_and_skips_tests() {
     let text = "use crate::sys;\n#[cfg(test)]\nmod tests {\n    use crate::ffi;\n}\nfn f() { crate::rt::x(); } // crate::chan\n";
     let lines: Vec<String> = code_lines(text).into_iter().map(|(_, l)| l).collect();
     assert_eq!(lines, ["use crate::sys;", "fn f() { crate::rt::x(); } "]);
+    let m = ["park".to_string(), "ready".to_string(), "timer".to_string()];
+    assert_eq!(
+        named_rt_modules("use super::{park::*, ready::wakep};", &m),
+        ["park", "ready"]
+    );
+    assert_eq!(
+        named_rt_modules("crate::rt::timer::x(); netpoll::y(); a_park::z()", &m),
+        ["timer"]
+    );
+    assert_eq!(named_rt_modules("super::park;", &m), ["park"]);
 }

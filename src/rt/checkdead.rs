@@ -136,7 +136,7 @@ impl ForeignWait {
         }
         FOREIGN_GEN.fetch_add(1, Ordering::SeqCst);
         // sysmon may be in its deep sleep (every P idle) with nobody else to wake it.
-        super::sysmon::wake_if_deep();
+        super::sysmonwake::wake_if_deep();
         ForeignWait { slot }
     }
 }

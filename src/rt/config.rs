@@ -18,7 +18,7 @@ pub(super) struct Config {
     pub maxprocs: i32,
     pub stack_size: usize,
     pub max_threads: i32,
-    pub trace: Option<super::trace::TraceConfig>,
+    pub trace: Option<TraceConfig>,
 }
 
 impl Config {
@@ -53,7 +53,7 @@ impl Config {
                 _ => warn("GMP_MAX_THREADS", &v),
             }
         }
-        c.trace = super::trace::TraceConfig::from_dbgvars();
+        c.trace = TraceConfig::from_dbgvars();
         if crate::sys::dbgvars::malformed() {
             let v = std::env::var("GMP_DEBUG").unwrap_or_default();
             let mut vals = [0; crate::sys::dbgvars::DBGVARS.len()];
@@ -64,6 +64,25 @@ impl Config {
             );
         }
         c
+    }
+}
+
+/// The scheduler trace `GMP_DEBUG` asks for (trace.rs prints it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceConfig {
+    pub interval_ms: u64,
+    pub detail: bool,
+}
+
+impl TraceConfig {
+    /// The trace `GMP_DEBUG` asks for (`schedtrace=MS`, `scheddetail=1`), if any.
+    pub fn from_dbgvars() -> Option<TraceConfig> {
+        use crate::sys::dbgvars::{Var, get};
+        let interval = get(Var::Schedtrace);
+        (interval > 0).then_some(TraceConfig {
+            interval_ms: interval as u64,
+            detail: get(Var::Scheddetail) != 0,
+        })
     }
 }
 

@@ -47,7 +47,7 @@ pub(super) fn pidleget(g: &mut SchedGuard) -> Option<*mut P> {
         Ordering::SeqCst,
     );
     // A P goes to work: sysmon must watch it (it may be in its deep sleep).
-    sysmon::wake_if_deep();
+    sysmonwake::wake_if_deep();
     Some(pp)
 }
 

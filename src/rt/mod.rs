@@ -107,6 +107,7 @@ mod spinning_loom;
 pub(crate) mod sudog;
 pub mod syscall;
 mod sysmon;
+mod sysmonwake;
 mod threads;
 pub mod timer;
 pub mod trace;
@@ -133,6 +134,7 @@ pub use proc::{
     preempt_wanted,
 };
 pub use procresize::procresize;
+pub use schedinit::init;
 
 /// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).
 pub(crate) const MAX_PROCS: usize = 1024;
@@ -620,7 +622,7 @@ pub struct P {
     /// tick earlier. Written by the P's owner; read by sysmon.
     pub syscalltick: AtomicU32,
     /// What sysmon last saw of this P (Go's `sysmontick`). Owner: the sysmon thread.
-    pub sysmontick: Owned<sysmon::SysmonTick>,
+    pub sysmontick: Owned<SysmonTick>,
     /// Free sudogs (Go's `sudogcache`; see chan/sudog.rs). Owner: the holding M.
     pub(crate) sudogcache: Owned<sudog::SudogCache>,
 }
@@ -1124,12 +1126,42 @@ pub fn getg() -> *mut G {
     unsafe { (*m).curg.load(Ordering::Relaxed) }
 }
 
-/// Ensures the runtime is started (idempotent, thread-safe).
-pub fn init() {
-    schedinit::init_once();
+pub use crate::sys::throw;
+
+/// What sysmon last saw of a P (owner: the sysmon thread).
+#[derive(Clone, Copy, Debug)]
+pub struct SysmonTick {
+    pub schedtick: u32,
+    pub schedwhen: i64,
+    pub syscalltick: u32,
+    pub syscallwhen: i64,
+    /// When sysmon last looked whether the P's thread sleeps in an unseen call.
+    pub unseenwhen: i64,
+    /// This slice's halfway look was made (`preempt::look`).
+    pub halfway: bool,
 }
 
-pub use crate::sys::throw;
+impl SysmonTick {
+    /// Nothing seen yet: the ticks start at a value a fresh P's counters (0) do not have,
+    /// so sysmon's first look records the P's first syscall or slice instead of taking it
+    /// for one it saw long ago (at time 0) and retaking or preempting at once.
+    pub const fn new() -> SysmonTick {
+        SysmonTick {
+            schedtick: u32::MAX,
+            schedwhen: 0,
+            syscalltick: u32::MAX,
+            syscallwhen: 0,
+            unseenwhen: 0,
+            halfway: false,
+        }
+    }
+}
+
+impl Default for SysmonTick {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// `throw` for a misuse Go reports with panic (negative WaitGroup counter, …).
 #[cold]

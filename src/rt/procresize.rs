@@ -71,7 +71,7 @@ pub(super) fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 nspawned: AtomicU64::new(0),
                 timers: timer::Timers::new(),
                 syscalltick: AtomicU32::new(0),
-                sysmontick: Owned::new(sysmon::SysmonTick::new()),
+                sysmontick: Owned::new(SysmonTick::new()),
                 sudogcache: Owned::new(sudog::SudogCache::new()),
             }));
             SCHED.allp[i as usize].store(pp, Ordering::Release);
@@ -167,7 +167,7 @@ pub fn procresize(n: i32) -> i32 {
         wakep();
     }
     // The Ps in service may all run now where sysmon last saw them all idle.
-    sysmon::wake_if_deep();
+    sysmonwake::wake_if_deep();
     old
 }
 

@@ -208,7 +208,7 @@ pub(super) fn ready_put_no_p(gp: *mut G, m: *mut M) -> bool {
     // sysmon must then be awake to see (its back-off may be 10 ms long). A spinning M
     // (one waiting for a foreign thread's next hand-off) takes it at once instead.
     if SCHED.npidle.load(Ordering::Relaxed) == 0 && SCHED.nmspinning.load(Ordering::SeqCst) == 0 {
-        sysmon::wake_if_sleeping();
+        sysmonwake::wake_if_sleeping();
     }
     wakep();
     false
@@ -269,7 +269,7 @@ pub(super) unsafe fn injectglist(gs: &[*mut G]) {
         }
         if npidle == 0 {
             // As in ready_put: sysmon must see the busy Ps' slices end.
-            sysmon::wake_if_sleeping();
+            sysmonwake::wake_if_sleeping();
         }
     }
     // An M for each idle P the global ones can use.

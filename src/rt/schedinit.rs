@@ -11,6 +11,11 @@ use super::*;
 
 static INIT: std::sync::Once = std::sync::Once::new();
 
+/// Ensures the runtime is started (idempotent, thread-safe).
+pub fn init() {
+    init_once();
+}
+
 pub(super) fn init_once() {
     INIT.call_once(|| {
         // Before anything spins: spin counts are in the reference machine's pauses.

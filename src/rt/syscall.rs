@@ -98,7 +98,7 @@ pub fn entersyscall() -> Result<(), EnterError> {
     } else {
         p.status.swap(P_SYSCALL, Ordering::SeqCst);
     }
-    sysmon::wake_if_sleeping();
+    sysmonwake::wake_if_sleeping();
     Ok(())
 }
 

@@ -20,53 +20,11 @@
 //! preemption (`P::preempt`). Its deep sleep (every P idle) also ends when a P leaves the
 //! idle list (`pidleget`), or nothing would mark a P that then runs a goroutine forever.
 
-use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use core::sync::atomic::Ordering;
 use core::time::Duration;
 
+use super::sysmonwake::{NOTE, SLEEP_UNTIL, WAIT, WAIT_DEEP, WAIT_TIMED};
 use super::*;
-use crate::sys::Note;
-
-/// What sysmon last saw of a P (owner: the sysmon thread).
-#[derive(Clone, Copy, Debug)]
-pub struct SysmonTick {
-    pub schedtick: u32,
-    pub schedwhen: i64,
-    pub syscalltick: u32,
-    pub syscallwhen: i64,
-    /// When sysmon last looked whether the P's thread sleeps in an unseen call.
-    pub unseenwhen: i64,
-    /// This slice's halfway look was made (`preempt::look`).
-    pub halfway: bool,
-}
-
-impl SysmonTick {
-    /// Nothing seen yet: the ticks start at a value a fresh P's counters (0) do not have,
-    /// so sysmon's first look records the P's first syscall or slice instead of taking it
-    /// for one it saw long ago (at time 0) and retaking or preempting at once.
-    pub const fn new() -> SysmonTick {
-        SysmonTick {
-            schedtick: u32::MAX,
-            schedwhen: 0,
-            syscalltick: u32::MAX,
-            syscallwhen: 0,
-            unseenwhen: 0,
-            halfway: false,
-        }
-    }
-}
-
-/// Non-zero while sysmon sleeps on `NOTE`: `WAIT_TIMED` in a backed-off sleep (wanting the
-/// next syscall to wake it), `WAIT_DEEP` in the deep sleep (every P idle; Go's
-/// `sched.sysmonwait`). Whoever swaps it to 0 owns the one wakeup.
-static WAIT: AtomicU32 = AtomicU32::new(0);
-/// `WAIT`: a sleep of at least `WAKEABLE_US` that ends by itself.
-const WAIT_TIMED: u32 = 1;
-/// `WAIT`: the deep sleep, which only a waker ends.
-const WAIT_DEEP: u32 = 2;
-static NOTE: Note = Note::new();
-/// When sysmon's current timed sleep ends (`nanotime`), for `wake_for_timer`. Written
-/// before `WAIT` goes up.
-static SLEEP_UNTIL: AtomicI64 = AtomicI64::new(i64::MAX);
 
 const MIN_DELAY_US: u64 = 20;
 /// Rounds without a retake before the delay starts doubling (Go: 50).
@@ -119,55 +77,6 @@ const SYSMON_STACK: usize = 256 * 1024;
 /// Starts the sysmon thread (once, from `init_once`).
 pub(super) fn start() {
     crate::sys::spawn_detached("sysmon", SYSMON_STACK, sysmon_main, core::ptr::null_mut());
-}
-
-/// Called by `entersyscall` after publishing P_SYSCALL (SeqCst), and when a goroutine
-/// goes to the global queue while every P is busy: wakes sysmon if it sleeps on its note
-/// (a backed-off sleep or the deep one). One load on the fast path.
-#[inline]
-pub(super) fn wake_if_sleeping() {
-    if WAIT.load(Ordering::SeqCst) != 0 {
-        wake();
-    }
-}
-
-/// Called after a timer due at `when` was put on a heap while no M watches the timers
-/// (`timer::wake_for_timer`): wakes sysmon if it sleeps past the time it would step in
-/// for it. The SeqCst loads pair with `wakeable_sleep`'s flag and its re-check of the
-/// heaps (`unwatched_timer`).
-pub(super) fn wake_for_timer(when: i64) {
-    if WAIT.load(Ordering::SeqCst) == WAIT_TIMED
-        && when.saturating_add(timer::BUSY_GRACE_NS) < SLEEP_UNTIL.load(Ordering::SeqCst)
-    {
-        wake();
-    }
-}
-
-/// Called by `pidleget` after a P left the idle list and by a foreign thread starting to
-/// wait: wakes sysmon if it is in its deep sleep, which nothing else would end (a P that
-/// starts working must be watched). One load on the fast path.
-#[inline]
-pub(super) fn wake_if_deep() {
-    if WAIT.load(Ordering::SeqCst) == WAIT_DEEP {
-        wake_deep();
-    }
-}
-
-#[cold]
-fn wake() {
-    if WAIT.swap(0, Ordering::SeqCst) != 0 {
-        NOTE.wakeup();
-    }
-}
-
-#[cold]
-fn wake_deep() {
-    if WAIT
-        .compare_exchange(WAIT_DEEP, 0, Ordering::SeqCst, Ordering::Relaxed)
-        .is_ok()
-    {
-        NOTE.wakeup();
-    }
 }
 
 /// Sleeps on the note as `kind` (`WAIT_TIMED` or `WAIT_DEEP`) for `timeout` (None: until

@@ -372,7 +372,7 @@ pub(crate) fn wake_for_timer(when: i64) {
         // Every P busy: sysmon steps in for the timer (`run_busy_overdue`); it must not
         // sleep past it.
         if SCHED.npidle.load(Ordering::SeqCst) == 0 {
-            super::sysmon::wake_for_timer(when);
+            super::sysmonwake::wake_for_timer(when.saturating_add(BUSY_GRACE_NS));
         }
     } else if when < SCHED.timer_m_until.load(Ordering::SeqCst) {
         wake_timer_m();

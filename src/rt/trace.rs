@@ -9,26 +9,8 @@ use core::sync::atomic::Ordering;
 
 use super::*;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TraceConfig {
-    pub interval_ms: u64,
-    pub detail: bool,
-}
-
-impl TraceConfig {
-    /// The trace `GMP_DEBUG` asks for (`schedtrace=MS`, `scheddetail=1`), if any.
-    pub fn from_dbgvars() -> Option<TraceConfig> {
-        use crate::sys::dbgvars::{Var, get};
-        let interval = get(Var::Schedtrace);
-        (interval > 0).then_some(TraceConfig {
-            interval_ms: interval as u64,
-            detail: get(Var::Scheddetail) != 0,
-        })
-    }
-}
-
 /// Starts the trace thread.
-pub(super) fn start(cfg: TraceConfig) {
+pub(super) fn start(cfg: super::config::TraceConfig) {
     let r = std::thread::Builder::new()
         .name("gmp-schedtrace".into())
         .spawn(move || {
