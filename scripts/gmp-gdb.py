@@ -13,7 +13,7 @@
 #
 # Works with or without the library's type information: it reads the runtime through a
 # table of field offsets the library carries (gmp::rt::dump::GDB_LAYOUT, src/rt/dump.rs)
-# and the symbols gmp::rt::SCHED and gmp::rt::dump::COARSE_NOW from the symbol table.
+# and the symbols gmp::rt::SCHED and gmp::rt::coarsetime::COARSE_NOW from the symbol table.
 # A goroutine's saved context is the switch frame of src/arch/x86_64.rs: at its saved sp,
 # MXCSR/x87 control, r15, r14, r13, r12, rbx, rbp, then the address it resumes at.
 # The backtrace uses gdb's own unwinder (CFI), so it names static functions and the
@@ -74,7 +74,7 @@ class Layout:
          self.lockedm, self.affm, self.waitsince, self.entry, self.g_size,
          self.chunk_gs, self.chunk_len, self.chunk_next) = words[1:]
         self.sched = _address("gmp::rt::SCHED")
-        self.coarse_now = _address("gmp::rt::dump::COARSE_NOW")
+        self.coarse_now = _address("gmp::rt::coarsetime::COARSE_NOW")
 
 
 class Goroutine:

@@ -28,7 +28,7 @@ const FLOORS: &[&[&str]] = &[
 /// core types and what every file uses.
 const RT_FLOORS: &[&[&str]] = &[
     &["schedinit"],
-    &["trace", "checkdead", "dump", "exectrace"],
+    &["schedtrace", "checkdead", "dump", "trace"],
     &[
         "sysmon",
         "procresize",
@@ -60,6 +60,8 @@ const RT_FLOORS: &[&[&str]] = &[
         "tsan",
         "threads",
         "sysmonwake",
+        "coarsetime",
+        "traceevent",
     ],
 ];
 
@@ -69,9 +71,8 @@ const RT_UPWARD: &[(&str, &str)] = &[
     ("affinity", "mstart"),
     ("asan", "hooks"),
     ("dump", "checkdead"),
-    ("exectrace", "dump"),
+    ("trace", "dump"),
     ("foreign", "schedule"),
-    ("hooks", "exectrace"),
     ("idle", "affinity"),
     ("idle", "mstart"),
     ("lockedm", "procresize"),
@@ -86,7 +87,6 @@ const RT_UPWARD: &[(&str, &str)] = &[
     ("os_linux", "idle"),
     ("os_linux", "mstart"),
     ("os_linux", "procresize"),
-    ("park", "dump"),
     ("park", "lockedm"),
     ("park", "proc"),
     ("park", "syscall"),
@@ -98,15 +98,11 @@ const RT_UPWARD: &[(&str, &str)] = &[
     ("ready", "foreign"),
     ("ready", "mstart"),
     ("ready", "schedule"),
-    ("schedule", "exectrace"),
     ("schedule", "lockedm"),
     ("schedule", "mstart"),
     ("schedule", "procresize"),
-    ("syscall", "exectrace"),
     ("syscall", "mstart"),
     ("sysmon", "checkdead"),
-    ("sysmon", "dump"),
-    ("sysmon", "exectrace"),
     ("timer", "netpoll"),
     ("timer", "sysmon"),
     ("tsan", "hooks"),

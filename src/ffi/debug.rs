@@ -50,7 +50,7 @@ pub unsafe extern "C" fn gmp_trace_start(path: *const c_char) -> c_int {
             return -libc::EINVAL;
         };
         rt::init();
-        match rt::exectrace::start(p) {
+        match rt::trace::start(p) {
             Ok(()) => 0,
             Err(e) => -e,
         }
@@ -61,7 +61,7 @@ pub unsafe extern "C" fn gmp_trace_start(path: *const c_char) -> c_int {
 /// still open end at this moment). Returns 0, or -EINVAL if no trace is running.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_trace_stop() -> c_int {
-    boundary("gmp_trace_stop", || match rt::exectrace::stop() {
+    boundary("gmp_trace_stop", || match rt::trace::stop() {
         Ok(()) => 0,
         Err(e) => -e,
     })

@@ -424,8 +424,8 @@ pub unsafe extern "C" fn gmp_stats(
             // SAFETY: the caller promises runq_lens is writable for n elements.
             unsafe { core::slice::from_raw_parts_mut(runq_lens, n) }
         };
-        let mut s = rt::trace::Stats::default();
-        let written = rt::trace::stats(&mut s, lens);
+        let mut s = rt::schedtrace::Stats::default();
+        let written = rt::schedtrace::stats(&mut s, lens);
         // SAFETY: out is non-null and writable (caller contract).
         unsafe {
             out.write(gmp_sched_stats {

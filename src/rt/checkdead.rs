@@ -283,7 +283,7 @@ fn deadlocked() -> bool {
 /// on a deadlock; otherwise returns how long sysmon may sleep before asking again (None:
 /// until woken — no foreign thread waits, and a new wait wakes sysmon).
 pub(crate) fn check() -> Option<Duration> {
-    super::dump::coarse_now_stale();
+    super::coarsetime::coarse_now_stale();
     if !ENABLED.load(Ordering::Relaxed) {
         return None;
     }

@@ -67,7 +67,7 @@ impl Config {
     }
 }
 
-/// The scheduler trace `GMP_DEBUG` asks for (trace.rs prints it).
+/// The scheduler trace `GMP_DEBUG` asks for (schedtrace.rs prints it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TraceConfig {
     pub interval_ms: u64,

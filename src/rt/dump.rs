@@ -34,50 +34,13 @@
 //! for a dump taken just before the process exits, as Go's crash-time traceback accepts
 //! its own compromises.
 //!
-//! **Wait times** come from `G::waitsince`, stored by `gopark` from `COARSE_NOW` — a clock
-//! that sysmon refreshes each round (every 20 µs to 10 ms while any P runs; a park happens
-//! only on a running P) — so a park costs one load and one store, not a clock read. Sysmon
-//! marks the clock stale (0) before its deep sleep; a park in the window before its next
-//! round reads the real clock (`coarse_now`).
+//! **Wait times** come from `G::waitsince`, stored by `gopark` from the coarse clock
+//! sysmon keeps (coarsetime.rs).
 
 use core::ffi::{c_char, c_int, c_void};
-use core::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
-
-/// Monotonic nanoseconds as last seen by sysmon (see the module doc). 0 before sysmon's
-/// first round.
-pub(crate) static COARSE_NOW: AtomicI64 = AtomicI64::new(0);
-
-/// The park time `gopark` records: sysmon's clock, or the real one while sysmon's is stale
-/// (the first parks after every P was idle; sysmon's next round, at most 20 µs after a P
-/// starts running, makes it fresh again). Without the fallback a goroutine that parked in
-/// that window showed no wait time however long it waited.
-#[inline]
-pub(crate) fn coarse_now() -> i64 {
-    match COARSE_NOW.load(Ordering::Relaxed) {
-        0 => stale_now(),
-        t => t,
-    }
-}
-
-#[cold]
-fn stale_now() -> i64 {
-    crate::sys::nanotime()
-}
-
-/// Called by sysmon each round with the time it just read.
-#[inline]
-pub(crate) fn set_coarse_now(now: i64) {
-    COARSE_NOW.store(now, Ordering::Relaxed);
-}
-
-/// Called before sysmon's deep sleep (every P idle), which may last hours: a goroutine that
-/// parks after a P left the idle list but before sysmon's next round reads the clock
-/// itself (`coarse_now`) rather than recording a time from before the sleep.
-pub(crate) fn coarse_now_stale() {
-    COARSE_NOW.store(0, Ordering::Relaxed);
-}
 
 /// A fixed buffer flushed with raw write(2): no allocation, no lock.
 pub(crate) struct Out {
@@ -508,7 +471,7 @@ static SIGQUIT_INSTALLED: AtomicBool = AtomicBool::new(false);
 /// `GMP_DEBUG=sigquit=0`, and only if SIGQUIT still has its default action — a program that
 /// installed its own handler (or ignores SIGQUIT) before the runtime started keeps it.
 pub(crate) fn init() {
-    set_coarse_now(crate::sys::nanotime());
+    coarsetime::set_coarse_now(crate::sys::nanotime());
     if crate::sys::dbgvars::get(crate::sys::dbgvars::Var::Sigquit) == 0 {
         return;
     }
@@ -540,7 +503,7 @@ extern "C" fn on_sigquit(_sig: c_int, _info: *mut libc::siginfo_t, _ctx: *mut c_
 
 /// Where the gdb script (`scripts/gmp-gdb.py`) finds what it reads, for builds without
 /// type information (release: `debug = 1`): not exported, found through the symbol table
-/// as `gmp::rt::dump::GDB_LAYOUT`, beside `gmp::rt::SCHED` and `gmp::rt::dump::COARSE_NOW`.
+/// as `gmp::rt::dump::GDB_LAYOUT`, beside `gmp::rt::SCHED` and `gmp::rt::coarsetime::COARSE_NOW`.
 /// Rust lays structs out as it likes, so the offsets are computed here. Entries: a
 /// version, the offset of `allg` in `Sched` (the newest `GChunk`), then the offsets in `G`
 /// of `sp`, `status`, `goid`, `waitreason`, `parentgoid`, `lockedm`, `affm`, `waitsince`,

@@ -32,8 +32,8 @@ pub(crate) fn set(bit: u8, on: bool) {
 #[cold]
 #[inline(never)]
 pub(crate) fn execute(m: &M, g: &G) {
-    if exectrace::on() {
-        exectrace::go_start(g);
+    if traceevent::on() {
+        traceevent::go_start(g);
     }
     if asan::on() {
         asan::enter_goroutine(m, g);
@@ -98,8 +98,8 @@ pub(crate) fn after_switch(m: &M, g: &G, act: usize) {
     if asan::on() {
         asan::back_on_g0(m);
     }
-    if exectrace::on() {
-        exectrace::go_stop(g, act);
+    if traceevent::on() {
+        traceevent::go_stop(g, act);
     }
 }
 
@@ -110,13 +110,13 @@ pub(crate) fn ready(gp: *mut G) {
     if tsan::on() {
         tsan::release(gp as usize);
     }
-    if exectrace::on() {
+    if traceevent::on() {
         // SAFETY: Gs are never freed.
-        exectrace::emit(
-            exectrace::kind::UNPARK,
+        traceevent::emit(
+            traceevent::kind::UNPARK,
             None,
             unsafe { (*gp).goid() },
-            exectrace::cur_goid(),
+            traceevent::cur_goid(),
         );
     }
 }
@@ -125,8 +125,8 @@ pub(crate) fn ready(gp: *mut G) {
 #[cold]
 #[inline(never)]
 pub(crate) fn spawn(gp: *mut G, goid: u64, parent: u64) {
-    if exectrace::on() {
-        exectrace::emit(exectrace::kind::SPAWN, None, goid, parent);
+    if traceevent::on() {
+        traceevent::emit(traceevent::kind::SPAWN, None, goid, parent);
     }
     if tsan::on() {
         tsan::release(gp as usize);

@@ -16,7 +16,7 @@
 //! execute, find_runnable, steal_work), `foreign.rs` (the foreign-thread mailbox),
 //! `lockedm.rs` (stoplockedm, startlockedm), `procresize.rs` (GOMAXPROCS, acquirep),
 //! `proc.rs` (newproc, goexit, the G free lists), `park.rs` (gopark/goready, gosched, and
-//! the foreign-thread fallbacks), `trace.rs` (schedtrace and gmp_stats), `config.rs`
+//! the foreign-thread fallbacks), `schedtrace.rs` (schedtrace and gmp_stats), `trace.rs` and `traceevent.rs` (the execution trace: writer and recording), `config.rs`
 //! (environment, CPU count), `os_linux.rs` (a new M's thread state, pthread_exit and
 //! fork).
 //!
@@ -79,9 +79,9 @@ pub mod runq;
 mod affinity;
 pub(crate) mod asan;
 pub(crate) mod checkdead;
+mod coarsetime;
 mod config;
 pub(crate) mod dump;
-pub(crate) mod exectrace;
 mod foreign;
 pub(crate) mod hooks;
 mod idle;
@@ -100,6 +100,7 @@ mod proc;
 mod procresize;
 mod ready;
 mod schedinit;
+pub mod schedtrace;
 mod schedule;
 mod spinning;
 #[cfg(all(test, loom))]
@@ -110,7 +111,8 @@ mod sysmon;
 mod sysmonwake;
 mod threads;
 pub mod timer;
-pub mod trace;
+pub(crate) mod trace;
+mod traceevent;
 pub(crate) mod tsan;
 mod unseen;
 
@@ -285,7 +287,7 @@ pub struct G {
     pub asyncbound: Owned<bool>,
     /// Why it waits (WAITING only).
     pub waitreason: AtomicU8,
-    /// When it parked (`dump::COARSE_NOW`, sysmon's clock), for the dump's "N minutes".
+    /// When it parked (`coarsetime::COARSE_NOW`, sysmon's clock), for the dump's "N minutes".
     /// Written by gopark; read racily by the dump.
     pub waitsince: AtomicI64,
     /// The goroutine that started it (0: a thread outside the runtime). Set by newproc,
@@ -612,7 +614,7 @@ pub struct P {
     pub stack_tickets: Owned<Tickets>,
     /// Goroutines started minus goroutines ended on this P, and goroutines started on it.
     /// Written by the holding M only (load + store, no read-modify-write); summed by
-    /// `goroutine_count` and `trace::stats`.
+    /// `goroutine_count` and `schedtrace::stats`.
     pub ngoroutines: AtomicI64,
     pub nspawned: AtomicU64,
     /// This P's timer heap (see timer.rs).

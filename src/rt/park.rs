@@ -71,7 +71,9 @@ pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) 
         (*m).waitunlockf.set(unlockf);
         (*m).waitlock.set(arg);
         (*gp).waitreason.store(reason as u8, Ordering::Relaxed);
-        (*gp).waitsince.store(dump::coarse_now(), Ordering::Relaxed);
+        (*gp)
+            .waitsince
+            .store(coarsetime::coarse_now(), Ordering::Relaxed);
         mcall(action::PARK);
     }
 }
@@ -124,7 +126,7 @@ const RESUME_PREFETCH_BYTES: usize = 640;
 /// are stable.
 #[inline(always)]
 unsafe fn prefetch_resume(g: &G) {
-    if dump::coarse_now() - g.waitsince.load(Ordering::Relaxed) <= 1_000_000 {
+    if coarsetime::coarse_now() - g.waitsince.load(Ordering::Relaxed) <= 1_000_000 {
         return;
     }
     // SAFETY: caller contract: the parked G's fields are ours to read.

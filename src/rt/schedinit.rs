@@ -44,10 +44,10 @@ pub(super) fn init_once() {
             SCHED.gomaxprocs.store(cfg.maxprocs, Ordering::SeqCst);
         }
         if let Some(t) = cfg.trace {
-            trace::start(t);
+            schedtrace::start(t);
         }
         sysmon::start();
-        exectrace::init();
+        trace::init();
     });
 }
 

@@ -659,8 +659,8 @@ pub(super) unsafe fn steal_work(m: &M, p: &P) -> Option<*mut G> {
             // concurrent stealing.
             if let Some((gp, count)) = unsafe { p.runq.steal(&(*vp).runq, steal_runnext) } {
                 SCHED.steals.fetch_add(count as u64, Ordering::Relaxed);
-                if exectrace::on() {
-                    exectrace::emit(exectrace::kind::STEAL, None, pos as u64, count as u64);
+                if traceevent::on() {
+                    traceevent::emit(traceevent::kind::STEAL, None, pos as u64, count as u64);
                 }
                 return Some(gp.as_ptr());
             }

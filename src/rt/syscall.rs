@@ -72,8 +72,8 @@ pub fn entersyscall() -> Result<(), EnterError> {
     if p.m.load(Ordering::Relaxed) != mp || g.m.load(Ordering::Relaxed) != mp {
         throw("entersyscall: triangle invariant broken");
     }
-    if exectrace::on() {
-        exectrace::syscall_enter(m, g);
+    if traceevent::on() {
+        traceevent::syscall_enter(m, g);
     }
     // SAFETY: m's own thread owns syscalltick.
     unsafe { m.syscalltick.set(p.syscalltick.load(Ordering::Relaxed)) };
@@ -142,15 +142,15 @@ pub fn exitsyscall() {
             Ordering::Relaxed,
         );
         setgstatus_own(g, G_SYSCALL, G_RUNNING);
-        if exectrace::on() {
-            exectrace::syscall_exit(m, g);
+        if traceevent::on() {
+            traceevent::syscall_exit(m, g);
         }
         return;
     }
     // SAFETY: m's thread; the goroutine is in a syscall and its P is gone.
     unsafe { exitsyscall_slow(m, gp) };
-    if exectrace::on() {
-        exectrace::syscall_exit(m, g);
+    if traceevent::on() {
+        traceevent::syscall_exit(m, g);
     }
 }
 

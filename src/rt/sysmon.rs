@@ -253,7 +253,7 @@ fn sysmon_loop() -> ! {
         }
         let now = crate::sys::nanotime();
         trim.maybe(now);
-        dump::set_coarse_now(now);
+        coarsetime::set_coarse_now(now);
         // Goroutines waiting on fds while every P is busy: nobody else polls.
         netpoll::sysmon_poll(now);
         run_unwatched_timers(now);
@@ -331,8 +331,8 @@ fn retake(now: i64) -> u32 {
             // We own the P now.
             p.syscalltick.store(t.wrapping_add(1), Ordering::Relaxed);
             n += 1;
-            if exectrace::on() {
-                exectrace::emit(exectrace::kind::HANDOFF, Some(p.id as u32), p.id as u64, 0);
+            if traceevent::on() {
+                traceevent::emit(traceevent::kind::HANDOFF, Some(p.id as u32), p.id as u64, 0);
             }
             mstart::handoffp(pp);
         }
