@@ -3,7 +3,7 @@
  *
  * A blocked operation holds the channel itself: the owner may release its last reference
  * while others wait; they complete as Go's would, and the channel is freed after the last
- * of them. Run with MALLOC_PERTURB_ set (tests/c_tests.rs), so that memory freed too early
+ * of them. Run with MALLOC_PERTURB_ set (tests/c_chan.rs), so that memory freed too early
  * is scribbled over and a late access shows (a lock word of 0xA5A5A5A5 never unlocks).
  *
  * Scenario (no argument), each step with a fresh unbuffered channel:

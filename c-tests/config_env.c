@@ -1,6 +1,6 @@
 /*
  * config_env.c -- prints the configuration the runtime took from the environment, for
- * tests/c_tests.rs to compare: "maxprocs N" (gmp_maxprocs(0)) and "max_threads N" (the
+ * tests/c_api.rs to compare: "maxprocs N" (gmp_maxprocs(0)) and "max_threads N" (the
  * fuse gmp_set_max_threads replaces, which it returns). The harness runs it without
  * GMP_* variables and with out-of-range ones (GMP_MAXPROCS=100000, GMP_MAX_THREADS=0,
  * GMP_STACK_SIZE=2G): each must be reported on stderr as "gmp: ignoring ..." and the

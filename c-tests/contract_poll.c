@@ -2,8 +2,8 @@
  * poll and select in goroutines report what libc reports (c-tests/contract_poll.c).
  *
  * Each case prints what a goroutine's poll or select observed: the count, errno, and each
- * entry's revents (or the sets select leaves). tests/c_tests.rs runs every case with the
- * hooks and as the reference, plain libc in the goroutines (GMP_INTERPOSE=0), and
+ * entry's revents (or the sets select leaves). tests/c_interpose.rs runs every case with
+ * the hooks and as the reference, plain libc in the goroutines (GMP_INTERPOSE=0), and
  * requires the two outputs to be the same. The cases are built so that the outcome does
  * not depend on timing: whether the other goroutine's act comes before the wait or
  * during it, libc reports the same.

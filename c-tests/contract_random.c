@@ -4,8 +4,8 @@
  *
  * Usage: contract_random SEED [STEPS]   (STEPS: default 400, or CONTRACT_RANDOM_STEPS)
  *
- * tests/c_tests.rs runs each seed with the hooks and as the reference, plain libc in the
- * goroutine (GMP_INTERPOSE=0), and requires the two outputs to be the same: return
+ * tests/c_interpose.rs runs each seed with the hooks and as the reference, plain libc in
+ * the goroutine (GMP_INTERPOSE=0), and requires the two outputs to be the same: return
  * values, errno, bytes read, revents, O_NONBLOCK as fcntl reports it, what stdio reads
  * and writes, what forked children see. The operations: pipes, socket pairs (stream and
  * datagram), loopback TCP connections and connected UDP pairs, eventfds, timerfds,

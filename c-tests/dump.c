@@ -7,7 +7,7 @@
  *                  goroutine's header, its frames (function names: built with -rdynamic
  *                  -fno-omit-frame-pointer) and who started it;
  *   sigquit        raise SIGQUIT: the runtime dumps to stderr and exits with status 2
- *                  (tests/c_tests.rs checks the output);
+ *                  (tests/c_debug.rs checks the output);
  *   sigquit_own    the program installed its own SIGQUIT handler before the runtime
  *                  started: that handler runs, the process goes on;
  *   sigquit_off    GMP_DEBUG=sigquit=0: SIGQUIT keeps its default action;

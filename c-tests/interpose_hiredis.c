@@ -6,7 +6,7 @@
  * so each goroutine parks where hiredis blocks. Every reply must be right, and the
  * process must stay at most GOMAXPROCS + 8 threads.
  *
- * argv[1]: the port of the redis-server on 127.0.0.1 (tests/c_tests.rs starts it on a
+ * argv[1]: the port of the redis-server on 127.0.0.1 (tests/c_interpose.rs starts it on a
  * free port and stops it).
  */
 #include "check.h"

@@ -1,4 +1,4 @@
-"""The interposer under LD_PRELOAD, from Python (tests/c_tests.rs: interpose_preload).
+"""The interposer under LD_PRELOAD, from Python (tests/c_interpose.rs: interpose_preload).
 
 Loads libgmp.so with ctypes and starts N goroutines whose function is `usleep`, looked
 up in the process's global scope (ctypes.CDLL(None)), with 100,000 (µs) as argument, at

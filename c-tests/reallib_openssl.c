@@ -3,7 +3,7 @@
  * from goroutines as a thread-per-connection program drives it from threads, beside the
  * same code on plain pthreads. One case per run: argv[1] is the case, argv[2] the mode,
  * "go" (goroutines; the program links libgmp.so, so libssl's read, write, poll... are its
- * hooks) or "thread" (one pthread per worker; tests/c_tests.rs runs it with
+ * hooks) or "thread" (one pthread per worker; tests/c_reallib.rs runs it with
  * GMP_INTERPOSE=0 and compares the "outcome:" lines of both modes).
  *
  *   rsa     16 workers sign 24 messages each with one shared RSA-2048 key (PKCS#1 v1.5,

@@ -1,12 +1,12 @@
 /*
  * reallib_pq.c -- the distribution's unmodified libpq against a PostgreSQL server the
- * test starts (tests/c_tests.rs: a fresh cluster in a temporary directory, listening on
+ * test starts (tests/c_reallib.rs: a fresh cluster in a temporary directory, listening on
  * 127.0.0.1 and a unix socket there), driven from goroutines as a thread-per-connection
  * program drives it from threads, beside the same code on plain pthreads.
  *
  * argv[1] is the transport ("unix" or "tcp", for the output), argv[2] the mode, "go"
  * (goroutines; the program links libgmp.so, so libpq's socket, connect, poll, send and
- * recv are its hooks) or "thread" (one pthread per connection; tests/c_tests.rs runs it
+ * recv are its hooks) or "thread" (one pthread per connection; tests/c_reallib.rs runs it
  * with GMP_INTERPOSE=0 and compares the "outcome:" lines of both modes), argv[3] the
  * connection string.
  *

@@ -3,7 +3,7 @@
  * thread-per-worker program drives it from threads, beside the same code on plain
  * pthreads. One case per run: argv[1] is the case, argv[2] the mode, "go" (goroutines;
  * the program links libgmp.so, so SQLite's pwrite64, fdatasync, fcntl64... are its hooks)
- * or "thread" (one pthread per worker; tests/c_tests.rs runs it with GMP_INTERPOSE=0 and
+ * or "thread" (one pthread per worker; tests/c_reallib.rs runs it with GMP_INTERPOSE=0 and
  * compares the "outcome:" lines of both modes), argv[3] a directory for the databases.
  *
  *   shared   one connection (serialized mode) shared by 8 workers, each of which takes

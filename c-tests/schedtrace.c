@@ -3,7 +3,7 @@
  *
  * Scenario: WORKERS goroutines alternate arithmetic and gmp_yield() for RUN_SEC seconds
  * while the runtime prints its scheduler trace to stderr. This program checks only the
- * workload and prints "gomaxprocs=N" on stdout; the harness (tests/c_tests.rs) parses
+ * workload and prints "gomaxprocs=N" on stdout; the harness (tests/c_debug.rs) parses
  * every "SCHED " line of stderr against Go's format and checks it against N.
  */
 #include "check.h"

@@ -4,7 +4,7 @@
  * Runs a workload that makes every kind of event -- spawns (from C main and from
  * goroutines), channel ping-pong (unparks), yields, blocking calls long enough for sysmon
  * to hand their P off, and more goroutines than Ps (steals) -- between gmp_trace_start(argv[1])
- * and gmp_trace_stop() (argv[1], default trace.json). tests/c_tests.rs then checks the
+ * and gmp_trace_stop() (argv[1], default trace.json). tests/c_debug.rs then checks the
  * file with scripts/check-trace.py. With argv[2] = "env", the trace comes from GMP_TRACE
  * and ends at exit instead.
  */

@@ -1,19 +1,20 @@
-# The C tests (c-tests/*.c) and the C++ tests (cxx-tests/*.cpp), compiled as
-# tests/c_tests.rs and tests/cxx.rs compile them (without the sanitizers: those runs
-# belong to cargo test) and registered with ctest: `ctest -R '^c\.'`, `ctest -R '^cxx\.'`.
-# A program's plain run (no arguments) is its test, or for the programs that take a case
-# name, one test per case listed below; the misuse cases that must abort, and the
-# programs that need what only tests/c_tests.rs sets up (arguments, the library's path,
-# a preemption-stress environment), are checked by cargo test only.
+# The C tests (c-tests/*.c) and the C++ tests (cxx-tests/*.cpp), compiled as the C test
+# drivers (tests/c_*.rs, harness in tests/support/ctest.rs) and tests/cxx.rs compile them
+# (without the sanitizers: those runs belong to cargo test) and registered with ctest:
+# `ctest -R '^c\.'`, `ctest -R '^cxx\.'`. A program's plain run (no arguments) is its
+# test, or for the programs that take a case name, one test per case listed below; the
+# misuse cases that must abort, and the programs that need what only the tests/c_*.rs
+# drivers set up (arguments, the library's path, a preemption-stress environment), are
+# checked by cargo test only.
 
-# Environments the C tests need, as tests/c_tests.rs gives them.
+# Environments the C tests need, as the tests/c_*.rs drivers give them.
 set(gmp_sched_test_env_maxprocs GMP_MAXPROCS=3)
 set(gmp_sched_test_env_steals GMP_MAXPROCS=2)
 set(gmp_sched_test_env_attrs GMP_MAXPROCS=2)
 set(gmp_sched_test_env_chan_basic GMP_MAXPROCS=2)
 set(gmp_sched_test_env_select_basic GMP_MAXPROCS=2)
 set(gmp_sched_test_env_dump GMP_MAXPROCS=2)
-# Tests that read backtraces and function names (tests/c_tests.rs FRAME_FLAGS).
+# Tests that read backtraces and function names (FRAME_FLAGS in tests/support/ctest.rs).
 set(gmp_sched_test_frames dump deadlock trace sanitize)
 
 # Programs run once per case (argv[1]).

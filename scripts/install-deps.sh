@@ -31,7 +31,7 @@ if [ ${#need_cmake[@]} -gt 0 ]; then
     apt-get install -y -qq cmake pkg-config g++ binutils >/dev/null
 fi
 # The interposer's tests run unmodified libraries: hiredis against a local redis-server,
-# and libcurl (tests/c_tests.rs: interpose_hiredis, interpose_curl).
+# and libcurl (tests/c_interpose.rs: interpose_hiredis, interpose_curl).
 need_interpose=()
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need_interpose+=(redis-server)
 [ -f /usr/include/hiredis/hiredis.h ] || need_interpose+=(libhiredis-dev)
@@ -41,7 +41,7 @@ if [ ${#need_interpose[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need_interpose[@]}" >/dev/null
 fi
-# The real-library tests (tests/c_tests.rs: reallib_*): libpq against a PostgreSQL server
+# The real-library tests (tests/c_reallib.rs: reallib_*): libpq against a PostgreSQL server
 # the test starts (initdb and postgres from the postgresql package), OpenSSL's libssl and
 # libcrypto, SQLite.
 need_reallibs=()
@@ -55,8 +55,8 @@ if [ ${#need_reallibs[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need_reallibs[@]}" >/dev/null
 fi
-# gdb and valgrind, for the gdb script's test and the valgrind tests (c_tests gdb_goroutines,
-# valgrind_*).
+# gdb and valgrind, for the gdb script's test and the valgrind tests (c_debug gdb_goroutines,
+# c_sanitizers valgrind_*).
 if ! command -v gdb >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq

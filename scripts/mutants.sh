@@ -40,7 +40,8 @@ shift
 if [ $# -gt 0 ]; then
     filters=("$@")
 else
-    # Which C tests (tests/c_tests.rs names, matched as substrings) exercise which file.
+    # Which C tests (test names of the tests/c_*.rs drivers, matched as substrings)
+    # exercise which file.
     case "$file" in
     src/sync/waitgroup.rs) filters=(foreign_wait nested_spawn bad_input goexit) ;;
     src/sync/mutex.rs) filters=(sync_mutex sync_trylock sync_cond sync_misuse
@@ -56,17 +57,17 @@ else
     # Not preempt_hog: its 30 ms lateness bound can fail on the unmutated tree when pinned
     # to one CPU with taskset; feature_mix_pingpong_fair, preempt_fair and preempt_sigurg see sysmon's
     # preemption.
-    src/rt/sysmon.rs) filters=(syscall_ sysmon_retake sysmon_wake affinity preempt_off
+    src/rt/sysmon.rs) filters=(syscall_ sysmon_retake sysmon_wake pinned preempt_off
         preempt_sigurg preempt_fair feature_mix_pingpong_fair) ;;
     # interpose_: `holds_p` decides whether the interposer parks the goroutine.
-    src/rt/syscall.rs) filters=(syscall_ sysmon_retake affinity interpose_errno
+    src/rt/syscall.rs) filters=(syscall_ sysmon_retake pinned interpose_errno
         interpose_sleep) ;;
-    src/rt/lockosthread.rs | src/rt/affinity.rs) filters=(lockosthread affinity syscall_pinned) ;;
+    src/rt/lockosthread.rs | src/rt/affinity.rs) filters=(lockosthread pinned) ;;
     src/rt/sched.rs | src/rt/proc.rs | src/rt/park.rs | src/rt/runq.rs)
         filters=(nested_spawn yield_fairness goexit steals lockosthread foreign_wait
             syscall_handoff feature_mix_shrink_timers feature_mix_locked_exit_handoff
             feature_mix_grow_runs_queued maxprocs handoff_wakeup
-            config_max_threads_env affinity attrs preempt_lockexit)
+            config_max_threads_env pinned attrs preempt_lockexit)
         # proc.rs and park.rs also hold the safe points (gmp_go's, the channels', the
         # syscall exit's) and gopark/goready: the preemption and ping-pong tests see those.
         case "$file" in
@@ -128,8 +129,9 @@ fi
 if [ -n "${MUTANTS_EXCLUDE_RE:-}" ]; then
     re+=(--exclude-re "$MUTANTS_EXCLUDE_RE")
 fi
-# --cargo-arg: build only the library and the C-test harness for each mutant (not the unit
-# tests, the other test binaries and the benches: a mutant's build is then seconds);
+# --cargo-arg: build only the library and the C-test drivers (tests/c_*.rs) for each mutant
+# (not the unit tests, the other test binaries and the benches: a mutant's build is then
+# seconds);
 # --copy-target: start from this tree's build, so the first (baseline) build is incremental.
 exec cargo mutants \
     --file "$file" \
@@ -138,7 +140,7 @@ exec cargo mutants \
     --output "$out" \
     --jobs 1 \
     --copy-target true \
-    --cargo-arg=--test=c_tests \
+    '--cargo-arg=--test=c_*' \
     --timeout "${MUTANTS_TIMEOUT:-60}" \
     --build-timeout 900 \
     -- -- "${filters[@]}"

@@ -6,8 +6,8 @@
 //! program: it is
 //! compiled against the library this `cargo test` built, with `cc -std=c11 -Wall -Wextra
 //! -Werror -Wpedantic` (`c++ -std=c++17` and the same warnings for C++), linked by path
-//! with an rpath to a `libgmp.so.0` symlink (as `tests/c_tests.rs` does), run with a clean
-//! `GMP_*` environment, and must exit 0 within [`TIMEOUT`].
+//! with an rpath to a `libgmp.so.0` symlink (as the C tests do: `tests/support/ctest.rs`),
+//! run with a clean `GMP_*` environment, and must exit 0 within [`TIMEOUT`].
 //!
 //! The README writes `#include <gmp-sched/gmp.h>`, the installed layout. When the
 //! repository's headers are not under `include/gmp-sched/`, the compiler also gets a

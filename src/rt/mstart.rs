@@ -560,7 +560,7 @@ pub(super) fn handoff_delay() {
 /// its `go_idle`, widening the window in which a goroutine bound to this M is readied
 /// after the M gave up its P but before it marked its affinity queue idle: the readier
 /// then wakes nobody, and `park_idle` and `stopm` must see the queued goroutine
-/// themselves (c-tests/affinity_stopm.c).
+/// themselves (c-tests/pinned_stopm.c).
 #[cfg(debug_assertions)]
 pub(super) fn idle_delay() {
     crate::sys::dbgvars::delay(crate::sys::dbgvars::Var::Idledelay);

@@ -1,5 +1,5 @@
-//! Running external programs from the C, C++ and CMake tests (`tests/c_tests.rs`,
-//! `tests/cxx.rs`, `tests/cmake.rs`): compilers, cmake, the programs they build. Every command runs with
+//! Running external programs from the C, C++ and CMake tests (`tests/c_*.rs` through
+//! `support/ctest.rs`, `tests/cxx.rs`, `tests/cmake.rs`): compilers, cmake, the programs they build. Every command runs with
 //! piped output and a deadline; a failure reports the command's stdout and stderr.
 
 use std::io::Read;

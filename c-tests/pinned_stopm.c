@@ -1,5 +1,5 @@
 /*
- * affinity_stopm.c -- a pinned goroutine readied while its thread is going to sleep is
+ * pinned_stopm.c -- a pinned goroutine readied while its thread is going to sleep is
  * not stranded (park_idle's and stopm's look at the affinity queue).
  *
  * An M with nothing to run gives up its P and, going idle (park_idle, then stopm), marks

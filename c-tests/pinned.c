@@ -1,5 +1,5 @@
 /*
- * affinity.c -- M-affinity: goroutines started with GMP_GO_PINNED resume on their thread,
+ * pinned.c -- M-affinity: goroutines started with GMP_GO_PINNED resume on their thread,
  * and that thread keeps running other goroutines meanwhile.
  *
  * 1. Many pinned goroutines, few threads: 64 pinned goroutines at GOMAXPROCS=2 each do

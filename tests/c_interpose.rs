@@ -1,0 +1,552 @@
+//! The interposer (`src/interpose/`): plain libc calls in goroutines park the goroutine, not
+//! its thread (`interpose_*`, also through hiredis, libcurl and an LD_PRELOAD from Python);
+//! and the contract tests (`contract_*`), in which goroutines must observe with the hooks
+//! what plain libc gives them. Harness and conventions: `support/ctest.rs`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+#[allow(dead_code)] // each driver uses its own part of the harness
+#[path = "support/ctest.rs"]
+mod ctest;
+#[allow(dead_code)] // each test binary uses its own part of the helpers
+mod support;
+use common::library;
+use ctest::*;
+use support::GMP_ENV;
+
+// ---- plain libc calls from goroutines (c-tests/interpose.c) ----
+
+/// Runs case `case` of c-tests/interpose.c, which must exit 0.
+fn interpose_case(case: &str, env: &[(&str, &str)]) {
+    let outcome = run_c("interpose", &[case], env);
+    assert_success(&outcome, &format!("interpose {case}"));
+}
+
+#[test]
+fn interpose_errno() {
+    interpose_case("errno", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_offload() {
+    interpose_case("offload", &[("GMP_MAXPROCS", "1")]);
+}
+
+#[test]
+fn interpose_nonblock() {
+    interpose_case("nonblock", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_close() {
+    interpose_case("close", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_dup() {
+    interpose_case("dup", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_sleep() {
+    interpose_case("sleep", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_foreign() {
+    interpose_case("foreign", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_timeo() {
+    interpose_case("timeo", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_select() {
+    interpose_case("select", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_echo() {
+    interpose_case("echo", &[("GMP_MAXPROCS", "2")]);
+}
+
+#[test]
+fn interpose_cost() {
+    // Prints the pass-through cost of a hook against libc's own function.
+    interpose_case_env(
+        "interpose_cost",
+        &[("GMP_INTERPOSE", "0"), ("GMP_MAXPROCS", "2")],
+    );
+}
+
+/// Runs a C test (no arguments) that must exit 0, with `env`.
+fn interpose_case_env(name: &str, env: &[(&str, &str)]) {
+    let outcome = run_c(name, &[], env);
+    assert_success(&outcome, name);
+}
+
+// ---- distribution libraries, and LD_PRELOAD ----
+
+/// The path of `program` on PATH (or in /usr/sbin, /usr/bin), or a failure naming the
+/// package .ci/run installs for it.
+fn require_program(program: &str, package: &str) -> PathBuf {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .chain(["/usr/sbin", "/usr/bin"])
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{program} not found: install {package} (.ci/run does)"))
+}
+
+/// A redis-server on 127.0.0.1 and a free port, stopped when dropped.
+struct RedisServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        let exe = require_program("redis-server", "redis-server");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(exe)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args([
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--maxclients",
+                "4000",
+            ])
+            .args(["--loglevel", "warning"])
+            .current_dir(out_dir())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        let server = RedisServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Up when it answers PING.
+        loop {
+            use std::io::Write;
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let mut reply = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok()
+                    && s.read_exact(&mut reply).is_ok()
+                    && &reply == b"+PONG\r\n"
+                {
+                    return server;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not come up on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `exe args` with a clean GMP_* environment and GOMAXPROCS=2; must exit 0.
+fn run_exe(exe: &Path, args: &[&str], what: &str) {
+    let mut cmd = Command::new(exe);
+    cmd.args(args).current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH").env("GMP_MAXPROCS", "2");
+    let outcome = run_with_timeout(cmd, what);
+    assert_success(&outcome, what);
+}
+
+/// The distro's libhiredis, synchronous API, from 1,000 goroutines against a local
+/// redis-server (c-tests/interpose_hiredis.c); then the README's example
+/// (examples/hiredis_goroutines.c) against the same server.
+#[test]
+fn interpose_hiredis() {
+    assert!(
+        Path::new("/usr/include/hiredis/hiredis.h").exists(),
+        "hiredis.h not found: install libhiredis-dev (.ci/run does)"
+    );
+    let _serial = lock();
+    let server = RedisServer::start();
+    let port = server.port.to_string();
+    let src = manifest_dir().join("c-tests").join("interpose_hiredis.c");
+    let exe = compile_src_libs("interpose_hiredis", &src, &["-lhiredis"]);
+    run_exe(&exe, &[&port], "interpose_hiredis");
+    let src = manifest_dir().join("examples").join("hiredis_goroutines.c");
+    let exe = compile_src_libs("example_hiredis_goroutines", &src, &["-lhiredis"]);
+    run_exe(
+        &exe,
+        &["127.0.0.1", &port, "200"],
+        "examples/hiredis_goroutines.c",
+    );
+    drop(server);
+}
+
+/// The distro's libcurl, easy API, from 200 goroutines against a thread-style HTTP server
+/// run as goroutines in the same program (c-tests/interpose_curl.c).
+#[test]
+fn interpose_curl() {
+    let header = [
+        "/usr/include/curl/curl.h",
+        "/usr/include/x86_64-linux-gnu/curl/curl.h",
+    ];
+    assert!(
+        header.iter().any(|h| Path::new(h).exists()),
+        "curl.h not found: install libcurl4-openssl-dev (.ci/run does)"
+    );
+    let _serial = lock();
+    let src = manifest_dir().join("c-tests").join("interpose_curl.c");
+    let exe = compile_src_libs("interpose_curl", &src, &["-lcurl"]);
+    let mut cmd = Command::new(&exe);
+    cmd.current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH").env("GMP_MAXPROCS", "2");
+    let outcome = run_with_timeout(cmd, "interpose_curl");
+    assert_success(&outcome, "interpose_curl");
+}
+
+/// LD_PRELOAD from Python (c-tests/interpose_preload.py): preloaded, the global `usleep`
+/// is the hook and 20 goroutines sleeping in it park on a few threads; loaded by ctypes
+/// alone (dlopen), it is libc's and each goroutine sleeps on a thread of its own, its P
+/// handed on (rt/unseen.rs).
+#[test]
+fn interpose_preload() {
+    let python = require_program("python3", "python3");
+    let script = manifest_dir().join("c-tests").join("interpose_preload.py");
+    let _serial = lock();
+    for (mode, preload) in [("preload", true), ("dlopen", false)] {
+        let mut cmd = Command::new(&python);
+        cmd.arg(&script).arg(mode).current_dir(out_dir());
+        for var in GMP_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env_remove("LD_LIBRARY_PATH").env("GMP_LIB", library());
+        if preload {
+            cmd.env("LD_PRELOAD", library());
+        } else {
+            cmd.env_remove("LD_PRELOAD");
+        }
+        let outcome = run_with_timeout(cmd, &format!("interpose_preload.py {mode}"));
+        assert_success(&outcome, &format!("interpose_preload.py {mode}"));
+    }
+}
+
+// ---- contract tests: goroutines observe with the hooks what plain libc gives them ----
+
+/// C code holding pthread locks, or relying on its thread's state, inside goroutines
+/// (c-tests/contract_locks.c): every case at GOMAXPROCS 1, 2 and 4, with the ordinary
+/// time slice and with a preemption every sysmon round.
+fn contract_locks(case: &str) {
+    for procs in ["1", "2", "4"] {
+        expect_case("contract_locks", case, &[("GMP_MAXPROCS", procs)]);
+        expect_case(
+            "contract_locks",
+            case,
+            &[("GMP_MAXPROCS", procs), PREEMPT_STRESS],
+        );
+    }
+}
+
+#[test]
+fn contract_locks_mutex() {
+    contract_locks("mutex");
+}
+
+#[test]
+fn contract_locks_rwlock() {
+    contract_locks("rwlock");
+}
+
+#[test]
+fn contract_locks_tls() {
+    contract_locks("tls");
+}
+
+#[test]
+fn contract_locks_handoff() {
+    contract_locks("handoff");
+}
+
+#[test]
+fn contract_locks_condvar() {
+    contract_locks("condvar");
+}
+
+/// Descriptors a goroutine creates behave as libc's for everyone who holds them
+/// (c-tests/contract_fds.c): each case with the hooks on, and as the reference, plain libc
+/// in the goroutines (`GMP_INTERPOSE=0`) without the preemption signal, which must see the
+/// same. (With the hooks off and the signal on, a blocking write that runs in the kernel
+/// for a whole slice without sleeping can still be cut short by the signal: HACKING.md,
+/// known limits.)
+fn contract_fds(case: &str) {
+    expect_case("contract_fds", case, &[]);
+    expect_case(
+        "contract_fds",
+        case,
+        &[("GMP_INTERPOSE", "0"), ("GMP_DEBUG", "asyncpreemptoff=1")],
+    );
+}
+
+#[test]
+fn contract_fds_bigwrite() {
+    contract_fds("bigwrite");
+}
+
+#[test]
+fn contract_fds_bigsend() {
+    contract_fds("bigsend");
+}
+
+#[test]
+fn contract_fds_waitall() {
+    contract_fds("waitall");
+}
+
+/// The MSG_WAITALL receive made by libc itself (no hooks) with the preemption signal on:
+/// the receiver, woken by the first half, sleeps again for the second; the signal must
+/// not reach it there (it returned 50 of 100 bytes when sysmon signalled a thread merely
+/// seen runnable).
+#[test]
+fn contract_fds_waitall_preemption_on() {
+    for _ in 0..3 {
+        expect_case("contract_fds", "waitall", &[("GMP_INTERPOSE", "0")]);
+    }
+}
+
+#[test]
+fn contract_fds_stdio() {
+    contract_fds("stdio");
+}
+
+/// stdio's write (unseen by the hooks) to a reader goroutine bound to the writer's thread,
+/// at GOMAXPROCS=1, with the hooks (three runs) and as the reference.
+#[test]
+fn contract_fds_stdio_bound() {
+    for _ in 0..3 {
+        expect_case("contract_fds", "stdio_bound", &[("GMP_MAXPROCS", "1")]);
+    }
+    expect_case(
+        "contract_fds",
+        "stdio_bound",
+        &[
+            ("GMP_MAXPROCS", "1"),
+            ("GMP_INTERPOSE", "0"),
+            ("GMP_DEBUG", "asyncpreemptoff=1"),
+        ],
+    );
+}
+
+/// A close inside gmp_blocking of an fd a goroutine is parked on, at GOMAXPROCS 1 and 2:
+/// from another thread the closer's thread waits for it (no switch inside a system call);
+/// from the parked goroutine's own thread, which cannot run it meanwhile, the close
+/// returns and the parked goroutine's last reference makes it (netpoll's deferred close).
+#[test]
+fn contract_fds_close_blocking() {
+    for procs in ["1", "2"] {
+        expect_case("contract_fds", "close_blocking", &[("GMP_MAXPROCS", procs)]);
+    }
+}
+
+/// Numbers reused after closes the runtime did not see, at GOMAXPROCS 1 and 2.
+#[test]
+fn contract_fds_reuse() {
+    for procs in ["1", "2"] {
+        expect_case("contract_fds", "reuse", &[("GMP_MAXPROCS", procs)]);
+        expect_case(
+            "contract_fds",
+            "reuse",
+            &[
+                ("GMP_MAXPROCS", procs),
+                ("GMP_INTERPOSE", "0"),
+                ("GMP_DEBUG", "asyncpreemptoff=1"),
+            ],
+        );
+    }
+}
+
+#[test]
+fn contract_fds_thread() {
+    contract_fds("thread");
+}
+
+#[test]
+fn contract_fds_child() {
+    contract_fds("child");
+}
+
+#[test]
+fn contract_fds_rawsleep() {
+    contract_fds("rawsleep");
+}
+
+#[test]
+fn contract_fds_rawtty() {
+    contract_fds("rawtty");
+}
+
+#[test]
+fn contract_fds_signal() {
+    contract_fds("signal");
+}
+
+#[test]
+fn contract_fds_sendfile() {
+    contract_fds("sendfile");
+}
+
+#[test]
+fn contract_fds_nonblock() {
+    contract_fds("nonblock");
+}
+
+#[test]
+fn contract_fds_select() {
+    contract_fds("select");
+}
+
+#[test]
+fn contract_fds_aliases() {
+    // Symbol resolution only: the GMP_INTERPOSE=0 run resolves to the same hooks.
+    contract_fds("aliases");
+}
+
+/// poll and select in goroutines observe what libc's do (c-tests/contract_poll.c): each
+/// case's output with the hooks equals the reference's, plain libc in the goroutines
+/// (`GMP_INTERPOSE=0`, without the preemption signal), at GOMAXPROCS 1 and 2.
+fn contract_poll(case: &str) {
+    for procs in ["1", "2"] {
+        let hooks = run_c("contract_poll", &[case], &[("GMP_MAXPROCS", procs)]);
+        let plain = run_c(
+            "contract_poll",
+            &[case],
+            &[
+                ("GMP_MAXPROCS", procs),
+                ("GMP_INTERPOSE", "0"),
+                ("GMP_DEBUG", "asyncpreemptoff=1"),
+            ],
+        );
+        for (o, what) in [(&hooks, "with the hooks"), (&plain, "plain libc")] {
+            assert!(
+                o.status.success(),
+                "{}",
+                o.report(&format!("contract_poll {case} {what}, GOMAXPROCS={procs}"))
+            );
+        }
+        assert_eq!(
+            hooks.stdout, plain.stdout,
+            "contract_poll {case} at GOMAXPROCS={procs}: the hooks (left) observe what plain libc (right) does not"
+        );
+        print!("{}", hooks.stdout);
+    }
+}
+
+#[test]
+fn contract_poll_closed_poll() {
+    contract_poll("closed_poll");
+}
+
+#[test]
+fn contract_poll_closed_select() {
+    contract_poll("closed_select");
+}
+
+#[test]
+fn contract_poll_closed_many() {
+    contract_poll("closed_many");
+}
+
+#[test]
+fn contract_poll_pri_poll() {
+    contract_poll("pri_poll");
+}
+
+#[test]
+fn contract_poll_pri_select() {
+    contract_poll("pri_select");
+}
+
+#[test]
+fn contract_poll_norm_many() {
+    contract_poll("norm_many");
+}
+
+#[test]
+fn contract_poll_dup_fds() {
+    contract_poll("dup_fds");
+}
+
+#[test]
+fn contract_poll_timeout_behind() {
+    contract_poll("timeout_behind");
+}
+
+/// A seeded random sequence of fd operations (c-tests/contract_random.c) observes the same
+/// with the hooks as with plain libc (`GMP_INTERPOSE=0`, no preemption signal): eight
+/// seeds at GOMAXPROCS 1 and 2. `CONTRACT_RANDOM_STEPS` makes each longer (default 400).
+#[test]
+fn contract_random() {
+    for seed in 1..=8 {
+        let seed = seed.to_string();
+        let procs = if seed.parse::<u32>().unwrap_or(0) % 2 == 0 {
+            "2"
+        } else {
+            "1"
+        };
+        let hooks = run_c("contract_random", &[&seed], &[("GMP_MAXPROCS", procs)]);
+        let plain = run_c(
+            "contract_random",
+            &[&seed],
+            &[
+                ("GMP_MAXPROCS", procs),
+                ("GMP_INTERPOSE", "0"),
+                ("GMP_DEBUG", "asyncpreemptoff=1"),
+            ],
+        );
+        for (o, what) in [(&hooks, "with the hooks"), (&plain, "plain libc")] {
+            assert!(
+                o.status.success(),
+                "{}",
+                o.report(&format!("contract_random {seed} {what}"))
+            );
+        }
+        if hooks.stdout != plain.stdout {
+            let first = hooks
+                .stdout
+                .lines()
+                .zip(plain.stdout.lines())
+                .find(|(a, b)| a != b);
+            panic!(
+                "contract_random seed {seed} (GOMAXPROCS={procs}): the hooks and plain libc \
+                 part at {first:?} (hooks, libc)"
+            );
+        }
+        print!("{}", hooks.stdout.lines().last().unwrap_or(""));
+        println!();
+    }
+}
