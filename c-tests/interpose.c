@@ -1,5 +1,5 @@
 /*
- * interpose.c -- the interposer (src/ffi/interpose.rs): this program calls plain libc
+ * interpose.c -- the interposer (src/interpose/): this program calls plain libc
  * (read, write, accept, poll, nanosleep, fcntl ...) from goroutines, and libgmp.so, which
  * it links, exports those names, so the calls park goroutines instead of threads.
  *

@@ -22,7 +22,7 @@
 #   scripts/mutants.sh src/rt/timer.rs timers sysmon_retake   # or name the C tests
 #   MUTANTS_LIST=1 scripts/mutants.sh src/sync/cond.rs        # only list the mutants
 #   MUTANTS_RE='31:37' scripts/mutants.sh src/sync/waitgroup.rs # only mutants matching
-#   MUTANTS_EXCLUDE_RE='running_stack' scripts/mutants.sh src/rt/sched.rs  # all but those
+#   MUTANTS_EXCLUDE_RE='running_stack' scripts/mutants.sh src/rt/schedule.rs  # all but those
 #   MUTANTS_TIMEOUT=20 ...                     # seconds before a hung mutant counts as caught
 #   MUTANTS_UNSAFE=1 scripts/mutants.sh src/rt/timer.rs  # only the `unsafe fn`s (see above)
 #   MUTANTS_UNSAFE=1 MUTANTS_RE='in (sift_up|sift_down)$' ...   # some of them
@@ -63,7 +63,9 @@ else
     src/rt/syscall.rs) filters=(syscall_ sysmon_retake pinned interpose_errno
         interpose_sleep) ;;
     src/rt/lockosthread.rs | src/rt/affinity.rs) filters=(lockosthread pinned) ;;
-    src/rt/sched.rs | src/rt/proc.rs | src/rt/park.rs | src/rt/runq.rs)
+    src/rt/schedule.rs | src/rt/mstart.rs | src/rt/ready.rs | src/rt/idle.rs | \
+    src/rt/spinning.rs | src/rt/foreign.rs | src/rt/lockedm.rs | src/rt/procresize.rs | \
+    src/rt/schedinit.rs | src/rt/proc.rs | src/rt/park.rs | src/rt/runq.rs)
         filters=(nested_spawn yield_fairness goexit steals lockosthread foreign_wait
             syscall_handoff feature_mix_shrink_timers feature_mix_locked_exit_handoff
             feature_mix_grow_runs_queued maxprocs handoff_wakeup

@@ -198,8 +198,8 @@ impl Drop for Bound {
 /// goroutine.
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P; `gp` is RUNNABLE, affine to `m`, on no queue.
-pub(super) unsafe fn put_own(m: &M, gp: *mut G) {
+/// `m` holds a P; `gp` is RUNNABLE, affine to `m`, on no queue.
+pub(super) unsafe fn put_own(m: ThisM<'_>, gp: *mut G) {
     ready::enqueued(gp);
     m.aff.with(|a| {
         // SAFETY: we own gp and hold the queue's lock.
@@ -214,11 +214,11 @@ pub(super) unsafe fn put_own(m: &M, gp: *mut G) {
 /// waits as Go's global run queue does (module doc).
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P; `gp` is RUNNABLE, affine to `m`, on no queue.
-pub(super) unsafe fn put_preempted(m: &M, gp: *mut G) {
+/// `m` holds a P; `gp` is RUNNABLE, affine to `m`, on no queue.
+pub(super) unsafe fn put_preempted(m: ThisM<'_>, gp: *mut G) {
     #[cfg(debug_assertions)]
     // SAFETY: Gs are never freed.
-    if !core::ptr::eq(affine_m(unsafe { &*gp }), m) {
+    if !core::ptr::eq(affine_m(unsafe { &*gp }), m.m()) {
         throw("affinity::put_preempted: goroutine not affine to this M");
     }
     ready::enqueued(gp);
@@ -233,9 +233,9 @@ pub(super) unsafe fn put_preempted(m: &M, gp: *mut G) {
 /// dequeued). Never a preempted one (`get_preempted`).
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P.
+/// `m` holds a P.
 #[inline]
-pub(super) unsafe fn get(m: &M) -> Option<*mut G> {
+pub(super) unsafe fn get(m: ThisM<'_>) -> Option<*mut G> {
     if m.aff.nready.load(Ordering::Relaxed) == 0 {
         return None;
     }
@@ -262,9 +262,9 @@ pub(super) unsafe fn get(m: &M) -> Option<*mut G> {
 /// Takes the next preempted goroutine queued for `m` (the caller marks it dequeued).
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P.
+/// `m` holds a P.
 #[inline]
-pub(super) unsafe fn get_preempted(m: &M) -> Option<*mut G> {
+pub(super) unsafe fn get_preempted(m: ThisM<'_>) -> Option<*mut G> {
     if m.aff.npreempted() == 0 {
         return None;
     }
@@ -283,9 +283,9 @@ pub(super) unsafe fn get_preempted(m: &M) -> Option<*mut G> {
 /// the other Ps in `find_runnable`, before the affinity queue).
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P.
+/// `m` holds a P.
 #[inline]
-pub(super) unsafe fn get_first(m: &M) -> Option<*mut G> {
+pub(super) unsafe fn get_first(m: ThisM<'_>) -> Option<*mut G> {
     if m.aff.nready.load(Ordering::Relaxed) == 0 {
         return None;
     }
@@ -304,8 +304,8 @@ pub(super) unsafe fn get_first(m: &M) -> Option<*mut G> {
 /// readier gets the M a P.
 ///
 /// # Safety
-/// On `m`'s own thread, holding no P.
-pub(super) unsafe fn go_idle(m: &M) -> bool {
+/// `m` holds no P.
+pub(super) unsafe fn go_idle(m: ThisM<'_>) -> bool {
     m.aff.with(|a| {
         if a.q.is_empty() && a.preempted.is_empty() {
             a.idle = true;
@@ -319,7 +319,7 @@ pub(super) unsafe fn go_idle(m: &M) -> bool {
 /// The M holds a P again: readiers just queue.
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P.
-pub(super) unsafe fn set_active(m: &M) {
+/// `m` holds a P.
+pub(super) unsafe fn set_active(m: ThisM<'_>) {
     m.aff.with(|a| a.idle = false);
 }

@@ -23,13 +23,10 @@ pub(super) static FOREIGN_MAILBOX: AtomicPtr<G> = AtomicPtr::new(null_mut());
 pub(super) const MAILBOX_OPEN: *mut G = core::ptr::without_provenance_mut(1);
 
 /// Whether a foreign thread acted since `m` last asked (and notes that it has now seen it).
-///
-/// # Safety
-/// On `m`'s own thread (`foreign_seen`'s owner).
 #[inline]
-pub(super) unsafe fn foreign_moved(m: &M) -> bool {
+pub(super) fn foreign_moved(m: ThisM<'_>) -> bool {
     let acts = crate::sys::FOREIGN_ACTS.load(Ordering::Relaxed);
-    // SAFETY: caller contract.
+    // SAFETY: `m` is this thread's M, the owner of `foreign_seen`.
     unsafe {
         if acts == m.foreign_seen.get() {
             return false;
@@ -71,7 +68,7 @@ pub(super) fn open_mailbox() -> bool {
 /// Called by `p`'s owner `m`, spinning, after its `open_mailbox` succeeded.
 // Out of line: an idle path, kept out of find_runnable's body.
 #[inline(never)]
-pub(super) unsafe fn spin_for_foreign(m: &M, p: &P) -> Option<(*mut G, bool)> {
+pub(super) unsafe fn spin_for_foreign(m: ThisM<'_>, p: &P) -> Option<(*mut G, bool)> {
     // Poll with the mailbox open, and close it on the way out, taking whatever it holds
     // then.
     // SAFETY: caller contract.
@@ -105,7 +102,7 @@ pub(super) unsafe fn spin_for_foreign(m: &M, p: &P) -> Option<(*mut G, bool)> {
 /// # Safety
 /// As `spin_for_foreign`.
 #[inline(always)]
-pub(super) unsafe fn spin_for_foreign_open(m: &M, p: &P) -> Option<(*mut G, bool)> {
+pub(super) unsafe fn spin_for_foreign_open(m: ThisM<'_>, p: &P) -> Option<(*mut G, bool)> {
     let mut deadline = crate::sys::nanotime() + crate::sys::FOREIGN_SPIN_NS;
     let mut polls = 0u32;
     loop {
@@ -138,8 +135,7 @@ pub(super) unsafe fn spin_for_foreign_open(m: &M, p: &P) -> Option<(*mut G, bool
         }
         core::hint::spin_loop();
         if polls.is_multiple_of(16) {
-            // SAFETY: m's thread.
-            if unsafe { foreign_moved(m) } {
+            if foreign_moved(m) {
                 deadline = crate::sys::nanotime() + crate::sys::FOREIGN_SPIN_NS;
             } else if crate::sys::nanotime() >= deadline {
                 return None;

@@ -11,17 +11,17 @@ use super::{idle::*, mstart::*, procresize::*};
 /// G runnable and hands us a P to run it with (Go's stoplockedm).
 ///
 /// # Safety
-/// On `m`'s own thread.
-pub(super) unsafe fn stoplockedm(m: &M) {
+/// On `m`'s scheduler stack (g0).
+pub(super) unsafe fn stoplockedm(m: ThisM<'_>) {
     if !m.p.load(Ordering::Relaxed).is_null() {
-        // SAFETY: m's thread, holding a P.
+        // SAFETY: holding a P.
         let pp = unsafe { releasep(m) };
         handoffp(pp);
     }
     if m.spinning.load(Ordering::Relaxed) {
         throw("stoplockedm: spinning");
     }
-    // SAFETY: m's thread, no P; startlockedm hands us one.
+    // SAFETY: no P; startlockedm hands us one.
     unsafe { sleep_for_p(m) };
 }
 
@@ -29,9 +29,9 @@ pub(super) unsafe fn stoplockedm(m: &M) {
 /// startlockedm).
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P.
-pub(super) unsafe fn startlockedm(m: &M, lm: *mut M) {
-    // SAFETY: m's thread.
+/// `m` holds a P.
+pub(super) unsafe fn startlockedm(m: ThisM<'_>, lm: *mut M) {
+    // SAFETY: holding a P (the caller's contract).
     let pp = unsafe { releasep(m) };
     // SAFETY: Ms are never freed; lm is asleep in stoplockedm (or about to be) and takes
     // nextp only after our wakeup, which publishes it.
@@ -54,15 +54,15 @@ pub(super) unsafe fn startlockedm(m: &M, lm: *mut M) {
 /// dequeued it has goroutines bound to it (`start_locked`).
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P, not spinning; `gp` is RUNNABLE, on no queue, has no
+/// `m` holds a P and is not spinning; `gp` is RUNNABLE, on no queue, has no
 /// M, is not bound to any M, and is ours (it stopped running on `m`, from `after_switch`;
 /// or `schedule` dequeued it, unstarted).
-pub(super) unsafe fn lock_move(m: &M, gp: *mut G) {
+pub(super) unsafe fn lock_move(m: ThisM<'_>, gp: *mut G) {
     let clean = {
         let mut g = lock_sched();
         mget_clean(&mut g)
     };
-    // SAFETY: m's thread, holding a P.
+    // SAFETY: holding a P.
     let pp = unsafe { releasep(m) };
     let bind = |lm: *mut M| {
         // SAFETY: lm sleeps on no list (taken off `midle` under the lock) or has no thread
@@ -84,7 +84,7 @@ pub(super) unsafe fn lock_move(m: &M, gp: *mut G) {
             start_m(lm);
         }
     }
-    // SAFETY: m's thread, no P, not spinning (it ran a goroutine).
+    // SAFETY: no P, not spinning (it ran a goroutine).
     unsafe { stopm(m) };
 }
 
@@ -93,10 +93,10 @@ pub(super) unsafe fn lock_move(m: &M, gp: *mut G) {
 /// (`lock_move`, which stops us) and return false.
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P, not spinning; `gp` is RUNNABLE, dequeued and ours.
+/// `m` holds a P and is not spinning; `gp` is RUNNABLE, dequeued and ours.
 #[cold]
 #[inline(never)]
-pub(super) unsafe fn start_locked(m: &M, gp: *mut G) -> bool {
+pub(super) unsafe fn start_locked(m: ThisM<'_>, gp: *mut G) -> bool {
     // SAFETY: caller contract: gp is ours, m's owner-only fields are ours.
     unsafe {
         (*gp).lockedm.store(null_mut(), Ordering::Relaxed);
@@ -104,19 +104,17 @@ pub(super) unsafe fn start_locked(m: &M, gp: *mut G) -> bool {
             lock_move(m, gp);
             return false;
         }
-        lockosthread::lock_first(m as *const M as *mut M, gp);
+        lockosthread::lock_first(m.m() as *const M as *mut M, gp);
     }
     true
 }
 
 /// Whether `lock_move` handed this M its locked goroutine with the P it holds: run it now.
 /// Clears the mark.
-///
-/// # Safety
-/// On `m`'s own thread.
 #[inline]
-pub(super) unsafe fn take_lockstart(m: &M) -> bool {
-    // SAFETY: caller contract; the writer published it with the wake-up we woke from.
+pub(super) fn take_lockstart(m: ThisM<'_>) -> bool {
+    // SAFETY: `m` is this thread's M, the owner of `lockstart`; the writer published it
+    // with the wake-up we woke from.
     unsafe {
         if !m.lockstart.get() {
             return false;

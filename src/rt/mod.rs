@@ -16,9 +16,10 @@
 //! execute, find_runnable, steal_work), `foreign.rs` (the foreign-thread mailbox),
 //! `lockedm.rs` (stoplockedm, startlockedm), `procresize.rs` (GOMAXPROCS, acquirep),
 //! `proc.rs` (newproc, goexit, the G free lists), `park.rs` (gopark/goready, gosched, and
-//! the foreign-thread fallbacks), `schedtrace.rs` (schedtrace and gmp_stats), `trace.rs` and `traceevent.rs` (the execution trace: writer and recording), `config.rs`
+//! the foreign-thread fallbacks), `schedtrace.rs` (schedtrace and gmp_stats), `trace.rs`
+//! and `traceevent.rs` (the execution trace: writer and recording), `config.rs`
 //! (environment, CPU count), `os_linux.rs` (a new M's thread state, pthread_exit and
-//! fork).
+//! fork). HACKING.md, "The layers", draws their floors.
 //!
 //! # Ownership by status (who may touch what)
 //!
@@ -1105,6 +1106,52 @@ pub fn with_gfree<R>(f: impl FnOnce(&mut GFreeGlobal) -> R) -> R {
     let r = f(unsafe { &mut *SCHED.gfree.ptr() });
     SCHED.gfree_lock.unlock();
     r
+}
+
+/// The calling thread's own M: the proof that code runs on the M's thread, which most of
+/// the scheduler's functions need (only that thread touches the M's thread-owned state: its
+/// P, `curg`, `lockedg`, `spinning`, its caches and its affinity queue's consumer side).
+/// The functions that take one no longer restate the precondition; their `# Safety`
+/// sections list what else they need.
+///
+/// Made only by [`ThisM::assume`], where a thread knows its M (a new M's thread in
+/// `mstart`, a goroutine that reads the TLS slot); it is not `Send`. On the scheduler's
+/// own stack (g0) it holds for the M's life. A goroutine may resume on another M after it
+/// parks or yields, so a `ThisM` taken on a goroutine's stack is good only until the
+/// goroutine's next switch.
+#[derive(Clone, Copy)]
+pub(crate) struct ThisM<'a> {
+    m: &'a M,
+    _not_send: core::marker::PhantomData<*const ()>,
+}
+
+impl<'a> ThisM<'a> {
+    /// `m` as the calling thread's M.
+    ///
+    /// # Safety
+    /// `m` is the M of the calling thread (a new M's thread may say so before its TLS slot
+    /// is set).
+    #[inline(always)]
+    pub(crate) unsafe fn assume(m: &'a M) -> ThisM<'a> {
+        ThisM {
+            m,
+            _not_send: core::marker::PhantomData,
+        }
+    }
+
+    /// The M itself.
+    #[inline(always)]
+    pub(crate) fn m(self) -> &'a M {
+        self.m
+    }
+}
+
+impl core::ops::Deref for ThisM<'_> {
+    type Target = M;
+    #[inline(always)]
+    fn deref(&self) -> &M {
+        self.m
+    }
 }
 
 /// The M running on this thread, or null on a foreign thread (C main, a Python thread).

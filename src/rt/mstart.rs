@@ -87,34 +87,34 @@ pub(super) fn wake_affine_m(am: *mut M) {
 /// handed over. Returns holding a P.
 ///
 /// # Safety
-/// On `m`'s own thread, holding no P, not spinning.
-pub(super) unsafe fn wait_for_p(m: &M) {
+/// `m` holds no P and is not spinning.
+pub(super) unsafe fn wait_for_p(m: ThisM<'_>) {
     {
         let mut g = lock_sched();
         if let Some(pp) = pidleget(&mut g) {
             drop(g);
-            // SAFETY: m's thread; pp came off the idle list.
+            // SAFETY: pp came off the idle list.
             unsafe { acquirep(m, pp) };
             return;
         }
-        affwait_put(&mut g, m as *const M as *mut M);
+        affwait_put(&mut g, m.m() as *const M as *mut M);
     }
-    // SAFETY: m's thread, no P; whoever takes us off the list hands us one.
+    // SAFETY: no P; whoever takes us off the list hands us one.
     unsafe { sleep_for_p(m) };
 }
 
 /// Sleeps on `m.park` until a P is handed over through `m.nextp`, then acquires it.
 ///
 /// # Safety
-/// On `m`'s own thread, holding no P, somewhere a P hand-over will find it (an idle list,
+/// `m` holds no P, somewhere a P hand-over will find it (an idle list,
 /// `affwait`, or locked to a goroutine).
-pub(super) unsafe fn sleep_for_p(m: &M) {
+pub(super) unsafe fn sleep_for_p(m: ThisM<'_>) {
     m.blocked.store(true, Ordering::Relaxed);
     m.park.sleep();
     m.park.clear();
     m.blocked.store(false, Ordering::Relaxed);
     let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
-    // SAFETY: m's thread; whoever woke us released pp for us and published it with the
+    // SAFETY: whoever woke us released pp for us and published it with the
     // wakeup.
     unsafe { acquirep(m, pp) };
 }
@@ -125,8 +125,8 @@ pub(super) unsafe fn sleep_for_p(m: &M) {
 /// nobody waits (any more).
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P, not spinning.
-pub(super) unsafe fn handoff_to_affwait(m: &M) -> bool {
+/// `m` holds a P and is not spinning.
+pub(super) unsafe fn handoff_to_affwait(m: ThisM<'_>) -> bool {
     let am = {
         let mut g = lock_sched();
         match affwait_get(&mut g) {
@@ -134,10 +134,10 @@ pub(super) unsafe fn handoff_to_affwait(m: &M) -> bool {
             None => return false,
         }
     };
-    // SAFETY: m's thread, holding a P.
+    // SAFETY: holding a P.
     let pp = unsafe { releasep(m) };
     give_p(am, pp);
-    // SAFETY: m's thread, no P, not spinning.
+    // SAFETY: no P, not spinning.
     unsafe { stopm(m) };
     true
 }
@@ -379,23 +379,25 @@ extern "C" fn mstart_trampoline(arg: *mut libc::c_void) -> *mut libc::c_void {
 /// Called once, on `m`'s new thread.
 pub(super) unsafe fn mstart(m: &M) {
     arch::tls_set(m as *const M as usize);
-    os_linux::minit(m);
+    // SAFETY: this is m's new thread (the caller's contract), its TLS slot just set.
+    let m = unsafe { ThisM::assume(m) };
+    os_linux::minit(&m);
     // SAFETY: m's own thread owns g0_fpenv.
     unsafe { m.g0_fpenv.set(arch::fpenv_current()) };
     crate::stack::ensure_altstack();
     m.tid.store(crate::sys::gettid(), Ordering::Relaxed);
     let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
-    // SAFETY: this is m's thread; pp was handed to this M by its creator.
+    // SAFETY: pp was handed to this M by its creator.
     unsafe { acquirep(m, pp) };
     // A panic inside the scheduler is a runtime bug: never unwind off the thread.
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: on m's own thread, holding a P.
+        // SAFETY: on g0, once, holding a P.
         unsafe { schedule_loop(m) }
     }));
     if r.is_err() {
         throw("scheduler loop panicked");
     }
-    // SAFETY: m's thread, holding its P, no goroutine.
+    // SAFETY: holding its P, no goroutine.
     unsafe { mexit(m) };
 }
 
@@ -406,8 +408,8 @@ pub(super) unsafe fn mstart(m: &M) {
 /// is unmapped by src/stack's thread-exit destructor.
 ///
 /// # Safety
-/// On `m`'s own thread, holding a P, with no current goroutine.
-pub(super) unsafe fn mexit(m: &M) {
+/// `m` holds a P, with no current goroutine.
+pub(super) unsafe fn mexit(m: ThisM<'_>) {
     if m.spinning.load(Ordering::Relaxed) {
         throw("mexit: spinning");
     }
@@ -415,7 +417,7 @@ pub(super) unsafe fn mexit(m: &M) {
     if unsafe { m.naffine.get() } != 0 || m.aff.len() != 0 {
         throw("mexit: goroutines bound to the exiting M");
     }
-    // SAFETY: m's thread, holding a P.
+    // SAFETY: holding a P.
     let pp = unsafe { releasep(m) };
     // m.exiting is still set, so an M this hand-off creates comes from the template thread.
     handoffp(pp);
@@ -428,15 +430,15 @@ pub(super) unsafe fn mexit(m: &M) {
 /// Stops the current M until new work is available; returns holding the P it was handed.
 ///
 /// # Safety
-/// Called by `m`'s own thread, which holds no P and is not spinning.
-pub(super) unsafe fn stopm(m: &M) {
+/// `m` holds no P and is not spinning.
+pub(super) unsafe fn stopm(m: ThisM<'_>) {
     if !m.p.load(Ordering::Relaxed).is_null() {
         throw("stopm holding p");
     }
     if m.spinning.load(Ordering::Relaxed) {
         throw("stopm spinning");
     }
-    // SAFETY: m's thread, no P.
+    // SAFETY: no P.
     let has_affine = unsafe { affinity::go_idle(m) };
     {
         let mut g = lock_sched();
@@ -445,16 +447,16 @@ pub(super) unsafe fn stopm(m: &M) {
         if has_affine || m.affwanted.swap(false, Ordering::SeqCst) {
             if let Some(pp) = pidleget(&mut g) {
                 drop(g);
-                // SAFETY: m's thread; pp came off the idle list.
+                // SAFETY: pp came off the idle list.
                 unsafe {
                     acquirep(m, pp);
                     affinity::set_active(m);
                 }
                 return;
             }
-            affwait_put(&mut g, m as *const M as *mut M);
+            affwait_put(&mut g, m.m() as *const M as *mut M);
         } else {
-            mput(&mut g, m as *const M as *mut M);
+            mput(&mut g, m.m() as *const M as *mut M);
         }
     }
     // SAFETY: we are m's thread, on a list where a P hand-over finds us.

@@ -225,7 +225,7 @@ unsafe fn exit_locked_thread(m: &M, gp: *mut G) {
         g.lockedm.store(core::ptr::null_mut(), Ordering::Relaxed);
         m.lockedg.store(core::ptr::null_mut(), Ordering::Relaxed);
         m.curg.store(core::ptr::null_mut(), Ordering::Relaxed);
-        let pp = procresize::releasep(m);
+        let pp = procresize::releasep(ThisM::assume(m));
         mstart::handoffp(pp);
     }
     m.dead.store(true, Ordering::Release);

@@ -212,20 +212,20 @@ pub(super) unsafe fn gopreempt_bound(m: *mut M) {
 /// Returns a G to run at once (a park whose unlock function declined), else None.
 ///
 /// # Safety
-/// On `m`'s own thread, right after `execute` returned `act`.
+/// Right after `execute` returned `act`.
 #[inline]
-pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
+pub(super) unsafe fn after_switch(m: ThisM<'_>, act: usize) -> Option<(*mut G, bool)> {
     let gp = m.curg.load(Ordering::Relaxed);
     // SAFETY: gp just ran on this M and is ours until we publish it below.
     let g = unsafe { &*gp };
     if hooks::any() {
-        hooks::after_switch(m, g, act);
+        hooks::after_switch(&m, g, act);
     }
     match act {
         action::PARK => {
             casgstatus(g, G_RUNNING, G_WAITING);
-            dropg(m, g);
-            // SAFETY: m's thread owns these fields.
+            dropg(&m, g);
+            // SAFETY: `m` is this thread's M, the owner of these fields.
             let (f, arg) = unsafe { (m.waitunlockf.get(), m.waitlock.get()) };
             // SAFETY: as above.
             unsafe {
@@ -243,14 +243,14 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
         }
         action::GOSCHED => {
             casgstatus(g, G_RUNNING, G_RUNNABLE);
-            dropg(m, g);
+            dropg(&m, g);
             // To the back of the local queue, as Go's goyield does, not to the global queue
             // as Go's Gosched does: the global queue's lock is the one lock every P contends
             // for, and a yield loop on two Ps would spend much of its time there, in
             // `lock_slow` (`scripts/ab.sh -p 2 yield2 . go`). Nothing starves: thieves take from
             // the local queue, and the 61-tick check keeps serving the global queue.
             if !affinity::affine_m(g).is_null() {
-                // SAFETY: m's thread holding a P; gp is RUNNABLE, ours, and bound to m.
+                // SAFETY: holding a P; gp is RUNNABLE, ours, and bound to m.
                 unsafe { affinity::put_own(m, gp) };
                 return None;
             }
@@ -261,12 +261,12 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
         }
         action::PREEMPT => {
             casgstatus(g, G_RUNNING, G_RUNNABLE);
-            dropg(m, g);
+            dropg(&m, g);
             // The mark is honoured: the new slice starts with what waits on this P (as
             // after Go's gopreempt_m, whose schedule looks at the local queue first).
             // Left set, `schedule` would serve the global queue first and take this very
             // goroutine straight back, while the local queue starved behind it.
-            // SAFETY: m's thread holds its P.
+            // SAFETY: m holds its P.
             unsafe {
                 (*m.p.load(Ordering::Relaxed))
                     .preempt
@@ -275,7 +275,7 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
             // Where Go's gopreempt_m puts it: the global run queue's tail, or, for a
             // goroutine that can resume only on this M, the M's own share of that queue.
             if !affinity::affine_m(g).is_null() {
-                // SAFETY: m's thread holding a P; gp is RUNNABLE, ours, and bound to m.
+                // SAFETY: holding a P; gp is RUNNABLE, ours, and bound to m.
                 unsafe { affinity::put_preempted(m, gp) };
                 return None;
             }
@@ -284,15 +284,15 @@ pub(super) unsafe fn after_switch(m: &M, act: usize) -> Option<(*mut G, bool)> {
         }
         action::LOCKMOVE => {
             casgstatus(g, G_RUNNING, G_RUNNABLE);
-            dropg(m, g);
-            // SAFETY: m's thread holding a P; gp stopped here, is RUNNABLE, on no queue,
+            dropg(&m, g);
+            // SAFETY: holding a P; gp stopped here, is RUNNABLE, on no queue,
             // unbound (lockosthread::lock checked), and ours.
             unsafe { lockedm::lock_move(m, gp) };
             None
         }
         action::EXIT => {
-            // SAFETY: m's thread; g is finished.
-            unsafe { proc::goexit0(m, gp) };
+            // SAFETY: g is finished.
+            unsafe { proc::goexit0(&m, gp) };
             None
         }
         _ => throw("schedule: unknown action"),

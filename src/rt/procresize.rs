@@ -11,14 +11,14 @@ use super::{idle::*, mstart::*, ready::*};
 /// Associates P `pp` with M `m`. The P must be idle and unowned.
 ///
 /// # Safety
-/// Called by `m`'s own thread; `pp` came off the idle list or was handed over via `nextp`.
-pub(super) unsafe fn acquirep(m: &M, pp: *mut P) {
+/// `pp` came off the idle list or was handed over via `nextp`.
+pub(super) unsafe fn acquirep(m: ThisM<'_>, pp: *mut P) {
     // SAFETY: Ps are never freed.
     let p = unsafe { &*pp };
     if !p.m.load(Ordering::Relaxed).is_null() || p.status.load(Ordering::Relaxed) != P_IDLE {
         throw("acquirep: invalid p state");
     }
-    p.m.store(m as *const M as *mut M, Ordering::Relaxed);
+    p.m.store(m.m() as *const M as *mut M, Ordering::Relaxed);
     // acquire: pairs with the release in releasep, so we see the previous owner's writes
     // to the P's owner-only fields (gfree, the runq tail).
     p.status.store(P_RUNNING, Ordering::Release);
@@ -29,15 +29,15 @@ pub(super) unsafe fn acquirep(m: &M, pp: *mut P) {
 /// Disassociates `m` from its P and returns the P (now P_IDLE, unowned).
 ///
 /// # Safety
-/// Called by `m`'s own thread while it holds a P.
-pub(super) unsafe fn releasep(m: &M) -> *mut P {
+/// `m` holds a P.
+pub(super) unsafe fn releasep(m: ThisM<'_>) -> *mut P {
     let pp = m.p.load(Ordering::Relaxed);
     if pp.is_null() {
         throw("releasep: invalid arg");
     }
     // SAFETY: Ps are never freed.
     let p = unsafe { &*pp };
-    if !std::ptr::eq(p.m.load(Ordering::Relaxed), m)
+    if !std::ptr::eq(p.m.load(Ordering::Relaxed), m.m())
         || p.status.load(Ordering::Relaxed) != P_RUNNING
     {
         throw("releasep: invalid p state");
@@ -208,8 +208,8 @@ pub(super) unsafe fn drain_p_caches(p: &P) {
 /// it, and stop. Returns false if GOMAXPROCS grew back in the meantime (the P stays).
 ///
 /// # Safety
-/// On `m`'s own thread, holding the P.
-pub(super) unsafe fn retire_p(m: &M) -> bool {
+/// `m` holds the P.
+pub(super) unsafe fn retire_p(m: ThisM<'_>) -> bool {
     let pp = m.p.load(Ordering::Relaxed);
     // SAFETY: we hold pp.
     let p = unsafe { &*pp };
@@ -224,7 +224,7 @@ pub(super) unsafe fn retire_p(m: &M) -> bool {
         // SAFETY: we own pp's queue; the Gs move to the global queue keeping their
         // "queued" mark.
         unsafe { p.runq.drain(|gp| globrunqput(&mut g, gp.as_ptr())) };
-        // SAFETY: m's thread, holding pp.
+        // SAFETY: holding pp.
         unsafe { releasep(m) };
         p.status.store(P_DEAD, Ordering::Release);
     }
@@ -235,7 +235,7 @@ pub(super) unsafe fn retire_p(m: &M) -> bool {
         SCHED.nmspinning.fetch_sub(1, Ordering::SeqCst);
     }
     wakep();
-    // SAFETY: m's thread, no P, not spinning.
+    // SAFETY: no P, not spinning.
     unsafe { stopm(m) };
     true
 }

@@ -88,9 +88,9 @@ pub(super) unsafe fn globrunqget(g: &mut SchedGuard, pp: &P, max: i32) -> Option
 /// P from those waiting on the other side.
 ///
 /// # Safety
-/// Called by `p`'s owner `m`, on its thread; `p`'s local queue has room as `globrunqget`
+/// `m` owns `p`; `p`'s local queue has room as `globrunqget`
 /// requires.
-pub(super) unsafe fn globrunqget_or_preempted(m: &M, p: &P, max: i32) -> Option<*mut G> {
+pub(super) unsafe fn globrunqget_or_preempted(m: ThisM<'_>, p: &P, max: i32) -> Option<*mut G> {
     // SAFETY: m's own thread owns globturn.
     let global_first = unsafe { m.globturn.get() } || m.aff.npreempted() == 0;
     if !global_first {

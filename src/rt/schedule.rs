@@ -12,11 +12,11 @@ use crate::arch;
 /// asked for when it switched back (park, gosched, exit).
 ///
 /// # Safety
-/// Called once per M, on its own thread, holding a P.
-pub(super) unsafe fn schedule_loop(m: &M) {
+/// Called once per M, on its scheduler stack (g0), holding a P.
+pub(super) unsafe fn schedule_loop(m: ThisM<'_>) {
     let mut next: Option<(*mut G, bool)> = None;
     loop {
-        // SAFETY: on m's own thread (caller contract).
+        // SAFETY: on g0 (the caller's contract).
         let (gp, inherit) = match next.take() {
             Some(x) => x,
             None => unsafe { schedule(m) },
@@ -35,16 +35,15 @@ pub(super) unsafe fn schedule_loop(m: &M) {
 /// Finds a runnable G for this M (Go's schedule minus execute). Blocks until there is one.
 ///
 /// # Safety
-/// Called on `m`'s own thread.
-pub(super) unsafe fn schedule(m: &M) -> (*mut G, bool) {
+/// On `m`'s scheduler stack (g0).
+pub(super) unsafe fn schedule(m: ThisM<'_>) -> (*mut G, bool) {
     // An M locked to a G runs nothing else: wait for it to become runnable.
     let lg = m.lockedg.load(Ordering::Relaxed);
     if !lg.is_null() {
         // Handed its goroutine with a P by `lock_move` (a new M), or its goroutine stopped
         // running and the M waits until someone finds it runnable again.
-        // SAFETY: m's thread.
-        if unsafe { !take_lockstart(m) } {
-            // SAFETY: m's thread.
+        if !take_lockstart(m) {
+            // SAFETY: on g0.
             unsafe { stoplockedm(m) };
         }
         return (lg, false);
@@ -55,8 +54,7 @@ pub(super) unsafe fn schedule(m: &M) -> (*mut G, bool) {
     // load of `lockstart` every round, which the yield workload would pay per switch).
     let mut again = false;
     loop {
-        // SAFETY: m's thread.
-        if again && unsafe { take_lockstart(m) } {
+        if again && take_lockstart(m) {
             return (m.lockedg.load(Ordering::Relaxed), false);
         }
         again = true;
@@ -64,10 +62,10 @@ pub(super) unsafe fn schedule(m: &M) -> (*mut G, bool) {
         // SAFETY: this M holds pp (P–M reciprocity is checked in debug builds).
         let p = unsafe { &*pp };
         debug_assert!(
-            std::ptr::eq(p.m.load(Ordering::Relaxed), m),
+            std::ptr::eq(p.m.load(Ordering::Relaxed), m.m()),
             "gmp: P-M reciprocity"
         );
-        // SAFETY: m's thread, holding pp.
+        // SAFETY: holding pp.
         if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) && unsafe { retire_p(m) } {
             continue;
         }
@@ -81,7 +79,7 @@ pub(super) unsafe fn schedule(m: &M) -> (*mut G, bool) {
             p.preempt.load(Ordering::Relaxed) && p.preempt.swap(false, Ordering::Relaxed);
         // Goroutines that can run only on this M come first (affinity.rs), the preempted
         // ones excepted: they wait as the global queue does.
-        // SAFETY: m's thread, holding pp.
+        // SAFETY: holding pp.
         let mut found = unsafe { affinity::get_first(m) }.map(|gp| (gp, false));
         // Fairness: check the global queue (and this M's preempted goroutines) once in a
         // while, so that two goroutines re-spawning each other on the local queue cannot
@@ -93,12 +91,12 @@ pub(super) unsafe fn schedule(m: &M) -> (*mut G, bool) {
             // affwait in turn, and the Ms take turns with the P.
             if SCHED.naffwait.load(Ordering::Relaxed) > 0
                 && !m.spinning.load(Ordering::Relaxed)
-                // SAFETY: m's thread, holding a P, not spinning.
+                // SAFETY: holding a P, not spinning.
                 && unsafe { handoff_to_affwait(m) }
             {
                 continue;
             }
-            // SAFETY: m's thread, owning pp; max = 1 puts nothing on the local queue.
+            // SAFETY: owning pp; max = 1 puts nothing on the local queue.
             found = unsafe { globrunqget_or_preempted(m, p, 1) }.map(|gp| (gp, false));
         }
         if found.is_none() {
@@ -120,7 +118,7 @@ pub(super) unsafe fn schedule(m: &M) -> (*mut G, bool) {
             // A request consumed above ends the slice whatever find_runnable found (its
             // local-queue pick may be runnext, which would inherit the old slice and leave
             // sysmon asking again every round).
-            // SAFETY: m's thread, holding a P.
+            // SAFETY: holding a P.
             None => match unsafe { find_runnable(m) } {
                 Some((gp, inherit)) => (gp, inherit && !preempted),
                 // P retired (we got another one), or handed a locked G: start over.
@@ -131,20 +129,20 @@ pub(super) unsafe fn schedule(m: &M) -> (*mut G, bool) {
         // This thread is going to run a G now, so it is no longer spinning; if it was the
         // last spinning M, another one must start looking.
         if m.spinning.load(Ordering::Relaxed) {
-            resetspinning(m);
+            resetspinning(&m);
         }
         // A G locked to another M: hand that M our P and wait for new work ourselves. (Or
         // one started GMP_GO_LOCKED, not locked to an M yet: `LOCK_AT_START`.)
         // SAFETY: Gs are never freed.
         let lm = unsafe { (*gp).lockedm.load(Ordering::Relaxed) };
-        if !lm.is_null() && !std::ptr::eq(lm, m) {
+        if !lm.is_null() && !std::ptr::eq(lm, m.m()) {
             if lm == LOCK_AT_START {
-                // SAFETY: m's thread, holding a P, not spinning; we dequeued gp.
+                // SAFETY: holding a P, not spinning; we dequeued gp.
                 if unsafe { start_locked(m, gp) } {
                     return (gp, inherit);
                 }
             } else {
-                // SAFETY: m's thread, holding a P.
+                // SAFETY: holding a P.
                 unsafe { startlockedm(m, lm) };
             }
             continue;
@@ -156,8 +154,8 @@ pub(super) unsafe fn schedule(m: &M) -> (*mut G, bool) {
 /// Switches to `gp` and runs it until it switches back; returns what it asked for.
 ///
 /// # Safety
-/// On `m`'s own thread holding a P; `gp` is RUNNABLE, taken off every run queue, and ours.
-pub(super) unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
+/// `m` holds a P; `gp` is RUNNABLE, taken off every run queue, and ours.
+pub(super) unsafe fn execute(m: ThisM<'_>, gp: *mut G, inherit: bool) -> usize {
     // No runtime lock is held across a switch to a goroutine (gopark's
     // unlock function has released the parking goroutine's locks by now).
     #[cfg(debug_assertions)]
@@ -169,7 +167,7 @@ pub(super) unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
     unsafe {
         let g = &*gp;
         m.curg.store(gp, Ordering::Relaxed);
-        g.m.store(m as *const M as *mut M, Ordering::Relaxed);
+        g.m.store(m.m() as *const M as *mut M, Ordering::Relaxed);
         casgstatus(g, G_RUNNABLE, G_RUNNING);
         if !inherit {
             let p = &*pp;
@@ -180,13 +178,13 @@ pub(super) unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         }
         if g.pinned.get() && g.affm.load(Ordering::Relaxed).is_null() {
             // Started pinned: bound to this M from now on (affinity.rs).
-            g.affm.store(m as *const M as *mut M, Ordering::Relaxed);
+            g.affm.store(m.m() as *const M as *mut M, Ordering::Relaxed);
             m.naffine.set(m.naffine.get() + 1);
         }
         #[cfg(debug_assertions)]
         {
             let am = g.affm.load(Ordering::Relaxed);
-            if !am.is_null() && !std::ptr::eq(am, m) {
+            if !am.is_null() && !std::ptr::eq(am, m.m()) {
                 throw("execute: affine goroutine on another M");
             }
         }
@@ -194,7 +192,7 @@ pub(super) unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
             // Resumed after an asynchronous preemption, on the M it was stopped on: the
             // lock was for that one stop (`park::gopreempt_bound`).
             #[cfg(debug_assertions)]
-            if !std::ptr::eq(g.lockedm.load(Ordering::Relaxed), m) || m.lockedext.get() != 0 {
+            if !std::ptr::eq(g.lockedm.load(Ordering::Relaxed), m.m()) || m.lockedext.get() != 0 {
                 throw("execute: a goroutine stopped by preemption resumes on another M");
             }
             g.asyncbound.set(false);
@@ -205,10 +203,10 @@ pub(super) unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
         {
             // The triangle G ↔ M ↔ P and P–M reciprocity (HACKING.md, "Invariants checked
             // in debug builds").
-            if !std::ptr::eq(g.m.load(Ordering::Relaxed), m)
+            if !std::ptr::eq(g.m.load(Ordering::Relaxed), m.m())
                 || m.curg.load(Ordering::Relaxed) != gp
                 || pp.is_null()
-                || !std::ptr::eq((*pp).m.load(Ordering::Relaxed), m)
+                || !std::ptr::eq((*pp).m.load(Ordering::Relaxed), m.m())
             {
                 throw("execute: triangle invariant broken");
             }
@@ -226,7 +224,7 @@ pub(super) unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
                 .map(crate::stack::Stack::top)
                 .unwrap_or_else(|| throw("execute: G without stack"));
             if hooks::any() {
-                hooks::execute(m, g);
+                hooks::execute(&m, g);
             }
             return arch::start_from_g0_balanced(
                 m.g0_sp.ptr(),
@@ -236,7 +234,7 @@ pub(super) unsafe fn execute(m: &M, gp: *mut G, inherit: bool) -> usize {
             );
         }
         if hooks::any() {
-            hooks::execute(m, g);
+            hooks::execute(&m, g);
         }
         arch::switch_from_g0_balanced(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())
     }
@@ -309,8 +307,8 @@ pub(super) unsafe fn take_hot_stack(p: &P, g: &G, promised: usize) {
 /// the M woke up holding a different P that must be re-checked by `schedule`.
 ///
 /// # Safety
-/// Called on `m`'s own thread, holding a P.
-pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
+/// `m` holds a P.
+pub(super) unsafe fn find_runnable(m: ThisM<'_>) -> Option<(*mut G, bool)> {
     // SAFETY: m's own thread owns foreign_handoff.
     let mut handed = unsafe { m.foreign_handoff.get() };
     if handed {
@@ -337,7 +335,7 @@ pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
 
         // 2a. Readied goroutines that can run only on this M (`schedule` looks at them
         // first, so we get here with some queued only right after one of them yielded).
-        // SAFETY: m's thread, holding pp.
+        // SAFETY: holding pp.
         if let Some(gp) = unsafe { affinity::get(m) } {
             return Some((gp, false));
         }
@@ -363,8 +361,7 @@ pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
         // "-shape 1" pingpong` compares the two orders). The spinner steals as step 4 would every
         // 64 polls (`spin_for_foreign_open`). The mailbox opens first, then the M counts
         // as spinning: the foreign thread's next hand-off may come at any moment.
-        // SAFETY: m's thread.
-        if (handed || unsafe { foreign_moved(m) } || foreign_recent())
+        if (handed || foreign_moved(m) || foreign_recent())
             && crate::sys::FOREIGN_SPIN.load(Ordering::Relaxed)
             && (m.spinning.load(Ordering::Relaxed)
                 || 2 * SCHED.nmspinning.load(Ordering::SeqCst)
@@ -372,7 +369,7 @@ pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             && open_mailbox()
         {
             if !m.spinning.load(Ordering::Relaxed) {
-                become_spinning(m);
+                become_spinning(&m);
             }
             // Once per hand-off: a spin that ends with nothing found does not repeat.
             handed = false;
@@ -380,7 +377,7 @@ pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             let found = unsafe { spin_for_foreign(m, p) };
             if let Some((gp, inherit)) = found {
                 // A foreign thread's next hand-off calls wakep itself.
-                resetspinning_foreign(m);
+                resetspinning_foreign(&m);
                 return Some((gp, inherit));
             }
             continue;
@@ -394,7 +391,7 @@ pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
                 < procs - SCHED.npidle.load(Ordering::SeqCst)
         {
             if !m.spinning.load(Ordering::Relaxed) {
-                become_spinning(m);
+                become_spinning(&m);
             }
             // SAFETY: we own pp.
             if let Some(gp) = unsafe { steal_work(m, p) } {
@@ -415,10 +412,10 @@ pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             if !m.spinning.load(Ordering::Relaxed) && SCHED.needspinning.load(Ordering::SeqCst) == 1
             {
                 // A wakeup found no idle P and asked for a spinner: be it.
-                become_spinning(m);
+                become_spinning(&m);
                 continue;
             }
-            // SAFETY: m's thread, holding pp.
+            // SAFETY: holding pp.
             let released = unsafe { releasep(m) };
             debug_assert!(released == pp);
             pidleput(&mut g, pp);
@@ -430,7 +427,7 @@ pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
         // decrement would find nmspinning > 0, not wake anyone, and sit until someone else
         // happened to look. The SeqCst RMW is the StoreLoad barrier pairing with wakep's.
         if was_spinning {
-            stop_spinning(m);
+            stop_spinning(&m);
             if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
                 let mut g = lock_sched();
                 if SCHED.runqsize.load(Ordering::Relaxed) != 0
@@ -438,7 +435,7 @@ pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
                 {
                     // SAFETY: we are m's thread and took pp2 off the idle list.
                     unsafe { acquirep(m, pp2) };
-                    become_spinning(m);
+                    become_spinning(&m);
                     // SAFETY: we own pp2 and an idle P's queue is empty.
                     if let Some(gp) = unsafe { globrunqget(&mut g, &*pp2, 0) } {
                         return Some((gp, false));
@@ -449,7 +446,7 @@ pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             if let Some(pp2) = check_runqs_no_p() {
                 // SAFETY: we are m's thread and took pp2 off the idle list.
                 unsafe { acquirep(m, pp2) };
-                become_spinning(m);
+                become_spinning(&m);
                 continue;
             }
         }
@@ -464,13 +461,13 @@ pub(super) unsafe fn find_runnable(m: &M) -> Option<(*mut G, bool)> {
             if let Some(pp2) = pp2 {
                 // SAFETY: we are m's thread and took pp2 off the idle list.
                 unsafe { acquirep(m, pp2) };
-                become_spinning(m);
+                become_spinning(&m);
                 continue;
             }
         }
 
         // 7. Park until someone hands us a P (or, as the timer M, until a timer is due).
-        // SAFETY: m's thread, no P, not spinning.
+        // SAFETY: no P, not spinning.
         unsafe { park_idle(m) };
         // Woken with a P (and maybe spinning): loop, re-checking that P.
     }
@@ -502,8 +499,8 @@ pub(super) fn handed_over() -> bool {
 /// (`globrunqget_or_preempted`).
 ///
 /// # Safety
-/// Called by `p`'s owner `m`, on its thread.
-pub(super) unsafe fn timers_and_queues(m: &M, p: &P) -> Option<(*mut G, bool)> {
+/// `m` owns `p`.
+pub(super) unsafe fn timers_and_queues(m: ThisM<'_>, p: &P) -> Option<(*mut G, bool)> {
     check_timers(p);
     // SAFETY: caller contract.
     if let Some((gp, inherit)) = unsafe { p.runq.get() } {
@@ -553,8 +550,8 @@ pub(super) fn check_timers(p: &P) {
 /// one, so the goroutines come to it.
 ///
 /// # Safety
-/// On `m`'s own thread, no P, not spinning.
-pub(super) unsafe fn park_idle(m: &M) {
+/// `m` holds no P and is not spinning.
+pub(super) unsafe fn park_idle(m: ThisM<'_>) {
     loop {
         let mut next = timer::earliest();
         if next == 0 && netpoll::inited() && netpoll::any_waiters() {
@@ -565,17 +562,17 @@ pub(super) unsafe fn park_idle(m: &M) {
         // ourselves idle before a timed sleep, as stopm does before sleeping.
         #[cfg(debug_assertions)]
         idle_delay();
-        // SAFETY: m's thread, no P.
+        // SAFETY: no P.
         let affine = m.affwanted.load(Ordering::SeqCst) || unsafe { affinity::go_idle(m) };
-        // SAFETY: m's thread, no P.
+        // SAFETY: no P.
         let mut ready = netpoll::Ready::new();
-        if next == 0 || affine || !unsafe { timer::sleep_as_timer_m(m, next, &mut ready) } {
+        if next == 0 || affine || !unsafe { timer::sleep_as_timer_m(&m, next, &mut ready) } {
             if !affine {
                 // Another M is the timer M; it may sleep past `next` if it found every P
                 // busy, and we just made one idle.
                 timer::wake_timer_m_for_idle_p(next);
             }
-            // SAFETY: m's thread, no P, not spinning.
+            // SAFETY: no P, not spinning.
             unsafe { stopm(m) };
             return;
         }
@@ -585,7 +582,7 @@ pub(super) unsafe fn park_idle(m: &M) {
         };
         match pp {
             Some(pp) => {
-                // SAFETY: m's thread; pp came off the idle list.
+                // SAFETY: pp came off the idle list.
                 unsafe {
                     acquirep(m, pp);
                     affinity::set_active(m);
@@ -629,8 +626,8 @@ pub(super) fn check_runqs_no_p() -> Option<*mut P> {
 /// taking a victim's `runnext` only on the last pass (it is about to run there anyway).
 ///
 /// # Safety
-/// Called by `p`'s owner `m`, spinning.
-pub(super) unsafe fn steal_work(m: &M, p: &P) -> Option<*mut G> {
+/// `m` owns `p` and is spinning.
+pub(super) unsafe fn steal_work(m: ThisM<'_>, p: &P) -> Option<*mut G> {
     const STEAL_TRIES: usize = 4;
     let n = SCHED.gomaxprocs.load(Ordering::Relaxed) as u32;
     if n <= 1 {
@@ -638,8 +635,7 @@ pub(super) unsafe fn steal_work(m: &M, p: &P) -> Option<*mut G> {
     }
     for i in 0..STEAL_TRIES {
         let steal_runnext = i == STEAL_TRIES - 1;
-        // SAFETY: m's own thread owns fastrand.
-        let r = unsafe { fastrand(m) };
+        let r = fastrand(m);
         let order = StealOrder::new(n, r);
         for pos in order {
             let vp = SCHED.allp[pos as usize].load(Ordering::Acquire);
@@ -713,11 +709,8 @@ pub(super) fn gcd(mut a: u32, mut b: u32) -> u32 {
 }
 
 /// xorshift64* on the M's own state.
-///
-/// # Safety
-/// Called on `m`'s own thread.
-pub(super) unsafe fn fastrand(m: &M) -> u64 {
-    // SAFETY: caller contract: we are the owner of fastrand.
+pub(super) fn fastrand(m: ThisM<'_>) -> u64 {
+    // SAFETY: `m` is this thread's M, the owner of `fastrand`.
     let mut x = unsafe { m.fastrand.get() };
     x ^= x >> 12;
     x ^= x << 25;

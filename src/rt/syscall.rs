@@ -147,8 +147,9 @@ pub fn exitsyscall() {
         }
         return;
     }
-    // SAFETY: m's thread; the goroutine is in a syscall and its P is gone.
-    unsafe { exitsyscall_slow(m, gp) };
+    // SAFETY: mp is this thread's M (as above); the goroutine is in a syscall and its P is
+    // gone.
+    unsafe { exitsyscall_slow(ThisM::assume(m), gp) };
     if traceevent::on() {
         traceevent::syscall_exit(m, g);
     }
@@ -160,13 +161,13 @@ pub fn exitsyscall() {
 /// serve first).
 ///
 /// # Safety
-/// On `m`'s thread, running (on its stack) goroutine `gp` in G_SYSCALL, holding no P.
+/// Running (on its stack) goroutine `gp` in G_SYSCALL, holding no P.
 #[cold]
 #[inline(never)]
-unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
+unsafe fn exitsyscall_slow(m: ThisM<'_>, gp: *mut G) {
     // SAFETY: gp is ours (caller contract).
     let g = unsafe { &*gp };
-    // SAFETY: m's thread, no P; an M running a goroutine is never spinning.
+    // SAFETY: no P; an M running a goroutine is never spinning.
     unsafe { mstart::wait_for_p(m) };
     casgstatus(g, G_SYSCALL, G_RUNNING);
     let pp = m.p.load(Ordering::Relaxed);
@@ -177,9 +178,9 @@ unsafe fn exitsyscall_slow(m: &M, gp: *mut G) {
         Ordering::Relaxed,
     );
     #[cfg(debug_assertions)]
-    if !std::ptr::eq(g.m.load(Ordering::Relaxed), m)
+    if !std::ptr::eq(g.m.load(Ordering::Relaxed), m.m())
         || m.curg.load(Ordering::Relaxed) != gp
-        || !std::ptr::eq(p.m.load(Ordering::Relaxed), m)
+        || !std::ptr::eq(p.m.load(Ordering::Relaxed), m.m())
     {
         throw("exitsyscall: triangle invariant broken");
     }
