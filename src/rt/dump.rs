@@ -523,9 +523,9 @@ pub(crate) static GDB_LAYOUT: [usize; 15] = [
     core::mem::offset_of!(G, waitsince),
     core::mem::offset_of!(G, entry),
     core::mem::size_of::<G>(),
-    core::mem::offset_of!(super::proc::GChunk, gs),
-    core::mem::offset_of!(super::proc::GChunk, len),
-    core::mem::offset_of!(super::proc::GChunk, next),
+    core::mem::offset_of!(GChunk, gs),
+    core::mem::offset_of!(GChunk, len),
+    core::mem::offset_of!(GChunk, next),
 ];
 
 #[cfg(test)]

@@ -549,7 +549,7 @@ pub struct M {
     /// Owner: this M's thread.
     pub foreign_handoff: Owned<bool>,
     /// The unseen blocking call sysmon last saw this M's thread asleep in (unseen.rs).
-    pub unseen: unseen::Seen,
+    pub unseen: Seen,
     /// The thread's voluntary context switches at the last preemption look, and whether
     /// there was one (`preempt::computing`): a thread is signalled only if it has not
     /// slept since. Written by whoever looks (sysmon, or an M stepping in for timers;
@@ -562,7 +562,7 @@ pub struct M {
     pub task_lock: AtomicBool,
     /// The source that sends the thread its preemption signal in user code only
     /// (preemptsig.rs), armed under `task_lock`.
-    pub preemptsig: preemptsig::PreemptSig,
+    pub preemptsig: PreemptSig,
 }
 
 // SAFETY: an M is shared through raw pointers between threads; its non-atomic fields are
@@ -854,7 +854,7 @@ pub struct Sched {
     /// Heads of the append-only lists of all Ms and of all chunks of Gs ever created
     /// (`proc::all_gs`).
     pub allm: AtomicPtr<M>,
-    pub allg: AtomicPtr<proc::GChunk>,
+    pub allg: AtomicPtr<GChunk>,
     /// Counters.
     pub goidgen: AtomicU64,
     pub mnext: AtomicI64,
@@ -1210,6 +1210,45 @@ impl Default for SysmonTick {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// A chunk of `G_CHUNK` G slots, of which the first `len` hold Gs. The chunks are linked
+/// from `SCHED.allg`, newest first, and are never freed: they are the list of every G
+/// (Go's `allgs`), read without a lock by the dump (also from a signal handler), checkdead
+/// and scheddetail. Keeping the list here rather than a link in each G leaves the G at
+/// 128 bytes with nothing beside it.
+pub struct GChunk {
+    /// The slots (immutable).
+    pub(super) gs: *mut G,
+    /// How many slots hold a constructed G: raised with a release store after the G is
+    /// written, under `G_CHUNK_LOCK`.
+    pub(super) len: AtomicUsize,
+    /// The previous (older) chunk (immutable).
+    pub(super) next: *const GChunk,
+}
+
+/// What sysmon saw an M's thread asleep in, for the M's handler to check against the
+/// interrupted context. Written by sysmon only, before the signal (whose delivery orders
+/// the writes before the handler's reads); read by the M's handler.
+pub struct Seen {
+    pub(super) nr: AtomicI64,
+    pub(super) args: [AtomicU64; 6],
+    pub(super) sp: AtomicU64,
+    /// The return address: just past the `syscall` instruction.
+    pub(super) pc: AtomicU64,
+    /// How the call may come back from the signal (`Restart as u64`).
+    pub(super) how: AtomicU64,
+}
+
+/// An M's preemption source: `key` holds the thread id in the high half and the perf fd
+/// or timer id in the low one (`NONE` when there is none); `perf_id` the perf event's id
+/// (`PERF_EVENT_IOC_ID`), checked before each arming so that an fd number the program
+/// closed and reused is never touched; `armed_at` when it was last armed (0: not armed,
+/// or its signal arrived).
+pub struct PreemptSig {
+    pub(super) key: AtomicU64,
+    pub(super) perf_id: AtomicU64,
+    pub(super) armed_at: AtomicI64,
 }
 
 /// `throw` for a misuse Go reports with panic (negative WaitGroup counter, …).

@@ -223,11 +223,11 @@ pub(super) fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         tsan_g0: Owned::new(0),
         foreign_seen: Owned::new(0),
         foreign_handoff: Owned::new(false),
-        unseen: unseen::Seen::new(),
+        unseen: Seen::new(),
         vcsw_seen: [AtomicU64::new(0), AtomicU64::new(0)],
         task_fds: [const { AtomicU64::new(preempt::NO_TASK_FD) }; 3],
         task_lock: AtomicBool::new(false),
-        preemptsig: preemptsig::PreemptSig::new(),
+        preemptsig: PreemptSig::new(),
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);

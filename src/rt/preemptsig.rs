@@ -47,17 +47,6 @@ use core::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering};
 
 use super::*;
 
-/// An M's preemption source: `key` holds the thread id in the high half and the perf fd
-/// or timer id in the low one (`NONE` when there is none); `perf_id` the perf event's id
-/// (`PERF_EVENT_IOC_ID`), checked before each arming so that an fd number the program
-/// closed and reused is never touched; `armed_at` when it was last armed (0: not armed,
-/// or its signal arrived).
-pub struct PreemptSig {
-    key: AtomicU64,
-    perf_id: AtomicU64,
-    armed_at: AtomicI64,
-}
-
 const NONE: u64 = u64::MAX;
 
 impl PreemptSig {
@@ -67,6 +56,12 @@ impl PreemptSig {
             perf_id: AtomicU64::new(0),
             armed_at: AtomicI64::new(0),
         }
+    }
+}
+
+impl Default for PreemptSig {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

@@ -870,21 +870,6 @@ pub(super) unsafe fn refill_hot(p: &P) {
 /// 128-byte G itself (it shows in the RSS of a million parked goroutines).
 const G_CHUNK: usize = 256;
 
-/// A chunk of `G_CHUNK` G slots, of which the first `len` hold Gs. The chunks are linked
-/// from `SCHED.allg`, newest first, and are never freed: they are the list of every G
-/// (Go's `allgs`), read without a lock by the dump (also from a signal handler), checkdead
-/// and scheddetail. Keeping the list here rather than a link in each G leaves the G at
-/// 128 bytes with nothing beside it.
-pub struct GChunk {
-    /// The slots (immutable).
-    pub(super) gs: *mut G,
-    /// How many slots hold a constructed G: raised with a release store after the G is
-    /// written, under `G_CHUNK_LOCK`.
-    pub(super) len: AtomicUsize,
-    /// The previous (older) chunk (immutable).
-    pub(super) next: *const GChunk,
-}
-
 /// Serialises `new_g` (the chunk list's only writer).
 static G_CHUNK_LOCK: Lock = Lock::new(crate::sys::Rank::GChunks);
 

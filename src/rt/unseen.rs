@@ -75,19 +75,6 @@ use super::*;
 /// its thread sleeps in an unseen call; also the least time between two looks at one P.
 pub(super) const LOOK_AFTER_NS: i64 = 1_000_000;
 
-/// What sysmon saw an M's thread asleep in, for the M's handler to check against the
-/// interrupted context. Written by sysmon only, before the signal (whose delivery orders
-/// the writes before the handler's reads); read by the M's handler.
-pub struct Seen {
-    nr: AtomicI64,
-    args: [AtomicU64; 6],
-    sp: AtomicU64,
-    /// The return address: just past the `syscall` instruction.
-    pc: AtomicU64,
-    /// How the call may come back from the signal (`Restart as u64`).
-    how: AtomicU64,
-}
-
 impl Seen {
     pub const fn new() -> Seen {
         Seen {
@@ -101,6 +88,12 @@ impl Seen {
 
     pub fn clear(&self) {
         self.nr.store(-1, Ordering::Relaxed);
+    }
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
