@@ -75,7 +75,6 @@ const RT_UPWARD: &[(&str, &str)] = &[
     ("foreign", "schedule"),
     ("idle", "mstart"),
     ("lockosthread", "mstart"),
-    ("mod", "affinity"),
     ("mod", "sudog"),
     ("mod", "timer"),
     ("mstart", "procresize"),

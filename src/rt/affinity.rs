@@ -50,26 +50,6 @@ pub(super) const MLIST_IDLE: u8 = 1;
 /// `m.mlist`: the M is on `SCHED.affwait` (only a P hand-over takes it).
 pub(super) const MLIST_AFFWAIT: u8 = 2;
 
-/// An M's queue of runnable goroutines that can run only on it.
-pub struct AffQueue {
-    lock: Lock,
-    inner: Owned<AffInner>,
-    /// Lengths of `inner.q` and `inner.preempted`, read lock-free by the owning M as
-    /// hints (a push it misses is seen under the lock by `go_idle` before the M sleeps).
-    nready: AtomicU32,
-    npreempted: AtomicU32,
-}
-
-struct AffInner {
-    /// Readied and yielded goroutines: served before the P's run queues.
-    q: GQueue,
-    /// Preempted goroutines: served where the global run queue is (module doc).
-    preempted: GQueue,
-    /// The owning M is about to sleep, or asleep, without a P and without having seen
-    /// anything queued here: the next pusher must get it a P.
-    idle: bool,
-}
-
 impl AffQueue {
     pub const fn new() -> AffQueue {
         AffQueue {

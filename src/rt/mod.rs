@@ -491,7 +491,7 @@ pub struct M {
     pub schedprev: Owned<*mut M>,
     pub mlist: Owned<u8>,
     /// Goroutines affine to this M, runnable (affinity.rs).
-    pub aff: affinity::AffQueue,
+    pub aff: AffQueue,
     /// Affine work was queued for this M after it went idle, before it reached an idle
     /// list: it must get a P instead of sleeping. Written under `SCHED.lock`.
     pub affwanted: AtomicBool,
@@ -1249,6 +1249,26 @@ pub struct PreemptSig {
     pub(super) key: AtomicU64,
     pub(super) perf_id: AtomicU64,
     pub(super) armed_at: AtomicI64,
+}
+
+/// An M's queue of runnable goroutines that can run only on it.
+pub struct AffQueue {
+    pub(super) lock: Lock,
+    pub(super) inner: Owned<AffInner>,
+    /// Lengths of `inner.q` and `inner.preempted`, read lock-free by the owning M as
+    /// hints (a push it misses is seen under the lock by `go_idle` before the M sleeps).
+    pub(super) nready: AtomicU32,
+    pub(super) npreempted: AtomicU32,
+}
+
+pub(super) struct AffInner {
+    /// Readied and yielded goroutines: served before the P's run queues.
+    pub(super) q: GQueue,
+    /// Preempted goroutines: served where the global run queue is (module doc).
+    pub(super) preempted: GQueue,
+    /// The owning M is about to sleep, or asleep, without a P and without having seen
+    /// anything queued here: the next pusher must get it a P.
+    pub(super) idle: bool,
 }
 
 /// `throw` for a misuse Go reports with panic (negative WaitGroup counter, …).

@@ -200,7 +200,7 @@ pub(super) fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         schedlink: Owned::new(null_mut()),
         schedprev: Owned::new(null_mut()),
         mlist: Owned::new(affinity::MLIST_NONE),
-        aff: affinity::AffQueue::new(),
+        aff: AffQueue::new(),
         affwanted: AtomicBool::new(false),
         naffine: Owned::new(0),
         affskip: Owned::new(false),
