@@ -70,6 +70,12 @@ impl AffQueue {
         self.nready.load(Ordering::Relaxed) + self.npreempted.load(Ordering::Relaxed)
     }
 
+    /// Whether nothing is queued (a hint, as `len`).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Preempted goroutines queued (a hint).
     #[inline]
     pub fn npreempted(&self) -> u32 {
