@@ -199,7 +199,7 @@ fn quiescent() -> bool {
         let m = unsafe { &*cur };
         if !m.dead.load(Ordering::SeqCst)
             && (!m.curg.load(Ordering::SeqCst).is_null()
-                || (m.aff.len() != 0 && waiting_locked_g(m).is_none()))
+                || (!m.aff.is_empty() && waiting_locked_g(m).is_none()))
         {
             return false;
         }

@@ -117,7 +117,7 @@ pub(super) unsafe fn spin_for_foreign_open(m: ThisM<'_>, p: &P) -> Option<(*mut 
         if let Some(x) = unsafe { timers_and_queues(m, p) } {
             return Some(x);
         }
-        if m.aff.len() != 0 || SCHED.needspinning.load(Ordering::Relaxed) == 1 {
+        if !m.aff.is_empty() || SCHED.needspinning.load(Ordering::Relaxed) == 1 {
             return None;
         }
         polls = polls.wrapping_add(1);

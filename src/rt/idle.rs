@@ -173,7 +173,7 @@ pub(super) fn affwait_get(g: &mut SchedGuard) -> Option<*mut M> {
 /// that was `m` may touch it afterwards.
 pub(super) fn mfree_put(m: &M) {
     // SAFETY: on m's own (exiting) thread, which owns naffine.
-    if unsafe { m.naffine.get() } != 0 || m.aff.len() != 0 {
+    if unsafe { m.naffine.get() } != 0 || !m.aff.is_empty() {
         // Goroutines are bound to it: a thread ended under them by pthread_exit (mexit
         // refuses to end one). They are stranded, and the M must not serve anyone else.
         return;

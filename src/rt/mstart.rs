@@ -304,7 +304,7 @@ pub(super) unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u
         if !curg.load(Ordering::Relaxed).is_null()
             || !p.load(Ordering::Relaxed).is_null()
             || naffine.get() != 0
-            || aff.len() != 0
+            || !aff.is_empty()
             || !lockedg.load(Ordering::Relaxed).is_null()
         {
             throw("allocm: dead m still in use");
@@ -414,7 +414,7 @@ pub(super) unsafe fn mexit(m: ThisM<'_>) {
         throw("mexit: spinning");
     }
     // SAFETY: m's own thread owns naffine.
-    if unsafe { m.naffine.get() } != 0 || m.aff.len() != 0 {
+    if unsafe { m.naffine.get() } != 0 || !m.aff.is_empty() {
         throw("mexit: goroutines bound to the exiting M");
     }
     // SAFETY: holding a P.
