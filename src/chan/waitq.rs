@@ -209,7 +209,7 @@ pub(crate) unsafe fn block(
         // (sys::foreign_wait).
         let woken = match deadline {
             None => {
-                rt::checkdead::foreign_sleep(&w.note, reason);
+                rt::foreignwait::foreign_sleep(&w.note, reason);
                 true
             }
             Some(d) => {

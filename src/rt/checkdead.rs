@@ -16,7 +16,7 @@
 //!    `sleep`, a timed wait, a gmp wait we do not track — might wake someone: no report;
 //! 3. nothing changed while we looked: (1) holds again afterwards, no P left the idle list
 //!    in between (`SCHED.pidlegets`, bumped by `pidleget` under the scheduler lock), no
-//!    foreign thread started or ended a wait (`FOREIGN_GEN`), and the foreign waiters'
+//!    foreign thread started or ended a wait (`foreignwait::FOREIGN_GEN`), and the foreign waiters'
 //!    notes are still not woken;
 //! 4. no goroutine on `allg` is runnable, running, in a syscall or being created.
 //!
@@ -41,38 +41,11 @@
 //! ms, doubling to 1 s) while a foreign thread waits and the verdict is "not yet"; a
 //! foreign thread starting a wait wakes sysmon for it.
 
-use core::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU8, AtomicU64, Ordering,
-};
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use core::time::Duration;
 
 use super::dump::Out;
 use super::*;
-
-/// Slots for foreign threads in untimed waits. A wait that finds them all taken is counted
-/// in `FOREIGN_UNTRACKED` and keeps the detector quiet until it ends.
-const SLOTS: usize = 256;
-
-struct Slot {
-    tid: AtomicI32,
-    note: AtomicPtr<Note>,
-    reason: AtomicU8,
-    since: AtomicI64,
-}
-
-static FOREIGN: [Slot; SLOTS] = [const {
-    Slot {
-        tid: AtomicI32::new(0),
-        note: AtomicPtr::new(core::ptr::null_mut()),
-        reason: AtomicU8::new(0),
-        since: AtomicI64::new(0),
-    }
-}; SLOTS];
-/// Changes at every registration and deregistration.
-static FOREIGN_GEN: AtomicU64 = AtomicU64::new(0);
-/// Registered foreign waiters, and waits that found no slot.
-static FOREIGN_WAITING: AtomicI32 = AtomicI32::new(0);
-static FOREIGN_UNTRACKED: AtomicI32 = AtomicI32::new(0);
 
 static ENABLED: AtomicBool = AtomicBool::new(true);
 /// The recheck interval while foreign threads wait (owner: sysmon).
@@ -88,71 +61,6 @@ pub(crate) fn init() {
         crate::sys::dbgvars::get(crate::sys::dbgvars::Var::Checkdead) != 0,
         Ordering::Relaxed,
     );
-}
-
-/// A foreign thread's untimed wait on `note` (`Note::sleep`), registered for the detector
-/// once the spinning phase is over and the thread enters the kernel: a wait that ends
-/// while spinning (a channel ping-pong with C main) costs nothing more.
-#[cold]
-#[inline(never)]
-pub(crate) fn foreign_sleep(note: &Note, reason: WaitReason) {
-    crate::sys::foreign_wait(
-        None,
-        |spin| note.spin_for(spin),
-        |_| {
-            let _registered = ForeignWait::begin(note, reason);
-            note.sleep_kernel(None)
-        },
-    );
-}
-
-/// A foreign thread's untimed wait, registered while it lasts (see the module doc).
-struct ForeignWait {
-    slot: usize,
-}
-
-impl ForeignWait {
-    fn begin(note: &Note, reason: WaitReason) -> ForeignWait {
-        let tid = crate::sys::gettid();
-        let mut slot = SLOTS;
-        for (i, s) in FOREIGN.iter().enumerate() {
-            if s.tid.load(Ordering::Relaxed) == 0
-                && s.tid
-                    .compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed)
-                    .is_ok()
-            {
-                s.reason.store(reason as u8, Ordering::Relaxed);
-                s.since.store(crate::sys::nanotime(), Ordering::Relaxed);
-                s.note
-                    .store(note as *const Note as *mut Note, Ordering::SeqCst);
-                slot = i;
-                break;
-            }
-        }
-        if slot == SLOTS {
-            FOREIGN_UNTRACKED.fetch_add(1, Ordering::SeqCst);
-        } else {
-            FOREIGN_WAITING.fetch_add(1, Ordering::SeqCst);
-        }
-        FOREIGN_GEN.fetch_add(1, Ordering::SeqCst);
-        // sysmon may be in its deep sleep (every P idle) with nobody else to wake it.
-        super::sysmonwake::wake_if_deep();
-        ForeignWait { slot }
-    }
-}
-
-impl Drop for ForeignWait {
-    fn drop(&mut self) {
-        if self.slot == SLOTS {
-            FOREIGN_UNTRACKED.fetch_sub(1, Ordering::SeqCst);
-        } else {
-            let s = &FOREIGN[self.slot];
-            s.note.store(core::ptr::null_mut(), Ordering::SeqCst);
-            s.tid.store(0, Ordering::SeqCst);
-            FOREIGN_WAITING.fetch_sub(1, Ordering::SeqCst);
-        }
-        FOREIGN_GEN.fetch_add(1, Ordering::SeqCst);
-    }
 }
 
 /// Whether the note of a registered waiter may still be asleep. Its record lives on the
@@ -225,7 +133,7 @@ fn is_runtime_thread(tid: i32) -> bool {
 }
 
 fn foreign_waiter_asleep(tid: i32) -> bool {
-    FOREIGN
+    foreignwait::FOREIGN
         .iter()
         .any(|s| s.tid.load(Ordering::SeqCst) == tid && note_unwoken(s.note.load(Ordering::SeqCst)))
 }
@@ -260,22 +168,22 @@ fn no_live_goroutine() -> bool {
 }
 
 fn deadlocked() -> bool {
-    if FOREIGN_UNTRACKED.load(Ordering::SeqCst) != 0 {
+    if foreignwait::FOREIGN_UNTRACKED.load(Ordering::SeqCst) != 0 {
         return false;
     }
-    let generation = FOREIGN_GEN.load(Ordering::SeqCst);
+    let generation = foreignwait::FOREIGN_GEN.load(Ordering::SeqCst);
     let gets = SCHED.pidlegets.load(Ordering::SeqCst);
     if !quiescent() || !all_threads_asleep() || !quiescent() {
         return false;
     }
-    let notes_unwoken = FOREIGN.iter().all(|s| {
+    let notes_unwoken = foreignwait::FOREIGN.iter().all(|s| {
         let note = s.note.load(Ordering::SeqCst);
         note.is_null() || note_unwoken(note)
     });
     notes_unwoken
         && no_live_goroutine()
         && SCHED.pidlegets.load(Ordering::SeqCst) == gets
-        && FOREIGN_GEN.load(Ordering::SeqCst) == generation
+        && foreignwait::FOREIGN_GEN.load(Ordering::SeqCst) == generation
 }
 
 /// Called by sysmon when every P is idle, before its deep sleep (also marks the coarse
@@ -289,7 +197,7 @@ pub(crate) fn check() -> Option<Duration> {
     }
     // Without a foreign thread in one of our waits, some thread of the program (C main
     // at least) is doing something else, which may wake anything.
-    if FOREIGN_WAITING.load(Ordering::SeqCst) == 0 {
+    if foreignwait::FOREIGN_WAITING.load(Ordering::SeqCst) == 0 {
         return None;
     }
     if deadlocked() {
@@ -297,7 +205,7 @@ pub(crate) fn check() -> Option<Duration> {
     }
     // Not yet: a thread we cannot see into may still act. Ask again, backing off while
     // nothing changes.
-    let generation = FOREIGN_GEN.load(Ordering::Relaxed);
+    let generation = foreignwait::FOREIGN_GEN.load(Ordering::Relaxed);
     let mut ns = RECHECK_NS.load(Ordering::Relaxed);
     if RECHECK_GEN.swap(generation, Ordering::Relaxed) != generation || ns == 0 {
         ns = RECHECK_MIN_NS;
@@ -343,27 +251,5 @@ fn explain_held(out: &mut Out) {
     }
     if any {
         out.str("\n");
-    }
-}
-
-/// The foreign threads in tracked waits, for the dump.
-pub(crate) fn dump_foreign(out: &mut Out) {
-    let now = crate::sys::nanotime();
-    for s in &FOREIGN {
-        let tid = s.tid.load(Ordering::SeqCst);
-        if tid == 0 {
-            continue;
-        }
-        out.str("thread ");
-        out.dec(tid as u64);
-        out.str(" [");
-        let r = WaitReason::from_u8(s.reason.load(Ordering::Relaxed));
-        out.str(if r == WaitReason::None {
-            "waiting"
-        } else {
-            r.as_str()
-        });
-        super::dump::waited(out, s.since.load(Ordering::Relaxed), now);
-        out.str("]: a thread outside the runtime, blocked in a gmp call\n\n");
     }
 }

@@ -455,7 +455,7 @@ pub(crate) fn dump_all(out: &mut Out) {
             dump_g(out, g, now, fp);
         }
     }
-    super::checkdead::dump_foreign(out);
+    dump_foreign(out);
     out.flush();
 }
 
@@ -527,6 +527,28 @@ pub(crate) static GDB_LAYOUT: [usize; 15] = [
     core::mem::offset_of!(GChunk, len),
     core::mem::offset_of!(GChunk, next),
 ];
+
+/// The foreign threads in tracked waits, for the dump.
+pub(super) fn dump_foreign(out: &mut Out) {
+    let now = crate::sys::nanotime();
+    for s in &foreignwait::FOREIGN {
+        let tid = s.tid.load(Ordering::SeqCst);
+        if tid == 0 {
+            continue;
+        }
+        out.str("thread ");
+        out.dec(tid as u64);
+        out.str(" [");
+        let r = WaitReason::from_u8(s.reason.load(Ordering::Relaxed));
+        out.str(if r == WaitReason::None {
+            "waiting"
+        } else {
+            r.as_str()
+        });
+        waited(out, s.since.load(Ordering::Relaxed), now);
+        out.str("]: a thread outside the runtime, blocked in a gmp call\n\n");
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -84,6 +84,7 @@ mod coarsetime;
 mod config;
 pub(crate) mod dump;
 mod foreign;
+pub(crate) mod foreignwait;
 pub(crate) mod hooks;
 mod idle;
 mod lockedm;

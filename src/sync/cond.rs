@@ -174,7 +174,7 @@ impl NotifyEnv for Runtime {
         if w.wake.g.is_null() {
             ListLock(word).unlock();
             // A notifier dequeues us and then wakes the note; we return only after that.
-            rt::checkdead::foreign_sleep(&w.wake.note, WaitReason::Semacquire);
+            rt::foreignwait::foreign_sleep(&w.wake.note, WaitReason::Semacquire);
         } else {
             // SAFETY: on a goroutine; our record is on the list, and the unlock function
             // releases the one lock we hold.

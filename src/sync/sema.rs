@@ -187,7 +187,7 @@ fn semacquire_inner(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
         unsafe { root.enqueue(&mut w, lifo) };
         if w.g.is_null() {
             root.lock.unlock();
-            rt::checkdead::foreign_sleep(&w.note, reason);
+            rt::foreignwait::foreign_sleep(&w.note, reason);
             w.note.clear();
         } else {
             // SAFETY: on a goroutine (w.g non-null); we are on the root's queue, and the
