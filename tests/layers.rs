@@ -58,6 +58,7 @@ const RT_FLOORS: &[&[&str]] = &[
         "hooks",
         "asan",
         "tsan",
+        "hookflags",
         "threads",
         "foreignwait",
         "sysmonwake",
@@ -71,7 +72,6 @@ const RT_FLOORS: &[&[&str]] = &[
 const RT_UPWARD: &[(&str, &str)] = &[
     ("affinity", "mstart"),
     ("affinity", "ready"),
-    ("asan", "hooks"),
     ("foreign", "schedule"),
     ("idle", "mstart"),
     ("lockosthread", "mstart"),
@@ -94,7 +94,6 @@ const RT_UPWARD: &[(&str, &str)] = &[
     ("sysmon", "checkdead"),
     ("timer", "netpoll"),
     ("timer", "sysmon"),
-    ("tsan", "hooks"),
 ];
 
 fn src_dir() -> PathBuf {

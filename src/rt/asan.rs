@@ -59,7 +59,7 @@ pub(crate) fn init() {
         START.store(s as usize, Ordering::Relaxed);
         FINISH.store(f as usize, Ordering::Relaxed);
         ON.0.store(true, Ordering::Release);
-        super::hooks::set(super::hooks::ASAN, true);
+        super::hookflags::set(super::hookflags::ASAN, true);
     }
 }
 

@@ -1,32 +1,9 @@
 //! The observers a switch may have to tell (AddressSanitizer, ThreadSanitizer, the
-//! execution trace), behind one flag word: the scheduler's hot sites (every switch, every
-//! wake-up, every spawn) test `any()` — one load, one predicted branch — and call the cold
-//! functions here only when some observer is on.
-
-use core::sync::atomic::{AtomicU8, Ordering};
+//! execution trace): the scheduler's hot sites (every switch, every wake-up, every spawn)
+//! test `hookflags::any()` — one load, one predicted branch — and call the cold functions
+//! here only when some observer is on.
 
 use super::*;
-
-pub(crate) const ASAN: u8 = 1;
-pub(crate) const TSAN: u8 = 2;
-pub(crate) const TRACE: u8 = 4;
-
-#[repr(align(128))]
-struct Word(AtomicU8);
-static HOOKS: Word = Word(AtomicU8::new(0));
-
-#[inline(always)]
-pub(crate) fn any() -> bool {
-    HOOKS.0.load(Ordering::Relaxed) != 0
-}
-
-pub(crate) fn set(bit: u8, on: bool) {
-    if on {
-        HOOKS.0.fetch_or(bit, Ordering::SeqCst);
-    } else {
-        HOOKS.0.fetch_and(!bit, Ordering::SeqCst);
-    }
-}
 
 /// `execute`, on g0, right before the switch to `g` (its stack final).
 #[cold]

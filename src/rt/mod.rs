@@ -85,6 +85,7 @@ mod config;
 pub(crate) mod dump;
 mod foreign;
 pub(crate) mod foreignwait;
+pub(crate) mod hookflags;
 pub(crate) mod hooks;
 mod idle;
 mod lockedm;

@@ -34,11 +34,11 @@ unsafe fn mcall(act: usize) {
     // SAFETY: caller contract: we run on a goroutine, so m is this thread's M and curg is us.
     unsafe {
         let gp = (*m).curg.load(Ordering::Relaxed);
-        if hooks::any() {
+        if hookflags::any() {
             hooks::leave(&*m, &*gp, false);
         }
         arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), act);
-        if hooks::any() {
+        if hookflags::any() {
             hooks::resume(gp);
         }
     }
@@ -92,7 +92,7 @@ pub unsafe fn goready(gp: *mut G) {
         (*gp)
             .waitreason
             .store(WaitReason::None as u8, Ordering::Relaxed);
-        if hooks::any() {
+        if hookflags::any() {
             hooks::ready(gp);
         }
         prefetch_resume(&*gp);
@@ -218,7 +218,7 @@ pub(super) unsafe fn after_switch(m: ThisM<'_>, act: usize) -> Option<(*mut G, b
     let gp = m.curg.load(Ordering::Relaxed);
     // SAFETY: gp just ran on this M and is ours until we publish it below.
     let g = unsafe { &*gp };
-    if hooks::any() {
+    if hookflags::any() {
         hooks::after_switch(&m, g, act);
     }
     match act {

@@ -110,7 +110,7 @@ pub unsafe fn newproc(
             next
         };
         g.goid.store(goid, Ordering::Relaxed);
-        if hooks::any() {
+        if hookflags::any() {
             hooks::spawn(gp, goid, g.parentgoid.load(Ordering::Relaxed));
         }
         let old = g.status.load(Ordering::Relaxed);
@@ -203,7 +203,7 @@ pub fn preempt_wanted() -> bool {
 /// First frame of every goroutine, on its own stack: runs the entry function, then exits.
 pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
     let gp = getg();
-    if hooks::any() {
+    if hookflags::any() {
         hooks::started(gp);
     }
     // SAFETY: execute switched to this fresh stack for gp, which is running on this M.
@@ -312,7 +312,7 @@ pub fn goexit() -> ! {
     // SAFETY: m is this thread's M and curg is us.
     unsafe {
         let gp = (*m).curg.load(Ordering::Relaxed);
-        if hooks::any() {
+        if hookflags::any() {
             hooks::leave(&*m, &*gp, true);
         }
         arch::switch((*gp).sp.ptr(), (*m).g0_sp.get(), action::EXIT);

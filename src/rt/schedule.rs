@@ -223,7 +223,7 @@ pub(super) unsafe fn execute(m: ThisM<'_>, gp: *mut G, inherit: bool) -> usize {
                 .as_ref()
                 .map(crate::stack::Stack::top)
                 .unwrap_or_else(|| throw("execute: G without stack"));
-            if hooks::any() {
+            if hookflags::any() {
                 hooks::execute(&m, g);
             }
             return arch::start_from_g0_balanced(
@@ -233,7 +233,7 @@ pub(super) unsafe fn execute(m: ThisM<'_>, gp: *mut G, inherit: bool) -> usize {
                 m.g0_fpenv.get(),
             );
         }
-        if hooks::any() {
+        if hookflags::any() {
             hooks::execute(&m, g);
         }
         arch::switch_from_g0_balanced(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())

@@ -57,7 +57,7 @@ pub fn start(path: &str) -> Result<(), i32> {
     let start = crate::sys::nanotime();
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     ON.0.store(true, Ordering::SeqCst);
-    super::hooks::set(super::hooks::TRACE, true);
+    super::hookflags::set(super::hookflags::TRACE, true);
     let thread = std::thread::Builder::new()
         .name("gmp-trace".into())
         .spawn(move || {
@@ -77,7 +77,7 @@ pub fn stop() -> Result<(), i32> {
         .take()
         .ok_or(libc::EINVAL)?;
     ON.0.store(false, Ordering::SeqCst);
-    super::hooks::set(super::hooks::TRACE, false);
+    super::hookflags::set(super::hookflags::TRACE, false);
     let _ = w.done.send(());
     let _ = w.thread.join();
     Ok(())

@@ -71,7 +71,7 @@ pub(crate) fn init() {
         find_text();
     }
     ON.0.store(all, Ordering::Release);
-    super::hooks::set(super::hooks::TSAN, all);
+    super::hookflags::set(super::hookflags::TSAN, all);
 }
 
 /// The executable span of the TSan runtime's shared object (0..0 when the runtime is linked
