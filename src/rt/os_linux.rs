@@ -34,7 +34,8 @@
 //! (LockOSThread) that ends it is taken as exiting locked, as Go would end it: the
 //! goroutine is done, its P goes to another M, the M is dead (CPython's finalization
 //! ends the threads of Python goroutines this way). Any other exit aborts naming the
-//! goroutine.
+//! goroutine. The key and its destructor are the M's life's, in mstart.rs (`EXIT_KEY`,
+//! `thread_exit_guard`).
 //!
 //! # fork
 //!
@@ -47,7 +48,7 @@
 //! stack pool, the semaphore table, timers) would have to be rebuilt while possibly
 //! locked by a thread that no longer exists.)
 
-use core::ffi::{c_int, c_void};
+use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -105,14 +106,11 @@ pub fn num_cpu() -> i32 {
     (unsafe { libc::CPU_COUNT(process_cpus()) } as i32).max(1)
 }
 
-/// The key whose destructor catches an M thread exiting other than through `mexit`.
-static EXIT_KEY: OnceLock<libc::pthread_key_t> = OnceLock::new();
-
 /// Set in a child process forked after the runtime started.
 static FORKED: AtomicBool = AtomicBool::new(false);
 
-/// Runtime start-up (from `init_once`, before any M exists): the thread-exit key and the
-/// fork handler.
+/// Runtime start-up (from `init_once`, before any M exists): the CPUs, the signal mask the
+/// Ms start with, and the fork handler.
 pub(super) fn init() {
     process_cpus();
     INIT_SIGMASK.get_or_init(|| {
@@ -127,15 +125,6 @@ pub(super) fn init() {
             }
             set
         }
-    });
-    EXIT_KEY.get_or_init(|| {
-        let mut key: libc::pthread_key_t = 0;
-        // SAFETY: key is a valid out-pointer; the destructor has the signature pthread
-        // wants.
-        if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit_guard)) } != 0 {
-            throw("pthread_key_create failed");
-        }
-        key
     });
     // SAFETY: registers a handler that only stores to an atomic (async-signal-safe, as a
     // child handler of a multithreaded process must be). The library is never unloaded
@@ -203,71 +192,4 @@ pub(super) fn minit(m: &M) {
     crate::sys::fmt_msg(&mut name[..15], &[b"gmp-m", &id]);
     // SAFETY: name is NUL-terminated (its last byte is never written); this thread only.
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0) };
-    if let Some(&key) = EXIT_KEY.get() {
-        // SAFETY: key was created by `init`; the value is this thread's M, which lives
-        // forever (Ms are never freed).
-        unsafe { libc::pthread_setspecific(key, m as *const M as *const c_void) };
-    }
-}
-
-/// A goroutine locked to `m` ended its thread with pthread_exit: finish it as `goexit0` +
-/// `mexit` would (the frames it had are gone already).
-///
-/// # Safety
-/// On `m`'s exiting thread, which holds a P and whose locked goroutine is `gp`.
-unsafe fn exit_locked_thread(m: &M, gp: *mut G) {
-    // SAFETY: caller contract.
-    unsafe {
-        let g = &*gp;
-        casgstatus(g, G_RUNNING, G_DEAD);
-        let pp = m.p.load(Ordering::Relaxed);
-        owner_add_i64(&(*pp).ngoroutines, -1);
-        g.lockedm.store(core::ptr::null_mut(), Ordering::Relaxed);
-        m.lockedg.store(core::ptr::null_mut(), Ordering::Relaxed);
-        m.curg.store(core::ptr::null_mut(), Ordering::Relaxed);
-        let pp = procresize::releasep(ThisM::assume(m));
-        mstart::handoffp(pp);
-    }
-    m.dead.store(true, Ordering::Release);
-    SCHED.mcount.fetch_sub(1, Ordering::SeqCst);
-    crate::arch::tls_set(0);
-}
-
-/// Destructor of `EXIT_KEY`: an M's thread is exiting. Through `mexit` the M is `dead`
-/// already; otherwise its goroutine called pthread_exit (or the thread was cancelled).
-unsafe extern "C" fn thread_exit_guard(arg: *mut c_void) {
-    // SAFETY: the value set by `minit`: this thread's M, never freed.
-    let m = unsafe { &*(arg as *const M) };
-    if m.dead.load(Ordering::Relaxed) {
-        // Our last look at the M: another thread may revive it from here on.
-        idle::mfree_put(m);
-        return;
-    }
-    let gp = m.curg.load(Ordering::Relaxed);
-    if gp.is_null() {
-        throw("an M's thread exited (pthread_exit or cancellation) outside a goroutine");
-    }
-    if m.lockedg.load(Ordering::Relaxed) == gp && !m.p.load(Ordering::Relaxed).is_null() {
-        // The goroutine is locked to this thread (LockOSThread): ending the thread is what
-        // Go does when such a goroutine exits, so take it as that exit (an embedding
-        // runtime ends its threads this way: CPython's finalization pthread_exits the
-        // threads that run Python goroutines). The goroutine is done, its P goes to
-        // another M, and this M is dead.
-        // SAFETY: this thread is m's and holds its P; gp is its running goroutine.
-        unsafe { exit_locked_thread(m, gp) };
-        idle::mfree_put(m);
-        return;
-    }
-    let mut buf = [0u8; 96];
-    // SAFETY: gp was this M's goroutine when the thread left it; Gs are never freed.
-    let goid = crate::sys::fmt_u64(unsafe { (*gp).goid() });
-    let msg = crate::sys::fmt_msg(
-        &mut buf,
-        &[
-            b"pthread_exit called in a goroutine (goroutine ",
-            &goid,
-            b")",
-        ],
-    );
-    throw(core::str::from_utf8(msg).unwrap_or("pthread_exit called in a goroutine"))
 }

@@ -31,6 +31,7 @@ pub(super) fn init_once() {
             .store(crate::stack::round_size(cfg.stack_size), Ordering::Relaxed);
         crate::stack::install_overflow_handler(running_stack);
         os_linux::init();
+        mstart::init_exit_key();
         // Spinning for a foreign thread's hand-off needs a CPU for each side.
         crate::sys::FOREIGN_SPIN.store(os_linux::num_cpu() >= 2, Ordering::Relaxed);
         asan::init();
