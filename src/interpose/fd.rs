@@ -84,7 +84,7 @@ pub(super) fn classify(fd: c_int) -> Fd {
 }
 
 /// First blocking use of an fd the hooks have not seen: put it under the poller if epoll
-/// can watch it and it is not shared with the outside world (see the module doc).
+/// can watch it and it is not shared with the outside world (see `interpose`'s module doc).
 #[cold]
 pub(super) fn adopt(fd: c_int) -> Fd {
     if (0..=2).contains(&fd) {

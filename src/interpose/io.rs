@@ -4,7 +4,7 @@
 use super::*;
 
 /// The body of every read- or write-like hook: `op` is the call as the program made it,
-/// `nowait` the same call non-blocking (see the module doc).
+/// `nowait` the same call non-blocking (see `interpose`'s module doc).
 #[inline(always)]
 pub(super) fn rw(
     fd: c_int,
@@ -165,7 +165,7 @@ pub(super) unsafe fn iov_total(iov: *const libc::iovec, n: c_int) -> usize {
         .sum()
 }
 
-/// Interposes read(2) (see the module doc).
+/// Interposes read(2) (see `interpose`'s module doc).
 ///
 /// # Safety
 /// As read(2).
@@ -184,7 +184,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     )
 }
 
-/// Interposes write(2): a blocking write moves every byte (see the module doc).
+/// Interposes write(2): a blocking write moves every byte (see `interpose`'s module doc).
 ///
 /// # Safety
 /// As write(2).

@@ -229,7 +229,7 @@ pub(super) fn deadline_ms(ms: c_int) -> Option<i64> {
 
 /// A zero-timeout readiness check's result: EINTR (a signal — the runtime's own preemption
 /// signal, say — landed on the thread during the call) counts as "nothing ready yet", as
-/// for every wait the hooks park for (see the module doc).
+/// for every wait the hooks park for (see `interpose`'s module doc).
 pub(super) fn intr_as_none(r: i64) -> i64 {
     if r == -(libc::EINTR as i64) { 0 } else { r }
 }

@@ -6,8 +6,8 @@
 
 use core::sync::atomic::{AtomicI64, Ordering};
 
-/// Monotonic nanoseconds as last seen by sysmon (see the module doc; the gdb script reads it by name). 0 before sysmon's
-/// first round.
+/// Monotonic nanoseconds as last seen by sysmon (see the module doc; the gdb script reads
+/// it by name). 0 before sysmon's first round.
 pub(crate) static COARSE_NOW: AtomicI64 = AtomicI64::new(0);
 
 /// The park time `gopark` records: sysmon's clock, or the real one while sysmon's is stale

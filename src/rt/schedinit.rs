@@ -6,9 +6,6 @@ use core::sync::atomic::Ordering;
 use super::procresize::*;
 use super::*;
 
-// ---------------------------------------------------------------------------------------
-// Start-up.
-
 static INIT: std::sync::Once = std::sync::Once::new();
 
 /// Ensures the runtime is started (idempotent, thread-safe).

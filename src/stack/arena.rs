@@ -3,8 +3,8 @@
 use super::*;
 
 /// Maps a slab of `n` stacks of `size` bytes, each above a guard gap, the guards
-/// installed in one call where the kernel allows it (see "Guard pages" in the module doc)
-/// if `guarded`, else left to [`install_guards`]. Returns its base.
+/// installed in one call where the kernel allows it (see "Guard pages" in `stack`'s
+/// module doc) if `guarded`, else left to [`install_guards`]. Returns its base.
 pub(super) fn map_slab(n: usize, size: usize, guarded: bool) -> Result<usize, i32> {
     let guard = guard_size();
     let stride = size + guard;
@@ -27,8 +27,8 @@ pub(super) fn map_slab(n: usize, size: usize, guarded: bool) -> Result<usize, i3
     Ok(base)
 }
 
-/// The address space slabs are carved from (see "Arenas" in the module doc): `[next, end)`
-/// is still free; `grow` is the size of the next arena to map.
+/// The address space slabs are carved from (see "Arenas" in `stack`'s module doc):
+/// `[next, end)` is still free; `grow` is the size of the next arena to map.
 pub(super) struct Arena {
     pub(super) next: usize,
     pub(super) end: usize,

@@ -75,7 +75,7 @@ impl Class {
     }
 }
 
-/// Size class (usable bytes) -> free stacks. Slow path only (see the module doc).
+/// Size class (usable bytes) -> free stacks. Slow path only (see `stack`'s module doc).
 pub(super) static POOL: Mutex<BTreeMap<usize, Class>> = Mutex::new(BTreeMap::new());
 
 /// Rounds `size` up to whole pages and returns a stack of that usable size, from the free
@@ -135,7 +135,7 @@ pub(super) fn slab_shape(size: usize) -> (usize, usize) {
 /// mapping slabs until the class's free stacks cover every promise. Where the kernel has
 /// `MADV_GUARD_INSTALL`, those slabs get their guards only when their first stack is
 /// handed out: a promise costs address space, not memory or page-table work (see
-/// "Reservations" in the module doc).
+/// "Reservations" in `stack`'s module doc).
 ///
 /// Err(EINVAL) for a size out of range, Err(errno) (e.g. ENOMEM) if a slab cannot be
 /// mapped; nothing is promised then.
@@ -237,8 +237,8 @@ pub(super) fn lock_pool() -> MutexGuard<'static, BTreeMap<usize, Class>> {
 
 /// Returns a stack to the pool of its size class. The memory stays mapped; it is reused
 /// as it is, or, once it is among the oldest of [`DIRTY_MAX`] freed stacks of its class,
-/// all but its top [`KEEP_RESIDENT`] bytes are released with `MADV_DONTNEED` (see the
-/// module doc), so they read as zeros when the stack is reused.
+/// all but its top [`KEEP_RESIDENT`] bytes are released with `MADV_DONTNEED` (see
+/// `stack`'s module doc), so they read as zeros when the stack is reused.
 ///
 /// The caller must no longer run on it: the goroutine that used it is dead or will never be
 /// resumed.
