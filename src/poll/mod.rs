@@ -85,13 +85,7 @@ pub(crate) fn poll_wait(fd: c_int, events: u32, deadline: Option<i64>) -> i64 {
 /// a look at `pd` in between, so that `gmp_close` (which waits for every reference to go)
 /// is not held up by a thread asleep in poll(2) on an fd with no traffic: -EBADF once the
 /// fd is being closed.
-pub(crate) fn poll_wait_pd(
-    pd: &PollDesc,
-    seq: u32,
-    fd: c_int,
-    events: u32,
-    deadline: Option<i64>,
-) -> i64 {
+fn poll_wait_pd(pd: &PollDesc, seq: u32, fd: c_int, events: u32, deadline: Option<i64>) -> i64 {
     const SLICE_NS: i64 = 20_000_000;
     loop {
         if !pd.registered() || pd.seq() != seq {
@@ -113,7 +107,7 @@ pub(crate) fn poll_wait_pd(
 /// `poll_wait_pd` for a thread that is not an M (C main), which may poll without
 /// sleeping a moment first when it is in a quick exchange with goroutines
 /// (`sys::foreign_wait`); an idle M then stays awake for its next hand-off too.
-pub(crate) fn foreign_poll_wait(
+fn foreign_poll_wait(
     pd: &PollDesc,
     seq: u32,
     fd: c_int,
@@ -279,11 +273,11 @@ pub(crate) fn io_until(
 pub(crate) const STALE_WAIT: c_int = i32::MIN + 1;
 
 /// `io_until`'s wait result when `gmp_fd_unregister` took the fd off the poller.
-pub(crate) const UNREGISTERED: i64 = i64::MIN;
+const UNREGISTERED: i64 = i64::MIN;
 
 /// `io_until`'s result when the number names another file than the one registered
 /// (`PollDesc::same_file`).
-pub(crate) const STALE: i64 = i64::MIN + 1;
+const STALE: i64 = i64::MIN + 1;
 
 /// `io` with the non-blocking form `nowait`, or, for an fd that is not registered, the
 /// blocking call `plain` through the syscall hand-off.
@@ -305,7 +299,7 @@ pub(crate) fn io_or_blocking(
 pub(crate) const RWF_NOWAIT: c_int = 0x8;
 
 /// Whether a call refused RWF_NOWAIT (an older kernel, or a file that does not offer it).
-pub(crate) fn nowait_refused(r: isize) -> bool {
+fn nowait_refused(r: isize) -> bool {
     r < 0
         && matches!(
             crate::sys::errno(),
@@ -345,7 +339,7 @@ pub(crate) unsafe fn writev_nowait(fd: c_int, iov: *const libc::iovec, n: c_int)
 }
 
 /// Runs a blocking call through the syscall hand-off; -1 and errno on failure.
-pub(crate) fn handed_off(op: impl Fn() -> isize) -> isize {
+fn handed_off(op: impl Fn() -> isize) -> isize {
     let r = raw_call(|| op() as i64);
     if r < 0 {
         // SAFETY: this thread's errno.
@@ -440,7 +434,7 @@ pub(crate) fn so_error(fd: c_int) -> c_int {
 }
 
 #[inline]
-pub(crate) fn errno_ptr() -> *mut c_int {
+fn errno_ptr() -> *mut c_int {
     // SAFETY: __errno_location has no preconditions and returns this thread's errno.
     unsafe { libc::__errno_location() }
 }
