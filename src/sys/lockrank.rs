@@ -91,9 +91,23 @@ pub enum Rank {
     TraceRing,
 }
 
-/// How many ranks there are (the TLS counters' length).
-const RANKS: usize = Rank::TraceRing as usize + 1;
-const _: () = assert!(RANKS <= 16);
+/// Every rank, in declaration order (a rank's TLS counter is `ALL[r as usize]`'s).
+const ALL: [Rank; 13] = [
+    Rank::Resize,
+    Rank::Chan,
+    Rank::PollDesc,
+    Rank::Timers,
+    Rank::Sched,
+    Rank::Gfree,
+    Rank::SemaRoot,
+    Rank::AffQueue,
+    Rank::Sudogs,
+    Rank::GChunks,
+    Rank::NetpollInit,
+    Rank::TemplateThread,
+    Rank::TraceRing,
+];
+const _: () = assert!(ALL.len() <= 16 && ALL[ALL.len() - 1] as usize == ALL.len() - 1);
 
 /// The level of the leaves: above every other rank.
 const LEAF: u8 = 7;
@@ -138,25 +152,6 @@ impl Rank {
             Rank::NetpollInit => "the poller's init lock",
             Rank::TemplateThread => "the template thread's lock",
             Rank::TraceRing => "the trace's shared ring lock",
-        }
-    }
-
-    #[cfg(debug_assertions)]
-    const fn from_index(i: usize) -> Rank {
-        match i {
-            0 => Rank::Resize,
-            1 => Rank::Chan,
-            2 => Rank::PollDesc,
-            3 => Rank::Timers,
-            4 => Rank::Sched,
-            5 => Rank::Gfree,
-            6 => Rank::SemaRoot,
-            7 => Rank::AffQueue,
-            8 => Rank::Sudogs,
-            9 => Rank::GChunks,
-            10 => Rank::NetpollInit,
-            11 => Rank::TemplateThread,
-            _ => Rank::TraceRing,
         }
     }
 }
@@ -218,11 +213,10 @@ fn rank_add(r: Rank, delta: i32) {
 /// [`Rank`]), throwing with both ranks' names if not, and counts it held.
 #[cfg(debug_assertions)]
 pub(crate) fn rank_acquire(r: Rank) {
-    for i in 0..RANKS {
-        if rank_count(i) == 0 {
+    for h in ALL {
+        if rank_count(h as usize) == 0 {
             continue;
         }
-        let h = Rank::from_index(i);
         let ok = h.level() < r.level() || (h == r && r.multi());
         if !ok {
             lock_order_violation(h, r);
