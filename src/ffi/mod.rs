@@ -288,7 +288,7 @@ pub extern "C" fn gmp_maxprocs(n: c_int) -> c_int {
         if n <= 0 {
             return rt::SCHED.gomaxprocs.load(Ordering::Relaxed);
         }
-        rt::procresize(n)
+        rt::gomaxprocs(n)
     })
 }
 

@@ -43,13 +43,6 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use super::*;
 use crate::sys::Lock;
 
-/// `m.mlist`: the M is on no idle list.
-pub(super) const MLIST_NONE: u8 = 0;
-/// `m.mlist`: the M is on `SCHED.midle` (startm may take it).
-pub(super) const MLIST_IDLE: u8 = 1;
-/// `m.mlist`: the M is on `SCHED.affwait` (only a P hand-over takes it).
-pub(super) const MLIST_AFFWAIT: u8 = 2;
-
 impl AffQueue {
     pub const fn new() -> AffQueue {
         AffQueue {
@@ -126,7 +119,7 @@ pub(super) fn affine_m(g: &G) -> *mut M {
 /// # Safety
 /// `gp` is RUNNABLE, on no queue, and owned by the caller; `am` is a live M.
 pub(super) unsafe fn ready(gp: *mut G, am: *mut M) {
-    ready::enqueued(gp);
+    enqueued(gp);
     // SAFETY: Ms are never freed.
     let m = unsafe { &*am };
     let claimed = m.aff.with(|a| {
@@ -136,7 +129,7 @@ pub(super) unsafe fn ready(gp: *mut G, am: *mut M) {
         core::mem::replace(&mut a.idle, false)
     });
     if claimed {
-        mstart::wake_affine_m(am);
+        newm::wake_affine_m(am);
     }
 }
 
@@ -186,7 +179,7 @@ impl Drop for Bound {
 /// # Safety
 /// `m` holds a P; `gp` is RUNNABLE, affine to `m`, on no queue.
 pub(super) unsafe fn put_own(m: ThisM<'_>, gp: *mut G) {
-    ready::enqueued(gp);
+    enqueued(gp);
     m.aff.with(|a| {
         // SAFETY: we own gp and hold the queue's lock.
         unsafe { a.q.push_back(gp) };
@@ -207,7 +200,7 @@ pub(super) unsafe fn put_preempted(m: ThisM<'_>, gp: *mut G) {
     if !core::ptr::eq(affine_m(unsafe { &*gp }), m.m()) {
         throw("affinity::put_preempted: goroutine not affine to this M");
     }
-    ready::enqueued(gp);
+    enqueued(gp);
     m.aff.with(|a| {
         // SAFETY: we own gp and hold the queue's lock.
         unsafe { a.preempted.push_back(gp) };

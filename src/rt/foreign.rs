@@ -8,20 +8,6 @@ use core::sync::atomic::Ordering;
 use super::*;
 use super::{ready::*, schedule::*};
 
-/// The spinning M's mailbox (`spin_for_foreign`): null while no M spins for a foreign
-/// thread, `MAILBOX_OPEN` while one does, else the goroutine a foreign thread handed to
-/// it (`ready_put`). Transitions: null → OPEN by the CAS with which an M becomes the
-/// spinner (`open_mailbox`: at most one at a time), X → null by that spinner's closing
-/// swap, OPEN → G by a foreign thread's CAS, at most once per opening. So exactly one of
-/// them owns a handed goroutine: the CAS puts it in only while the spinner has not closed
-/// the box, and the spinner's closing swap returns it (then runs it or queues it) if it
-/// did not take it while polling. Go has no such box: its foreign threads (cgo
-/// callbacks) run on an M with a P of their own.
-pub(super) static FOREIGN_MAILBOX: AtomicPtr<G> = AtomicPtr::new(null_mut());
-
-/// `FOREIGN_MAILBOX` open and empty: an odd address, never a G's (Gs are 128-byte aligned).
-pub(super) const MAILBOX_OPEN: *mut G = core::ptr::without_provenance_mut(1);
-
 /// Whether a foreign thread acted since `m` last asked (and notes that it has now seen it).
 #[inline]
 pub(super) fn foreign_moved(m: ThisM<'_>) -> bool {

@@ -3,9 +3,8 @@
 //! threads. All under `SCHED.lock`.
 
 use core::ptr::null_mut;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{Ordering, fence};
 
-use super::mstart::*;
 use super::*;
 
 /// Puts an unowned P on the idle list — or retires it if it is beyond GOMAXPROCS.
@@ -67,7 +66,7 @@ pub(super) fn mput(g: &mut SchedGuard, m: *mut M) {
     // SAFETY: m is the caller's own M about to sleep; its links and `mlist`, and those of
     // the list's head, are owned by the lock holder.
     unsafe {
-        if (*m).mlist.get() != affinity::MLIST_NONE {
+        if (*m).mlist.get() != MLIST_NONE {
             throw("mput: m already on a list");
         }
         (*m).schedlink.set(s.midle);
@@ -75,7 +74,7 @@ pub(super) fn mput(g: &mut SchedGuard, m: *mut M) {
         if !s.midle.is_null() {
             (*s.midle).schedprev.set(m);
         }
-        (*m).mlist.set(affinity::MLIST_IDLE);
+        (*m).mlist.set(MLIST_IDLE);
     }
     s.midle = m;
     SCHED.nmidle.fetch_add(1, Ordering::Relaxed);
@@ -103,7 +102,7 @@ pub(super) fn munlink(g: &mut SchedGuard, m: *mut M) {
     let s = g.synced();
     // SAFETY: m and its neighbours are on the idle list, whose links the lock holder owns.
     unsafe {
-        if (*m).mlist.get() != affinity::MLIST_IDLE {
+        if (*m).mlist.get() != MLIST_IDLE {
             throw("munlink: m not idle");
         }
         let (next, prev) = ((*m).schedlink.get(), (*m).schedprev.get());
@@ -117,7 +116,7 @@ pub(super) fn munlink(g: &mut SchedGuard, m: *mut M) {
         }
         (*m).schedlink.set(null_mut());
         (*m).schedprev.set(null_mut());
-        (*m).mlist.set(affinity::MLIST_NONE);
+        (*m).mlist.set(MLIST_NONE);
     }
     SCHED.nmidle.fetch_sub(1, Ordering::Relaxed);
 }
@@ -133,11 +132,11 @@ pub(super) fn affwait_put(g: &mut SchedGuard, m: *mut M) {
     // SAFETY: m is the caller's own M, or an idle M the caller just took off the idle
     // list; the links are owned by the lock holder.
     unsafe {
-        if (*m).mlist.get() != affinity::MLIST_NONE {
+        if (*m).mlist.get() != MLIST_NONE {
             throw("affwait_put: m already on a list");
         }
         (*m).schedlink.set(null_mut());
-        (*m).mlist.set(affinity::MLIST_AFFWAIT);
+        (*m).mlist.set(MLIST_AFFWAIT);
         if s.affwait_tail.is_null() {
             s.affwait = m;
         } else {
@@ -162,7 +161,7 @@ pub(super) fn affwait_get(g: &mut SchedGuard) -> Option<*mut M> {
             s.affwait_tail = null_mut();
         }
         (*m).schedlink.set(null_mut());
-        (*m).mlist.set(affinity::MLIST_NONE);
+        (*m).mlist.set(MLIST_NONE);
     }
     SCHED.naffwait.fetch_sub(1, Ordering::SeqCst);
     Some(m)
@@ -201,4 +200,95 @@ pub(super) fn mget_clean(g: &mut SchedGuard) -> Option<*mut M> {
         m = unsafe { (*m).schedlink.get() };
     }
     None
+}
+
+/// Hands unowned P `pp` to M `am`, which sleeps on its note waiting for one, and wakes it.
+pub(super) fn give_p(am: *mut M, pp: *mut P) {
+    // SAFETY: Ms are never freed; am sleeps (or is about to) and reads nextp only after the
+    // wakeup, which publishes it.
+    unsafe {
+        if !(*am).nextp.load(Ordering::Relaxed).is_null() {
+            throw("give_p: m has p");
+        }
+        (*am).nextp.store(pp, Ordering::Relaxed);
+        (*am).park.wakeup();
+    }
+}
+
+/// Called by an M that holds no P and whose goroutine can run only on it (the
+/// `exitsyscall` slow path): takes an idle P, or waits on the affinity list until one is
+/// handed over. Returns holding a P.
+///
+/// # Safety
+/// `m` holds no P and is not spinning.
+pub(super) unsafe fn wait_for_p(m: ThisM<'_>) {
+    {
+        let mut g = lock_sched();
+        if let Some(pp) = pidleget(&mut g) {
+            drop(g);
+            // SAFETY: pp came off the idle list.
+            unsafe { acquirep(m, pp) };
+            return;
+        }
+        affwait_put(&mut g, m.m() as *const M as *mut M);
+    }
+    // SAFETY: no P; whoever takes us off the list hands us one.
+    unsafe { sleep_for_p(m) };
+}
+
+/// Sleeps on `m.park` until a P is handed over through `m.nextp`, then acquires it.
+///
+/// # Safety
+/// `m` holds no P, somewhere a P hand-over will find it (an idle list,
+/// `affwait`, or locked to a goroutine).
+pub(super) unsafe fn sleep_for_p(m: ThisM<'_>) {
+    m.blocked.store(true, Ordering::Relaxed);
+    m.park.sleep();
+    m.park.clear();
+    m.blocked.store(false, Ordering::Relaxed);
+    let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
+    // SAFETY: whoever woke us released pp for us and published it with the
+    // wakeup.
+    unsafe { acquirep(m, pp) };
+}
+
+/// Associates P `pp` with M `m`. The P must be idle and unowned.
+///
+/// # Safety
+/// `pp` came off the idle list or was handed over via `nextp`.
+pub(super) unsafe fn acquirep(m: ThisM<'_>, pp: *mut P) {
+    // SAFETY: Ps are never freed.
+    let p = unsafe { &*pp };
+    if !p.m.load(Ordering::Relaxed).is_null() || p.status.load(Ordering::Relaxed) != P_IDLE {
+        throw("acquirep: invalid p state");
+    }
+    p.m.store(m.m() as *const M as *mut M, Ordering::Relaxed);
+    // acquire: pairs with the release in releasep, so we see the previous owner's writes
+    // to the P's owner-only fields (gfree, the runq tail).
+    p.status.store(P_RUNNING, Ordering::Release);
+    fence(Ordering::Acquire);
+    m.p.store(pp, Ordering::Relaxed);
+}
+
+/// Disassociates `m` from its P and returns the P (now P_IDLE, unowned).
+///
+/// # Safety
+/// `m` holds a P.
+pub(super) unsafe fn releasep(m: ThisM<'_>) -> *mut P {
+    let pp = m.p.load(Ordering::Relaxed);
+    if pp.is_null() {
+        throw("releasep: invalid arg");
+    }
+    // SAFETY: Ps are never freed.
+    let p = unsafe { &*pp };
+    if !std::ptr::eq(p.m.load(Ordering::Relaxed), m.m())
+        || p.status.load(Ordering::Relaxed) != P_RUNNING
+    {
+        throw("releasep: invalid p state");
+    }
+    m.p.store(null_mut(), Ordering::Relaxed);
+    p.m.store(null_mut(), Ordering::Relaxed);
+    // release: publishes our writes to the P's owner-only state to its next owner.
+    p.status.store(P_IDLE, Ordering::Release);
+    pp
 }

@@ -5,7 +5,7 @@ use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
 use super::*;
-use super::{idle::*, mstart::*, procresize::*};
+use super::{idle::*, newm::*, stopm::*};
 
 /// Our G is locked to us and not runnable: hand our P off and sleep until someone finds the
 /// G runnable and hands us a P to run it with (Go's stoplockedm).

@@ -1,5 +1,5 @@
-//! LockOSThread (Go's LockOSThread/UnlockOSThread, dolockOSThread, the template thread;
-//! HACKING.md, decision 10).
+//! LockOSThread (Go's LockOSThread/UnlockOSThread, dolockOSThread; HACKING.md,
+//! decision 10).
 //!
 //! Counted as Go's `lockedExt`: `lock` increments `m.lockedext` and binds goroutine and
 //! thread (`g.lockedm`, `m.lockedg` — the strict form of M-affinity); `unlock` decrements
@@ -20,31 +20,13 @@
 //! goroutine that ends with a nonzero count takes its thread with it (`goexit0` sets
 //! `m.exiting`; the scheduler loop returns and `mexit` ends the thread).
 //!
-//! # The template thread
-//!
-//! A locked goroutine may change its thread's state (unshare namespaces, setresuid on one
-//! thread through a raw syscall, scheduling policy, CPU affinity, signal mask), and
-//! `pthread_create` clones most of that into the child. A new M resets its signal mask,
-//! affinity and name itself (`os_linux::minit`), but not namespaces, credentials or
-//! scheduling policy. New Ms are therefore never created from a locked (or exiting)
-//! thread: `newm` hands them to the template thread, a plain thread created by the first
-//! `lock` *before* the caller is locked (so from a thread in its original state, as Go's
-//! startTemplateThread), which creates them.
+//! New Ms are never created from a locked thread: the template thread (newm.rs) creates
+//! them, started by the first `lock`.
 
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
 use super::*;
-use crate::sys::{Lock, Note};
-
-static TEMPLATE_ONCE: std::sync::Once = std::sync::Once::new();
-/// Guards `PENDING` and `SLEEPING` (a leaf lock).
-static TLOCK: Lock = Lock::new(crate::sys::Rank::TemplateThread);
-/// New Ms waiting for their thread, linked through `m.schedlink` (owner: holder of TLOCK).
-static PENDING: Owned<*mut M> = Owned::new(null_mut());
-/// The template thread is asleep on `TNOTE` (owner: holder of TLOCK).
-static SLEEPING: Owned<bool> = Owned::new(false);
-static TNOTE: Note = Note::new();
 
 /// Why lock/unlock failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +44,7 @@ pub fn lock() -> Result<u32, LockError> {
         return Err(LockError::Foreign);
     }
     // Before we are locked: this thread is still in its original state.
-    ensure_template_thread();
+    newm::ensure_template_thread();
     // The goroutine cannot move between getg and here (no switch), so these are ours.
     let mp = getm();
     // SAFETY: mp is this thread's M, gp its running goroutine; the fields below are owned
@@ -136,73 +118,5 @@ pub fn unlock() -> Result<u32, LockError> {
             (*gp).lockedm.store(null_mut(), Ordering::Relaxed);
         }
         Ok(n - 1)
-    }
-}
-
-/// Whether `newm` must not create a thread from the calling thread (it is locked, or is
-/// an M exiting after its goroutine ended locked).
-#[inline]
-pub(super) fn must_use_template() -> bool {
-    let mp = getm();
-    if mp.is_null() {
-        return false;
-    }
-    // SAFETY: this thread's M owns these fields.
-    unsafe { (*mp).lockedext.get() > 0 || (*mp).exiting.get() }
-}
-
-/// The template thread's stack: it only clones Ms.
-const TEMPLATE_STACK: usize = 128 * 1024;
-
-fn ensure_template_thread() {
-    TEMPLATE_ONCE.call_once(|| {
-        crate::sys::spawn_detached("template thread", TEMPLATE_STACK, template_main, null_mut());
-    });
-}
-
-/// Queues new M `m` (fully initialised, not started) for the template thread.
-pub(super) fn newm_handoff(m: *mut M) {
-    // The template thread exists: a thread is locked or exiting only after a `lock`.
-    ensure_template_thread();
-    TLOCK.lock();
-    // SAFETY: we hold TLOCK; m is not started, so its schedlink is ours.
-    let wake = unsafe {
-        (*m).schedlink.set(PENDING.get());
-        PENDING.set(m);
-        let w = SLEEPING.get();
-        SLEEPING.set(false);
-        w
-    };
-    TLOCK.unlock();
-    if wake {
-        TNOTE.wakeup();
-    }
-}
-
-extern "C" fn template_main(_: *mut libc::c_void) -> *mut libc::c_void {
-    super::threads::register();
-    loop {
-        TLOCK.lock();
-        // SAFETY: we hold TLOCK.
-        let mut list = unsafe { PENDING.get() };
-        if list.is_null() {
-            // SAFETY: we hold TLOCK.
-            unsafe { SLEEPING.set(true) };
-            TLOCK.unlock();
-            TNOTE.sleep();
-            TNOTE.clear();
-            continue;
-        }
-        // SAFETY: we hold TLOCK.
-        unsafe { PENDING.set(null_mut()) };
-        TLOCK.unlock();
-        while !list.is_null() {
-            // SAFETY: the Ms on the list are ours until started.
-            let next = unsafe { (*list).schedlink.get() };
-            // SAFETY: as above.
-            unsafe { (*list).schedlink.set(null_mut()) };
-            mstart::spawn_m_thread(list);
-            list = next;
-        }
     }
 }

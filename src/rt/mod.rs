@@ -94,6 +94,8 @@ pub mod lockosthread;
 mod mailbox_loom;
 mod mstart;
 pub mod netpoll;
+mod netpollbreak;
+mod newm;
 pub mod offload;
 pub mod os_linux;
 mod park;
@@ -108,6 +110,7 @@ mod schedule;
 mod spinning;
 #[cfg(all(test, loom))]
 mod spinning_loom;
+mod stopm;
 pub(crate) mod sudog;
 pub mod syscall;
 mod sysmon;
@@ -138,8 +141,7 @@ pub use proc::{
     Defer, StartError, defer_pop, defer_push, goexit, newproc, preempt_check, preempt_check_bound,
     preempt_wanted,
 };
-pub use procresize::procresize;
-pub use schedinit::init;
+pub use schedinit::{gomaxprocs, init};
 
 /// The largest GOMAXPROCS (Go's `_MaxGomaxprocs` is 1024 too).
 pub(crate) const MAX_PROCS: usize = 1024;
@@ -558,7 +560,7 @@ pub struct M {
     /// racing writers only make one look less precise).
     pub vcsw_seen: [AtomicU64; 2],
     /// The thread's /proc task files sysmon reads, kept open (`preempt::read_task_file`):
-    /// thread id << 32 | fd, or `preempt::NO_TASK_FD`; and the try-lock of whoever reads
+    /// thread id << 32 | fd, or `NO_TASK_FD`; and the try-lock of whoever reads
     /// them.
     pub task_fds: [AtomicU64; 3],
     pub task_lock: AtomicBool,
@@ -1278,3 +1280,35 @@ pub(super) struct AffInner {
 pub fn fatal(msg: &str) -> ! {
     throw(msg)
 }
+
+/// Marks `gp` as entering a run queue (debug builds: a runnable G is on exactly one queue).
+#[inline]
+pub(super) fn enqueued(gp: *mut G) {
+    #[cfg(debug_assertions)]
+    // SAFETY: Gs are never freed.
+    if unsafe { (*gp).queued.swap(true, Ordering::Relaxed) } {
+        throw("runqput: G already on a run queue");
+    }
+    let _ = gp;
+}
+
+/// Marks `gp` as taken off the run queues to be run.
+#[inline]
+pub(super) fn dequeued(gp: *mut G) {
+    #[cfg(debug_assertions)]
+    // SAFETY: Gs are never freed.
+    if unsafe { !(*gp).queued.swap(false, Ordering::Relaxed) } {
+        throw("schedule: G taken from a run queue it was not on");
+    }
+    let _ = gp;
+}
+
+/// `m.mlist`: the M is on no idle list.
+pub(super) const MLIST_NONE: u8 = 0;
+/// `m.mlist`: the M is on `SCHED.midle` (startm may take it).
+pub(super) const MLIST_IDLE: u8 = 1;
+/// `m.mlist`: the M is on `SCHED.affwait` (only a P hand-over takes it).
+pub(super) const MLIST_AFFWAIT: u8 = 2;
+
+/// An empty `M::task_fds` slot.
+pub(crate) const NO_TASK_FD: u64 = u64::MAX;

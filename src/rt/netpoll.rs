@@ -44,6 +44,7 @@ use core::sync::atomic::{
     AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 
+use super::netpollbreak::{BREAK_PENDING, EVFD};
 use super::timer::{self, Timer};
 use super::*;
 
@@ -254,10 +255,7 @@ pub(crate) fn pd_of(fd: i32) -> Option<&'static PollDesc> {
 // The epoll instance.
 
 static EPFD: AtomicI32 = AtomicI32::new(-1);
-static EVFD: AtomicI32 = AtomicI32::new(-1);
 static INIT_LOCK: Lock = Lock::new(crate::sys::Rank::NetpollInit);
-/// A break is written and not yet consumed (Go's netpollWakeSig).
-static BREAK_PENDING: AtomicBool = AtomicBool::new(false);
 /// Ms blocked in `epoll_wait`: the timer M sleeping in the poller, and for a moment the
 /// previous one, claimed by a waker and on its way out (timer.rs).
 pub(crate) static BLOCKED: AtomicU32 = AtomicU32::new(0);
@@ -328,22 +326,6 @@ pub(crate) fn init() -> Result<(), i32> {
     })();
     INIT_LOCK.unlock();
     r
-}
-
-/// Breaks a blocking `epoll_wait` (Go's netpollBreak). Coalesced.
-pub(crate) fn netpoll_break() {
-    if BREAK_PENDING.swap(true, Ordering::SeqCst) {
-        return;
-    }
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a valid buffer to our eventfd.
-    unsafe {
-        crate::sys::real::write(
-            EVFD.load(Ordering::Acquire),
-            &one as *const u64 as *const libc::c_void,
-            8,
-        )
-    };
 }
 
 /// Registers `fd` (Go's poll_runtime_pollOpen): non-blocking, edge-triggered for both

@@ -323,9 +323,6 @@ impl TaskFile {
     }
 }
 
-/// An empty `M::task_fds` slot.
-pub(crate) const NO_TASK_FD: u64 = u64::MAX;
-
 /// Reads M `m`'s thread's `/proc/self/task/<tid>/<file>` into `buf`; the byte count, or
 /// None if it cannot be read or is empty. For sysmon and the Ms that step in for it. Raw
 /// system calls, not the libc wrappers the interposer hooks.

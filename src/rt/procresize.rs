@@ -2,52 +2,10 @@
 //! `releasep`): growing the Ps, retiring the ones past the new count with their caches.
 
 use core::ptr::null_mut;
-use core::sync::atomic::{Ordering, fence};
+use core::sync::atomic::Ordering;
 
-use super::schedinit::init_once;
 use super::*;
-use super::{idle::*, mstart::*, ready::*};
-
-/// Associates P `pp` with M `m`. The P must be idle and unowned.
-///
-/// # Safety
-/// `pp` came off the idle list or was handed over via `nextp`.
-pub(super) unsafe fn acquirep(m: ThisM<'_>, pp: *mut P) {
-    // SAFETY: Ps are never freed.
-    let p = unsafe { &*pp };
-    if !p.m.load(Ordering::Relaxed).is_null() || p.status.load(Ordering::Relaxed) != P_IDLE {
-        throw("acquirep: invalid p state");
-    }
-    p.m.store(m.m() as *const M as *mut M, Ordering::Relaxed);
-    // acquire: pairs with the release in releasep, so we see the previous owner's writes
-    // to the P's owner-only fields (gfree, the runq tail).
-    p.status.store(P_RUNNING, Ordering::Release);
-    fence(Ordering::Acquire);
-    m.p.store(pp, Ordering::Relaxed);
-}
-
-/// Disassociates `m` from its P and returns the P (now P_IDLE, unowned).
-///
-/// # Safety
-/// `m` holds a P.
-pub(super) unsafe fn releasep(m: ThisM<'_>) -> *mut P {
-    let pp = m.p.load(Ordering::Relaxed);
-    if pp.is_null() {
-        throw("releasep: invalid arg");
-    }
-    // SAFETY: Ps are never freed.
-    let p = unsafe { &*pp };
-    if !std::ptr::eq(p.m.load(Ordering::Relaxed), m.m())
-        || p.status.load(Ordering::Relaxed) != P_RUNNING
-    {
-        throw("releasep: invalid p state");
-    }
-    m.p.store(null_mut(), Ordering::Relaxed);
-    p.m.store(null_mut(), Ordering::Relaxed);
-    // release: publishes our writes to the P's owner-only state to its next owner.
-    p.status.store(P_IDLE, Ordering::Release);
-    pp
-}
+use super::{idle::*, ready::*, stopm::*};
 
 /// Creates or revives Ps `from..to` and puts them on the idle list.
 pub(super) fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
@@ -99,8 +57,7 @@ pub(super) fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
 /// and running ones at their M's next pass through the scheduler: that M moves the P's
 /// runnable Gs to the global queue and goes idle. Without preemption, a P whose goroutine
 /// never yields keeps running until it does (Go stops the world, which needs preemption).
-pub fn procresize(n: i32) -> i32 {
-    init_once();
+pub(super) fn procresize(n: i32) -> i32 {
     if n < 1 || n as usize > MAX_PROCS {
         throw("procresize: invalid arg");
     }

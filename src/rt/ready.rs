@@ -7,29 +7,7 @@ use core::sync::atomic::Ordering;
 
 use super::runq::RUNQ_SIZE;
 use super::*;
-use super::{foreign::*, idle::*, mstart::*, schedule::*};
-
-/// Marks `gp` as entering a run queue (debug builds: a runnable G is on exactly one queue).
-#[inline]
-pub(super) fn enqueued(gp: *mut G) {
-    #[cfg(debug_assertions)]
-    // SAFETY: Gs are never freed.
-    if unsafe { (*gp).queued.swap(true, Ordering::Relaxed) } {
-        throw("runqput: G already on a run queue");
-    }
-    let _ = gp;
-}
-
-/// Marks `gp` as taken off the run queues to be run.
-#[inline]
-pub(super) fn dequeued(gp: *mut G) {
-    #[cfg(debug_assertions)]
-    // SAFETY: Gs are never freed.
-    if unsafe { !(*gp).queued.swap(false, Ordering::Relaxed) } {
-        throw("schedule: G taken from a run queue it was not on");
-    }
-    let _ = gp;
-}
+use super::{idle::*, newm::*};
 
 /// Puts `gp` on the global run queue.
 pub(super) fn globrunqput(g: &mut SchedGuard, gp: *mut G) {
@@ -362,4 +340,38 @@ pub(super) fn wakep_slow() {
         }
     };
     startm(pp, true);
+}
+
+/// The spinning M's mailbox (`spin_for_foreign`): null while no M spins for a foreign
+/// thread, `MAILBOX_OPEN` while one does, else the goroutine a foreign thread handed to
+/// it (`ready_put`). Transitions: null → OPEN by the CAS with which an M becomes the
+/// spinner (`open_mailbox`: at most one at a time), X → null by that spinner's closing
+/// swap, OPEN → G by a foreign thread's CAS, at most once per opening. So exactly one of
+/// them owns a handed goroutine: the CAS puts it in only while the spinner has not closed
+/// the box, and the spinner's closing swap returns it (then runs it or queues it) if it
+/// did not take it while polling. Go has no such box: its foreign threads (cgo
+/// callbacks) run on an M with a P of their own.
+pub(super) static FOREIGN_MAILBOX: AtomicPtr<G> = AtomicPtr::new(null_mut());
+
+/// `FOREIGN_MAILBOX` open and empty: an odd address, never a G's (Gs are 128-byte aligned).
+pub(super) const MAILBOX_OPEN: *mut G = core::ptr::without_provenance_mut(1);
+
+/// How long a foreign thread in a quick exchange waits for an M to take what it put on
+/// the global queue before `wakep` (`ready_put`).
+pub(super) const HANDOVER_NS: i64 = 2_000;
+
+/// Whether the global queue emptied within `HANDOVER_NS` (an M took the work).
+pub(super) fn handed_over() -> bool {
+    let now = crate::sys::nanotime();
+    crate::sys::FOREIGN_LAST_NS.store(now, Ordering::Relaxed);
+    let deadline = now + HANDOVER_NS;
+    loop {
+        if SCHED.runqsize.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
+        crate::sys::procyield(8);
+        if crate::sys::nanotime() >= deadline {
+            return false;
+        }
+    }
 }

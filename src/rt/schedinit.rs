@@ -13,6 +13,13 @@ pub fn init() {
     init_once();
 }
 
+/// Changes GOMAXPROCS to `n` (1..=MAX_PROCS), starting the runtime first if need be (Go's
+/// `GOMAXPROCS`); returns the old value. See [`procresize`](super::procresize::procresize).
+pub fn gomaxprocs(n: i32) -> i32 {
+    init_once();
+    procresize(n)
+}
+
 pub(super) fn init_once() {
     INIT.call_once(|| {
         // Before anything spins: spin counts are in the reference machine's pauses.
@@ -29,6 +36,7 @@ pub(super) fn init_once() {
         crate::stack::install_overflow_handler(running_stack);
         os_linux::init();
         mstart::init_exit_key();
+        newm::set_mstart(mstart::mstart);
         // Spinning for a foreign thread's hand-off needs a CPU for each side.
         crate::sys::FOREIGN_SPIN.store(os_linux::num_cpu() >= 2, Ordering::Relaxed);
         asan::init();

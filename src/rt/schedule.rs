@@ -5,7 +5,7 @@ use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
 use super::*;
-use super::{foreign::*, idle::*, lockedm::*, mstart::*, procresize::*, ready::*, spinning::*};
+use super::{foreign::*, idle::*, lockedm::*, procresize::*, ready::*, spinning::*, stopm::*};
 use crate::arch;
 
 /// Runs goroutines until the M must exit (`m.exiting`). Each iteration finds a G, switches to it, and handles what it
@@ -470,26 +470,6 @@ pub(super) unsafe fn find_runnable(m: ThisM<'_>) -> Option<(*mut G, bool)> {
         // SAFETY: no P, not spinning.
         unsafe { park_idle(m) };
         // Woken with a P (and maybe spinning): loop, re-checking that P.
-    }
-}
-
-/// How long a foreign thread in a quick exchange waits for an M to take what it put on
-/// the global queue before `wakep` (`ready_put`).
-pub(super) const HANDOVER_NS: i64 = 2_000;
-
-/// Whether the global queue emptied within `HANDOVER_NS` (an M took the work).
-pub(super) fn handed_over() -> bool {
-    let now = crate::sys::nanotime();
-    crate::sys::FOREIGN_LAST_NS.store(now, Ordering::Relaxed);
-    let deadline = now + HANDOVER_NS;
-    loop {
-        if SCHED.runqsize.load(Ordering::SeqCst) == 0 {
-            return true;
-        }
-        crate::sys::procyield(8);
-        if crate::sys::nanotime() >= deadline {
-            return false;
-        }
     }
 }
 

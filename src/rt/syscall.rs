@@ -168,7 +168,7 @@ unsafe fn exitsyscall_slow(m: ThisM<'_>, gp: *mut G) {
     // SAFETY: gp is ours (caller contract).
     let g = unsafe { &*gp };
     // SAFETY: no P; an M running a goroutine is never spinning.
-    unsafe { mstart::wait_for_p(m) };
+    unsafe { idle::wait_for_p(m) };
     casgstatus(g, G_SYSCALL, G_RUNNING);
     let pp = m.p.load(Ordering::Relaxed);
     // SAFETY: we hold pp.

@@ -334,7 +334,7 @@ fn retake(now: i64) -> u32 {
             if traceevent::on() {
                 traceevent::emit(traceevent::kind::HANDOFF, Some(p.id as u32), p.id as u64, 0);
             }
-            mstart::handoffp(pp);
+            stopm::handoffp(pp);
         }
     }
     n

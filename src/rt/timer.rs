@@ -645,25 +645,7 @@ pub(crate) fn wake_timer_m_for_idle_p(next: i64) {
 fn wake_timer_m() {
     let tm = SCHED.timer_m.load(Ordering::SeqCst);
     if !tm.is_null() {
-        wake_timer_m_if(tm);
-    }
-}
-
-/// Wakes `tm` if it is the timer M (affinity.rs: work was queued that only it can run).
-pub(crate) fn wake_timer_m_if(tm: *mut M) {
-    // Claim it: only the claimer wakes it (a note takes one wakeup per sleep).
-    if SCHED
-        .timer_m
-        .compare_exchange(tm, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
-        .is_ok()
-    {
-        SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
-        if SCHED.timer_m_poll.load(Ordering::SeqCst) {
-            super::netpoll::netpoll_break();
-        } else {
-            // SAFETY: Ms are never freed; tm sleeps on its note until this wakeup.
-            unsafe { (*tm).park.wakeup() };
-        }
+        newm::wake_timer_m_if(tm);
     }
 }
 
@@ -752,7 +734,7 @@ pub(crate) unsafe fn sleep_as_timer_m(
         {
             SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
             if others > 0 && super::netpoll::BREAKS_TAKEN.load(Ordering::SeqCst) != taken {
-                super::netpoll::netpoll_break();
+                netpollbreak::netpoll_break();
             }
         }
         // Else a waker claimed us and broke the poll (or will: the break stays pending and
