@@ -6,7 +6,7 @@ use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
 use super::*;
-use super::{ready::*, schedule::*};
+use super::{ready::*, steal::*};
 
 /// Whether a foreign thread acted since `m` last asked (and notes that it has now seen it).
 #[inline]

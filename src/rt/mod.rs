@@ -110,6 +110,7 @@ mod schedule;
 mod spinning;
 #[cfg(all(test, loom))]
 mod spinning_loom;
+mod steal;
 mod stopm;
 pub(crate) mod sudog;
 pub mod syscall;

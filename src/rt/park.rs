@@ -1,5 +1,6 @@
-//! Parking and readying goroutines: `gopark`/`goready` (Go's proc.go), `gosched`, and what the scheduler stack does after a goroutine
-//! switched to it (`after_switch`: Go's park_m, gosched_m, goexit0).
+//! Parking and readying goroutines: `gopark`/`goready` (Go's proc.go), `gosched`, and the
+//! switch to the scheduler stack with an action code (`mcall`), whose other half, what g0
+//! does then (Go's park_m, gosched_m, goexit0), is `schedule::after_switch`.
 //!
 //! A goroutine leaves the CPU by switching to its M's scheduler context ("g0") with an
 //! action code. Everything that publishes the goroutine to other threads — marking it
@@ -7,7 +8,6 @@
 //! or putting it on a run queue (gosched) — happens on g0, after the switch has saved the
 //! goroutine's registers. So a waker that finds the goroutine can resume it at once.
 
-use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
 use super::*;
@@ -206,101 +206,4 @@ pub(super) unsafe fn gopreempt_bound(m: *mut M) {
         }
         gopreempt();
     }
-}
-
-/// Runs on the scheduler stack after the goroutine `m.curg` switched to it with `act`.
-/// Returns a G to run at once (a park whose unlock function declined), else None.
-///
-/// # Safety
-/// Right after `execute` returned `act`.
-#[inline]
-pub(super) unsafe fn after_switch(m: ThisM<'_>, act: usize) -> Option<(*mut G, bool)> {
-    let gp = m.curg.load(Ordering::Relaxed);
-    // SAFETY: gp just ran on this M and is ours until we publish it below.
-    let g = unsafe { &*gp };
-    if hookflags::any() {
-        hooks::after_switch(&m, g, act);
-    }
-    match act {
-        action::PARK => {
-            casgstatus(g, G_RUNNING, G_WAITING);
-            dropg(&m, g);
-            // SAFETY: `m` is this thread's M, the owner of these fields.
-            let (f, arg) = unsafe { (m.waitunlockf.get(), m.waitlock.get()) };
-            // SAFETY: as above.
-            unsafe {
-                m.waitunlockf.set(None);
-                m.waitlock.set(0);
-            }
-            if let Some(f) = f {
-                // SAFETY: the parking goroutine supplied f and arg for exactly this call.
-                if !unsafe { f(gp, arg) } {
-                    casgstatus(g, G_WAITING, G_RUNNABLE);
-                    return Some((gp, true));
-                }
-            }
-            None
-        }
-        action::GOSCHED => {
-            casgstatus(g, G_RUNNING, G_RUNNABLE);
-            dropg(&m, g);
-            // To the back of the local queue, as Go's goyield does, not to the global queue
-            // as Go's Gosched does: the global queue's lock is the one lock every P contends
-            // for, and a yield loop on two Ps would spend much of its time there, in
-            // `lock_slow` (`scripts/ab.sh -p 2 yield2 . go`). Nothing starves: thieves take from
-            // the local queue, and the 61-tick check keeps serving the global queue.
-            if !affinity::affine_m(g).is_null() {
-                // SAFETY: holding a P; gp is RUNNABLE, ours, and bound to m.
-                unsafe { affinity::put_own(m, gp) };
-                return None;
-            }
-            // SAFETY: we hold m's P; gp is RUNNABLE and ours.
-            unsafe { ready::runqput(&*m.p.load(Ordering::Relaxed), gp, false) };
-            ready::wakep();
-            None
-        }
-        action::PREEMPT => {
-            casgstatus(g, G_RUNNING, G_RUNNABLE);
-            dropg(&m, g);
-            // The mark is honoured: the new slice starts with what waits on this P (as
-            // after Go's gopreempt_m, whose schedule looks at the local queue first).
-            // Left set, `schedule` would serve the global queue first and take this very
-            // goroutine straight back, while the local queue starved behind it.
-            // SAFETY: m holds its P.
-            unsafe {
-                (*m.p.load(Ordering::Relaxed))
-                    .preempt
-                    .store(false, Ordering::Relaxed)
-            };
-            // Where Go's gopreempt_m puts it: the global run queue's tail, or, for a
-            // goroutine that can resume only on this M, the M's own share of that queue.
-            if !affinity::affine_m(g).is_null() {
-                // SAFETY: holding a P; gp is RUNNABLE, ours, and bound to m.
-                unsafe { affinity::put_preempted(m, gp) };
-                return None;
-            }
-            ready::ready_put_global(gp);
-            None
-        }
-        action::LOCKMOVE => {
-            casgstatus(g, G_RUNNING, G_RUNNABLE);
-            dropg(&m, g);
-            // SAFETY: holding a P; gp stopped here, is RUNNABLE, on no queue,
-            // unbound (lockosthread::lock checked), and ours.
-            unsafe { lockedm::lock_move(m, gp) };
-            None
-        }
-        action::EXIT => {
-            // SAFETY: g is finished.
-            unsafe { proc::goexit0(&m, gp) };
-            None
-        }
-        _ => throw("schedule: unknown action"),
-    }
-}
-
-/// Breaks the M–G association of a G that stopped running.
-fn dropg(m: &M, g: &G) {
-    m.curg.store(null_mut(), Ordering::Relaxed);
-    g.m.store(null_mut(), Ordering::Relaxed);
 }

@@ -1,11 +1,15 @@
-//! The scheduler loop (Go's `schedule`, `execute`, `findRunnable`, `stealWork`): what an
-//! M does between goroutines, and where it looks for the next one.
+//! The scheduler loop (Go's `schedule`, `execute`, `findRunnable`): what an M does between
+//! goroutines — what g0 does with the goroutine that just switched to it (`after_switch`:
+//! Go's park_m, gosched_m, goexit0), and where it looks for the next one (steal.rs has the
+//! places it looks).
 
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
 use super::*;
-use super::{foreign::*, idle::*, lockedm::*, procresize::*, ready::*, spinning::*, stopm::*};
+use super::{
+    foreign::*, idle::*, lockedm::*, procresize::*, ready::*, spinning::*, steal::*, stopm::*,
+};
 use crate::arch;
 
 /// Runs goroutines until the M must exit (`m.exiting`). Each iteration finds a G, switches to it, and handles what it
@@ -24,7 +28,7 @@ pub(super) unsafe fn schedule_loop(m: ThisM<'_>) {
         // SAFETY: gp is RUNNABLE and ours to run; we hold a P.
         let act = unsafe { execute(m, gp, inherit) };
         // SAFETY: gp switched back to us with `act`; we are m's thread.
-        next = unsafe { super::park::after_switch(m, act) };
+        next = unsafe { after_switch(m, act) };
         // SAFETY: m's own thread owns `exiting`.
         if unsafe { m.exiting.get() } {
             return;
@@ -238,6 +242,103 @@ pub(super) unsafe fn execute(m: ThisM<'_>, gp: *mut G, inherit: bool) -> usize {
         }
         arch::switch_from_g0_balanced(m.g0_sp.ptr(), sp, 0, m.g0_fpenv.get())
     }
+}
+
+/// Runs on the scheduler stack after the goroutine `m.curg` switched to it with `act`.
+/// Returns a G to run at once (a park whose unlock function declined), else None.
+///
+/// # Safety
+/// Right after `execute` returned `act`.
+#[inline]
+pub(super) unsafe fn after_switch(m: ThisM<'_>, act: usize) -> Option<(*mut G, bool)> {
+    let gp = m.curg.load(Ordering::Relaxed);
+    // SAFETY: gp just ran on this M and is ours until we publish it below.
+    let g = unsafe { &*gp };
+    if hookflags::any() {
+        hooks::after_switch(&m, g, act);
+    }
+    match act {
+        action::PARK => {
+            casgstatus(g, G_RUNNING, G_WAITING);
+            dropg(&m, g);
+            // SAFETY: `m` is this thread's M, the owner of these fields.
+            let (f, arg) = unsafe { (m.waitunlockf.get(), m.waitlock.get()) };
+            // SAFETY: as above.
+            unsafe {
+                m.waitunlockf.set(None);
+                m.waitlock.set(0);
+            }
+            if let Some(f) = f {
+                // SAFETY: the parking goroutine supplied f and arg for exactly this call.
+                if !unsafe { f(gp, arg) } {
+                    casgstatus(g, G_WAITING, G_RUNNABLE);
+                    return Some((gp, true));
+                }
+            }
+            None
+        }
+        action::GOSCHED => {
+            casgstatus(g, G_RUNNING, G_RUNNABLE);
+            dropg(&m, g);
+            // To the back of the local queue, as Go's goyield does, not to the global queue
+            // as Go's Gosched does: the global queue's lock is the one lock every P contends
+            // for, and a yield loop on two Ps would spend much of its time there, in
+            // `lock_slow` (`scripts/ab.sh -p 2 yield2 . go`). Nothing starves: thieves take from
+            // the local queue, and the 61-tick check keeps serving the global queue.
+            if !affinity::affine_m(g).is_null() {
+                // SAFETY: holding a P; gp is RUNNABLE, ours, and bound to m.
+                unsafe { affinity::put_own(m, gp) };
+                return None;
+            }
+            // SAFETY: we hold m's P; gp is RUNNABLE and ours.
+            unsafe { ready::runqput(&*m.p.load(Ordering::Relaxed), gp, false) };
+            ready::wakep();
+            None
+        }
+        action::PREEMPT => {
+            casgstatus(g, G_RUNNING, G_RUNNABLE);
+            dropg(&m, g);
+            // The mark is honoured: the new slice starts with what waits on this P (as
+            // after Go's gopreempt_m, whose schedule looks at the local queue first).
+            // Left set, `schedule` would serve the global queue first and take this very
+            // goroutine straight back, while the local queue starved behind it.
+            // SAFETY: m holds its P.
+            unsafe {
+                (*m.p.load(Ordering::Relaxed))
+                    .preempt
+                    .store(false, Ordering::Relaxed)
+            };
+            // Where Go's gopreempt_m puts it: the global run queue's tail, or, for a
+            // goroutine that can resume only on this M, the M's own share of that queue.
+            if !affinity::affine_m(g).is_null() {
+                // SAFETY: holding a P; gp is RUNNABLE, ours, and bound to m.
+                unsafe { affinity::put_preempted(m, gp) };
+                return None;
+            }
+            ready::ready_put_global(gp);
+            None
+        }
+        action::LOCKMOVE => {
+            casgstatus(g, G_RUNNING, G_RUNNABLE);
+            dropg(&m, g);
+            // SAFETY: holding a P; gp stopped here, is RUNNABLE, on no queue,
+            // unbound (lockosthread::lock checked), and ours.
+            unsafe { lockedm::lock_move(m, gp) };
+            None
+        }
+        action::EXIT => {
+            // SAFETY: g is finished.
+            unsafe { proc::goexit0(&m, gp) };
+            None
+        }
+        _ => throw("schedule: unknown action"),
+    }
+}
+
+/// Breaks the M–G association of a G that stopped running.
+fn dropg(m: &M, g: &G) {
+    m.curg.store(null_mut(), Ordering::Relaxed);
+    g.m.store(null_mut(), Ordering::Relaxed);
 }
 
 /// A goroutine about to run for the first time trades its stack for the one of the G that
@@ -473,55 +574,6 @@ pub(super) unsafe fn find_runnable(m: ThisM<'_>) -> Option<(*mut G, bool)> {
     }
 }
 
-/// `find_runnable`'s first steps, also polled by `spin_for_foreign`: runs `p`'s due timers
-/// (they may make goroutines runnable on it), then takes a goroutine from its local run
-/// queue, else from the global one or `m`'s preempted goroutines
-/// (`globrunqget_or_preempted`).
-///
-/// # Safety
-/// `m` owns `p`.
-pub(super) unsafe fn timers_and_queues(m: ThisM<'_>, p: &P) -> Option<(*mut G, bool)> {
-    check_timers(p);
-    // SAFETY: caller contract.
-    if let Some((gp, inherit)) = unsafe { p.runq.get() } {
-        return Some((gp.as_ptr(), inherit));
-    }
-    // SAFETY: caller contract; p's queue is empty.
-    unsafe { globrunqget_or_preempted(m, p, 0) }.map(|gp| (gp, false))
-}
-
-/// The poller, without blocking, when goroutines wait on it and no M is blocked in it
-/// (that one gets the events): what it readies comes to `p` (the first to its queue, to
-/// run next). Returns whether it readied anything.
-///
-/// # Safety
-/// On the M holding `p`.
-pub(super) unsafe fn poll_network(p: &P) -> bool {
-    if !netpoll::inited() || !netpoll::any_waiters() || netpoll::BLOCKED.load(Ordering::SeqCst) != 0
-    {
-        return false;
-    }
-    let mut ready = netpoll::Ready::new();
-    if netpoll::netpoll(0, &mut ready) == 0 {
-        return false;
-    }
-    // SAFETY: caller contract.
-    unsafe { ready.run_first_ready_rest(p) };
-    true
-}
-
-/// Runs `p`'s due timers; reads the clock only when `p` has a timer.
-#[inline]
-pub(super) fn check_timers(p: &P) {
-    let next = p.timers.timer0_when.load(Ordering::Relaxed);
-    if next != 0 {
-        let now = crate::sys::nanotime();
-        if now >= next {
-            timer::run_due(p, now);
-        }
-    }
-}
-
 /// Parks an M that holds no P until it is handed one. While any timer is pending or any
 /// goroutine waits on the poller, one such M (the timer M) sleeps only until the earliest
 /// deadline — in `epoll_wait` once the poller exists (Go's blocking netpoll in
@@ -581,7 +633,7 @@ pub(super) unsafe fn park_idle(m: ThisM<'_>) {
             // Ps' to run at their next pass through the scheduler, which sends their
             // goroutines to a local queue rather than behind the global one.
             None => {
-                timer::run_busy_overdue(crate::sys::nanotime());
+                sysmon::run_busy_overdue(crate::sys::nanotime());
                 ready.ready_all();
             }
         }
@@ -600,121 +652,4 @@ pub(super) fn check_runqs_no_p() -> Option<*mut P> {
         }
     }
     None
-}
-
-/// Steals half of a random other P's run queue: four passes over all Ps in a random order,
-/// taking a victim's `runnext` only on the last pass (it is about to run there anyway).
-///
-/// # Safety
-/// `m` owns `p` and is spinning.
-pub(super) unsafe fn steal_work(m: ThisM<'_>, p: &P) -> Option<*mut G> {
-    const STEAL_TRIES: usize = 4;
-    let n = SCHED.gomaxprocs.load(Ordering::Relaxed) as u32;
-    if n <= 1 {
-        return None;
-    }
-    for i in 0..STEAL_TRIES {
-        let steal_runnext = i == STEAL_TRIES - 1;
-        let r = fastrand(m);
-        let order = StealOrder::new(n, r);
-        for pos in order {
-            let vp = SCHED.allp[pos as usize].load(Ordering::Acquire);
-            if vp.is_null() || std::ptr::eq(vp, p) {
-                continue;
-            }
-            if steal_runnext {
-                // Last pass: run the victim's due timers too (their goroutines come to us).
-                // SAFETY: Ps are never freed.
-                check_timers(unsafe { &*vp });
-                // SAFETY: we own p.
-                if let Some((gp, _)) = unsafe { p.runq.get() } {
-                    return Some(gp.as_ptr());
-                }
-            }
-            // SAFETY: we own p's queue; vp is a live P (never freed) whose queue supports
-            // concurrent stealing.
-            if let Some((gp, count)) = unsafe { p.runq.steal(&(*vp).runq, steal_runnext) } {
-                SCHED.steals.fetch_add(count as u64, Ordering::Relaxed);
-                if traceevent::on() {
-                    traceevent::emit(traceevent::kind::STEAL, None, pos as u64, count as u64);
-                }
-                return Some(gp.as_ptr());
-            }
-        }
-    }
-    None
-}
-
-/// Visits 0..n in a random order: a random start and a random stride coprime with n.
-pub(super) struct StealOrder {
-    n: u32,
-    pos: u32,
-    inc: u32,
-    left: u32,
-}
-
-impl StealOrder {
-    fn new(n: u32, r: u64) -> StealOrder {
-        let mut inc = ((r >> 32) as u32 % n).max(1);
-        while gcd(inc, n) != 1 {
-            inc = inc % n + 1;
-        }
-        StealOrder {
-            n,
-            pos: (r as u32) % n,
-            inc,
-            left: n,
-        }
-    }
-}
-
-impl Iterator for StealOrder {
-    type Item = u32;
-    fn next(&mut self) -> Option<u32> {
-        if self.left == 0 {
-            return None;
-        }
-        let cur = self.pos;
-        self.pos = (self.pos + self.inc) % self.n;
-        self.left -= 1;
-        Some(cur)
-    }
-}
-
-pub(super) fn gcd(mut a: u32, mut b: u32) -> u32 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
-/// xorshift64* on the M's own state.
-pub(super) fn fastrand(m: ThisM<'_>) -> u64 {
-    // SAFETY: `m` is this thread's M, the owner of `fastrand`.
-    let mut x = unsafe { m.fastrand.get() };
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    // SAFETY: as above.
-    unsafe { m.fastrand.set(x) };
-    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn steal_order_visits_every_p_once() {
-        for n in 1..=17u32 {
-            for r in [0u64, 1, 7, 0xdead_beef_1234_5678, u64::MAX] {
-                let mut seen = vec![false; n as usize];
-                for pos in StealOrder::new(n, r) {
-                    assert!(!seen[pos as usize]);
-                    seen[pos as usize] = true;
-                }
-                assert!(seen.iter().all(|&s| s));
-            }
-        }
-    }
 }

@@ -14,7 +14,7 @@
 //!   is busy, a due timer is its P's to run; the timer M (or sysmon, when there is none)
 //!   steps in only for a P that has left it due for `BUSY_GRACE_NS`, by asking that P to
 //!   pass through its scheduler, and runs it itself only after a time slice
-//!   (`run_busy_overdue`).
+//!   (`sysmon::run_busy_overdue`).
 //! - Callbacks run on an M's scheduler stack (g0), possibly without a P (the timer M when
 //!   every P is busy); they may call `goready` (which then uses the global queue) and must
 //!   not block.
@@ -165,7 +165,7 @@ pub struct Timers {
     /// Heap length, for scheddetail.
     pub len: AtomicI32,
     /// The `timer0_when` for which the P was last asked to pass through its scheduler
-    /// (`run_busy_overdue`), 0 if never. Written and read by Ms without a P and sysmon.
+    /// (`sysmon::run_busy_overdue`), 0 if never. Written and read by Ms without a P and sysmon.
     pub kicked: AtomicI64,
 }
 
@@ -369,7 +369,7 @@ pub unsafe fn start(t: *mut Timer, when: i64) {
 pub(crate) fn wake_for_timer(when: i64) {
     if SCHED.timer_m.load(Ordering::SeqCst).is_null() {
         ready::wakep();
-        // Every P busy: sysmon steps in for the timer (`run_busy_overdue`); it must not
+        // Every P busy: sysmon steps in for the timer (`sysmon::run_busy_overdue`); it must not
         // sleep past it.
         if SCHED.npidle.load(Ordering::SeqCst) == 0 {
             super::sysmonwake::wake_for_timer(when.saturating_add(BUSY_GRACE_NS));
@@ -561,7 +561,7 @@ pub(crate) fn move_all(from: &P, to: *mut P) {
 }
 
 /// How long a due timer of a busy P may wait for that P before an M without a P (the timer
-/// M, or sysmon when there is none) steps in (`run_busy_overdue`). A busy P runs its due
+/// M, or sysmon when there is none) steps in (`sysmon::run_busy_overdue`). A busy P runs its due
 /// timers each time it passes through the scheduler, which a program that switches at all
 /// does every few microseconds; only a P held by one goroutine for longer leaves them
 /// waiting. Running them at once from outside would send the wake-ups of sleepers through
@@ -577,42 +577,7 @@ pub(crate) const BUSY_GRACE_NS: i64 = 500_000;
 /// signal may not stop it (asynchronous preemption off, or refused there).
 pub(crate) const BUSY_RUN_NS: i64 = FORCE_PREEMPT_NS;
 
-/// Steps in for the timers that busy Ps have left due for `BUSY_GRACE_NS` (the timer M
-/// while every P is busy, and sysmon while no M watches the timers). Returns how many it
-/// ran.
-///
-/// A P that runs a goroutine is asked to pass through its scheduler instead
-/// (`sysmon::preemptone`, the request of a slice's end, once per deadline): it runs the
-/// timer there and the woken goroutine goes to its `runnext`, as in Go, where only a P
-/// runs its timers. Run from here, the timer readies its goroutine to the global queue,
-/// which that P serves only when its local queue is empty or on its 61st tick: behind two
-/// goroutine pairs that hand their slices on through `runnext` (`pingpong_hog.c`), a
-/// 100 ms sleep would come back up to two slices late, where the P running the timer
-/// itself is late by a fraction of one. A P on its way to another M is left to it. A P
-/// that has not run it after `BUSY_RUN_NS`, or that is in a syscall, has its due
-/// timers run here.
-pub(crate) fn run_busy_overdue(now: i64) -> usize {
-    let mut n = 0;
-    for p in all_ps() {
-        let w = p.timers.timer0_when.load(Ordering::SeqCst);
-        if w == 0 || now < w.saturating_add(BUSY_GRACE_NS) {
-            continue;
-        }
-        let s = p.status.load(Ordering::Acquire);
-        if now < w.saturating_add(BUSY_RUN_NS) && s != P_SYSCALL {
-            // A P between two Ms (its goroutine just stopped: `handoffp` passes it on)
-            // is about to pass through a scheduler too.
-            if s == P_RUNNING && p.timers.kicked.swap(w, Ordering::Relaxed) != w {
-                super::sysmon::preemptone(p);
-            }
-            continue;
-        }
-        n += run_due(p, now - BUSY_GRACE_NS);
-    }
-    n
-}
-
-/// When `run_busy_overdue` next has something to do, 0 if no P has a timer: the earliest,
+/// When `sysmon::run_busy_overdue` next has something to do, 0 if no P has a timer: the earliest,
 /// over the Ps, of a timer's deadline plus `BUSY_GRACE_NS`, or plus `BUSY_RUN_NS` once
 /// the P running a goroutine was asked to run it.
 pub(crate) fn busy_deadline() -> i64 {
@@ -672,7 +637,7 @@ pub(crate) unsafe fn sleep_as_timer_m(
     }
     // With every P busy, a due timer is its P's to run (`check_timers`, at the P's next
     // pass through the scheduler): we would have to send its goroutine through the global
-    // queue, behind whatever waits there. So sleep until `run_busy_overdue` has something
+    // queue, behind whatever waits there. So sleep until `sysmon::run_busy_overdue` has something
     // to do (`busy_deadline`: a timer `BUSY_GRACE_NS` overdue, which only a P held by one
     // goroutine for that long leaves it). Our SeqCst loads of `npidle` after claiming
     // `timer_m` pair with a P going idle (`pidleput`'s SeqCst add, then `park_idle` reads
