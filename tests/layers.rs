@@ -28,11 +28,11 @@ const FLOORS: &[&[&str]] = &[
 /// core types and what every file uses.
 const RT_FLOORS: &[&[&str]] = &[
     &["schedinit"],
+    &["sysmon"],
     &["schedtrace", "checkdead", "trace", "dump"],
     &[
         "mstart",
         "schedule",
-        "sysmon",
         "lockedm",
         "procresize",
         "foreign",
@@ -77,7 +77,6 @@ const RT_UPWARD: &[(&str, &str)] = &[
     ("mod", "timer"),
     ("preempt", "preemptsig"),
     ("preempt", "unseen"),
-    ("sysmon", "checkdead"),
     ("timer", "netpoll"),
 ];
 

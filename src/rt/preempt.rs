@@ -505,7 +505,7 @@ fn voluntary_switches(m: &M, tid: i32) -> Option<u64> {
 }
 
 /// Asks the M running `p` to stop its goroutine now (Go's preemptM), for
-/// `sysmon::preemptone`: on sysmon's thread, or on an M without a P stepping in for an
+/// `preemptone`: on sysmon's thread, or on an M without a P stepping in for an
 /// overdue timer (then `refresh_ranges` may run on two threads at once: each publishes a
 /// whole table of the same objects, and the tables are never freed).
 pub(super) fn preempt_m(p: &P) {
@@ -700,4 +700,16 @@ extern "C" fn async_preempt_park() {
     // SAFETY: the trampoline runs on the goroutine the handler interrupted, on its M,
     // which holds a P (try_preempt checked).
     unsafe { park::gopreempt_bound(getm()) };
+}
+
+/// Asks the M running `p` to stop its goroutine (Go's preemptone): the mark
+/// (`P::preempt`), honoured at the goroutine's next safe point or pass through the
+/// scheduler, and the signal, for code that reaches no safe point (preempt.rs). By sysmon
+/// at the end of a slice (`retake`), and by whoever steps in for a timer the P has left
+/// due (`run_busy_overdue`).
+pub(super) fn preemptone(p: &P) {
+    if !p.preempt.swap(true, Ordering::Relaxed) {
+        SCHED.preempt_requests.fetch_add(1, Ordering::Relaxed);
+    }
+    preempt_m(p);
 }

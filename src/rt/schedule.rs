@@ -633,7 +633,7 @@ pub(super) unsafe fn park_idle(m: ThisM<'_>) {
             // Ps' to run at their next pass through the scheduler, which sends their
             // goroutines to a local queue rather than behind the global one.
             None => {
-                sysmon::run_busy_overdue(crate::sys::nanotime());
+                run_busy_overdue(crate::sys::nanotime());
                 ready.ready_all();
             }
         }
@@ -652,4 +652,39 @@ pub(super) fn check_runqs_no_p() -> Option<*mut P> {
         }
     }
     None
+}
+
+/// Steps in for the timers that busy Ps have left due for `BUSY_GRACE_NS` (the timer M
+/// while every P is busy, and sysmon while no M watches the timers). Returns how many it
+/// ran.
+///
+/// A P that runs a goroutine is asked to pass through its scheduler instead
+/// (`preempt::preemptone`, the request of a slice's end, once per deadline): it runs the
+/// timer there and the woken goroutine goes to its `runnext`, as in Go, where only a P
+/// runs its timers. Run from here, the timer readies its goroutine to the global queue,
+/// which that P serves only when its local queue is empty or on its 61st tick: behind two
+/// goroutine pairs that hand their slices on through `runnext` (`pingpong_hog.c`), a
+/// 100 ms sleep would come back up to two slices late, where the P running the timer
+/// itself is late by a fraction of one. A P on its way to another M is left to it. A P
+/// that has not run it after `BUSY_RUN_NS`, or that is in a syscall, has its due
+/// timers run here.
+pub(super) fn run_busy_overdue(now: i64) -> usize {
+    let mut n = 0;
+    for p in all_ps() {
+        let w = p.timers.timer0_when.load(Ordering::SeqCst);
+        if w == 0 || now < w.saturating_add(timer::BUSY_GRACE_NS) {
+            continue;
+        }
+        let s = p.status.load(Ordering::Acquire);
+        if now < w.saturating_add(timer::BUSY_RUN_NS) && s != P_SYSCALL {
+            // A P between two Ms (its goroutine just stopped: `handoffp` passes it on)
+            // is about to pass through a scheduler too.
+            if s == P_RUNNING && p.timers.kicked.swap(w, Ordering::Relaxed) != w {
+                preempt::preemptone(p);
+            }
+            continue;
+        }
+        n += timer::run_due(p, now - timer::BUSY_GRACE_NS);
+    }
+    n
 }

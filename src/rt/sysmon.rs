@@ -140,27 +140,15 @@ fn unwatched_timer() -> i64 {
 }
 
 /// Steps in for the timers no M watches (see `unwatched_timer`) once it is time
-/// (`run_busy_overdue`: their P is asked to run them; after a slice, sysmon runs
+/// (`schedule::run_busy_overdue`: their P is asked to run them; after a slice, sysmon runs
 /// them, readying their goroutines to the global queue since it holds no P, where the next
 /// P to pass through the scheduler — or to be preempted at the end of its slice — finds
 /// them).
 fn run_unwatched_timers(now: i64) {
     let due = unwatched_timer();
     if due != 0 && due <= now {
-        run_busy_overdue(now);
+        schedule::run_busy_overdue(now);
     }
-}
-
-/// Asks the M running `p` to stop its goroutine (Go's preemptone): the mark
-/// (`P::preempt`), honoured at the goroutine's next safe point or pass through the
-/// scheduler, and the signal, for code that reaches no safe point (preempt.rs). By sysmon
-/// at the end of a slice (`retake`), and by whoever steps in for a timer the P has left
-/// due (`run_busy_overdue`).
-pub(super) fn preemptone(p: &P) {
-    if !p.preempt.swap(true, Ordering::Relaxed) {
-        SCHED.preempt_requests.fetch_add(1, Ordering::Relaxed);
-    }
-    preempt::preempt_m(p);
 }
 
 /// Whether no P runs a goroutine: every P in service is idle, and none beyond GOMAXPROCS
@@ -289,7 +277,7 @@ fn retake(now: i64) -> u32 {
             } else if s == P_RUNNING {
                 if now - pd.schedwhen >= FORCE_PREEMPT_NS || preempt::STRESS.load(Ordering::Relaxed)
                 {
-                    preemptone(p);
+                    preempt::preemptone(p);
                 } else if now - pd.schedwhen >= FORCE_PREEMPT_NS / 2 && !pd.halfway {
                     // Halfway through a long slice: the look the end of the slice compares
                     // with (`preempt::computing`).
@@ -506,39 +494,4 @@ mod loom_tests {
     fn broken_timer_without_barrier() {
         check_timer(false);
     }
-}
-
-/// Steps in for the timers that busy Ps have left due for `BUSY_GRACE_NS` (the timer M
-/// while every P is busy, and sysmon while no M watches the timers). Returns how many it
-/// ran.
-///
-/// A P that runs a goroutine is asked to pass through its scheduler instead
-/// (`sysmon::preemptone`, the request of a slice's end, once per deadline): it runs the
-/// timer there and the woken goroutine goes to its `runnext`, as in Go, where only a P
-/// runs its timers. Run from here, the timer readies its goroutine to the global queue,
-/// which that P serves only when its local queue is empty or on its 61st tick: behind two
-/// goroutine pairs that hand their slices on through `runnext` (`pingpong_hog.c`), a
-/// 100 ms sleep would come back up to two slices late, where the P running the timer
-/// itself is late by a fraction of one. A P on its way to another M is left to it. A P
-/// that has not run it after `BUSY_RUN_NS`, or that is in a syscall, has its due
-/// timers run here.
-pub(super) fn run_busy_overdue(now: i64) -> usize {
-    let mut n = 0;
-    for p in all_ps() {
-        let w = p.timers.timer0_when.load(Ordering::SeqCst);
-        if w == 0 || now < w.saturating_add(timer::BUSY_GRACE_NS) {
-            continue;
-        }
-        let s = p.status.load(Ordering::Acquire);
-        if now < w.saturating_add(timer::BUSY_RUN_NS) && s != P_SYSCALL {
-            // A P between two Ms (its goroutine just stopped: `handoffp` passes it on)
-            // is about to pass through a scheduler too.
-            if s == P_RUNNING && p.timers.kicked.swap(w, Ordering::Relaxed) != w {
-                preemptone(p);
-            }
-            continue;
-        }
-        n += timer::run_due(p, now - timer::BUSY_GRACE_NS);
-    }
-    n
 }

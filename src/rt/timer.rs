@@ -14,7 +14,7 @@
 //!   is busy, a due timer is its P's to run; the timer M (or sysmon, when there is none)
 //!   steps in only for a P that has left it due for `BUSY_GRACE_NS`, by asking that P to
 //!   pass through its scheduler, and runs it itself only after a time slice
-//!   (`sysmon::run_busy_overdue`).
+//!   (`schedule::run_busy_overdue`).
 //! - Callbacks run on an M's scheduler stack (g0), possibly without a P (the timer M when
 //!   every P is busy); they may call `goready` (which then uses the global queue) and must
 //!   not block.
@@ -165,7 +165,7 @@ pub struct Timers {
     /// Heap length, for scheddetail.
     pub len: AtomicI32,
     /// The `timer0_when` for which the P was last asked to pass through its scheduler
-    /// (`sysmon::run_busy_overdue`), 0 if never. Written and read by Ms without a P and sysmon.
+    /// (`schedule::run_busy_overdue`), 0 if never. Written and read by Ms without a P and sysmon.
     pub kicked: AtomicI64,
 }
 
@@ -369,7 +369,7 @@ pub unsafe fn start(t: *mut Timer, when: i64) {
 pub(crate) fn wake_for_timer(when: i64) {
     if SCHED.timer_m.load(Ordering::SeqCst).is_null() {
         ready::wakep();
-        // Every P busy: sysmon steps in for the timer (`sysmon::run_busy_overdue`); it must not
+        // Every P busy: sysmon steps in for the timer (`schedule::run_busy_overdue`); it must not
         // sleep past it.
         if SCHED.npidle.load(Ordering::SeqCst) == 0 {
             super::sysmonwake::wake_for_timer(when.saturating_add(BUSY_GRACE_NS));
@@ -561,7 +561,7 @@ pub(crate) fn move_all(from: &P, to: *mut P) {
 }
 
 /// How long a due timer of a busy P may wait for that P before an M without a P (the timer
-/// M, or sysmon when there is none) steps in (`sysmon::run_busy_overdue`). A busy P runs its due
+/// M, or sysmon when there is none) steps in (`schedule::run_busy_overdue`). A busy P runs its due
 /// timers each time it passes through the scheduler, which a program that switches at all
 /// does every few microseconds; only a P held by one goroutine for longer leaves them
 /// waiting. Running them at once from outside would send the wake-ups of sleepers through
@@ -577,7 +577,7 @@ pub(crate) const BUSY_GRACE_NS: i64 = 500_000;
 /// signal may not stop it (asynchronous preemption off, or refused there).
 pub(crate) const BUSY_RUN_NS: i64 = FORCE_PREEMPT_NS;
 
-/// When `sysmon::run_busy_overdue` next has something to do, 0 if no P has a timer: the earliest,
+/// When `schedule::run_busy_overdue` next has something to do, 0 if no P has a timer: the earliest,
 /// over the Ps, of a timer's deadline plus `BUSY_GRACE_NS`, or plus `BUSY_RUN_NS` once
 /// the P running a goroutine was asked to run it.
 pub(crate) fn busy_deadline() -> i64 {
@@ -637,7 +637,7 @@ pub(crate) unsafe fn sleep_as_timer_m(
     }
     // With every P busy, a due timer is its P's to run (`check_timers`, at the P's next
     // pass through the scheduler): we would have to send its goroutine through the global
-    // queue, behind whatever waits there. So sleep until `sysmon::run_busy_overdue` has something
+    // queue, behind whatever waits there. So sleep until `schedule::run_busy_overdue` has something
     // to do (`busy_deadline`: a timer `BUSY_GRACE_NS` overdue, which only a P held by one
     // goroutine for that long leaves it). Our SeqCst loads of `npidle` after claiming
     // `timer_m` pair with a P going idle (`pidleput`'s SeqCst add, then `park_idle` reads
