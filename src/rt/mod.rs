@@ -107,6 +107,7 @@ mod ready;
 mod schedinit;
 pub mod schedtrace;
 mod schedule;
+mod sigpreempt;
 mod spinning;
 #[cfg(all(test, loom))]
 mod spinning_loom;
@@ -116,6 +117,7 @@ pub(crate) mod sudog;
 pub mod syscall;
 mod sysmon;
 mod sysmonwake;
+mod taskfile;
 mod threads;
 pub mod timer;
 pub(crate) mod trace;

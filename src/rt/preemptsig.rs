@@ -249,7 +249,7 @@ pub(super) unsafe fn is_ours(m: &M, info: *const libc::siginfo_t, magic: usize) 
     };
     let handle = key as u32 as i32;
     let ours = match code {
-        libc::SI_TIMER => magic == super::preempt::MAGIC && at16 == handle,
+        libc::SI_TIMER => magic == super::sigpreempt::MAGIC && at16 == handle,
         c if (POLL_IN..=POLL_HUP).contains(&c) => at24 == handle,
         _ => false,
     };
@@ -372,7 +372,7 @@ fn timer_open(tid: i32) -> Option<i32> {
     let mut sev = [0u8; 64];
     // SAFETY: writes within the 64-byte sigevent.
     unsafe {
-        *(sev.as_mut_ptr() as *mut usize) = super::preempt::MAGIC;
+        *(sev.as_mut_ptr() as *mut usize) = super::sigpreempt::MAGIC;
         *(sev.as_mut_ptr().add(8) as *mut i32) = libc::SIGURG;
         *(sev.as_mut_ptr().add(12) as *mut i32) = libc::SIGEV_THREAD_ID;
         *(sev.as_mut_ptr().add(16) as *mut i32) = tid;

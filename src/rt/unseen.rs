@@ -13,7 +13,7 @@
 //!   at most once per `LOOK_AFTER_NS` per P. It reads `/proc/self/task/<tid>/syscall`:
 //!   the number, arguments, stack pointer and return address of the call the thread
 //!   sleeps in. Calls whose restart is exact (`restartable`) are recorded in the M
-//!   (`m.unseen`) and the M gets a SIGURG tagged `preempt::MAGIC_UNSEEN`.
+//!   (`m.unseen`) and the M gets a SIGURG tagged `sigpreempt::MAGIC_UNSEEN`.
 //! - **The M's handler decides** (`divert`, on the M's own thread, so it races with
 //!   nobody for its P): the interrupted context must be that very call — the PC at the
 //!   `syscall` instruction with the number in rax (the kernel rewound a restartable call:
@@ -133,7 +133,7 @@ pub(super) fn parse(s: &[u8]) -> Option<Call> {
 /// Reads what thread `tid` sleeps in (None: running, not in a call, or no such file).
 fn read_call(m: &M, tid: i32) -> Option<Call> {
     let mut buf = [0u8; 256];
-    let n = preempt::read_task_file(m, tid, preempt::TaskFile::Syscall, &mut buf)?;
+    let n = taskfile::read_task_file(m, tid, taskfile::TaskFile::Syscall, &mut buf)?;
     parse(&buf[..n])
 }
 
@@ -467,7 +467,7 @@ pub(super) fn look(m: &M) -> bool {
     s.pc.store(c.pc, Ordering::Relaxed);
     s.how.store(how as u64, Ordering::Relaxed);
     s.nr.store(c.nr, Ordering::Release);
-    if preempt::signal_m(tid, preempt::MAGIC_UNSEEN) {
+    if sigpreempt::signal_m(tid, sigpreempt::MAGIC_UNSEEN) {
         LOOKS_SIGNALLED.fetch_add(1, Ordering::Relaxed);
         true
     } else {
@@ -550,7 +550,7 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
         // own code, nor without room on the stack for the save area: then, rather than
         // leave the program an EINTR, it goes on here with the P (as it would have, had
         // it not been signalled) where that is exact.
-        if preempt::runtime_pc(pc as usize) || !preempt::room_on_stack(&*gp, sp) {
+        if sigpreempt::runtime_pc(pc as usize) || !sigpreempt::room_on_stack(&*gp, sp) {
             if eintr && how == Restart::Resume as u64 {
                 gregs[libc::REG_RAX as usize] = resume(false).1 as i64;
             } else if eintr && how == Restart::AfterEintr as u64 {
