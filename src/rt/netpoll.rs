@@ -44,7 +44,8 @@ use core::sync::atomic::{
     AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 
-use super::netpollbreak::{BREAK_PENDING, EVFD};
+pub use super::epoll::inited;
+use super::epoll::{BREAK_DATA, BREAK_PENDING, EPFD, EVFD, LAST_POLL};
 use super::timer::{self, Timer};
 use super::*;
 
@@ -254,78 +255,21 @@ pub(crate) fn pd_of(fd: i32) -> Option<&'static PollDesc> {
 // ---------------------------------------------------------------------------------------
 // The epoll instance.
 
-static EPFD: AtomicI32 = AtomicI32::new(-1);
-static INIT_LOCK: Lock = Lock::new(crate::sys::Rank::NetpollInit);
 /// Ms blocked in `epoll_wait`: the timer M sleeping in the poller, and for a moment the
 /// previous one, claimed by a waker and on its way out (timer.rs).
 pub(crate) static BLOCKED: AtomicU32 = AtomicU32::new(0);
 /// Breaks consumed by blocking polls (timer.rs passes on one that was not for its M).
 pub(crate) static BREAKS_TAKEN: AtomicU64 = AtomicU64::new(0);
-/// When the poller was last polled (`nanotime`), for sysmon's 10 ms rule.
-static LAST_POLL: AtomicI64 = AtomicI64::new(0);
 /// Counters for `gmp_stats`.
 pub static POLLS: AtomicU64 = AtomicU64::new(0);
 pub static READIED: AtomicU64 = AtomicU64::new(0);
 /// Goroutines parked in `wait` (Go's netpollWaiters).
 pub(crate) static WAITERS: AtomicUsize = AtomicUsize::new(0);
 
-/// epoll data of the eventfd (fds are below 2^20, their data is fd | seq << 32).
-const BREAK_DATA: u64 = u64::MAX;
-
-/// Whether the poller exists (Go's netpollinited).
-#[inline]
-pub fn inited() -> bool {
-    EPFD.load(Ordering::Acquire) >= 0
-}
-
 /// Whether anybody waits on the poller (Go's netpollAnyWaiters).
 #[inline]
 pub fn any_waiters() -> bool {
     WAITERS.load(Ordering::SeqCst) > 0
-}
-
-/// Creates the poller if it does not exist yet (Go's netpollGenericInit). The first timer
-/// calls it too: from then on the idle M that waits for the earliest timer waits in
-/// `epoll_wait`, the one way an M waits for work with a deadline (HACKING.md, decision 12).
-pub(crate) fn init() -> Result<(), i32> {
-    if inited() {
-        return Ok(());
-    }
-    INIT_LOCK.lock();
-    let r = (|| {
-        if inited() {
-            return Ok(());
-        }
-        // SAFETY: plain syscalls; the fds are ours.
-        unsafe {
-            let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
-            if ep < 0 {
-                return Err(crate::sys::errno());
-            }
-            let ev = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
-            if ev < 0 {
-                let e = crate::sys::errno();
-                crate::sys::real::close(ep);
-                return Err(e);
-            }
-            let mut e = libc::epoll_event {
-                events: libc::EPOLLIN as u32,
-                u64: BREAK_DATA,
-            };
-            if libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, ev, &mut e) < 0 {
-                let e = crate::sys::errno();
-                crate::sys::real::close(ev);
-                crate::sys::real::close(ep);
-                return Err(e);
-            }
-            EVFD.store(ev, Ordering::Release);
-            LAST_POLL.store(crate::sys::nanotime(), Ordering::Relaxed);
-            EPFD.store(ep, Ordering::Release);
-        }
-        Ok(())
-    })();
-    INIT_LOCK.unlock();
-    r
 }
 
 /// Registers `fd` (Go's poll_runtime_pollOpen): non-blocking, edge-triggered for both
@@ -378,7 +322,7 @@ pub fn register_with(fd: i32, set_nonblock: bool) -> Result<bool, i32> {
     let Some(pd) = pd_of(fd) else {
         return Err(libc::EBADF);
     };
-    init()?;
+    epoll::init()?;
     // SAFETY: fcntl on an arbitrary fd number only reports EBADF if it is not open.
     let flags = unsafe { crate::sys::real::fcntl(fd, libc::F_GETFL, 0) };
     if flags < 0 {

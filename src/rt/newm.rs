@@ -418,7 +418,7 @@ pub(crate) fn wake_timer_m_if(tm: *mut M) {
     {
         SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
         if SCHED.timer_m_poll.load(Ordering::SeqCst) {
-            netpollbreak::netpoll_break();
+            epoll::netpoll_break();
         } else {
             // SAFETY: Ms are never freed; tm sleeps on its note until this wakeup.
             unsafe { (*tm).park.wakeup() };

@@ -586,7 +586,7 @@ pub(super) unsafe fn find_runnable(m: ThisM<'_>) -> Option<(*mut G, bool)> {
 pub(super) unsafe fn park_idle(m: ThisM<'_>) {
     loop {
         let mut next = timer::earliest();
-        if next == 0 && netpoll::inited() && netpoll::any_waiters() {
+        if next == 0 && epoll::inited() && netpoll::any_waiters() {
             next = i64::MAX;
         }
         // Work that only this M can run (queued, or claimed for us by a readier while we
@@ -598,7 +598,7 @@ pub(super) unsafe fn park_idle(m: ThisM<'_>) {
         let affine = m.affwanted.load(Ordering::SeqCst) || unsafe { affinity::go_idle(m) };
         // SAFETY: no P.
         let mut ready = netpoll::Ready::new();
-        if next == 0 || affine || !unsafe { timer::sleep_as_timer_m(&m, next, &mut ready) } {
+        if next == 0 || affine || !unsafe { sleep_as_timer_m(&m, next, &mut ready) } {
             if !affine {
                 // Another M is the timer M; it may sleep past `next` if it found every P
                 // busy, and we just made one idle.
@@ -638,6 +638,112 @@ pub(super) unsafe fn park_idle(m: ThisM<'_>) {
             }
         }
     }
+}
+
+/// Sleeps as the timer M until `deadline` or until `wake_timer_m`. Returns false when
+/// another M is the timer M already (the caller parks normally).
+///
+/// # Safety
+/// On `m`'s own thread, holding no P.
+pub(super) unsafe fn sleep_as_timer_m(m: &M, deadline: i64, ready: &mut netpoll::Ready) -> bool {
+    let me = m as *const M as *mut M;
+    // How we sleep, published before we are (a waker reads it after claiming us).
+    let poll = epoll::inited();
+    SCHED.timer_m_poll.store(poll, Ordering::SeqCst);
+    if SCHED
+        .timer_m
+        .compare_exchange(null_mut(), me, Ordering::SeqCst, Ordering::Relaxed)
+        .is_err()
+    {
+        return false;
+    }
+    // With every P busy, a due timer is its P's to run (`check_timers`, at the P's next
+    // pass through the scheduler): we would have to send its goroutine through the global
+    // queue, behind whatever waits there. So sleep until `schedule::run_busy_overdue` has something
+    // to do (`busy_deadline`: a timer `BUSY_GRACE_NS` overdue, which only a P held by one
+    // goroutine for that long leaves it). Our SeqCst loads of `npidle` after claiming
+    // `timer_m` pair with a P going idle (`pidleput`'s SeqCst add, then `park_idle` reads
+    // `timer_m` and `timer_m_until` and wakes us to recompute):
+    // `loom_tests::idle_p_wakes_a_timer_m_in_its_grace`.
+    let with_grace = |d: i64| {
+        if d != 0 && d != i64::MAX && SCHED.npidle.load(Ordering::SeqCst) == 0 {
+            // Never earlier than `d` plus the grace: `d` is the earliest deadline, or one
+            // that has gone since (then the timers that are left decide).
+            match timer::busy_deadline() {
+                0 => d.saturating_add(timer::BUSY_GRACE_NS),
+                b => b,
+            }
+        } else {
+            d
+        }
+    };
+    let deadline = with_grace(deadline);
+    SCHED.timer_m_until.store(deadline, Ordering::SeqCst);
+    // A timer may have been started before we published our deadline, without seeing us.
+    let e = with_grace(timer::earliest());
+    let deadline = if e != 0 && e < deadline { e } else { deadline };
+    // Affine work may have been queued for us before we published ourselves (affinity.rs;
+    // SeqCst pairs with wake_affine_m's store-then-load): then do not sleep.
+    let left = if m.affwanted.load(Ordering::SeqCst) {
+        0
+    } else {
+        deadline.saturating_sub(crate::sys::nanotime())
+    };
+    m.blocked.store(true, Ordering::Relaxed);
+    if poll {
+        // Block in the poller (it readies what became ready, to the global queue: we hold
+        // no P). A waker breaks it with the eventfd instead of our note.
+        //
+        // epoll wakes one of the Ms blocked in it, and a waker that claims a timer M breaks
+        // the poll without naming an M, so a break may reach the wrong one: the claimed M
+        // may still be on its way into (or out of) `epoll_wait` when the next timer M
+        // blocks there. Hence: counted in BLOCKED before looking whether a waker claimed
+        // us already (then do not block); and an M that took a break while nobody claimed
+        // it passes the break on if another M is still counted.
+        netpoll::BLOCKED.fetch_add(1, Ordering::SeqCst);
+        let claimed = SCHED.timer_m.load(Ordering::SeqCst) != me;
+        let taken = netpoll::BREAKS_TAKEN.load(Ordering::SeqCst);
+        netpoll::netpoll(
+            if left <= 0 || claimed {
+                0
+            } else if deadline == i64::MAX {
+                -1
+            } else {
+                left
+            },
+            ready,
+        );
+        let others = netpoll::BLOCKED.fetch_sub(1, Ordering::SeqCst) - 1;
+        if SCHED
+            .timer_m
+            .compare_exchange(me, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
+            if others > 0 && netpoll::BREAKS_TAKEN.load(Ordering::SeqCst) != taken {
+                epoll::netpoll_break();
+            }
+        }
+        // Else a waker claimed us and broke the poll (or will: the break stays pending and
+        // costs the next poll one early return).
+    } else {
+        let woken = left > 0
+            && m.park
+                .sleep_timeout(Some(core::time::Duration::from_nanos(left as u64)));
+        if SCHED
+            .timer_m
+            .compare_exchange(me, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
+        } else if !woken {
+            // wake_timer_m claimed us and is about to wake (or woke) the note: consume it.
+            m.park.sleep();
+        }
+        m.park.clear();
+    }
+    m.blocked.store(false, Ordering::Relaxed);
+    true
 }
 
 /// After dropping our P: if any P's local queue has work, take an idle P to go get it.

@@ -32,8 +32,7 @@ pub(super) unsafe fn timers_and_queues(m: ThisM<'_>, p: &P) -> Option<(*mut G, b
 /// # Safety
 /// On the M holding `p`.
 pub(super) unsafe fn poll_network(p: &P) -> bool {
-    if !netpoll::inited() || !netpoll::any_waiters() || netpoll::BLOCKED.load(Ordering::SeqCst) != 0
-    {
+    if !epoll::inited() || !netpoll::any_waiters() || netpoll::BLOCKED.load(Ordering::SeqCst) != 0 {
         return false;
     }
     let mut ready = netpoll::Ready::new();

@@ -131,7 +131,7 @@ pub(super) fn handoffp(pp: *mut P) {
     // (c-tests/netpoll_locked.c). After `pidleput`, so that a P beyond GOMAXPROCS, which
     // it retires, counts too.
     if SCHED.npidle.load(Ordering::SeqCst) >= SCHED.gomaxprocs.load(Ordering::SeqCst)
-        && netpoll::inited()
+        && epoll::inited()
         && netpoll::any_waiters()
         && netpoll::BLOCKED.load(Ordering::SeqCst) == 0
     {

@@ -9,9 +9,10 @@
 //! - Who runs due timers: an M in `schedule` checks its own P (one clock read, only when
 //!   that P has a timer); a spinning M runs due timers of the Ps it steals from; and an M
 //!   with nothing to do becomes the *timer M*: it sleeps until the earliest deadline of all
-//!   heaps (each P publishes its earliest in `timer0_when`) instead of indefinitely. A timer
-//!   started earlier than the timer M's wake-up time wakes it to recompute. While every P
-//!   is busy, a due timer is its P's to run; the timer M (or sysmon, when there is none)
+//!   heaps (each P publishes its earliest in `timer0_when`) instead of indefinitely
+//!   (`schedule::sleep_as_timer_m`, in the poller once it exists). A timer started
+//!   earlier than the timer M's wake-up time wakes it to recompute. While every P is
+//!   busy, a due timer is its P's to run; the timer M (or sysmon, when there is none)
 //!   steps in only for a P that has left it due for `BUSY_GRACE_NS`, by asking that P to
 //!   pass through its scheduler, and runs it itself only after a time slice
 //!   (`schedule::run_busy_overdue`).
@@ -341,8 +342,8 @@ pub unsafe fn start(t: *mut Timer, when: i64) {
     }
     // The poller is where an idle M waits for the earliest timer (created once; if it
     // cannot be, the timer M waits on its futex instead).
-    if !super::netpoll::inited() {
-        let _ = super::netpoll::init();
+    if !epoll::inited() {
+        let _ = epoll::init();
     }
     // SAFETY: Ps are never freed; t is ours (caller contract).
     unsafe {
@@ -365,7 +366,7 @@ pub unsafe fn start(t: *mut Timer, when: i64) {
 /// M, every M without work may be asleep without a deadline, so one is started (`wakep`:
 /// it spins, finds nothing to run, and becomes the timer M in `park_idle`), and with
 /// every P busy sysmon, which then steps in, is woken if it sleeps past it. The SeqCst
-/// loads pair with `sleep_as_timer_m`, which publishes itself and then re-reads the heaps.
+/// loads pair with `schedule::sleep_as_timer_m`, which publishes itself and then re-reads the heaps.
 pub(crate) fn wake_for_timer(when: i64) {
     if SCHED.timer_m.load(Ordering::SeqCst).is_null() {
         ready::wakep();
@@ -614,116 +615,6 @@ fn wake_timer_m() {
     }
 }
 
-/// Sleeps as the timer M until `deadline` or until `wake_timer_m`. Returns false when
-/// another M is the timer M already (the caller parks normally).
-///
-/// # Safety
-/// On `m`'s own thread, holding no P.
-pub(crate) unsafe fn sleep_as_timer_m(
-    m: &M,
-    deadline: i64,
-    ready: &mut super::netpoll::Ready,
-) -> bool {
-    let me = m as *const M as *mut M;
-    // How we sleep, published before we are (a waker reads it after claiming us).
-    let poll = super::netpoll::inited();
-    SCHED.timer_m_poll.store(poll, Ordering::SeqCst);
-    if SCHED
-        .timer_m
-        .compare_exchange(null_mut(), me, Ordering::SeqCst, Ordering::Relaxed)
-        .is_err()
-    {
-        return false;
-    }
-    // With every P busy, a due timer is its P's to run (`check_timers`, at the P's next
-    // pass through the scheduler): we would have to send its goroutine through the global
-    // queue, behind whatever waits there. So sleep until `schedule::run_busy_overdue` has something
-    // to do (`busy_deadline`: a timer `BUSY_GRACE_NS` overdue, which only a P held by one
-    // goroutine for that long leaves it). Our SeqCst loads of `npidle` after claiming
-    // `timer_m` pair with a P going idle (`pidleput`'s SeqCst add, then `park_idle` reads
-    // `timer_m` and `timer_m_until` and wakes us to recompute):
-    // `loom_tests::idle_p_wakes_a_timer_m_in_its_grace`.
-    let with_grace = |d: i64| {
-        if d != 0 && d != i64::MAX && SCHED.npidle.load(Ordering::SeqCst) == 0 {
-            // Never earlier than `d` plus the grace: `d` is the earliest deadline, or one
-            // that has gone since (then the timers that are left decide).
-            match busy_deadline() {
-                0 => d.saturating_add(BUSY_GRACE_NS),
-                b => b,
-            }
-        } else {
-            d
-        }
-    };
-    let deadline = with_grace(deadline);
-    SCHED.timer_m_until.store(deadline, Ordering::SeqCst);
-    // A timer may have been started before we published our deadline, without seeing us.
-    let e = with_grace(earliest());
-    let deadline = if e != 0 && e < deadline { e } else { deadline };
-    // Affine work may have been queued for us before we published ourselves (affinity.rs;
-    // SeqCst pairs with wake_affine_m's store-then-load): then do not sleep.
-    let left = if m.affwanted.load(Ordering::SeqCst) {
-        0
-    } else {
-        deadline.saturating_sub(crate::sys::nanotime())
-    };
-    m.blocked.store(true, Ordering::Relaxed);
-    if poll {
-        // Block in the poller (it readies what became ready, to the global queue: we hold
-        // no P). A waker breaks it with the eventfd instead of our note.
-        //
-        // epoll wakes one of the Ms blocked in it, and a waker that claims a timer M breaks
-        // the poll without naming an M, so a break may reach the wrong one: the claimed M
-        // may still be on its way into (or out of) `epoll_wait` when the next timer M
-        // blocks there. Hence: counted in BLOCKED before looking whether a waker claimed
-        // us already (then do not block); and an M that took a break while nobody claimed
-        // it passes the break on if another M is still counted.
-        super::netpoll::BLOCKED.fetch_add(1, Ordering::SeqCst);
-        let claimed = SCHED.timer_m.load(Ordering::SeqCst) != me;
-        let taken = super::netpoll::BREAKS_TAKEN.load(Ordering::SeqCst);
-        super::netpoll::netpoll(
-            if left <= 0 || claimed {
-                0
-            } else if deadline == i64::MAX {
-                -1
-            } else {
-                left
-            },
-            ready,
-        );
-        let others = super::netpoll::BLOCKED.fetch_sub(1, Ordering::SeqCst) - 1;
-        if SCHED
-            .timer_m
-            .compare_exchange(me, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
-            .is_ok()
-        {
-            SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
-            if others > 0 && super::netpoll::BREAKS_TAKEN.load(Ordering::SeqCst) != taken {
-                netpollbreak::netpoll_break();
-            }
-        }
-        // Else a waker claimed us and broke the poll (or will: the break stays pending and
-        // costs the next poll one early return).
-    } else {
-        let woken = left > 0
-            && m.park
-                .sleep_timeout(Some(core::time::Duration::from_nanos(left as u64)));
-        if SCHED
-            .timer_m
-            .compare_exchange(me, null_mut(), Ordering::SeqCst, Ordering::Relaxed)
-            .is_ok()
-        {
-            SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
-        } else if !woken {
-            // wake_timer_m claimed us and is about to wake (or woke) the note: consume it.
-            m.park.sleep();
-        }
-        m.park.clear();
-    }
-    m.blocked.store(false, Ordering::Relaxed);
-    true
-}
-
 // ---------------------------------------------------------------------------------------
 // Sleeping.
 
@@ -897,7 +788,7 @@ mod loom_tests {
         });
     }
 
-    /// The timer M's grace while every P is busy (`sleep_as_timer_m`) against an M that
+    /// The timer M's grace while every P is busy (`schedule::sleep_as_timer_m`) against an M that
     /// makes a P idle and then parks (`park_idle` → `wake_timer_m_for_idle_p`): restated
     /// with loom's atomics, the same SeqCst loads and stores. Whoever ends up sleeping as
     /// the timer M either sleeps until the earliest deadline exactly or is woken: a timer
