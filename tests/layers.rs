@@ -46,15 +46,15 @@ const RT_FLOORS: &[&[&str]] = &[
         "offload",
         "preemptsig",
         "proc",
-        "park",
         "syscall",
         "stopm",
     ],
-    &["netpoll", "timer", "sudog"],
+    &["netpoll", "timer", "park"],
     &["ready", "affinity", "newm", "idle"],
     &[
         "mod",
         "runq",
+        "sudog",
         "config",
         "os_linux",
         "hooks",
@@ -74,7 +74,7 @@ const RT_FLOORS: &[&[&str]] = &[
 
 /// References inside `rt/` that still point up or sideways against [`RT_FLOORS`]: (from,
 /// to). The list only shrinks.
-const RT_UPWARD: &[(&str, &str)] = &[("mod", "sudog"), ("mod", "timer")];
+const RT_UPWARD: &[(&str, &str)] = &[("mod", "timer")];
 
 fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -268,6 +268,105 @@ fn named_rt_modules(line: &str, modules: &[String]) -> Vec<String> {
     out
 }
 
+/// The names `rt/mod.rs` re-exports from its files (`pub use park::{gopark, …};`, also
+/// `pub(crate) use`), with
+/// the file each comes from: the other files see them through `use super::*`, so a use
+/// of one names that file as surely as a path does.
+fn reexports(mod_rs: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = mod_rs;
+    let next = |r: &str| {
+        [r.find("\npub use "), r.find("\npub(crate) use ")]
+            .into_iter()
+            .flatten()
+            .min()
+    };
+    while let Some(at) = next(rest) {
+        rest = &rest[at + 1..];
+        rest = &rest[rest.find(" use ").unwrap() + " use ".len()..];
+        let stmt = &rest[..rest.find(';').unwrap()];
+        let Some((module, names)) = stmt.split_once("::") else {
+            continue;
+        };
+        if module == "crate" {
+            continue;
+        }
+        let names = names.trim().trim_start_matches('{').trim_end_matches('}');
+        for n in names.split(',') {
+            let n = n.trim();
+            if !n.is_empty() {
+                out.push((n.to_string(), module.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// The items a file defines at any depth (`fn x`, `struct x`, …): its own `init` is not
+/// rt's.
+fn defined_names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for kw in [
+        "fn ", "struct ", "enum ", "static ", "const ", "type ", "trait ",
+    ] {
+        let mut rest = text;
+        while let Some(at) = rest.find(kw) {
+            let before = rest[..at].chars().last();
+            rest = &rest[at + kw.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// Whether a line of code uses `name` as rt's re-export: bare (`gopark(`), or as
+/// `super::name` / `rt::name`; not as another path's item (`epoll::init`), a field or
+/// method (`.init`), or a definition (`fn init`).
+fn uses_name(line: &str, name: &str) -> bool {
+    // Outside string literals.
+    let line: String = line
+        .split('"')
+        .enumerate()
+        .map(|(i, part)| if i % 2 == 0 { part } else { "" })
+        .collect::<Vec<_>>()
+        .join("\"\"");
+    let line = line.as_str();
+    let mut from = 0;
+    while let Some(at) = line[from..].find(name) {
+        let at = from + at;
+        from = at + name.len();
+        let before = &line[..at];
+        let rest = &line[at + name.len()..];
+        let after = rest.chars().next();
+        // A field (`gomaxprocs: i32`, `gomaxprocs: x` in a struct literal).
+        let field = rest.starts_with(':') && !rest.starts_with("::");
+        if field
+            || after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            || before
+                .chars()
+                .last()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+            || before.ends_with("fn ")
+        {
+            continue;
+        }
+        if let Some(path) = before.strip_suffix("::") {
+            if !(path.ends_with("super") || path.ends_with("rt")) {
+                continue;
+            }
+        }
+        return true;
+    }
+    false
+}
+
 fn rt_rank(m: &str) -> (usize, usize) {
     RT_FLOORS
         .iter()
@@ -289,18 +388,31 @@ fn rt_floors_point_down_but_for_the_known_references() {
     }
     modules.sort();
     modules.dedup();
+    let reexports = reexports(&std::fs::read_to_string(rt.join("mod.rs")).unwrap());
     let mut found = std::collections::BTreeSet::new();
     let mut bad = Vec::new();
     for file in modules.iter().cloned().chain(["mod".to_string()]) {
         let (floor, pos) = rt_rank(&file);
         let text = std::fs::read_to_string(rt.join(format!("{file}.rs"))).unwrap();
+        let own = defined_names(&text);
+        let mut in_reexport = false;
         for (n, line) in code_lines(&text) {
             // rt's public face: re-exports and module declarations name no dependency.
             let t = line.trim_start();
-            if file == "mod" && (t.starts_with("pub use ") || t.contains("mod ")) {
+            let reexport = t.starts_with("pub use ") || t.starts_with("pub(crate) use ");
+            if file == "mod" && (in_reexport || reexport || t.contains("mod ")) {
+                in_reexport = (in_reexport || reexport) && !t.ends_with(';');
                 continue;
             }
-            for m in named_rt_modules(&line, &modules) {
+            let through_reexports = reexports
+                .iter()
+                .filter(|(name, m)| *m != file && !own.contains(name) && uses_name(&line, name))
+                .map(|(_, m)| m.clone());
+            let mut named = named_rt_modules(&line, &modules);
+            named.extend(through_reexports);
+            named.sort();
+            named.dedup();
+            for m in named {
                 if m == file {
                     continue;
                 }
@@ -357,4 +469,25 @@ fn the_checker_sees_paths_and_skips_tests() {
         ["timer"]
     );
     assert_eq!(named_rt_modules("super::park;", &m), ["park"]);
+    let re = reexports(
+        "x\npub(crate) use park::wake_waiter;\npub use park::{gopark, goready};\npub use proc::{\n    newproc,\n};\npub use crate::sys::throw;\n",
+    );
+    assert_eq!(
+        re,
+        [
+            ("wake_waiter".to_string(), "park".to_string()),
+            ("gopark".to_string(), "park".to_string()),
+            ("goready".to_string(), "park".to_string()),
+            ("newproc".to_string(), "proc".to_string())
+        ]
+    );
+    assert!(uses_name("unsafe { gopark(None, 0, r) };", "gopark"));
+    assert!(uses_name("rt::goready(g);", "goready"));
+    assert!(!uses_name("let _ = epoll::init();", "init"));
+    assert!(!uses_name("pub(crate) fn init() {", "init"));
+    assert!(!uses_name("x.init(); reinit();", "init"));
+    assert!(!uses_name(
+        "pub gomaxprocs: i32, f(\"gomaxprocs={}\")",
+        "gomaxprocs"
+    ));
 }

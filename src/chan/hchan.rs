@@ -56,7 +56,7 @@ use super::buf;
 pub(crate) use super::ring::Fast;
 use super::ring::Ring;
 use super::waitq::{self, WaitQ};
-use crate::rt::sudog::{self, Sudog, Waiter};
+use crate::rt::sudog::{Sudog, Waiter};
 use crate::rt::{self, WaitReason};
 use crate::sys::{self, Lock};
 
@@ -1083,7 +1083,7 @@ impl Chan {
                 self.unlock_excl();
                 if !w.is_null() {
                     // SAFETY: claimed by send_locked/recv_locked; lock released.
-                    unsafe { sudog::wake(w) };
+                    unsafe { rt::wake_waiter(w) };
                 }
                 Ok(())
             }
@@ -1219,7 +1219,7 @@ impl Chan {
             // SAFETY: read the link before the wake-up, our last access to that waiter.
             unsafe {
                 let next = (*list).wake_link.get();
-                sudog::wake(list);
+                rt::wake_waiter(list);
                 list = next;
             }
         }

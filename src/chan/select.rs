@@ -267,7 +267,7 @@ unsafe fn pass1<const LOCK_FREE: bool>(
                 selunlock(locks);
                 if !w.is_null() {
                     // SAFETY: claimed by send_locked/recv_locked; locks released.
-                    unsafe { sudog::wake(w) };
+                    unsafe { rt::wake_waiter(w) };
                 }
                 cas.status = 0;
                 return Some(i as usize);

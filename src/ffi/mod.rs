@@ -167,7 +167,9 @@ fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, flags: u32) -> i64 {
     // SAFETY: gmp_go's contract: the caller promises fn may be called with arg on a
     // goroutine.
     let (pinned, locked) = (flags & GMP_GO_PINNED != 0, flags & GMP_GO_LOCKED != 0);
-    // SAFETY: as above.
+    // The first goroutine starts the runtime.
+    rt::init();
+    // SAFETY: as above; the runtime is started.
     match unsafe { rt::newproc(f, arg, stack_size, pinned, locked) } {
         Ok(id) => id as i64,
         Err(rt::StartError::BadStackSize) => -(libc::EINVAL as i64),
@@ -425,6 +427,7 @@ pub unsafe extern "C" fn gmp_stats(
             unsafe { core::slice::from_raw_parts_mut(runq_lens, n) }
         };
         let mut s = rt::schedtrace::Stats::default();
+        rt::init();
         let written = rt::schedtrace::stats(&mut s, lens);
         // SAFETY: out is non-null and writable (caller contract).
         unsafe {

@@ -139,9 +139,10 @@ use runq::RunQueue;
 
 pub use affinity::{Bound, bind_current};
 pub use config::{default_maxprocs, num_cpu};
+pub(crate) use park::wake_waiter;
 pub use park::{GoParkUnlock, gopark, goready, gosched};
 pub use proc::{
-    Defer, StartError, defer_pop, defer_push, goexit, newproc, preempt_check, preempt_check_bound,
+    StartError, defer_pop, defer_push, goexit, newproc, preempt_check, preempt_check_bound,
     preempt_wanted,
 };
 pub use schedinit::{gomaxprocs, init};
@@ -1315,3 +1316,26 @@ pub(super) const MLIST_AFFWAIT: u8 = 2;
 
 /// An empty `M::task_fds` slot.
 pub(crate) const NO_TASK_FD: u64 = u64::MAX;
+
+/// A cleanup that [`goexit`] runs if the goroutine ends inside the frame that pushed it
+/// (Go's `_defer`, reduced to what the runtime needs: `gmp_once_do` marks the once done and
+/// unlocks when its function calls `gmp_goexit`, as Go's deferred store does).
+///
+/// Lifetime: the record lives in the pushing frame, which pops it before it returns; if
+/// the goroutine ends first, `goexit` runs it while that frame still exists (it is
+/// abandoned, never unwound, and the stack is reused only after the switch away).
+pub struct Defer {
+    pub f: unsafe fn(arg: usize),
+    pub arg: usize,
+    pub(super) link: *mut Defer,
+}
+
+impl Defer {
+    pub fn new(f: unsafe fn(arg: usize), arg: usize) -> Defer {
+        Defer {
+            f,
+            arg,
+            link: null_mut(),
+        }
+    }
+}

@@ -10,6 +10,7 @@
 
 use core::sync::atomic::Ordering;
 
+use super::sudog::Waiter;
 use super::*;
 use crate::arch;
 
@@ -63,7 +64,7 @@ pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) 
             let mut buf = [0u8; 48];
             let what =
                 crate::sys::fmt_msg(&mut buf, &[b"waits (", reason.as_str().as_bytes(), b")"]);
-            syscall::throw_in_syscall(&*gp, core::str::from_utf8(what).unwrap_or("waits"));
+            throw_in_syscall(&*gp, core::str::from_utf8(what).unwrap_or("waits"));
         }
         if status != G_RUNNING {
             throw("gopark: bad g status");
@@ -153,7 +154,7 @@ pub fn gosched() {
     // status between RUNNING and SYSCALL.
     if unsafe { (*gp).status.load(Ordering::Relaxed) } == G_SYSCALL {
         // SAFETY: as above.
-        syscall::throw_in_syscall(unsafe { &*gp }, "gmp_yield (or a zero-length sleep) called");
+        throw_in_syscall(unsafe { &*gp }, "gmp_yield (or a zero-length sleep) called");
     }
     // SAFETY: gp is non-null, so we are on a goroutine.
     unsafe { mcall(action::GOSCHED) };
@@ -205,5 +206,44 @@ pub(super) unsafe fn gopreempt_bound(m: *mut M) {
             g.asyncbound.set(true);
         }
         gopreempt();
+    }
+}
+
+/// Aborts for a goroutine that tried to switch (`what`: "gmp_yield called", "waits
+/// (chan receive)", …) between gmp_entersyscall and gmp_exitsyscall or inside a
+/// gmp_blocking function — where it holds no P and must stay on its thread. Names the
+/// misuse, where the status check it would otherwise fail says only "bad incoming status".
+#[cold]
+pub(super) fn throw_in_syscall(g: &G, what: &str) -> ! {
+    let mut buf = [0u8; 200];
+    let msg = crate::sys::fmt_msg(
+        &mut buf,
+        &[
+            b"goroutine ",
+            &crate::sys::fmt_u64(g.goid()),
+            b": ",
+            what.as_bytes(),
+            b" between gmp_entersyscall and gmp_exitsyscall (or in a gmp_blocking function)",
+        ],
+    );
+    throw(core::str::from_utf8(msg).unwrap_or("switch in a syscall"))
+}
+
+/// Wakes a waiter (rt/sudog.rs) claimed by the caller: its parked goroutine (`goready`),
+/// or the foreign thread sleeping on its note. The caller holds no channel lock.
+///
+/// # Safety
+/// `w` was claimed by the caller, who has not woken it yet; this is its last access to `w`.
+pub(crate) unsafe fn wake_waiter(w: *const Waiter) {
+    // SAFETY: caller contract: w is alive until woken, and we won `done`.
+    unsafe {
+        let g = (*w).g;
+        if g.is_null() {
+            (*w).note.wakeup();
+        } else {
+            // The goroutine is parked: it queued itself under a channel lock that gopark's
+            // unlock function released after marking it waiting, and we took the lock since.
+            goready(g);
+        }
     }
 }

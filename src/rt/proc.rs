@@ -40,7 +40,8 @@ pub enum StartError {
 /// there, unless stolen); from a foreign thread to the global queue.
 ///
 /// # Safety
-/// `entry(arg)` must be sound to call once, on any thread, at any later time.
+/// `entry(arg)` must be sound to call once, on any thread, at any later time; the runtime
+/// is started (`rt::init`).
 pub unsafe fn newproc(
     entry: GoFn,
     arg: *mut c_void,
@@ -48,7 +49,10 @@ pub unsafe fn newproc(
     pinned: bool,
     locked: bool,
 ) -> Result<u64, StartError> {
-    init();
+    debug_assert!(
+        SCHED.start_ns.load(Ordering::Relaxed) != 0,
+        "newproc before rt::init"
+    );
     // Whole pages, as the stack will be: the caches compare sizes exactly. (The default
     // is stored rounded.)
     let size = if stack_size == 0 {
@@ -220,29 +224,6 @@ pub(super) unsafe extern "C" fn goentry(_arg: usize) -> ! {
     goexit();
 }
 
-/// A cleanup that [`goexit`] runs if the goroutine ends inside the frame that pushed it
-/// (Go's `_defer`, reduced to what the runtime needs: `gmp_once_do` marks the once done and
-/// unlocks when its function calls `gmp_goexit`, as Go's deferred store does).
-///
-/// Lifetime: the record lives in the pushing frame, which pops it before it returns; if
-/// the goroutine ends first, `goexit` runs it while that frame still exists (it is
-/// abandoned, never unwound, and the stack is reused only after the switch away).
-pub struct Defer {
-    pub f: unsafe fn(arg: usize),
-    pub arg: usize,
-    link: *mut Defer,
-}
-
-impl Defer {
-    pub fn new(f: unsafe fn(arg: usize), arg: usize) -> Defer {
-        Defer {
-            f,
-            arg,
-            link: null_mut(),
-        }
-    }
-}
-
 /// Pushes `d` on the running goroutine's defer list; false (nothing pushed) off a
 /// goroutine, where nothing can end the caller's frame early.
 ///
@@ -291,7 +272,7 @@ pub fn goexit() -> ! {
     // status between RUNNING and SYSCALL.
     if unsafe { (*gp).status.load(Ordering::Relaxed) } == G_SYSCALL {
         // SAFETY: as above.
-        syscall::throw_in_syscall(unsafe { &*gp }, "ended (returned, or called gmp_goexit)");
+        park::throw_in_syscall(unsafe { &*gp }, "ended (returned, or called gmp_goexit)");
     }
     // Run the cleanups, innermost first. One may switch (an unlock's hand-off yields):
     // the goroutine resumes, perhaps on another M, and goes on exiting.

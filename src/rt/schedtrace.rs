@@ -191,9 +191,9 @@ pub struct Stats {
 }
 
 /// Fills `Stats`, and the local run queue length of each P in service into `runq_lens`
-/// (as many as fit); returns how many lengths were written.
+/// (as many as fit); returns how many lengths were written. For a started runtime
+/// (`rt::init`): before, every figure reads zero.
 pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
-    init();
     *out = Stats {
         gomaxprocs: SCHED.gomaxprocs.load(Ordering::Relaxed),
         idleprocs: SCHED.npidle.load(Ordering::Relaxed),

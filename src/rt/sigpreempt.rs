@@ -188,7 +188,7 @@ pub(super) fn refresh_ranges(force: bool) {
     // SAFETY: dladdr with a valid address and out-struct.
     unsafe {
         let mut di: libc::Dl_info = core::mem::zeroed();
-        if libc::dladdr(init as *const () as *const libc::c_void, &mut di) != 0 {
+        if libc::dladdr(refresh_ranges as *const () as *const libc::c_void, &mut di) != 0 {
             c.our_base = di.dli_fbase as usize;
         }
         c.malloc_addr = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) as usize;

@@ -51,7 +51,6 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use super::{G, P};
 use crate::loom::AtomicWord;
-use crate::rt;
 use crate::sys::{FutexWord, Lock, Note};
 
 /// A blocked goroutine or foreign thread. Lives on its stack (see the module doc).
@@ -79,7 +78,7 @@ impl Waiter {
     /// A waiter for the calling goroutine or thread; `exclusive` as the field says.
     pub fn new(exclusive: bool) -> Waiter {
         Waiter {
-            g: rt::getg(),
+            g: super::getg(),
             note: Note::new(),
             done: AtomicU32::new(0),
             exclusive,
@@ -130,24 +129,6 @@ impl<D: AtomicWord<V = u32>, K: FutexWord> Waiter<D, K> {
         }
         self.note.clear();
         true
-    }
-}
-
-/// Wakes a waiter claimed by the caller. The caller holds no channel lock.
-///
-/// # Safety
-/// `w` was claimed by the caller, who has not woken it yet; this is its last access to `w`.
-pub(crate) unsafe fn wake(w: *const Waiter) {
-    // SAFETY: caller contract: w is alive until woken, and we won `done`.
-    unsafe {
-        let g = (*w).g;
-        if g.is_null() {
-            (*w).note.wakeup();
-        } else {
-            // The goroutine is parked: it queued itself under a channel lock that gopark's
-            // unlock function released after marking it waiting, and we took the lock since.
-            rt::goready(g);
-        }
     }
 }
 
@@ -310,7 +291,7 @@ fn alloc_sudog() -> &'static Sudog {
 /// The P this thread holds, or null (a foreign thread, or an M in a syscall).
 #[inline(always)]
 fn current_p() -> *mut P {
-    let m = rt::getm();
+    let m = super::getm();
     if m.is_null() {
         return null_mut();
     }

@@ -256,23 +256,3 @@ pub fn holds_p() -> bool {
     // changes its status between RUNNING and SYSCALL, and that M is us.
     !gp.is_null() && unsafe { (*gp).status.load(Ordering::Relaxed) } == G_RUNNING
 }
-
-/// Aborts for a goroutine that tried to switch (`what`: "gmp_yield called", "waits
-/// (chan receive)", …) between gmp_entersyscall and gmp_exitsyscall or inside a
-/// gmp_blocking function — where it holds no P and must stay on its thread. Names the
-/// misuse, where the status check it would otherwise fail says only "bad incoming status".
-#[cold]
-pub(super) fn throw_in_syscall(g: &G, what: &str) -> ! {
-    let mut buf = [0u8; 200];
-    let msg = crate::sys::fmt_msg(
-        &mut buf,
-        &[
-            b"goroutine ",
-            &crate::sys::fmt_u64(g.goid()),
-            b": ",
-            what.as_bytes(),
-            b" between gmp_entersyscall and gmp_exitsyscall (or in a gmp_blocking function)",
-        ],
-    );
-    throw(core::str::from_utf8(msg).unwrap_or("switch in a syscall"))
-}
