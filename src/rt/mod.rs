@@ -120,6 +120,7 @@ mod sysmonwake;
 mod taskfile;
 mod threads;
 pub mod timer;
+mod timerheap;
 pub(crate) mod trace;
 mod traceevent;
 pub(crate) mod tsan;
@@ -627,7 +628,7 @@ pub struct P {
     pub ngoroutines: AtomicI64,
     pub nspawned: AtomicU64,
     /// This P's timer heap (see timer.rs).
-    pub timers: timer::Timers,
+    pub timers: timerheap::Timers,
     /// Incremented by whoever takes the P back after a syscall (its M's exitsyscall fast
     /// path, or sysmon's retake): sysmon retakes a P only if it saw the same value one
     /// tick earlier. Written by the P's owner; read by sysmon.

@@ -27,7 +27,7 @@ pub(super) fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 stack_tickets: Owned::new(Tickets::default()),
                 ngoroutines: AtomicI64::new(0),
                 nspawned: AtomicU64::new(0),
-                timers: timer::Timers::new(),
+                timers: timerheap::Timers::new(),
                 syscalltick: AtomicU32::new(0),
                 sysmontick: Owned::new(SysmonTick::new()),
                 sudogcache: Owned::new(sudog::SudogCache::new()),
