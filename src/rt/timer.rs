@@ -183,11 +183,8 @@ pub(crate) fn run_due(p: &P, now: i64) -> usize {
     let timers = &p.timers;
     let mut n = 0;
     timers.lock.lock();
-    loop {
-        // SAFETY: lock held.
-        let Some((when, _)) = (unsafe { timers.first() }) else {
-            break;
-        };
+    // SAFETY (the condition): lock held.
+    while let Some((when, _)) = unsafe { timers.first() } {
         if when > now {
             break;
         }
