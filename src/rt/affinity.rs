@@ -25,7 +25,7 @@
 //! - An M that has nothing to run and must sleep without a P marks its queue idle
 //!   (`go_idle`, under the queue's lock, after seeing it empty). Whoever then readies a
 //!   goroutine affine to it finds the mark, clears it (so exactly one readier claims the
-//!   M) and wakes it with a P (`mstart::wake_affine_m`): an idle P if there is one, else
+//!   M) and wakes it with a P (`newm::wake_affine_m`): an idle P if there is one, else
 //!   the M joins `SCHED.affwait`, the Ms waiting for a P for work only they can run, which
 //!   are served before the idle list by every P that goes idle (`pidleput`), by
 //!   `handoffp`, and by the busy Ps' 61-tick fairness check (so a program whose Ps never

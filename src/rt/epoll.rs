@@ -8,7 +8,7 @@ use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 
 use crate::sys::Lock;
 
-/// The eventfd, registered with the epoll instance by `netpoll::init`.
+/// The eventfd, registered with the epoll instance by `init`.
 pub(super) static EVFD: AtomicI32 = AtomicI32::new(-1);
 
 /// A break is written and not yet consumed (Go's netpollWakeSig).

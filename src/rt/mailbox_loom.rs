@@ -1,4 +1,4 @@
-//! Loom model of the foreign spinner's mailbox (`foreign::FOREIGN_MAILBOX`: a foreign
+//! Loom model of the foreign spinner's mailbox (`ready::FOREIGN_MAILBOX`: a foreign
 //! thread hands a goroutine straight to the M spinning for it; HACKING.md, "Foreign
 //! exchanges").
 //!

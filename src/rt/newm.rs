@@ -233,7 +233,7 @@ pub(super) unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u
             foreign_handoff,
             unseen,
             vcsw_seen,
-            // Kept: `preempt::read_task_file` closes a dead thread's files when it finds
+            // Kept: `taskfile::read_task_file` closes a dead thread's files when it finds
             // the thread id changed (or the file answering ESRCH).
             task_fds: _,
             task_lock: _,

@@ -31,7 +31,7 @@
 //!   it from task work on the thread's next return to user mode, after any call in
 //!   progress has finished. Needs no privilege; the signal comes up to one tick (1–10 ms)
 //!   after the arming instead of `PERF_PERIOD_NS`. The handler knows it by `SI_TIMER`,
-//!   `si_value` = `preempt::MAGIC` and the timer id.
+//!   `si_value` = `sigpreempt::MAGIC` and the timer id.
 //! - **tgkill after a look** (`Source::Tgkill`), when neither can be created: the
 //!   narrowed race stays (HACKING.md, known limits).
 //!
@@ -226,7 +226,7 @@ fn arm_locked(m: &M, tid: i32, now: i64, src: Source) -> Armed {
 
 /// In the SIGURG handler on M `m`'s thread: whether `info` is the signal of `m`'s armed
 /// source (then it is disarmed). A perf signal carries the fd; a timer signal the timer
-/// id and `preempt::MAGIC`.
+/// id and `sigpreempt::MAGIC`.
 ///
 /// # Safety
 /// `info` is the siginfo the kernel passed to the handler.
@@ -364,7 +364,7 @@ fn perf_event_id(fd: i32) -> Option<u64> {
 }
 
 /// A disarmed POSIX timer on thread `tid`'s CPU-time clock that sends it SIGURG carrying
-/// `preempt::MAGIC`; its id, or None.
+/// `sigpreempt::MAGIC`; its id, or None.
 fn timer_open(tid: i32) -> Option<i32> {
     // The kernel's thread CPU clock id (CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED).
     let clock = (!tid) << 3 | 6;
