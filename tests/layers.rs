@@ -430,6 +430,90 @@ fn rt_floors_point_down() {
     );
 }
 
+/// The files of each module directory other than `rt/` (which has floors) name each
+/// other without a circle: `chan/hchan.rs` may use `chan/waitq.rs` or the reverse, never
+/// both, through any chain. `mod.rs` counts by its code, not its declarations and
+/// re-exports.
+#[test]
+fn no_module_has_files_in_a_circle() {
+    let src = src_dir();
+    let mut circles = Vec::new();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let dir = e.unwrap().path();
+        let top = dir.file_name().unwrap().to_str().unwrap().to_string();
+        if !dir.is_dir() || top == "rt" {
+            continue;
+        }
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir() || !test_file(p))
+            .map(|p| p.file_stem().unwrap().to_str().unwrap().to_string())
+            .filter(|n| n != "mod")
+            .collect();
+        files.sort();
+        files.dedup();
+        let mut edges: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for file in files.iter().cloned().chain(["mod".to_string()]) {
+            let Ok(text) = std::fs::read_to_string(dir.join(format!("{file}.rs"))) else {
+                continue;
+            };
+            let mut named = Vec::new();
+            for (_, line) in code_lines(&text) {
+                let t = line.trim_start();
+                let declaration = t.contains("mod ")
+                    || t.starts_with("pub use ")
+                    || t.starts_with("pub(crate) use ");
+                if file == "mod" && declaration {
+                    continue;
+                }
+                let line = line.replace(&format!("crate::{top}::"), "super::");
+                named.extend(
+                    named_rt_modules(&line, &files)
+                        .into_iter()
+                        .filter(|m| *m != file),
+                );
+            }
+            named.sort();
+            named.dedup();
+            edges.insert(file, named);
+        }
+        // A depth-first search from every file: a file met again on the path closes a
+        // circle.
+        fn visit(
+            f: &str,
+            edges: &std::collections::BTreeMap<String, Vec<String>>,
+            path: &mut Vec<String>,
+            done: &mut std::collections::BTreeSet<String>,
+            out: &mut Vec<String>,
+        ) {
+            if let Some(at) = path.iter().position(|p| p == f) {
+                out.push(format!("{} -> {f}", path[at..].join(" -> ")));
+                return;
+            }
+            if !done.insert(f.to_string()) {
+                return;
+            }
+            path.push(f.to_string());
+            for g in edges.get(f).into_iter().flatten() {
+                visit(g, edges, path, done, out);
+            }
+            path.pop();
+        }
+        let mut done = Default::default();
+        let mut found = Vec::new();
+        for f in edges.keys() {
+            visit(f, &edges, &mut Vec::new(), &mut done, &mut found);
+        }
+        circles.extend(found.into_iter().map(|c| format!("src/{top}: {c}")));
+    }
+    assert!(
+        circles.is_empty(),
+        "files in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
 #[test]
 fn the_checker_sees_paths_and_skips_tests() {
     assert_eq!(named_modules("use crate::rt::park;"), ["rt"]);

@@ -1227,6 +1227,13 @@ impl Chan {
     }
 }
 
+impl waitq::Unlock for Chan {
+    /// `unlock_excl`: the lock of a channel whose sudog was queued in exclusive mode.
+    unsafe fn unlock(&self) {
+        self.unlock_excl();
+    }
+}
+
 /// Channel headers: those of destroyed channels, for `make` to reuse (see "Lifetime"),
 /// and a slab that new ones are carved from. Headers are never freed, so a slab of
 /// [`HEADERS_PER_SLAB`] is one allocation instead of one `posix_memalign` per header (Chan

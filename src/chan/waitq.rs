@@ -7,7 +7,6 @@ use core::ptr::{null, null_mut};
 use core::sync::atomic::Ordering;
 use core::time::Duration;
 
-use super::hchan::Chan;
 use crate::rt::sudog::{Sudog, Waiter};
 use crate::rt::timer::{self, Timer};
 use crate::rt::{self, G, WaitReason};
@@ -138,11 +137,21 @@ impl WaitQ {
     }
 }
 
+/// What `block` releases once its caller is parked: the channels' locks (`Chan`'s
+/// implementation leaves the ring's exclusive mode on the way out).
+pub(crate) trait Unlock {
+    /// Releases the lock.
+    ///
+    /// # Safety
+    /// The caller holds it.
+    unsafe fn unlock(&self);
+}
+
 /// What gopark's unlock function needs (Go's chanparkcommit / selparkcommit). On the
 /// parking goroutine's stack.
-struct ParkCtx {
+struct ParkCtx<L> {
     /// The locked channels, distinct, in ascending address order.
-    locks: *const *const Chan,
+    locks: *const *const L,
     nlocks: usize,
     /// The timeout timer to arm, or null.
     timer: *mut Timer,
@@ -151,20 +160,20 @@ struct ParkCtx {
 
 /// gopark's unlock function: arms the timeout (now that the goroutine is parked, so it
 /// cannot fire before), then releases the channel locks.
-unsafe fn park_commit(_gp: *mut G, arg: usize) -> bool {
+unsafe fn park_commit<L: Unlock>(_gp: *mut G, arg: usize) -> bool {
     // SAFETY: arg is the parking goroutine's ParkCtx. The goroutine cannot run again before
     // the last lock below is released (every waker, the timeout's included, ends with the
     // goroutine re-locking or a waker locking a channel we hold), and we read the context
     // only before that release.
     unsafe {
-        let ctx = &*(arg as *const ParkCtx);
+        let ctx = &*(arg as *const ParkCtx<L>);
         let (locks, n, t, when) = (ctx.locks, ctx.nlocks, ctx.timer, ctx.when);
         if !t.is_null() {
             // Lock order: channel locks → a P's timer lock. On g0, holding this M's P.
             timer::start(t, when);
         }
         for i in (0..n).rev() {
-            (**locks.add(i)).unlock_excl();
+            (**locks.add(i)).unlock();
         }
     }
     true
@@ -192,9 +201,9 @@ unsafe fn on_timeout(w: usize) {
 /// `w` and its sudogs are on the caller's stack and queued; the caller holds exactly the
 /// locks in `locks` and no other lock.
 #[inline(always)]
-pub(crate) unsafe fn block(
+pub(crate) unsafe fn block<L: Unlock>(
     w: &Waiter,
-    locks: &[*const Chan],
+    locks: &[*const L],
     deadline: Option<i64>,
     reason: WaitReason,
 ) -> bool {
@@ -202,7 +211,7 @@ pub(crate) unsafe fn block(
         // SAFETY: caller contract: we hold these locks.
         unsafe {
             for &c in locks {
-                (*c).unlock_excl();
+                (*c).unlock();
             }
         }
         // A foreign thread spins first only when its last wait was quick
@@ -237,7 +246,13 @@ pub(crate) unsafe fn block(
     };
     // SAFETY: on a goroutine (w.g non-null); our sudogs are queued under the locks that
     // park_commit releases, which are the only locks we hold.
-    unsafe { rt::gopark(Some(park_commit), &ctx as *const ParkCtx as usize, reason) };
+    unsafe {
+        rt::gopark(
+            Some(park_commit::<L>),
+            &ctx as *const ParkCtx<L> as usize,
+            reason,
+        )
+    };
     if deadline.is_some() {
         // After stop returns, the callback is not running and never will: t may die.
         // SAFETY: t was initialised above (there is a deadline) and lives in this frame.
