@@ -1229,6 +1229,7 @@ impl Chan {
 
 impl waitq::Unlock for Chan {
     /// `unlock_excl`: the lock of a channel whose sudog was queued in exclusive mode.
+    #[inline(always)]
     unsafe fn unlock(&self) {
         self.unlock_excl();
     }

@@ -144,6 +144,7 @@ unsafe fn prefetch_resume(g: &G) {
 /// Yields the processor (Go's Gosched): the goroutine goes to the back of its P's run
 /// queue (where Go's goyield puts it; see `after_switch`) and runs again after the
 /// goroutines queued there. On a foreign thread, yields the OS thread.
+#[inline]
 pub fn gosched() {
     let gp = getg();
     if gp.is_null() {

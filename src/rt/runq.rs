@@ -160,6 +160,7 @@ impl<T> RunQueue<T> {
     /// # Safety
     /// Only the owner of the queue may call it (single producer), with a `g` that is not
     /// already queued anywhere.
+    #[inline]
     pub unsafe fn put(&self, g: NonNull<T>, next: bool, overflow: impl FnOnce(&[NonNull<T>])) {
         let mut g = g;
         if next {

@@ -15,6 +15,7 @@ use super::*;
 ///
 /// # Safety
 /// `m` owns `p`.
+#[inline(always)]
 pub(super) unsafe fn timers_and_queues(m: ThisM<'_>, p: &P) -> Option<(*mut G, bool)> {
     check_timers(p);
     // SAFETY: caller contract.

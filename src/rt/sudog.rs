@@ -76,6 +76,7 @@ pub(crate) struct Waiter<D = AtomicU32, K = AtomicU32> {
 
 impl Waiter {
     /// A waiter for the calling goroutine or thread; `exclusive` as the field says.
+    #[inline]
     pub fn new(exclusive: bool) -> Waiter {
         Waiter {
             g: super::getg(),
