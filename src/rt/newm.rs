@@ -300,7 +300,7 @@ pub(super) fn start_m(m: *mut M) {
 /// Creates the OS thread of the new M `m` (from `newm`, or from the template thread).
 /// mstart_trampoline receives the M pointer, which stays valid forever (Ms are never
 /// freed).
-pub(super) fn spawn_m_thread(m: *mut M) {
+fn spawn_m_thread(m: *mut M) {
     crate::sys::spawn_detached("newm", G0_STACK, mstart_trampoline, m.cast());
 }
 
@@ -343,7 +343,7 @@ static TNOTE: Note = Note::new();
 /// Whether `newm` must not create a thread from the calling thread (it is locked, or is
 /// an M exiting after its goroutine ended locked).
 #[inline]
-pub(super) fn must_use_template() -> bool {
+fn must_use_template() -> bool {
     let mp = getm();
     if mp.is_null() {
         return false;
@@ -362,7 +362,7 @@ pub(super) fn ensure_template_thread() {
 }
 
 /// Queues new M `m` (fully initialised, not started) for the template thread.
-pub(super) fn newm_handoff(m: *mut M) {
+fn newm_handoff(m: *mut M) {
     // The template thread exists: a thread is locked or exiting only after a `lock`.
     ensure_template_thread();
     TLOCK.lock();

@@ -6,29 +6,6 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use super::*;
 use super::{idle::*, newm::*, ready::*};
 
-/// The 61-tick check's other half: an M waits for a P to run work only it can run, and
-/// no P has gone idle (all are busy). Hand it ours, with our local work, and stop (onto
-/// affwait ourselves if goroutines only we can run are queued: `stopm`). Returns false if
-/// nobody waits (any more).
-///
-/// # Safety
-/// `m` holds a P and is not spinning.
-pub(super) unsafe fn handoff_to_affwait(m: ThisM<'_>) -> bool {
-    let am = {
-        let mut g = lock_sched();
-        match affwait_get(&mut g) {
-            Some(am) => am,
-            None => return false,
-        }
-    };
-    // SAFETY: holding a P.
-    let pp = unsafe { releasep(m) };
-    give_p(am, pp);
-    // SAFETY: no P, not spinning.
-    unsafe { stopm(m) };
-    true
-}
-
 /// Stops the current M until new work is available; returns holding the P it was handed.
 ///
 /// # Safety
@@ -68,12 +45,12 @@ pub(super) unsafe fn stopm(m: ThisM<'_>) {
     }
 }
 
-/// Hands off P `pp` from an M that is about to block (Go's handoffp): runs it on another M
-/// if there is work or nobody is looking for work, else puts it on the idle list.
 /// `handoffp` found Ms waiting for a P and goroutines queued, and served an M last: the
 /// queued goroutines' turn is next. A hint (relaxed): a lost update costs one turn.
 pub(super) static HANDOFF_QUEUE_TURN: AtomicBool = AtomicBool::new(false);
 
+/// Hands off P `pp` from an M that is about to block (Go's handoffp): runs it on another M
+/// if there is work or nobody is looking for work, else puts it on the idle list.
 pub(super) fn handoffp(pp: *mut P) {
     // SAFETY: Ps are never freed; pp was just released by the caller.
     let p = unsafe { &*pp };
@@ -149,6 +126,29 @@ pub(super) fn handoffp(pp: *mut P) {
     if when != 0 {
         timer::wake_for_timer(when);
     }
+}
+
+/// The 61-tick check's other half: an M waits for a P to run work only it can run, and
+/// no P has gone idle (all are busy). Hand it ours, with our local work, and stop (onto
+/// affwait ourselves if goroutines only we can run are queued: `stopm`). Returns false if
+/// nobody waits (any more).
+///
+/// # Safety
+/// `m` holds a P and is not spinning.
+pub(super) unsafe fn handoff_to_affwait(m: ThisM<'_>) -> bool {
+    let am = {
+        let mut g = lock_sched();
+        match affwait_get(&mut g) {
+            Some(am) => am,
+            None => return false,
+        }
+    };
+    // SAFETY: holding a P.
+    let pp = unsafe { releasep(m) };
+    give_p(am, pp);
+    // SAFETY: no P, not spinning.
+    unsafe { stopm(m) };
+    true
 }
 
 /// Test hook, debug builds only: `GMP_DEBUG=handoffdelay=<µs>` makes `handoffp` sleep
