@@ -16,6 +16,10 @@
 //! The C API lives in `include/gmp-sched/gmp.h`, generated from `src/ffi` by `build.rs`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+// The crate's documentation is for contributors (`cargo doc --document-private-items`):
+// the product is the C API, and the Rust items are `pub` for the tests and benchmarks, so
+// their docs link to the private items they are built on.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod arch;
 pub mod chan;

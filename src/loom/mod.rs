@@ -7,9 +7,9 @@
 //! - [`AtomicWord`] and [`AtomicFlag`]: an atomic word or flag as a protocol uses it, for
 //!   protocols written once over both kinds (the sync primitives, `Note` and `Lock`, the
 //!   channel waiters' claim, netpoll's reference counts).
-//! - Models of what the subjects stand on, under `--cfg loom` only: [`futex::ModelFutex`]
-//!   (the kernel's futex), [`sema::ModelSema`] (Go's semaphore), and [`model`] /
-//!   [`model_bounded`], through which every model runs. `tests/loom.rs` runs them.
+//! - Models of what the subjects stand on, under `--cfg loom` only: `futex::ModelFutex`
+//!   (the kernel's futex), `sema::ModelSema` (Go's semaphore), and `model` /
+//!   `model_bounded`, through which every model runs. `tests/loom.rs` runs them.
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 

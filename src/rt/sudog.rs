@@ -25,7 +25,7 @@
 //! Several parties may try to complete one waiter: wakers on each channel it waits on (a
 //! select), a closer, and its timeout (a timer callback, or the foreign thread's own
 //! futex timeout). Exactly one wins, by CASing `Waiter.done` from 0 to 1:
-//! - a waker CASes when it takes a sudog off a queue ([`WaitQ::dequeue`]); if the CAS fails
+//! - a waker CASes when it takes a sudog off a queue (`WaitQ::dequeue`, chan/waitq.rs); if the CAS fails
 //!   the sudog is dropped from that queue and the next one is tried. A waiter with one
 //!   sudog and no timeout (`Waiter::exclusive`: a plain send or receive without a
 //!   deadline) has no other claimant: every party that could complete it holds the lock

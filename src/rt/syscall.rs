@@ -46,7 +46,7 @@ fn setgstatus_own(g: &G, old: u32, new: u32) {
     g.status.store(new, Ordering::Release);
 }
 
-/// Enters a blocking call (Go's entersyscall). `Ok` means the caller must call [`exit`]
+/// Enters a blocking call (Go's entersyscall). `Ok` means the caller must call [`exitsyscall`]
 /// when the call returns, on the same goroutine (it does not move).
 #[inline]
 pub fn entersyscall() -> Result<(), EnterError> {
@@ -102,7 +102,7 @@ pub fn entersyscall() -> Result<(), EnterError> {
     Ok(())
 }
 
-/// Returns from a blocking call entered with [`enter`] (Go's exitsyscall). The goroutine
+/// Returns from a blocking call entered with [`entersyscall`] (Go's exitsyscall). The goroutine
 /// continues on the same thread: with its old P if nobody took it, else with an idle P,
 /// else after waiting (on this thread) for a P to be handed over.
 #[inline]
@@ -188,7 +188,7 @@ unsafe fn exitsyscall_slow(m: ThisM<'_>, gp: *mut G) {
 
 /// Runs `f` as a blocking call: with P hand-off on a goroutine, directly elsewhere (and
 /// directly when already inside one). While `f` runs on a goroutine, `m.inblocking` counts
-/// it, so that [`exit_user`] refuses to end the syscall under our feet.
+/// it, so that [`exitsyscall_user`] refuses to end the syscall under our feet.
 #[inline(always)]
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     let entered = match entersyscall() {
@@ -210,7 +210,7 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// Why [`exit_user`] did nothing.
+/// Why [`exitsyscall_user`] did nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitError {
     /// Not on a goroutine.

@@ -117,7 +117,7 @@
 //!   at the bottom of the LIFO list were not taken. Beyond a floor of 64 per list, their
 //!   stacks are released entirely ([`free_released`], one `process_madvise(DONTNEED)` per
 //!   32) and go to the `bare` list here; the Gs stay, without a stack.
-//! - this pool ([`trim`]): by the same low-water marks, unused `dirty` stacks are released
+//! - this pool ([`trim`](fn@trim::trim)): by the same low-water marks, unused `dirty` stacks are released
 //!   entirely and unused `clean` ones (beyond [`TRIM_CLEAN_FLOOR`]) lose their top 16 KiB
 //!   too; both go to `bare`, which `alloc` takes last.
 //!

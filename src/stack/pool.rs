@@ -11,9 +11,9 @@ pub(super) struct Class {
     /// Released, or never used: everything below the top [`KEEP_RESIDENT`] bytes reads as
     /// zeros. Taken when `dirty` is empty.
     pub(super) clean: Vec<usize>,
-    /// Released entirely by [`trim`]: nothing resident. Taken when `clean` is empty too.
+    /// Released entirely by [`trim`](fn@super::trim::trim): nothing resident. Taken when `clean` is empty too.
     pub(super) bare: Vec<usize>,
-    /// The fewest stacks `dirty` and `clean` held since the last [`trim`]: that many at the
+    /// The fewest stacks `dirty` and `clean` held since the last [`trim`](fn@super::trim::trim): that many at the
     /// bottom of each went unused for the whole period (see "Trimming").
     pub(super) dirty_low: usize,
     pub(super) clean_low: usize,

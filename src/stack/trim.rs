@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// Clean stacks per class whose top pages [`trim`] leaves resident however long unused:
+/// Clean stacks per class whose top pages [`trim`](fn@super::trim::trim) leaves resident however long unused:
 /// what a burst of this many goroutines starts on without faults.
 pub(super) const TRIM_CLEAN_FLOOR: usize = 64;
 

@@ -1,4 +1,4 @@
-//! The asymmetric fence pair behind [`Lock::unlock`] ("The asymmetric unlock" there):
+//! The asymmetric fence pair behind [`Lock::unlock`](super::Lock::unlock) ("The asymmetric unlock" there):
 //! `membarrier(2)`'s private expedited barrier on the rare side, a compiler barrier on the
 //! hot one.
 
