@@ -152,24 +152,24 @@ fn named_modules(line: &str) -> Vec<String> {
         if let Some(group) = rest.strip_prefix('{') {
             let end = group.find('}').unwrap_or(group.len());
             for part in group[..end].split(',') {
-                let name: String = part
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
+                let name = ident(part.trim());
                 if !name.is_empty() {
                     out.push(name);
                 }
             }
         } else {
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
+            let name = ident(rest);
             out.push(name);
         }
     }
     out
+}
+
+/// The identifier `s` starts with (empty if none).
+fn ident(s: &str) -> String {
+    s.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
 }
 
 /// (floor, position within the floor) of a top-level module.
@@ -314,10 +314,7 @@ fn defined_names(text: &str) -> Vec<String> {
             if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
                 continue;
             }
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
+            let name = ident(rest);
             out.push(name);
         }
     }
