@@ -1,6 +1,7 @@
 //! Seeing inside: the scheduler trace (`GMP_DEBUG=schedtrace`), the goroutine dump
-//! (gmp_dump, SIGQUIT), deadlock detection, the gdb script, and the execution trace
-//! (gmp_trace_start, GMP_TRACE). Harness and conventions: `support/ctest.rs`.
+//! (gmp_dump, SIGQUIT), deadlock detection, leak reports (gmp_set_leak_handler,
+//! `GMP_DEBUG=leaks`), the gdb script, and the execution trace (gmp_trace_start,
+//! GMP_TRACE). Harness and conventions: `support/ctest.rs`.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -649,6 +650,81 @@ fn gdb_goroutines() {
         "{}",
         o.report("registers restored")
     );
+}
+
+// ---- leak reports ----
+
+/// Goroutines blocked forever on a channel whose last handle was released are reported to
+/// the handler, once each, from the release; the near-misses (a deadline, a select, a
+/// second handle, a completed wait) never are.
+#[test]
+fn leak_report() {
+    expect_success("leak_report", &[]);
+}
+
+/// The goroutine a `leak_report` case left blocked (its "leaked <id>" line).
+fn leaked_goid(o: &Outcome) -> String {
+    o.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("leaked "))
+        .unwrap_or_else(|| panic!("{}", o.report("no \"leaked <id>\" line")))
+        .to_string()
+}
+
+/// The record a leaked goroutine gets on stderr.
+fn leak_record(id: &str) -> [String; 3] {
+    [
+        "gmp: goroutine leak: the last handle of its channel was released\n".to_string(),
+        format!("goroutine {id} [chan receive"),
+        "created by a thread outside the runtime".to_string(),
+    ]
+}
+
+/// Without a handler the report is a dump record on stderr.
+#[test]
+fn leak_report_stderr() {
+    let o = run_c("leak_report", &["stderr"], &[]);
+    assert_success(&o, "leak_report stderr");
+    for needle in leak_record(&leaked_goid(&o)) {
+        assert!(
+            o.stderr.contains(&needle),
+            "{}",
+            o.report(&format!("stderr lacks {needle:?}"))
+        );
+    }
+}
+
+/// `GMP_DEBUG=leaks=0`: nothing is reported.
+#[test]
+fn leak_report_off() {
+    let o = run_c("leak_report", &["off"], &[("GMP_DEBUG", "leaks=0")]);
+    assert_success(&o, "leak_report off");
+    assert!(
+        !o.stderr.contains("leak"),
+        "{}",
+        o.report("leaks=0 must not report")
+    );
+}
+
+/// `GMP_DEBUG=leaks=2`: the release aborts after the report.
+#[test]
+fn leak_report_abort() {
+    let o = run_c("leak_report", &["abort"], &[("GMP_DEBUG", "leaks=2")]);
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGABRT),
+        "{}",
+        o.report("leaks=2 must abort")
+    );
+    let mut needles = leak_record(&leaked_goid(&o)).to_vec();
+    needles.push("gmp: goroutine leak (GMP_DEBUG=leaks=2)".to_string());
+    for needle in needles {
+        assert!(
+            o.stderr.contains(&needle),
+            "{}",
+            o.report(&format!("stderr lacks {needle:?}"))
+        );
+    }
 }
 
 // ---- execution trace ----

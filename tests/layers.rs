@@ -30,7 +30,7 @@ const FLOORS: &[&[&str]] = &[
 const RT_FLOORS: &[&[&str]] = &[
     &["schedinit"],
     &["sysmon"],
-    &["schedtrace", "checkdead", "trace", "dump"],
+    &["schedtrace", "checkdead", "trace", "leaks", "dump"],
     &[
         "mstart",
         "schedule",

@@ -268,6 +268,12 @@ typedef struct gmp_select_case {
 } gmp_select_case;
 
 /*
+ A goroutine-leak handler (`gmp_set_leak_handler`): the goroutine's id, its wait reason
+ ("chan receive", "chan send"; valid for the call) and the handler's argument.
+ */
+typedef void (*gmp_leak_fn)(int64_t goid, const char *reason, void *arg);
+
+/*
  A mutual-exclusion lock (Go's sync.Mutex) that parks goroutines instead of blocking
  their thread; foreign threads sleep on a futex. Initialise with GMP_MUTEX_INIT (or zero
  it); it needs no destruction. Must not be copied or moved while in use. Not recursive;
@@ -693,6 +699,18 @@ int gmp_trace_start(const char *path);
  still open end at this moment). Returns 0, or -EINVAL if no trace is running.
  */
 int gmp_trace_stop(void);
+
+/*
+ Sets what happens when the last handle of a channel is released while goroutines wait
+ on it in a plain send or receive without a deadline (nothing can ever wake them):
+ `fn(goid, reason, arg)` is called once per such goroutine, on the thread that released
+ the handle, after the channel is unlocked; it must not block. NULL restores the
+ default, a record per goroutine on stderr in the dump's format (wait reason, backtrace,
+ creator). `GMP_DEBUG=leaks=0` turns the reports off, `leaks=2` aborts after them. A
+ select, a timed operation and a thread outside the runtime are never reported (another
+ case or the deadline may still end their wait). Returns 0.
+ */
+int gmp_set_leak_handler(gmp_leak_fn f, void *arg);
 
 /*
  Puts `fd` under the poller: it is made non-blocking, and gmp_read, gmp_write, gmp_recv,

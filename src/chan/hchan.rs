@@ -391,11 +391,16 @@ impl Chan {
             _ => return,
         }
         core::sync::atomic::fence(Ordering::Acquire);
+        let mut leaked = Vec::new();
         ch.lock.lock();
         // SAFETY: lock held.
         let destroy = unsafe {
             let s = ch.synced();
             s.state |= ORPHANED;
+            if s.nheld != 0 && rt::leaks::enabled() {
+                s.recvq.for_each(|sg| leaked_waiter(sg, &mut leaked));
+                s.sendq.for_each(|sg| leaked_waiter(sg, &mut leaked));
+            }
             // An orphaned channel is in exclusive mode (a use after release goes to the
             // lock and throws). One with blocked operations is already; one without is
             // destroyed below, which enters it if need be: no need to pay for it here.
@@ -409,6 +414,9 @@ impl Chan {
         if destroy {
             // SAFETY: no handle and no hold left; we decided under the lock.
             unsafe { Chan::destroy(c) };
+        }
+        if !leaked.is_empty() {
+            rt::leaks::report(&leaked);
         }
     }
 
@@ -1224,6 +1232,21 @@ impl Chan {
             }
         }
         Ok(())
+    }
+}
+
+/// Adds the goroutine of `sg`'s waiter to `out` if nothing can wake it once the channel's
+/// last handle is gone (rt/leaks.rs): a plain operation without a deadline
+/// (`Waiter::exclusive`: this sudog is its only one and no timer can claim it) of a
+/// goroutine, not yet claimed.
+///
+/// # Safety
+/// The channel lock is held and `sg` is on one of its queues.
+unsafe fn leaked_waiter(sg: &Sudog, out: &mut Vec<*mut rt::G>) {
+    // SAFETY: caller contract: a queued sudog's waiter is alive while the lock is held.
+    let w = unsafe { &*sg.waiter.get() };
+    if w.exclusive && !w.g.is_null() && w.done.load(Ordering::Relaxed) == 0 {
+        out.push(w.g);
     }
 }
 

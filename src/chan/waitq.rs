@@ -75,6 +75,21 @@ impl WaitQ {
         }
     }
 
+    /// Calls `f` with every queued sudog, first to last.
+    ///
+    /// # Safety
+    /// The channel lock is held.
+    pub unsafe fn for_each(&self, mut f: impl FnMut(&Sudog)) {
+        let mut sg = self.first;
+        while !sg.is_null() {
+            // SAFETY: lock held; queued sudogs are alive (module doc).
+            unsafe {
+                f(&*sg);
+                sg = (*sg).next.get();
+            }
+        }
+    }
+
     /// Takes the first sudog whose waiter this call claims; sudogs of waiters claimed by
     /// someone else (a select that completed elsewhere, a timeout) are dropped on the way.
     /// What the claimed sudog's owner did before it queued the sudog happens before what

@@ -1,6 +1,6 @@
-//! Seeing inside the runtime: the goroutine dump and the execution trace.
+//! Seeing inside the runtime: the goroutine dump, leak reports and the execution trace.
 
-use core::ffi::{c_char, c_int};
+use core::ffi::{c_char, c_int, c_void};
 
 use super::boundary;
 use crate::rt;
@@ -64,5 +64,26 @@ pub extern "C" fn gmp_trace_stop() -> c_int {
     boundary("gmp_trace_stop", || match rt::trace::stop() {
         Ok(()) => 0,
         Err(e) => -e,
+    })
+}
+
+/// A goroutine-leak handler (`gmp_set_leak_handler`): the goroutine's id, its wait reason
+/// ("chan receive", "chan send"; valid for the call) and the handler's argument.
+pub type gmp_leak_fn =
+    Option<unsafe extern "C" fn(goid: i64, reason: *const c_char, arg: *mut c_void)>;
+
+/// Sets what happens when the last handle of a channel is released while goroutines wait
+/// on it in a plain send or receive without a deadline (nothing can ever wake them):
+/// `fn(goid, reason, arg)` is called once per such goroutine, on the thread that released
+/// the handle, after the channel is unlocked; it must not block. NULL restores the
+/// default, a record per goroutine on stderr in the dump's format (wait reason, backtrace,
+/// creator). `GMP_DEBUG=leaks=0` turns the reports off, `leaks=2` aborts after them. A
+/// select, a timed operation and a thread outside the runtime are never reported (another
+/// case or the deadline may still end their wait). Returns 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_set_leak_handler(f: gmp_leak_fn, arg: *mut c_void) -> c_int {
+    boundary("gmp_set_leak_handler", || {
+        rt::leaks::set_handler(f, arg);
+        0
     })
 }

@@ -322,7 +322,7 @@ fn walk(out: &mut Out, lo: usize, hi: usize, mut fp: usize, first: usize) {
     }
 }
 
-fn status_str(g: &G, status: u32) -> &'static str {
+pub(crate) fn status_str(g: &G, status: u32) -> &'static str {
     match status {
         G_IDLE => "idle",
         G_RUNNABLE => "runnable",
@@ -359,7 +359,7 @@ pub(crate) fn waited(out: &mut Out, since: i64, now: i64) {
 
 /// One goroutine's record. `self_fp`: the caller's frame pointer when `g` is the calling
 /// goroutine (its registers are live, not saved).
-fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
+pub(crate) fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
     let status = g.status.load(Ordering::Acquire);
     out.str("goroutine ");
     out.dec(g.goid());

@@ -89,6 +89,7 @@ pub(crate) mod foreignwait;
 pub(crate) mod hookflags;
 pub(crate) mod hooks;
 mod idle;
+pub mod leaks;
 mod lockedm;
 pub mod lockosthread;
 #[cfg(all(test, loom))]

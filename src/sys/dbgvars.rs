@@ -20,6 +20,7 @@ pub(crate) enum Var {
     Schedtrace,
     Scheddetail,
     Checkdead,
+    Leaks,
     Sigquit,
     Stacktrim,
     Asyncpreemptoff,
@@ -41,7 +42,7 @@ pub(crate) struct DbgVar {
 
 /// Every debug variable, in [`Var`]'s order (docs/debugging.md says what each does; a
 /// test checks that it names them all).
-pub(crate) static DBGVARS: [DbgVar; 14] = [
+pub(crate) static DBGVARS: [DbgVar; 15] = [
     DbgVar {
         name: "schedtrace",
         default: 0,
@@ -52,6 +53,10 @@ pub(crate) static DBGVARS: [DbgVar; 14] = [
     },
     DbgVar {
         name: "checkdead",
+        default: 1,
+    },
+    DbgVar {
+        name: "leaks",
         default: 1,
     },
     DbgVar {

@@ -70,7 +70,7 @@ C_TYPES = {
     "socklen_t": ctypes.c_uint32,
     "void": None,
 }
-FUNCTION_POINTER_TYPEDEFS = {"gmp_func", "gmp_blocking_fn"}
+FUNCTION_POINTER_TYPEDEFS = {"gmp_func", "gmp_blocking_fn", "gmp_leak_fn"}
 
 
 def ctype_of(decl: str) -> object:

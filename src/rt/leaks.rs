@@ -1,0 +1,80 @@
+//! Leak reports: goroutines that wait forever because nobody can reach what they wait on.
+//! Go finds them with a garbage-collection cycle (the `goroutineleak` profile); a channel
+//! here is reference counted and knows the moment its last handle is released. A
+//! goroutine blocked then in a plain send or receive on it without a deadline
+//! (`Waiter::exclusive`) can never be woken: no handle is left to send, receive or close
+//! with. `chan::Chan::release` collects such goroutines under the channel's lock and
+//! reports them here, after unlocking.
+//!
+//! Nothing else is reported: a select may still complete through another case, a timed
+//! operation ends at its deadline, and a thread outside the runtime is not a goroutine
+//! (the dump shows it).
+//!
+//! `GMP_DEBUG=leaks=N`: 0 off, 1 report (the default), 2 report and abort. The report goes
+//! to the handler the program set (`gmp_set_leak_handler`: goroutine id and wait reason,
+//! from the thread that released the channel), or else to stderr, one dump record per
+//! goroutine (dump.rs: wait reason, backtrace, creator).
+
+use core::ffi::{c_char, c_void};
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use super::dump::{Out, dump_g, status_str};
+use super::*;
+use crate::sys::dbgvars::{self, Var};
+
+/// A leak handler: the goroutine's id, its wait reason (a NUL-terminated string valid
+/// for the call), and the argument given with the handler.
+pub type LeakHandler = unsafe extern "C" fn(goid: i64, reason: *const c_char, arg: *mut c_void);
+
+/// The handler and its argument, published together (null: report on stderr).
+struct Handler {
+    f: LeakHandler,
+    arg: *mut c_void,
+}
+
+static HANDLER: AtomicPtr<Handler> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Whether releases look for leaked goroutines (`GMP_DEBUG=leaks`, not 0).
+#[inline]
+pub fn enabled() -> bool {
+    dbgvars::get(Var::Leaks) != 0
+}
+
+/// Sets the handler (None: stderr). The previous record is leaked, not freed: a report
+/// may be reading it on another thread (a few words per call, and programs set it once).
+pub fn set_handler(f: Option<LeakHandler>, arg: *mut c_void) {
+    let new = match f {
+        Some(f) => Box::into_raw(Box::new(Handler { f, arg })),
+        None => core::ptr::null_mut(),
+    };
+    HANDLER.store(new, Ordering::Release);
+}
+
+/// Reports the goroutines in `gs` (blocked forever on a channel whose last handle was
+/// just released); aborts afterwards under `leaks=2`.
+pub fn report(gs: &[*mut G]) {
+    let h = HANDLER.load(Ordering::Acquire);
+    let now = crate::sys::nanotime();
+    let mut out = Out::new(2);
+    for &gp in gs {
+        // SAFETY: Gs are never freed; a leaked goroutine stays parked (nothing can wake it),
+        // and the dump's reads tolerate a racy view anyway.
+        let g = unsafe { &*gp };
+        let reason = status_str(g, g.status.load(Ordering::Acquire));
+        if h.is_null() {
+            out.str("gmp: goroutine leak: the last handle of its channel was released\n");
+            dump_g(&mut out, g, now, None);
+        } else {
+            let mut c = [0u8; 64];
+            let n = reason.len().min(c.len() - 1);
+            c[..n].copy_from_slice(&reason.as_bytes()[..n]);
+            // SAFETY: h was published whole by `set_handler` and is never freed; the
+            // program's handler gets a NUL-terminated string that lives for the call.
+            unsafe { ((*h).f)(g.goid() as i64, c.as_ptr().cast(), (*h).arg) };
+        }
+    }
+    out.flush();
+    if dbgvars::get(Var::Leaks) >= 2 {
+        throw("goroutine leak (GMP_DEBUG=leaks=2)");
+    }
+}
