@@ -70,7 +70,10 @@
  * the header documents.
  * Misuse the header documents as aborting (double release, use after the last release,
  * unlock of an unlocked mutex, a negative WaitGroup) is never made; those aborts have
- * their own tests (chan_release.c, sync_misuse.c, bad_input.c).
+ * their own tests (chan_release.c, sync_misuse.c, bad_input.c). Nor is a leak: a leak
+ * report fails the run (on_leak), so every release the run makes, with goroutines
+ * blocked in selects, timed waits and plain waits on other handles, is a near-miss the
+ * reports must get right.
  *
  * Checks on channels: an element of 8 bytes or more carries (producer << 48 | sequence);
  * 24 and 200 byte elements also carry the channel's number and a hash, and 200 byte ones
@@ -2885,6 +2888,16 @@ static void set_phase(const char *phase)
     atomic_fetch_add(&progress, 1);
 }
 
+/* Every goroutine the fuzzer starts finishes and every channel it releases is released by
+ * its last user: a leak report (gmp_set_leak_handler) is a false one, or a goroutine the
+ * run lost. */
+static void on_leak(int64_t goid, const char *reason, void *arg)
+{
+    (void)arg;
+    fail_at(NULL, __FILE__, __LINE__, "leak reported: goroutine %lld [%s]", (long long)goid,
+            reason);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2955,6 +2968,7 @@ int main(int argc, char **argv)
     snprintf(m->name, sizeof m->name, "main (janitor)");
 
     ACHECK_EQ(m, gmp_set_max_threads(10000), 10000);
+    ACHECK_EQ(m, gmp_set_leak_handler(on_leak, NULL), 0);
     ACHECK(m, gmp_maxprocs(start_procs) >= 1);
     procs_now = start_procs;
     printf("fuzz: seed=%llu seconds=%ld procs=%d\n", seed, run_secs, start_procs);
