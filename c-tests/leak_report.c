@@ -19,8 +19,10 @@
  *                        it sends 5, which the goroutine receives;
  *              released  a receiver completed before the last release.
  *   stderr   no handler: one leaked receiver; prints "leaked <id>" for the driver, which
- *            checks the record on stderr (header, "goroutine <id> [chan receive", creator).
- *   off      the same under GMP_DEBUG=leaks=0: the driver checks stderr says nothing.
+ *            checks the record on stderr (header, "goroutine <id> [chan receive", creator),
+ *            then gmp_leaks(1): the driver checks the profile on stdout ("total 1", the
+ *            same record); gmp_leaks(-1) is -EBADF.
+ *   off      the same under GMP_DEBUG=leaks=0: stderr says nothing, the profile "total 0".
  *   abort    the same under GMP_DEBUG=leaks=2: the release aborts after the report.
  * Leaked goroutines stay parked until the process exits.
  */
@@ -257,6 +259,8 @@ int main(int argc, char **argv)
     if (strcmp(mode, "stderr") == 0 || strcmp(mode, "off") == 0 ||
         strcmp(mode, "abort") == 0) {
         leak_one_to_stderr();
+        CHECK_EQ(gmp_leaks(-1), -EBADF);
+        CHECK_OK(gmp_leaks(1));
         return 0;
     }
     fprintf(stderr, "unknown case %s\n", mode);

@@ -685,13 +685,21 @@ fn leak_record(id: &str) -> [String; 3] {
 fn leak_report_stderr() {
     let o = run_c("leak_report", &["stderr"], &[]);
     assert_success(&o, "leak_report stderr");
-    for needle in leak_record(&leaked_goid(&o)) {
+    let id = leaked_goid(&o);
+    for needle in leak_record(&id) {
         assert!(
             o.stderr.contains(&needle),
             "{}",
             o.report(&format!("stderr lacks {needle:?}"))
         );
     }
+    // gmp_leaks(1): the profile, with the same goroutine.
+    let profile = format!("goroutineleak profile: total 1\n\ngoroutine {id} [chan receive");
+    assert!(
+        o.stdout.contains(&profile),
+        "{}",
+        o.report(&format!("stdout lacks {profile:?}"))
+    );
 }
 
 /// `GMP_DEBUG=leaks=0`: nothing is reported.
@@ -699,6 +707,11 @@ fn leak_report_stderr() {
 fn leak_report_off() {
     let o = run_c("leak_report", &["off"], &[("GMP_DEBUG", "leaks=0")]);
     assert_success(&o, "leak_report off");
+    assert!(
+        o.stdout.contains("goroutineleak profile: total 0\n"),
+        "{}",
+        o.report("an empty profile")
+    );
     assert!(
         !o.stderr.contains("leak"),
         "{}",

@@ -713,6 +713,16 @@ int gmp_trace_stop(void);
 int gmp_set_leak_handler(gmp_leak_fn f, void *arg);
 
 /*
+ Writes the goroutines reported as leaked so far (see `gmp_set_leak_handler`; they wait
+ forever, so they are all still there) to file descriptor `fd`, in the shape of Go's
+ `goroutineleak` profile: `goroutineleak profile: total N`, then a dump record for each
+ (wait reason, backtrace, creator). Goroutines on orphaned channels only: a mutex or a
+ WaitGroup is memory the program owns, and the runtime cannot prove nobody will unlock
+ or finish it. Returns 0, or -EBADF if fd is negative.
+ */
+int gmp_leaks(int fd);
+
+/*
  Puts `fd` under the poller: it is made non-blocking, and gmp_read, gmp_write, gmp_recv,
  gmp_send, … on it park the calling goroutine (not the thread) until it is ready. Sockets,
  pipes, FIFOs, terminals, eventfds and the like qualify; a regular file or a directory

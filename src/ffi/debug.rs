@@ -87,3 +87,20 @@ pub extern "C" fn gmp_set_leak_handler(f: gmp_leak_fn, arg: *mut c_void) -> c_in
         0
     })
 }
+
+/// Writes the goroutines reported as leaked so far (see `gmp_set_leak_handler`; they wait
+/// forever, so they are all still there) to file descriptor `fd`, in the shape of Go's
+/// `goroutineleak` profile: `goroutineleak profile: total N`, then a dump record for each
+/// (wait reason, backtrace, creator). Goroutines on orphaned channels only: a mutex or a
+/// WaitGroup is memory the program owns, and the runtime cannot prove nobody will unlock
+/// or finish it. Returns 0, or -EBADF if fd is negative.
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_leaks(fd: c_int) -> c_int {
+    boundary("gmp_leaks", || {
+        if fd < 0 {
+            return -libc::EBADF;
+        }
+        rt::leaks::write_profile(fd);
+        0
+    })
+}

@@ -13,14 +13,26 @@
 //! `GMP_DEBUG=leaks=N`: 0 off, 1 report (the default), 2 report and abort. The report goes
 //! to the handler the program set (`gmp_set_leak_handler`: goroutine id and wait reason,
 //! from the thread that released the channel), or else to stderr, one dump record per
-//! goroutine (dump.rs: wait reason, backtrace, creator).
+//! goroutine (dump.rs: wait reason, backtrace, creator). The leaked goroutines are also
+//! kept (they never end), for `gmp_leaks(fd)`: Go's `goroutineleak` profile, in the dump's
+//! records.
+//!
+//! Mutexes and WaitGroups are not covered: they are plain memory the program owns, with
+//! no count of who can still reach them, so the runtime cannot prove that nobody will
+//! unlock or finish one.
 
-use core::ffi::{c_char, c_void};
+use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 use super::dump::{Out, dump_g, status_str};
 use super::*;
 use crate::sys::dbgvars::{self, Var};
+use crate::sys::{Lock, Rank};
+
+/// Every goroutine reported so far (they stay parked until the process exits). Owner: the
+/// holder of `LEAKED_LOCK`.
+static LEAKED: Owned<Vec<usize>> = Owned::new(Vec::new());
+static LEAKED_LOCK: Lock = Lock::new(Rank::Leaks);
 
 /// A leak handler: the goroutine's id, its wait reason (a NUL-terminated string valid
 /// for the call), and the argument given with the handler.
@@ -53,6 +65,10 @@ pub fn set_handler(f: Option<LeakHandler>, arg: *mut c_void) {
 /// Reports the goroutines in `gs` (blocked forever on a channel whose last handle was
 /// just released); aborts afterwards under `leaks=2`.
 pub fn report(gs: &[*mut G]) {
+    LEAKED_LOCK.lock();
+    // SAFETY: we hold LEAKED_LOCK.
+    unsafe { (*LEAKED.ptr()).extend(gs.iter().map(|&g| g as usize)) };
+    LEAKED_LOCK.unlock();
     let h = HANDLER.load(Ordering::Acquire);
     let now = crate::sys::nanotime();
     let mut out = Out::new(2);
@@ -77,4 +93,23 @@ pub fn report(gs: &[*mut G]) {
     if dbgvars::get(Var::Leaks) >= 2 {
         throw("goroutine leak (GMP_DEBUG=leaks=2)");
     }
+}
+
+/// `gmp_leaks(fd)`: the goroutines reported so far, in the shape of Go's `goroutineleak`
+/// profile (`goroutineleak profile: total N`, then a dump record for each).
+pub fn write_profile(fd: c_int) {
+    LEAKED_LOCK.lock();
+    // SAFETY: we hold LEAKED_LOCK; the copy lets the records be written without it.
+    let gs = unsafe { (*LEAKED.ptr()).clone() };
+    LEAKED_LOCK.unlock();
+    let mut out = Out::new(fd);
+    out.str("goroutineleak profile: total ");
+    out.dec(gs.len() as u64);
+    out.str("\n\n");
+    let now = crate::sys::nanotime();
+    for g in gs {
+        // SAFETY: Gs are never freed, and a leaked one never ends (module doc).
+        dump_g(&mut out, unsafe { &*(g as *const G) }, now, None);
+    }
+    out.flush();
 }

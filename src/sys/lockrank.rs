@@ -89,10 +89,12 @@ pub enum Rank {
     TemplateThread,
     /// Leaf: the execution trace's shared ring.
     TraceRing,
+    /// Leaf: the list of leaked goroutines (`rt::leaks`).
+    Leaks,
 }
 
 /// Every rank, in declaration order (a rank's TLS counter is `ALL[r as usize]`'s).
-const ALL: [Rank; 13] = [
+const ALL: [Rank; 14] = [
     Rank::Resize,
     Rank::Chan,
     Rank::PollDesc,
@@ -106,6 +108,7 @@ const ALL: [Rank; 13] = [
     Rank::NetpollInit,
     Rank::TemplateThread,
     Rank::TraceRing,
+    Rank::Leaks,
 ];
 const _: () = assert!(ALL.len() <= 16 && ALL[ALL.len() - 1] as usize == ALL.len() - 1);
 
@@ -127,7 +130,8 @@ impl Rank {
             | Rank::GChunks
             | Rank::NetpollInit
             | Rank::TemplateThread
-            | Rank::TraceRing => LEAF,
+            | Rank::TraceRing
+            | Rank::Leaks => LEAF,
         }
     }
 
@@ -152,6 +156,7 @@ impl Rank {
             Rank::NetpollInit => "the poller's init lock",
             Rank::TemplateThread => "the template thread's lock",
             Rank::TraceRing => "the trace's shared ring lock",
+            Rank::Leaks => "the leaked goroutines' list lock",
         }
     }
 }

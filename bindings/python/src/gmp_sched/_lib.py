@@ -193,6 +193,7 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_trace_stop": (c_int, []),
     # A goroutine-leak handler (gmp_leak_fn: goid, reason, arg); NULL restores stderr.
     "gmp_set_leak_handler": (c_int, [P, P]),
+    "gmp_leaks": (c_int, [c_int]),
     "gmp_fd_register": (c_int, [c_int]),
     "gmp_fd_unregister": (c_int, [c_int]),
     "gmp_fd_wait": (c_int, [c_int, c_uint32, c_int64]),
