@@ -22,8 +22,8 @@
  *            checks the record on stderr (header, "goroutine <id> [chan receive", creator),
  *            then gmp_leaks(1): the driver checks the profile on stdout ("total 1", the
  *            same record); gmp_leaks(-1) is -EBADF.
- *   off      the same under GMP_DEBUG=leaks=0: stderr says nothing, the profile "total 0".
- *   abort    the same under GMP_DEBUG=leaks=2: the release aborts after the report.
+ *   off      the same under GMP_DEBUG=leaks=off: stderr says nothing, the profile "total 0".
+ *   abort    the same under GMP_DEBUG=leaks=abort: the release aborts after the report.
  * Leaked goroutines stay parked until the process exits.
  */
 #include "check.h"

@@ -702,10 +702,10 @@ fn leak_report_stderr() {
     );
 }
 
-/// `GMP_DEBUG=leaks=0`: nothing is reported.
+/// `GMP_DEBUG=leaks=off`: nothing is reported.
 #[test]
 fn leak_report_off() {
-    let o = run_c("leak_report", &["off"], &[("GMP_DEBUG", "leaks=0")]);
+    let o = run_c("leak_report", &["off"], &[("GMP_DEBUG", "leaks=off")]);
     assert_success(&o, "leak_report off");
     assert!(
         o.stdout.contains("goroutineleak profile: total 0\n"),
@@ -715,22 +715,22 @@ fn leak_report_off() {
     assert!(
         !o.stderr.contains("leak"),
         "{}",
-        o.report("leaks=0 must not report")
+        o.report("leaks=off must not report")
     );
 }
 
-/// `GMP_DEBUG=leaks=2`: the release aborts after the report.
+/// `GMP_DEBUG=leaks=abort`: the release aborts after the report.
 #[test]
 fn leak_report_abort() {
-    let o = run_c("leak_report", &["abort"], &[("GMP_DEBUG", "leaks=2")]);
+    let o = run_c("leak_report", &["abort"], &[("GMP_DEBUG", "leaks=abort")]);
     assert_eq!(
         o.status.signal(),
         Some(libc::SIGABRT),
         "{}",
-        o.report("leaks=2 must abort")
+        o.report("leaks=abort must abort")
     );
     let mut needles = leak_record(&leaked_goid(&o)).to_vec();
-    needles.push("gmp: goroutine leak (GMP_DEBUG=leaks=2)".to_string());
+    needles.push("gmp: goroutine leak (GMP_DEBUG=leaks=abort)".to_string());
     for needle in needles {
         assert!(
             o.stderr.contains(&needle),

@@ -77,9 +77,9 @@ pub type gmp_leak_fn =
 /// `fn(goid, reason, arg)` is called once per such goroutine, on the thread that released
 /// the handle, after the channel is unlocked; it must not block. NULL restores the
 /// default, a record per goroutine on stderr in the dump's format (wait reason, backtrace,
-/// creator). `GMP_DEBUG=leaks=0` turns the reports off, `leaks=2` aborts after them. A
-/// select, a timed operation and a thread outside the runtime are never reported (another
-/// case or the deadline may still end their wait). Returns 0.
+/// creator). `GMP_DEBUG=leaks=off` turns the reports off, `leaks=abort` aborts after them.
+/// A select, a timed operation and a thread outside the runtime are never reported
+/// (another case or the deadline may still end their wait). Returns 0.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_set_leak_handler(f: gmp_leak_fn, arg: *mut c_void) -> c_int {
     boundary("gmp_set_leak_handler", || {

@@ -10,7 +10,7 @@
 //! operation ends at its deadline, and a thread outside the runtime is not a goroutine
 //! (the dump shows it).
 //!
-//! `GMP_DEBUG=leaks=N`: 0 off, 1 report (the default), 2 report and abort. The report goes
+//! `GMP_DEBUG=leaks=off|report|abort` (or 0, 1, 2; `report` is the default). The report goes
 //! to the handler the program set (`gmp_set_leak_handler`: goroutine id and wait reason,
 //! from the thread that released the channel), or else to stderr, one dump record per
 //! goroutine (dump.rs: wait reason, backtrace, creator). The leaked goroutines are also
@@ -46,7 +46,7 @@ struct Handler {
 
 static HANDLER: AtomicPtr<Handler> = AtomicPtr::new(core::ptr::null_mut());
 
-/// Whether releases look for leaked goroutines (`GMP_DEBUG=leaks`, not 0).
+/// Whether releases look for leaked goroutines (`GMP_DEBUG=leaks`, not `off`).
 #[inline]
 pub fn enabled() -> bool {
     dbgvars::get(Var::Leaks) != 0
@@ -63,7 +63,7 @@ pub fn set_handler(f: Option<LeakHandler>, arg: *mut c_void) {
 }
 
 /// Reports the goroutines in `gs` (blocked forever on a channel whose last handle was
-/// just released); aborts afterwards under `leaks=2`.
+/// just released); aborts afterwards under `leaks=abort`.
 pub fn report(gs: &[*mut G]) {
     LEAKED_LOCK.lock();
     // SAFETY: we hold LEAKED_LOCK.
@@ -91,7 +91,7 @@ pub fn report(gs: &[*mut G]) {
     }
     out.flush();
     if dbgvars::get(Var::Leaks) >= 2 {
-        throw("goroutine leak (GMP_DEBUG=leaks=2)");
+        throw("goroutine leak (GMP_DEBUG=leaks=abort)");
     }
 }
 

@@ -1,5 +1,6 @@
 //! `GMP_DEBUG`: the runtime's debug variables, in one table (Go's `dbgvars` in runtime1.go,
-//! read from `GODEBUG`). The variable is a comma-separated list of `key=integer` items,
+//! read from `GODEBUG`). The variable is a comma-separated list of `key=integer` items (a
+//! key may also name its values with words, as `leaks=report` for `leaks=1`),
 //! read once, the first time any variable is asked for (at the latest when the library
 //! is loaded: `asymlock` decides the lock protocol then). Unknown keys are ignored, as Go
 //! does; an item without `=`, or a known key with a value that is not an integer, is
@@ -38,6 +39,8 @@ pub(crate) enum Var {
 pub(crate) struct DbgVar {
     pub(crate) name: &'static str,
     pub(crate) default: i64,
+    /// Words the key accepts for some of its values (`off` for 0, …).
+    pub(crate) words: &'static [(&'static str, i64)],
 }
 
 /// Every debug variable, in [`Var`]'s order (docs/debugging.md says what each does; a
@@ -46,62 +49,77 @@ pub(crate) static DBGVARS: [DbgVar; 15] = [
     DbgVar {
         name: "schedtrace",
         default: 0,
+        words: &[],
     },
     DbgVar {
         name: "scheddetail",
         default: 0,
+        words: &[],
     },
     DbgVar {
         name: "checkdead",
         default: 1,
+        words: &[],
     },
     DbgVar {
         name: "leaks",
         default: 1,
+        words: &[("off", 0), ("report", 1), ("abort", 2)],
     },
     DbgVar {
         name: "sigquit",
         default: 1,
+        words: &[],
     },
     DbgVar {
         name: "stacktrim",
         default: 1000,
+        words: &[],
     },
     DbgVar {
         name: "asyncpreemptoff",
         default: 0,
+        words: &[],
     },
     DbgVar {
         name: "asyncpreemptsig",
         default: 0,
+        words: &[],
     },
     DbgVar {
         name: "asyncpreemptstress",
         default: 0,
+        words: &[],
     },
     DbgVar {
         name: "asymlock",
         default: 1,
+        words: &[],
     },
     DbgVar {
         name: "lockspin",
         default: 1,
+        words: &[],
     },
     DbgVar {
         name: "handoffdelay",
         default: 0,
+        words: &[],
     },
     DbgVar {
         name: "idledelay",
         default: 0,
+        words: &[],
     },
     DbgVar {
         name: "mutexspindelay",
         default: 0,
+        words: &[],
     },
     DbgVar {
         name: "tracedraindelay",
         default: 0,
+        words: &[],
     },
 ];
 
@@ -177,7 +195,8 @@ pub(crate) fn parse<'a>(env: &'a [u8], vals: &mut [i64; N]) -> Option<&'a [u8]> 
         let Some(i) = DBGVARS.iter().position(|d| d.name.as_bytes() == key) else {
             continue;
         };
-        match parse_i64(val) {
+        let word = DBGVARS[i].words.iter().find(|(w, _)| w.as_bytes() == val);
+        match word.map(|&(_, n)| n).or_else(|| parse_i64(val)) {
             Some(n) => vals[i] = n,
             None => bad = bad.or(Some(item)),
         }
@@ -267,6 +286,29 @@ mod tests {
         assert_eq!(v[Var::Sigquit as usize], 1);
         let (v, _) = vals("asymlock=0,asymlock=1");
         assert_eq!(v[Var::Asymlock as usize], 1, "the last item wins");
+    }
+
+    #[test]
+    fn takes_a_keys_words_for_its_values() {
+        let (v, bad) = vals("leaks=abort");
+        assert_eq!(bad, None);
+        assert_eq!(v[Var::Leaks as usize], 2);
+        let (v, _) = vals("leaks=off");
+        assert_eq!(v[Var::Leaks as usize], 0);
+        let (v, bad) = vals("leaks=report,checkdead=report");
+        assert_eq!(v[Var::Leaks as usize], 1);
+        assert_eq!(
+            bad.as_deref(),
+            Some("checkdead=report"),
+            "words are the key's own"
+        );
+        let (v, bad) = vals("leaks=loud");
+        assert_eq!(bad.as_deref(), Some("leaks=loud"));
+        assert_eq!(
+            v[Var::Leaks as usize],
+            1,
+            "a malformed item keeps the default"
+        );
     }
 
     #[test]
