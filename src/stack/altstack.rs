@@ -42,6 +42,7 @@ pub fn ensure_altstack() {
     if base == libc::MAP_FAILED {
         return;
     }
+    super::arena::name_mapping(base as usize, len, c"gmp signal stack");
     // SAFETY: the lowest page of the mapping just made, holding nothing.
     if unsafe { install_guard(base as usize, page) }.is_err() {
         // SAFETY: unmaps the mapping made above, not yet in use.

@@ -90,6 +90,25 @@ impl Arena {
     }
 }
 
+/// Names an anonymous mapping of ours in /proc/PID/maps (`[anon:NAME]`, as Go 1.25 names
+/// its mappings), for whoever reads a process's memory map: best effort, for kernels with
+/// `PR_SET_VMA_ANON_NAME` (5.17 with `CONFIG_ANON_VMA_NAME`); elsewhere the call fails and
+/// the mapping keeps no name. It takes the mmap lock for writing: for mappings made once
+/// (arenas, signal stacks), not per stack.
+pub(crate) fn name_mapping(addr: usize, len: usize, name: &core::ffi::CStr) {
+    // SAFETY: prctl on a range of our own mapping with a NUL-terminated name, which the
+    // kernel copies; it changes no memory.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_VMA,
+            libc::PR_SET_VMA_ANON_NAME as libc::c_ulong,
+            addr as libc::c_ulong,
+            len as libc::c_ulong,
+            name.as_ptr() as libc::c_ulong,
+        )
+    };
+}
+
 /// Maps an arena of `len` bytes of stack address space.
 pub(super) fn map_arena(len: usize) -> Result<usize, i32> {
     // SAFETY: a fresh anonymous mapping; the kernel picks the address, so nothing else is
@@ -107,6 +126,7 @@ pub(super) fn map_arena(len: usize) -> Result<usize, i32> {
     if base == libc::MAP_FAILED {
         return Err(errno());
     }
+    name_mapping(base as usize, len, c"gmp goroutine stacks");
     // Kernels before 6.7 ignore MAP_STACK for huge pages: tell them (best effort, failure
     // is harmless). A kernel with MADV_GUARD_INSTALL (6.13) needs no telling, and the
     // advice takes the mmap lock for writing, which waits for every page fault of the

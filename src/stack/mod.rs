@@ -734,6 +734,47 @@ mod tests {
         );
     }
 
+    /// The stacks' arenas and the threads' signal stacks are named in /proc/self/maps where
+    /// the kernel names anonymous mappings (probed on a scratch page).
+    #[test]
+    fn stack_mappings_are_named() {
+        let page = page_size();
+        // SAFETY: a fresh private anonymous page, named and unmapped here only.
+        let named = unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            let r = libc::prctl(
+                libc::PR_SET_VMA,
+                libc::PR_SET_VMA_ANON_NAME as libc::c_ulong,
+                p as libc::c_ulong,
+                page as libc::c_ulong,
+                c"probe".as_ptr() as libc::c_ulong,
+            );
+            libc::munmap(p, page);
+            r == 0
+        };
+        if !named {
+            eprintln!("stack_mappings_are_named: this kernel names no anonymous mapping");
+            return;
+        }
+        free(alloc(DEFAULT_STACK).expect("alloc"));
+        ensure_altstack();
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+        for name in ["[anon:gmp goroutine stacks]", "[anon:gmp signal stack]"] {
+            assert!(
+                maps.lines().any(|l| l.ends_with(name)),
+                "no {name} mapping:\n{maps}"
+            );
+        }
+    }
+
     fn unsafe_zeroed_utsname() -> libc::utsname {
         // SAFETY: utsname is arrays of c_char; all zeroes is valid.
         unsafe { std::mem::zeroed() }
