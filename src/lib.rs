@@ -5,7 +5,8 @@
 //! ```text
 //!   interpose/      libc's blocking calls, hooked (LD_PRELOAD, or linked)
 //!   ffi/            extern "C" boundary: argument checks, panic catching, -errno
-//!   poll/           operations on descriptors over the network poller (Go's internal/poll)
+//!   poll/ signal    operations on descriptors over the network poller (Go's internal/poll);
+//!                   signals relayed to channels (Go's os/signal)
 //!   chan/ sync/     channels and select; sema, Go's sync package
 //!   rt/             the scheduler: G, M, P, run queues, park, timers, netpoll, sysmon
 //!   stack/ arch/    goroutine stacks; the context switch and the signal trampolines
@@ -28,6 +29,7 @@ pub mod interpose;
 pub mod loom;
 pub mod poll;
 pub mod rt;
+pub mod signal;
 pub mod stack;
 pub mod sync;
 pub mod sys;

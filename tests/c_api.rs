@@ -1,7 +1,8 @@
 //! The C API as a whole: the header compiles on its own (C11 and C++17), every entry point's
 //! argument checks and wrong-caller answers and the misuses that abort (`bad_input`), the
-//! start-up configuration from the environment and its effects, and the library staying
-//! loaded after `dlclose`. Harness and conventions: `support/ctest.rs`.
+//! start-up configuration from the environment and its effects, the library staying
+//! loaded after `dlclose`, and signals relayed to channels (`signal_notify`). Harness and
+//! conventions: `support/ctest.rs`.
 
 use std::collections::HashSet;
 use std::os::unix::process::ExitStatusExt;
@@ -351,4 +352,12 @@ fn dlclose_reload() {
         "{}",
         outcome.report("dlclose_reload failed")
     );
+}
+
+/// Signals relayed to channels as Go's os/signal does: delivery from any thread, several
+/// channels per signal, a full channel missing one, nothing after stop, the program's own
+/// handler back after the last stop, and every refused argument.
+#[test]
+fn signal_notify() {
+    expect_success("signal_notify", &[]);
 }

@@ -895,6 +895,38 @@ int64_t gmp_sendmsg_timeout(int fd, const struct msghdr *msg, int flags, int64_t
 int64_t gmp_sendmsg(int fd, const struct msghdr *msg, int flags);
 
 /*
+ Relays each of the `n` signals `sigs` names, when the process receives it, to channel
+ `c`, whose elements are `int`s (Go's `signal.Notify`): the signal number is sent
+ without waiting, so a channel with no room misses it (give it a buffer), and signals
+ that arrive together may be relayed once. Several channels may watch one signal;
+ calling again with the same channel adds signals to it. The channel keeps a reference
+ of its own until `gmp_signal_stop`. The first call for a signal replaces its action
+ (SIGINT no longer ends the process, SIGQUIT no longer dumps); `gmp_signal_stop` of its
+ last channel gives the earlier action back.
+
+ -EINVAL: `c` or `sigs` NULL, `n` 0 or more than 64, a channel whose elements are not
+ `int`s, or a signal the runtime keeps (SIGURG), that cannot be caught (SIGKILL,
+ SIGSTOP), a synchronous fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) or one
+ of glibc's internal real-time signals (32, 33).
+
+ # Safety
+ `c` is NULL or a live channel the caller holds a reference to; `sigs` is NULL or
+ points to `n` ints.
+ */
+int gmp_signal_notify(struct gmp_chan *c, const int *sigs, size_t n);
+
+/*
+ Stops relaying signals to `c` (Go's `signal.Stop`): once it returns, `c` receives no
+ more, and a signal no channel watches any more gets back the action it had before
+ `gmp_signal_notify`. Drops the reference `gmp_signal_notify` took. Returns 0 (also
+ for a channel that watched nothing), or -EINVAL if `c` is NULL.
+
+ # Safety
+ `c` is NULL or a live channel the caller holds a reference to.
+ */
+int gmp_signal_stop(struct gmp_chan *c);
+
+/*
  Locks `m`, waiting while another holder has it: a goroutine parks (its thread runs
  other goroutines), any other thread sleeps on a futex. Returns 0; -EINVAL if `m` is
  NULL or misaligned. Locking a mutex the caller already holds deadlocks, as in Go.

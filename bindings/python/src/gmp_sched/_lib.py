@@ -194,6 +194,9 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     # A goroutine-leak handler (gmp_leak_fn: goid, reason, arg); NULL restores stderr.
     "gmp_set_leak_handler": (c_int, [P, P]),
     "gmp_leaks": (c_int, [c_int]),
+    # Signals as channels (Go's os/signal).
+    "gmp_signal_notify": (c_int, [P, P, c_size_t]),
+    "gmp_signal_stop": (c_int, [P]),
     "gmp_fd_register": (c_int, [c_int]),
     "gmp_fd_unregister": (c_int, [c_int]),
     "gmp_fd_wait": (c_int, [c_int, c_uint32, c_int64]),
