@@ -70,6 +70,10 @@
  *    nanosleep protects a counter updated by load + store (asynchronous preemption stops
  *    holders inside; waiters block in a futex the hooks do not see); lines through stdio
  *    on a fresh pipe or socket pair arrive whole, with no EAGAIN;
+ *  - signal ("signal"): SIGUSR1, relayed to a channel (gmp_signal_notify), raised on the
+ *    actor's own thread (raise: no other thread's call is interrupted) and the channel
+ *    drained without waiting: never more relayed than raised, and at least one relayed
+ *    by the end when any was raised;
  *  - every enabled action ran at least once (runs of 1 s or more); every goroutine ends
  *    (gmp_num_goroutine() drops to 0).
  * Watchdog: a plain pthread samples a progress counter (every completed action of a
@@ -130,6 +134,7 @@ enum {
     FT_SPIN,
     FT_LIBC,
     FT_PTHREAD,
+    FT_SIGNAL,
     NFEATURES
 };
 
@@ -137,7 +142,7 @@ static const char *const feature_names[NFEATURES] = {
     "spawn", "pinned", "stack", "wg", "yield", "chan", "timeout",
     "select", "mutex", "rwmutex", "cond", "once", "sleep", "blocking",
     "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet", "net", "spin",
-    "libc", "pthread",
+    "libc", "pthread", "signal",
 };
 
 static unsigned features;
@@ -168,20 +173,21 @@ enum {
     A_SPIN,
     A_LIBC,
     A_PTHREAD,
+    A_SIGNAL,
     NACTIONS
 };
 
 static const char *const action_names[NACTIONS] = {
     "spawn", "yield", "send", "recv", "select", "mutex", "rwmutex",
     "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs", "net", "spin",
-    "libc", "pthread",
+    "libc", "pthread", "signal",
 };
 
 /* The feature that enables each action. */
 static const int action_feature[NACTIONS] = {
     FT_SPAWN, FT_YIELD, FT_CHAN, FT_CHAN, FT_SELECT, FT_MUTEX, FT_RWMUTEX,
     FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS, FT_NET, FT_SPIN,
-    FT_LIBC, FT_PTHREAD,
+    FT_LIBC, FT_PTHREAD, FT_SIGNAL,
 };
 
 static int enabled_actions[NACTIONS];
@@ -1273,6 +1279,26 @@ static void do_pthread(struct actor *a)
     CHECK_EQ(fclose(r), 0);
 }
 
+static gmp_chan *sig_ch; /* int: SIGUSR1 relayed */
+static atomic_ulong sig_raised, sig_relayed;
+
+static void drain_signals(void)
+{
+    int v;
+    while (gmp_chan_try_recv(sig_ch, &v) == 0) {
+        CHECK_EQ(v, SIGUSR1);
+        atomic_fetch_add(&sig_relayed, 1);
+    }
+}
+
+static void do_signal(struct actor *a)
+{
+    (void)a;
+    atomic_fetch_add(&sig_raised, 1);
+    CHECK_EQ(raise(SIGUSR1), 0);
+    drain_signals();
+}
+
 /* ---- the action loop ---- */
 
 static void run_action(struct actor *a, int act)
@@ -1297,6 +1323,7 @@ static void run_action(struct actor *a, int act)
     case A_SPIN: do_spin(a); break;
     case A_LIBC: do_libc(a); break;
     case A_PTHREAD: do_pthread(a); break;
+    case A_SIGNAL: do_signal(a); break;
     default: CHECK(0);
     }
     slot_leave(a);
@@ -1569,6 +1596,12 @@ int main(int argc, char **argv)
     for (int c = 0; c < NCHANS; c++)
         CHECK_OK(gmp_chan_make(&chans[c], sizeof(struct elem), chan_caps[c]));
     CHECK_OK(gmp_chan_make(&silent, 0, 0));
+    if (on(FT_SIGNAL)) {
+        /* Kept until the process exits: a stop would give SIGUSR1 its default action. */
+        int usr1 = SIGUSR1;
+        CHECK_OK(gmp_chan_make(&sig_ch, sizeof(int), 64));
+        CHECK_OK(gmp_signal_notify(sig_ch, &usr1, 1));
+    }
     if (pumps_on) {
         CHECK_OK(gmp_wg_add(&pumps_wg, 2 * NCHANS));
         for (int i = 0; i < 2 * NCHANS; i++) {
@@ -1642,6 +1675,20 @@ int main(int argc, char **argv)
 
     /* The pthread mutex protected its counter. */
     CHECK_EQ(pt_counter, atomic_load(&pt_sections));
+    if (on(FT_SIGNAL)) {
+        double until = now_sec() + 5.0;
+        drain_signals();
+        while (atomic_load(&sig_raised) > 0 && atomic_load(&sig_relayed) == 0) {
+            int v;
+            if (gmp_chan_recv_timeout(sig_ch, &v, 100 * MS) == 0) {
+                CHECK_EQ(v, SIGUSR1);
+                atomic_fetch_add(&sig_relayed, 1);
+            }
+            CHECK(now_sec() < until);
+        }
+        drain_signals();
+        CHECK(atomic_load(&sig_relayed) <= atomic_load(&sig_raised));
+    }
 
     /* Every goroutine ends. */
     atomic_store(&main_phase, "waiting for gmp_num_goroutine() == 0");

@@ -154,13 +154,15 @@ fn start() -> Result<(), i32> {
     STARTED.call_once(|| {
         let mut fds = [0; 2];
         // SAFETY: pipe2 into a valid array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        if unsafe { crate::sys::real::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) }
+            != 0
+        {
             err = crate::sys::errno();
             return;
         }
         // The forwarder blocks in its read: only the handler's end stays non-blocking.
         // SAFETY: fcntl on the fd just made.
-        unsafe { libc::fcntl(fds[0], libc::F_SETFL, 0) };
+        unsafe { crate::sys::real::fcntl(fds[0], libc::F_SETFL, 0) };
         PIPE_R.store(fds[0], Ordering::Release);
         PIPE_W.store(fds[1], Ordering::Release);
         crate::sys::spawn_detached(
