@@ -44,6 +44,7 @@ from ._go import (
     stats,
 )
 from ._lib import get_include, how_loaded, lib
+from ._signal import signal_notify, signal_stop
 from ._sync import Cond, Mutex, Once, RWMutex, WaitGroup
 
 __version__ = "0.2.0"
@@ -95,6 +96,8 @@ __all__ = [
     "set_default_stack_size",
     "set_excepthook",
     "set_max_threads",
+    "signal_notify",
+    "signal_stop",
     "sleep",
     "stats",
 ]
