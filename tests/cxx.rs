@@ -164,6 +164,11 @@ fn namespace() {
     expect_success("namespace");
 }
 
+#[test]
+fn signal() {
+    expect_success("signal");
+}
+
 /// `cxx-tests/<name>.cpp <case>` must die by SIGABRT with `needle` on stderr (a misuse
 /// the wrapper reports with a `gmp:` line).
 fn expect_abort(name: &str, case: &str, needle: &str) {

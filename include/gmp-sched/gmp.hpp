@@ -46,6 +46,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -1271,6 +1272,24 @@ class lock_os_thread {
     lock_os_thread(const lock_os_thread &) = delete;
     lock_os_thread &operator=(const lock_os_thread &) = delete;
 };
+
+/* Go's signal.Notify: each of `sigs`, when the process receives it, is sent to `c` as its
+ * number, without waiting (give the channel a buffer: a full one misses the signal).
+ * Several channels may watch one signal; calling again adds signals. Throws
+ * std::system_error (EINVAL) for an empty list or a signal the runtime refuses (SIGURG,
+ * SIGKILL, SIGSTOP, synchronous faults). */
+inline void signal_notify(const chan<int> &c, std::initializer_list<int> sigs)
+{
+    detail::check(gmp_signal_notify(c.native_handle(), sigs.begin(), sigs.size()),
+                  "gmp_signal_notify");
+}
+
+/* Go's signal.Stop: `c` receives no more signals once it returns, and a signal no channel
+ * watches any more gets back the action it had before. */
+inline void signal_stop(const chan<int> &c)
+{
+    detail::check(gmp_signal_stop(c.native_handle()), "gmp_signal_stop");
+}
 
 /* GOMAXPROCS: queries (n <= 0) or sets it; returns the previous value. */
 inline int maxprocs(int n = 0) { return static_cast<int>(detail::check(gmp_maxprocs(n), "gmp_maxprocs")); }
