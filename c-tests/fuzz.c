@@ -57,7 +57,8 @@
  * WaitGroup, once (also with a NULL function first), yield, sleep, spawn, GOMAXPROCS
  * changes (1..4, at most every 5 ms, each returning the previous value exactly),
  * gmp_num_goroutine, gmp_stats, gmp_now, gmp_goid, gmp_num_cpu, gmp_dump,
- * gmp_set_default_stack_size, entersyscall/exitsyscall pairs (with nested
+ * gmp_set_default_stack_size, SIGUSR2 relayed to a channel (gmp_signal_notify),
+ * entersyscall/exitsyscall pairs (with nested
  * and unpaired calls, and try operations inside), gmp_blocking (with nested calls inside),
  * gmp_syscall (getpid, gettid, nanosleep, refused and unknown numbers), lock sections,
  * the fd calls (pipes, socket pairs, datagrams, accept/connect, memfd pread/pwrite/fsync,
@@ -334,7 +335,7 @@ enum {
     OP_SEND, OP_RECV, OP_SELECT, OP_CLOSE, OP_LENCAP, OP_REPLACE, OP_RETAIN,
     OP_CHAN_INVALID, OP_SELECT_INVALID, OP_MUTEX, OP_RWMUTEX, OP_COND, OP_WG, OP_ONCE,
     OP_YIELD, OP_SLEEP, OP_SPAWN, OP_MAXPROCS, OP_INFO, OP_SYSCALL, OP_LOCK, OP_FD,
-    OP_INVALID, OP_PTHREAD, NOPS
+    OP_INVALID, OP_PTHREAD, OP_SIGNAL, NOPS
 };
 
 /* C code's own pthread mutex (op_pthread) needs the runtime's signal handler, which a
@@ -380,6 +381,7 @@ static const struct opdef opdefs[NOPS] = {
     [OP_FD] = {"fd", 2, CTX_FULL},
     [OP_INVALID] = {"invalid", 2, CTX_FULL | CTX_PINLOCK},
     [OP_PTHREAD] = {"pthread", PTHREAD_WEIGHT, CTX_FULL},
+    [OP_SIGNAL] = {"signal", 1, CTX_ALL},
 };
 
 static atomic_ulong op_count[NOPS];
@@ -1958,6 +1960,28 @@ static int procs_now;              /* under procs_lock: the last value set */
 static int64_t procs_next_change;  /* under procs_lock */
 static atomic_ulong procs_changes;
 
+/* SIGUSR2 relayed to `sig_ch` (gmp_signal_notify), raised on the actor's own thread (so
+ * that no other thread's call is interrupted), the channel drained without waiting: never
+ * more relayed than raised, and at least one by the end when any was raised (main). */
+static gmp_chan *sig_ch;
+static atomic_ulong sig_raised, sig_relayed;
+
+static void drain_signals(const struct actor *a)
+{
+    int v;
+    while (gmp_chan_try_recv(sig_ch, &v) == 0) {
+        ACHECK_EQ(a, v, SIGUSR2);
+        atomic_fetch_add(&sig_relayed, 1);
+    }
+}
+
+static void op_signal(struct actor *a)
+{
+    atomic_fetch_add(&sig_raised, 1);
+    ACHECK_EQ(a, raise(SIGUSR2), 0);
+    drain_signals(a);
+}
+
 static void op_maxprocs(struct actor *a)
 {
     int n = 1 + (int)rnd_below(&a->rng, 4);
@@ -2653,6 +2677,7 @@ static void run_op(struct actor *a)
     case OP_FD: op_fd(a); break;
     case OP_INVALID: op_invalid(a); break;
     case OP_PTHREAD: op_pthread(a); break;
+    case OP_SIGNAL: op_signal(a); break;
     default: ACHECK(a, 0);
     }
     if (a->pinned || a->lockdepth > 0)
@@ -2969,6 +2994,10 @@ int main(int argc, char **argv)
 
     ACHECK_EQ(m, gmp_set_max_threads(10000), 10000);
     ACHECK_EQ(m, gmp_set_leak_handler(on_leak, NULL), 0);
+    /* Kept until the process exits: a stop would give SIGUSR2 its default action. */
+    int usr2 = SIGUSR2;
+    ACHECK_EQ(m, gmp_chan_make(&sig_ch, sizeof(int), 64), 0);
+    ACHECK_EQ(m, gmp_signal_notify(sig_ch, &usr2, 1), 0);
     ACHECK(m, gmp_maxprocs(start_procs) >= 1);
     procs_now = start_procs;
     printf("fuzz: seed=%llu seconds=%ld procs=%d\n", seed, run_secs, start_procs);
@@ -3124,6 +3153,17 @@ int main(int argc, char **argv)
             fail_at(m, __FILE__, __LINE__, "no new channel reused a released one's address");
     }
     ACHECK_EQ(m, atomic_load(&chans_made), atomic_load(&chans_finalized));
+    drain_signals(m);
+    for (int i = 0; i < 500 && atomic_load(&sig_raised) > 0 && atomic_load(&sig_relayed) == 0;
+         i++) {
+        int v;
+        if (gmp_chan_recv_timeout(sig_ch, &v, 10000000LL) == 0) {
+            ACHECK_EQ(m, v, SIGUSR2);
+            atomic_fetch_add(&sig_relayed, 1);
+        }
+    }
+    ACHECK(m, atomic_load(&sig_raised) == 0 || atomic_load(&sig_relayed) > 0);
+    ACHECK(m, atomic_load(&sig_relayed) <= atomic_load(&sig_raised));
 
     atomic_store(&finished, 1);
     ACHECK_EQ(m, pthread_join(watchdog, NULL), 0);
