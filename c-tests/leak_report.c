@@ -95,16 +95,21 @@ static void expect_reports(int n)
     CHECK_EQ(atomic_load(&nreports), n);
 }
 
-static void leak_recv(void)
+/* Releases `c` once goroutine `id` is parked on it: one report, for `id`, with `reason`. */
+static void release_reporting(gmp_chan *c, int64_t id, const char *reason)
 {
-    gmp_chan *c = make(0);
-    int64_t id = start(receiver, c);
     WAIT_BLOCKED(live);
     int before = atomic_load(&nreports);
     release(c);
     expect_reports(before + 1);
     CHECK_EQ(report_ids[before], id);
-    CHECK(strcmp(report_reasons[before], "chan receive") == 0);
+    CHECK(strcmp(report_reasons[before], reason) == 0);
+}
+
+static void leak_recv(void)
+{
+    gmp_chan *c = make(0);
+    release_reporting(c, start(receiver, c), "chan receive");
 }
 
 static void leak_send(void)
@@ -112,13 +117,7 @@ static void leak_send(void)
     gmp_chan *c = make(1);
     int one = 1;
     CHECK_OK(gmp_chan_send(c, &one));
-    int64_t id = start(sender, c);
-    WAIT_BLOCKED(live);
-    int before = atomic_load(&nreports);
-    release(c);
-    expect_reports(before + 1);
-    CHECK_EQ(report_ids[before], id);
-    CHECK(strcmp(report_reasons[before], "chan send") == 0);
+    release_reporting(c, start(sender, c), "chan send");
 }
 
 static void leak_three(void)
