@@ -2430,7 +2430,11 @@ static void op_fd(struct actor *a)
         ACHECK_EQ(a, gmp_fd_wait(e, GMP_POLLIN, 1000 * MS), GMP_POLLIN);
         ACHECK_EQ(a, gmp_read(e, &w, 8), 8);
         ACHECK_EQ(a, w, v);
-        ACHECK_EQ(a, gmp_close(e), 0);
+        /* close(2), not gmp_close: the same close under the hooks, and one that
+         * ThreadSanitizer sees. It saw the eventfd made (its interceptor); after a close
+         * it did not see (gmp_close calls libc past its interceptors), it reports the next
+         * eventfd given this number, on another thread, as a race on its own fd table. */
+        ACHECK_EQ(a, close(e), 0);
         ACHECK_EQ(a, gmp_close(fds[1]), 0);
         break;
     }
