@@ -565,7 +565,7 @@ pub struct M {
     /// slept since. Written by whoever looks (sysmon, or an M stepping in for timers;
     /// racing writers only make one look less precise).
     pub vcsw_seen: [AtomicU64; 2],
-    /// The thread's /proc task files sysmon reads, kept open (`preempt::read_task_file`):
+    /// The thread's /proc task files sysmon reads, kept open (`taskfile::read_task_file`):
     /// thread id << 32 | fd, or `NO_TASK_FD`; and the try-lock of whoever reads
     /// them.
     pub task_fds: [AtomicU64; 3],
