@@ -239,9 +239,10 @@ fn layers_point_down() {
     assert!(bad.is_empty(), "upward references:\n{}", bad.join("\n"));
 }
 
-/// The `rt/` files a line of code names: `x::…` where `x` is one of them (the files bring
-/// each other's names into scope with `use super::*`), `super::x`, `crate::rt::x`.
-fn named_rt_modules(line: &str, modules: &[String]) -> Vec<String> {
+/// The sibling files (of `rt/`, or of another module directory) a line of code names:
+/// `x::…` where `x` is one of them (the files bring each other's names into scope with
+/// `use super::*`), `super::x`, `crate::rt::x`.
+fn named_siblings(line: &str, modules: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     for m in modules {
         let mut found = false;
@@ -362,6 +363,39 @@ fn uses_name(line: &str, name: &str) -> bool {
     false
 }
 
+/// The files (and subdirectories) of module directory `dir` other than `mod.rs` and test
+/// files, by name without `.rs`, sorted.
+fn module_files(dir: &Path) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() || !test_file(p))
+        .map(|p| p.file_stem().unwrap().to_str().unwrap().to_string())
+        .filter(|n| n != "mod")
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// `code_lines` of a module's `file`, less `mod.rs`'s module declarations and re-exports
+/// (the module's public face names no dependency), multi-line ones included.
+fn dependency_lines(file: &str, text: &str) -> Vec<(usize, String)> {
+    let mut in_reexport = false;
+    code_lines(text)
+        .into_iter()
+        .filter(|(_, line)| {
+            let t = line.trim_start();
+            let reexport = t.starts_with("pub use ") || t.starts_with("pub(crate) use ");
+            if file == "mod" && (in_reexport || reexport || t.contains("mod ")) {
+                in_reexport = (in_reexport || reexport) && !t.ends_with(';');
+                return false;
+            }
+            true
+        })
+        .collect()
+}
+
 fn rt_rank(m: &str) -> (usize, usize) {
     RT_FLOORS
         .iter()
@@ -373,36 +407,19 @@ fn rt_rank(m: &str) -> (usize, usize) {
 #[test]
 fn rt_floors_point_down() {
     let rt = src_dir().join("rt");
-    let mut modules: Vec<String> = Vec::new();
-    for e in std::fs::read_dir(&rt).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_stem().unwrap().to_str().unwrap().to_string();
-        if p.is_dir() || (!test_file(&p) && name != "mod") {
-            modules.push(name);
-        }
-    }
-    modules.sort();
-    modules.dedup();
+    let modules = module_files(&rt);
     let reexports = reexports(&std::fs::read_to_string(rt.join("mod.rs")).unwrap());
     let mut bad = Vec::new();
     for file in modules.iter().cloned().chain(["mod".to_string()]) {
         let (floor, pos) = rt_rank(&file);
         let text = std::fs::read_to_string(rt.join(format!("{file}.rs"))).unwrap();
         let own = defined_names(&text);
-        let mut in_reexport = false;
-        for (n, line) in code_lines(&text) {
-            // rt's public face: re-exports and module declarations name no dependency.
-            let t = line.trim_start();
-            let reexport = t.starts_with("pub use ") || t.starts_with("pub(crate) use ");
-            if file == "mod" && (in_reexport || reexport || t.contains("mod ")) {
-                in_reexport = (in_reexport || reexport) && !t.ends_with(';');
-                continue;
-            }
+        for (n, line) in dependency_lines(&file, &text) {
             let through_reexports = reexports
                 .iter()
                 .filter(|(name, m)| *m != file && !own.contains(name) && uses_name(&line, name))
                 .map(|(_, m)| m.clone());
-            let mut named = named_rt_modules(&line, &modules);
+            let mut named = named_siblings(&line, &modules);
             named.extend(through_reexports);
             named.sort();
             named.dedup();
@@ -441,32 +458,17 @@ fn no_module_has_files_in_a_circle() {
         if !dir.is_dir() || top == "rt" {
             continue;
         }
-        let mut files: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.is_dir() || !test_file(p))
-            .map(|p| p.file_stem().unwrap().to_str().unwrap().to_string())
-            .filter(|n| n != "mod")
-            .collect();
-        files.sort();
-        files.dedup();
+        let files = module_files(&dir);
         let mut edges: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         for file in files.iter().cloned().chain(["mod".to_string()]) {
             let Ok(text) = std::fs::read_to_string(dir.join(format!("{file}.rs"))) else {
                 continue;
             };
             let mut named = Vec::new();
-            for (_, line) in code_lines(&text) {
-                let t = line.trim_start();
-                let declaration = t.contains("mod ")
-                    || t.starts_with("pub use ")
-                    || t.starts_with("pub(crate) use ");
-                if file == "mod" && declaration {
-                    continue;
-                }
+            for (_, line) in dependency_lines(&file, &text) {
                 let line = line.replace(&format!("crate::{top}::"), "super::");
                 named.extend(
-                    named_rt_modules(&line, &files)
+                    named_siblings(&line, &files)
                         .into_iter()
                         .filter(|m| *m != file),
                 );
@@ -527,14 +529,14 @@ fn the_checker_sees_paths_and_skips_tests() {
     assert_eq!(lines, ["use crate::sys;", "fn f() { crate::rt::x(); } "]);
     let m = ["park".to_string(), "ready".to_string(), "timer".to_string()];
     assert_eq!(
-        named_rt_modules("use super::{park::*, ready::wakep};", &m),
+        named_siblings("use super::{park::*, ready::wakep};", &m),
         ["park", "ready"]
     );
     assert_eq!(
-        named_rt_modules("crate::rt::timer::x(); netpoll::y(); a_park::z()", &m),
+        named_siblings("crate::rt::timer::x(); netpoll::y(); a_park::z()", &m),
         ["timer"]
     );
-    assert_eq!(named_rt_modules("super::park;", &m), ["park"]);
+    assert_eq!(named_siblings("super::park;", &m), ["park"]);
     let re = reexports(
         "x\npub(crate) use park::wake_waiter;\npub use park::{gopark, goready};\npub use proc::{\n    newproc,\n};\npub use crate::sys::throw;\n",
     );
