@@ -121,14 +121,14 @@ extern "C" fn forwarder(_: *mut libc::c_void) -> *mut libc::c_void {
     let fd = PIPE_R.load(Ordering::Acquire);
     let mut buf = [0u8; 64];
     loop {
-        // SAFETY: a raw read(2) into a stack buffer from our pipe (not the interposer's
-        // read: this is not a goroutine, and the runtime never calls its own hooks).
-        let n = unsafe { libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) };
+        // SAFETY: libc's read (not the interposer's: the runtime never calls its own hooks)
+        // into a stack buffer, from our pipe.
+        let n = unsafe { crate::sys::real::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 && crate::sys::errno() != libc::EINTR {
             crate::rt::throw("signal forwarder: read from its pipe failed");
         }
         let reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-        for (sig, pending) in PENDING.iter().enumerate() {
+        for (sig, pending) in PENDING.iter().enumerate().skip(1) {
             if !pending.swap(false, Ordering::Acquire) {
                 continue;
             }
