@@ -2253,7 +2253,7 @@ static socklen_t abstract_addr(struct sockaddr_un *sa)
  * runtime's wake-up that orders them is not instrumented). */
 struct parked_read {
     int fd;
-    atomic_int entered;
+    atomic_llong goid;
     ssize_t got;
     int err;
     gmp_wg done;
@@ -2263,10 +2263,41 @@ static void parked_reader(void *arg)
 {
     struct parked_read *r = arg;
     char c;
-    atomic_store(&r->entered, 1);
+    atomic_store(&r->goid, (long long)gmp_goid());
     r->got = read(r->fd, &c, 1);
     r->err = errno;
     gmp_wg_done(&r->done);
+}
+
+/* Whether goroutine `goid` is parked in the poller: its line in gmp_dump's report says
+ * "IO wait". Asked again every 100 us for up to 2 s: a state, where a sleep would only
+ * make it likely (a reader delayed past the close would read whatever file another
+ * actor was given the number for). */
+static int parked_in_poller(long long goid)
+{
+    char want[48];
+    snprintf(want, sizeof want, "goroutine %lld [IO wait", goid);
+    int m = memfd_create("gmp-fuzz-dump", MFD_CLOEXEC);
+    if (m < 0)
+        return 0;
+    int found = 0;
+    for (int i = 0; i < 20000 && !found; i++) {
+        if (ftruncate(m, 0) != 0 || lseek(m, 0, SEEK_SET) != 0 || gmp_dump(m) != 0)
+            break;
+        off_t len = lseek(m, 0, SEEK_END);
+        char *text = len > 0 ? malloc((size_t)len + 1) : NULL;
+        if (text == NULL || pread(m, text, (size_t)len, 0) != len) {
+            free(text);
+            break;
+        }
+        text[len] = '\0';
+        found = strstr(text, want) != NULL;
+        free(text);
+        if (!found)
+            gmp_sleep(100 * US);
+    }
+    close(m);
+    return found;
 }
 
 static int64_t close_in_blocking(void *arg)
@@ -2477,10 +2508,10 @@ static void op_fd(struct actor *a)
         struct parked_read r = {.fd = fds[0], .done = GMP_WG_INIT};
         ACHECK_EQ(a, gmp_wg_add(&r.done, 1), 0);
         ACHECK(a, gmp_go(parked_reader, &r) > 0);
-        while (!atomic_load(&r.entered))
+        while (atomic_load(&r.goid) == 0)
             ACHECK_EQ(a, gmp_yield(), 0);
-        /* Into its park (nothing between the flag and the read switches). */
-        ACHECK_EQ(a, gmp_sleep(MS + (int64_t)rnd_below(&a->rng, 200) * US), 0);
+        ACHECK(a, parked_in_poller(atomic_load(&r.goid)));
+        ACHECK_EQ(a, gmp_sleep((int64_t)rnd_below(&a->rng, 200) * US), 0);
         if (rnd_below(&a->rng, 2))
             ACHECK_EQ(a, gmp_blocking(close_in_blocking, (void *)(intptr_t)fds[0]), 0);
         else
