@@ -45,6 +45,13 @@ fn steals() {
     expect_success("steals", &[("GMP_MAXPROCS", "2")]);
 }
 
+/// gmp_num_goroutine counts every goroutine that lives through the call while others
+/// start and end on other Ps and threads.
+#[test]
+fn num_goroutine_floor() {
+    expect_success("num_goroutine_floor", &[("GMP_MAXPROCS", "2")]);
+}
+
 #[test]
 fn maxprocs() {
     // The program checks that its first gmp_maxprocs(0) returns GMP_MAXPROCS.

@@ -623,10 +623,10 @@ pub struct P {
     /// (`proc::take_ticket`), and a start that finds a dead G's stack gives one back
     /// (`proc::return_ticket`). Owner: the holding M.
     pub stack_tickets: Owned<Tickets>,
-    /// Goroutines started minus goroutines ended on this P, and goroutines started on it.
-    /// Written by the holding M only (load + store, no read-modify-write); summed by
-    /// `goroutine_count` and `schedtrace::stats`.
-    pub ngoroutines: AtomicI64,
+    /// Goroutines ended on this P, and goroutines started on it: counts that only grow,
+    /// written by the holding M only (`owner_inc`: load + store, no read-modify-write),
+    /// summed by `goroutine_count` and `spawned_count`.
+    pub nexited: AtomicU64,
     pub nspawned: AtomicU64,
     /// This P's timer heap (see timer.rs).
     pub timers: timerheap::Timers,
@@ -643,11 +643,12 @@ pub struct P {
 /// Goroutine ids a P reserves at a time (Go's `_GoidCacheBatch`).
 pub(crate) const GOID_CACHE_BATCH: u64 = 16;
 
-/// Adds `d` to a counter that only the caller writes (a P's, by its holding M): a plain
+/// Adds one to a counter that only the caller writes (a P's, by its holding M): a plain
 /// load and store, which is cheaper than an atomic add and exact for a single writer.
+/// The store releases what the caller did before (a goroutine's start, for its end).
 #[inline]
-pub(crate) fn owner_add_i64(c: &AtomicI64, d: i64) {
-    c.store(c.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed);
+pub(crate) fn owner_inc(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Release);
 }
 
 /// Iterates over every P ever created (Ps are created in id order and never freed).
@@ -659,20 +660,22 @@ pub(crate) fn all_ps() -> impl Iterator<Item = &'static P> {
     })
 }
 
-/// Live goroutines: the foreign threads' count plus every P's. A snapshot taken without
-/// stopping anything, exact once the program is quiet.
+/// Live goroutines: those started less those ended, taken without stopping anything.
+/// Every end is read before every start, so each end counted has its start counted too
+/// (it happened before the end, which the acquiring load synchronises with): a goroutine
+/// that lives through the call is always counted, whatever starts and ends on other Ps
+/// meanwhile; one that starts or ends during the call may be counted or not.
 pub fn goroutine_count() -> i64 {
-    SCHED.spawned.load(Ordering::Relaxed) as i64
-        + all_ps()
-            .map(|p| p.ngoroutines.load(Ordering::Relaxed))
-            .sum::<i64>()
+    let ended: u64 = all_ps().map(|p| p.nexited.load(Ordering::Acquire)).sum();
+    spawned_count().wrapping_sub(ended) as i64
 }
 
-/// Goroutines started since the runtime started.
+/// Goroutines started since the runtime started: the foreign threads' starts plus every
+/// P's.
 pub fn spawned_count() -> u64 {
-    SCHED.spawned.load(Ordering::Relaxed)
+    SCHED.spawned.load(Ordering::Acquire)
         + all_ps()
-            .map(|p| p.nspawned.load(Ordering::Relaxed))
+            .map(|p| p.nspawned.load(Ordering::Acquire))
             .sum::<u64>()
 }
 

@@ -83,7 +83,7 @@ unsafe fn exit_locked_thread(m: &M, gp: *mut G) {
         let g = &*gp;
         casgstatus(g, G_RUNNING, G_DEAD);
         let pp = m.p.load(Ordering::Relaxed);
-        owner_add_i64(&(*pp).ngoroutines, -1);
+        owner_inc(&(*pp).nexited);
         g.lockedm.store(core::ptr::null_mut(), Ordering::Relaxed);
         m.lockedg.store(core::ptr::null_mut(), Ordering::Relaxed);
         m.curg.store(core::ptr::null_mut(), Ordering::Relaxed);

@@ -95,16 +95,14 @@ pub unsafe fn newproc(
             Ordering::Relaxed,
         );
         let goid = if pp.is_null() {
-            // A thread without a P: its spawns are counted in `SCHED.spawned`, which is
-            // also its share of the live count (`goroutine_count`: the goroutines end on
-            // Ps, whose counts go down), and take ids from a cache of its own, as a P does.
+            // A thread without a P: its spawns are counted in `SCHED.spawned` (the goroutines
+            // end on Ps, which count the ends), and take ids from a cache of its own, as a
+            // P does.
             SCHED.spawned.fetch_add(1, Ordering::Relaxed);
             foreign_goid()
         } else {
             let p = &*pp;
-            owner_add_i64(&p.ngoroutines, 1);
-            p.nspawned
-                .store(p.nspawned.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            owner_inc(&p.nspawned);
             let (mut next, mut end) = p.goidcache.get();
             if next == end {
                 next = SCHED.goidgen.fetch_add(GOID_CACHE_BATCH, Ordering::Relaxed) + 1;
@@ -310,7 +308,7 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
     let g = unsafe { &*gp };
     casgstatus(g, G_RUNNING, G_DEAD);
     // SAFETY: the scheduler loop runs holding a P.
-    owner_add_i64(unsafe { &(*m.p.load(Ordering::Relaxed)).ngoroutines }, -1);
+    owner_inc(unsafe { &(*m.p.load(Ordering::Relaxed)).nexited });
     m.curg.store(null_mut(), Ordering::Relaxed);
     g.m.store(null_mut(), Ordering::Relaxed);
     if !g.affm.load(Ordering::Relaxed).is_null() {

@@ -25,7 +25,7 @@ pub(super) fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 preempt: AtomicBool::new(false),
                 goidcache: Owned::new((0, 0)),
                 stack_tickets: Owned::new(Tickets::default()),
-                ngoroutines: AtomicI64::new(0),
+                nexited: AtomicU64::new(0),
                 nspawned: AtomicU64::new(0),
                 timers: timerheap::Timers::new(),
                 syscalltick: AtomicU32::new(0),
