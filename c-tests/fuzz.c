@@ -118,6 +118,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -2896,6 +2897,30 @@ static int stuck_actor(char *why, size_t n)
     return 0;
 }
 
+/* With GMP_FUZZ_GDB set (scripts/fuzz.sh sets it where gdb is installed): every thread's
+ * backtrace, from gdb attached to this process. A hang's goroutine dump shows where the
+ * goroutines wait; this shows where the runtime's own threads do. */
+static void thread_backtraces(void)
+{
+    const char *want = getenv("GMP_FUZZ_GDB");
+    if (want == NULL || *want == '\0' || strcmp(want, "0") == 0)
+        return;
+    char pid[24];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    fprintf(stderr, "fuzz: every thread's backtrace follows (gdb)\n");
+    fflush(stderr);
+    pid_t c = fork();
+    if (c == 0) {
+        dup2(2, 1);
+        execlp("gdb", "gdb", "-p", pid, "-batch", "-nx", "-ex", "thread apply all bt",
+               (char *)NULL);
+        _exit(127);
+    }
+    if (c > 0)
+        (void)waitpid(c, NULL, 0);
+}
+
 static void *watchdog_main(void *arg)
 {
     (void)arg;
@@ -2926,6 +2951,8 @@ static void *watchdog_main(void *arg)
         fprintf(stderr, "fuzz: goroutine dump follows\n");
         fflush(stderr);
         gmp_dump(2);
+        alarm(90);
+        thread_backtraces();
         die();
     }
     return NULL;

@@ -13,7 +13,8 @@
 # Each run's output, with GMP_DEBUG=schedtrace=1000,stacktrim=20, goes to
 # target/fuzz/logs/<time>/; a failure prints the command that repeats it (the run prints
 # it too, after "fuzz: replay:"). The last line is the summary; the exit status is 1 if
-# any run failed.
+# any run failed. Where gdb is installed, a hung run's log also has every thread's
+# backtrace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,11 @@ while getopts "s:n:S:t:p:b:" opt; do
         *) sed -n '2,18p' "$0"; exit 2 ;;
     esac
 done
+
+gdb=""
+if command -v gdb >/dev/null 2>&1; then
+    gdb=1
+fi
 
 out=target/fuzz
 logs="$out/logs/$(date +%Y%m%d-%H%M%S)-$$"
@@ -67,7 +73,7 @@ one_seed() {
             # In braces, so that bash's own "Segmentation fault" line goes to the log too.
             {
                 env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
-                    GMP_DEBUG=schedtrace=1000,stacktrim=20 \
+                    GMP_DEBUG=schedtrace=1000,stacktrim=20 GMP_FUZZ_GDB="$gdb" \
                     timeout -s KILL $((secs + 120)) \
                     "$out/$build/fuzz" "$seed" "$secs" "$p"
             } >"$log" 2>&1
