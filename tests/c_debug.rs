@@ -652,6 +652,19 @@ fn gdb_goroutines() {
     );
 }
 
+// ---- metrics ----
+
+/// gmp_metrics and the Prometheus writer: the API's errors, goroutines by state, a
+/// latency histogram whose tail moves when a runnable goroutine is kept waiting (every
+/// wait timed), and well-formed exposition text.
+#[test]
+fn metrics() {
+    expect_success(
+        "metrics",
+        &[("GMP_MAXPROCS", "1"), ("GMP_DEBUG", "schedlatency=1")],
+    );
+}
+
 // ---- leak reports ----
 
 /// Goroutines blocked forever on a channel whose last handle was released are reported to

@@ -30,7 +30,14 @@ const FLOORS: &[&[&str]] = &[
 const RT_FLOORS: &[&[&str]] = &[
     &["schedinit"],
     &["sysmon"],
-    &["schedtrace", "checkdead", "trace", "leaks", "dump"],
+    &[
+        "schedtrace",
+        "metrics",
+        "checkdead",
+        "trace",
+        "leaks",
+        "dump",
+    ],
     &[
         "mstart",
         "schedule",
@@ -70,6 +77,7 @@ const RT_FLOORS: &[&[&str]] = &[
         "sigpreempt",
         "taskfile",
         "coarsetime",
+        "schedlat",
         "traceevent",
     ],
 ];

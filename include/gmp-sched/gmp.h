@@ -92,6 +92,26 @@
 #define GMP_RECV 2
 
 /*
+ Buckets of a histogram metric (`gmp_metric::buckets`).
+ */
+#define GMP_METRIC_BUCKETS 32
+
+/*
+ A metric that only grows.
+ */
+#define GMP_METRIC_COUNTER 0
+
+/*
+ A metric that goes up and down.
+ */
+#define GMP_METRIC_GAUGE 1
+
+/*
+ A distribution (`gmp_metric::buckets`).
+ */
+#define GMP_METRIC_HISTOGRAM 2
+
+/*
  gmp_fd_wait: wait until the fd is readable (same value as POLLIN).
  */
 #define GMP_POLLIN 1
@@ -100,6 +120,8 @@
  gmp_fd_wait: wait until the fd is writable (same value as POLLOUT).
  */
 #define GMP_POLLOUT 4
+
+
 
 /*
  A channel (Go's chan): a FIFO of fixed-size elements, buffered or not, shared by
@@ -272,6 +294,39 @@ typedef struct gmp_select_case {
  ("chan receive", "chan send"; valid for the call) and the handler's argument.
  */
 typedef void (*gmp_leak_fn)(int64_t goid, const char *reason, void *arg);
+
+/*
+ One scheduler metric (`gmp_metrics`).
+ */
+typedef struct gmp_metric {
+  /*
+   Go's runtime/metrics name where Go has the metric (`/sched/latencies:seconds`,
+   `/sched/goroutines:goroutines`), else `/gmp/...`: the unit after the colon. A
+   static string.
+   */
+  const char *name;
+  /*
+   One line saying what it counts. A static string.
+   */
+  const char *help;
+  /*
+   GMP_METRIC_COUNTER, GMP_METRIC_GAUGE or GMP_METRIC_HISTOGRAM.
+   */
+  uint32_t kind;
+  /*
+   The value; for a histogram, the number of samples.
+   */
+  uint64_t value;
+  /*
+   A histogram's samples added up, in its unit (seconds).
+   */
+  double sum;
+  /*
+   A histogram's samples per bucket (not cumulative): bucket `i` holds those below
+   `gmp_metric_bucket_bound(i)` and not below bucket `i - 1`'s bound. Zero otherwise.
+   */
+  uint64_t buckets[GMP_METRIC_BUCKETS];
+} gmp_metric;
 
 /*
  A mutual-exclusion lock (Go's sync.Mutex) that parks goroutines instead of blocking
@@ -721,6 +776,42 @@ int gmp_set_leak_handler(gmp_leak_fn f, void *arg);
  or finish it. Returns 0, or -EBADF if fd is negative.
  */
 int gmp_leaks(int fd);
+
+/*
+ Reads the scheduler's metrics into `out[0..n]` (as many as fit) and returns how many
+ there are, so that `gmp_metrics(NULL, 0)` sizes the array. Returns -EINVAL if `out` is
+ NULL and `n` is not 0. Read without stopping anything (as `gmp_stats`); the order is
+ the same at every call.
+
+ The scheduling latency histogram (`/sched/latencies:seconds`, how long goroutines
+ waited runnable before they ran) is sampled: one goroutine in 64 made runnable is
+ timed (`GMP_DEBUG=schedlatency=N` times one in N, a power of two; `off` none).
+
+ # Safety
+ `out` is NULL or writable for `n` elements.
+ */
+int gmp_metrics(struct gmp_metric *out, size_t n);
+
+/*
+ Stores the upper bound of histogram bucket `i` in seconds in `*out`: 2^(i+7)
+ nanoseconds (128 ns for bucket 0, about 137 s for bucket 30), and infinity for the last
+ bucket. Returns 0, or -EINVAL if `out` is NULL or `i` is not below GMP_METRIC_BUCKETS.
+
+ # Safety
+ `out` is NULL or writable.
+ */
+int gmp_metric_bucket_bound(size_t i, double *out);
+
+/*
+ Writes every metric to file descriptor `fd` in Prometheus' text exposition format
+ (version 0.0.4), for a scrape endpoint or a node exporter's textfile directory: each
+ name as `gmp_` followed by the metric's path and unit (`gmp_sched_latencies_seconds`,
+ `gmp_sched_goroutines_goroutines`; counters end in `_total`), with HELP and TYPE lines
+ and a histogram's cumulative `_bucket{le=...}`, `_sum` and `_count`. Returns 0, -EBADF
+ if `fd` is negative, or the negative errno of a failed write (a non-blocking fd that is
+ full gives -EAGAIN).
+ */
+int gmp_metrics_write_prometheus(int fd);
 
 /*
  Puts `fd` under the poller: it is made non-blocking, and gmp_read, gmp_write, gmp_recv,

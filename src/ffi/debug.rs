@@ -104,3 +104,127 @@ pub extern "C" fn gmp_leaks(fd: c_int) -> c_int {
         0
     })
 }
+
+/// Buckets of a histogram metric (`gmp_metric::buckets`).
+pub const GMP_METRIC_BUCKETS: usize = 32;
+
+/// A metric that only grows.
+pub const GMP_METRIC_COUNTER: u32 = 0;
+/// A metric that goes up and down.
+pub const GMP_METRIC_GAUGE: u32 = 1;
+/// A distribution (`gmp_metric::buckets`).
+pub const GMP_METRIC_HISTOGRAM: u32 = 2;
+
+// The header's literals (cbindgen writes literals only) are the runtime's values.
+const _: () = assert!(
+    GMP_METRIC_BUCKETS == rt::metrics::BUCKETS
+        && GMP_METRIC_COUNTER == rt::metrics::Kind::Counter as u32
+        && GMP_METRIC_GAUGE == rt::metrics::Kind::Gauge as u32
+        && GMP_METRIC_HISTOGRAM == rt::metrics::Kind::Histogram as u32
+);
+
+/// One scheduler metric (`gmp_metrics`).
+#[repr(C)]
+pub struct gmp_metric {
+    /// Go's runtime/metrics name where Go has the metric (`/sched/latencies:seconds`,
+    /// `/sched/goroutines:goroutines`), else `/gmp/...`: the unit after the colon. A
+    /// static string.
+    pub name: *const c_char,
+    /// One line saying what it counts. A static string.
+    pub help: *const c_char,
+    /// GMP_METRIC_COUNTER, GMP_METRIC_GAUGE or GMP_METRIC_HISTOGRAM.
+    pub kind: u32,
+    /// The value; for a histogram, the number of samples.
+    pub value: u64,
+    /// A histogram's samples added up, in its unit (seconds).
+    pub sum: f64,
+    /// A histogram's samples per bucket (not cumulative): bucket `i` holds those below
+    /// `gmp_metric_bucket_bound(i)` and not below bucket `i - 1`'s bound. Zero otherwise.
+    pub buckets: [u64; GMP_METRIC_BUCKETS],
+}
+
+/// The metric names as C strings (made once per name; never freed).
+fn c_name(s: &'static str) -> *const c_char {
+    use std::collections::HashMap;
+    use std::ffi::CString;
+    use std::sync::Mutex;
+    static NAMES: Mutex<Option<HashMap<&'static str, CString>>> = Mutex::new(None);
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    names
+        .get_or_insert_with(HashMap::new)
+        .entry(s)
+        .or_insert_with(|| CString::new(s).unwrap_or_default())
+        .as_ptr()
+}
+
+/// Reads the scheduler's metrics into `out[0..n]` (as many as fit) and returns how many
+/// there are, so that `gmp_metrics(NULL, 0)` sizes the array. Returns -EINVAL if `out` is
+/// NULL and `n` is not 0. Read without stopping anything (as `gmp_stats`); the order is
+/// the same at every call.
+///
+/// The scheduling latency histogram (`/sched/latencies:seconds`, how long goroutines
+/// waited runnable before they ran) is sampled: one goroutine in 64 made runnable is
+/// timed (`GMP_DEBUG=schedlatency=N` times one in N, a power of two; `off` none).
+///
+/// # Safety
+/// `out` is NULL or writable for `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_metrics(out: *mut gmp_metric, n: usize) -> c_int {
+    boundary("gmp_metrics", || {
+        if out.is_null() && n != 0 {
+            return -libc::EINVAL;
+        }
+        rt::init();
+        let all = rt::metrics::read();
+        for (i, m) in all.iter().take(n).enumerate() {
+            // SAFETY: i < n, and the caller promises out is writable for n elements.
+            unsafe {
+                out.add(i).write(gmp_metric {
+                    name: c_name(m.name),
+                    help: c_name(m.help),
+                    kind: m.kind as u32,
+                    value: m.value,
+                    sum: m.sum,
+                    buckets: m.counts,
+                })
+            };
+        }
+        all.len() as c_int
+    })
+}
+
+/// Stores the upper bound of histogram bucket `i` in seconds in `*out`: 2^(i+7)
+/// nanoseconds (128 ns for bucket 0, about 137 s for bucket 30), and infinity for the last
+/// bucket. Returns 0, or -EINVAL if `out` is NULL or `i` is not below GMP_METRIC_BUCKETS.
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_metric_bucket_bound(i: usize, out: *mut f64) -> c_int {
+    boundary("gmp_metric_bucket_bound", || {
+        match rt::metrics::bucket_bound_seconds(i) {
+            // SAFETY: non-null; the caller promises it is writable.
+            Some(b) if !out.is_null() => unsafe { out.write(b) },
+            _ => return -libc::EINVAL,
+        }
+        0
+    })
+}
+
+/// Writes every metric to file descriptor `fd` in Prometheus' text exposition format
+/// (version 0.0.4), for a scrape endpoint or a node exporter's textfile directory: each
+/// name as `gmp_` followed by the metric's path and unit (`gmp_sched_latencies_seconds`,
+/// `gmp_sched_goroutines_goroutines`; counters end in `_total`), with HELP and TYPE lines
+/// and a histogram's cumulative `_bucket{le=...}`, `_sum` and `_count`. Returns 0, -EBADF
+/// if `fd` is negative, or the negative errno of a failed write (a non-blocking fd that is
+/// full gives -EAGAIN).
+#[unsafe(no_mangle)]
+pub extern "C" fn gmp_metrics_write_prometheus(fd: c_int) -> c_int {
+    boundary("gmp_metrics_write_prometheus", || {
+        if fd < 0 {
+            return -libc::EBADF;
+        }
+        rt::init();
+        rt::metrics::write_prometheus(fd)
+    })
+}

@@ -94,6 +94,7 @@ mod lockedm;
 pub mod lockosthread;
 #[cfg(all(test, loom))]
 mod mailbox_loom;
+pub mod metrics;
 mod mstart;
 pub mod netpoll;
 mod newm;
@@ -106,6 +107,7 @@ mod proc;
 mod procresize;
 mod ready;
 mod schedinit;
+pub(crate) mod schedlat;
 pub mod schedtrace;
 mod schedule;
 mod sigpreempt;
@@ -425,6 +427,7 @@ pub fn casgstatus(gp: &G, old: u32, new: u32) {
         {
             throw("casgstatus: undefined status or no-op transition");
         }
+        schedlat::transition(gp, old, new);
         if gp
             .status
             .compare_exchange(old, new, Ordering::AcqRel, Ordering::Relaxed)
@@ -438,6 +441,7 @@ pub fn casgstatus(gp: &G, old: u32, new: u32) {
         if gp.status.load(Ordering::Relaxed) != old {
             throw("casgstatus: bad incoming status");
         }
+        schedlat::transition(gp, old, new);
         gp.status.store(new, Ordering::Release);
     }
 }
@@ -522,6 +526,9 @@ pub struct M {
     pub waitlock: Owned<usize>,
     /// Random state for the steal order. Owner: this M's thread.
     pub fastrand: Owned<u64>,
+    /// Goroutines this M may make runnable before it times the wait of the next one
+    /// (`schedlat`'s countdown). Owner: this M's thread.
+    pub schedlat_tick: Owned<u32>,
     /// The P this M left in P_SYSCALL when its goroutine entered a blocking call; it takes
     /// it back on return if nobody retook it. Written by this M only; atomic for trace.
     pub oldp: AtomicPtr<P>,
@@ -638,6 +645,8 @@ pub struct P {
     pub sysmontick: Owned<SysmonTick>,
     /// Free sudogs (Go's `sudogcache`; see chan/sudog.rs). Owner: the holding M.
     pub(crate) sudogcache: Owned<sudog::SudogCache>,
+    /// The runnable waits timed on this P (`schedlat`). Owner: the holding M.
+    pub(crate) schedlat: schedlat::Histogram,
 }
 
 /// Goroutine ids a P reserves at a time (Go's `_GoidCacheBatch`).

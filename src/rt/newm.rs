@@ -149,6 +149,7 @@ pub(super) fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         waitunlockf: Owned::new(None),
         waitlock: Owned::new(0),
         fastrand: Owned::new(fastrand),
+        schedlat_tick: Owned::new(0),
         oldp: AtomicPtr::new(null_mut()),
         syscalltick: Owned::new(0),
         inblocking: Owned::new(0),
@@ -217,6 +218,7 @@ pub(super) unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u
             waitunlockf,
             waitlock,
             fastrand: rand,
+            schedlat_tick,
             oldp,
             syscalltick,
             inblocking,
@@ -265,6 +267,7 @@ pub(super) unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u
         waitunlockf.set(None);
         waitlock.set(0);
         rand.set(fastrand);
+        schedlat_tick.set(0);
         oldp.store(null_mut(), Ordering::Relaxed);
         syscalltick.set(0);
         inblocking.set(0);

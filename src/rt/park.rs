@@ -72,9 +72,10 @@ pub unsafe fn gopark(unlockf: Option<UnlockFn>, arg: usize, reason: WaitReason) 
         (*m).waitunlockf.set(unlockf);
         (*m).waitlock.set(arg);
         (*gp).waitreason.store(reason as u8, Ordering::Relaxed);
-        (*gp)
-            .waitsince
-            .store(coarsetime::coarse_now(), Ordering::Relaxed);
+        (*gp).waitsince.store(
+            schedlat::stamp_park(coarsetime::coarse_now()),
+            Ordering::Relaxed,
+        );
         mcall(action::PARK);
     }
 }

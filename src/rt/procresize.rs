@@ -31,6 +31,7 @@ pub(super) fn grow_procs(g: &mut SchedGuard, from: i32, to: i32) {
                 syscalltick: AtomicU32::new(0),
                 sysmontick: Owned::new(SysmonTick::new()),
                 sudogcache: Owned::new(sudog::SudogCache::new()),
+                schedlat: schedlat::Histogram::new(),
             }));
             SCHED.allp[i as usize].store(pp, Ordering::Release);
         }

@@ -44,6 +44,7 @@ pub(super) fn init_once() {
         preempt::init();
         dump::init();
         checkdead::init();
+        schedlat::init();
         {
             let mut g = lock_sched();
             grow_procs(&mut g, 0, cfg.maxprocs);

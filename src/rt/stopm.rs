@@ -1,7 +1,7 @@
 //! An M giving up its P (Go's `stopm`, `handoffp`): stopping until a P is handed back,
 //! and passing a P on to the M that should run it next.
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::*;
 use super::{idle::*, newm::*, ready::*};
@@ -49,9 +49,13 @@ pub(super) unsafe fn stopm(m: ThisM<'_>) {
 /// queued goroutines' turn is next. A hint (relaxed): a lost update costs one turn.
 pub(super) static HANDOFF_QUEUE_TURN: AtomicBool = AtomicBool::new(false);
 
+/// `handoffp` calls (the metric `/gmp/sched/handoffs:events`).
+pub(crate) static HANDOFFS: AtomicU64 = AtomicU64::new(0);
+
 /// Hands off P `pp` from an M that is about to block (Go's handoffp): runs it on another M
 /// if there is work or nobody is looking for work, else puts it on the idle list.
 pub(super) fn handoffp(pp: *mut P) {
+    HANDOFFS.fetch_add(1, Ordering::Relaxed);
     // SAFETY: Ps are never freed; pp was just released by the caller.
     let p = unsafe { &*pp };
     // An M waiting for a P for work only it can run takes it (with its local work) —

@@ -29,6 +29,7 @@ pub(crate) enum Var {
     Asyncpreemptstress,
     Asymlock,
     Lockspin,
+    Schedlatency,
     Handoffdelay,
     Idledelay,
     Mutexspindelay,
@@ -45,7 +46,7 @@ pub(crate) struct DbgVar {
 
 /// Every debug variable, in [`Var`]'s order (docs/debugging.md says what each does; a
 /// test checks that it names them all).
-pub(crate) static DBGVARS: [DbgVar; 15] = [
+pub(crate) static DBGVARS: [DbgVar; 16] = [
     DbgVar {
         name: "schedtrace",
         default: 0,
@@ -100,6 +101,11 @@ pub(crate) static DBGVARS: [DbgVar; 15] = [
         name: "lockspin",
         default: 1,
         words: &[],
+    },
+    DbgVar {
+        name: "schedlatency",
+        default: 64,
+        words: &[("off", 0)],
     },
     DbgVar {
         name: "handoffdelay",
