@@ -123,6 +123,7 @@ def test_struct_layouts_match_c() -> None:
     assert ctypes.sizeof(_lib.gmp_once) == 12
     assert ctypes.sizeof(_lib.gmp_select_case) == 32
     assert ctypes.sizeof(_lib.gmp_sched_stats) == 168
+    assert ctypes.sizeof(_lib.gmp_metric) == 8 * 5 + 8 * _lib.GMP_METRIC_BUCKETS
 
 
 def test_library_version_is_the_package_version() -> None:

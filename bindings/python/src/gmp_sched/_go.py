@@ -45,9 +45,12 @@ from ._errors import ChannelClosed, check, timeout_ns
 from ._lib import (
     GMP_GO_LOCKED,
     GMP_GO_PINNED,
+    GMP_METRIC_BUCKETS,
+    GMP_METRIC_HISTOGRAM,
     STATS_BUFFER_BYTES,
     gmp_attr,
     gmp_func,
+    gmp_metric,
     gmp_sched_stats,
     lib,
 )
@@ -499,3 +502,35 @@ def stats() -> SchedStats:
     assert sizeof(s) <= STATS_BUFFER_BYTES
     values = {f[0]: getattr(s, f[0]) for f in gmp_sched_stats._fields_}
     return SchedStats(**values, runq_lens=tuple(lens[:n]))
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A histogram metric: ``buckets`` pairs each bucket's upper bound (seconds; the last
+    is infinite) with its count (not cumulative)."""
+
+    count: int
+    sum: float
+    buckets: tuple[tuple[float, int], ...]
+
+
+def metrics() -> dict[str, int | Histogram]:
+    """The scheduler's metrics by their Go runtime/metrics names (``gmp_metrics``):
+    ``"/sched/goroutines:goroutines"`` is an int, ``"/sched/latencies:seconds"`` a
+    :class:`Histogram`."""
+    n = check(lib.gmp_metrics(None, 0), "gmp_metrics")
+    arr = (gmp_metric * n)()
+    n = min(n, check(lib.gmp_metrics(addressof(arr), n), "gmp_metrics"))
+    bounds = []
+    for i in range(GMP_METRIC_BUCKETS):
+        b = ctypes.c_double()
+        check(lib.gmp_metric_bucket_bound(i, addressof(b)), "gmp_metric_bucket_bound")
+        bounds.append(b.value)
+    out: dict[str, int | Histogram] = {}
+    for m in arr[:n]:
+        name = m.name.decode()
+        if m.kind == GMP_METRIC_HISTOGRAM:
+            out[name] = Histogram(m.value, m.sum, tuple(zip(bounds, m.buckets)))
+        else:
+            out[name] = m.value
+    return out

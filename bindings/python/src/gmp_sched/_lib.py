@@ -25,6 +25,7 @@ from ctypes import (
     CFUNCTYPE,
     Structure,
     c_char_p,
+    c_double,
     c_int,
     c_int32,
     c_int64,
@@ -45,6 +46,10 @@ GMP_MAX_PROCS = 1024
 GMP_CHAN_MAX_ELEM = 65536
 GMP_SEND = 1
 GMP_RECV = 2
+GMP_METRIC_BUCKETS = 32
+GMP_METRIC_COUNTER = 0
+GMP_METRIC_GAUGE = 1
+GMP_METRIC_HISTOGRAM = 2
 
 #: ``typedef void (*gmp_func)(void *arg)``
 gmp_func = CFUNCTYPE(None, c_void_p)
@@ -125,6 +130,17 @@ class gmp_sched_stats(Structure):
     ]
 
 
+class gmp_metric(Structure):
+    _fields_ = [
+        ("name", c_char_p),
+        ("help", c_char_p),
+        ("kind", c_uint32),
+        ("value", c_uint64),
+        ("sum", c_double),
+        ("buckets", c_uint64 * GMP_METRIC_BUCKETS),
+    ]
+
+
 #: Room for fields a newer library appends to gmp_sched_stats.
 STATS_BUFFER_BYTES = 1024
 
@@ -194,6 +210,10 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     # A goroutine-leak handler (gmp_leak_fn: goid, reason, arg); NULL restores stderr.
     "gmp_set_leak_handler": (c_int, [P, P]),
     "gmp_leaks": (c_int, [c_int]),
+    # Metrics (Go's runtime/metrics names) and their Prometheus text.
+    "gmp_metrics": (c_int, [P, c_size_t]),
+    "gmp_metric_bucket_bound": (c_int, [c_size_t, P]),
+    "gmp_metrics_write_prometheus": (c_int, [c_int]),
     # Signals as channels (Go's os/signal).
     "gmp_signal_notify": (c_int, [P, P, c_size_t]),
     "gmp_signal_stop": (c_int, [P]),
