@@ -56,7 +56,8 @@
  * handshakes with one signalling goroutine, where a lost or spurious wake-up shows),
  * WaitGroup, once (also with a NULL function first), yield, sleep, spawn, GOMAXPROCS
  * changes (1..4, at most every 5 ms, each returning the previous value exactly),
- * gmp_num_goroutine, gmp_stats, gmp_now, gmp_goid, gmp_num_cpu, gmp_dump,
+ * gmp_num_goroutine, gmp_stats, gmp_metrics (counters only grow), gmp_now, gmp_goid,
+ * gmp_num_cpu, gmp_dump,
  * gmp_set_default_stack_size, SIGUSR2 relayed to a channel (gmp_signal_notify),
  * entersyscall/exitsyscall pairs (with nested
  * and unpaired calls, and try operations inside), gmp_blocking (with nested calls inside),
@@ -198,6 +199,7 @@ struct actor {
     int64_t goid;
     int64_t last_now;
     uint64_t last_spawned;
+    uint64_t last_created, last_latencies; /* gmp_metrics, op_info */
     unsigned long nops;
     uint64_t digest;
     char tag[16];       /* g0..g5, t0..t2, c<number> */
@@ -2015,7 +2017,7 @@ static atomic_int actors_started;
 
 static void op_info(struct actor *a)
 {
-    int which = (int)rnd_below(&a->rng, 5);
+    int which = (int)rnd_below(&a->rng, 6);
     int64_t now = gmp_now();
     ACHECK(a, now >= a->last_now);
     a->last_now = now;
@@ -2053,6 +2055,31 @@ static void op_info(struct actor *a)
     case 3:
         ACHECK_EQ(a, gmp_num_cpu(), ncpu_expected);
         break;
+    case 4: {
+        /* Metrics: counters and the latency histogram's count only grow; the Prometheus
+         * text is written whole. */
+        struct gmp_metric m[32];
+        int n = gmp_metrics(m, 32);
+        ACHECK(a, n >= 10 && n <= 32);
+        for (int i = 0; i < n; i++) {
+            if (strcmp(m[i].name, "/sched/goroutines-created:goroutines") == 0) {
+                ACHECK(a, m[i].value >= a->last_created);
+                a->last_created = m[i].value;
+            } else if (strcmp(m[i].name, "/sched/latencies:seconds") == 0) {
+                uint64_t sum = 0;
+                for (int b = 0; b < GMP_METRIC_BUCKETS; b++)
+                    sum += m[i].buckets[b];
+                ACHECK_EQ(a, sum, m[i].value);
+                ACHECK(a, m[i].value >= a->last_latencies);
+                a->last_latencies = m[i].value;
+            } else if (strcmp(m[i].name, "/sched/gomaxprocs:threads") == 0) {
+                ACHECK(a, m[i].value >= 1 && m[i].value <= 4);
+            }
+        }
+        ACHECK_EQ(a, gmp_metrics(NULL, 1), -EINVAL);
+        ACHECK_EQ(a, gmp_metrics_write_prometheus(devnull), 0);
+        break;
+    }
     default:
         ACHECK_EQ(a, gmp_stats(NULL, NULL, 0), -EINVAL);
         ACHECK_EQ(a, gmp_maxprocs(0) >= 1, 1);

@@ -74,6 +74,8 @@
  *    actor's own thread (raise: no other thread's call is interrupted) and the channel
  *    drained without waiting: never more relayed than raised, and at least one relayed
  *    by the end when any was raised;
+ *  - metrics ("metrics"): gmp_metrics read meanwhile; counters only grow and a
+ *    histogram's buckets add up to its count; the Prometheus text is written whole;
  *  - every enabled action ran at least once (runs of 1 s or more); every goroutine ends
  *    (gmp_num_goroutine() drops to 0).
  * Watchdog: a plain pthread samples a progress counter (every completed action of a
@@ -135,6 +137,7 @@ enum {
     FT_LIBC,
     FT_PTHREAD,
     FT_SIGNAL,
+    FT_METRICS,
     NFEATURES
 };
 
@@ -142,7 +145,7 @@ static const char *const feature_names[NFEATURES] = {
     "spawn", "pinned", "stack", "wg", "yield", "chan", "timeout",
     "select", "mutex", "rwmutex", "cond", "once", "sleep", "blocking",
     "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet", "net", "spin",
-    "libc", "pthread", "signal",
+    "libc", "pthread", "signal", "metrics",
 };
 
 static unsigned features;
@@ -174,20 +177,21 @@ enum {
     A_LIBC,
     A_PTHREAD,
     A_SIGNAL,
+    A_METRICS,
     NACTIONS
 };
 
 static const char *const action_names[NACTIONS] = {
     "spawn", "yield", "send", "recv", "select", "mutex", "rwmutex",
     "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs", "net", "spin",
-    "libc", "pthread", "signal",
+    "libc", "pthread", "signal", "metrics",
 };
 
 /* The feature that enables each action. */
 static const int action_feature[NACTIONS] = {
     FT_SPAWN, FT_YIELD, FT_CHAN, FT_CHAN, FT_SELECT, FT_MUTEX, FT_RWMUTEX,
     FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS, FT_NET, FT_SPIN,
-    FT_LIBC, FT_PTHREAD, FT_SIGNAL,
+    FT_LIBC, FT_PTHREAD, FT_SIGNAL, FT_METRICS,
 };
 
 static int enabled_actions[NACTIONS];
@@ -262,6 +266,8 @@ struct actor {
     int locked;        /* GMP_GO_LOCKED: tid must not change until the final unlock */
     long tid;          /* first tid (pinned) */
     int depth;         /* 0 worker, 1 child, 2 grandchild */
+    uint64_t created;  /* the last /sched/goroutines-created:goroutines it read */
+    uint64_t timed;    /* the last /sched/latencies:seconds count it read */
 };
 
 static void actor_init(struct actor *a, int slot, int goroutine, int depth)
@@ -1299,6 +1305,32 @@ static void do_signal(struct actor *a)
     drain_signals();
 }
 
+/* Metrics read while everything runs: counters only grow, a histogram's buckets add up
+ * to its count, and the Prometheus text is written whole. */
+static void do_metrics(struct actor *a)
+{
+    struct gmp_metric m[32];
+    int n = gmp_metrics(m, 32);
+    CHECK(n >= 10 && n <= 32);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(m[i].name, "/sched/goroutines-created:goroutines") == 0) {
+            CHECK(m[i].value >= a->created);
+            a->created = m[i].value;
+        } else if (m[i].kind == GMP_METRIC_HISTOGRAM) {
+            uint64_t sum = 0;
+            for (int b = 0; b < GMP_METRIC_BUCKETS; b++)
+                sum += m[i].buckets[b];
+            CHECK_EQ(sum, m[i].value);
+            CHECK(m[i].value >= a->timed);
+            a->timed = m[i].value;
+        }
+    }
+    int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    CHECK_EQ(gmp_metrics_write_prometheus(fd), 0);
+    CHECK_EQ(close(fd), 0);
+}
+
 /* ---- the action loop ---- */
 
 static void run_action(struct actor *a, int act)
@@ -1324,6 +1356,7 @@ static void run_action(struct actor *a, int act)
     case A_LIBC: do_libc(a); break;
     case A_PTHREAD: do_pthread(a); break;
     case A_SIGNAL: do_signal(a); break;
+    case A_METRICS: do_metrics(a); break;
     default: CHECK(0);
     }
     slot_leave(a);
