@@ -665,6 +665,13 @@ fn metrics() {
     );
 }
 
+/// Without GMP_DEBUG the timing runs in sysmon's windows once the metrics were read: a
+/// ping-pong gets waits timed.
+#[test]
+fn metrics_window() {
+    expect_case("metrics", "window", &[("GMP_MAXPROCS", "2")]);
+}
+
 // ---- leak reports ----
 
 /// Goroutines blocked forever on a channel whose last handle was released are reported to

@@ -1,5 +1,5 @@
 //! The observers a switch may have to tell (AddressSanitizer, ThreadSanitizer, the
-//! execution trace): the scheduler's hot sites (every switch, every wake-up, every spawn)
+//! execution trace, the scheduling latency histogram): the scheduler's hot sites (every switch, every wake-up, every spawn)
 //! test `hookflags::any()` — one load, one predicted branch — and call the cold functions
 //! here only when some observer is on.
 
@@ -9,6 +9,9 @@ use super::*;
 #[cold]
 #[inline(never)]
 pub(crate) fn execute(m: &M, g: &G) {
+    if schedlat::on() {
+        schedlat::running(m, g);
+    }
     if traceevent::on() {
         traceevent::go_start(g);
     }
@@ -72,6 +75,9 @@ pub(crate) fn started(gp: *mut G) {
 #[cold]
 #[inline(never)]
 pub(crate) fn after_switch(m: &M, g: &G, act: usize) {
+    if schedlat::on() && matches!(act, action::GOSCHED | action::PREEMPT | action::LOCKMOVE) {
+        schedlat::runnable(g);
+    }
     if asan::on() {
         asan::back_on_g0(m);
     }
@@ -84,6 +90,10 @@ pub(crate) fn after_switch(m: &M, g: &G, act: usize) {
 #[cold]
 #[inline(never)]
 pub(crate) fn ready(gp: *mut G) {
+    if schedlat::on() {
+        // SAFETY: Gs are never freed.
+        schedlat::runnable(unsafe { &*gp });
+    }
     if tsan::on() {
         tsan::release(gp as usize);
     }
@@ -98,10 +108,25 @@ pub(crate) fn ready(gp: *mut G) {
     }
 }
 
+/// A waiting goroutine made runnable other than by `goready` (the poller's readiness,
+/// `injectglist`): the observers that time or count wake-ups.
+#[cold]
+#[inline(never)]
+pub(crate) fn readied(gp: *mut G) {
+    if schedlat::on() {
+        // SAFETY: Gs are never freed.
+        schedlat::runnable(unsafe { &*gp });
+    }
+}
+
 /// `newproc`, before `gp` (goroutine `goid`, started by `parent`) is queued.
 #[cold]
 #[inline(never)]
 pub(crate) fn spawn(gp: *mut G, goid: u64, parent: u64) {
+    if schedlat::on() {
+        // SAFETY: Gs are never freed.
+        schedlat::runnable(unsafe { &*gp });
+    }
     if traceevent::on() {
         traceevent::emit(traceevent::kind::SPAWN, None, goid, parent);
     }

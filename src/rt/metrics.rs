@@ -60,6 +60,7 @@ fn scalar(name: &'static str, help: &'static str, kind: Kind, value: u64) -> Met
 
 /// Every metric, in a fixed order (the C API's indices).
 pub fn read() -> Vec<Metric> {
+    schedlat::enable();
     let (mut runnable, mut running, mut waiting, mut syscall) = (0u64, 0u64, 0u64, 0u64);
     for g in super::proc::all_gs() {
         match g.status.load(Ordering::Relaxed) {

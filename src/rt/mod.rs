@@ -427,7 +427,6 @@ pub fn casgstatus(gp: &G, old: u32, new: u32) {
         {
             throw("casgstatus: undefined status or no-op transition");
         }
-        schedlat::transition(gp, old, new);
         if gp
             .status
             .compare_exchange(old, new, Ordering::AcqRel, Ordering::Relaxed)
@@ -441,7 +440,6 @@ pub fn casgstatus(gp: &G, old: u32, new: u32) {
         if gp.status.load(Ordering::Relaxed) != old {
             throw("casgstatus: bad incoming status");
         }
-        schedlat::transition(gp, old, new);
         gp.status.store(new, Ordering::Release);
     }
 }

@@ -798,6 +798,9 @@ impl Ready {
             }
             g.waitreason
                 .store(WaitReason::None as u8, Ordering::Relaxed);
+            if hookflags::any() {
+                hooks::readied(gp);
+            }
             casgstatus(g, G_WAITING, G_RUNNABLE);
             // At the tail, not runnext: the queue is empty (callers poll when it is), and a
             // goroutine woken by the poller starts a new slice, as Go's findRunnable

@@ -222,6 +222,9 @@ pub(super) unsafe fn injectglist(gs: &[*mut G]) {
             (*gp)
                 .waitreason
                 .store(WaitReason::None as u8, Ordering::Relaxed);
+            if hookflags::any() {
+                hooks::readied(gp);
+            }
             casgstatus(&*gp, G_WAITING, G_RUNNABLE);
             let am = affinity::affine_m(&*gp);
             if !am.is_null() {

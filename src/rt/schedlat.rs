@@ -1,23 +1,29 @@
 //! Scheduling latency (Go's `/sched/latencies:seconds`): how long goroutines wait
 //! runnable before they run, sampled.
 //!
-//! One transition to runnable in `GMP_DEBUG=schedlatency=N` (64 by default, a power of two;
-//! `off` stops it) is timed: the thread making it counts its transitions (an M in
-//! `M::schedlat_tick`, the threads outside the runtime together in one atomic) and stamps
-//! the goroutine with the clock every Nth time; the M that runs it reads the clock again
-//! and adds the difference to its P's histogram. Go times one transition in 8 with its
-//! cheaper clock; a `clock_gettime` costs about a fifth of a channel round trip here, so
-//! timing one in 8 would slow a ping-pong by a tenth (HACKING.md, "Deviations from Go").
+//! The timing is an observer of the switch (`hookflags::SCHEDLAT`, called from
+//! `hooks.rs`), as the execution trace is: while it is off it costs nothing (a check in
+//! `casgstatus` cost 2–5% of a ping-pong's and a yield loop's instructions). Once the
+//! metrics have been read (`enable`: `gmp_metrics`, `gmp_metrics_write_prometheus`),
+//! sysmon turns it on for 1 ms in every 100 (`sysmon_round`); `GMP_DEBUG=schedlatency=N`
+//! turns it on for good from the start, and `schedlatency=off` forbids it.
+//!
+//! While it is on, one transition to runnable in N (8 by default, as in Go; a power of two)
+//! is timed: the thread
+//! making it counts down (an M in `M::schedlat_tick`, the threads outside the runtime
+//! together in one atomic) and stamps the goroutine with the clock; the M that runs it
+//! reads the clock again and adds the difference to its P's histogram. Go times always
+//! (HACKING.md, "Deviations from Go").
 //!
 //! The stamp lives in `G::waitsince`, which holds the park time only while the goroutine
 //! waits: a stamp has its lowest bit set (a park time never has, `stamp_park`), so a
-//! goroutine made runnable by a path that does not stamp (none today) is never timed
-//! from its park.
+//! goroutine made runnable without a stamp (a park its unlock function refused, or any
+//! wake-up while the timing is off) is never timed from its park.
 //!
 //! Buckets are powers of two of nanoseconds: bucket 0 holds waits under 128 ns, bucket `i`
 //! those under 2^(i+7) ns, and the last everything longer (over 2^37 ns, about 137 s).
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use super::*;
 
@@ -53,22 +59,88 @@ impl Histogram {
     }
 }
 
-/// `period - 1` (the period a power of two), or `u32::MAX` when timing is off. Set by
-/// `init` from `GMP_DEBUG`.
-static MASK: AtomicU32 = AtomicU32::new(63);
+/// `period - 1` (the period a power of two). Set by `init` from `GMP_DEBUG`.
+static MASK: AtomicU32 = AtomicU32::new(7);
 
 /// The transitions made by threads outside the runtime (no M to count them).
 static FOREIGN_TICK: AtomicU32 = AtomicU32::new(0);
 
-/// Reads `GMP_DEBUG=schedlatency` (runtime start-up).
+/// Whether `GMP_DEBUG=schedlatency=off` forbids timing.
+static OFF: AtomicBool = AtomicBool::new(false);
+
+/// `GMP_DEBUG=schedlatency=N`: timing on from the start, without windows.
+static ALWAYS: AtomicBool = AtomicBool::new(false);
+
+/// The metrics were read: sysmon opens timing windows (`sysmon_round`).
+static WANTED: AtomicBool = AtomicBool::new(false);
+
+/// When the open window opened (`nanotime`): a stamp older than that is from an earlier
+/// window whose goroutine ran unseen, and is not a wait. Written by sysmon only.
+static WINDOW_START: AtomicI64 = AtomicI64::new(0);
+
+/// When sysmon opens the next window. Written by sysmon only.
+static NEXT_OPEN: AtomicI64 = AtomicI64::new(0);
+
+/// How long a window stays open, and the share of the time windows are open: one part in
+/// `DUTY` (a window that sysmon closed late is followed by a longer gap).
+const WINDOW_NS: i64 = 1_000_000;
+const DUTY: i64 = 100;
+
+/// Reads `GMP_DEBUG=schedlatency` (runtime start-up): a period given there starts the
+/// timing at once.
 pub(crate) fn init() {
-    let n = crate::sys::dbgvars::get(crate::sys::dbgvars::Var::Schedlatency);
-    let mask = if n <= 0 {
-        u32::MAX
-    } else {
-        (n.min(1 << 30) as u32).next_power_of_two() - 1
-    };
-    MASK.store(mask, Ordering::Relaxed);
+    match crate::sys::dbgvars::get(crate::sys::dbgvars::Var::Schedlatency) {
+        // Not given: the default period, from the first read.
+        n if n < 0 => {}
+        0 => OFF.store(true, Ordering::Relaxed),
+        n => {
+            MASK.store(
+                (n.min(1 << 30) as u32).next_power_of_two() - 1,
+                Ordering::Relaxed,
+            );
+            ALWAYS.store(true, Ordering::Relaxed);
+            hookflags::set(hookflags::SCHEDLAT, true);
+        }
+    }
+}
+
+/// The metrics were read: from now on sysmon opens timing windows, unless `GMP_DEBUG`
+/// turned the timing off.
+pub(crate) fn enable() {
+    if !OFF.load(Ordering::Relaxed) && !WANTED.load(Ordering::Relaxed) {
+        WANTED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// sysmon's round: opens a timing window when one is due, closes the open one after
+/// `WINDOW_NS`. With the hooks on, a switch costs about a third more instructions (every
+/// hook site calls out, `hooks.rs`); open one part in `DUTY` of the time, that is well
+/// under 1% of a yield loop, and a window of a busy scheduler still times hundreds of
+/// waits.
+pub(crate) fn sysmon_round(now: i64) {
+    if !WANTED.load(Ordering::Relaxed) || ALWAYS.load(Ordering::Relaxed) {
+        return;
+    }
+    if on() {
+        let open = now - WINDOW_START.load(Ordering::Relaxed);
+        if open >= WINDOW_NS {
+            hookflags::set(hookflags::SCHEDLAT, false);
+            NEXT_OPEN.store(
+                now + (open * (DUTY - 1)).min(1_000_000_000),
+                Ordering::Relaxed,
+            );
+        }
+    } else if now >= NEXT_OPEN.load(Ordering::Relaxed) {
+        WINDOW_START.store(now, Ordering::Relaxed);
+        // SeqCst (in `set`): a stamp taken after a hook saw the bit is after the start.
+        hookflags::set(hookflags::SCHEDLAT, true);
+    }
+}
+
+/// Whether waits are being timed (the hooks call in only when some observer is on).
+#[inline]
+pub(crate) fn on() -> bool {
+    hookflags::get(hookflags::SCHEDLAT)
 }
 
 /// The park time `gopark` stores in `G::waitsince`: never mistaken for a stamp.
@@ -77,67 +149,49 @@ pub(crate) fn stamp_park(t: i64) -> i64 {
     t & !1
 }
 
-/// `casgstatus`'s part: stamps one goroutine in a period as it becomes runnable, and
-/// times it as it starts running.
-#[inline(always)]
-pub(crate) fn transition(gp: &G, old: u32, new: u32) {
-    if new == G_RUNNABLE {
-        runnable(gp);
-    } else if old == G_RUNNABLE {
-        let s = gp.waitsince.load(Ordering::Relaxed);
-        if s & 1 != 0 {
-            running(gp, s);
+/// `gp` is about to become runnable (`hooks::ready`, `readied`, `spawn`, a yield or a
+/// preemption in `after_switch`): every Nth time on this thread, stamp it. An untimed
+/// goroutine's `waitsince` is even (a park time, or 0 once a timed wait was recorded):
+/// only this makes it odd.
+pub(crate) fn runnable(gp: &G) {
+    let m = getm();
+    let due = if m.is_null() {
+        FOREIGN_TICK.fetch_add(1, Ordering::Relaxed) & MASK.load(Ordering::Relaxed) == 0
+    } else {
+        // SAFETY: a non-null TLS slot is this thread's M; the countdown is its own.
+        unsafe {
+            let left = (*m).schedlat_tick.get();
+            (*m).schedlat_tick.set(if left == 0 {
+                MASK.load(Ordering::Relaxed)
+            } else {
+                left - 1
+            });
+            left == 0
         }
+    };
+    if due {
+        gp.waitsince
+            .store(crate::sys::nanotime() | 1, Ordering::Relaxed);
     }
 }
 
-#[inline(always)]
-fn runnable(gp: &G) {
-    let m = getm();
-    if m.is_null() {
-        if FOREIGN_TICK.fetch_add(1, Ordering::Relaxed) & MASK.load(Ordering::Relaxed) == 0 {
-            stamp(gp);
-        }
+/// `g` starts running on `m` (`hooks::execute`): a stamped wait goes to the histogram
+/// of the P `m` holds.
+pub(crate) fn running(m: &M, g: &G) {
+    let stamp = g.waitsince.load(Ordering::Relaxed);
+    if stamp & 1 == 0 {
         return;
     }
-    // SAFETY: a non-null TLS slot is this thread's M; the countdown is its own.
-    unsafe {
-        let left = (*m).schedlat_tick.get();
-        if left == 0 {
-            stamp(gp);
-            (*m).schedlat_tick.set(MASK.load(Ordering::Relaxed));
-        } else {
-            (*m).schedlat_tick.set(left - 1);
-        }
-    }
-}
-
-/// An untimed goroutine's `waitsince` is even (a park time, or 0 once a timed wait was
-/// recorded): only this makes it odd. (With timing off the countdown restarts at
-/// `u32::MAX`: one goroutine in four billion transitions is timed.)
-#[cold]
-#[inline(never)]
-fn stamp(gp: &G) {
-    gp.waitsince
-        .store(crate::sys::nanotime() | 1, Ordering::Relaxed);
-}
-
-/// A timed goroutine starts running on this thread's M, whose P records the wait.
-#[cold]
-#[inline(never)]
-fn running(gp: &G, stamp: i64) {
-    gp.waitsince.store(0, Ordering::Relaxed);
-    let m = getm();
-    if m.is_null() {
+    g.waitsince.store(0, Ordering::Relaxed);
+    if stamp < WINDOW_START.load(Ordering::Relaxed) {
         return;
     }
-    // SAFETY: this thread's M; the P it holds (it is about to run gp) is never freed.
-    let pp = unsafe { (*m).p.load(Ordering::Relaxed) };
+    let pp = m.p.load(Ordering::Relaxed);
     if pp.is_null() {
         return;
     }
     let ns = crate::sys::nanotime().saturating_sub(stamp & !1).max(0) as u64;
-    // SAFETY: Ps are never freed; the histogram is the holding M's (us).
+    // SAFETY: Ps are never freed; the histogram is the holding M's (m's, on its thread).
     let h = unsafe { &(*pp).schedlat };
     let c = &h.counts[bucket_of(ns)];
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);

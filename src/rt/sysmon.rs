@@ -242,6 +242,7 @@ fn sysmon_loop() -> ! {
         let now = crate::sys::nanotime();
         trim.maybe(now);
         coarsetime::set_coarse_now(now);
+        schedlat::sysmon_round(now);
         // Goroutines waiting on fds while every P is busy: nobody else polls.
         netpoll::sysmon_poll(now);
         run_unwatched_timers(now);

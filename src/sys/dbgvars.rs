@@ -104,7 +104,8 @@ pub(crate) static DBGVARS: [DbgVar; 16] = [
     },
     DbgVar {
         name: "schedlatency",
-        default: 64,
+        // Not given: timed windows start at the first read of the metrics, one wait in 8.
+        default: -1,
         words: &[("off", 0)],
     },
     DbgVar {
