@@ -163,8 +163,9 @@ fn c_name(s: &'static str) -> *const c_char {
 /// the same at every call.
 ///
 /// The scheduling latency histogram (`/sched/latencies:seconds`, how long goroutines
-/// waited runnable before they ran) is sampled: one goroutine in 64 made runnable is
-/// timed (`GMP_DEBUG=schedlatency=N` times one in N, a power of two; `off` none).
+/// waited runnable before they ran) is a sample: from the first read on, the runtime
+/// times one wait in 8 during 1 ms in every 100 (`GMP_DEBUG=schedlatency=N`: one in N all
+/// the time; `off`: never).
 ///
 /// # Safety
 /// `out` is NULL or writable for `n` elements.
