@@ -74,118 +74,120 @@ pub fn read() -> Vec<Metric> {
     let (counts, sum_ns) = schedlat::snapshot();
     let g = |v: i64| v.max(0) as u64;
     use Kind::*;
-    vec![
-        Metric {
-            name: "/sched/latencies:seconds",
-            help: "Time goroutines spent runnable before they ran (sampled: GMP_DEBUG=schedlatency).",
-            kind: Histogram,
-            value: counts.iter().sum(),
-            sum: sum_ns as f64 / 1e9,
-            counts,
-        },
-        scalar(
-            "/sched/goroutines:goroutines",
-            "Live goroutines.",
-            Gauge,
-            g(goroutine_count()),
-        ),
-        scalar(
-            "/sched/goroutines/runnable:goroutines",
-            "Goroutines ready to run, waiting for a processor.",
-            Gauge,
-            runnable,
-        ),
-        scalar(
-            "/sched/goroutines/running:goroutines",
-            "Goroutines running on a processor.",
-            Gauge,
-            running,
-        ),
-        scalar(
-            "/sched/goroutines/waiting:goroutines",
-            "Goroutines parked: on a channel, a lock, a timer, the poller.",
-            Gauge,
-            waiting,
-        ),
-        scalar(
-            "/sched/goroutines/not-in-go:goroutines",
-            "Goroutines in a blocking call (a system call or gmp_blocking).",
-            Gauge,
-            syscall,
-        ),
-        scalar(
-            "/sched/goroutines-created:goroutines",
-            "Goroutines started since the runtime started.",
-            Counter,
-            spawned_count(),
-        ),
-        scalar(
-            "/sched/gomaxprocs:threads",
-            "GOMAXPROCS: processors that run goroutines at once.",
-            Gauge,
-            g(SCHED.gomaxprocs.load(Ordering::Relaxed) as i64),
-        ),
-        scalar(
-            "/sched/threads/total:threads",
-            "Threads the runtime runs goroutines on (Ms).",
-            Gauge,
-            g(SCHED.mcount.load(Ordering::Relaxed) as i64),
-        ),
-        scalar(
-            "/gmp/sched/threads/idle:threads",
-            "Ms asleep without a processor.",
-            Gauge,
-            g(SCHED.nmidle.load(Ordering::Relaxed) as i64),
-        ),
-        scalar(
-            "/gmp/sched/procs/idle:threads",
-            "Processors on the idle list.",
-            Gauge,
-            g(SCHED.npidle.load(Ordering::Relaxed) as i64),
-        ),
-        scalar(
-            "/gmp/sched/runqueue/global:goroutines",
-            "Goroutines on the global run queue.",
-            Gauge,
-            g(SCHED.runqsize.load(Ordering::Relaxed) as i64),
-        ),
-        scalar(
-            "/gmp/sched/steals:goroutines",
-            "Goroutines taken from another processor's run queue.",
-            Counter,
-            SCHED.steals.load(Ordering::Relaxed),
-        ),
-        scalar(
-            "/gmp/sched/handoffs:events",
-            "Processors handed to another M by an M about to block (Go's handoffp).",
-            Counter,
-            stopm::HANDOFFS.load(Ordering::Relaxed),
-        ),
-        scalar(
-            "/gmp/sched/preemptions:events",
-            "Preemption requests: a goroutine held its processor for a whole time slice.",
-            Counter,
-            SCHED.preempt_requests.load(Ordering::Relaxed),
-        ),
-        scalar(
-            "/gmp/sched/preemptions/async:events",
-            "Goroutines stopped by the preemption signal.",
-            Counter,
-            preempt::DONE.load(Ordering::Relaxed),
-        ),
-        scalar(
-            "/gmp/netpoll/polls:events",
-            "Polls of the network poller.",
-            Counter,
-            netpoll::POLLS.load(Ordering::Relaxed),
-        ),
-        scalar(
-            "/gmp/netpoll/readied:goroutines",
-            "Goroutines the network poller made ready.",
-            Counter,
-            netpoll::READIED.load(Ordering::Relaxed),
-        ),
-    ]
+    // One at a time onto the heap: a C caller may be a goroutine with a 16 KiB stack, and
+    // the metrics are ~300 bytes each.
+    let mut out = Vec::with_capacity(20);
+    out.push(Metric {
+        name: "/sched/latencies:seconds",
+        help: "Time goroutines spent runnable before they ran (sampled: GMP_DEBUG=schedlatency).",
+        kind: Histogram,
+        value: counts.iter().sum(),
+        sum: sum_ns as f64 / 1e9,
+        counts,
+    });
+    out.push(scalar(
+        "/sched/goroutines:goroutines",
+        "Live goroutines.",
+        Gauge,
+        g(goroutine_count()),
+    ));
+    out.push(scalar(
+        "/sched/goroutines/runnable:goroutines",
+        "Goroutines ready to run, waiting for a processor.",
+        Gauge,
+        runnable,
+    ));
+    out.push(scalar(
+        "/sched/goroutines/running:goroutines",
+        "Goroutines running on a processor.",
+        Gauge,
+        running,
+    ));
+    out.push(scalar(
+        "/sched/goroutines/waiting:goroutines",
+        "Goroutines parked: on a channel, a lock, a timer, the poller.",
+        Gauge,
+        waiting,
+    ));
+    out.push(scalar(
+        "/sched/goroutines/not-in-go:goroutines",
+        "Goroutines in a blocking call (a system call or gmp_blocking).",
+        Gauge,
+        syscall,
+    ));
+    out.push(scalar(
+        "/sched/goroutines-created:goroutines",
+        "Goroutines started since the runtime started.",
+        Counter,
+        spawned_count(),
+    ));
+    out.push(scalar(
+        "/sched/gomaxprocs:threads",
+        "GOMAXPROCS: processors that run goroutines at once.",
+        Gauge,
+        g(SCHED.gomaxprocs.load(Ordering::Relaxed) as i64),
+    ));
+    out.push(scalar(
+        "/sched/threads/total:threads",
+        "Threads the runtime runs goroutines on (Ms).",
+        Gauge,
+        g(SCHED.mcount.load(Ordering::Relaxed) as i64),
+    ));
+    out.push(scalar(
+        "/gmp/sched/threads/idle:threads",
+        "Ms asleep without a processor.",
+        Gauge,
+        g(SCHED.nmidle.load(Ordering::Relaxed) as i64),
+    ));
+    out.push(scalar(
+        "/gmp/sched/procs/idle:threads",
+        "Processors on the idle list.",
+        Gauge,
+        g(SCHED.npidle.load(Ordering::Relaxed) as i64),
+    ));
+    out.push(scalar(
+        "/gmp/sched/runqueue/global:goroutines",
+        "Goroutines on the global run queue.",
+        Gauge,
+        g(SCHED.runqsize.load(Ordering::Relaxed) as i64),
+    ));
+    out.push(scalar(
+        "/gmp/sched/steals:goroutines",
+        "Goroutines taken from another processor's run queue.",
+        Counter,
+        SCHED.steals.load(Ordering::Relaxed),
+    ));
+    out.push(scalar(
+        "/gmp/sched/handoffs:events",
+        "Processors handed to another M by an M about to block (Go's handoffp).",
+        Counter,
+        stopm::HANDOFFS.load(Ordering::Relaxed),
+    ));
+    out.push(scalar(
+        "/gmp/sched/preemptions:events",
+        "Preemption requests: a goroutine held its processor for a whole time slice.",
+        Counter,
+        SCHED.preempt_requests.load(Ordering::Relaxed),
+    ));
+    out.push(scalar(
+        "/gmp/sched/preemptions/async:events",
+        "Goroutines stopped by the preemption signal.",
+        Counter,
+        preempt::DONE.load(Ordering::Relaxed),
+    ));
+    out.push(scalar(
+        "/gmp/netpoll/polls:events",
+        "Polls of the network poller.",
+        Counter,
+        netpoll::POLLS.load(Ordering::Relaxed),
+    ));
+    out.push(scalar(
+        "/gmp/netpoll/readied:goroutines",
+        "Goroutines the network poller made ready.",
+        Counter,
+        netpoll::READIED.load(Ordering::Relaxed),
+    ));
+    out
 }
 
 /// A metric's name in Prometheus' form: `/sched/latencies:seconds` is
