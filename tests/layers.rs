@@ -69,6 +69,7 @@ const RT_FLOORS: &[&[&str]] = &[
         "hooks",
         "asan",
         "tsan",
+        "schedlat",
         "hookflags",
         "threads",
         "foreignwait",
@@ -77,7 +78,6 @@ const RT_FLOORS: &[&[&str]] = &[
         "sigpreempt",
         "taskfile",
         "coarsetime",
-        "schedlat",
         "traceevent",
     ],
 ];

@@ -113,10 +113,10 @@ pub(crate) fn enable() {
 }
 
 /// sysmon's round: opens a timing window when one is due, closes the open one after
-/// `WINDOW_NS`. With the hooks on, a switch costs about a third more instructions (every
-/// hook site calls out, `hooks.rs`); open one part in `DUTY` of the time, that is well
-/// under 1% of a yield loop, and a window of a busy scheduler still times hundreds of
-/// waits.
+/// `WINDOW_NS`. With the hooks on, a switch costs a quarter (ping-pong) to a half (yield
+/// loop) more instructions (every hook site calls out, `hooks.rs`); open one part in
+/// `DUTY` of the time, that is about 0.5%, and a window of a busy scheduler still times
+/// hundreds of waits.
 pub(crate) fn sysmon_round(now: i64) {
     if !WANTED.load(Ordering::Relaxed) || ALWAYS.load(Ordering::Relaxed) {
         return;
