@@ -139,6 +139,15 @@ static void quick_recv(void *arg)
     CHECK_EQ(gmp_wg_done(&delay_done), 0);
 }
 
+/* Runs `first` and `second` as goroutines and waits until both are done. */
+static void run_pair(gmp_func first, gmp_func second, void *arg)
+{
+    CHECK_EQ(gmp_wg_add(&delay_done, 2), 0);
+    CHECK(gmp_go(first, arg) > 0);
+    CHECK(gmp_go(second, arg) > 0);
+    CHECK_EQ(gmp_wg_wait(&delay_done), 0);
+}
+
 static int legal_name(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -300,20 +309,14 @@ int main(int argc, char **argv)
     uint64_t all0 = latency_from(0), slow0 = latency_from(slow_bucket);
     gmp_chan *quick;
     CHECK_EQ(gmp_chan_make(&quick, sizeof(int), 0), 0);
-    CHECK_EQ(gmp_wg_add(&delay_done, 2), 0);
-    CHECK(gmp_go(quick_recv, quick) > 0);
-    CHECK(gmp_go(quick_side, quick) > 0);
-    CHECK_EQ(gmp_wg_wait(&delay_done), 0);
+    run_pair(quick_recv, quick_side, quick);
     CHECK_EQ(gmp_chan_release(quick), 0);
     uint64_t all1 = latency_from(0);
     /* On one processor each hand-off readies one of the two. */
     CHECK(all1 >= all0 + 500);
 
     CHECK_EQ(gmp_chan_make(&wake_ch, sizeof(int), 0), 0);
-    CHECK_EQ(gmp_wg_add(&delay_done, 2), 0);
-    CHECK(gmp_go(sleeper_side, NULL) > 0);
-    CHECK(gmp_go(hog_side, NULL) > 0);
-    CHECK_EQ(gmp_wg_wait(&delay_done), 0);
+    run_pair(sleeper_side, hog_side, NULL);
     CHECK_EQ(gmp_chan_release(wake_ch), 0);
     uint64_t slow1 = latency_from(slow_bucket);
     printf("metrics: %llu samples from quick hand-offs, %llu waits of 4 ms and more after %d "

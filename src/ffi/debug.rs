@@ -143,20 +143,6 @@ pub struct gmp_metric {
     pub buckets: [u64; GMP_METRIC_BUCKETS],
 }
 
-/// The metric names as C strings (made once per name; never freed).
-fn c_name(s: &'static str) -> *const c_char {
-    use std::collections::HashMap;
-    use std::ffi::CString;
-    use std::sync::Mutex;
-    static NAMES: Mutex<Option<HashMap<&'static str, CString>>> = Mutex::new(None);
-    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    names
-        .get_or_insert_with(HashMap::new)
-        .entry(s)
-        .or_insert_with(|| CString::new(s).unwrap_or_default())
-        .as_ptr()
-}
-
 /// Reads the scheduler's metrics into `out[0..n]` (as many as fit) and returns how many
 /// there are, so that `gmp_metrics(NULL, 0)` sizes the array. Returns -EINVAL if `out` is
 /// NULL and `n` is not 0. Read without stopping anything (as `gmp_stats`); the order is
@@ -181,8 +167,8 @@ pub unsafe extern "C" fn gmp_metrics(out: *mut gmp_metric, n: usize) -> c_int {
             // SAFETY: i < n, and the caller promises out is writable for n elements.
             unsafe {
                 out.add(i).write(gmp_metric {
-                    name: c_name(m.name),
-                    help: c_name(m.help),
+                    name: m.name.as_ptr(),
+                    help: m.help.as_ptr(),
                     kind: m.kind as u32,
                     value: m.value,
                     sum: m.sum,

@@ -1,6 +1,7 @@
 //! Which observers a switch must tell (AddressSanitizer, ThreadSanitizer, the execution
-//! trace, the scheduling latency histogram), in one flag word that the scheduler's hot sites test (`any`: one load, one
-//! predicted branch) before calling `hooks.rs`' dispatch. Each observer sets its own bit.
+//! trace, the scheduling latency histogram), in one flag word that the scheduler's hot
+//! sites test (`any`: one load, one predicted branch) before calling `hooks.rs`'
+//! dispatch. Each observer sets its own bit.
 
 use core::sync::atomic::{AtomicU8, Ordering};
 

@@ -1,7 +1,7 @@
 //! The observers a switch may have to tell (AddressSanitizer, ThreadSanitizer, the
-//! execution trace, the scheduling latency histogram): the scheduler's hot sites (every switch, every wake-up, every spawn)
-//! test `hookflags::any()` — one load, one predicted branch — and call the cold functions
-//! here only when some observer is on.
+//! execution trace, the scheduling latency histogram): the scheduler's hot sites (every
+//! switch, every wake-up, every spawn) test `hookflags::any()` — one load, one predicted
+//! branch — and call the cold functions here only when some observer is on.
 
 use super::*;
 

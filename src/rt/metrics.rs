@@ -6,7 +6,7 @@
 //! program is quiet, and the goroutines by state are one pass over every G, each status
 //! read once (a goroutine that changes status meanwhile is counted in one of the two).
 
-use core::ffi::c_int;
+use core::ffi::{CStr, c_int};
 use core::fmt::Write as _;
 use core::sync::atomic::Ordering;
 
@@ -25,11 +25,12 @@ pub enum Kind {
     Histogram = 2,
 }
 
-/// One metric's value.
+/// One metric's value. Names and help texts are C strings: the C API hands them out as
+/// they are.
 #[derive(Clone, Debug)]
 pub struct Metric {
-    pub name: &'static str,
-    pub help: &'static str,
+    pub name: &'static CStr,
+    pub help: &'static CStr,
     pub kind: Kind,
     pub value: u64,
     pub sum: f64,
@@ -47,17 +48,6 @@ pub fn bucket_bound_seconds(i: usize) -> Option<f64> {
     Some(schedlat::bucket_bound_ns(i).map_or(f64::INFINITY, |ns| ns as f64 / 1e9))
 }
 
-fn scalar(name: &'static str, help: &'static str, kind: Kind, value: u64) -> Metric {
-    Metric {
-        name,
-        help,
-        kind,
-        value,
-        sum: 0.0,
-        counts: [0; BUCKETS],
-    }
-}
-
 /// Every metric, in a fixed order (the C API's indices).
 pub fn read() -> Vec<Metric> {
     schedlat::enable();
@@ -73,120 +63,133 @@ pub fn read() -> Vec<Metric> {
     }
     let (counts, sum_ns) = schedlat::snapshot();
     let g = |v: i64| v.max(0) as u64;
+    let relaxed = |a: &core::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     use Kind::*;
+    let scalars: [(&'static CStr, &'static CStr, Kind, u64); 17] = [
+        (
+            c"/sched/goroutines:goroutines",
+            c"Live goroutines.",
+            Gauge,
+            g(goroutine_count()),
+        ),
+        (
+            c"/sched/goroutines/runnable:goroutines",
+            c"Goroutines ready to run, waiting for a processor.",
+            Gauge,
+            runnable,
+        ),
+        (
+            c"/sched/goroutines/running:goroutines",
+            c"Goroutines running on a processor.",
+            Gauge,
+            running,
+        ),
+        (
+            c"/sched/goroutines/waiting:goroutines",
+            c"Goroutines parked: on a channel, a lock, a timer, the poller.",
+            Gauge,
+            waiting,
+        ),
+        (
+            c"/sched/goroutines/not-in-go:goroutines",
+            c"Goroutines in a blocking call (a system call or gmp_blocking).",
+            Gauge,
+            syscall,
+        ),
+        (
+            c"/sched/goroutines-created:goroutines",
+            c"Goroutines started since the runtime started.",
+            Counter,
+            spawned_count(),
+        ),
+        (
+            c"/sched/gomaxprocs:threads",
+            c"GOMAXPROCS: processors that run goroutines at once.",
+            Gauge,
+            g(SCHED.gomaxprocs.load(Ordering::Relaxed) as i64),
+        ),
+        (
+            c"/sched/threads/total:threads",
+            c"Threads the runtime runs goroutines on (Ms).",
+            Gauge,
+            g(SCHED.mcount.load(Ordering::Relaxed) as i64),
+        ),
+        (
+            c"/gmp/sched/threads/idle:threads",
+            c"Ms asleep without a processor.",
+            Gauge,
+            g(SCHED.nmidle.load(Ordering::Relaxed) as i64),
+        ),
+        (
+            c"/gmp/sched/procs/idle:threads",
+            c"Processors on the idle list.",
+            Gauge,
+            g(SCHED.npidle.load(Ordering::Relaxed) as i64),
+        ),
+        (
+            c"/gmp/sched/runqueue/global:goroutines",
+            c"Goroutines on the global run queue.",
+            Gauge,
+            g(SCHED.runqsize.load(Ordering::Relaxed) as i64),
+        ),
+        (
+            c"/gmp/sched/steals:goroutines",
+            c"Goroutines taken from another processor's run queue.",
+            Counter,
+            relaxed(&SCHED.steals),
+        ),
+        (
+            c"/gmp/sched/handoffs:events",
+            c"Processors handed to another M by an M about to block (Go's handoffp).",
+            Counter,
+            relaxed(&stopm::HANDOFFS),
+        ),
+        (
+            c"/gmp/sched/preemptions:events",
+            c"Preemption requests: a goroutine held its processor for a whole time slice.",
+            Counter,
+            relaxed(&SCHED.preempt_requests),
+        ),
+        (
+            c"/gmp/sched/preemptions/async:events",
+            c"Goroutines stopped by the preemption signal.",
+            Counter,
+            relaxed(&preempt::DONE),
+        ),
+        (
+            c"/gmp/netpoll/polls:events",
+            c"Polls of the network poller.",
+            Counter,
+            relaxed(&netpoll::POLLS),
+        ),
+        (
+            c"/gmp/netpoll/readied:goroutines",
+            c"Goroutines the network poller made ready.",
+            Counter,
+            relaxed(&netpoll::READIED),
+        ),
+    ];
     // One at a time onto the heap: a C caller may be a goroutine with a 16 KiB stack, and
-    // the metrics are ~300 bytes each.
-    let mut out = Vec::with_capacity(20);
+    // a metric is ~300 bytes.
+    let mut out = Vec::with_capacity(1 + scalars.len());
     out.push(Metric {
-        name: "/sched/latencies:seconds",
-        help: "Time goroutines spent runnable before they ran (sampled: GMP_DEBUG=schedlatency).",
+        name: c"/sched/latencies:seconds",
+        help: c"Time goroutines spent runnable before they ran (sampled: GMP_DEBUG=schedlatency).",
         kind: Histogram,
         value: counts.iter().sum(),
         sum: sum_ns as f64 / 1e9,
         counts,
     });
-    out.push(scalar(
-        "/sched/goroutines:goroutines",
-        "Live goroutines.",
-        Gauge,
-        g(goroutine_count()),
-    ));
-    out.push(scalar(
-        "/sched/goroutines/runnable:goroutines",
-        "Goroutines ready to run, waiting for a processor.",
-        Gauge,
-        runnable,
-    ));
-    out.push(scalar(
-        "/sched/goroutines/running:goroutines",
-        "Goroutines running on a processor.",
-        Gauge,
-        running,
-    ));
-    out.push(scalar(
-        "/sched/goroutines/waiting:goroutines",
-        "Goroutines parked: on a channel, a lock, a timer, the poller.",
-        Gauge,
-        waiting,
-    ));
-    out.push(scalar(
-        "/sched/goroutines/not-in-go:goroutines",
-        "Goroutines in a blocking call (a system call or gmp_blocking).",
-        Gauge,
-        syscall,
-    ));
-    out.push(scalar(
-        "/sched/goroutines-created:goroutines",
-        "Goroutines started since the runtime started.",
-        Counter,
-        spawned_count(),
-    ));
-    out.push(scalar(
-        "/sched/gomaxprocs:threads",
-        "GOMAXPROCS: processors that run goroutines at once.",
-        Gauge,
-        g(SCHED.gomaxprocs.load(Ordering::Relaxed) as i64),
-    ));
-    out.push(scalar(
-        "/sched/threads/total:threads",
-        "Threads the runtime runs goroutines on (Ms).",
-        Gauge,
-        g(SCHED.mcount.load(Ordering::Relaxed) as i64),
-    ));
-    out.push(scalar(
-        "/gmp/sched/threads/idle:threads",
-        "Ms asleep without a processor.",
-        Gauge,
-        g(SCHED.nmidle.load(Ordering::Relaxed) as i64),
-    ));
-    out.push(scalar(
-        "/gmp/sched/procs/idle:threads",
-        "Processors on the idle list.",
-        Gauge,
-        g(SCHED.npidle.load(Ordering::Relaxed) as i64),
-    ));
-    out.push(scalar(
-        "/gmp/sched/runqueue/global:goroutines",
-        "Goroutines on the global run queue.",
-        Gauge,
-        g(SCHED.runqsize.load(Ordering::Relaxed) as i64),
-    ));
-    out.push(scalar(
-        "/gmp/sched/steals:goroutines",
-        "Goroutines taken from another processor's run queue.",
-        Counter,
-        SCHED.steals.load(Ordering::Relaxed),
-    ));
-    out.push(scalar(
-        "/gmp/sched/handoffs:events",
-        "Processors handed to another M by an M about to block (Go's handoffp).",
-        Counter,
-        stopm::HANDOFFS.load(Ordering::Relaxed),
-    ));
-    out.push(scalar(
-        "/gmp/sched/preemptions:events",
-        "Preemption requests: a goroutine held its processor for a whole time slice.",
-        Counter,
-        SCHED.preempt_requests.load(Ordering::Relaxed),
-    ));
-    out.push(scalar(
-        "/gmp/sched/preemptions/async:events",
-        "Goroutines stopped by the preemption signal.",
-        Counter,
-        preempt::DONE.load(Ordering::Relaxed),
-    ));
-    out.push(scalar(
-        "/gmp/netpoll/polls:events",
-        "Polls of the network poller.",
-        Counter,
-        netpoll::POLLS.load(Ordering::Relaxed),
-    ));
-    out.push(scalar(
-        "/gmp/netpoll/readied:goroutines",
-        "Goroutines the network poller made ready.",
-        Counter,
-        netpoll::READIED.load(Ordering::Relaxed),
-    ));
+    for (name, help, kind, value) in scalars {
+        out.push(Metric {
+            name,
+            help,
+            kind,
+            value,
+            sum: 0.0,
+            counts: [0; BUCKETS],
+        });
+    }
     out
 }
 
@@ -195,7 +198,8 @@ pub fn read() -> Vec<Metric> {
 /// `gmp_sched_steals_goroutines`, and a counter ends in `_total` (as the Go client library
 /// names Go's metrics, with our prefix).
 pub fn prometheus_name(m: &Metric) -> String {
-    let path = m.name.strip_prefix("/gmp").unwrap_or(m.name);
+    let name = m.name.to_str().unwrap_or_default();
+    let path = name.strip_prefix("/gmp").unwrap_or(name);
     let mut s = String::from("gmp");
     for c in path.chars() {
         s.push(if c.is_ascii_alphanumeric() { c } else { '_' });
@@ -216,7 +220,7 @@ pub fn prometheus_text() -> String {
             Kind::Gauge => "gauge",
             Kind::Histogram => "histogram",
         };
-        let _ = writeln!(out, "# HELP {name} {}", m.help);
+        let _ = writeln!(out, "# HELP {name} {}", m.help.to_str().unwrap_or_default());
         let _ = writeln!(out, "# TYPE {name} {kind}");
         if m.kind != Kind::Histogram {
             let _ = writeln!(out, "{name} {}", m.value);
@@ -247,15 +251,12 @@ pub fn write_prometheus(fd: c_int) -> c_int {
     while !left.is_empty() {
         // SAFETY: a valid buffer of `left.len()` bytes.
         let n = unsafe { crate::sys::real::write(fd, left.as_ptr().cast(), left.len()) };
-        if n < 0 {
-            // SAFETY: errno is this thread's.
-            let e = unsafe { *libc::__errno_location() };
-            if e == libc::EINTR {
-                continue;
-            }
-            return -e;
+        match n {
+            0 => return -libc::EIO,
+            n if n < 0 && crate::sys::errno() == libc::EINTR => {}
+            n if n < 0 => return -crate::sys::errno(),
+            n => left = &left[n as usize..],
         }
-        left = &left[n as usize..];
     }
     0
 }

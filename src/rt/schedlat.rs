@@ -8,11 +8,11 @@
 //! sysmon turns it on for 1 ms in every 100 (`sysmon_round`); `GMP_DEBUG=schedlatency=N`
 //! turns it on for good from the start, and `schedlatency=off` forbids it.
 //!
-//! While it is on, one transition to runnable in N (8 by default, as in Go; a power of two)
-//! is timed: the thread
-//! making it counts down (an M in `M::schedlat_tick`, the threads outside the runtime
-//! together in one atomic) and stamps the goroutine with the clock; the M that runs it
-//! reads the clock again and adds the difference to its P's histogram. Go times always
+//! While it is on, one transition to runnable in N (8 by default, as in Go; a power of
+//! two) is timed: the thread making it counts down (an M in `M::schedlat_tick`, the
+//! threads outside the runtime together in one atomic) and stamps the goroutine with the
+//! clock; the M that runs it reads the clock again and adds the difference to its P's
+//! histogram. Go times always
 //! (HACKING.md, "Deviations from Go").
 //!
 //! The stamp lives in `G::waitsince`, which holds the park time only while the goroutine
