@@ -81,7 +81,7 @@ pub(super) unsafe fn lock_move(m: ThisM<'_>, gp: *mut G) {
         None => {
             let lm = allocm(pp, false);
             bind(lm);
-            start_m(lm);
+            newm1(lm);
         }
     }
     // SAFETY: no P, not spinning (it ran a goroutine).

@@ -88,10 +88,10 @@ pub(super) const G0_STACK: usize = 512 * 1024;
 
 /// Creates a new M (an OS thread) that will run P `pp`.
 pub(super) fn newm(pp: *mut P, spinning: bool) {
-    start_m(allocm(pp, spinning));
+    newm1(allocm(pp, spinning));
 }
 
-/// Allocates a new M that will take P `pp` when its thread starts (`start_m`); until then
+/// Allocates a new M that will take P `pp` when its thread starts (`newm1`); until then
 /// its fields are the caller's.
 pub(super) fn allocm(pp: *mut P, spinning: bool) -> *mut M {
     let count = SCHED.mcount.fetch_add(1, Ordering::SeqCst) + 1;
@@ -288,8 +288,9 @@ pub(super) unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u
     }
 }
 
-/// Starts the thread of new M `m` (from `allocm`).
-pub(super) fn start_m(m: *mut M) {
+/// Starts the thread of new M `m` (from `allocm`): Go's `newm1`, through the template
+/// thread when this thread must not be the parent.
+pub(super) fn newm1(m: *mut M) {
     // A thread whose state its goroutine may have changed (LockOSThread: namespaces,
     // credentials, scheduling policy, signal mask, affinity — all inherited by clone) must
     // not be the parent of a new M: the template thread creates it instead.
@@ -297,13 +298,14 @@ pub(super) fn start_m(m: *mut M) {
         newm_handoff(m);
         return;
     }
-    spawn_m_thread(m);
+    newosproc(m);
 }
 
-/// Creates the OS thread of the new M `m` (from `newm`, or from the template thread).
+/// Creates the OS thread of the new M `m` (Go's `newosproc`; from `newm1`, or from the
+/// template thread).
 /// mstart_trampoline receives the M pointer, which stays valid forever (Ms are never
 /// freed).
-fn spawn_m_thread(m: *mut M) {
+fn newosproc(m: *mut M) {
     crate::sys::spawn_detached("newm", G0_STACK, mstart_trampoline, m.cast());
 }
 
@@ -405,7 +407,7 @@ extern "C" fn template_main(_: *mut libc::c_void) -> *mut libc::c_void {
             let next = unsafe { (*list).schedlink.get() };
             // SAFETY: as above.
             unsafe { (*list).schedlink.set(null_mut()) };
-            spawn_m_thread(list);
+            newosproc(list);
             list = next;
         }
     }
