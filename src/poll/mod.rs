@@ -315,7 +315,7 @@ fn nowait_refused(r: isize) -> bool {
 /// As readv(2).
 pub(crate) unsafe fn readv_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
     // SAFETY: caller contract; offset -1 is the file position, as readv uses.
-    let r = unsafe { libc::preadv2(fd, iov, n, -1, RWF_NOWAIT) };
+    let r = unsafe { crate::sys::real::preadv2(fd, iov, n, -1, RWF_NOWAIT) };
     if nowait_refused(r) {
         // SAFETY: as above.
         return handed_off(|| unsafe { crate::sys::real::readv(fd, iov, n) });
@@ -330,7 +330,7 @@ pub(crate) unsafe fn readv_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) 
 /// As writev(2).
 pub(crate) unsafe fn writev_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
     // SAFETY: caller contract.
-    let r = unsafe { libc::pwritev2(fd, iov, n, -1, RWF_NOWAIT) };
+    let r = unsafe { crate::sys::real::pwritev2(fd, iov, n, -1, RWF_NOWAIT) };
     if nowait_refused(r) {
         // SAFETY: as above.
         return handed_off(|| unsafe { crate::sys::real::writev(fd, iov, n) });

@@ -6,7 +6,9 @@
 //! glibc's), resolved once for all of them on first use and cached. Until that is done —
 //! other libraries' constructors running before ours, or a call made from inside `dlsym`
 //! itself — and for a name no later object defines, the raw system call stands in: same
-//! result, same errno. Nothing here allocates or takes a lock.
+//! result, same errno. Nothing here allocates or takes a lock. `preadv2` and `pwritev2`,
+//! newer than glibc 2.17, go through here too (not hooked): the library links for glibc
+//! 2.17 and runs there on the raw calls.
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -165,6 +167,12 @@ real! {
         sc(libc::SYS_epoll_pwait, ep, ev, n, ms, 0usize, 8usize) as c_int;
     fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t = sc(libc::SYS_pread64, fd, buf, n, off) as ssize_t;
     fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t = sc(libc::SYS_pwrite64, fd, buf, n, off) as ssize_t;
+    // Not hooked, but newer (glibc 2.26) than the glibc 2.17 the Python wheel's library is
+    // linked for: looked up at run time, not linked; the raw call on an older glibc.
+    fn preadv2(fd: c_int, iov: *const libc::iovec, n: c_int, off: libc::off_t, flags: c_int) -> ssize_t =
+        sc(libc::SYS_preadv2, fd, iov, n, off, 0usize, flags) as ssize_t;
+    fn pwritev2(fd: c_int, iov: *const libc::iovec, n: c_int, off: libc::off_t, flags: c_int) -> ssize_t =
+        sc(libc::SYS_pwritev2, fd, iov, n, off, 0usize, flags) as ssize_t;
     fn fsync(fd: c_int) -> c_int = sc(libc::SYS_fsync, fd) as c_int;
     fn fdatasync(fd: c_int) -> c_int = sc(libc::SYS_fdatasync, fd) as c_int;
     fn waitpid(pid: libc::pid_t, status: *mut c_int, options: c_int) -> libc::pid_t =
