@@ -14,6 +14,15 @@ pub(super) static EVFD: AtomicI32 = AtomicI32::new(-1);
 /// A break is written and not yet consumed (Go's netpollWakeSig).
 pub(super) static BREAK_PENDING: AtomicBool = AtomicBool::new(false);
 
+/// Timer Ms claimed by a waker while they sleep in (or are on their way into) a blocking
+/// `epoll_wait`, that have not left it yet: each is owed a break. The breaks are coalesced
+/// (one pending for any number of them) and `epoll_wait` hands one to one waiter, so an M
+/// leaving a blocking poll breaks it again while this is above zero
+/// (`schedule::sleep_as_timer_m`). The claimer adds before it breaks; the claimed M takes
+/// its own off when it leaves, which may come first (then this is briefly one too low,
+/// and the claimer's break follows). Model: `schedule::tests::every_claimed_timer_m_leaves_the_poll`.
+pub(crate) static OWED: AtomicI32 = AtomicI32::new(0);
+
 /// Breaks a blocking `epoll_wait` (Go's netpollBreak). Coalesced.
 pub(crate) fn netpoll_break() {
     if BREAK_PENDING.swap(true, Ordering::SeqCst) {

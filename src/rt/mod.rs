@@ -488,6 +488,12 @@ pub struct M {
     pub spinning: AtomicBool,
     /// Asleep on `park` (for scheddetail).
     pub blocked: AtomicBool,
+    /// As the timer M, it sleeps in the poller (`epoll_wait`), not on its note: a waker
+    /// that claims it breaks the poll. Written by this M before it publishes itself as the
+    /// timer M (`schedule::sleep_as_timer_m`); it changes only from false to true (the
+    /// poller, once made, stays), and a claimed M that sleeps on its note does not leave
+    /// before its claimer's wakeup, so the claimer reads the value of the claimed sleep.
+    pub timer_poll: AtomicBool,
     /// `lockedg` was handed to this M runnable, with the P it was given, by `lock_move`:
     /// run it at once instead of waiting for it in `stoplockedm`. Written by `lock_move`
     /// while the M sleeps on no list (or before its thread starts), published by the
@@ -905,9 +911,6 @@ pub struct Sched {
     /// (`i64::MAX` when there is none). See timer.rs.
     pub timer_m: AtomicPtr<M>,
     pub timer_m_until: AtomicI64,
-    /// The timer M sleeps in the poller (`epoll_wait`), not on its note: wake it with
-    /// `netpoll_break`. Written by the timer M before it publishes itself.
-    pub timer_m_poll: AtomicBool,
     /// Ps taken off the idle list (`pidleget`), ever; written under `lock`. checkdead.rs
     /// reads it to know that no goroutine ran while it looked.
     pub pidlegets: AtomicU64,
@@ -1088,7 +1091,6 @@ pub static SCHED: Sched = Sched {
     start_ns: AtomicI64::new(0),
     timer_m: AtomicPtr::new(null_mut()),
     timer_m_until: AtomicI64::new(i64::MAX),
-    timer_m_poll: AtomicBool::new(false),
     pidlegets: AtomicU64::new(0),
 };
 

@@ -258,8 +258,6 @@ pub(crate) fn pd_of(fd: i32) -> Option<&'static PollDesc> {
 /// Ms blocked in `epoll_wait`: the timer M sleeping in the poller, and for a moment the
 /// previous one, claimed by a waker and on its way out (timer.rs).
 pub(crate) static BLOCKED: AtomicU32 = AtomicU32::new(0);
-/// Breaks consumed by blocking polls (timer.rs passes on one that was not for its M).
-pub(crate) static BREAKS_TAKEN: AtomicU64 = AtomicU64::new(0);
 /// Counters for `gmp_stats`.
 pub static POLLS: AtomicU64 = AtomicU64::new(0);
 pub static READIED: AtomicU64 = AtomicU64::new(0);
@@ -867,7 +865,6 @@ pub(crate) fn netpoll(delay: i64, out: &mut Ready) -> usize {
                 )
             };
             BREAK_PENDING.store(false, Ordering::SeqCst);
-            BREAKS_TAKEN.fetch_add(1, Ordering::SeqCst);
             continue;
         }
         let (fd, seq) = (data as u32 as i32, (data >> 32) as u32);

@@ -136,6 +136,7 @@ pub(super) fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         nextp: AtomicPtr::new(pp),
         spinning: AtomicBool::new(spinning),
         blocked: AtomicBool::new(false),
+        timer_poll: AtomicBool::new(false),
         park: Note::new(),
         schedlink: Owned::new(null_mut()),
         schedprev: Owned::new(null_mut()),
@@ -205,6 +206,7 @@ pub(super) unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u
             nextp,
             spinning: spin,
             blocked,
+            timer_poll,
             park,
             schedlink,
             schedprev,
@@ -256,6 +258,7 @@ pub(super) unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u
         nextp.store(pp, Ordering::Relaxed);
         spin.store(spinning, Ordering::Relaxed);
         blocked.store(false, Ordering::Relaxed);
+        timer_poll.store(false, Ordering::Relaxed);
         park.clear();
         schedlink.set(null_mut());
         schedprev.set(null_mut());
@@ -422,7 +425,9 @@ pub(crate) fn wake_timer_m_if(tm: *mut M) {
         .is_ok()
     {
         SCHED.timer_m_until.store(i64::MAX, Ordering::SeqCst);
-        if SCHED.timer_m_poll.load(Ordering::SeqCst) {
+        // SAFETY: Ms are never freed.
+        if unsafe { (*tm).timer_poll.load(Ordering::SeqCst) } {
+            epoll::OWED.fetch_add(1, Ordering::SeqCst);
             epoll::netpoll_break();
         } else {
             // SAFETY: Ms are never freed; tm sleeps on its note until this wakeup.
