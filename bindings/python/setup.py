@@ -13,6 +13,13 @@ The wheel holds no Python extension module, only a shared object that ctypes ope
 tagged ``py3-none-<platform>``, the platform being the lowest manylinux tag the library's
 glibc symbol versions allow (``manylinux_2_<N>_<arch>``; ``linux_<arch>`` if the library
 needs anything beyond what manylinux allows). CI checks the tag with auditwheel.
+
+The library is linked by zig (the ``ziglang`` package, a build requirement, or ``zig`` on
+PATH) for glibc 2.17, whatever the glibc of the build machine: scripts/link-cc runs
+``zig cc -target x86_64-linux-gnu.2.17`` for libgmp.so when ``$GMP_SCHED_LINK_ZIG`` names
+zig, and the wheel is ``manylinux_2_17``. ``GMP_SCHED_ZIG=0`` (or no zig) links with the
+C compiler as any cargo build does: the tag is then the build machine's glibc's
+(``manylinux_2_34`` from glibc 2.34 on). ``GMP_SCHED_ZIG=/path/to/zig`` names a zig.
 """
 
 from __future__ import annotations
@@ -20,8 +27,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import platform
 import struct
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -40,6 +49,9 @@ SDIST_RUST = HERE / "rust"
 RUST_TREE = ["Cargo.toml", "Cargo.lock", "build.rs", "cbindgen.toml", "LICENSE-MIT",
              "LICENSE-APACHE", "src", "abi", "include", ".cargo",
              "benches"]  # Cargo.toml names its [[bench]] files: the manifest does not parse without them
+
+# The glibc zig links the library for: manylinux2014's, and the oldest Rust's std supports.
+ZIG_TARGET = "x86_64-linux-gnu.2.17"  # the library is x86-64 only (src/arch)
 
 # Shared objects a manylinux wheel may need from the system (PEP 600's policy list).
 MANYLINUX_LIBS = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
@@ -68,6 +80,22 @@ def header_dir() -> Path | None:
     """include/ of the Rust tree (gmp-sched/gmp.h and gmp.hpp)."""
     root = rust_root()
     return None if root is None else root / "include"
+
+
+def zig() -> str | None:
+    """The zig executable that links the library for ZIG_TARGET, or None: the C compiler
+    links it (GMP_SCHED_ZIG=0, no zig found, not Linux x86-64)."""
+    choice = os.environ.get("GMP_SCHED_ZIG", "")
+    if choice == "0" or not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+        return None
+    if choice not in ("", "1"):
+        return choice
+    try:
+        import ziglang  # the build requirement: zig's binary ships inside the package
+    except ImportError:
+        return shutil.which("zig")
+    exe = Path(ziglang.__file__).parent / "zig"
+    return str(exe) if exe.exists() else shutil.which("zig")
 
 
 # --- ELF: what the library needs from the system -------------------------------------
@@ -212,15 +240,32 @@ def rust_extensions() -> list[object]:
         # from this directory: name the sdist's copy (its relative paths stay relative to
         # rust/, as cargo resolves them against the config file's own place).
         args += ["--config", str(root / ".cargo" / "config.toml")]
+    # Also in .cargo/config.toml; repeated for the crate itself so that a RUSTFLAGS in the
+    # environment (which replaces config rustflags) cannot drop it: the goroutine dump
+    # walks the runtime's frame pointers.
+    rustc_flags = ["-C", "force-frame-pointers=yes"]
+    env = dict(os.environ)
+    zig_exe = zig()
+    if zig_exe is not None:
+        # scripts/link-cc links libgmp.so with zig for this glibc (see there). -z defs
+        # (link-cc passes it too) makes an undefined symbol an error, and as a rustc flag
+        # it makes cargo relink when a build switches between zig and cc (the linker's
+        # environment is not part of cargo's fingerprint).
+        env["GMP_SCHED_LINK_ZIG"] = zig_exe
+        env["GMP_SCHED_LINK_ZIG_TARGET"] = ZIG_TARGET
+        rustc_flags += ["-C", "link-arg=-Wl,-z,defs"]
+    else:
+        env.pop("GMP_SCHED_LINK_ZIG", None)
+        print("gmp-sched: libgmp.so is linked by the C compiler, not zig (GMP_SCHED_ZIG=0, "
+              "or neither the ziglang package nor zig on PATH): the wheel's manylinux tag "
+              "is this machine's glibc's", file=sys.stderr)
     return [RustExtension(
         "gmp_sched.libgmp",
         path=str(root / "Cargo.toml"),
         binding=Binding.NoBinding,
         args=args,
-        # Also in .cargo/config.toml; repeated for the crate itself so that a RUSTFLAGS
-        # in the environment (which replaces config rustflags) cannot drop it: the
-        # goroutine dump walks the runtime's frame pointers.
-        rustc_flags=["-C", "force-frame-pointers=yes"],
+        rustc_flags=rustc_flags,
+        env=env,
         strip=Strip.No,  # BuildRust strips fully (Strip.All is `strip -x`: debug info stays)
         py_limited_api=False,
     )]
