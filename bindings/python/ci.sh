@@ -2,9 +2,12 @@
 # The Python package's CI (.ci/run calls it), from a fresh Debian machine with cargo:
 #   1. builds the sdist, then the wheel from that sdist (python -m build: outside the
 #      repository, so the Rust sources the sdist carries are what gets built);
-#   2. checks the wheel: tag py3-none-manylinux_*, which auditwheel must agree with (its
-#      reading of the library's symbol versions), a stripped libgmp.so.0, gmp.h, the
-#      license texts;
+#   2. checks the wheel: tag py3-none-manylinux_2_17_x86_64 (zig links the library for
+#      glibc 2.17; $GMP_SCHED_WHEEL_TAG to expect another; with GMP_SCHED_ZIG=0 any
+#      manylinux tag), which auditwheel must agree with (its reading of the library's
+#      symbol versions), the library's export table (the interposed libc names
+#      unversioned, every abi/GMP_SCHED_<x.y>.txt name in its node, nothing else), a
+#      stripped libgmp.so.0, gmp.h, the license texts;
 #   3. installs it into a fresh venv outside the repository for each CPython found
 #      (PYTHONS="3.9 3.13" to choose) and runs the package's tests there, from the
 #      unpacked sdist; mypy's typing test runs with the first one;
@@ -65,14 +68,19 @@ wheel=$(ls "$work"/dist/*.whl)
 echo "built $(basename "$sdist") and $(basename "$wheel")"
 
 echo "-- the wheel's checks"
+# zig links the library for glibc 2.17 (setup.py, scripts/link-cc): a wheel needing a newer
+# glibc is a regression. GMP_SCHED_ZIG=0 links with cc: the tag is then this machine's.
+expect_tag=${GMP_SCHED_WHEEL_TAG:-manylinux_2_17_x86_64}
+[ "${GMP_SCHED_ZIG:-}" = 0 ] && expect_tag=${GMP_SCHED_WHEEL_TAG:-}
 "$work/tools/bin/auditwheel" show "$wheel" | tee "$work/audit.txt"
-"$work/tools/bin/python" - "$wheel" "$work/audit.txt" <<'EOF'
-import io, re, sys, zipfile
+"$work/tools/bin/python" - "$wheel" "$work/audit.txt" "$expect_tag" "$repo/abi" <<'EOF'
+import io, pathlib, re, sys, zipfile
 from elftools.elf.elffile import ELFFile  # auditwheel's own dependency
 
-wheel, audit = sys.argv[1], open(sys.argv[2]).read()
+wheel, audit, expect, abi = sys.argv[1], open(sys.argv[2]).read(), sys.argv[3], pathlib.Path(sys.argv[4])
 tag = re.fullmatch(r"gmp_sched-[^-]+-(py3)-(none)-(manylinux_\d+_\d+_x86_64)\.whl", wheel.rsplit("/", 1)[-1])
 assert tag, f"wheel tag is not py3-none-manylinux_*_x86_64: {wheel}"
+assert not expect or tag.group(3) == expect, f"wheel tag {tag.group(3)}, expected {expect}"
 agreed = re.search(r'consistent with\s+the\s+following\s+platform\s+tag:\s+"([^"]+)"', audit)
 assert agreed and agreed.group(1) == tag.group(3), f"auditwheel: {agreed and agreed.group(1)} != {tag.group(3)}"
 z = zipfile.ZipFile(wheel)
@@ -84,8 +92,37 @@ for want in ("gmp_sched/libgmp.so.0", "gmp_sched/include/gmp-sched/gmp.h", "gmp_
 elf = ELFFile(io.BytesIO(z.read("gmp_sched/libgmp.so.0")))
 sections = {s.name for s in elf.iter_sections()}
 assert ".symtab" not in sections and ".debug_info" not in sections, "libgmp.so is not stripped"
+
+# The export table (tests/exports.rs checks cargo's builds; this, the wheel's link).
+def names(path, section=None):
+    cur, out = None, []
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("["):
+            cur = line.strip("[]")
+        elif line and cur == section:
+            out.append(line)
+    return out
+verdef = elf.get_section_by_name(".gnu.version_d")
+node = {vd["vd_ndx"]: next(iter(aux)).name for vd, aux in verdef.iter_versions()}
+versym = elf.get_section_by_name(".gnu.version")
+exported = {}
+for i, sym in enumerate(elf.get_section_by_name(".dynsym").iter_symbols()):
+    if sym["st_shndx"] != "SHN_UNDEF" and sym.name:
+        ndx = versym.get_symbol(i).entry["ndx"]
+        exported[sym.name] = "" if ndx == "VER_NDX_GLOBAL" else node.get(ndx, str(ndx))
+interposed = names(abi / "exports.txt", "interposed")
+wrong = {n: exported.get(n) for n in interposed if exported.get(n) != ""}
+assert not wrong, f"interposed libc names not exported unversioned: {wrong}"
+for frozen in sorted(abi.glob("GMP_SCHED_*.txt")):
+    want = frozen.stem
+    wrong = {n: exported.get(n) for n in names(frozen) if exported.get(n) != want}
+    assert not wrong, f"{frozen.name} names not exported as {want}: {wrong}"
+stray = {n: v for n, v in exported.items() if n not in interposed and not v.startswith("GMP_SCHED_")}
+assert not stray, f"exported outside the version nodes: {stray}"
 size = z.getinfo("gmp_sched/libgmp.so.0").file_size
-print(f"wheel ok: {tag.group(1)}-{tag.group(2)}-{tag.group(3)}, stripped libgmp.so.0 of {size} bytes, gmp.h, licenses")
+print(f"wheel ok: {tag.group(1)}-{tag.group(2)}-{tag.group(3)}, stripped libgmp.so.0 of {size} bytes, "
+      f"{len(exported)} exports ({len(interposed)} interposed unversioned), gmp.h, licenses")
 EOF
 
 echo "-- the sdist's Rust tree"
