@@ -56,7 +56,8 @@
  * handshakes with one signalling goroutine, where a lost or spurious wake-up shows),
  * WaitGroup, once (also with a NULL function first), yield, sleep, spawn, GOMAXPROCS
  * changes (1..4, at most every 5 ms, each returning the previous value exactly),
- * gmp_num_goroutine, gmp_stats, gmp_metrics (counters only grow), gmp_now, gmp_goid,
+ * gmp_num_goroutine, gmp_stats, gmp_metrics (counters only grow), gmp_stack_usage,
+ * gmp_now, gmp_goid,
  * gmp_num_cpu, gmp_dump,
  * gmp_set_default_stack_size, SIGUSR2 relayed to a channel (gmp_signal_notify),
  * entersyscall/exitsyscall pairs (with nested
@@ -200,6 +201,7 @@ struct actor {
     int64_t last_now;
     uint64_t last_spawned;
     uint64_t last_created, last_latencies; /* gmp_metrics, op_info */
+    uint64_t last_stack_samples;           /* gmp_stats, op_info */
     unsigned long nops;
     uint64_t digest;
     char tag[16];       /* g0..g5, t0..t2, c<number> */
@@ -2080,6 +2082,27 @@ static void op_info(struct actor *a)
         }
         free(m);
         ACHECK_EQ(a, gmp_metrics(NULL, 1), -EINVAL);
+        /* Stack high-water marks: whole pages within their stacks, deepest first, no
+         * more goroutines than gmp_stats has measured (read after them), which only
+         * grows. */
+        struct gmp_stack_mark *sm = calloc(64, sizeof *sm);
+        ACHECK(a, sm != NULL);
+        int ns = gmp_stack_usage(sm, 64);
+        ACHECK(a, ns >= 0);
+        uint64_t counted = 0;
+        for (int i = 0; i < ns && i < 64; i++) {
+            ACHECK(a, sm[i].func != NULL && sm[i].samples >= 1);
+            ACHECK(a, sm[i].high_water <= sm[i].stack_size && sm[i].high_water % 4096 == 0);
+            ACHECK(a, i == 0 || sm[i - 1].high_water >= sm[i].high_water);
+            counted += sm[i].samples;
+        }
+        free(sm);
+        struct gmp_sched_stats st;
+        ACHECK(a, gmp_stats(&st, NULL, 0) >= 0);
+        ACHECK(a, ns > 64 || counted <= st.stack_samples);
+        ACHECK(a, st.stack_samples >= a->last_stack_samples);
+        a->last_stack_samples = st.stack_samples;
+        ACHECK_EQ(a, gmp_stack_usage(NULL, 1), -EINVAL);
         ACHECK_EQ(a, gmp_metrics_write_prometheus(devnull), 0);
         break;
     }

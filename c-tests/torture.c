@@ -75,7 +75,9 @@
  *    drained without waiting: never more relayed than raised, and at least one relayed
  *    by the end when any was raised;
  *  - metrics ("metrics"): gmp_metrics read meanwhile; counters only grow and a
- *    histogram's buckets add up to its count; the Prometheus text is written whole;
+ *    histogram's buckets add up to its count; the Prometheus text is written whole; the
+ *    stack high-water marks (gmp_stack_usage) are whole pages within their stacks,
+ *    deepest first, and count no more goroutines than gmp_stats has measured;
  *  - every enabled action ran at least once (runs of 1 s or more); every goroutine ends
  *    (gmp_num_goroutine() drops to 0).
  * Watchdog: a plain pthread samples a progress counter (every completed action of a
@@ -1305,6 +1307,28 @@ static void do_signal(struct actor *a)
     drain_signals();
 }
 
+/* Stack high-water marks read while everything runs: whole pages within their stacks,
+ * deepest first, no more goroutines than gmp_stats has measured (read after them). */
+static void check_stack_marks(void)
+{
+    enum { MAXMARKS = 64 };
+    struct gmp_stack_mark *m = calloc(MAXMARKS, sizeof *m);
+    CHECK(m != NULL);
+    int n = gmp_stack_usage(m, MAXMARKS);
+    CHECK(n >= 0);
+    uint64_t counted = 0;
+    for (int i = 0; i < n && i < MAXMARKS; i++) {
+        CHECK(m[i].func != NULL && m[i].samples >= 1);
+        CHECK(m[i].high_water <= m[i].stack_size && m[i].high_water % 4096 == 0);
+        CHECK(i == 0 || m[i - 1].high_water >= m[i].high_water);
+        counted += m[i].samples;
+    }
+    free(m);
+    struct gmp_sched_stats st;
+    CHECK(gmp_stats(&st, NULL, 0) >= 0);
+    CHECK(n > MAXMARKS || counted <= st.stack_samples);
+}
+
 /* Metrics read while everything runs: counters only grow, a histogram's buckets add up
  * to its count, and the Prometheus text is written whole. */
 static void do_metrics(struct actor *a)
@@ -1328,6 +1352,7 @@ static void do_metrics(struct actor *a)
         }
     }
     free(m);
+    check_stack_marks();
     int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     CHECK(fd >= 0);
     CHECK_EQ(gmp_metrics_write_prometheus(fd), 0);

@@ -10,7 +10,7 @@
 #   -t  keep drawing random seeds until this many seconds have passed (replaces -n)
 #   -p  GOMAXPROCS values to start each seed at (default "1 2 4")
 #   -b  library builds to test (default "release debug")
-# Each run's output, with GMP_DEBUG=schedtrace=1000,stacktrim=20, goes to
+# Each run's output, with GMP_DEBUG=schedtrace=1000,stacktrim=20,stackhwm=16, goes to
 # target/fuzz/logs/<time>/; a failure prints the command that repeats it (the run prints
 # it too, after "fuzz: replay:"). The last line is the summary; the exit status is 1 if
 # any run failed. Where gdb is installed, a hung run's log also has every thread's
@@ -73,7 +73,7 @@ one_seed() {
             # In braces, so that bash's own "Segmentation fault" line goes to the log too.
             {
                 env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
-                    GMP_DEBUG=schedtrace=1000,stacktrim=20 GMP_FUZZ_GDB="$gdb" \
+                    GMP_DEBUG=schedtrace=1000,stacktrim=20,stackhwm=16 GMP_FUZZ_GDB="$gdb" \
                     timeout -s KILL $((secs + 120)) \
                     "$out/$build/fuzz" "$seed" "$secs" "$p"
             } >"$log" 2>&1
@@ -92,7 +92,7 @@ one_seed() {
                 fi
                 echo "FAIL $build procs=$p seed=$seed (status $rc, ${took} s): ${why:-see log}"
                 echo "     log: $log"
-                echo "     repeat: GMP_DEBUG=schedtrace=1000,stacktrim=20 $out/$build/fuzz $seed $secs $p"
+                echo "     repeat: GMP_DEBUG=schedtrace=1000,stacktrim=20,stackhwm=16 $out/$build/fuzz $seed $secs $p"
                 failures="$failures $build/p$p/s$seed"
             fi
         done

@@ -10,7 +10,7 @@
 #   -p  GOMAXPROCS values to start each seed at (default "1 2 3 4")
 #   -f  TORTURE_FEATURES (default "all"; see the comment at the top of torture.c)
 #   -b  library builds to test (default "release debug")
-# Each run's output, with GMP_DEBUG=schedtrace=1000,stacktrim=20 (the stack caches trimmed
+# Each run's output, with GMP_DEBUG=schedtrace=1000,stacktrim=20,stackhwm=16 (the stack caches trimmed
 # every 20 ms instead of every second), goes to target/torture/logs/<time>/;
 # a failure prints the command that repeats it. The last line is the summary; the exit
 # status is 1 if any run failed.
@@ -69,7 +69,7 @@ for seed in $seeds; do
             # In braces, so that bash's own "Segmentation fault" line goes to the log too.
             {
                 env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
-                    GMP_DEBUG=schedtrace=1000,stacktrim=20 \
+                    GMP_DEBUG=schedtrace=1000,stacktrim=20,stackhwm=16 \
                     timeout -s KILL $((secs + 120)) \
                     "$out/$build/torture" "$seed" $((secs * 1000)) "$p" "$features"
             } >"$log" 2>&1

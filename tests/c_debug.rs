@@ -672,6 +672,43 @@ fn metrics_window() {
     expect_case("metrics", "window", &[("GMP_MAXPROCS", "2")]);
 }
 
+// ---- stack high-water marks ----
+
+/// Runs `c-tests/stack_hwm.c` in `mode`, linked with -rdynamic (the marks name their
+/// start functions), and expects it to pass.
+fn stack_hwm(mode: &str, env: &[(&str, &str)]) {
+    let o = run_c_frames("stack_hwm", &[mode], env);
+    assert!(
+        o.status.success(),
+        "{}",
+        o.report(&format!("stack_hwm {mode} failed"))
+    );
+    print!("{}", o.stdout);
+}
+
+/// Every goroutine measured: deep and shallow start functions get marks of the depth
+/// they touched (exact to the page, not carried over on recycled stacks), named, counted,
+/// deepest first, in gmp_stats and in the dump.
+#[test]
+fn stack_hwm_every() {
+    stack_hwm(
+        "every",
+        &[("GMP_DEBUG", "stackhwm=1"), ("GMP_MAXPROCS", "2")],
+    );
+}
+
+/// By default a sample of the starts is measured: some, far from all.
+#[test]
+fn stack_hwm_default() {
+    stack_hwm("default", &[("GMP_MAXPROCS", "2")]);
+}
+
+/// `stackhwm=off` measures none.
+#[test]
+fn stack_hwm_off() {
+    stack_hwm("off", &[("GMP_DEBUG", "stackhwm=off")]);
+}
+
 // ---- leak reports ----
 
 /// Goroutines blocked forever on a channel whose last handle was released are reported to

@@ -15,7 +15,7 @@ use ctest::*;
 /// One 3 s torture run at GOMAXPROCS `procs` with a fixed seed; on failure the output
 /// holds the seed, the watchdog's report and the scheduler trace.
 fn torture(procs: &str, seed: &str) {
-    torture_with(procs, seed, "schedtrace=500,stacktrim=20");
+    torture_with(procs, seed, "schedtrace=500,stacktrim=20,stackhwm=16");
 }
 
 /// `torture` with `debug` as GMP_DEBUG.
@@ -83,7 +83,7 @@ fn fuzz(procs: &str, seeds: &[&str]) {
         let outcome = run_c(
             "fuzz",
             &[seed, "3", procs],
-            &[("GMP_DEBUG", "schedtrace=1000,stacktrim=20")],
+            &[("GMP_DEBUG", "schedtrace=1000,stacktrim=20,stackhwm=16")],
         );
         assert!(
             outcome.status.success(),

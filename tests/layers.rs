@@ -70,6 +70,7 @@ const RT_FLOORS: &[&[&str]] = &[
         "asan",
         "tsan",
         "schedlat",
+        "stackhwm",
         "hookflags",
         "threads",
         "foreignwait",

@@ -263,6 +263,12 @@ typedef struct gmp_sched_stats {
    operation in flight.
    */
   uint64_t deferred_closes;
+  /*
+   Stack high-water marks (`gmp_stack_usage`): goroutines measured, and the deepest
+   mark of all in bytes.
+   */
+  uint64_t stack_samples;
+  uint64_t stack_high_water;
 } gmp_sched_stats;
 
 /*
@@ -327,6 +333,34 @@ typedef struct gmp_metric {
    */
   uint64_t buckets[GMP_METRIC_BUCKETS];
 } gmp_metric;
+
+/*
+ The stack high-water mark of one start function (`gmp_stack_usage`).
+ */
+typedef struct gmp_stack_mark {
+  /*
+   The start function (`gmp_go`'s `f`).
+   */
+  gmp_func func;
+  /*
+   Its symbol name, or NULL when its object does not export it (link executables with
+   -rdynamic). Valid while that object stays loaded.
+   */
+  const char *name;
+  /*
+   The deepest any of its measured goroutines went: bytes from the top of the stack
+   down to the lowest page touched (a multiple of the page size).
+   */
+  size_t high_water;
+  /*
+   The usable size of the stack of its goroutine measured last.
+   */
+  size_t stack_size;
+  /*
+   Its goroutines measured.
+   */
+  uint64_t samples;
+} gmp_stack_mark;
 
 /*
  A mutual-exclusion lock (Go's sync.Mutex) that parks goroutines instead of blocking
@@ -813,6 +847,24 @@ int gmp_metric_bucket_bound(size_t i, double *out);
  full gives -EAGAIN).
  */
 int gmp_metrics_write_prometheus(int fd);
+
+/*
+ Reads the stack high-water marks measured so far, one per start function, deepest
+ first, into `out[0..n]` (as many as fit), and returns how many there are, so that
+ `gmp_stack_usage(NULL, 0)` sizes the array. Returns -EINVAL if `out` is NULL and `n`
+ is not 0.
+
+ The marks come from a sample of the goroutines: each thread measures at most one
+ goroutine it starts every 4 ms, which runs on a stack whose pages were all given back
+ first; when it ends the runtime asks the kernel which pages it touched (`mincore`), so
+ a mark is exact to the page. `GMP_DEBUG=stackhwm=N` measures one start in N instead (1:
+ every goroutine), `stackhwm=off` none. `gmp_stats` has the deepest mark of all; the goroutine dump lists
+ them all.
+
+ # Safety
+ `out` is NULL or writable for `n` elements.
+ */
+int gmp_stack_usage(struct gmp_stack_mark *out, size_t n);
 
 /*
  Puts `fd` under the poller: it is made non-blocking, and gmp_read, gmp_write, gmp_recv,

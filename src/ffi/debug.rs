@@ -215,3 +215,75 @@ pub extern "C" fn gmp_metrics_write_prometheus(fd: c_int) -> c_int {
         rt::metrics::write_prometheus(fd)
     })
 }
+
+/// The stack high-water mark of one start function (`gmp_stack_usage`).
+#[repr(C)]
+pub struct gmp_stack_mark {
+    /// The start function (`gmp_go`'s `f`).
+    pub func: super::gmp_func,
+    /// Its symbol name, or NULL when its object does not export it (link executables with
+    /// -rdynamic). Valid while that object stays loaded.
+    pub name: *const c_char,
+    /// The deepest any of its measured goroutines went: bytes from the top of the stack
+    /// down to the lowest page touched (a multiple of the page size).
+    pub high_water: usize,
+    /// The usable size of the stack of its goroutine measured last.
+    pub stack_size: usize,
+    /// Its goroutines measured.
+    pub samples: u64,
+}
+
+/// Reads the stack high-water marks measured so far, one per start function, deepest
+/// first, into `out[0..n]` (as many as fit), and returns how many there are, so that
+/// `gmp_stack_usage(NULL, 0)` sizes the array. Returns -EINVAL if `out` is NULL and `n`
+/// is not 0.
+///
+/// The marks come from a sample of the goroutines: each thread measures at most one
+/// goroutine it starts every 4 ms, which runs on a stack whose pages were all given back
+/// first; when it ends the runtime asks the kernel which pages it touched (`mincore`), so
+/// a mark is exact to the page. `GMP_DEBUG=stackhwm=N` measures one start in N instead (1:
+/// every goroutine), `stackhwm=off` none. `gmp_stats` has the deepest mark of all; the goroutine dump lists
+/// them all.
+///
+/// # Safety
+/// `out` is NULL or writable for `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_stack_usage(out: *mut gmp_stack_mark, n: usize) -> c_int {
+    boundary("gmp_stack_usage", || {
+        if out.is_null() && n != 0 {
+            return -libc::EINVAL;
+        }
+        let marks = rt::stackhwm::marks();
+        for (i, m) in marks.iter().take(n).enumerate() {
+            // SAFETY: entries are the addresses of the entry functions goroutines started
+            // with (never 0), of exactly gmp_func's type.
+            let func = unsafe {
+                core::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void)>(m.entry)
+            };
+            // SAFETY: i < n, and the caller promises out is writable for n elements.
+            unsafe {
+                out.add(i).write(gmp_stack_mark {
+                    func: Some(func),
+                    name: symbol_name(m.entry),
+                    high_water: m.high,
+                    stack_size: m.size,
+                    samples: m.samples,
+                })
+            };
+        }
+        marks.len() as c_int
+    })
+}
+
+/// The name of the symbol that starts exactly at `addr`, or NULL.
+fn symbol_name(addr: usize) -> *const c_char {
+    // SAFETY: Dl_info is plain data; dladdr only reads the loader's tables and fills it.
+    unsafe {
+        let mut info: libc::Dl_info = core::mem::zeroed();
+        if libc::dladdr(addr as *const c_void, &mut info) != 0 && info.dli_saddr as usize == addr {
+            info.dli_sname
+        } else {
+            core::ptr::null()
+        }
+    }
+}

@@ -159,6 +159,10 @@ pub struct gmp_sched_stats {
     /// Closes of registered fds that a closer inside `gmp_blocking` handed to the last
     /// operation in flight.
     pub deferred_closes: u64,
+    /// Stack high-water marks (`gmp_stack_usage`): goroutines measured, and the deepest
+    /// mark of all in bytes.
+    pub stack_samples: u64,
+    pub stack_high_water: u64,
 }
 
 fn start(f: gmp_func, arg: *mut c_void, stack_size: usize, flags: u32) -> i64 {
@@ -457,6 +461,8 @@ pub unsafe extern "C" fn gmp_stats(
                 unseen_signals: s.unseen_signals,
                 unseen_wrapped: s.unseen_wrapped,
                 deferred_closes: s.deferred_closes,
+                stack_samples: s.stack_samples,
+                stack_high_water: s.stack_high_water,
             })
         };
         written as c_int

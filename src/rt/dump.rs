@@ -456,7 +456,43 @@ pub(crate) fn dump_all(out: &mut Out) {
         }
     }
     dump_foreign(out);
+    dump_stack_marks(out);
     out.flush();
+}
+
+/// The stack high-water marks measured so far (stackhwm.rs), one line per start function:
+/// `  name: 112 KiB of 256 KiB (37 goroutines)`. Nothing when none was measured.
+/// Async-signal-safe.
+fn dump_stack_marks(out: &mut Out) {
+    let (samples, _, _) = stackhwm::totals();
+    if samples == 0 {
+        return;
+    }
+    out.str("stack high-water marks by start function (");
+    match stackhwm::rate() {
+        n if n > 0 => {
+            out.str("1 goroutine start in ");
+            out.dec(n as u64);
+        }
+        _ => out.str("at most 1 goroutine start per thread every 4 ms"),
+    }
+    out.str(" measured):\n");
+    stackhwm::for_each(|m| {
+        out.str("  ");
+        symbol_only(out, m.entry);
+        out.str(": ");
+        out.dec((m.high / 1024) as u64);
+        out.str(" KiB of ");
+        out.dec((m.size / 1024) as u64);
+        out.str(" KiB (");
+        out.dec(m.samples);
+        out.str(if m.samples == 1 {
+            " goroutine)\n"
+        } else {
+            " goroutines)\n"
+        });
+    });
+    out.str("\n");
 }
 
 /// `gmp_dump(fd)`.

@@ -114,6 +114,7 @@ mod sigpreempt;
 mod spinning;
 #[cfg(all(test, loom))]
 mod spinning_loom;
+pub(crate) mod stackhwm;
 mod steal;
 mod stopm;
 pub(crate) mod sudog;
@@ -295,6 +296,9 @@ pub struct G {
     pub affm: AtomicPtr<M>,
     /// Bind to the first M that runs it (attribute of `gmp_go`). Owner: the G's owner.
     pub pinned: Owned<bool>,
+    /// Started on a released stack whose high-water mark `goexit0` measures
+    /// (`stackhwm`). Owner: the G's M.
+    pub hwm: Owned<bool>,
     /// `lockedm` was set by an asynchronous preemption, for that one stop: `execute`
     /// clears it when the G resumes (`park::gopreempt_bound`). Owner: the G's M.
     pub asyncbound: Owned<bool>,
@@ -356,6 +360,7 @@ impl G {
             affm: AtomicPtr::new(null_mut()),
             pinned: Owned::new(false),
             asyncbound: Owned::new(false),
+            hwm: Owned::new(false),
             waitreason: AtomicU8::new(0),
             waitsince: AtomicI64::new(0),
             parentgoid: AtomicU64::new(0),
@@ -533,6 +538,9 @@ pub struct M {
     /// Goroutines this M may make runnable before it times the wait of the next one
     /// (`schedlat`'s countdown). Owner: this M's thread.
     pub schedlat_tick: Owned<u32>,
+    /// When (or after how many starts) this M next measures the stack high-water mark of
+    /// a goroutine it starts (`stackhwm::sample`). Owner: this M's thread.
+    pub stackhwm_next: Owned<i64>,
     /// The P this M left in P_SYSCALL when its goroutine entered a blocking call; it takes
     /// it back on return if nobody retook it. Written by this M only; atomic for trace.
     pub oldp: AtomicPtr<P>,

@@ -151,6 +151,7 @@ pub(super) fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         waitlock: Owned::new(0),
         fastrand: Owned::new(fastrand),
         schedlat_tick: Owned::new(0),
+        stackhwm_next: Owned::new(0),
         oldp: AtomicPtr::new(null_mut()),
         syscalltick: Owned::new(0),
         inblocking: Owned::new(0),
@@ -221,6 +222,7 @@ pub(super) unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u
             waitlock,
             fastrand: rand,
             schedlat_tick,
+            stackhwm_next,
             oldp,
             syscalltick,
             inblocking,
@@ -271,6 +273,7 @@ pub(super) unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u
         waitlock.set(0);
         rand.set(fastrand);
         schedlat_tick.set(0);
+        stackhwm_next.set(0);
         oldp.store(null_mut(), Ordering::Relaxed);
         syscalltick.set(0);
         inblocking.set(0);

@@ -337,6 +337,13 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
     }
     // SAFETY: gp is dead and ours.
     unsafe {
+        if g.hwm.get() {
+            g.hwm.set(false);
+            if let (Some(entry), Some(st)) = (g.entry.get(), &*g.stack.ptr()) {
+                // SAFETY: the goroutine ended; we run on g0, not on its stack.
+                stackhwm::record(entry as usize, st);
+            }
+        }
         g.entry.set(None);
         g.arg.set(null_mut());
         g.pinned.set(false);

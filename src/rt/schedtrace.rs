@@ -188,6 +188,8 @@ pub struct Stats {
     pub unseen_signals: u64,
     pub unseen_wrapped: u64,
     pub deferred_closes: u64,
+    pub stack_samples: u64,
+    pub stack_high_water: u64,
 }
 
 /// Fills `Stats`, and the local run queue length of each P in service into `runq_lens`
@@ -221,6 +223,8 @@ pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
         unseen_signals: super::unseen::LOOKS_SIGNALLED.load(Ordering::Relaxed),
         unseen_wrapped: super::unseen::WRAPPED.load(Ordering::Relaxed),
         deferred_closes: netpoll::DEFERRED_CLOSES.load(Ordering::Relaxed),
+        stack_samples: stackhwm::totals().0,
+        stack_high_water: stackhwm::totals().1 as u64,
     };
     let mut n = 0;
     for (slot, p) in runq_lens.iter_mut().zip(procs()) {

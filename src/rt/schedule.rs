@@ -223,10 +223,15 @@ pub(super) unsafe fn execute(m: ThisM<'_>, gp: *mut G, inherit: bool) -> usize {
         if unstarted(sp) {
             // Never ran: start it at the top of its stack (newproc prepared nothing).
             take_hot_stack(&*pp, g, sp & !SP_UNSTARTED);
-            let top = (*g.stack.ptr())
+            let st = (*g.stack.ptr())
                 .as_ref()
-                .map(crate::stack::Stack::top)
                 .unwrap_or_else(|| throw("execute: G without stack"));
+            if stackhwm::sample(m.m()) {
+                // SAFETY: the G has not started and is ours; we run on g0.
+                stackhwm::release(st);
+                g.hwm.set(true);
+            }
+            let top = st.top();
             if hookflags::any() {
                 hooks::execute(&m, g);
             }

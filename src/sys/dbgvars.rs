@@ -30,6 +30,7 @@ pub(crate) enum Var {
     Asymlock,
     Lockspin,
     Schedlatency,
+    Stackhwm,
     Handoffdelay,
     Idledelay,
     Mutexspindelay,
@@ -46,7 +47,7 @@ pub(crate) struct DbgVar {
 
 /// Every debug variable, in [`Var`]'s order (docs/debugging.md says what each does; a
 /// test checks that it names them all).
-pub(crate) static DBGVARS: [DbgVar; 16] = [
+pub(crate) static DBGVARS: [DbgVar; 17] = [
     DbgVar {
         name: "schedtrace",
         default: 0,
@@ -105,6 +106,12 @@ pub(crate) static DBGVARS: [DbgVar; 16] = [
     DbgVar {
         name: "schedlatency",
         // Not given: timed windows start at the first read of the metrics, one wait in 8.
+        default: -1,
+        words: &[("off", 0)],
+    },
+    DbgVar {
+        name: "stackhwm",
+        // Not given: at most one goroutine start per M in `rt::stackhwm::PERIOD_NS`.
         default: -1,
         words: &[("off", 0)],
     },

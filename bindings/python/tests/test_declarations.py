@@ -122,7 +122,8 @@ def test_struct_layouts_match_c() -> None:
     assert ctypes.sizeof(_lib.gmp_cond) == 32
     assert ctypes.sizeof(_lib.gmp_once) == 12
     assert ctypes.sizeof(_lib.gmp_select_case) == 32
-    assert ctypes.sizeof(_lib.gmp_sched_stats) == 168
+    assert ctypes.sizeof(_lib.gmp_sched_stats) == 184
+    assert ctypes.sizeof(_lib.gmp_stack_mark) == 40
     assert ctypes.sizeof(_lib.gmp_metric) == 8 * 5 + 8 * _lib.GMP_METRIC_BUCKETS
 
 

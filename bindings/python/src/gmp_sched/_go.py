@@ -52,6 +52,7 @@ from ._lib import (
     gmp_func,
     gmp_metric,
     gmp_sched_stats,
+    gmp_stack_mark,
     lib,
 )
 
@@ -489,6 +490,10 @@ class SchedStats:
     unseen_signals: int
     unseen_wrapped: int
     deferred_closes: int
+    #: Stack high-water marks (:func:`stack_usage`): goroutines measured, and the
+    #: deepest mark of all in bytes.
+    stack_samples: int
+    stack_high_water: int
     #: Local run queue length of each processor.
     runq_lens: tuple[int, ...] = field(default=())
 
@@ -512,6 +517,40 @@ class Histogram:
     count: int
     sum: float
     buckets: tuple[tuple[float, int], ...]
+
+
+@dataclass(frozen=True)
+class StackMark:
+    """The stack high-water mark of one start function (``gmp_stack_usage``)."""
+
+    #: The start function's address, and its symbol name when its object exports it.
+    func: int
+    name: str | None
+    #: The deepest its measured goroutines went, in bytes from the top of the stack (a
+    #: multiple of the page size), and the size of the stack of the last one measured.
+    high_water: int
+    stack_size: int
+    #: Goroutines measured.
+    samples: int
+
+
+def stack_usage() -> list[StackMark]:
+    """The stack high-water marks measured so far, one per start function, deepest first.
+    Each thread measures at most one goroutine it starts every 4 ms
+    (``GMP_DEBUG=stackhwm=N``: one start in N)."""
+    n = check(lib.gmp_stack_usage(None, 0), "gmp_stack_usage")
+    arr = (gmp_stack_mark * n)()
+    n = min(n, check(lib.gmp_stack_usage(addressof(arr), n), "gmp_stack_usage"))
+    return [
+        StackMark(
+            m.func or 0,
+            m.name.decode(errors="replace") if m.name else None,
+            m.high_water,
+            m.stack_size,
+            m.samples,
+        )
+        for m in arr[:n]
+    ]
 
 
 def metrics() -> dict[str, int | Histogram]:

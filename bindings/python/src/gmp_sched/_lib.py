@@ -127,6 +127,8 @@ class gmp_sched_stats(Structure):
         ("unseen_signals", c_uint64),
         ("unseen_wrapped", c_uint64),
         ("deferred_closes", c_uint64),
+        ("stack_samples", c_uint64),
+        ("stack_high_water", c_uint64),
     ]
 
 
@@ -138,6 +140,16 @@ class gmp_metric(Structure):
         ("value", c_uint64),
         ("sum", c_double),
         ("buckets", c_uint64 * GMP_METRIC_BUCKETS),
+    ]
+
+
+class gmp_stack_mark(Structure):
+    _fields_ = [
+        ("func", c_void_p),
+        ("name", c_char_p),
+        ("high_water", c_size_t),
+        ("stack_size", c_size_t),
+        ("samples", c_uint64),
     ]
 
 
@@ -214,6 +226,7 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_metrics": (c_int, [P, c_size_t]),
     "gmp_metric_bucket_bound": (c_int, [c_size_t, P]),
     "gmp_metrics_write_prometheus": (c_int, [c_int]),
+    "gmp_stack_usage": (c_int, [P, c_size_t]),
     # Signals as channels (Go's os/signal).
     "gmp_signal_notify": (c_int, [P, P, c_size_t]),
     "gmp_signal_stop": (c_int, [P]),
