@@ -137,7 +137,9 @@ def _elf_needs(path: Path) -> tuple[set[str], set[tuple[str, str]]]:
 
 def platform_tag(lib: Path) -> str:
     """manylinux_2_<N>_<arch> for the highest GLIBC_2.<N> (at least 17) the library
-    needs; the plain platform tag when it needs a library manylinux does not allow."""
+    needs, with its legacy alias for 2.17 (``.manylinux2014_<arch>``, which pip before
+    20.3 knows and ``manylinux_2_17`` it does not); the plain platform tag when it needs a
+    library manylinux does not allow."""
     plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")  # linux_x86_64
     if not plat.startswith("linux_"):
         return plat
@@ -153,7 +155,10 @@ def platform_tag(lib: Path) -> str:
         m = re.fullmatch(r"GLIBC_2\.(\d+)(?:\.\d+)?", version)
         if m:
             minor = max(minor, int(m.group(1)))
-    return f"manylinux_2_{minor}_{arch}"
+    tag = f"manylinux_2_{minor}_{arch}"
+    if minor == 17:
+        tag += f".manylinux2014_{arch}"
+    return tag
 
 
 # --- the commands --------------------------------------------------------------------
