@@ -4,6 +4,9 @@
  *   main_wg     goroutines wait on channels nobody will use, C main waits on a WaitGroup
  *               they never finish: the runtime must report the deadlock, dump, exit 2;
  *   main_recv   no goroutine at all, C main receives on a channel nobody has: same;
+ *   traced      main_recv while an execution trace runs, the tenth of the process (each
+ *               trace has a writer thread of the runtime's, which must be known as such
+ *               however many traces came before);
  *   off         main_wg under GMP_DEBUG=checkdead=0: no report (SIGALRM ends the wait
  *               after 2 s with status 0; an alarm, not a thread, which would itself
  *               keep the detector quiet);
@@ -120,6 +123,14 @@ int main(int argc, char **argv)
         gmp_wg_wait(&wg);
         fprintf(stderr, "gmp_wg_wait returned\n");
         return 1;
+    }
+    if (strcmp(mode, "traced") == 0) {
+        for (int i = 0; i < 10; i++) {
+            CHECK_OK(gmp_trace_start("deadlock-trace.json"));
+            if (i < 9)
+                CHECK_OK(gmp_trace_stop());
+        }
+        mode = "main_recv";
     }
     if (strcmp(mode, "main_recv") == 0) {
         long v;

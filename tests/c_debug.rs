@@ -540,6 +540,14 @@ fn deadlock_main_recv() {
     );
 }
 
+/// The same while the process's tenth execution trace runs: its writer thread is the
+/// runtime's, as the first trace's was.
+#[test]
+fn deadlock_traced() {
+    let o = run_c_frames("deadlock", &["traced"], &[]);
+    expect_deadlock_report(&o);
+}
+
 #[test]
 fn deadlock_off() {
     let o = run_c_frames("deadlock", &["off"], &[("GMP_DEBUG", "checkdead=0")]);

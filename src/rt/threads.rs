@@ -12,8 +12,10 @@ thread_local! {
     static RUNTIME_THREAD: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
 }
 
-/// The registered threads' ids (0: a free slot). Slots are never given back: the threads
-/// registered here live as long as the process, but for trace writers, one per trace.
+/// The registered threads' ids (0: a free slot). The threads registered here live as long
+/// as the process, but for trace writers, one per trace, which give their slot back when
+/// they end ([`unregister`]): the kernel reuses thread ids, and a program's thread that
+/// got a dead writer's id would be taken for the runtime's.
 static TIDS: [AtomicI32; 8] = [const { AtomicI32::new(0) }; 8];
 
 /// Registers the calling thread as one of the runtime's own (sysmon, the template thread,
@@ -23,6 +25,18 @@ pub(crate) fn register() {
     let tid = crate::sys::gettid();
     for s in &TIDS {
         if s.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+/// Gives back the calling thread's slot (a trace writer about to end).
+pub(crate) fn unregister() {
+    let tid = crate::sys::gettid();
+    for s in &TIDS {
+        if s.compare_exchange(tid, 0, Ordering::SeqCst, Ordering::Relaxed)
             .is_ok()
         {
             return;

@@ -62,7 +62,9 @@ pub fn start(path: &str) -> Result<(), i32> {
         .name("gmp-trace".into())
         .spawn(move || {
             super::threads::register();
-            write_loop(file, rx, start)
+            let r = write_loop(file, rx, start);
+            super::threads::unregister();
+            r
         })
         .map_err(|_| libc::EAGAIN)?;
     *w = Some(Writer { done: tx, thread });
