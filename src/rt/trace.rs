@@ -62,9 +62,8 @@ pub fn start(path: &str) -> Result<(), i32> {
         .name("gmp-trace".into())
         .spawn(move || {
             super::threads::register();
-            let r = write_loop(file, rx, start);
+            write_loop(file, rx, start);
             super::threads::unregister();
-            r
         })
         .map_err(|_| libc::EAGAIN)?;
     *w = Some(Writer { done: tx, thread });
