@@ -57,6 +57,7 @@
  * WaitGroup, once (also with a NULL function first), yield, sleep, spawn, GOMAXPROCS
  * changes (1..4, at most every 5 ms, each returning the previous value exactly),
  * gmp_num_goroutine, gmp_stats, gmp_metrics (counters only grow), gmp_stack_usage,
+ * gmp_labels_set/get (read back; the dump reads every goroutine's meanwhile),
  * gmp_now, gmp_goid,
  * gmp_num_cpu, gmp_dump,
  * gmp_set_default_stack_size, SIGUSR2 relayed to a channel (gmp_signal_notify),
@@ -2103,6 +2104,17 @@ static void op_info(struct actor *a)
         ACHECK(a, st.stack_samples >= a->last_stack_samples);
         a->last_stack_samples = st.stack_samples;
         ACHECK_EQ(a, gmp_stack_usage(NULL, 1), -EINVAL);
+        /* Labels: what the actor sets it reads back (the dump op meanwhile reads every
+         * goroutine's racily), and a removed one is gone. */
+        char val[32], got[32];
+        snprintf(val, sizeof val, "%s/%lu", a->tag, a->nops);
+        ACHECK_EQ(a, gmp_labels_set("actor", val), 0);
+        ACHECK_EQ(a, gmp_labels_get("actor", got, sizeof got), (int)strlen(val));
+        ACHECK(a, strcmp(got, val) == 0);
+        ACHECK_EQ(a, gmp_labels_set("gone", "x"), 0);
+        ACHECK_EQ(a, gmp_labels_set("gone", NULL), 0);
+        ACHECK_EQ(a, gmp_labels_get("gone", got, sizeof got), -ENOENT);
+        ACHECK_EQ(a, gmp_labels_set(NULL, "x"), -EINVAL);
         ACHECK_EQ(a, gmp_metrics_write_prometheus(devnull), 0);
         break;
     }

@@ -77,7 +77,8 @@
  *  - metrics ("metrics"): gmp_metrics read meanwhile; counters only grow and a
  *    histogram's buckets add up to its count; the Prometheus text is written whole; the
  *    stack high-water marks (gmp_stack_usage) are whole pages within their stacks,
- *    deepest first, and count no more goroutines than gmp_stats has measured;
+ *    deepest first, and count no more goroutines than gmp_stats has measured; a label
+ *    set on the actor reads back;
  *  - every enabled action ran at least once (runs of 1 s or more); every goroutine ends
  *    (gmp_num_goroutine() drops to 0).
  * Watchdog: a plain pthread samples a progress counter (every completed action of a
@@ -1353,6 +1354,13 @@ static void do_metrics(struct actor *a)
     }
     free(m);
     check_stack_marks();
+    /* Labels: set on this goroutine (or thread) and read back while dumps and spawns run
+     * elsewhere. */
+    char val[32], got[32];
+    snprintf(val, sizeof val, "%p/%llu", (void *)a, (unsigned long long)a->created);
+    CHECK_EQ(gmp_labels_set("actor", val), 0);
+    CHECK_EQ(gmp_labels_get("actor", got, sizeof got), (int)strlen(val));
+    CHECK(strcmp(got, val) == 0);
     int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     CHECK(fd >= 0);
     CHECK_EQ(gmp_metrics_write_prometheus(fd), 0);

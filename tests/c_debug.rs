@@ -680,6 +680,16 @@ fn metrics_window() {
     expect_case("metrics", "window", &[("GMP_MAXPROCS", "2")]);
 }
 
+// ---- labels ----
+
+/// Goroutine labels: the API's errors and snprintf contract, set/replace/remove,
+/// inheritance at start (C main's too) and independence after, reused records start
+/// clean, the dump shows them escaped, and 200,000 changes keep RSS flat.
+#[test]
+fn labels() {
+    expect_success("labels", &[("GMP_MAXPROCS", "2")]);
+}
+
 // ---- stack high-water marks ----
 
 /// Runs `c-tests/stack_hwm.c` in `mode`, linked with -rdynamic (the marks name their

@@ -71,6 +71,7 @@ const RT_FLOORS: &[&[&str]] = &[
         "tsan",
         "schedlat",
         "stackhwm",
+        "labels",
         "hookflags",
         "threads",
         "foreignwait",

@@ -867,6 +867,31 @@ int gmp_metrics_write_prometheus(int fd);
 int gmp_stack_usage(struct gmp_stack_mark *out, size_t n);
 
 /*
+ Sets the label `key` of the calling goroutine to `value`, or removes it when `value` is
+ NULL (Go's `pprof.SetGoroutineLabels`). Goroutines started afterwards, by it or by
+ the goroutines it starts, inherit its labels as they are then; later changes on either
+ side are their own. The goroutine dump shows them (`labels:{"key": "value"}`). Called
+ on a thread outside the runtime, it sets the labels that thread gives the goroutines it
+ starts. Returns 0, or -EINVAL if `key` is NULL or empty.
+
+ # Safety
+ `key` is NULL or a NUL-terminated string; so is `value`.
+ */
+int gmp_labels_set(const char *key, const char *value);
+
+/*
+ Copies the value of the calling goroutine's label `key` (or the calling thread's, as
+ for `gmp_labels_set`) into `buf`, NUL-terminated and cut to `len - 1` bytes, and
+ returns its full length, as snprintf does (`gmp_labels_get(key, NULL, 0)` sizes it).
+ Returns -ENOENT if the label is not set, -EINVAL if `key` is NULL, or `buf` is NULL
+ and `len` is not 0.
+
+ # Safety
+ `key` is NULL or a NUL-terminated string; `buf` is NULL or writable for `len` bytes.
+ */
+int gmp_labels_get(const char *key, char *buf, size_t len);
+
+/*
  Puts `fd` under the poller: it is made non-blocking, and gmp_read, gmp_write, gmp_recv,
  gmp_send, … on it park the calling goroutine (not the thread) until it is ready. Sockets,
  pipes, FIFOs, terminals, eventfds and the like qualify; a regular file or a directory

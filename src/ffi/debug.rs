@@ -287,3 +287,63 @@ fn symbol_name(addr: usize) -> *const c_char {
         }
     }
 }
+
+/// Sets the label `key` of the calling goroutine to `value`, or removes it when `value` is
+/// NULL (Go's `pprof.SetGoroutineLabels`). Goroutines started afterwards, by it or by
+/// the goroutines it starts, inherit its labels as they are then; later changes on either
+/// side are their own. The goroutine dump shows them (`labels:{"key": "value"}`). Called
+/// on a thread outside the runtime, it sets the labels that thread gives the goroutines it
+/// starts. Returns 0, or -EINVAL if `key` is NULL or empty.
+///
+/// # Safety
+/// `key` is NULL or a NUL-terminated string; so is `value`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_labels_set(key: *const c_char, value: *const c_char) -> c_int {
+    boundary("gmp_labels_set", || {
+        if key.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: the caller passes NUL-terminated strings (key checked non-null).
+        let k = unsafe { core::ffi::CStr::from_ptr(key) }.to_bytes();
+        if k.is_empty() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: as above, for a non-null value.
+        let v = (!value.is_null()).then(|| unsafe { core::ffi::CStr::from_ptr(value) }.to_bytes());
+        rt::labels::set(k, v);
+        0
+    })
+}
+
+/// Copies the value of the calling goroutine's label `key` (or the calling thread's, as
+/// for `gmp_labels_set`) into `buf`, NUL-terminated and cut to `len - 1` bytes, and
+/// returns its full length, as snprintf does (`gmp_labels_get(key, NULL, 0)` sizes it).
+/// Returns -ENOENT if the label is not set, -EINVAL if `key` is NULL, or `buf` is NULL
+/// and `len` is not 0.
+///
+/// # Safety
+/// `key` is NULL or a NUL-terminated string; `buf` is NULL or writable for `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_labels_get(key: *const c_char, buf: *mut c_char, len: usize) -> c_int {
+    boundary("gmp_labels_get", || {
+        if key.is_null() || (buf.is_null() && len != 0) {
+            return -libc::EINVAL;
+        }
+        // SAFETY: the caller passes a NUL-terminated string (checked non-null).
+        let k = unsafe { core::ffi::CStr::from_ptr(key) }.to_bytes();
+        rt::labels::get(k, |v| match v {
+            None => -libc::ENOENT,
+            Some(v) => {
+                if len > 0 {
+                    let n = v.len().min(len - 1);
+                    // SAFETY: buf is writable for len > n bytes (caller contract).
+                    unsafe {
+                        core::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast::<u8>(), n);
+                        *buf.add(n) = 0;
+                    }
+                }
+                v.len().min(c_int::MAX as usize) as c_int
+            }
+        })
+    })
+}

@@ -357,6 +357,75 @@ pub(crate) fn waited(out: &mut Out, since: i64, now: i64) {
     }
 }
 
+/// `, labels:{"key": "value", …}` for a goroutine with labels (as Go's tracebacks show
+/// them), bytes outside printable ASCII, quotes and backslashes escaped; nothing without.
+/// Racy (labels.rs): read without faulting.
+fn dump_labels(out: &mut Out, g: &G) {
+    let mut buf = [0u8; 512];
+    let n = labels_racy(g, &mut buf);
+    if n == 0 {
+        return;
+    }
+    out.str(", labels:{");
+    for (i, (k, v)) in labels::pairs_of(&buf[..n]).enumerate() {
+        if i > 0 {
+            out.str(", ");
+        }
+        quoted(out, k);
+        out.str(": ");
+        quoted(out, v);
+    }
+    out.str("}");
+}
+
+fn quoted(out: &mut Out, s: &[u8]) {
+    out.str("\"");
+    for &b in s {
+        match b {
+            b'"' | b'\\' => out.bytes(&[b'\\', b]),
+            0x20..=0x7e => out.bytes(&[b]),
+            _ => {
+                out.str("\\x");
+                out.bytes(&[
+                    b"0123456789abcdef"[(b >> 4) as usize],
+                    b"0123456789abcdef"[(b & 15) as usize],
+                ]);
+            }
+        }
+    }
+    out.str("\"");
+}
+
+/// Copies the text of `g`'s label set into `buf` without faulting; returns its length (0:
+/// none, or not readable). At most `buf.len()` bytes: a longer set is cut.
+fn labels_racy(g: &G, buf: &mut [u8]) -> usize {
+    // SAFETY: a GExt is never freed; only its set pointer is read, without faulting.
+    let Some(e) = (unsafe { g.ext_if_any() }) else {
+        return 0;
+    };
+    let Some([p]) = read_words::<1>(labels::slot_addr(e)) else {
+        return 0;
+    };
+    if p == 0 {
+        return 0;
+    }
+    let Some([len]) = read_words::<1>(p + labels::LEN_OFFSET) else {
+        return 0;
+    };
+    let n = len.min(buf.len());
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: n,
+    };
+    let remote = libc::iovec {
+        iov_base: (p + labels::TEXT_OFFSET) as *mut c_void,
+        iov_len: n,
+    };
+    // SAFETY: as in `read_words`.
+    let r = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    if r == n as isize { n } else { 0 }
+}
+
 /// One goroutine's record. `self_fp`: the caller's frame pointer when `g` is the calling
 /// goroutine (its registers are live, not saved).
 pub(crate) fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
@@ -373,6 +442,7 @@ pub(crate) fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
     } else if !g.affm.load(Ordering::Relaxed).is_null() {
         out.str(", pinned to thread");
     }
+    dump_labels(out, g);
     out.str("]:\n");
     // The stack bounds and saved sp are the G's owner's; read racily, and used only to
     // bound reads that cannot fault (read_words).

@@ -89,6 +89,7 @@ pub(crate) mod foreignwait;
 pub(crate) mod hookflags;
 pub(crate) mod hooks;
 mod idle;
+pub(crate) mod labels;
 pub mod leaks;
 mod lockedm;
 pub mod lockosthread;
@@ -327,13 +328,16 @@ pub struct G {
     pub queued: AtomicBool,
 }
 
-/// A goroutine's sanitizer state (`G::ext`), allocated on first use and never freed.
+/// A goroutine's sanitizer state and labels (`G::ext`), allocated on first use and never
+/// freed.
 pub struct GExt {
     /// ASan's fake-stack save for this goroutine while it is switched away (asan.rs).
     /// Owner: the G's M.
     pub asan_fake: Owned<usize>,
     /// Its ThreadSanitizer fiber (tsan.rs), created when it first runs. Owner: the G's M.
     pub tsan_fiber: Owned<usize>,
+    /// Its labels (labels.rs), null for none. Owner: the G's M.
+    pub(crate) labels: Owned<*mut labels::LabelSet>,
 }
 
 // A G stays within 128 bytes (see `G::ext`).
@@ -383,6 +387,7 @@ impl G {
                 e = Box::leak(Box::new(GExt {
                     asan_fake: Owned::new(0),
                     tsan_fiber: Owned::new(0),
+                    labels: Owned::new(core::ptr::null_mut()),
                 }));
                 self.ext.set(e);
             }

@@ -86,6 +86,7 @@ pub unsafe fn newproc(
             Ordering::Relaxed,
         );
         let parent = getg();
+        labels::inherit(parent, g);
         g.parentgoid.store(
             if parent.is_null() {
                 0
@@ -344,6 +345,7 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
                 stackhwm::record(entry as usize, st);
             }
         }
+        labels::drop_of(g);
         g.entry.set(None);
         g.arg.set(null_mut());
         g.pinned.set(false);

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import errno
 import itertools
 import sys
 import threading
@@ -416,6 +417,31 @@ def gosched() -> None:
 def goid() -> int:
     """The calling goroutine's id, 0 on a thread that is not a goroutine."""
     return int(lib.gmp_goid())
+
+
+def set_label(key: str, value: str | None) -> None:
+    """Sets the calling goroutine's label ``key`` (``None`` removes it), as Go's
+    ``pprof.SetGoroutineLabels``: goroutines started afterwards inherit the labels, and the
+    goroutine dump shows them. On a thread that is not a goroutine it sets the labels that
+    thread gives the goroutines it starts."""
+    if not key:
+        raise ValueError("a label key must not be empty")
+    check(
+        lib.gmp_labels_set(key.encode(), None if value is None else value.encode()),
+        "gmp_labels_set",
+    )
+
+
+def get_label(key: str) -> str | None:
+    """The calling goroutine's (or thread's) label ``key``, or ``None``."""
+    k = key.encode()
+    n = lib.gmp_labels_get(k, None, 0)
+    if n == -errno.ENOENT:
+        return None
+    n = check(n, "gmp_labels_get")
+    buf = ctypes.create_string_buffer(n + 1)
+    check(lib.gmp_labels_get(k, buf, n + 1), "gmp_labels_get")
+    return buf.value.decode(errors="replace")
 
 
 def maxprocs(n: int | None = None) -> int:

@@ -227,6 +227,8 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_metric_bucket_bound": (c_int, [c_size_t, P]),
     "gmp_metrics_write_prometheus": (c_int, [c_int]),
     "gmp_stack_usage": (c_int, [P, c_size_t]),
+    "gmp_labels_set": (c_int, [c_char_p, c_char_p]),
+    "gmp_labels_get": (c_int, [c_char_p, c_char_p, c_size_t]),
     # Signals as channels (Go's os/signal).
     "gmp_signal_notify": (c_int, [P, P, c_size_t]),
     "gmp_signal_stop": (c_int, [P]),

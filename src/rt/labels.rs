@@ -1,0 +1,237 @@
+//! Goroutine labels (Go's `pprof.SetGoroutineLabels`, `runtime.setProfLabel`): a set of
+//! key/value strings per goroutine, inherited by the goroutines it starts, shown in the
+//! goroutine dump.
+//!
+//! A set is immutable once published: one allocation holding a reference count and the
+//! pairs as `key\0value\0…`, sorted by key. Changing a label makes a new set
+//! (copy-on-write), so a child shares its parent's set by taking a reference, and a
+//! reader that holds a reference never sees it change. A goroutine's set lives in its
+//! `GExt` (allocated on first use, never freed), a thread outside the runtime's in a
+//! thread-local, for the goroutines it starts.
+//!
+//! Who touches what: only the goroutine itself (on its M) replaces its set; `newproc`
+//! takes a reference to the parent's for the child before the child is published;
+//! `goexit0` drops the set of a goroutine that ended. The dump reads other goroutines'
+//! sets racily and without references, through `process_vm_readv` (a set freed under it
+//! prints garbage at worst, never faults), as it reads their frames.
+
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use std::alloc::{Layout, alloc, dealloc};
+
+use super::*;
+
+/// A label set's header; the text follows it in the same allocation.
+#[repr(C)]
+pub(crate) struct LabelSet {
+    refs: AtomicUsize,
+    /// Bytes of text after the header.
+    len: usize,
+}
+
+const HDR: usize = core::mem::size_of::<LabelSet>();
+
+fn layout(len: usize) -> Layout {
+    Layout::from_size_align(HDR + len, core::mem::align_of::<LabelSet>())
+        .unwrap_or_else(|_| throw("labels: set too large"))
+}
+
+impl LabelSet {
+    /// A new set holding `text` (pairs, each `key\0value\0`), with one reference.
+    fn new(text: &[u8]) -> *mut LabelSet {
+        // SAFETY: the layout is non-zero sized; the header and text are written before
+        // the pointer is returned.
+        unsafe {
+            let p = alloc(layout(text.len())).cast::<LabelSet>();
+            if p.is_null() {
+                throw("labels: out of memory");
+            }
+            p.write(LabelSet {
+                refs: AtomicUsize::new(1),
+                len: text.len(),
+            });
+            core::ptr::copy_nonoverlapping(text.as_ptr(), p.cast::<u8>().add(HDR), text.len());
+            p
+        }
+    }
+
+    fn text(&self) -> &[u8] {
+        // SAFETY: `len` bytes of text follow the header (`new`).
+        unsafe {
+            core::slice::from_raw_parts((self as *const LabelSet).cast::<u8>().add(HDR), self.len)
+        }
+    }
+
+    /// The pairs, in key order.
+    fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut parts = self.text().split(|&b| b == 0);
+        core::iter::from_fn(move || {
+            let k = parts.next().filter(|k| !k.is_empty())?;
+            Some((k, parts.next()?))
+        })
+    }
+}
+
+/// Takes a reference to `s` (not null).
+fn retain(s: *mut LabelSet) {
+    // SAFETY: the caller holds a reference, so the set is alive.
+    unsafe { (*s).refs.fetch_add(1, Ordering::Relaxed) };
+}
+
+/// Drops a reference to `s` (null: nothing), freeing the set with the last.
+fn release(s: *mut LabelSet) {
+    if s.is_null() {
+        return;
+    }
+    // SAFETY: the caller held a reference; with the last one gone nobody else reaches the
+    // set (AcqRel: every earlier user's reads happen before the free).
+    unsafe {
+        if (*s).refs.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let len = (*s).len;
+            dealloc(s.cast(), layout(len));
+        }
+    }
+}
+
+thread_local! {
+    /// The labels of a thread outside the runtime (given to the goroutines it starts).
+    static FOREIGN: core::cell::Cell<*mut LabelSet> = const { core::cell::Cell::new(null_mut()) };
+}
+
+/// The calling goroutine's (or thread's) set, null for none. Borrowed: valid until the
+/// caller changes it.
+fn current() -> *mut LabelSet {
+    let g = getg();
+    if g.is_null() {
+        return FOREIGN.with(|f| f.get());
+    }
+    // SAFETY: our own G; we run on its M, the owner of `ext`.
+    unsafe { (*g).ext_if_any().map_or(null_mut(), |e| e.labels.get()) }
+}
+
+/// Replaces the calling goroutine's (or thread's) set with `s` (a reference the caller
+/// gives), dropping the old one.
+fn replace(s: *mut LabelSet) {
+    let g = getg();
+    let old = if g.is_null() {
+        FOREIGN.with(|f| f.replace(s))
+    } else {
+        // SAFETY: as in `current`.
+        unsafe {
+            let e = (*g).ext();
+            let old = e.labels.get();
+            e.labels.set(s);
+            old
+        }
+    };
+    release(old);
+}
+
+/// Sets label `key` to `value` on the calling goroutine (or thread), or removes it when
+/// `value` is None. The goroutines it starts from now on inherit the new set.
+pub(crate) fn set(key: &[u8], value: Option<&[u8]>) {
+    let cur = current();
+    let mut text = Vec::new();
+    let mut placed = false;
+    let push = |text: &mut Vec<u8>, k: &[u8], v: &[u8]| {
+        text.extend_from_slice(k);
+        text.push(0);
+        text.extend_from_slice(v);
+        text.push(0);
+    };
+    if !cur.is_null() {
+        // SAFETY: our own set, alive while we hold it.
+        for (k, v) in unsafe { (*cur).pairs() } {
+            if !placed && k >= key {
+                placed = true;
+                if let Some(nv) = value {
+                    push(&mut text, key, nv);
+                }
+                if k == key {
+                    continue;
+                }
+            }
+            push(&mut text, k, v);
+        }
+    }
+    if !placed && let Some(nv) = value {
+        push(&mut text, key, nv);
+    }
+    replace(if text.is_empty() {
+        null_mut()
+    } else {
+        LabelSet::new(&text)
+    });
+}
+
+/// Calls `f` with the value of label `key` of the calling goroutine (or thread), if set.
+pub(crate) fn get<R>(key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
+    let cur = current();
+    if cur.is_null() {
+        return f(None);
+    }
+    // SAFETY: our own set, alive while we hold it.
+    f(unsafe { (*cur).pairs() }
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v))
+}
+
+/// Gives new goroutine `g` the set of the goroutine (or thread) starting it.
+///
+/// # Safety
+/// `g` is not published yet (ours alone, `newproc`); it has no set.
+#[inline]
+pub(super) unsafe fn inherit(parent: *mut G, g: &G) {
+    let s = if parent.is_null() {
+        FOREIGN.with(|f| f.get())
+    } else {
+        // SAFETY: the parent is the calling goroutine, on its M.
+        match unsafe { (*parent).ext_if_any() } {
+            None => return,
+            // SAFETY: as above.
+            Some(e) => unsafe { e.labels.get() },
+        }
+    };
+    if !s.is_null() {
+        retain(s);
+        // SAFETY: caller contract: g is ours.
+        unsafe { g.ext().labels.set(s) };
+    }
+}
+
+/// Drops the set of goroutine `g`, which ended.
+///
+/// # Safety
+/// On `g`'s M (goexit0).
+#[inline]
+pub(super) unsafe fn drop_of(g: &G) {
+    // SAFETY: caller contract.
+    if let Some(e) = unsafe { g.ext_if_any() } {
+        // SAFETY: as above.
+        let s = unsafe { e.labels.get() };
+        if !s.is_null() {
+            // SAFETY: as above.
+            unsafe { e.labels.set(null_mut()) };
+            release(s);
+        }
+    }
+}
+
+/// Where the dump finds a set's text length and text (`dump::labels_racy`).
+pub(crate) const LEN_OFFSET: usize = core::mem::offset_of!(LabelSet, len);
+pub(crate) const TEXT_OFFSET: usize = HDR;
+
+/// The address of `e`'s set pointer, for the dump's racy read.
+pub(crate) fn slot_addr(e: &GExt) -> usize {
+    // SAFETY: only the address is taken.
+    unsafe { e.labels.ptr() as usize }
+}
+
+/// The pairs of a set's text (`key\0value\0…`) the dump copied.
+pub(crate) fn pairs_of(text: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let mut parts = text.split(|&b| b == 0);
+    core::iter::from_fn(move || {
+        let k = parts.next().filter(|k| !k.is_empty())?;
+        Some((k, parts.next().unwrap_or(&[])))
+    })
+}
