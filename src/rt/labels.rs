@@ -93,9 +93,18 @@ fn release(s: *mut LabelSet) {
     }
 }
 
+/// The labels of a thread outside the runtime, given back when the thread ends.
+struct Foreign(core::cell::Cell<*mut LabelSet>);
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        release(self.0.replace(null_mut()));
+    }
+}
+
 thread_local! {
     /// The labels of a thread outside the runtime (given to the goroutines it starts).
-    static FOREIGN: core::cell::Cell<*mut LabelSet> = const { core::cell::Cell::new(null_mut()) };
+    static FOREIGN: Foreign = const { Foreign(core::cell::Cell::new(null_mut())) };
 }
 
 /// The calling goroutine's (or thread's) set, null for none. Borrowed: valid until the
@@ -103,7 +112,7 @@ thread_local! {
 fn current() -> *mut LabelSet {
     let g = getg();
     if g.is_null() {
-        return FOREIGN.with(|f| f.get());
+        return FOREIGN.with(|f| f.0.get());
     }
     // SAFETY: our own G; we run on its M, the owner of `ext`.
     unsafe { (*g).ext_if_any().map_or(null_mut(), |e| e.labels.get()) }
@@ -114,7 +123,7 @@ fn current() -> *mut LabelSet {
 fn replace(s: *mut LabelSet) {
     let g = getg();
     let old = if g.is_null() {
-        FOREIGN.with(|f| f.replace(s))
+        FOREIGN.with(|f| f.0.replace(s))
     } else {
         // SAFETY: as in `current`.
         unsafe {
@@ -183,7 +192,7 @@ pub(crate) fn get<R>(key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
 #[inline]
 pub(super) unsafe fn inherit(parent: *mut G, g: &G) {
     let s = if parent.is_null() {
-        FOREIGN.with(|f| f.get())
+        FOREIGN.with(|f| f.0.get())
     } else {
         // SAFETY: the parent is the calling goroutine, on its M.
         match unsafe { (*parent).ext_if_any() } {
