@@ -13,7 +13,7 @@
  *       deep ones' recycled stacks, still get a shallow mark.
  *    4. gmp_stats' totals agree, and the dump lists the marks.
  *  default  no GMP_DEBUG: of 6,000 starts, some are measured (the first on each thread,
- *           then at most one every 4 ms), far from all; a goroutine started every 10 ms
+ *           then at most one every 4 ms), far from all; a goroutine started every 50 ms
  *           is measured each time.
  *  off      GMP_DEBUG=stackhwm=off: none is.
  */
@@ -197,7 +197,8 @@ static int sampled(int on)
         printf("stack_hwm: %llu of 6000 starts measured\n", (unsigned long long)got);
         /* A start function used now and then is measured every time. */
         for (int i = 0; i < 3; i++) {
-            gmp_sleep(10 * 1000 * 1000);
+            /* sysmon's clock, which the period is counted on, lags by up to 10 ms. */
+            gmp_sleep(50 * 1000 * 1000);
             start(deep, 1, 0);
             wait_samples(got + (uint64_t)i + 1);
         }

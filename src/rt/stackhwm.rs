@@ -7,12 +7,14 @@
 //! the kernel which of the stack's pages are resident (`mincore`): the lowest one is the
 //! deepest page the goroutine touched, since nothing else writes to a goroutine's stack
 //! (signal handlers run on the thread's alternate stack). The mark is exact to the page,
-//! whatever ran on the stack before; a goroutine that is not sampled costs a countdown at
-//! its start and a flag test at its end.
+//! whatever ran on the stack before; a goroutine that is not sampled costs a look at the
+//! clock at its start and a flag test at its end.
 //!
 //! Each M measures at most one goroutine every [`PERIOD_NS`] of sysmon's clock
-//! (`coarsetime`), its first start included: a program that starts goroutines now and
-//! then has each one measured, one that starts millions has one in thousands, and the
+//! (`coarsetime`, which lags the real clock by up to sysmon's 10 ms sleep), its first
+//! start included: a program that starts goroutines now and then (less often than every
+//! 15 ms or so per M) has each one measured, one that starts millions has one in
+//! thousands, and the
 //! cost is bounded either way (a sample costs the release of the stack, its TLB
 //! shoot-down, the page faults of the goroutine's first touches and one `mincore`: about
 //! 9 µs on a 2-vCPU AMD EPYC Zen 3 VM, so at most 0.25% of an M's time). A start that is not sampled
