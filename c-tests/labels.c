@@ -8,11 +8,12 @@
  *  3. Inheritance: a goroutine starts with its parent's labels as they were at the start;
  *     later changes on either side are their own; a grandchild inherits in turn; a
  *     goroutine started by C main gets the labels C main set.
- *  4. A goroutine that ends gives its labels up: a new goroutine on its reused record
- *     starts with its own parent's labels, not the dead one's.
+ *  4. A goroutine that ends gives its labels up: goroutines started without labels on the
+ *     records that labelled goroutines left on the same processor start without.
  *  5. The dump shows a parked goroutine's labels in its header, escaped.
  *  6. Many changes and starts leak nothing (the run ends with every set freed under ASan;
  *     here, RSS stays flat over 200,000 changes).
+ *  7. The execution trace gives a labelled goroutine's runs its labels.
  */
 #include "check.h"
 
@@ -133,6 +134,16 @@ static void labelled_then_parked(void *arg)
     gmp_wg_done(&wg);
 }
 
+void traced(void *arg);
+void traced(void *arg)
+{
+    (void)arg;
+    CHECK_OK(gmp_labels_set("user", "bob"));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(gmp_yield());
+    gmp_wg_done(&wg);
+}
+
 static void ends(void *arg)
 {
     (void)arg;
@@ -224,5 +235,19 @@ int main(void)
     long after = rss_kib();
     printf("labels: RSS %ld KiB before 200,000 changes, %ld KiB after\n", before, after);
     CHECK(after - before < 4096);
+
+    /* 7. The trace. */
+    CHECK_OK(gmp_trace_start("labels-trace.json"));
+    CHECK_OK(gmp_wg_add(&wg, 1));
+    CHECK(gmp_go(traced, NULL) > 0);
+    gmp_wg_wait(&wg);
+    CHECK_OK(gmp_trace_stop());
+    FILE *f = fopen("labels-trace.json", "r");
+    CHECK(f != NULL);
+    static char json[1 << 20];
+    size_t got = fread(json, 1, sizeof json - 1, f);
+    fclose(f);
+    json[got] = 0;
+    CHECK(strstr(json, "\"entry\":\"traced\",\"labels\":{\"user\":\"bob\"}}") != NULL);
     return 0;
 }

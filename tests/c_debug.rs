@@ -687,7 +687,10 @@ fn metrics_window() {
 /// clean, the dump shows them escaped, and 200,000 changes keep RSS flat.
 #[test]
 fn labels() {
-    expect_success("labels", &[("GMP_MAXPROCS", "2")]);
+    // -rdynamic: the trace names the labelled goroutine's slices after its function.
+    let o = run_c_frames("labels", &[], &[("GMP_MAXPROCS", "2")]);
+    assert!(o.status.success(), "{}", o.report("labels failed"));
+    print!("{}", o.stdout);
 }
 
 // ---- stack high-water marks ----

@@ -71,7 +71,6 @@ const RT_FLOORS: &[&[&str]] = &[
         "tsan",
         "schedlat",
         "stackhwm",
-        "labels",
         "hookflags",
         "threads",
         "foreignwait",
@@ -81,6 +80,7 @@ const RT_FLOORS: &[&[&str]] = &[
         "taskfile",
         "coarsetime",
         "traceevent",
+        "labels",
     ],
 ];
 

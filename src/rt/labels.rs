@@ -244,3 +244,54 @@ pub(crate) fn pairs_of(text: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         Some((k, parts.next().unwrap_or(&[])))
     })
 }
+
+/// A reference to `g`'s set for the execution trace (null: none), which the trace's
+/// writer gives back with [`release_set`] once it has written it.
+///
+/// # Safety
+/// On `g`'s M, which runs it (`execute`).
+pub(crate) unsafe fn retained_of(g: &G) -> *mut LabelSet {
+    // SAFETY: caller contract.
+    let s = unsafe { g.ext_if_any().map_or(null_mut(), |e| e.labels.get()) };
+    if !s.is_null() {
+        retain(s);
+    }
+    s
+}
+
+/// Gives back a reference [`retained_of`] took.
+pub(crate) fn release_set(s: *mut LabelSet) {
+    release(s);
+}
+
+/// `s`'s labels as a JSON object (`{"key":"value",…}`), bytes that are not UTF-8 replaced.
+///
+/// # Safety
+/// The caller holds a reference to `s` (not null).
+pub(crate) unsafe fn json_of(s: *mut LabelSet) -> String {
+    let mut out = String::from("{");
+    // SAFETY: caller contract.
+    for (i, (k, v)) in unsafe { (*s).pairs() }.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json_str(&mut out, k);
+        out.push(':');
+        json_str(&mut out, v);
+    }
+    out.push('}');
+    out
+}
+
+fn json_str(out: &mut String, b: &[u8]) {
+    out.push('"');
+    for c in String::from_utf8_lossy(b).chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}

@@ -121,6 +121,8 @@ struct Json {
     /// M tracks.
     open_p: HashMap<u32, u64>,
     open_m: HashMap<u32, u64>,
+    /// The labels (a JSON object) of the goroutines whose next start gets them.
+    labels: HashMap<u64, String>,
     seen_m: std::collections::HashSet<u32>,
     seen_p: std::collections::HashSet<u32>,
 }
@@ -262,9 +264,20 @@ impl Json {
                     .u(e.a)
                     .s(r#","entry":""#)
                     .s(&name)
-                    .s(r#""}}"#);
+                    .s(r#"""#);
+                if let Some(l) = self.labels.remove(&e.a) {
+                    self.line.s(r#","labels":"#).s(&l);
+                }
+                self.line.s(r#"}}"#);
                 self.flush_line();
                 self.open_p.insert(t, e.a);
+            }
+            kind::LABELS => {
+                let s = e.b as usize as *mut labels::LabelSet;
+                // SAFETY: the event carries a reference to the set (traceevent::go_start).
+                let json = unsafe { labels::json_of(s) };
+                labels::release_set(s);
+                self.labels.insert(e.a, json);
             }
             kind::GO_STOP => {
                 // Nothing open: the run started before the trace did (left out).
@@ -383,6 +396,7 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
         line: Line::default(),
         open_p: HashMap::new(),
         open_m: HashMap::new(),
+        labels: HashMap::new(),
         seen_m: Default::default(),
         seen_p: Default::default(),
     };
@@ -416,7 +430,14 @@ fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i
         batch.clear();
         batch.append(&mut later);
         drain_all(&mut batch);
-        batch.retain(|e| e.ts >= start);
+        batch.retain(|e| {
+            let keep = e.ts >= start;
+            if !keep && e.kind == kind::LABELS {
+                // A late producer's: its reference is given back unwritten.
+                labels::release_set(e.b as usize as *mut labels::LabelSet);
+            }
+            keep
+        });
         batch.sort_by_key(|e| e.ts);
         let now_part = batch.partition_point(|e| e.ts < cut);
         later.extend_from_slice(&batch[now_part..]);

@@ -55,6 +55,8 @@ pub(crate) mod kind {
     pub(crate) const HANDOFF: u8 = 7; // a = P
     pub(crate) const SYSCALL_BEGIN: u8 = 8; // M track; a = goid
     pub(crate) const SYSCALL_END: u8 = 9; // M track; a = goid
+    // a = goid, b = a reference to its label set (labels.rs), which the writer gives back
+    pub(crate) const LABELS: u8 = 10;
 }
 
 /// Why a run ended (`GO_STOP`'s b).
@@ -90,18 +92,20 @@ impl Ring {
     /// Producer side. The caller is the ring's one producer. A full ring makes it wait
     /// for the writer (yielding the CPU to it): a trace with holes would break its slices;
     /// only a trace that stops meanwhile drops the event.
-    pub(super) fn push(&self, e: Ev) {
+    /// Returns false if the event was dropped (the ring is full and the trace stopped).
+    pub(super) fn push(&self, e: Ev) -> bool {
         let t = self.tail.load(Ordering::Relaxed);
         while t - self.head.load(Ordering::Acquire) == RING {
             if !on() {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
-                return;
+                return false;
             }
             crate::sys::osyield();
         }
         // SAFETY: slot t is outside [head, tail): the consumer does not read it.
         unsafe { *self.buf[t % RING].get() = e };
         self.tail.store(t + 1, Ordering::Release);
+        true
     }
     /// Consumer side (the writer thread).
     pub(super) fn drain(&self, out: &mut Vec<Ev>) {
@@ -169,7 +173,7 @@ pub(super) fn shared() -> &'static Ring {
 /// track, through the P's ring when the thread holds a P, else the shared ring.
 #[cold]
 #[inline(never)]
-pub(crate) fn emit(k: u8, track: Option<u32>, a: u64, b: u64) {
+pub(crate) fn emit(k: u8, track: Option<u32>, a: u64, b: u64) -> bool {
     let m = getm();
     // SAFETY: a non-null TLS slot is this thread's live M.
     let pp = if m.is_null() {
@@ -188,7 +192,7 @@ pub(crate) fn emit(k: u8, track: Option<u32>, a: u64, b: u64) {
             a,
             b,
         };
-        ring_for(id).push(e);
+        ring_for(id).push(e)
     } else {
         let e = Ev {
             ts,
@@ -199,8 +203,9 @@ pub(crate) fn emit(k: u8, track: Option<u32>, a: u64, b: u64) {
         };
         let r = shared();
         SHARED_LOCK.lock();
-        r.push(e);
+        let pushed = r.push(e);
         SHARED_LOCK.unlock();
+        pushed
     }
 }
 
@@ -210,6 +215,12 @@ pub(crate) fn emit(k: u8, track: Option<u32>, a: u64, b: u64) {
 pub(crate) fn go_start(g: &G) {
     // SAFETY: the caller (execute, exitsyscall) owns g, so its entry is stable.
     let entry = unsafe { g.entry.get() }.map_or(0, |f| f as usize as u64);
+    // The labels go just before the start, whose slice the writer gives them to.
+    // SAFETY: as above: g runs on this M.
+    let l = unsafe { labels::retained_of(g) };
+    if !l.is_null() && !emit(kind::LABELS, None, g.goid(), l as u64) {
+        labels::release_set(l);
+    }
     emit(kind::GO_START, None, g.goid(), entry);
 }
 
