@@ -813,17 +813,29 @@ mod loom_tests {
     use crate::loom::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
     use crate::loom::sync::{Arc, Condvar, Mutex};
 
+    /// What the waker watches (it waits, never spins, in a model).
+    #[derive(Default)]
+    struct Events {
+        /// Ms that became the timer M.
+        became: usize,
+        /// Ms done with their one sleep.
+        done: usize,
+        /// Ms asleep in `epoll_wait` with nothing readable.
+        asleep: usize,
+    }
+
     struct Poller {
         timer_m: AtomicUsize,
         owed: AtomicI32,
         pending: AtomicBool,
-        /// The eventfd's readiness, and `epoll_wait`'s waiters.
-        readable: Mutex<bool>,
+        /// The eventfd's readiness (and, at the end of a run, the order to give up), and
+        /// `epoll_wait`'s waiters.
+        readable: Mutex<(bool, bool)>,
         cv: Condvar,
-        /// What the waker waits for (no spinning in a model): Ms that became the timer M,
-        /// and Ms done with their one sleep.
-        events: Mutex<(usize, usize)>,
+        events: Mutex<Events>,
         ev: Condvar,
+        /// An M left `epoll_wait` only because the run ended: nothing would have woken it.
+        stranded: AtomicBool,
     }
 
     impl Poller {
@@ -838,11 +850,11 @@ mod loom_tests {
             {
                 return;
             }
-            *self.readable.lock().unwrap() = true;
+            self.readable.lock().unwrap().0 = true;
             self.cv.notify_one();
         }
 
-        fn event(&self, f: impl FnOnce(&mut (usize, usize))) {
+        fn event(&self, f: impl FnOnce(&mut Events)) {
             f(&mut self.events.lock().unwrap());
             self.ev.notify_all();
         }
@@ -854,14 +866,20 @@ mod loom_tests {
                 .compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
             {
-                self.event(|e| e.0 += 1);
+                self.event(|e| e.became += 1);
                 let claimed = self.timer_m.load(Ordering::SeqCst) != me;
                 let mut r = self.readable.lock().unwrap();
                 if !claimed {
-                    while !*r {
+                    while !r.0 {
+                        if r.1 {
+                            self.stranded.store(true, Ordering::Relaxed);
+                            break;
+                        }
+                        self.event(|e| e.asleep += 1);
                         r = self.cv.wait(r).unwrap();
+                        self.event(|e| e.asleep -= 1);
                     }
-                    *r = false;
+                    r.0 = false;
                     self.pending.store(false, Ordering::SeqCst);
                 }
                 drop(r);
@@ -876,7 +894,7 @@ mod loom_tests {
                     self.netpoll_break();
                 }
             }
-            self.event(|e| e.1 += 1);
+            self.event(|e| e.done += 1);
         }
 
         /// `wake_timer_m_if` for whichever M is the timer M.
@@ -894,16 +912,21 @@ mod loom_tests {
         }
     }
 
+    /// Two Ms sleep as the timer M in turn; a waker claims each timer M it sees appear (work
+    /// queued that only it can run). The run ends when both Ms are done, or when every M
+    /// not done sleeps in `epoll_wait` with no break pending and nothing left to claim:
+    /// then those Ms are told to give up, and one that does is stranded.
     fn two_claimed_sleeps(repass: bool) {
         model(move || {
             let p = Arc::new(Poller {
                 timer_m: AtomicUsize::new(0),
                 owed: AtomicI32::new(0),
                 pending: AtomicBool::new(false),
-                readable: Mutex::new(false),
+                readable: Mutex::new((false, false)),
                 cv: Condvar::new(),
-                events: Mutex::new((0, 0)),
+                events: Mutex::new(Events::default()),
                 ev: Condvar::new(),
+                stranded: AtomicBool::new(false),
             });
             let ms: Vec<_> = (1..=2)
                 .map(|me| {
@@ -911,35 +934,55 @@ mod loom_tests {
                     crate::loom::thread::spawn(move || p.sleep_as_timer_m(me, repass))
                 })
                 .collect();
-            // A waker claims the timer M each time one appears (work was queued that only
-            // it can run), until both Ms are done with their sleep.
             let mut claims = 0;
             loop {
                 let mut e = p.events.lock().unwrap();
-                while e.0 == claims && e.1 < 2 {
+                let stuck = loop {
+                    if e.done == 2 {
+                        break false;
+                    }
+                    if e.became > claims {
+                        break false;
+                    }
+                    if e.done + e.asleep == 2 && !p.pending.load(Ordering::SeqCst) {
+                        break true;
+                    }
                     e = p.ev.wait(e).unwrap();
-                }
-                if e.1 == 2 {
+                };
+                if e.done == 2 {
                     break;
                 }
-                claims = e.0;
+                if stuck {
+                    drop(e);
+                    p.readable.lock().unwrap().1 = true;
+                    p.cv.notify_all();
+                    break;
+                }
+                claims = e.became;
                 drop(e);
                 p.claim();
             }
             for m in ms {
                 m.join().unwrap();
             }
+            assert!(
+                !p.stranded.load(Ordering::Relaxed),
+                "a claimed timer M sleeps on in epoll_wait"
+            );
         });
     }
 
-    /// Two Ms in turn become the timer M and are claimed while the first has not left the
-    /// poll: the two breaks coalesce into one, which one M takes. Every M leaves, because
-    /// the one that leaves breaks the poll again while a claimed M is owed a break. Without
-    /// that second break (`repass` false) loom finds the other claimed M asleep in
-    /// `epoll_wait` for good and reports a deadlock, which aborts the test process rather
-    /// than failing one test, so that form is not kept as a test.
+    /// The two claims' breaks coalesce into one, which one M takes. Every M leaves, because
+    /// the one that leaves breaks the poll again while a claimed M is owed a break.
     #[test]
     fn every_claimed_timer_m_leaves_the_poll() {
         two_claimed_sleeps(true);
+    }
+
+    /// Without that second break the other claimed M sleeps on: the model must find it.
+    #[test]
+    #[should_panic(expected = "a claimed timer M sleeps on")]
+    fn every_claimed_timer_m_broken_without_the_second_break() {
+        two_claimed_sleeps(false);
     }
 }
