@@ -151,38 +151,35 @@ impl Out {
     }
 }
 
-/// Reads the u32 at `addr` without faulting.
-pub(crate) fn read_u32(addr: usize) -> Option<u32> {
-    let mut v = 0u32;
+/// Fills `buf` from `addr` without faulting (process_vm_readv on our own process): false
+/// if any of it is not mapped.
+fn read_bytes(addr: usize, buf: &mut [u8]) -> bool {
     let local = libc::iovec {
-        iov_base: (&raw mut v).cast(),
-        iov_len: 4,
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
     };
     let remote = libc::iovec {
         iov_base: addr as *mut c_void,
-        iov_len: 4,
-    };
-    // SAFETY: as in `read_words`.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    (n == 4).then_some(v)
-}
-
-/// Reads `N` words at `addr` without faulting (process_vm_readv on our own process):
-/// None if any of it is not mapped.
-fn read_words<const N: usize>(addr: usize) -> Option<[usize; N]> {
-    let mut w = [0usize; N];
-    let local = libc::iovec {
-        iov_base: w.as_mut_ptr().cast(),
-        iov_len: N * 8,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut c_void,
-        iov_len: N * 8,
+        iov_len: buf.len(),
     };
     // SAFETY: both iovecs describe valid ranges of the sizes given (the remote one is
     // checked by the kernel, which returns EFAULT instead of faulting).
     let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    (n == (N * 8) as isize).then_some(w)
+    n == buf.len() as isize
+}
+
+/// Reads the u32 at `addr` without faulting.
+pub(crate) fn read_u32(addr: usize) -> Option<u32> {
+    let mut v = [0u8; 4];
+    read_bytes(addr, &mut v).then(|| u32::from_ne_bytes(v))
+}
+
+/// Reads `N` words at `addr` without faulting: None if any of it is not mapped.
+fn read_words<const N: usize>(addr: usize) -> Option<[usize; N]> {
+    let mut w = [0usize; N];
+    // SAFETY: the words' bytes, a plain-data view of the array for the copy.
+    let bytes = unsafe { core::slice::from_raw_parts_mut(w.as_mut_ptr().cast::<u8>(), N * 8) };
+    read_bytes(addr, bytes).then_some(w)
 }
 
 #[repr(C)]
@@ -413,17 +410,11 @@ fn labels_racy(g: &G, buf: &mut [u8]) -> usize {
         return 0;
     };
     let n = len.min(buf.len());
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: n,
-    };
-    let remote = libc::iovec {
-        iov_base: (p + labels::TEXT_OFFSET) as *mut c_void,
-        iov_len: n,
-    };
-    // SAFETY: as in `read_words`.
-    let r = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    if r == n as isize { n } else { 0 }
+    if read_bytes(p + labels::TEXT_OFFSET, &mut buf[..n]) {
+        n
+    } else {
+        0
+    }
 }
 
 /// One goroutine's record. `self_fp`: the caller's frame pointer when `g` is the calling
@@ -534,7 +525,7 @@ pub(crate) fn dump_all(out: &mut Out) {
 /// `  name: 112 KiB of 256 KiB (37 goroutines)`. Nothing when none was measured.
 /// Async-signal-safe.
 fn dump_stack_marks(out: &mut Out) {
-    let (samples, _, _) = stackhwm::totals();
+    let (samples, _, dropped) = stackhwm::totals();
     if samples == 0 {
         return;
     }
@@ -562,6 +553,11 @@ fn dump_stack_marks(out: &mut Out) {
             " goroutines)\n"
         });
     });
+    if dropped != 0 {
+        out.str("  (");
+        out.dec(dropped);
+        out.str(" goroutines of start functions the table had no room for)\n");
+    }
     out.str("\n");
 }
 

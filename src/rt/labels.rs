@@ -64,11 +64,7 @@ impl LabelSet {
 
     /// The pairs, in key order.
     fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        let mut parts = self.text().split(|&b| b == 0);
-        core::iter::from_fn(move || {
-            let k = parts.next().filter(|k| !k.is_empty())?;
-            Some((k, parts.next()?))
-        })
+        pairs_of(self.text())
     }
 }
 

@@ -196,6 +196,7 @@ pub struct Stats {
 /// (as many as fit); returns how many lengths were written. For a started runtime
 /// (`rt::init`): before, every figure reads zero.
 pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
+    let (stack_samples, stack_high_water, _) = stackhwm::totals();
     *out = Stats {
         gomaxprocs: SCHED.gomaxprocs.load(Ordering::Relaxed),
         idleprocs: SCHED.npidle.load(Ordering::Relaxed),
@@ -223,8 +224,8 @@ pub fn stats(out: &mut Stats, runq_lens: &mut [u32]) -> usize {
         unseen_signals: super::unseen::LOOKS_SIGNALLED.load(Ordering::Relaxed),
         unseen_wrapped: super::unseen::WRAPPED.load(Ordering::Relaxed),
         deferred_closes: netpoll::DEFERRED_CLOSES.load(Ordering::Relaxed),
-        stack_samples: stackhwm::totals().0,
-        stack_high_water: stackhwm::totals().1 as u64,
+        stack_samples,
+        stack_high_water: stack_high_water as u64,
     };
     let mut n = 0;
     for (slot, p) in runq_lens.iter_mut().zip(procs()) {
