@@ -126,7 +126,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "traced") == 0) {
         for (int i = 0; i < 10; i++) {
-            CHECK_OK(gmp_trace_start("deadlock-trace.json"));
+            CHECK_OK(gmp_trace_start("deadlock.trace"));
             if (i < 9)
                 CHECK_OK(gmp_trace_stop());
         }

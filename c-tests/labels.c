@@ -236,18 +236,11 @@ int main(void)
     printf("labels: RSS %ld KiB before 200,000 changes, %ld KiB after\n", before, after);
     CHECK(after - before < 4096);
 
-    /* 7. The trace. */
-    CHECK_OK(gmp_trace_start("labels-trace.json"));
+    /* 7. The trace (tests/c_debug.rs checks the labelled slices in labels.trace). */
+    CHECK_OK(gmp_trace_start("labels.trace"));
     CHECK_OK(gmp_wg_add(&wg, 1));
     CHECK(gmp_go(traced, NULL) > 0);
     gmp_wg_wait(&wg);
     CHECK_OK(gmp_trace_stop());
-    FILE *f = fopen("labels-trace.json", "r");
-    CHECK(f != NULL);
-    static char json[1 << 20];
-    size_t got = fread(json, 1, sizeof json - 1, f);
-    fclose(f);
-    json[got] = 0;
-    CHECK(strstr(json, "\"entry\":\"traced\",\"labels\":{\"user\":\"bob\"}}") != NULL);
     return 0;
 }

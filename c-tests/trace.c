@@ -4,7 +4,7 @@
  * Runs a workload that makes every kind of event -- spawns (from C main and from
  * goroutines), channel ping-pong (unparks), yields, blocking calls long enough for sysmon
  * to hand their P off, and more goroutines than Ps (steals) -- between gmp_trace_start(argv[1])
- * and gmp_trace_stop() (argv[1], default trace.json). tests/c_debug.rs then checks the
+ * and gmp_trace_stop() (argv[1], default trace.trace). tests/c_debug.rs then checks the
  * file with scripts/check-trace.py. With argv[2] = "env", the trace comes from GMP_TRACE
  * and ends at exit instead.
  */
@@ -69,7 +69,7 @@ void trace_worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    const char *path = argc >= 2 ? argv[1] : "trace.json";
+    const char *path = argc >= 2 ? argv[1] : "trace.trace";
     int from_env = argc >= 3 && strcmp(argv[2], "env") == 0;
     if (!from_env) {
         CHECK_EQ(gmp_trace_start(NULL), -EINVAL);

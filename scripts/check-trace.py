@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks an execution trace written by libgmp (GMP_TRACE / gmp_trace_start).
 
-    python3 scripts/check-trace.py TRACE.json
+    python3 scripts/check-trace.py TRACE
 
+TRACE is the binary file (turned into JSON by scripts/trace2json.py first) or its JSON.
 Parses the Chrome trace-event JSON and checks the invariants of the format we write:
   - on every track (pid, tid), in time order, B and E alternate: every slice ends, and no
     two slices overlap on one P (nor two syscalls on one M); an E names the goroutine of
@@ -13,14 +14,26 @@ Prints one JSON line of counts (slices, spawns, unparks, steals, preempts, sysca
 handoffs, counters, tracks) on success; exits 1 with the first violations otherwise.
 Python 3 standard library only.
 """
+import io
 import json
+import os
 import sys
 from collections import defaultdict
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace2json  # noqa: E402
+
 
 def main(path):
-    with open(path) as f:
-        doc = json.load(f)
+    with open(path, "rb") as f:
+        binary = f.read(8) == trace2json.MAGIC
+    if binary:
+        text = io.StringIO()
+        trace2json.to_json(trace2json.load(path), text)
+        doc = json.loads(text.getvalue())
+    else:
+        with open(path) as f:
+            doc = json.load(f)
     evs = doc["traceEvents"]
     errors = []
     tracks = defaultdict(list)

@@ -3,7 +3,9 @@
 what ui.perfetto.dev shows: one row per P with a box per goroutine run, one row per M
 with its blocking calls, and ticks for unparks, steals and hand-offs).
 
-    python3 scripts/trace-svg.py TRACE.json OUT.svg [--from MS] [--ms WINDOW]
+    python3 scripts/trace-svg.py TRACE OUT.svg [--from MS] [--ms WINDOW]
+
+TRACE: the binary file (read through scripts/trace2json.py) or its JSON.
 
 Python 3 standard library only.
 """
@@ -11,7 +13,13 @@ import argparse
 import colorsys
 import hashlib
 import html
+import io
 import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace2json  # noqa: E402
 
 
 def colour(name):
@@ -27,7 +35,15 @@ def main():
     ap.add_argument("--from", dest="start", type=float, default=None, help="ms")
     ap.add_argument("--ms", type=float, default=2.0, help="window in ms")
     a = ap.parse_args()
-    evs = json.load(open(a.trace))["traceEvents"]
+    with open(a.trace, "rb") as f:
+        binary = f.read(8) == trace2json.MAGIC
+    if binary:
+        text = io.StringIO()
+        trace2json.to_json(trace2json.load(a.trace), text)
+        evs = json.loads(text.getvalue())["traceEvents"]
+    else:
+        with open(a.trace) as f:
+            evs = json.load(f)["traceEvents"]
     runs = [e for e in evs if e.get("ph") in ("B", "E")]
     t0 = a.start * 1000 if a.start is not None else min(e["ts"] for e in runs if e["ph"] == "B")
     t1 = t0 + a.ms * 1000

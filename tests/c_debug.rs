@@ -691,6 +691,11 @@ fn labels() {
     let o = run_c_frames("labels", &[], &[("GMP_MAXPROCS", "2")]);
     assert!(o.status.success(), "{}", o.report("labels failed"));
     print!("{}", o.stdout);
+    let json = trace_json(&out_dir().join("labels.trace"));
+    assert!(
+        json.contains(r#""entry":"traced","labels":{"user":"bob"}}"#),
+        "the labelled goroutine's slices lack its labels"
+    );
 }
 
 // ---- stack high-water marks ----
@@ -820,6 +825,21 @@ fn leak_report_abort() {
 
 // ---- execution trace ----
 
+/// The execution trace at `path` as JSON (scripts/trace2json.py).
+fn trace_json(path: &Path) -> String {
+    let mut cmd = Command::new("python3");
+    cmd.arg(manifest_dir().join("scripts/trace2json.py"))
+        .arg(path)
+        .arg("-");
+    let o = run_with_timeout(cmd, "trace2json.py");
+    assert!(
+        o.status.success(),
+        "{}",
+        o.report(&format!("trace2json.py {} failed", path.display()))
+    );
+    o.stdout
+}
+
 /// Runs scripts/check-trace.py on `path`; returns its counts (`name -> n`).
 fn check_trace(path: &Path) -> std::collections::HashMap<String, u64> {
     let mut cmd = Command::new("python3");
@@ -862,7 +882,7 @@ fn assert_trace_counts(counts: &std::collections::HashMap<String, u64>, what: &s
 
 #[test]
 fn trace_api() {
-    let path = out_dir().join("trace_api.json");
+    let path = out_dir().join("trace_api.trace");
     let _ = std::fs::remove_file(&path);
     let p = path.to_str().expect("utf-8 path");
     let o = run_c_frames("trace", &[p], &[("GMP_MAXPROCS", "2")]);
@@ -877,7 +897,7 @@ fn trace_api() {
 
 #[test]
 fn trace_env() {
-    let path = out_dir().join("trace_env.json");
+    let path = out_dir().join("trace_env.trace");
     let _ = std::fs::remove_file(&path);
     let p = path.to_str().expect("utf-8 path");
     let o = run_c_frames(
@@ -891,6 +911,153 @@ fn trace_env() {
         o.report("trace (GMP_TRACE) failed")
     );
     assert_trace_counts(&check_trace(&path), "GMP_TRACE");
+}
+
+// ---- the flight recorder ----
+
+/// A fresh directory for automatic flight writes.
+fn flight_dir(name: &str) -> std::path::PathBuf {
+    let d = out_dir().join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("mkdir");
+    d
+}
+
+/// The windows written into `dir`, as JSON.
+fn flight_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .expect("the flight directory")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("gmp-flight-") && n.ends_with(".trace"))
+        })
+        .collect();
+    v.sort();
+    v.iter().map(|p| trace_json(p)).collect()
+}
+
+/// The API's errors; a 1 MiB recorder after far more than 1 MiB of events holds the
+/// newest: every run of the labelled `late` goroutines, with their labels, and only the
+/// end of the `early` ones.
+#[test]
+fn flight_api() {
+    let path = out_dir().join("flight-api.trace");
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("utf-8 path");
+    let o = run_c_frames("flight", &["api", p], &[("GMP_MAXPROCS", "2")]);
+    assert!(o.status.success(), "{}", o.report("flight api failed"));
+    let size = std::fs::metadata(&path).expect("the window").len();
+    assert!(
+        size <= (1 << 20) + (1 << 16),
+        "a 1 MiB recorder wrote {size} bytes"
+    );
+    let counts = check_trace(&path);
+    let json = trace_json(&path);
+    let late = json.matches(r#""entry":"late""#).count();
+    let labelled = json
+        .matches(r#""entry":"late","labels":{"phase":"late"}"#)
+        .count();
+    let early = json.matches(r#""entry":"early""#).count();
+    // 2,000 round trips: each of the two goroutines runs at least 2,000 times.
+    assert!(late >= 4000, "late runs {late}, counts {counts:?}");
+    assert!(
+        labelled + 2 >= late,
+        "late runs {late}, labelled {labelled}"
+    );
+    assert!(early < 100_000, "early runs {early}: the oldest were kept");
+}
+
+/// SIGQUIT writes the window beside the dump.
+#[test]
+fn flight_sigquit() {
+    let dir = flight_dir("flight-sigquit");
+    let d = dir.to_str().expect("utf-8 path");
+    let o = run_c_frames(
+        "flight",
+        &["sigquit"],
+        &[("GMP_TRACE", "flight"), ("GMP_TRACE_DIR", d)],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", o.report("SIGQUIT exits 2"));
+    assert!(
+        o.stderr.contains("SIGQUIT: quit"),
+        "{}",
+        o.report("no dump")
+    );
+    assert!(
+        o.stderr.contains("gmp: flight recorder (SIGQUIT): wrote "),
+        "{}",
+        o.report("no window written")
+    );
+    let files = flight_files(&dir);
+    assert_eq!(files.len(), 1, "{}", o.report("one window"));
+    assert!(
+        files[0].contains(r#""entry":"late""#),
+        "the window lacks the runs"
+    );
+    assert!(
+        files[0].contains(r#""written_on":"SIGQUIT""#),
+        "the window lacks its reason"
+    );
+}
+
+/// A goroutine that waits runnable longer than GMP_TRACE_LATENCY makes the recorder
+/// write its window.
+#[test]
+fn flight_latency() {
+    let dir = flight_dir("flight-latency");
+    let d = dir.to_str().expect("utf-8 path");
+    let o = run_c_frames(
+        "flight",
+        &["latency"],
+        &[
+            ("GMP_TRACE", "flight:5:4"),
+            ("GMP_TRACE_LATENCY", "5ms"),
+            ("GMP_TRACE_DIR", d),
+            ("GMP_MAXPROCS", "1"),
+        ],
+    );
+    assert!(o.status.success(), "{}", o.report("flight latency failed"));
+    assert!(
+        o.stderr.contains("gmp: flight recorder (latency): wrote "),
+        "{}",
+        o.report("no window announced")
+    );
+    let files = flight_files(&dir);
+    assert!(!files.is_empty());
+    assert!(
+        files[0].contains(r#""entry":"hog""#),
+        "the window lacks the hog"
+    );
+}
+
+/// A deadlock report writes the window too.
+#[test]
+fn flight_deadlock() {
+    let dir = flight_dir("flight-deadlock");
+    let d = dir.to_str().expect("utf-8 path");
+    let o = run_c_frames(
+        "deadlock",
+        &["main_wg"],
+        &[
+            ("GMP_TRACE", "flight"),
+            ("GMP_TRACE_DIR", d),
+            ("GMP_MAXPROCS", "2"),
+        ],
+    );
+    expect_deadlock_report(&o);
+    assert!(
+        o.stderr.contains("gmp: flight recorder (deadlock): wrote "),
+        "{}",
+        o.report("no window written")
+    );
+    let files = flight_files(&dir);
+    assert_eq!(files.len(), 1);
+    assert!(
+        files[0].contains(r#""entry":"wait_forever""#),
+        "the window lacks the goroutines"
+    );
 }
 
 /// Runs the torture test (seed, milliseconds, GOMAXPROCS 2) with tracing on into `file`
@@ -923,7 +1090,7 @@ fn traced_torture(
 /// trace passes the same checks.
 #[test]
 fn torture_traced() {
-    let counts = traced_torture("torture_trace.json", "505", "2000", &[]);
+    let counts = traced_torture("torture.trace", "505", "2000", &[]);
     assert!(
         counts.get("slices").copied().unwrap_or(0) >= 1000,
         "{counts:?}"
@@ -938,7 +1105,7 @@ fn torture_traced() {
 #[test]
 fn torture_traced_slow_writer() {
     let counts = traced_torture(
-        "torture_trace_slow.json",
+        "torture_slow.trace",
         "606",
         "1500",
         &[("GMP_DEBUG", "tracedraindelay=300")],

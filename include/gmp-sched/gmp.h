@@ -769,14 +769,16 @@ int gmp_select(struct gmp_select_case *cases, size_t n, int64_t timeout_ns);
 int gmp_dump(int fd);
 
 /*
- Starts writing an execution trace to the file at `path` (created or truncated): Chrome
- trace-event JSON, which ui.perfetto.dev and chrome://tracing open. One track per P with
- a slice for each goroutine run (named after its entry function), instants for spawns,
- unparks (with the waker), steals, preemptions and syscall hand-offs, one track per
- thread with its blocking calls, and counters (runnable goroutines, idle Ps, threads).
- `GMP_TRACE=path` starts one when the runtime starts (finished at exit). Returns 0,
- -EINVAL if `path` is NULL or not UTF-8, -EBUSY if a trace is running, or the negative
- errno of creating the file.
+ Starts writing an execution trace to the file at `path` (created or truncated), in
+ libgmp's compact binary form; `scripts/trace2json.py` (installed as `gmp-trace2json`)
+ turns it into Chrome trace-event JSON, which ui.perfetto.dev and chrome://tracing open.
+ One track per P with a slice for each goroutine run (named after its entry function,
+ with its labels), instants for spawns, unparks (with the waker), steals, preemptions
+ and syscall hand-offs, one track per thread with its blocking calls, and counters
+ (runnable goroutines, idle Ps, threads). `GMP_TRACE=path` starts one when the runtime
+ starts (finished at exit). Returns 0, -EINVAL if `path` is NULL or not UTF-8, -EBUSY
+ if a trace or the flight recorder is running, or the negative errno of creating the
+ file.
 
  # Safety
  `path` is NULL or a NUL-terminated string.
@@ -788,6 +790,40 @@ int gmp_trace_start(const char *path);
  still open end at this moment). Returns 0, or -EINVAL if no trace is running.
  */
 int gmp_trace_stop(void);
+
+/*
+ Starts the flight recorder (Go's `trace.FlightRecorder`): the execution trace's
+ events are kept in memory, the oldest overwritten, holding at least the last `seconds`
+ seconds (0: 10) within `mib` MiB (0: 16; at most 1024), until `gmp_trace_flight_write`
+ writes them. `GMP_TRACE=flight[:SECONDS[:MIB]]` starts it when the runtime starts.
+ While it runs, SIGQUIT (beside the goroutine dump) and a deadlock report also write
+ the window, to `gmp-flight-PID-N.trace` in `GMP_TRACE_DIR` (default: the current
+ directory). Returns 0, or -EBUSY if a trace or the flight recorder is running.
+ */
+int gmp_trace_flight_start(uint32_t seconds, uint32_t mib);
+
+/*
+ Writes the flight recorder's window to file descriptor `fd`, in the execution trace's
+ binary form (`scripts/trace2json.py` converts it); the recorder keeps running. Returns
+ 0, -EBADF if fd is negative, -EINVAL if the flight recorder is not running, or the
+ negative errno of a failed write.
+ */
+int gmp_trace_flight_write(int fd);
+
+/*
+ Makes the flight recorder write its window (to a file, as on SIGQUIT) when a goroutine
+ waited longer than `ns` nanoseconds from runnable to running; at most one such file a
+ window. 0 turns it off. `GMP_TRACE_LATENCY=50ms` sets it at start-up. While it is on,
+ every wait is timed: a switch costs two clock reads more. Returns 0, or -EINVAL if `ns`
+ is negative.
+ */
+int gmp_trace_flight_latency(int64_t ns);
+
+/*
+ Stops the flight recorder; what it held is dropped. Returns 0, or -EINVAL if it is not
+ running.
+ */
+int gmp_trace_flight_stop(void);
 
 /*
  Sets what happens when the last handle of a channel is released while goroutines wait

@@ -222,6 +222,8 @@ fn report() -> ! {
     out.str("gmp: all goroutines are asleep - deadlock!\n\n");
     explain_held(&mut out);
     super::dump::dump_all(&mut out);
+    out.flush();
+    super::trace::flight_auto(b"deadlock");
     // stdio buffers of the program (its output so far), then exit without running
     // atexit handlers or destructors over objects that parked goroutines still use.
     // SAFETY: fflush(NULL) flushes every open stream; _exit ends the process.

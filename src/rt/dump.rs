@@ -66,8 +66,9 @@ impl Out {
         Out::new(-1)
     }
 
-    pub(crate) fn captured(&self) -> String {
-        String::from_utf8_lossy(&self.buf[..self.len]).into_owned()
+    /// What `capture` collected, as bytes (no allocation).
+    pub(crate) fn captured_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 
     pub(crate) fn bytes(&mut self, mut b: &[u8]) {
@@ -599,6 +600,8 @@ extern "C" fn on_sigquit(_sig: c_int, _info: *mut libc::siginfo_t, _ctx: *mut c_
     let mut out = Out::new(2);
     out.str("SIGQUIT: quit\n\n");
     dump_all(&mut out);
+    out.flush();
+    super::trace::flight_auto(b"SIGQUIT");
     // SAFETY: _exit is async-signal-safe and ends the process.
     unsafe { libc::_exit(2) }
 }

@@ -126,6 +126,7 @@ fn replace(s: *mut LabelSet) {
             let e = (*g).ext();
             let old = e.labels.get();
             e.labels.set(s);
+            e.trace_seq.set(LABELS_CHANGED);
             old
         }
     };
@@ -241,53 +242,31 @@ pub(crate) fn pairs_of(text: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     })
 }
 
-/// A reference to `g`'s set for the execution trace (null: none), which the trace's
-/// writer gives back with [`release_set`] once it has written it.
+/// `GExt::trace_seq` after the goroutine's set changed: the execution trace writes it at
+/// the goroutine's next start (traceevent.rs).
+pub(crate) const LABELS_CHANGED: u64 = u64::MAX;
+
+/// The text of set `s` (`key\0value\0…`), cut after the last whole pair within `max`
+/// bytes, for the execution trace.
 ///
 /// # Safety
-/// On `g`'s M, which runs it (`execute`).
-pub(crate) unsafe fn retained_of(g: &G) -> *mut LabelSet {
+/// `s` is not null, and alive while the result is used (its goroutine holds it).
+pub(crate) unsafe fn text_cut<'a>(s: *mut LabelSet, max: usize) -> &'a [u8] {
     // SAFETY: caller contract.
-    let s = unsafe { g.ext_if_any().map_or(null_mut(), |e| e.labels.get()) };
-    if !s.is_null() {
-        retain(s);
+    let text = unsafe { (*s).text() };
+    if text.len() <= max {
+        return text;
     }
-    s
-}
-
-/// Gives back a reference [`retained_of`] took.
-pub(crate) fn release_set(s: *mut LabelSet) {
-    release(s);
-}
-
-/// `s`'s labels as a JSON object (`{"key":"value",…}`), bytes that are not UTF-8 replaced.
-///
-/// # Safety
-/// The caller holds a reference to `s` (not null).
-pub(crate) unsafe fn json_of(s: *mut LabelSet) -> String {
-    let mut out = String::from("{");
-    // SAFETY: caller contract.
-    for (i, (k, v)) in unsafe { (*s).pairs() }.enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        json_str(&mut out, k);
-        out.push(':');
-        json_str(&mut out, v);
-    }
-    out.push('}');
-    out
-}
-
-fn json_str(out: &mut String, b: &[u8]) {
-    out.push('"');
-    for c in String::from_utf8_lossy(b).chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
+    // The end of the last pair within `max`: every second NUL ends one.
+    let mut end = 0;
+    let mut nuls = 0;
+    for (i, &b) in text[..max].iter().enumerate() {
+        if b == 0 {
+            nuls += 1;
+            if nuls % 2 == 0 {
+                end = i + 1;
+            }
         }
     }
-    out.push('"');
+    &text[..end]
 }

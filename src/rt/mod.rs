@@ -338,6 +338,9 @@ pub struct GExt {
     pub tsan_fiber: Owned<usize>,
     /// Its labels (labels.rs), null for none. Owner: the G's M.
     pub(crate) labels: Owned<*mut labels::LabelSet>,
+    /// The trace chunk its labels were last written to (traceevent.rs), or
+    /// `labels::LABELS_CHANGED`. Owner: the G's M.
+    pub(crate) trace_seq: Owned<u64>,
 }
 
 // A G stays within 128 bytes (see `G::ext`).
@@ -388,6 +391,7 @@ impl G {
                     asan_fake: Owned::new(0),
                     tsan_fiber: Owned::new(0),
                     labels: Owned::new(core::ptr::null_mut()),
+                    trace_seq: Owned::new(0),
                 }));
                 self.ext.set(e);
             }

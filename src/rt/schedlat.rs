@@ -104,6 +104,17 @@ pub(crate) fn init() {
     }
 }
 
+/// The flight recorder's latency trigger (`trace::flight_latency`): every wait is timed,
+/// from now on, unless `GMP_DEBUG=schedlatency=off`.
+pub(crate) fn time_every_wait() {
+    if OFF.load(Ordering::Relaxed) {
+        return;
+    }
+    MASK.store(0, Ordering::Relaxed);
+    ALWAYS.store(true, Ordering::Relaxed);
+    hookflags::set(hookflags::SCHEDLAT, true);
+}
+
 /// The metrics were read: from now on sysmon opens timing windows, unless `GMP_DEBUG`
 /// turned the timing off.
 pub(crate) fn enable() {
@@ -191,6 +202,7 @@ pub(crate) fn running(m: &M, g: &G) {
         return;
     }
     let ns = crate::sys::nanotime().saturating_sub(stamp & !1).max(0) as u64;
+    super::trace::waited(ns);
     // SAFETY: Ps are never freed; the histogram is the holding M's (m's, on its thread).
     let h = unsafe { &(*pp).schedlat };
     let c = &h.counts[bucket_of(ns)];

@@ -1,103 +1,648 @@
-//! The execution trace (Go's `runtime/trace`, written as Chrome trace-event JSON so that
-//! ui.perfetto.dev and chrome://tracing open it): `GMP_TRACE=path`, `gmp_trace_start`,
-//! `gmp_trace_stop`.
+//! The execution trace (Go's `runtime/trace`) and its flight recorder (Go's
+//! `trace.FlightRecorder`): `GMP_TRACE=path` / `gmp_trace_start` stream every event to a
+//! file; `GMP_TRACE=flight[:SECONDS[:MIB]]` / `gmp_trace_flight_start` keep the newest
+//! events in memory and write the window on demand (`gmp_trace_flight_write`), on
+//! SIGQUIT beside the goroutine dump, on a deadlock report, and when a goroutine waited
+//! runnable longer than a threshold (`GMP_TRACE_LATENCY`, `gmp_trace_flight_latency`).
 //!
-//! **Recording** is traceevent.rs: per-P rings of 32-byte events, filled by the hooks.
+//! **Recording** is traceevent.rs: per-P chunks of binary events.
 //!
-//! **Writing.** A writer thread drains the rings every millisecond, sorts the batch by time and
-//! streams the events stamped before the drain began to the file, holding the rest for the
-//! next batch (memory stays flat: rings of `RING` events per P), with counters
-//! sampled at each drain (runnable goroutines, idle Ps, threads). Events recorded before
-//! the current trace started (a late event of an earlier trace) are dropped; at stop the
-//! writer ends every slice still open, then closes the JSON.
+//! **The file** is binary, written as recorded (formatting was the old JSON writer's
+//! bottleneck); `scripts/trace2json.py` turns it into the Chrome trace-event JSON that
+//! ui.perfetto.dev opens. Little-endian: the magic `gmptrace`, a u32 version, a u32 of
+//! flags (1: a flight recorder's window), a u64 window in nanoseconds; then records, each a
+//! tag byte:
+//! - `CLOCK`: u64 ticks, i64 nanoseconds — the same instant on the events' clock and on
+//!   CLOCK_MONOTONIC; the first is the trace's start, the last its end;
+//! - `CHUNK`: u32 slot (a P id, or 1024 for threads without a P), u64 sequence, u64 base
+//!   ticks, u32 offset, u32 length, then that many bytes of the chunk from that offset
+//!   (a chunk may come in several pieces, in order);
+//! - `NAME`: u64 pc, then the function's name up to a NUL;
+//! - `COUNTERS`: u64 ticks, u64 runnable goroutines, u64 idle Ps, u64 threads;
+//! - `NOTE`: text up to a NUL (why a flight recorder wrote);
+//! - `END`: u64 events dropped, and nothing after it.
 //!
-//! **What the file holds.** Process "Ps" (pid 1): one track per P; a slice per goroutine
-//! run, named after its entry function, with its id; instants `spawn` (new goroutine,
-//! parent), `unpark` (goroutine, waker: 0 for a thread outside the runtime), `steal`
-//! (victim P, count), `preempt`, `handoff` (sysmon gave away a P whose M is in a syscall);
-//! counters. Process "Ms" (pid 2): one track per M; a `syscall` slice per blocking call.
+//! **Streaming.** A writer thread, every millisecond, writes the chunks producers sealed
+//! (and frees them) and the part of each current chunk it has not written, with counters.
+//! At stop it writes the rest, the names of the goroutines' entry functions, and `END`.
+//!
+//! **Flight.** No writer runs; a write pins every chunk of the pool in turn and copies it
+//! (traceevent.rs), with no lock and no allocation, so the SIGQUIT handler can do it.
 
-use core::sync::atomic::Ordering;
-use std::collections::HashMap;
-use std::io::Write;
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::traceevent::*;
 use super::*;
 
-struct Writer {
-    done: std::sync::mpsc::Sender<()>,
-    thread: std::thread::JoinHandle<()>,
+pub(super) const MAGIC: &[u8; 8] = b"gmptrace";
+const VERSION: u32 = 1;
+const FLAG_FLIGHT: u32 = 1;
+
+mod rec {
+    pub(super) const CLOCK: u8 = 1;
+    pub(super) const CHUNK: u8 = 2;
+    pub(super) const NAME: u8 = 3;
+    pub(super) const COUNTERS: u8 = 4;
+    pub(super) const NOTE: u8 = 5;
+    pub(super) const END: u8 = 6;
 }
 
-static WRITER: Mutex<Option<Writer>> = Mutex::new(None);
+/// Flight recorder defaults (Go's `FlightRecorderConfig`: MinAge 10 s; a 16 MiB pool).
+pub(crate) const FLIGHT_SECONDS: u32 = 10;
+pub(crate) const FLIGHT_MIB: u32 = 16;
+/// The streaming trace's pool: what producers may run ahead of the writer.
+const STREAM_BYTES: usize = 64 << 20;
 
-/// Starts a trace into `path`. Err: a trace already runs (EBUSY) or the file cannot be
-/// created (its errno).
+enum Mode {
+    Off,
+    Stream {
+        done: std::sync::mpsc::Sender<()>,
+        thread: std::thread::JoinHandle<()>,
+    },
+    Flight,
+}
+
+static MODE: Mutex<Mode> = Mutex::new(Mode::Off);
+
+fn mode() -> std::sync::MutexGuard<'static, Mode> {
+    MODE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The flight recorder's window (ns) and its start, on both clocks (for the file).
+static WINDOW_NS: AtomicU64 = AtomicU64::new(0);
+static START_TICKS: AtomicU64 = AtomicU64::new(0);
+static START_NS: AtomicI64 = AtomicI64::new(0);
+/// Whether a flight recorder runs (readable without MODE's lock, by signal handlers).
+static FLIGHT_ON: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+// ---- output ----
+
+/// A buffer flushed with raw write(2) (no allocation, no lock: signal handlers use it);
+/// large slices go straight to the file.
+struct Raw {
+    fd: c_int,
+    buf: [u8; 4096],
+    len: usize,
+    err: i32,
+}
+
+impl Raw {
+    fn new(fd: c_int) -> Raw {
+        Raw {
+            fd,
+            buf: [0; 4096],
+            len: 0,
+            err: 0,
+        }
+    }
+    fn write_all(&mut self, mut b: &[u8]) {
+        while !b.is_empty() && self.err == 0 {
+            // Raw syscall: an interposed `write` (LD_PRELOAD mode) must not see it.
+            // SAFETY: b is a valid slice; write(2) reads at most b.len() bytes.
+            let n = unsafe { libc::syscall(libc::SYS_write, self.fd, b.as_ptr(), b.len()) };
+            if n < 0 {
+                let e = crate::sys::errno();
+                if e != libc::EINTR {
+                    self.err = e;
+                }
+            } else if n == 0 {
+                self.err = libc::EIO;
+            } else {
+                b = &b[n as usize..];
+            }
+        }
+    }
+    fn flush(&mut self) {
+        let buf = self.buf;
+        let n = self.len;
+        self.len = 0;
+        self.write_all(&buf[..n]);
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        if self.len + b.len() > self.buf.len() {
+            self.flush();
+        }
+        if b.len() > self.buf.len() {
+            self.write_all(b);
+        } else {
+            self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+            self.len += b.len();
+        }
+    }
+    fn u8(&mut self, v: u8) {
+        self.bytes(&[v]);
+    }
+    fn u32(&mut self, v: u32) {
+        self.bytes(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+
+    fn header(&mut self, flags: u32, window_ns: u64) {
+        self.bytes(MAGIC);
+        self.u32(VERSION);
+        self.u32(flags);
+        self.u64(window_ns);
+    }
+    fn clock(&mut self, ticks: u64, ns: i64) {
+        self.u8(rec::CLOCK);
+        self.u64(ticks);
+        self.u64(ns as u64);
+    }
+    fn clock_now(&mut self) {
+        let t = ticks();
+        self.clock(t, crate::sys::nanotime());
+    }
+    fn piece(&mut self, h: &Hdr, from: usize, b: &[u8]) {
+        self.u8(rec::CHUNK);
+        self.u32(h.slot);
+        self.u64(h.seq);
+        self.u64(h.base);
+        self.u32(from as u32);
+        self.u32(b.len() as u32);
+        self.bytes(b);
+    }
+    fn name(&mut self, pc: u64) {
+        self.u8(rec::NAME);
+        self.u64(pc);
+        let mut s = super::dump::Out::capture();
+        super::dump::symbol_only(&mut s, pc as usize);
+        let b = s.captured_bytes();
+        self.bytes(&b[..b.len().min(512)]);
+        self.u8(0);
+    }
+    fn counters(&mut self) {
+        let runnable = SCHED.runqsize.load(Ordering::Relaxed) as u64
+            + all_ps().map(|p| p.runq.len() as u64).sum::<u64>();
+        self.u8(rec::COUNTERS);
+        self.u64(ticks());
+        self.u64(runnable);
+        self.u64(SCHED.npidle.load(Ordering::Relaxed) as u64);
+        self.u64(SCHED.mcount.load(Ordering::Relaxed) as u64);
+    }
+    fn note(&mut self, s: &[u8]) {
+        self.u8(rec::NOTE);
+        self.bytes(s);
+        self.u8(0);
+    }
+    fn end(&mut self) {
+        self.u8(rec::END);
+        self.u64(DROPPED.load(Ordering::Relaxed));
+        self.flush();
+    }
+}
+
+/// The entry functions already named in a file: a fixed table (no allocation); a pc
+/// that does not fit is named again, harmlessly.
+struct Named {
+    pcs: [u64; 512],
+    n: usize,
+}
+
+impl Named {
+    fn new() -> Named {
+        Named {
+            pcs: [0; 512],
+            n: 0,
+        }
+    }
+    /// Writes a NAME for every start's entry in `b` not named yet.
+    fn names_in(&mut self, out: &mut Raw, b: &[u8]) {
+        decode(b, |k, _, pc| {
+            if k == kind::GO_START && pc != 0 && !self.pcs[..self.n].contains(&pc) {
+                if self.n < self.pcs.len() {
+                    self.pcs[self.n] = pc;
+                    self.n += 1;
+                }
+                out.name(pc);
+            }
+        });
+    }
+}
+
+/// Calls `f` with every chunk of the current trace that holds events, pinned.
+fn for_each_pinned(mut f: impl FnMut(&Chunk, &Hdr, usize)) {
+    let epoch = EPOCH.load(Ordering::Acquire);
+    for slot in ALL.iter().take(NALL.load(Ordering::Acquire)) {
+        let c = slot.load(Ordering::Acquire);
+        if c.is_null() {
+            continue;
+        }
+        // SAFETY: chunks are never freed.
+        let c = unsafe { &*c };
+        if !pin(&c.ctl) {
+            continue;
+        }
+        let h = c.hdr();
+        let st = c.state.load(Ordering::Acquire);
+        if h.epoch == epoch && st != FREE {
+            let len = c.len.load(Ordering::Acquire);
+            f(c, &h, len);
+        }
+        unpin(&c.ctl);
+    }
+}
+
+// ---- the streaming trace ----
+
+/// Starts a trace into `path`. Err: a trace or flight recorder already runs (EBUSY) or the
+/// file cannot be created (its errno).
 pub fn start(path: &str) -> Result<(), i32> {
-    let mut w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
-    if w.is_some() {
+    let mut m = mode();
+    if !matches!(*m, Mode::Off) {
         return Err(libc::EBUSY);
     }
     let file = std::fs::File::create(path).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
-    for p in all_ps() {
-        ring_for(p.id as usize);
-    }
-    shared();
-    // Drop what an earlier trace left in the rings.
-    let mut junk = Vec::new();
-    for r in &RINGS {
-        let r = r.load(Ordering::Acquire);
-        if !r.is_null() {
-            // SAFETY: never freed; only the writer (none runs now) consumes.
-            unsafe { (*r).drain(&mut junk) };
-        }
-    }
-    // Events older than this belong to an earlier trace (a late producer): dropped.
-    let start = crate::sys::nanotime();
+    reset(false, STREAM_BYTES / CHUNK);
     let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let mut out = Raw::new(std::os::fd::AsRawFd::as_raw_fd(&file));
+    out.header(0, 0);
+    out.clock_now();
     ON.0.store(true, Ordering::SeqCst);
     super::hookflags::set(super::hookflags::TRACE, true);
     let thread = std::thread::Builder::new()
         .name("gmp-trace".into())
         .spawn(move || {
             super::threads::register();
-            write_loop(file, rx, start);
+            write_loop(file, out, rx);
             super::threads::unregister();
         })
         .map_err(|_| libc::EAGAIN)?;
-    *w = Some(Writer { done: tx, thread });
+    *m = Mode::Stream { done: tx, thread };
     Ok(())
 }
 
 /// Stops the trace and finishes the file. Err(EINVAL): no trace runs.
 pub fn stop() -> Result<(), i32> {
-    let w = WRITER
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-        .ok_or(libc::EINVAL)?;
+    let mut m = mode();
+    if !matches!(*m, Mode::Stream { .. }) {
+        return Err(libc::EINVAL);
+    }
+    let Mode::Stream { done, thread } = core::mem::replace(&mut *m, Mode::Off) else {
+        unreachable!()
+    };
     ON.0.store(false, Ordering::SeqCst);
     super::hookflags::set(super::hookflags::TRACE, false);
-    let _ = w.done.send(());
-    let _ = w.thread.join();
+    let _ = done.send(());
+    let _ = thread.join();
     Ok(())
 }
 
-/// Reads `GMP_TRACE` (from `init_once`).
-pub(crate) fn init() {
-    if let Some(path) = std::env::var_os("GMP_TRACE").filter(|p| !p.is_empty()) {
-        let path = path.to_string_lossy().into_owned();
-        if let Err(e) = start(&path) {
-            crate::sys::write_stderr(
-                format!("gmp: GMP_TRACE={path:?}: cannot trace (errno {e})\n").as_bytes(),
-            );
-        } else {
-            // Finish the file when the program exits normally.
-            // SAFETY: registers a plain extern "C" function.
-            unsafe { libc::atexit(stop_at_exit) };
+fn write_loop(file: std::fs::File, mut out: Raw, done: std::sync::mpsc::Receiver<()>) {
+    let mut named = Named::new();
+    let mut sealed: Vec<*mut Chunk> = Vec::with_capacity(MAX_CHUNKS);
+    let epoch = EPOCH.load(Ordering::Acquire);
+    loop {
+        let stop = !matches!(
+            done.recv_timeout(core::time::Duration::from_millis(1)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        );
+        // The chunks sealed since the last round: ours until freed.
+        with_pool(|p| sealed.extend(p.sealed.drain(..)));
+        for &c in &sealed {
+            // SAFETY: chunks are never freed; a sealed chunk taken from the queue is the
+            // writer's alone (nothing recycles it in streaming mode).
+            let c = unsafe { &*c };
+            let h = c.hdr();
+            if h.epoch == epoch {
+                let len = c.len.load(Ordering::Acquire);
+                let from = c.written.load(Ordering::Relaxed);
+                let b = c.bytes(from, len);
+                out.piece(&h, from, b);
+                named.names_in(&mut out, b);
+            }
+            #[cfg(debug_assertions)]
+            drain_delay();
+        }
+        with_pool(|p| {
+            for &c in &sealed {
+                // SAFETY: as above.
+                unsafe { (*c).state.store(FREE, Ordering::Release) };
+                p.free.push(c);
+            }
+        });
+        sealed.clear();
+        // What the current chunks gained.
+        for_each_pinned(|c, h, len| {
+            if c.state.load(Ordering::Acquire) != CURRENT {
+                return;
+            }
+            let from = c.written.load(Ordering::Relaxed);
+            if len > from {
+                let b = c.bytes(from, len);
+                out.piece(h, from, b);
+                named.names_in(&mut out, b);
+                c.written.store(len, Ordering::Relaxed);
+            }
+            #[cfg(debug_assertions)]
+            drain_delay();
+        });
+        out.counters();
+        if stop {
+            out.clock_now();
+            out.end();
+            drop(file);
+            return;
         }
     }
+}
+
+/// Test hook, debug builds only: `GMP_DEBUG=tracedraindelay=<µs>` makes the writer sleep
+/// after each chunk it writes, so that producers fill and seal chunks while it writes
+/// others (`torture_traced_slow_writer`).
+#[cfg(debug_assertions)]
+fn drain_delay() {
+    crate::sys::dbgvars::delay(crate::sys::dbgvars::Var::Tracedraindelay);
+}
+
+// ---- the flight recorder ----
+
+/// Starts the flight recorder: the newest `seconds` of events (at least; 0: 10) in at
+/// most `mib` MiB (0: 16). Err(EBUSY): a trace or flight recorder runs.
+pub fn flight_start(seconds: u32, mib: u32) -> Result<(), i32> {
+    let mut m = mode();
+    if !matches!(*m, Mode::Off) {
+        return Err(libc::EBUSY);
+    }
+    let seconds = if seconds == 0 {
+        FLIGHT_SECONDS
+    } else {
+        seconds
+    };
+    let mib = if mib == 0 { FLIGHT_MIB } else { mib.min(1024) };
+    // At least two chunks for every P and the shared slot.
+    let chunks = ((mib as usize) << 20) / CHUNK;
+    let procs = SCHED.gomaxprocs.load(Ordering::Relaxed).max(1) as usize;
+    reset(true, chunks.max(2 * (procs + 1)));
+    WINDOW_NS.store(seconds as u64 * 1_000_000_000, Ordering::Relaxed);
+    START_TICKS.store(ticks(), Ordering::Relaxed);
+    START_NS.store(crate::sys::nanotime(), Ordering::Relaxed);
+    FLIGHT_ON.store(true, Ordering::SeqCst);
+    ON.0.store(true, Ordering::SeqCst);
+    super::hookflags::set(super::hookflags::TRACE, true);
+    *m = Mode::Flight;
+    Ok(())
+}
+
+/// Stops the flight recorder (its events are gone). Err(EINVAL): none runs.
+pub fn flight_stop() -> Result<(), i32> {
+    let mut m = mode();
+    if !matches!(*m, Mode::Flight) {
+        return Err(libc::EINVAL);
+    }
+    FLIGHT_ON.store(false, Ordering::SeqCst);
+    ON.0.store(false, Ordering::SeqCst);
+    super::hookflags::set(super::hookflags::TRACE, false);
+    *m = Mode::Off;
+    Ok(())
+}
+
+/// Writes the flight recorder's window to `fd`, noting `why`. No lock, no allocation (the
+/// SIGQUIT handler calls it). Err: no flight recorder runs (EINVAL), or write(2)'s errno.
+pub fn flight_write(fd: c_int, why: &[u8]) -> Result<(), i32> {
+    if !FLIGHT_ON.load(Ordering::SeqCst) {
+        return Err(libc::EINVAL);
+    }
+    let mut out = Raw::new(fd);
+    out.header(FLAG_FLIGHT, WINDOW_NS.load(Ordering::Relaxed));
+    out.clock(
+        START_TICKS.load(Ordering::Relaxed),
+        START_NS.load(Ordering::Relaxed),
+    );
+    out.note(why);
+    let mut named = Named::new();
+    for_each_pinned(|c, h, len| {
+        let b = c.bytes(0, len);
+        out.piece(h, 0, b);
+        named.names_in(&mut out, b);
+    });
+    out.counters();
+    out.clock_now();
+    out.end();
+    match out.err {
+        0 => Ok(()),
+        e => Err(e),
+    }
+}
+
+/// The directory automatic flight writes go to (`GMP_TRACE_DIR`, else the current one),
+/// NUL-terminated, read at start-up so that a signal handler needs no allocation.
+static DIR_PTR: core::sync::atomic::AtomicPtr<u8> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+static FILES: AtomicUsize = AtomicUsize::new(0);
+
+/// An automatic write of the window (`why`: "SIGQUIT", "deadlock", "latency"): into a new
+/// file `gmp-flight-PID-N.trace` in `GMP_TRACE_DIR`, announced on stderr. Signal-safe.
+pub(crate) fn flight_auto(why: &[u8]) {
+    if !FLIGHT_ON.load(Ordering::SeqCst) {
+        return;
+    }
+    // Written under a hidden name, then renamed: whoever watches the directory sees
+    // whole files only.
+    let mut tmp = [0u8; 4096];
+    let mut path = [0u8; 4096];
+    let (mut nt, mut np) = (0, 0);
+    let mut push = |b: &[u8], hidden: bool| {
+        for (i, (buf, n)) in [(&mut tmp, &mut nt), (&mut path, &mut np)]
+            .into_iter()
+            .enumerate()
+        {
+            if hidden && i == 1 {
+                continue;
+            }
+            let k = b.len().min(buf.len() - 1 - *n);
+            buf[*n..*n + k].copy_from_slice(&b[..k]);
+            *n += k;
+        }
+    };
+    let dir = DIR_PTR.load(Ordering::Acquire);
+    if !dir.is_null() {
+        // SAFETY: a leaked NUL-terminated string (set_dir), never freed.
+        let d = unsafe { core::ffi::CStr::from_ptr(dir.cast()) };
+        push(d.to_bytes(), false);
+        push(b"/", false);
+    }
+    push(b".", true);
+    push(b"gmp-flight-", false);
+    // SAFETY: getpid has no preconditions.
+    push(
+        &crate::sys::fmt_u64(unsafe { libc::getpid() } as u64),
+        false,
+    );
+    push(b"-", false);
+    push(
+        &crate::sys::fmt_u64(FILES.fetch_add(1, Ordering::Relaxed) as u64 + 1),
+        false,
+    );
+    push(b".trace", false);
+    let mut err = super::dump::Out::new(2);
+    // SAFETY: tmp is NUL-terminated (nt < its length; zero-filled).
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            tmp.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644,
+        )
+    } as c_int;
+    err.str("gmp: flight recorder (");
+    err.bytes(why);
+    if fd < 0 {
+        err.str("): cannot create ");
+        err.bytes(&tmp[..nt]);
+        err.str("\n");
+        err.flush();
+        return;
+    }
+    let r = flight_write(fd, why);
+    // SAFETY: our descriptor; both paths are NUL-terminated.
+    let renamed = unsafe {
+        libc::syscall(libc::SYS_close, fd);
+        libc::syscall(
+            libc::SYS_renameat,
+            libc::AT_FDCWD,
+            tmp.as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+        ) == 0
+    };
+    err.str(if r.is_ok() && renamed {
+        "): wrote "
+    } else {
+        "): failed to write "
+    });
+    err.bytes(&path[..np]);
+    err.str("\n");
+    err.flush();
+}
+
+fn set_dir(dir: &str) {
+    let Ok(c) = std::ffi::CString::new(dir) else {
+        return;
+    };
+    // Leaked: a signal handler may be reading it.
+    let p = Box::leak(c.into_boxed_c_str()).as_ptr() as *mut u8;
+    DIR_PTR.store(p, Ordering::Release);
+}
+
+/// The latency threshold (ns, 0: none) above which a goroutine's wait from runnable to
+/// running makes the flight recorder write its window, at most once a window.
+static LATENCY_NS: AtomicU64 = AtomicU64::new(0);
+static LATENCY_PENDING: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+static LATENCY_THREAD: std::sync::Once = std::sync::Once::new();
+
+/// Sets the latency threshold (0: off). Turns on the timing of every wait
+/// (schedlat.rs), which the threshold needs.
+pub fn flight_latency(ns: u64) {
+    LATENCY_NS.store(ns, Ordering::Relaxed);
+    if ns == 0 {
+        return;
+    }
+    super::schedlat::time_every_wait();
+    LATENCY_THREAD.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("gmp-flight".into())
+            .spawn(|| {
+                super::threads::register();
+                let mut last = i64::MIN / 2;
+                loop {
+                    std::thread::sleep(core::time::Duration::from_millis(5));
+                    if !LATENCY_PENDING.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    let now = crate::sys::nanotime();
+                    // One file a window: the next covers what followed this one.
+                    if now - last >= WINDOW_NS.load(Ordering::Relaxed) as i64 {
+                        flight_auto(b"latency");
+                        last = now;
+                    }
+                    LATENCY_PENDING.store(false, Ordering::Relaxed);
+                }
+            });
+    });
+}
+
+/// `schedlat::running`: a goroutine waited `ns` from runnable to running.
+#[inline]
+pub(crate) fn waited(ns: u64) {
+    let t = LATENCY_NS.load(Ordering::Relaxed);
+    if t != 0 && ns > t && FLIGHT_ON.load(Ordering::Relaxed) {
+        LATENCY_PENDING.store(true, Ordering::Relaxed);
+    }
+}
+
+// ---- start-up ----
+
+/// Reads `GMP_TRACE`, `GMP_TRACE_DIR` and `GMP_TRACE_LATENCY` (from `init_once`).
+pub(crate) fn init() {
+    if let Some(d) = std::env::var_os("GMP_TRACE_DIR").filter(|p| !p.is_empty()) {
+        set_dir(&d.to_string_lossy());
+    }
+    let Some(v) = std::env::var_os("GMP_TRACE").filter(|p| !p.is_empty()) else {
+        return;
+    };
+    let v = v.to_string_lossy().into_owned();
+    let warn =
+        |msg: String| crate::sys::write_stderr(format!("gmp: GMP_TRACE={v:?}: {msg}\n").as_bytes());
+    if let Some(spec) = v
+        .strip_prefix("flight")
+        .filter(|s| s.is_empty() || s.starts_with(':'))
+    {
+        let mut parts = spec.split(':').skip(1);
+        let mut num = |what: &str| -> Option<u32> {
+            match parts.next() {
+                None | Some("") => Some(0),
+                Some(s) => s.parse().ok().or_else(|| {
+                    warn(format!("the {what} is not a number"));
+                    None
+                }),
+            }
+        };
+        let (Some(secs), Some(mib)) = (num("window (seconds)"), num("size (MiB)")) else {
+            return;
+        };
+        if let Err(e) = flight_start(secs, mib) {
+            warn(format!("cannot start the flight recorder (errno {e})"));
+            return;
+        }
+        if let Some(l) = std::env::var_os("GMP_TRACE_LATENCY") {
+            match parse_ms(&l.to_string_lossy()) {
+                Some(ns) => flight_latency(ns),
+                None => warn("GMP_TRACE_LATENCY is not a duration (e.g. 50ms, 2s)".into()),
+            }
+        }
+        return;
+    }
+    if let Err(e) = start(&v) {
+        warn(format!("cannot trace (errno {e})"));
+    } else {
+        // Finish the file when the program exits normally.
+        // SAFETY: registers a plain extern "C" function.
+        unsafe { libc::atexit(stop_at_exit) };
+    }
+}
+
+/// `50ms`, `2s`, `300us`, or a number of milliseconds, in nanoseconds.
+fn parse_ms(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mul) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1_000_000)
+    } else if let Some(n) = s.strip_suffix("us") {
+        (n, 1_000)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1_000_000_000)
+    } else {
+        (s, 1_000_000)
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .map(|n| n.saturating_mul(mul))
+        .filter(|&n| n > 0)
 }
 
 extern "C" fn stop_at_exit() {
@@ -111,409 +656,39 @@ extern "C" fn stop_at_exit() {
     });
 }
 
-struct Json {
-    out: std::io::BufWriter<std::fs::File>,
-    first: bool,
-    start: i64,
-    names: HashMap<u64, std::rc::Rc<str>>,
-    line: Line,
-    /// The goroutine whose slice is open on each P track, and the open syscall slices on
-    /// M tracks.
-    open_p: HashMap<u32, u64>,
-    open_m: HashMap<u32, u64>,
-    /// The labels (a JSON object) of the goroutines whose next start gets them.
-    labels: HashMap<u64, String>,
-    seen_m: std::collections::HashSet<u32>,
-    seen_p: std::collections::HashSet<u32>,
-}
-
-/// Microseconds since the trace started, with three decimals (`ts` is in nanoseconds),
-/// printed from integers: the writer prints one or two per event, and float formatting
-/// is too slow for it to keep up with a switch-bound program.
-struct Us(i64);
-
-impl core::fmt::Display for Us {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let sign = if self.0 < 0 { "-" } else { "" };
-        let ns = self.0.unsigned_abs();
-        write!(f, "{sign}{}.{:03}", ns / 1000, ns % 1000)
-    }
-}
-
-/// One JSON element built as bytes, for the events every switch writes (starts, stops,
-/// instants): hand-rolled integer printing, since `core::fmt` would be the writer's main
-/// cost.
-#[derive(Default)]
-struct Line(Vec<u8>);
-
-impl Line {
-    fn s(&mut self, s: &str) -> &mut Line {
-        self.0.extend_from_slice(s.as_bytes());
-        self
-    }
-    fn u(&mut self, mut v: u64) -> &mut Line {
-        let mut buf = [0u8; 20];
-        let mut i = buf.len();
-        loop {
-            i -= 1;
-            buf[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.0.extend_from_slice(&buf[i..]);
-        self
-    }
-    /// `{"ph":"<ph>","pid":<pid>,"tid":<tid>,"ts":<ns as µs>`: how a slice's begin and end
-    /// start.
-    fn head(&mut self, ph: &str, pid: u32, tid: u32, ns: i64) -> &mut Line {
-        self.s(r#"{"ph":""#)
-            .s(ph)
-            .s(r#"","pid":"#)
-            .u(pid as u64)
-            .s(r#","tid":"#)
-            .u(tid as u64)
-            .s(r#","ts":"#)
-            .us(ns)
-    }
-    /// Microseconds with three decimals, from nanoseconds (as `Us`).
-    fn us(&mut self, ns: i64) -> &mut Line {
-        if ns < 0 {
-            self.0.push(b'-');
-        }
-        let ns = ns.unsigned_abs();
-        self.u(ns / 1000);
-        let f = ns % 1000;
-        self.0.extend_from_slice(&[
-            b'.',
-            b'0' + (f / 100) as u8,
-            b'0' + (f / 10 % 10) as u8,
-            b'0' + (f % 10) as u8,
-        ]);
-        self
-    }
-}
-
-impl Json {
-    /// Writes the element built in `self.line` and empties it.
-    fn flush_line(&mut self) {
-        if !self.first {
-            let _ = self.out.write_all(b",\n");
-        }
-        self.first = false;
-        let _ = self.out.write_all(&self.line.0);
-        self.line.0.clear();
-    }
-    fn us(&self, ts: i64) -> Us {
-        Us(ts - self.start)
-    }
-    /// Writes one JSON array element, formatted straight into the buffer.
-    fn raw(&mut self, args: core::fmt::Arguments<'_>) {
-        if !self.first {
-            let _ = self.out.write_all(b",\n");
-        }
-        self.first = false;
-        let _ = self.out.write_fmt(args);
-    }
-    fn name(&mut self, pc: u64) -> std::rc::Rc<str> {
-        if let Some(n) = self.names.get(&pc) {
-            return n.clone();
-        }
-        let n: std::rc::Rc<str> = symbol_name(pc as usize).into();
-        self.names.insert(pc, n.clone());
-        n
-    }
-    fn track(&mut self, pid: u32, tid: u32) {
-        let (set, what) = if pid == 1 {
-            (&mut self.seen_p, "P")
-        } else {
-            (&mut self.seen_m, "M")
-        };
-        if set.insert(tid) {
-            let name = if pid == 1 && tid == OUTSIDE {
-                "threads outside the runtime".to_string()
-            } else {
-                format!("{what}{tid}")
-            };
-            self.raw(format_args!(
-                r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":"{name}"}}}}"#
-            ));
-            self.raw(format_args!(
-                r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},"args":{{"sort_index":{tid}}}}}"#
-            ));
-        }
-    }
-    fn event(&mut self, e: &Ev) {
-        let ns = e.ts - self.start;
-        let ts = Us(ns);
-        let t = e.track;
-        match e.kind {
-            kind::GO_START => {
-                // Written as recorded, also after a lost stop (a full ring): the checker
-                // (scripts/check-trace.py) then reports the overlap.
-                self.track(1, t);
-                let name = self.name(e.b);
-                self.line
-                    .head("B", 1, t, ns)
-                    .s(r#","name":"G"#)
-                    .u(e.a)
-                    .s(" ")
-                    .s(&name)
-                    .s(r#"","cat":"goroutine","args":{"goid":"#)
-                    .u(e.a)
-                    .s(r#","entry":""#)
-                    .s(&name)
-                    .s(r#"""#);
-                if let Some(l) = self.labels.remove(&e.a) {
-                    self.line.s(r#","labels":"#).s(&l);
-                }
-                self.line.s(r#"}}"#);
-                self.flush_line();
-                self.open_p.insert(t, e.a);
-            }
-            kind::LABELS => {
-                let s = e.b as usize as *mut labels::LabelSet;
-                // SAFETY: the event carries a reference to the set (traceevent::go_start).
-                let json = unsafe { labels::json_of(s) };
-                labels::release_set(s);
-                self.labels.insert(e.a, json);
-            }
-            kind::GO_STOP => {
-                // Nothing open: the run started before the trace did (left out).
-                if self.open_p.remove(&t).is_some() {
-                    let why = ["?", "park", "yield", "preempt", "exit", "syscall"]
-                        .get(e.b as usize)
-                        .copied()
-                        .unwrap_or("?");
-                    self.line
-                        .head("E", 1, t, ns)
-                        .s(r#","args":{"goid":"#)
-                        .u(e.a)
-                        .s(r#","why":""#)
-                        .s(why)
-                        .s(r#""}}"#);
-                    self.flush_line();
-                }
-            }
-            kind::SYSCALL_BEGIN => {
-                self.track(2, t);
-                self.raw(format_args!(r#"{{"ph":"B","pid":2,"tid":{t},"ts":{ts},"name":"syscall","cat":"syscall","args":{{"goid":{}}}}}"#, e.a));
-                self.open_m.insert(t, e.a);
-            }
-            kind::SYSCALL_END => {
-                if self.open_m.remove(&t).is_some() {
-                    self.raw(format_args!(
-                        r#"{{"ph":"E","pid":2,"tid":{t},"ts":{ts},"args":{{"goid":{}}}}}"#,
-                        e.a
-                    ));
-                }
-            }
-            _ => {
-                self.track(1, t);
-                // (name, first argument's key, second's or "" for none)
-                let (name, k1, k2) = match e.kind {
-                    kind::SPAWN => ("spawn", "goid", "parent"),
-                    kind::UNPARK => ("unpark", "goid", "waker"),
-                    kind::STEAL => ("steal", "victim", "count"),
-                    kind::PREEMPT => ("preempt", "goid", ""),
-                    kind::HANDOFF => ("handoff", "p", ""),
-                    _ => return,
-                };
-                self.line
-                    .s(r#"{"ph":"i","s":"t","pid":1,"tid":"#)
-                    .u(t as u64)
-                    .s(r#","ts":"#)
-                    .us(ns)
-                    .s(r#","name":""#)
-                    .s(name)
-                    .s(r#"","args":{""#)
-                    .s(k1)
-                    .s(r#"":"#)
-                    .u(e.a);
-                if !k2.is_empty() {
-                    self.line.s(r#",""#).s(k2).s(r#"":"#).u(e.b);
-                }
-                self.line.s("}}");
-                self.flush_line();
-            }
-        }
-    }
-    fn counters(&mut self, now: i64) {
-        let ts = self.us(now);
-        let runnable = SCHED.runqsize.load(Ordering::Relaxed) as i64
-            + all_ps().map(|p| p.runq.len() as i64).sum::<i64>();
-        let idle = SCHED.npidle.load(Ordering::Relaxed);
-        let threads = SCHED.mcount.load(Ordering::Relaxed);
-        self.raw(format_args!(r#"{{"ph":"C","pid":1,"name":"runnable goroutines","ts":{ts},"args":{{"runnable":{runnable}}}}}"#));
-        self.raw(format_args!(
-            r#"{{"ph":"C","pid":1,"name":"idle Ps","ts":{ts},"args":{{"idle":{idle}}}}}"#
-        ));
-        self.raw(format_args!(
-            r#"{{"ph":"C","pid":1,"name":"threads","ts":{ts},"args":{{"threads":{threads}}}}}"#
-        ));
-    }
-}
-
-fn symbol_name(pc: usize) -> String {
-    let mut s = super::dump::Out::capture();
-    super::dump::symbol_only(&mut s, pc);
-    let name = s.captured();
-    name.replace(['"', '\\'], "_")
-}
-
-fn drain_all(batch: &mut Vec<Ev>) {
-    for r in &RINGS {
-        let r = r.load(Ordering::Acquire);
-        if !r.is_null() {
-            // SAFETY: never freed; this thread is every ring's one consumer.
-            unsafe { (*r).drain(batch) };
-            #[cfg(debug_assertions)]
-            drain_delay();
-        }
-    }
-    let s = SHARED.load(Ordering::Acquire);
-    if !s.is_null() {
-        // SAFETY: as above.
-        unsafe { (*s).drain(batch) };
-    }
-}
-
-/// Test hook, debug builds only: `GMP_DEBUG=tracedraindelay=<µs>` makes the writer sleep
-/// after draining each ring, so that producers push to the rings it has drained already
-/// while it drains the others (`torture_traced_slow_writer`: see `write_loop`'s `cut`).
-#[cfg(debug_assertions)]
-fn drain_delay() {
-    crate::sys::dbgvars::delay(crate::sys::dbgvars::Var::Tracedraindelay);
-}
-
-fn write_loop(file: std::fs::File, done: std::sync::mpsc::Receiver<()>, start: i64) {
-    let mut j = Json {
-        out: std::io::BufWriter::with_capacity(1 << 16, file),
-        first: true,
-        start,
-        names: HashMap::new(),
-        line: Line::default(),
-        open_p: HashMap::new(),
-        open_m: HashMap::new(),
-        labels: HashMap::new(),
-        seen_m: Default::default(),
-        seen_p: Default::default(),
-    };
-    let _ = writeln!(j.out, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
-    j.raw(format_args!(
-        r#"{{"ph":"M","name":"process_name","pid":1,"args":{{"name":"Ps"}}}}"#
-    ));
-    j.raw(format_args!(
-        r#"{{"ph":"M","name":"process_name","pid":2,"args":{{"name":"Ms"}}}}"#
-    ));
-    let mut batch = Vec::with_capacity(RING);
-    // Events drained but held back for the next batch (see `cut`).
-    let mut later: Vec<Ev> = Vec::new();
-    loop {
-        let stop = !matches!(
-            done.recv_timeout(core::time::Duration::from_millis(1)),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-        );
-        // Only events stamped before the drain starts are written now. A thread pushes an
-        // event after stamping it, and may push the next one to another P's ring (a
-        // syscall begins on the P it leaves and ends on the P it gets): draining the rings
-        // one after another could find the end in one ring while the begin went into an
-        // already drained one, and the end would come out a batch before its begin and be
-        // lost (`torture_traced` catches that). Whatever was pushed before an event stamped before
-        // `cut` was pushed before the drain, so it is in this batch or an earlier one.
-        let cut = if stop {
-            i64::MAX
-        } else {
-            crate::sys::nanotime()
-        };
-        batch.clear();
-        batch.append(&mut later);
-        drain_all(&mut batch);
-        batch.retain(|e| {
-            let keep = e.ts >= start;
-            if !keep && e.kind == kind::LABELS {
-                // A late producer's: its reference is given back unwritten.
-                labels::release_set(e.b as usize as *mut labels::LabelSet);
-            }
-            keep
-        });
-        batch.sort_by_key(|e| e.ts);
-        let now_part = batch.partition_point(|e| e.ts < cut);
-        later.extend_from_slice(&batch[now_part..]);
-        for e in &batch[..now_part] {
-            j.event(e);
-        }
-        let now = crate::sys::nanotime();
-        j.counters(now);
-        if stop {
-            // End what is still open.
-            let end = j.us(crate::sys::nanotime());
-            let open_p: Vec<_> = j.open_p.drain().collect();
-            for (t, g) in open_p {
-                j.raw(format_args!(r#"{{"ph":"E","pid":1,"tid":{t},"ts":{end},"args":{{"goid":{g},"why":"trace end"}}}}"#));
-            }
-            let open_m: Vec<_> = j.open_m.drain().collect();
-            for (t, g) in open_m {
-                j.raw(format_args!(
-                    r#"{{"ph":"E","pid":2,"tid":{t},"ts":{end},"args":{{"goid":{g}}}}}"#
-                ));
-            }
-            let dropped: u64 = RINGS
-                .iter()
-                .chain(core::iter::once(&SHARED))
-                .map(|r| r.load(Ordering::Acquire))
-                .filter(|r| !r.is_null())
-                // SAFETY: never freed.
-                .map(|r| unsafe { (*r).dropped.swap(0, Ordering::Relaxed) })
-                .sum();
-            let _ = write!(
-                j.out,
-                "\n],\"otherData\":{{\"dropped_events\":\"{dropped}\"}}}}\n"
-            );
-            let _ = j.out.flush();
-            return;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Line, Us};
+    use super::*;
 
-    /// The byte builder prints what `Us` and `{}` print (the JSON must not change with it).
     #[test]
-    fn line_prints_as_fmt() {
-        for v in [0u64, 7, 10, 999, 1000, 123_456_789, u64::MAX] {
-            let mut l = Line::default();
-            l.u(v);
-            assert_eq!(String::from_utf8(l.0).unwrap(), v.to_string());
-        }
-        for ns in [
-            0i64,
-            1,
-            9,
-            10,
-            99,
-            100,
-            999,
-            1000,
-            1001,
-            1_234_567,
-            -1,
-            -1500,
-            i64::MIN + 1,
-        ] {
-            let mut l = Line::default();
-            l.us(ns);
-            assert_eq!(String::from_utf8(l.0).unwrap(), Us(ns).to_string(), "{ns}");
-            if ns >= 0 {
-                assert_eq!(
-                    Us(ns).to_string(),
-                    format!("{:.3}", ns as f64 / 1000.0),
-                    "{ns}"
-                );
-            }
-        }
+    fn latency_durations() {
+        assert_eq!(parse_ms("50ms"), Some(50_000_000));
+        assert_eq!(parse_ms("2s"), Some(2_000_000_000));
+        assert_eq!(parse_ms("300us"), Some(300_000));
+        assert_eq!(parse_ms("7"), Some(7_000_000));
+        assert_eq!(parse_ms("x"), None);
+        assert_eq!(parse_ms("0"), None);
+    }
+
+    /// The decoder reads what the producer's encoding writes, labels' text included.
+    #[test]
+    fn decode_reads_events() {
+        let mut b = vec![kind::GO_START, 5, 7, 0xd2, 0x09];
+        b.extend_from_slice(&[kind::LABELS | kind::TRACK, 0, 3, 7, 4, b'k', 0, b'v', 0]);
+        b.extend_from_slice(&[kind::GO_STOP, 0x80, 0x01, 7, 1]);
+        let mut got = Vec::new();
+        decode(&b, |k, a, x| got.push((k, a, x)));
+        assert_eq!(
+            got,
+            vec![
+                (kind::GO_START, 7, 1234),
+                (kind::LABELS, 7, 4),
+                (kind::GO_STOP, 7, 1)
+            ]
+        );
+        // A cut event is not reported.
+        let mut n = 0;
+        decode(&b[..b.len() - 1], |_, _, _| n += 1);
+        assert_eq!(n, 2);
     }
 }

@@ -87,14 +87,16 @@ pub enum Rank {
     NetpollInit,
     /// Leaf: the template thread's list.
     TemplateThread,
-    /// Leaf: the execution trace's shared ring.
+    /// The execution trace's producer lock of threads without a P (then the chunk pool's).
     TraceRing,
     /// Leaf: the list of leaked goroutines (`rt::leaks`).
     Leaks,
+    /// Leaf: the execution trace's chunk pool (`traceevent`'s free and sealed lists).
+    TraceChunks,
 }
 
 /// Every rank, in declaration order (a rank's TLS counter is `ALL[r as usize]`'s).
-const ALL: [Rank; 14] = [
+const ALL: [Rank; 15] = [
     Rank::Resize,
     Rank::Chan,
     Rank::PollDesc,
@@ -109,11 +111,12 @@ const ALL: [Rank; 14] = [
     Rank::TemplateThread,
     Rank::TraceRing,
     Rank::Leaks,
+    Rank::TraceChunks,
 ];
 const _: () = assert!(ALL.len() <= 16 && ALL[ALL.len() - 1] as usize == ALL.len() - 1);
 
 /// The level of the leaves: above every other rank.
-const LEAF: u8 = 7;
+const LEAF: u8 = 8;
 
 impl Rank {
     /// The rank's place in the order: a lock may be taken while only lower levels are held.
@@ -125,13 +128,14 @@ impl Rank {
             Rank::Sched => 4,
             Rank::Gfree => 5,
             Rank::SemaRoot => 6,
+            Rank::TraceRing => 7,
             Rank::AffQueue
             | Rank::Sudogs
             | Rank::GChunks
             | Rank::NetpollInit
             | Rank::TemplateThread
-            | Rank::TraceRing
-            | Rank::Leaks => LEAF,
+            | Rank::Leaks
+            | Rank::TraceChunks => LEAF,
         }
     }
 
@@ -155,8 +159,9 @@ impl Rank {
             Rank::GChunks => "the G chunk list lock",
             Rank::NetpollInit => "the poller's init lock",
             Rank::TemplateThread => "the template thread's lock",
-            Rank::TraceRing => "the trace's shared ring lock",
+            Rank::TraceRing => "the trace's lock of threads without a P",
             Rank::Leaks => "the leaked goroutines' list lock",
+            Rank::TraceChunks => "the trace's chunk pool lock",
         }
     }
 }
@@ -343,7 +348,7 @@ mod tests {
     #[test]
     fn two_leaves_or_two_of_a_single_rank_throw() {
         let (s, out) = in_child(|| {
-            let (a, b) = (Lock::new(Rank::Sudogs), Lock::new(Rank::TraceRing));
+            let (a, b) = (Lock::new(Rank::Sudogs), Lock::new(Rank::Leaks));
             a.lock();
             b.lock();
         });

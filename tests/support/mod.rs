@@ -15,6 +15,8 @@ pub const GMP_ENV: &[&str] = &[
     "GMP_DEBUG",
     "GMP_INTERPOSE",
     "GMP_TRACE",
+    "GMP_TRACE_DIR",
+    "GMP_TRACE_LATENCY",
 ];
 
 /// What a finished command left behind.

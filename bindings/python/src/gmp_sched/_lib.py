@@ -217,6 +217,10 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     # The netpoller (sockets and pipes; socklen_t is unsigned int).
     # Seeing inside: the goroutine dump and the execution trace.
     "gmp_dump": (c_int, [c_int]),
+    "gmp_trace_flight_latency": (c_int, [c_int64]),
+    "gmp_trace_flight_start": (c_int, [c_uint32, c_uint32]),
+    "gmp_trace_flight_stop": (c_int, []),
+    "gmp_trace_flight_write": (c_int, [c_int]),
     "gmp_trace_start": (c_int, [c_char_p]),
     "gmp_trace_stop": (c_int, []),
     # A goroutine-leak handler (gmp_leak_fn: goid, reason, arg); NULL restores stderr.
