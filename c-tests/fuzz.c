@@ -57,7 +57,8 @@
  * WaitGroup, once (also with a NULL function first), yield, sleep, spawn, GOMAXPROCS
  * changes (1..4, at most every 5 ms, each returning the previous value exactly),
  * gmp_num_goroutine, gmp_stats, gmp_metrics (counters only grow), gmp_stack_usage,
- * gmp_labels_set/get (read back; the dump reads every goroutine's meanwhile),
+ * gmp_labels_set/get (read back; the dump reads every goroutine's meanwhile), a flight
+ * recorder started, written to /dev/null and stopped,
  * gmp_now, gmp_goid,
  * gmp_num_cpu, gmp_dump,
  * gmp_set_default_stack_size, SIGUSR2 relayed to a channel (gmp_signal_notify),
@@ -2695,6 +2696,17 @@ static void op_invalid(struct actor *a)
         ACHECK_EQ(a, gmp_dump(-100), -EBADF);
         if (flip && !a->light)
             ACHECK_EQ(a, gmp_dump(devnull), 0);
+        ACHECK_EQ(a, gmp_trace_flight_write(-1), -EBADF);
+        if (!flip && !a->light) {
+            /* A flight recorder for a moment: one actor at a time gets it (or a traced
+             * run's trace holds the place); its window goes to /dev/null. */
+            int r = gmp_trace_flight_start(1, 1);
+            ACHECK(a, r == 0 || r == -EBUSY);
+            if (r == 0) {
+                ACHECK_EQ(a, gmp_trace_flight_write(devnull), 0);
+                ACHECK_EQ(a, gmp_trace_flight_stop(), 0);
+            }
+        }
         break;
     case 6:
         if (a->goroutine) {

@@ -1364,6 +1364,14 @@ static void do_metrics(struct actor *a)
     int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     CHECK(fd >= 0);
     CHECK_EQ(gmp_metrics_write_prometheus(fd), 0);
+    /* A flight recorder for a moment (one actor at a time; a traced run's trace holds the
+     * place), its window written to /dev/null while everything else runs. */
+    int r = gmp_trace_flight_start(1, 1);
+    CHECK(r == 0 || r == -EBUSY);
+    if (r == 0) {
+        CHECK_EQ(gmp_trace_flight_write(fd), 0);
+        CHECK_EQ(gmp_trace_flight_stop(), 0);
+    }
     CHECK_EQ(close(fd), 0);
 }
 

@@ -51,6 +51,8 @@ const MODELS: &[&str] = &[
     "rt::schedule::loom_tests::every_claimed_timer_m_leaves_the_poll",
     "rt::schedule::loom_tests::every_claimed_timer_m_broken_without_the_second_break",
     "rt::stackhwm::loom_tests::claims_find_one_slot_per_key",
+    "rt::traceevent::loom_tests::pinned_chunks_are_not_rewritten",
+    "rt::traceevent::loom_tests::pinned_chunks_broken_when_unclaim_stores_zero",
     "rt::offload::loom_tests::every_call_has_a_helper",
     "sync::mutex::loom_tests::normal_mode_excludes_and_wakes",
     "sync::mutex::loom_tests::spinner_announces_woken",

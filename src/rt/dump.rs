@@ -673,7 +673,7 @@ mod tests {
         walk(&mut out, 0, usize::MAX, usize::MAX & !7, 0);
         walk(&mut out, lo, usize::MAX, lo, 0);
         frame(&mut out, 0, 0, true);
-        let text = out.captured();
+        let text = String::from_utf8_lossy(out.captured_bytes());
         assert!(text.contains("frame-pointer chain ends"), "{text}");
     }
 }
