@@ -53,6 +53,7 @@ def _decode_chunk(slot, base, data, out, seq):
     """Appends the events of one chunk's bytes (all its pieces, joined) to out."""
     i, n, t = 0, len(data), base
     idx = 0
+    pc = 0
     while i < n:
         k = data[i]
         i += 1
@@ -75,6 +76,10 @@ def _decode_chunk(slot, base, data, out, seq):
         else:
             track, a, b = (OUTSIDE if slot == OUTSIDE_SLOT else slot), vals[1], vals[2]
         k &= 0x7F
+        if k == GO_START:
+            # The entry pc, as a zigzag difference from the chunk's previous start's.
+            pc = (pc + ((b >> 1) ^ -(b & 1))) & 0xFFFFFFFFFFFFFFFF
+            b = pc
         text = None
         if k == LABELS:
             if i + b > n:

@@ -209,9 +209,9 @@ impl Named {
             n: 0,
         }
     }
-    /// Writes a NAME for every start's entry in `b` not named yet.
-    fn names_in(&mut self, out: &mut Raw, b: &[u8]) {
-        decode(b, |k, _, pc| {
+    /// Writes a NAME for every start's entry in `b` not named yet; `pc` as `decode`'s.
+    fn names_in(&mut self, out: &mut Raw, b: &[u8], pc: u64) -> u64 {
+        decode(b, pc, |k, _, pc| {
             if k == kind::GO_START && pc != 0 && !self.pcs[..self.n].contains(&pc) {
                 if self.n < self.pcs.len() {
                     self.pcs[self.n] = pc;
@@ -219,7 +219,7 @@ impl Named {
                 }
                 out.name(pc);
             }
-        });
+        })
     }
 }
 
@@ -312,7 +312,7 @@ fn write_loop(file: std::fs::File, mut out: Raw, done: std::sync::mpsc::Receiver
                 let from = c.written.load(Ordering::Relaxed);
                 let b = c.bytes(from, len);
                 out.piece(&h, from, b);
-                named.names_in(&mut out, b);
+                named.names_in(&mut out, b, c.written_pc.load(Ordering::Relaxed));
             }
             #[cfg(debug_assertions)]
             drain_delay();
@@ -334,8 +334,9 @@ fn write_loop(file: std::fs::File, mut out: Raw, done: std::sync::mpsc::Receiver
             if len > from {
                 let b = c.bytes(from, len);
                 out.piece(h, from, b);
-                named.names_in(&mut out, b);
+                let pc = named.names_in(&mut out, b, c.written_pc.load(Ordering::Relaxed));
                 c.written.store(len, Ordering::Relaxed);
+                c.written_pc.store(pc, Ordering::Relaxed);
             }
             #[cfg(debug_assertions)]
             drain_delay();
@@ -417,7 +418,7 @@ pub fn flight_write(fd: c_int, why: &[u8]) -> Result<(), i32> {
     for_each_pinned(|c, h, len| {
         let b = c.bytes(0, len);
         out.piece(h, 0, b);
-        named.names_in(&mut out, b);
+        named.names_in(&mut out, b, 0);
     });
     out.counters();
     out.clock_now();
@@ -673,11 +674,12 @@ mod tests {
     /// The decoder reads what the producer's encoding writes, labels' text included.
     #[test]
     fn decode_reads_events() {
-        let mut b = vec![kind::GO_START, 5, 7, 0xd2, 0x09];
+        // A start at pc 1234 (zigzag 2468 = 0xa4 0x13), labels, a stop.
+        let mut b = vec![kind::GO_START, 5, 7, 0xa4, 0x13];
         b.extend_from_slice(&[kind::LABELS | kind::TRACK, 0, 3, 7, 4, b'k', 0, b'v', 0]);
         b.extend_from_slice(&[kind::GO_STOP, 0x80, 0x01, 7, 1]);
         let mut got = Vec::new();
-        decode(&b, |k, a, x| got.push((k, a, x)));
+        assert_eq!(decode(&b, 0, |k, a, x| got.push((k, a, x))), 1234);
         assert_eq!(
             got,
             vec![
@@ -688,7 +690,7 @@ mod tests {
         );
         // A cut event is not reported.
         let mut n = 0;
-        decode(&b[..b.len() - 1], |_, _, _| n += 1);
+        decode(&b[..b.len() - 1], 0, |_, _, _| n += 1);
         assert_eq!(n, 2);
     }
 }

@@ -68,7 +68,9 @@ pub(crate) fn on() -> bool {
 // The kinds and reasons are `pub(crate)`, not `pub`: cbindgen writes every `pub const` of
 // the crate into gmp.h, whatever module it is in. scripts/trace2json.py decodes them.
 pub(crate) mod kind {
-    pub(crate) const GO_START: u8 = 1; // a = goid, b = entry pc
+    /// a = goid, b = the entry pc's difference from the chunk's previous start's (0 for
+    /// its first), zigzag-encoded: two bytes where the pc would take seven.
+    pub(crate) const GO_START: u8 = 1;
     pub(crate) const GO_STOP: u8 = 2; // a = goid, b = why
     pub(crate) const SPAWN: u8 = 3; // a = new goid, b = parent goid
     pub(crate) const UNPARK: u8 = 4; // a = goid, b = waker goid
@@ -187,8 +189,10 @@ pub(super) struct Chunk {
     hdr: UnsafeCell<Hdr>,
     /// Bytes of whole events; appended to by the producer (release), read by readers.
     pub(super) len: AtomicUsize,
-    /// How much of it the streaming writer has written (the writer's; reset under a claim).
+    /// How much of it the streaming writer has written, and the entry pc of the last
+    /// start in that part (the writer's; reset under a claim).
     pub(super) written: AtomicUsize,
+    pub(super) written_pc: AtomicU64,
     data: UnsafeCell<[u8; CHUNK]>,
 }
 
@@ -272,6 +276,8 @@ struct Buf {
     pos: usize,
     last: u64,
     epoch: u64,
+    /// The entry pc of the chunk's last GO_START (0 at its start).
+    last_pc: u64,
 }
 
 #[repr(align(64))]
@@ -285,6 +291,7 @@ static BUFS: [BufCell; SLOTS] = [const {
         pos: 0,
         last: 0,
         epoch: 0,
+        last_pc: 0,
     }))
 }; SLOTS];
 
@@ -329,6 +336,7 @@ fn refill(buf: &mut Buf, slot: usize, ts: u64) -> bool {
             };
             ch.len.store(0, Ordering::Relaxed);
             ch.written.store(0, Ordering::Relaxed);
+            ch.written_pc.store(0, Ordering::Relaxed);
             ch.state.store(CURRENT, Ordering::Relaxed);
             unclaim(&ch.ctl);
             *buf = Buf {
@@ -336,6 +344,7 @@ fn refill(buf: &mut Buf, slot: usize, ts: u64) -> bool {
                 pos: 0,
                 last: ts,
                 epoch,
+                last_pc: 0,
             };
             return true;
         }
@@ -415,6 +424,10 @@ impl Enc {
     }
     #[inline(always)]
     fn uv(&mut self, mut v: u64) {
+        if v < 0x80 {
+            self.byte(v as u8);
+            return;
+        }
         while v >= 0x80 {
             self.byte(v as u8 | 0x80);
             v >>= 7;
@@ -449,7 +462,13 @@ fn put(slot: usize, k: u8, track: Option<u32>, a: u64, b: u64, text: &[u8]) -> b
         e.uv(t as u64);
     }
     e.uv(a);
-    e.uv(b);
+    if k == kind::GO_START {
+        let d = b.wrapping_sub(buf.last_pc) as i64;
+        buf.last_pc = b;
+        e.uv(((d << 1) ^ (d >> 63)) as u64);
+    } else {
+        e.uv(b);
+    }
     for &x in text {
         e.byte(x);
     }
@@ -474,22 +493,22 @@ fn my_slot() -> Option<usize> {
 
 /// Records an event on the calling thread's P's track (`track` None) or on an explicit
 /// track, in the P's slot when the thread holds a P, else the shared slot.
-#[cold]
 #[inline(never)]
 pub(crate) fn emit(k: u8, track: Option<u32>, a: u64, b: u64) -> bool {
-    emit_text(k, track, a, b, &[])
+    match my_slot() {
+        Some(s) => put(s, k, track, a, b, &[]),
+        None => emit_shared(k, track, a, b, &[]),
+    }
 }
 
-fn emit_text(k: u8, track: Option<u32>, a: u64, b: u64, text: &[u8]) -> bool {
-    match my_slot() {
-        Some(s) => put(s, k, track, a, b, text),
-        None => {
-            SHARED_LOCK.lock();
-            let pushed = put(OUTSIDE_SLOT, k, track.or(Some(OUTSIDE)), a, b, text);
-            SHARED_LOCK.unlock();
-            pushed
-        }
-    }
+/// `emit` on a thread without a P: the shared slot, under its lock.
+#[cold]
+#[inline(never)]
+fn emit_shared(k: u8, track: Option<u32>, a: u64, b: u64, text: &[u8]) -> bool {
+    SHARED_LOCK.lock();
+    let pushed = put(OUTSIDE_SLOT, k, track.or(Some(OUTSIDE)), a, b, text);
+    SHARED_LOCK.unlock();
+    pushed
 }
 
 /// `execute`: `g` starts running on the calling M's P.
@@ -587,8 +606,10 @@ pub(crate) fn cur_goid() -> u64 {
 }
 
 /// Reads events from chunk bytes (scripts/trace2json.py does the same): calls `f(kind,
-/// a, b)` for each whole event; stops at the first malformed one.
-pub(super) fn decode(mut b: &[u8], mut f: impl FnMut(u8, u64, u64)) {
+/// a, b)` for each whole event, a start's b its entry pc, counted from `pc` (the last
+/// start's before these bytes, 0 at a chunk's start); stops at the first malformed one.
+/// Returns the last start's pc.
+pub(super) fn decode(mut b: &[u8], mut pc: u64, mut f: impl FnMut(u8, u64, u64)) -> u64 {
     fn uv(b: &mut &[u8]) -> Option<u64> {
         let mut v = 0u64;
         let mut shift = 0;
@@ -606,22 +627,28 @@ pub(super) fn decode(mut b: &[u8], mut f: impl FnMut(u8, u64, u64)) {
     }
     while let Some((&k, rest)) = b.split_first() {
         b = rest;
-        let Some(_dt) = uv(&mut b) else { return };
+        let Some(_dt) = uv(&mut b) else { return pc };
         if k & kind::TRACK != 0 && uv(&mut b).is_none() {
-            return;
+            return pc;
         }
-        let (Some(a), Some(x)) = (uv(&mut b), uv(&mut b)) else {
-            return;
+        let (Some(a), Some(mut x)) = (uv(&mut b), uv(&mut b)) else {
+            return pc;
         };
         let k = k & !kind::TRACK;
         if k == kind::LABELS {
             let Some(rest) = b.get(x as usize..) else {
-                return;
+                return pc;
             };
             b = rest;
         }
+        if k == kind::GO_START {
+            let d = ((x >> 1) as i64) ^ -((x & 1) as i64);
+            pc = pc.wrapping_add(d as u64);
+            x = pc;
+        }
         f(k, a, x);
     }
+    pc
 }
 
 #[cfg(all(test, loom))]
