@@ -51,6 +51,8 @@ const MODELS: &[&str] = &[
     "rt::schedule::loom_tests::every_claimed_timer_m_leaves_the_poll",
     "rt::schedule::loom_tests::every_claimed_timer_m_broken_without_the_second_break",
     "rt::stackhwm::loom_tests::claims_find_one_slot_per_key",
+    "rt::profbuf::loom_tests::every_record_arrives_once_and_whole",
+    "rt::profbuf::loom_tests::broken_publish_before_the_words",
     "rt::offload::loom_tests::every_call_has_a_helper",
     "sync::mutex::loom_tests::normal_mode_excludes_and_wakes",
     "sync::mutex::loom_tests::spinner_announces_woken",

@@ -260,6 +260,17 @@ pub(crate) fn release_set(s: *mut LabelSet) {
     release(s);
 }
 
+/// Calls `f` with each pair of `s`, in key order (the CPU profile's sample labels).
+///
+/// # Safety
+/// The caller holds a reference to `s` (not null).
+pub(crate) unsafe fn for_each_pair(s: *mut LabelSet, mut f: impl FnMut(&[u8], &[u8])) {
+    // SAFETY: caller contract.
+    for (k, v) in unsafe { (*s).pairs() } {
+        f(k, v);
+    }
+}
+
 /// `s`'s labels as a JSON object (`{"key":"value",…}`), bytes that are not UTF-8 replaced.
 ///
 /// # Safety

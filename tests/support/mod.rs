@@ -15,6 +15,7 @@ pub const GMP_ENV: &[&str] = &[
     "GMP_DEBUG",
     "GMP_INTERPOSE",
     "GMP_TRACE",
+    "GMP_CPUPROFILE",
 ];
 
 /// What a finished command left behind.
