@@ -1,6 +1,6 @@
 //! Profiling: the CPU profile (gmp_cpuprofile_start, gmp_cpuprofile_stop,
-//! GMP_CPUPROFILE), read back with `go tool pprof`. Harness and conventions:
-//! `support/ctest.rs`.
+//! GMP_CPUPROFILE), read back with `go tool pprof`, and goroutine labels through the
+//! custom-labels thread-local ABI. Harness and conventions: `support/ctest.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -178,4 +178,27 @@ fn cpuprofile_env() {
         Some("burn_hot"),
         "{top}"
     );
+}
+
+/// Goroutine labels through the custom-labels ABI: `custom_labels_current_set` shows the
+/// running goroutine's labels, switches with the goroutines on one thread, and is null
+/// for a goroutine without labels.
+#[test]
+fn custom_labels_abi() {
+    let _serial = lock();
+    let exe = compile_src_opts(
+        "custom_labels",
+        &manifest_dir().join("c-tests/custom_labels.c"),
+        &[],
+        &["-ldl"],
+    );
+    let mut cmd = Command::new(&exe);
+    cmd.current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd.env("GMP_MAXPROCS", "1");
+    let o = run_with_timeout(cmd, "custom_labels");
+    assert!(o.status.success(), "{}", o.report("custom_labels failed"));
 }

@@ -84,6 +84,7 @@ const RT_FLOORS: &[&[&str]] = &[
         "sigprof",
         "profbuf",
         "labels",
+        "customlabels",
     ],
 ];
 

@@ -66,7 +66,7 @@ pub(crate) fn start(fd: i32, hz: i32) -> Result<(), i32> {
         return Err(libc::EBUSY);
     }
     // SAFETY: F_DUPFD_CLOEXEC on any number: a closed one answers EBADF.
-    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    let dup = unsafe { crate::sys::real::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
     if dup < 0 {
         return Err(libc::EBADF);
     }
@@ -125,16 +125,11 @@ pub(crate) fn init() {
     let Some(path) = std::env::var_os("GMP_CPUPROFILE").filter(|p| !p.is_empty()) else {
         return;
     };
-    use std::os::fd::IntoRawFd;
+    use std::os::fd::AsRawFd;
+    // `start` keeps a duplicate; the file closes when `f` goes.
     let r = std::fs::File::create(&path)
         .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
-        .and_then(|f| {
-            let fd = f.into_raw_fd();
-            let r = start(fd, DEFAULT_HZ);
-            // SAFETY: our own descriptor; `start` keeps a duplicate.
-            unsafe { libc::close(fd) };
-            r
-        });
+        .and_then(|f| start(f.as_raw_fd(), DEFAULT_HZ));
     match r {
         // Write the file when the program exits normally.
         // SAFETY: registers a plain extern "C" function.
@@ -162,7 +157,7 @@ fn write_all(fd: &OwnedFd, mut b: &[u8]) -> Result<(), i32> {
     use std::os::fd::AsRawFd;
     while !b.is_empty() {
         // SAFETY: writes from a valid buffer to our own descriptor.
-        let n = unsafe { libc::write(fd.as_raw_fd(), b.as_ptr().cast(), b.len()) };
+        let n = unsafe { crate::sys::real::write(fd.as_raw_fd(), b.as_ptr().cast(), b.len()) };
         if n < 0 {
             let e = crate::sys::errno();
             if e == libc::EINTR {

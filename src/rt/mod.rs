@@ -83,6 +83,7 @@ pub(crate) mod checkdead;
 mod coarsetime;
 mod config;
 pub(crate) mod cpuprof;
+mod customlabels;
 pub(crate) mod dump;
 mod epoll;
 mod foreign;
