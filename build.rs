@@ -78,7 +78,7 @@ fn main() {
 /// the linker in its own environment):
 ///
 /// - `libgmp.map`: the library's own symbols (gmp.h's functions and abi/exports.txt's
-///   `[dump]` and `[compat]` names) in versioned nodes. A name keeps the node of the
+///   `[dump]`, `[compat]` and `[customlabels]` names) in versioned nodes. A name keeps the node of the
 ///   release that first exported it (`abi/GMP_SCHED_<major>.<minor>.txt` freezes each
 ///   released node); a name in none of them joins the node of this version.
 /// - `libgmp-libc.map`: the interposed libc names, unversioned (the base version), so that
@@ -87,7 +87,7 @@ fn main() {
 fn version_scripts(crate_dir: &std::path::Path, out_dir: &std::path::Path) {
     let header = std::fs::read_to_string(out_dir.join("gmp.h")).expect("generated gmp.h");
     let mut own: Vec<String> = header_functions(&header);
-    own.extend(abi_names(crate_dir, &["dump", "compat"]));
+    own.extend(abi_names(crate_dir, &["dump", "compat", "customlabels"]));
 
     let abi = crate_dir.join("abi");
     println!("cargo:rerun-if-changed={}", abi.display());

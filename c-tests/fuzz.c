@@ -59,6 +59,7 @@
  * gmp_num_goroutine, gmp_stats, gmp_metrics (counters only grow), gmp_stack_usage,
  * gmp_labels_set/get (read back; the dump reads every goroutine's meanwhile), a flight
  * recorder started, written to /dev/null and stopped,
+ * gmp_cpuprofile_start/stop (one actor's profile at a time, over the metrics and labels),
  * gmp_now, gmp_goid,
  * gmp_num_cpu, gmp_dump,
  * gmp_set_default_stack_size, SIGUSR2 relayed to a channel (gmp_signal_notify),
@@ -2060,6 +2061,11 @@ static void op_info(struct actor *a)
         ACHECK_EQ(a, gmp_num_cpu(), ncpu_expected);
         break;
     case 4: {
+        /* A CPU profile over the rest of this op, one actor's at a time (the others are
+         * refused), with a bad descriptor refused first. */
+        ACHECK_EQ(a, gmp_cpuprofile_start(-1, 0), -EBADF);
+        int prof = gmp_cpuprofile_start(devnull, 1000);
+        ACHECK(a, prof == 0 || prof == -EBUSY);
         /* Metrics: counters and the latency histogram's count only grow; the Prometheus
          * text is written whole. */
         /* On the heap: ~9 KiB, and actors' children may have 16 KiB stacks. */
@@ -2117,6 +2123,8 @@ static void op_info(struct actor *a)
         ACHECK_EQ(a, gmp_labels_get("gone", got, sizeof got), -ENOENT);
         ACHECK_EQ(a, gmp_labels_set(NULL, "x"), -EINVAL);
         ACHECK_EQ(a, gmp_metrics_write_prometheus(devnull), 0);
+        if (prof == 0)
+            ACHECK_EQ(a, gmp_cpuprofile_stop(), 0);
         break;
     }
     default:

@@ -1363,7 +1363,13 @@ static void do_metrics(struct actor *a)
     CHECK(strcmp(got, val) == 0);
     int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     CHECK(fd >= 0);
+    /* A CPU profile over the Prometheus write, while other actors switch, spawn and dump:
+     * one actor's at a time (the others are refused). */
+    int prof = gmp_cpuprofile_start(fd, 1000);
+    CHECK(prof == 0 || prof == -EBUSY);
     CHECK_EQ(gmp_metrics_write_prometheus(fd), 0);
+    if (prof == 0)
+        CHECK_EQ(gmp_cpuprofile_stop(), 0);
     /* A flight recorder for a moment (one actor at a time; a traced run's trace holds the
      * place), its window written to /dev/null while everything else runs. */
     int r = gmp_trace_flight_start(1, 1);

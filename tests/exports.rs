@@ -27,8 +27,9 @@ fn manifest_dir() -> &'static Path {
 
 /// The sections of abi/exports.txt, the names the library exports besides the header's
 /// functions: `interposed` (libc's blocking functions, under their own names), `dump`
-/// (symbols exported only to be named in dumps) and `compat` (functions an older header
-/// declared), each with its names in order.
+/// (symbols exported only to be named in dumps), `compat` (functions an older header
+/// declared) and `customlabels` (the custom-labels ABI's data symbols), each with its
+/// names in order.
 fn abi_list() -> BTreeMap<String, Vec<String>> {
     let path = manifest_dir().join("abi/exports.txt");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -186,7 +187,7 @@ fn exports_are_the_header_and_the_abi_list() {
 #[test]
 fn abi_list_is_well_formed() {
     let list = abi_list();
-    let known = ["interposed", "dump", "compat"];
+    let known = ["interposed", "dump", "compat", "customlabels"];
     for name in list.keys() {
         assert!(
             known.contains(&name.as_str()),
@@ -205,6 +206,12 @@ fn abi_list_is_well_formed() {
         assert!(
             n.starts_with("gmp_") && n.contains('.'),
             "[dump] {n}: C could spell it"
+        );
+    }
+    for n in section(&list, "customlabels") {
+        assert!(
+            n.starts_with("custom_labels_"),
+            "[customlabels] {n} is not a name of the custom-labels ABI"
         );
     }
     let header = header_functions();

@@ -35,6 +35,7 @@ const RT_FLOORS: &[&[&str]] = &[
         "metrics",
         "checkdead",
         "trace",
+        "cpuprof",
         "leaks",
         "dump",
     ],
@@ -80,7 +81,10 @@ const RT_FLOORS: &[&[&str]] = &[
         "taskfile",
         "coarsetime",
         "traceevent",
+        "sigprof",
+        "profbuf",
         "labels",
+        "customlabels",
     ],
 ];
 

@@ -53,6 +53,8 @@ const MODELS: &[&str] = &[
     "rt::stackhwm::loom_tests::claims_find_one_slot_per_key",
     "rt::traceevent::loom_tests::pinned_chunks_are_not_rewritten",
     "rt::traceevent::loom_tests::pinned_chunks_broken_when_unclaim_stores_zero",
+    "rt::profbuf::loom_tests::every_record_arrives_once_and_whole",
+    "rt::profbuf::loom_tests::broken_publish_before_the_words",
     "rt::offload::loom_tests::every_call_has_a_helper",
     "sync::mutex::loom_tests::normal_mode_excludes_and_wakes",
     "sync::mutex::loom_tests::spinner_announces_woken",

@@ -1100,6 +1100,31 @@ int64_t gmp_sendmsg_timeout(int fd, const struct msghdr *msg, int flags, int64_t
 int64_t gmp_sendmsg(int fd, const struct msghdr *msg, int flags);
 
 /*
+ Starts a CPU profile (Go's `pprof.StartCPUProfile`): every thread that runs goroutines
+ is interrupted every 1/`hz` s of its CPU time (`hz` <= 0: 100 Hz, Go's rate), and
+ each interruption records the stack it stopped (frame pointers: compile with
+ -fno-omit-frame-pointer), the goroutine's id and its labels (`gmp_labels_set`).
+ `gmp_cpuprofile_stop` writes the profile to `fd` in pprof's protobuf format
+ (`go tool pprof -top prog file`; no binary needed: functions are named by their
+ exported symbols, so link executables with -rdynamic); the runtime keeps a duplicate
+ of `fd` meanwhile, so the caller may close its own. Threads outside the runtime (C
+ main, threads that only call gmp functions) are not sampled. `GMP_CPUPROFILE=file`
+ starts one when the runtime starts, written at exit. The runtime uses SIGPROF: it
+ refuses to start while the program has a SIGPROF handler of its own or runs the
+ ITIMER_PROF timer, and keeps its handler (which ignores stray signals) after stop.
+ Returns 0, -EBADF if `fd` is not open, -EINVAL if `hz` is above 10000, -EBUSY if a
+ profile runs or SIGPROF is taken, or -EAGAIN if the writer thread cannot start.
+ */
+int gmp_cpuprofile_start(int fd, int hz);
+
+/*
+ Stops the CPU profile gmp_cpuprofile_start (or GMP_CPUPROFILE) started and writes it
+ to its descriptor. Returns 0, -EINVAL if no profile runs, or the negative errno of the
+ write.
+ */
+int gmp_cpuprofile_stop(void);
+
+/*
  Relays each of the `n` signals `sigs` names, when the process receives it, to channel
  `c`, whose elements are `int`s (Go's `signal.Notify`): the signal number is sent
  without waiting, so a channel with no room misses it (give it a buffer), and signals

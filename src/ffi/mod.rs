@@ -13,6 +13,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub mod chan;
 pub mod debug;
 pub mod net;
+pub mod prof;
 pub mod signal;
 pub mod sync;
 mod syscall;

@@ -152,21 +152,10 @@ impl Out {
     }
 }
 
-/// Fills `buf` from `addr` without faulting (process_vm_readv on our own process): false
-/// if any of it is not mapped.
+/// Fills `buf` from `addr` without faulting (`sys::read_unfaulting`): false if any of it
+/// is not mapped.
 fn read_bytes(addr: usize, buf: &mut [u8]) -> bool {
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: both iovecs describe valid ranges of the sizes given (the remote one is
-    // checked by the kernel, which returns EFAULT instead of faulting).
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    n == buf.len() as isize
+    crate::sys::read_unfaulting(addr, buf)
 }
 
 /// Reads the u32 at `addr` without faulting.
@@ -213,7 +202,18 @@ pub(crate) fn symbol_only(out: &mut Out, pc: usize) {
     symbolize_as(out, pc, false);
 }
 
-fn symbolize_as(out: &mut Out, pc: usize, with_object: bool) {
+/// What the loader knows of `pc`: the path of the object holding it, its load base, and
+/// the symbol covering it (name, start), if one does.
+pub(crate) struct Symbol {
+    pub(crate) object: *const c_char,
+    pub(crate) base: usize,
+    pub(crate) name: Option<(*const c_char, usize)>,
+}
+
+/// Looks `pc` up in the dynamic symbol tables. The symbol dladdr finds is only the nearest
+/// exported one below pc: it is trusted when pc lies inside its size (else it names the
+/// wrong function, e.g. an exported gmp_* before an internal Rust function).
+pub(crate) fn lookup(pc: usize) -> Option<Symbol> {
     let mut info = DlInfo {
         dli_fname: core::ptr::null(),
         dli_fbase: core::ptr::null_mut(),
@@ -224,41 +224,54 @@ fn symbolize_as(out: &mut Out, pc: usize, with_object: bool) {
     // SAFETY: valid out-pointers; dladdr1 only reads the loader's tables.
     let ok = unsafe { dladdr1(pc as *const c_void, &mut info, &mut sym, RTLD_DL_SYMENT) } != 0;
     if !ok || info.dli_fname.is_null() {
-        out.str("?");
-        return;
+        return None;
     }
-    // The symbol dladdr found is only the nearest exported one below pc: trust it when pc
-    // lies inside its size (else it names the wrong function, e.g. an exported gmp_*
-    // before an internal Rust function).
-    let mut named = false;
+    let mut name = None;
     if !info.dli_sname.is_null() && !sym.is_null() {
         // SAFETY: with RTLD_DL_SYMENT, sym points at the ELF symbol of dli_sname.
         let size = unsafe { (*(sym as *const libc::Elf64_Sym)).st_size } as usize;
         let start = info.dli_saddr as usize;
         if pc >= start && (pc - start < size || size == 0 && pc - start < 4096) {
-            out.cstr(info.dli_sname);
+            name = Some((info.dli_sname, start));
+        }
+    }
+    Some(Symbol {
+        object: info.dli_fname,
+        base: info.dli_fbase as usize,
+        name,
+    })
+}
+
+fn symbolize_as(out: &mut Out, pc: usize, with_object: bool) {
+    let Some(sym) = lookup(pc) else {
+        out.str("?");
+        return;
+    };
+    match sym.name {
+        Some((name, start)) => {
+            out.cstr(name);
             if with_object || pc != start {
                 out.str("+");
                 out.hex((pc - start) as u64, 0);
             }
             if with_object {
                 out.str(" (");
-                out.cstr(info.dli_fname);
+                out.cstr(sym.object);
                 out.str(")");
             }
-            named = true;
         }
-    }
-    if !named {
-        out.str("?? (");
-        out.cstr(basename(info.dli_fname));
-        out.str("+");
-        out.hex((pc - info.dli_fbase as usize) as u64, 0);
-        out.str(")");
+        None => {
+            out.str("?? (");
+            out.cstr(basename(sym.object));
+            out.str("+");
+            out.hex((pc - sym.base) as u64, 0);
+            out.str(")");
+        }
     }
 }
 
-fn basename(p: *const c_char) -> *const c_char {
+/// The file name part of path `p` (a NUL-terminated string from the loader).
+pub(crate) fn basename(p: *const c_char) -> *const c_char {
     let mut last = p;
     let mut i = 0;
     // SAFETY: p is a NUL-terminated string from dladdr.

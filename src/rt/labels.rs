@@ -2,8 +2,9 @@
 //! key/value strings per goroutine, inherited by the goroutines it starts, shown in the
 //! goroutine dump.
 //!
-//! A set is immutable once published: one allocation holding a reference count and the
-//! pairs as `key\0value\0…`, sorted by key. Changing a label makes a new set
+//! A set is immutable once published: one allocation holding a reference count, the
+//! pairs as `key\0value\0…`, sorted by key, and the same pairs in the custom-labels ABI's
+//! form for profilers outside the process (customlabels.rs), pointing into the text. Changing a label makes a new set
 //! (copy-on-write), so a child shares its parent's set by taking a reference, and a
 //! reader that holds a reference never sees it change. A goroutine's set lives in its
 //! `GExt` (allocated on first use, never freed), a thread outside the runtime's in a
@@ -19,38 +20,75 @@ use core::ptr::null_mut;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use std::alloc::{Layout, alloc, dealloc};
 
+use super::customlabels::{self, AbiLabel, AbiSet, AbiString};
 use super::*;
 
-/// A label set's header; the text follows it in the same allocation.
+/// A label set's header; the text follows it in the same allocation, then (8-aligned)
+/// the custom-labels ABI's label array, one entry per pair, pointing into the text.
 #[repr(C)]
 pub(crate) struct LabelSet {
     refs: AtomicUsize,
     /// Bytes of text after the header.
     len: usize,
+    /// The set as `custom_labels_labelset_t`: the label array and its length (pairs).
+    abi: AbiSet,
 }
 
 const HDR: usize = core::mem::size_of::<LabelSet>();
 
-fn layout(len: usize) -> Layout {
-    Layout::from_size_align(HDR + len, core::mem::align_of::<LabelSet>())
-        .unwrap_or_else(|_| throw("labels: set too large"))
+/// Where the ABI's label array starts, after `len` bytes of text.
+fn array_offset(len: usize) -> usize {
+    (HDR + len).next_multiple_of(core::mem::align_of::<AbiLabel>())
+}
+
+fn layout(len: usize, pairs: usize) -> Layout {
+    let size = pairs
+        .checked_mul(core::mem::size_of::<AbiLabel>())
+        .and_then(|a| a.checked_add(array_offset(len)));
+    size.and_then(|size| Layout::from_size_align(size, core::mem::align_of::<LabelSet>()).ok())
+        .unwrap_or_else(|| throw("labels: set too large"))
 }
 
 impl LabelSet {
     /// A new set holding `text` (pairs, each `key\0value\0`), with one reference.
     fn new(text: &[u8]) -> *mut LabelSet {
-        // SAFETY: the layout is non-zero sized; the header and text are written before
-        // the pointer is returned.
+        let pairs = pairs_of(text).count();
+        // SAFETY: the layout is non-zero sized; the header, the text and the label array
+        // are written before the pointer is returned, the array's strings pointing into
+        // the text just copied (the set is never changed after).
         unsafe {
-            let p = alloc(layout(text.len())).cast::<LabelSet>();
+            let p = alloc(layout(text.len(), pairs)).cast::<LabelSet>();
             if p.is_null() {
                 throw("labels: out of memory");
+            }
+            let own = p.cast::<u8>().add(HDR);
+            core::ptr::copy_nonoverlapping(text.as_ptr(), own, text.len());
+            let array = p
+                .cast::<u8>()
+                .add(array_offset(text.len()))
+                .cast::<AbiLabel>();
+            let own_text = core::slice::from_raw_parts(own, text.len());
+            for (i, (k, v)) in pairs_of(own_text).enumerate() {
+                array.add(i).write(AbiLabel {
+                    key: AbiString {
+                        len: k.len(),
+                        buf: k.as_ptr(),
+                    },
+                    value: AbiString {
+                        len: v.len(),
+                        buf: v.as_ptr(),
+                    },
+                });
             }
             p.write(LabelSet {
                 refs: AtomicUsize::new(1),
                 len: text.len(),
+                abi: AbiSet {
+                    storage: array,
+                    count: pairs,
+                    capacity: pairs,
+                },
             });
-            core::ptr::copy_nonoverlapping(text.as_ptr(), p.cast::<u8>().add(HDR), text.len());
             p
         }
     }
@@ -83,8 +121,8 @@ fn release(s: *mut LabelSet) {
     // set (AcqRel: every earlier user's reads happen before the free).
     unsafe {
         if (*s).refs.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let len = (*s).len;
-            dealloc(s.cast(), layout(len));
+            let (len, pairs) = ((*s).len, (*s).abi.count);
+            dealloc(s.cast(), layout(len, pairs));
         }
     }
 }
@@ -94,6 +132,7 @@ struct Foreign(core::cell::Cell<*mut LabelSet>);
 
 impl Drop for Foreign {
     fn drop(&mut self) {
+        customlabels::store_slow(core::ptr::null());
         release(self.0.replace(null_mut()));
     }
 }
@@ -115,8 +154,10 @@ fn current() -> *mut LabelSet {
 }
 
 /// Replaces the calling goroutine's (or thread's) set with `s` (a reference the caller
-/// gives), dropping the old one.
+/// gives), dropping the old one. The thread's custom-labels pointer shows the new set
+/// before the old one can be freed.
 fn replace(s: *mut LabelSet) {
+    customlabels::store_slow(abi(s));
     let g = getg();
     let old = if g.is_null() {
         FOREIGN.with(|f| f.0.replace(s))
@@ -223,6 +264,27 @@ pub(super) unsafe fn drop_of(g: &G) {
     }
 }
 
+/// The custom-labels form of set `s` (null for null).
+fn abi(s: *mut LabelSet) -> *const AbiSet {
+    if s.is_null() {
+        return core::ptr::null();
+    }
+    // SAFETY: only the field's address is taken; `s` is a live set.
+    unsafe { &raw const (*s).abi }
+}
+
+/// The custom-labels form of `g`'s set (null: none), which `execute` makes the thread's
+/// current one. Valid while `g` keeps its set: until it changes its labels or leaves
+/// the thread (`after_switch` clears the pointer).
+///
+/// # Safety
+/// On `g`'s M, which is about to run it (`execute`).
+#[inline(always)]
+pub(super) unsafe fn abi_of(g: &G) -> *const AbiSet {
+    // SAFETY: caller contract: the M running g owns its `ext` and `labels`.
+    unsafe { abi(g.ext_if_any().map_or(null_mut(), |e| e.labels.get())) }
+}
+
 /// Where the dump finds a set's text length and text (`dump::labels_racy`).
 pub(crate) const LEN_OFFSET: usize = core::mem::offset_of!(LabelSet, len);
 pub(crate) const TEXT_OFFSET: usize = HDR;
@@ -269,4 +331,35 @@ pub(crate) unsafe fn text_cut<'a>(s: *mut LabelSet, max: usize) -> &'a [u8] {
         }
     }
     &text[..end]
+}
+
+/// A reference to `g`'s set (null: none), for a CPU profile sample, which the profile's
+/// writer gives back with [`release_set`]. Async-signal-safe: an increment.
+///
+/// # Safety
+/// On `g`'s M, which runs it (the SIGPROF handler interrupted it): only g replaces its
+/// set, and not while the handler runs.
+pub(crate) unsafe fn retained_of(g: &G) -> *mut LabelSet {
+    // SAFETY: caller contract.
+    let s = unsafe { g.ext_if_any().map_or(null_mut(), |e| e.labels.get()) };
+    if !s.is_null() {
+        retain(s);
+    }
+    s
+}
+
+/// Gives back a reference [`retained_of`] took.
+pub(crate) fn release_set(s: *mut LabelSet) {
+    release(s);
+}
+
+/// Calls `f` with each pair of `s`, in key order (the CPU profile's sample labels).
+///
+/// # Safety
+/// The caller holds a reference to `s` (not null).
+pub(crate) unsafe fn for_each_pair(s: *mut LabelSet, mut f: impl FnMut(&[u8], &[u8])) {
+    // SAFETY: caller contract.
+    for (k, v) in unsafe { (*s).pairs() } {
+        f(k, v);
+    }
 }

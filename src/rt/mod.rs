@@ -82,6 +82,8 @@ pub(crate) mod asan;
 pub(crate) mod checkdead;
 mod coarsetime;
 mod config;
+pub(crate) mod cpuprof;
+mod customlabels;
 pub(crate) mod dump;
 mod epoll;
 mod foreign;
@@ -106,12 +108,14 @@ mod preempt;
 mod preemptsig;
 mod proc;
 mod procresize;
+mod profbuf;
 mod ready;
 mod schedinit;
 pub(crate) mod schedlat;
 pub mod schedtrace;
 mod schedule;
 mod sigpreempt;
+mod sigprof;
 mod spinning;
 #[cfg(all(test, loom))]
 mod spinning_loom;
@@ -601,6 +605,10 @@ pub struct M {
     /// The source that sends the thread its preemption signal in user code only
     /// (preemptsig.rs), armed under `task_lock`.
     pub preemptsig: PreemptSig,
+    /// The CPU profile's timer on this M's thread (sigprof.rs): `tid << 32 | (timer id +
+    /// 1)`, or 0. Swapped by whoever arms or disarms it (the profile's start and stop, and
+    /// the M's own thread in `mstart`).
+    pub proftimer: AtomicU64,
 }
 
 // SAFETY: an M is shared through raw pointers between threads; its non-atomic fields are

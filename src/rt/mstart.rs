@@ -28,6 +28,7 @@ pub(super) unsafe fn mstart(m: &M) {
     unsafe { m.g0_fpenv.set(arch::fpenv_current()) };
     crate::stack::ensure_altstack();
     m.tid.store(crate::sys::gettid(), Ordering::Relaxed);
+    sigprof::minit(m.m());
     let pp = m.nextp.swap(null_mut(), Ordering::Acquire);
     // SAFETY: pp was handed to this M by its creator.
     unsafe { acquirep(m, pp) };

@@ -171,6 +171,7 @@ pub(super) fn allocm(pp: *mut P, spinning: bool) -> *mut M {
         task_fds: [const { AtomicU64::new(NO_TASK_FD) }; 3],
         task_lock: AtomicBool::new(false),
         preemptsig: PreemptSig::new(),
+        proftimer: AtomicU64::new(0),
     }));
     // Publish on allm (lock-free push; entries are never removed).
     let mut head = SCHED.allm.load(Ordering::Relaxed);
@@ -246,6 +247,9 @@ pub(super) unsafe fn revive_m(m: *mut M, pp: *mut P, spinning: bool, fastrand: u
             // Kept: `preemptsig::arm` drops a dead thread's source when it finds the
             // thread id changed.
             preemptsig: _,
+            // Kept: `sigprof::minit` deletes the dead thread's timer when the new thread
+            // starts.
+            proftimer: _,
         } = &*m;
         if !curg.load(Ordering::Relaxed).is_null()
             || !p.load(Ordering::Relaxed).is_null()

@@ -55,6 +55,7 @@ pub(super) fn init_once() {
         }
         sysmon::start();
         trace::init();
+        cpuprof::init();
     });
 }
 

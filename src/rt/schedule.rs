@@ -173,6 +173,8 @@ pub(super) unsafe fn execute(m: ThisM<'_>, gp: *mut G, inherit: bool) -> usize {
         m.curg.store(gp, Ordering::Relaxed);
         g.m.store(m.m() as *const M as *mut M, Ordering::Relaxed);
         casgstatus(g, G_RUNNABLE, G_RUNNING);
+        // Its labels for profilers outside the process (customlabels.rs): one store.
+        customlabels::set_current(labels::abi_of(g));
         if !inherit {
             let p = &*pp;
             p.schedtick.store(
@@ -256,6 +258,8 @@ pub(super) unsafe fn execute(m: ThisM<'_>, gp: *mut G, inherit: bool) -> usize {
 /// Right after `execute` returned `act`.
 #[inline]
 pub(super) unsafe fn after_switch(m: ThisM<'_>, act: usize) -> Option<(*mut G, bool)> {
+    // The goroutine left the thread: so do its labels (customlabels.rs).
+    customlabels::set_current(core::ptr::null());
     let gp = m.curg.load(Ordering::Relaxed);
     // SAFETY: gp just ran on this M and is ours until we publish it below.
     let g = unsafe { &*gp };

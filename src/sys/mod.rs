@@ -63,6 +63,38 @@ pub unsafe fn raw_syscall6(nr: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64,
     ret
 }
 
+/// Fills `buf` from our own memory at `addr` without faulting: `process_vm_readv` on our
+/// own process, which answers EFAULT for an unmapped range instead of raising SIGSEGV.
+/// False if any of it is not mapped. Async-signal-safe (two raw system calls, errno
+/// untouched): the goroutine dump reads racy frame chains with it, and the profiling
+/// signal's handler the interrupted thread's frames.
+pub fn read_unfaulting(addr: usize, buf: &mut [u8]) -> bool {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: getpid has no arguments; process_vm_readv gets valid iovecs of the sizes
+    // given (the remote one is checked by the kernel, which returns EFAULT instead of
+    // faulting), and writes only `buf`.
+    let n = unsafe {
+        let pid = raw_syscall6(libc::SYS_getpid as u64, 0, 0, 0, 0, 0, 0);
+        raw_syscall6(
+            libc::SYS_process_vm_readv as u64,
+            pid,
+            &local as *const libc::iovec as u64,
+            1,
+            &remote as *const libc::iovec as u64,
+            1,
+            0,
+        )
+    };
+    n == buf.len() as u64
+}
+
 pub mod membarrier;
 
 pub fn write_stderr(mut buf: &[u8]) {

@@ -17,6 +17,7 @@ pub const GMP_ENV: &[&str] = &[
     "GMP_TRACE",
     "GMP_TRACE_DIR",
     "GMP_TRACE_LATENCY",
+    "GMP_CPUPROFILE",
 ];
 
 /// What a finished command left behind.

@@ -444,6 +444,24 @@ def get_label(key: str) -> str | None:
     return buf.value.decode(errors="replace")
 
 
+def cpuprofile_start(file: Any, hz: int = 100) -> None:
+    """Starts a CPU profile (Go's ``pprof.StartCPUProfile``): the threads that run
+    goroutines are sampled ``hz`` times per second of their CPU time (0: 100), each sample
+    with its goroutine's id and labels. ``file`` is a file descriptor or an object with
+    ``fileno()``; :func:`cpuprofile_stop` writes the profile there in pprof's format
+    (``go tool pprof -top file``). Raises OSError: EBUSY if a profile runs or SIGPROF has
+    another handler, EBADF for a closed file, EINVAL for ``hz`` above 10000."""
+    fd = file if isinstance(file, int) else file.fileno()
+    if isinstance(hz, bool) or not isinstance(hz, int):
+        raise TypeError(f"hz must be an int, not {type(hz).__name__}")
+    check(lib.gmp_cpuprofile_start(fd, hz), "gmp_cpuprofile_start")
+
+
+def cpuprofile_stop() -> None:
+    """Stops the CPU profile and writes it. Raises OSError (EINVAL) if none runs."""
+    check(lib.gmp_cpuprofile_stop(), "gmp_cpuprofile_stop")
+
+
 def maxprocs(n: int | None = None) -> int:
     """Returns GOMAXPROCS; with `n` (1..1024) sets it and returns the previous value."""
     if n is None:

@@ -233,6 +233,9 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_stack_usage": (c_int, [P, c_size_t]),
     "gmp_labels_set": (c_int, [c_char_p, c_char_p]),
     "gmp_labels_get": (c_int, [c_char_p, c_char_p, c_size_t]),
+    # The CPU profile (pprof's format).
+    "gmp_cpuprofile_start": (c_int, [c_int, c_int]),
+    "gmp_cpuprofile_stop": (c_int, []),
     # Signals as channels (Go's os/signal).
     "gmp_signal_notify": (c_int, [P, P, c_size_t]),
     "gmp_signal_stop": (c_int, [P]),
