@@ -61,7 +61,7 @@ impl Out {
         }
     }
 
-    /// An `Out` that only collects (up to its buffer's size), for `captured`.
+    /// An `Out` that only collects (up to its buffer's size), for `captured_bytes`.
     pub(crate) fn capture() -> Out {
         Out::new(-1)
     }
@@ -609,12 +609,30 @@ pub(crate) fn init() {
     }
 }
 
+/// What the SIGQUIT handler runs after the dump (the flight recorder's write, from
+/// trace.rs, a floor above): null, or a `fn()` that is async-signal-safe.
+static AFTER_SIGQUIT: core::sync::atomic::AtomicPtr<()> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+/// Sets (or with None clears) what the SIGQUIT handler runs after the dump.
+pub(crate) fn set_after_sigquit(f: Option<fn()>) {
+    AFTER_SIGQUIT.store(
+        f.map_or(core::ptr::null_mut(), |f| f as *mut ()),
+        Ordering::Release,
+    );
+}
+
 extern "C" fn on_sigquit(_sig: c_int, _info: *mut libc::siginfo_t, _ctx: *mut c_void) {
     let mut out = Out::new(2);
     out.str("SIGQUIT: quit\n\n");
     dump_all(&mut out);
     out.flush();
-    super::trace::flight_auto(b"SIGQUIT");
+    let after = AFTER_SIGQUIT.load(Ordering::Acquire);
+    if !after.is_null() {
+        // SAFETY: only `fn()` values are stored (`set_after_sigquit`).
+        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(after) };
+        f();
+    }
     // SAFETY: _exit is async-signal-safe and ends the process.
     unsafe { libc::_exit(2) }
 }

@@ -104,6 +104,11 @@ pub(crate) fn init() {
     }
 }
 
+/// A wait longer than this (ns; 0: none) sets `OVER` (the flight recorder's latency
+/// trigger, `trace::flight_latency`, which clears it).
+pub(crate) static OVER_NS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static OVER: AtomicBool = AtomicBool::new(false);
+
 /// The flight recorder's latency trigger (`trace::flight_latency`): every wait is timed,
 /// from now on, unless `GMP_DEBUG=schedlatency=off`.
 pub(crate) fn time_every_wait() {
@@ -202,7 +207,10 @@ pub(crate) fn running(m: &M, g: &G) {
         return;
     }
     let ns = crate::sys::nanotime().saturating_sub(stamp & !1).max(0) as u64;
-    super::trace::waited(ns);
+    let over = OVER_NS.load(Ordering::Relaxed);
+    if over != 0 && ns > over {
+        OVER.store(true, Ordering::Relaxed);
+    }
     // SAFETY: Ps are never freed; the histogram is the holding M's (m's, on its thread).
     let h = unsafe { &(*pp).schedlat };
     let c = &h.counts[bucket_of(ns)];

@@ -384,6 +384,7 @@ pub fn flight_start(seconds: u32, mib: u32) -> Result<(), i32> {
     FLIGHT_ON.store(true, Ordering::SeqCst);
     ON.0.store(true, Ordering::SeqCst);
     super::hookflags::set(super::hookflags::TRACE, true);
+    super::dump::set_after_sigquit(Some(flight_auto_sigquit));
     *m = Mode::Flight;
     Ok(())
 }
@@ -397,6 +398,7 @@ pub fn flight_stop() -> Result<(), i32> {
     FLIGHT_ON.store(false, Ordering::SeqCst);
     ON.0.store(false, Ordering::SeqCst);
     super::hookflags::set(super::hookflags::TRACE, false);
+    super::dump::set_after_sigquit(None);
     *m = Mode::Off;
     Ok(())
 }
@@ -530,16 +532,14 @@ fn set_dir(dir: &str) {
     DIR_PTR.store(p, Ordering::Release);
 }
 
-/// The latency threshold (ns, 0: none) above which a goroutine's wait from runnable to
-/// running makes the flight recorder write its window, at most once a window.
-static LATENCY_NS: AtomicU64 = AtomicU64::new(0);
-static LATENCY_PENDING: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 static LATENCY_THREAD: std::sync::Once = std::sync::Once::new();
 
-/// Sets the latency threshold (0: off). Turns on the timing of every wait
-/// (schedlat.rs), which the threshold needs.
+/// Sets the latency threshold (ns, 0: none) above which a goroutine's wait from runnable
+/// to running makes the flight recorder write its window, at most once a window. Turns on
+/// the timing of every wait (schedlat.rs), which sets the flag a `gmp-flight` thread
+/// looks at every 5 ms.
 pub fn flight_latency(ns: u64) {
-    LATENCY_NS.store(ns, Ordering::Relaxed);
+    super::schedlat::OVER_NS.store(ns, Ordering::Relaxed);
     if ns == 0 {
         return;
     }
@@ -552,7 +552,9 @@ pub fn flight_latency(ns: u64) {
                 let mut last = i64::MIN / 2;
                 loop {
                     std::thread::sleep(core::time::Duration::from_millis(5));
-                    if !LATENCY_PENDING.load(Ordering::Relaxed) {
+                    if !super::schedlat::OVER.swap(false, Ordering::Relaxed)
+                        || !FLIGHT_ON.load(Ordering::Relaxed)
+                    {
                         continue;
                     }
                     let now = crate::sys::nanotime();
@@ -561,19 +563,13 @@ pub fn flight_latency(ns: u64) {
                         flight_auto(b"latency");
                         last = now;
                     }
-                    LATENCY_PENDING.store(false, Ordering::Relaxed);
                 }
             });
     });
 }
 
-/// `schedlat::running`: a goroutine waited `ns` from runnable to running.
-#[inline]
-pub(crate) fn waited(ns: u64) {
-    let t = LATENCY_NS.load(Ordering::Relaxed);
-    if t != 0 && ns > t && FLIGHT_ON.load(Ordering::Relaxed) {
-        LATENCY_PENDING.store(true, Ordering::Relaxed);
-    }
+fn flight_auto_sigquit() {
+    flight_auto(b"SIGQUIT");
 }
 
 // ---- start-up ----
