@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,8 +27,16 @@ func Fail(workload string, format string, args ...any) {
 	os.Exit(1)
 }
 
-// SetupProcs applies -procs (when > 0) and returns the GOMAXPROCS now in effect.
+// SetupProcs applies -procs (when > 0) and returns the GOMAXPROCS now in effect. With
+// GMP_TRACE=flight in the environment (as the C side reads it) it also starts Go's
+// flight recorder with the same defaults, 10 s in 16 MiB, for scripts/trace-overhead.sh.
 func SetupProcs(workload string, procs int64) int {
+	if os.Getenv("GMP_TRACE") == "flight" {
+		fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 10 * time.Second, MaxBytes: 16 << 20})
+		if err := fr.Start(); err != nil {
+			Fail(workload, "flight recorder: %v", err)
+		}
+	}
 	if procs > 0 {
 		runtime.GOMAXPROCS(int(procs))
 	}
