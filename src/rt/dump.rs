@@ -62,11 +62,13 @@ impl Out {
     }
 
     /// An `Out` that only collects (up to its buffer's size), for `captured_bytes`.
+    #[cfg(test)]
     pub(crate) fn capture() -> Out {
         Out::new(-1)
     }
 
     /// What `capture` collected, as bytes (no allocation).
+    #[cfg(test)]
     pub(crate) fn captured_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }

@@ -80,10 +80,12 @@ static FLIGHT_ON: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBoo
 // ---- output ----
 
 /// A buffer flushed with raw write(2) (no allocation, no lock: signal handlers use it);
-/// large slices go straight to the file.
+/// large slices go straight to the file. Small, as everything a write keeps on its stack:
+/// `gmp_trace_flight_write` may run on a goroutine's 16 KiB stack, and the SIGQUIT
+/// handler on whatever stack it interrupted.
 struct Raw {
     fd: c_int,
-    buf: [u8; 4096],
+    buf: [u8; 512],
     len: usize,
     err: i32,
 }
@@ -92,7 +94,7 @@ impl Raw {
     fn new(fd: c_int) -> Raw {
         Raw {
             fd,
-            buf: [0; 4096],
+            buf: [0; 512],
             len: 0,
             err: 0,
         }
@@ -168,10 +170,11 @@ impl Raw {
     fn name(&mut self, pc: u64) {
         self.u8(rec::NAME);
         self.u64(pc);
-        let mut s = super::dump::Out::capture();
+        // The name straight to the file, after what is buffered (the dump's writer).
+        self.flush();
+        let mut s = super::dump::Out::new(self.fd);
         super::dump::symbol_only(&mut s, pc as usize);
-        let b = s.captured_bytes();
-        self.bytes(&b[..b.len().min(512)]);
+        s.flush();
         self.u8(0);
     }
     fn counters(&mut self) {
@@ -445,8 +448,8 @@ pub(crate) fn flight_auto(why: &[u8]) {
     }
     // Written under a hidden name, then renamed: whoever watches the directory sees
     // whole files only.
-    let mut tmp = [0u8; 4096];
-    let mut path = [0u8; 4096];
+    let mut tmp = [0u8; 1024];
+    let mut path = [0u8; 1024];
     let (mut nt, mut np) = (0, 0);
     let mut push = |b: &[u8], hidden: bool| {
         for (i, (buf, n)) in [(&mut tmp, &mut nt), (&mut path, &mut np)]
