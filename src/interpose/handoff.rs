@@ -3,8 +3,10 @@
 
 use super::*;
 
-/// Interposes getaddrinfo(3): on a goroutine, through the syscall hand-off (name
-/// resolution may wait on the network; glibc's own sockets inside it are not ours).
+/// Interposes getaddrinfo(3): on a goroutine, the runtime's resolver (`crate::net`),
+/// which waits for DNS servers on the poller, when the configuration lets it answer as
+/// libc would ("go" mode); else libc's, through the syscall hand-off ("cgo" mode: glibc's
+/// own sockets inside it are not ours).
 ///
 /// # Safety
 /// As getaddrinfo(3).
@@ -20,6 +22,13 @@ pub unsafe extern "C" fn getaddrinfo(
         return unsafe { real::getaddrinfo(node, service, hints, res) };
     }
     crate::ffi::boundary("interposed getaddrinfo", || {
+        let bound = rt::bind_current(); // same-thread resume
+        // SAFETY: the caller's arguments.
+        let ours = unsafe { crate::net::getaddrinfo(node, service, hints, res) };
+        drop(bound);
+        if let Some(r) = ours {
+            return r;
+        }
         if rt::offload::wanted() {
             // On a helper (see `blocking_call`); its errno comes back for EAI_SYSTEM.
             // SAFETY: the caller's arguments, alive while it parks.
