@@ -1,0 +1,282 @@
+/*
+ * resolver.c -- getaddrinfo in goroutines (the runtime's resolver, src/net/).
+ *
+ *   diff        resolves a table of (node, service, hints) cases that this machine's own
+ *               configuration answers without the network (numeric hosts, names of
+ *               /etc/hosts, services of /etc/services, every AI_* flag combination, bad
+ *               arguments) and prints one canonical line per result entry, or the EAI
+ *               code; the driver runs it with GMP_INTERPOSE=0 (glibc) and with
+ *               GMP_DEBUG=netdns=go and compares the outputs byte for byte.
+ *   dns         resolves names through the test's DNS server (GMP_RESOLV_ROOT's
+ *               resolv.conf names it) and prints the same dump, which the driver checks.
+ *   scale N     N goroutines resolve a name the server answers after 50 ms: all done in
+ *               about one round trip, with the thread count at most GOMAXPROCS + 8.
+ *   probe NAME  resolves NAME (AF_UNSPEC, SOCK_STREAM) and prints the dump, and how long
+ *               it took in whole seconds.
+ *
+ * Every lookup runs in a goroutine; results are freed with libc's freeaddrinfo.
+ */
+#include "check.h"
+
+#include <arpa/inet.h>
+#include <gmp-sched/gmp.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+static void dump(const char *node, const char *service, const struct addrinfo *h)
+{
+    struct addrinfo *res = NULL;
+    int r = getaddrinfo(node, service, h, &res);
+    printf("[%s|%s", node ? node : "NULL", service ? service : "NULL");
+    if (h)
+        printf("|f=%d fl=%#x st=%d p=%d]", h->ai_family, (unsigned)h->ai_flags, h->ai_socktype,
+               h->ai_protocol);
+    else
+        printf("|nohints]");
+    if (r != 0) {
+        printf(" EAI %d\n", r);
+        return;
+    }
+    printf("\n");
+    for (struct addrinfo *p = res; p; p = p->ai_next) {
+        char a[INET6_ADDRSTRLEN] = "?";
+        unsigned port = 0, scope = 0;
+        if (p->ai_family == AF_INET) {
+            const struct sockaddr_in *s = (const struct sockaddr_in *)p->ai_addr;
+            CHECK_EQ(p->ai_addrlen, sizeof *s);
+            inet_ntop(AF_INET, &s->sin_addr, a, sizeof a);
+            port = ntohs(s->sin_port);
+        } else if (p->ai_family == AF_INET6) {
+            const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)p->ai_addr;
+            CHECK_EQ(p->ai_addrlen, sizeof *s);
+            inet_ntop(AF_INET6, &s->sin6_addr, a, sizeof a);
+            port = ntohs(s->sin6_port);
+            scope = s->sin6_scope_id;
+        }
+        CHECK_EQ(p->ai_addr->sa_family, p->ai_family);
+        printf("  %d %d %d %s %u %u fl=%#x %s\n", p->ai_family, p->ai_socktype, p->ai_protocol,
+               a, port, scope, (unsigned)p->ai_flags,
+               p->ai_canonname ? p->ai_canonname : "-");
+    }
+    freeaddrinfo(res);
+}
+
+/* Names of /etc/hosts on lines with an IPv4 address (at most 4), which the files source
+ * answers for AF_UNSPEC and AF_INET without the network. */
+static int hosts_names(char names[][64], int max)
+{
+    FILE *f = fopen("/etc/hosts", "r");
+    int n = 0;
+    char line[512];
+    if (!f)
+        return 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char *save = NULL, *addr = strtok_r(line, " \t\n", &save), *name;
+        struct in_addr a;
+        if (!addr || inet_pton(AF_INET, addr, &a) != 1)
+            continue;
+        while (n < max && (name = strtok_r(NULL, " \t\n", &save)) != NULL) {
+            if (strlen(name) < 64 && strcmp(name, "localhost") != 0) {
+                snprintf(names[n++], 64, "%s", name);
+                break;
+            }
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+static void run_diff(void)
+{
+    static const int flagbits[] = {AI_PASSIVE,  AI_CANONNAME, AI_NUMERICHOST, AI_V4MAPPED,
+                                   AI_ALL,      AI_ADDRCONFIG, AI_NUMERICSERV};
+    /* Every flag combination over a few numeric and absent hosts. */
+    static const char *numeric[] = {"127.0.0.1", "::1", NULL, "10.1.2.3", "::ffff:10.1.2.3"};
+    static const int families[] = {AF_UNSPEC, AF_INET, AF_INET6};
+    for (unsigned m = 0; m < 128; m++) {
+        int flags = 0;
+        for (unsigned b = 0; b < 7; b++)
+            if (m & (1u << b))
+                flags |= flagbits[b];
+        for (size_t i = 0; i < sizeof numeric / sizeof *numeric; i++)
+            for (size_t f = 0; f < 3; f++) {
+                struct addrinfo h = {.ai_flags = flags, .ai_family = families[f]};
+                dump(numeric[i], "80", &h);
+                if (i == 2)
+                    dump(NULL, NULL, &h);
+            }
+    }
+    /* Numeric forms glibc reads (inet_aton's, scoped IPv6) and ones it does not. */
+    static const char *forms[] = {"1",         "0x7f.1",   "127.1",     "0177.0.0.1", "1.2.3",
+                                  "256.1.1.1", "1.2.3.4.", "1.2.3.4 x", "fe80::1%1",  "::",
+                                  "0",         "",         "09.1.1.1",  "0x",         "1.0x100"};
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++)
+        for (size_t f = 0; f < 3; f++) {
+            struct addrinfo h = {.ai_flags = AI_NUMERICHOST, .ai_family = families[f]};
+            dump(forms[i], "7", &h);
+        }
+    /* Services, socket types and protocols. */
+    static const char *services[] = {NULL,  "80",     "http",  "domain", "ssh", "0",
+                                      "65535", "65536", "-1",   "nosuchsvc", "",  " 80",
+                                      "80x", "*",      "snmp", "https"};
+    static const int socktypes[] = {0, SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_SEQPACKET, 99};
+    static const int protocols[] = {0, IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP, 99};
+    for (size_t s = 0; s < sizeof services / sizeof *services; s++)
+        for (size_t t = 0; t < sizeof socktypes / sizeof *socktypes; t++)
+            for (size_t p = 0; p < sizeof protocols / sizeof *protocols; p++) {
+                struct addrinfo h = {.ai_family = AF_INET, .ai_socktype = socktypes[t],
+                                     .ai_protocol = protocols[p]};
+                dump("127.0.0.1", services[s], &h);
+                h.ai_flags = AI_NUMERICSERV;
+                dump("127.0.0.1", services[s], &h);
+            }
+    /* Names of /etc/hosts, in either case, without the network. */
+    char names[6][64];
+    int n = hosts_names(names, 4);
+    snprintf(names[n++], 64, "localhost");
+    snprintf(names[n++], 64, "LocalHost");
+    for (int i = 0; i < n; i++)
+        for (unsigned m = 0; m < 128; m++) {
+            int flags = 0;
+            for (unsigned b = 0; b < 7; b++)
+                if (m & (1u << b))
+                    flags |= flagbits[b];
+            if (flags & AI_NUMERICHOST)
+                continue;
+            struct addrinfo h = {.ai_flags = flags, .ai_family = AF_UNSPEC};
+            dump(names[i], "http", &h);
+            h.ai_family = AF_INET;
+            dump(names[i], NULL, &h);
+        }
+    dump("localhost", "80", NULL);
+    dump("127.0.0.1", NULL, NULL);
+    /* Bad arguments. */
+    struct addrinfo bad = {.ai_flags = 0x800};
+    dump("127.0.0.1", "80", &bad);
+    bad.ai_flags = AI_CANONNAME;
+    dump(NULL, "80", &bad);
+    bad.ai_flags = 0;
+    bad.ai_family = AF_UNIX;
+    dump("127.0.0.1", "80", &bad);
+    bad.ai_family = 12345;
+    dump("127.0.0.1", "80", &bad);
+    dump(NULL, NULL, NULL);
+    dump("*", "*", NULL);
+    dump("nonexistent.invalid", "80", &(struct addrinfo){.ai_flags = AI_NUMERICHOST});
+    dump("127.0.0.1", "http", &(struct addrinfo){.ai_flags = AI_NUMERICSERV});
+}
+
+static void run_dns(void)
+{
+    static const char *names[] = {"a.test",     "a.test.",  "v4.test",     "alias.test",
+                                  "short",       "nx.test",  "nodata.test", "fail.test",
+                                  "big.test",    "A.TEST",   "nx"};
+    static const int families[] = {AF_UNSPEC, AF_INET, AF_INET6};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        for (size_t f = 0; f < 3; f++) {
+            struct addrinfo h = {.ai_family = families[f], .ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_CANONNAME};
+            dump(names[i], "80", &h);
+        }
+    struct addrinfo h = {.ai_family = AF_INET6, .ai_socktype = SOCK_STREAM,
+                         .ai_flags = AI_V4MAPPED};
+    dump("v4.test", NULL, &h);
+    h.ai_flags = AI_V4MAPPED | AI_ALL;
+    dump("a.test", NULL, &h);
+}
+
+static const char *g_arg;
+static gmp_wg g_wg = GMP_WG_INIT;
+static int g_case;
+static int g_ok;
+
+static void runner(void *arg)
+{
+    (void)arg;
+    if (g_case == 0)
+        run_diff();
+    else if (g_case == 1)
+        run_dns();
+    else {
+        double t0 = now_sec();
+        dump(g_arg, NULL, &(struct addrinfo){.ai_socktype = SOCK_STREAM});
+        printf("took %d s\n", (int)(now_sec() - t0));
+    }
+    fflush(stdout);
+    gmp_wg_done(&g_wg);
+}
+
+static void slow_lookup(void *arg)
+{
+    (void)arg;
+    struct addrinfo h = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    CHECK_EQ(getaddrinfo("slow.test", "80", &h, &res), 0);
+    CHECK(res != NULL && res->ai_next == NULL);
+    CHECK_EQ(((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr, inet_addr("10.2.0.1"));
+    freeaddrinfo(res);
+    __atomic_fetch_add(&g_ok, 1, __ATOMIC_RELAXED);
+}
+
+static int threads_now(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    struct dirent *e;
+    CHECK(d != NULL);
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void run_scale(int n)
+{
+    int maxthreads = threads_now();
+    double t0 = now_sec();
+    for (int i = 0; i < n; i++)
+        CHECK_OK(gmp_go(slow_lookup, NULL));
+    while (__atomic_load_n(&g_ok, __ATOMIC_RELAXED) < n) {
+        int t = threads_now();
+        if (t > maxthreads)
+            maxthreads = t;
+        CHECK(now_sec() - t0 < 20);
+        usleep(1000);
+    }
+    double secs = now_sec() - t0;
+    long procs = gmp_maxprocs(0);
+    printf("scale: %d lookups in %.3f s, at most %d threads (GOMAXPROCS %ld)\n", n, secs,
+           maxthreads, procs);
+    CHECK(secs < 1.0);
+    /* C main and the runtime's threads beside GOMAXPROCS running ones. */
+    CHECK(maxthreads <= procs + 8);
+}
+
+int main(int argc, char **argv)
+{
+    CHECK(argc >= 2);
+    setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+    if (strcmp(argv[1], "scale") == 0) {
+        CHECK(argc == 3);
+        run_scale(atoi(argv[2]));
+        return 0;
+    }
+    if (strcmp(argv[1], "diff") == 0)
+        g_case = 0;
+    else if (strcmp(argv[1], "dns") == 0)
+        g_case = 1;
+    else if (strcmp(argv[1], "probe") == 0 && argc == 3) {
+        g_case = 2;
+        g_arg = argv[2];
+    } else
+        CHECK(!"unknown case");
+    CHECK_OK(gmp_wg_add(&g_wg, 1));
+    CHECK_OK(gmp_go(runner, NULL));
+    CHECK_OK(gmp_wg_wait(&g_wg));
+    return 0;
+}
