@@ -4,6 +4,8 @@
 //! raw), the service looked up per protocol, `AI_PASSIVE`, `AI_NUMERICHOST`,
 //! `AI_NUMERICSERV`, `AI_CANONNAME`, `AI_ADDRCONFIG`, `AI_V4MAPPED` and `AI_ALL`, the
 //! sources of nsswitch.conf's `hosts:` line in order, and the answer sorted by RFC 6724.
+//! A socket the resolver cannot make (EMFILE…) is `EAI_SYSTEM` with errno, as in glibc;
+//! a server that refuses or fails every query is `EAI_AGAIN`.
 //!
 //! # Memory
 //! glibc's `freeaddrinfo` frees each node with `free()`, and its `ai_canonname`
@@ -33,6 +35,7 @@ pub const EAI_SOCKTYPE: c_int = -7;
 pub const EAI_SERVICE: c_int = -8;
 pub const EAI_ADDRFAMILY: c_int = -9;
 pub const EAI_MEMORY: c_int = -10;
+pub const EAI_SYSTEM: c_int = -11;
 
 const AI_PASSIVE: c_int = 0x1;
 const AI_CANONNAME: c_int = 0x2;
@@ -319,7 +322,16 @@ fn lookup_host(
                 if let Some(a) = lookup_static_host(&snap.hosts, name) {
                     let addrs = pick(&a.addrs);
                     if !addrs.is_empty() {
-                        return Ok((addrs, a.canonical));
+                        // The first line of the family asked gives the name (glibc's
+                        // files source: one lookup per family, or both for AF_UNSPEC).
+                        let fam = match family {
+                            libc::AF_INET => Some(false),
+                            libc::AF_INET6 if addrs.iter().any(|a| a.is_ipv6()) => Some(true),
+                            libc::AF_INET6 => Some(false),
+                            _ => None,
+                        };
+                        let canonical = a.canonical(fam).unwrap_or(name).to_string();
+                        return Ok((addrs, canonical));
                     }
                 }
             }
@@ -356,6 +368,12 @@ fn lookup_host(
                     Err(DnsError::NoSuchHost) => err = EAI_NONAME,
                     Err(DnsError::NoData) => err = EAI_NODATA,
                     Err(DnsError::ServerFailure | DnsError::Timeout) => err = EAI_AGAIN,
+                    Err(DnsError::System(e)) => {
+                        // SAFETY: this thread's errno; the caller's thread, as the hook
+                        // keeps the goroutine on it (glibc reports EAI_SYSTEM so).
+                        unsafe { *libc::__errno_location() = e };
+                        return Err(EAI_SYSTEM);
+                    }
                 }
             }
         }

@@ -86,7 +86,7 @@ fn scope(a: &Ipv6Addr) -> u8 {
 
 /// The source address the kernel would use for `dst`, and its prefix length; None if
 /// there is no route.
-fn source_of(dst: &IpAddr) -> Option<(IpAddr, u32)> {
+fn source_of(dst: &IpAddr, ifaces: &[(IpAddr, u32)]) -> Option<(IpAddr, u32)> {
     let af = if dst.is_ipv4() {
         libc::AF_INET
     } else {
@@ -120,7 +120,12 @@ fn source_of(dst: &IpAddr) -> Option<(IpAddr, u32)> {
         return None;
     }
     let src = super::ip_of(&out)?;
-    Some((src, super::prefix_len_of(&src)))
+    let plen = ifaces
+        .iter()
+        .find(|(a, _)| *a == src)
+        .map(|(_, p)| *p)
+        .unwrap_or(if src.is_ipv4() { 32 } else { 128 });
+    Some((src, plen))
 }
 
 fn common_prefix_len(a: &IpAddr, b: &IpAddr) -> u32 {
@@ -197,12 +202,13 @@ pub fn sort_by_rfc6724(addrs: &mut [IpAddr]) {
     if addrs.len() < 2 {
         return;
     }
+    let ifaces = super::interface_addrs();
     let mut es: Vec<Entry> = addrs
         .iter()
         .enumerate()
         .map(|(index, dst)| Entry {
             dst: *dst,
-            src: source_of(dst),
+            src: source_of(dst, &ifaces),
             index,
         })
         .collect();
@@ -229,5 +235,37 @@ mod tests {
         assert_eq!((precedence(&lo4), label(&lo4), scope(&lo4)), (10, 4, 2));
         let g: Ipv6Addr = "2001:db8::1".parse().unwrap();
         assert_eq!((precedence(&g), label(&g), scope(&g)), (40, 7, 14));
+    }
+
+    fn entry(dst: &str, src: Option<(&str, u32)>, index: usize) -> Entry {
+        Entry {
+            dst: dst.parse().unwrap(),
+            src: src.map(|(s, p)| (s.parse().unwrap(), p)),
+            index,
+        }
+    }
+
+    #[test]
+    fn rules_order_destinations() {
+        use core::cmp::Ordering::*;
+        // Rule 1: a reachable IPv4 destination before an unreachable IPv6 one.
+        let v6 = entry("2001:db8::1", None, 0);
+        let v4 = entry("192.0.2.9", Some(("192.0.2.2", 24)), 1);
+        assert_eq!(compare(&v4, &v6), Less);
+        // Rule 6: with both reachable, IPv6's precedence (40) beats IPv4's (10).
+        let v6 = entry("2001:db8::1", Some(("2001:db8::2", 64)), 0);
+        assert_eq!(compare(&v6, &v4), Less);
+        // Rule 2: a loopback destination from a loopback source keeps its scope.
+        let lo = entry("::1", Some(("::1", 128)), 1);
+        let far = entry("2001:db8::1", Some(("fe80::1", 64)), 0);
+        assert_eq!(compare(&lo, &far), Less);
+        // Rule 9: the longer common prefix with the source first, IPv4 within its subnet.
+        let near = entry("192.0.2.200", Some(("192.0.2.2", 24)), 1);
+        let other = entry("198.51.100.1", Some(("192.0.2.2", 24)), 0);
+        assert_eq!(compare(&near, &other), Less);
+        // Rule 10: otherwise the order they came in.
+        let a = entry("192.0.2.7", Some(("192.0.2.2", 24)), 0);
+        let b = entry("192.0.2.7", Some(("192.0.2.2", 24)), 1);
+        assert_eq!(compare(&a, &b), Less);
     }
 }

@@ -29,6 +29,8 @@ pub enum DnsError {
     ServerFailure,
     /// No server answered in time (EAI_AGAIN).
     Timeout,
+    /// A socket could not be made (EAI_SYSTEM with this errno: EMFILE…).
+    System(i32),
 }
 
 /// The addresses found for a name, and the name they belong to (for AI_CANONNAME).
@@ -56,9 +58,8 @@ impl Drop for Conn {
     }
 }
 
-/// A non-blocking socket connected to `server`, registered with the poller: -errno on
-/// failure.
-fn dial(server: &SocketAddr, tcp: bool, deadline: i64) -> Result<Conn, i64> {
+/// A non-blocking socket connected to `server`, registered with the poller.
+fn dial(server: &SocketAddr, tcp: bool, deadline: i64) -> Result<Conn, DnsError> {
     let domain = if server.is_ipv4() {
         libc::AF_INET
     } else {
@@ -74,13 +75,13 @@ fn dial(server: &SocketAddr, tcp: bool, deadline: i64) -> Result<Conn, i64> {
         crate::sys::real::socket(domain, ty | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0)
     } as isize);
     if fd < 0 {
-        return Err(fd);
+        return Err(DnsError::System(-fd as i32));
     }
     let fd = fd as i32;
     if let Err(e) = netpoll::register_created(fd) {
         // SAFETY: fd is ours, just created.
         unsafe { crate::sys::real::close(fd) };
-        return Err(-(e as i64));
+        return Err(DnsError::System(e));
     }
     let conn = Conn(fd);
     let (ss, len) = super::sockaddr_of(&server.ip(), server.port(), 0);
@@ -98,16 +99,15 @@ fn dial(server: &SocketAddr, tcp: bool, deadline: i64) -> Result<Conn, i64> {
             }
         });
         match w {
-            Some(w) if w < 0 => return Err(w),
-            None => return Err(-(libc::EBADF as i64)),
+            Some(w) if w < 0 => return Err(err_of(w)),
+            None => return Err(DnsError::ServerFailure),
             _ => {}
         }
-        let e = poll::so_error(fd);
-        if e < 0 {
-            return Err(e as i64);
+        if poll::so_error(fd) < 0 {
+            return Err(DnsError::ServerFailure);
         }
     } else if r < 0 {
-        return Err(r);
+        return Err(err_of(r));
     }
     Ok(conn)
 }
@@ -165,7 +165,7 @@ struct Query {
 
 /// Go's `exchange` over TCP: the query with its two-byte length, the reply likewise.
 fn exchange_tcp(server: &SocketAddr, q: &Query, deadline: i64) -> Result<Response, DnsError> {
-    let c = dial(server, true, deadline).map_err(err_of)?;
+    let c = dial(server, true, deadline)?;
     let mut out = (q.msg.len() as u16).to_be_bytes().to_vec();
     out.extend_from_slice(&q.msg);
     let mut sent = 0;
@@ -226,7 +226,7 @@ fn exchange(cfg: &DnsConfig, server: &SocketAddr, qs: &mut [Query]) -> Option<Dn
     }
     let c = match dial(server, false, deadline) {
         Ok(c) => c,
-        Err(e) => return Some(err_of(e)),
+        Err(e) => return Some(e),
     };
     for q in qs.iter_mut().filter(|q| q.reply.is_none()) {
         let n = send(&c, &q.msg, deadline);
@@ -322,8 +322,10 @@ fn try_one_name(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Vec<Respo
     for _ in 0..cfg.attempts {
         for j in 0..n {
             let server = cfg.servers[(first + j) % n];
-            if let Some(e) = exchange(cfg, &server, &mut qs) {
-                last = e;
+            match exchange(cfg, &server, &mut qs) {
+                Some(e @ DnsError::System(_)) => return Err(e),
+                Some(e) => last = e,
+                None => {}
             }
             for q in qs.iter_mut() {
                 if let Some(r) = &q.reply
@@ -380,7 +382,7 @@ pub fn lookup_ip(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Answer, 
             Err(e) => e,
         };
         match outcome {
-            DnsError::Timeout => return Err(DnsError::Timeout),
+            DnsError::Timeout | DnsError::System(_) => return Err(outcome),
             DnsError::NoData => got_nodata = true,
             DnsError::ServerFailure => got_servfail = true,
             DnsError::NoSuchHost => {}

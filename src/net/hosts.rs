@@ -4,12 +4,23 @@
 
 use std::net::IpAddr;
 
-/// The addresses of one name and its canonical name (the first name of the first line
-/// that has it).
+/// The addresses of one name, each with the canonical name of its line (the line's
+/// first name), in file order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HostsAnswer {
     pub addrs: Vec<IpAddr>,
-    pub canonical: String,
+    pub canonicals: Vec<String>,
+}
+
+impl HostsAnswer {
+    /// The canonical name of the first address of a family (`v6`), or of any (None).
+    pub fn canonical(&self, v6: Option<bool>) -> Option<&str> {
+        self.addrs
+            .iter()
+            .zip(&self.canonicals)
+            .find(|(a, _)| v6.is_none_or(|v6| a.is_ipv6() == v6))
+            .map(|(_, c)| c.as_str())
+    }
 }
 
 /// Looks `name` up in the text of a hosts file; None if no line names it. A trailing dot
@@ -21,17 +32,15 @@ pub fn lookup_static_host(text: &[u8], name: &str) -> Option<HostsAnswer> {
         let line = String::from_utf8_lossy(line);
         let mut f = line.split_whitespace();
         let Some(addr) = f.next() else { continue };
-        let addr = addr.split('%').next().unwrap_or(addr);
+        // A zone (`fe80::1%eth0`) is not an address to glibc's parser: the line is skipped.
         let Ok(ip) = addr.parse::<IpAddr>() else {
             continue;
         };
         let names: Vec<&str> = f.collect();
         if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
-            let a = ans.get_or_insert_with(|| HostsAnswer {
-                addrs: Vec::new(),
-                canonical: names[0].to_string(),
-            });
+            let a = ans.get_or_insert_with(HostsAnswer::default);
             a.addrs.push(ip);
+            a.canonicals.push(names[0].to_string());
         }
     }
     ans
@@ -48,7 +57,14 @@ mod tests {
         assert_eq!(a.addrs.len(), 2);
         let h = lookup_static_host(t, "HOST").unwrap();
         assert!(lookup_static_host(t, "host.").is_none());
-        assert_eq!(h.canonical, "Host.example");
+        assert_eq!(h.canonical(None), Some("Host.example"));
+        assert_eq!(a.canonical(Some(true)), Some("localhost"));
+        assert_eq!(
+            lookup_static_host(t, "other")
+                .unwrap()
+                .canonical(Some(false)),
+            Some("other")
+        );
         assert_eq!(
             h.addrs,
             [

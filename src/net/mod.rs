@@ -251,12 +251,3 @@ unsafe fn read_sockaddr(sa: *const libc::sockaddr) -> Option<IpAddr> {
     };
     ip_of(&ss)
 }
-
-/// The prefix length of the interface that has address `a` (32/128 if none has it).
-pub(crate) fn prefix_len_of(a: &IpAddr) -> u32 {
-    interface_addrs()
-        .into_iter()
-        .find(|(x, _)| x == a)
-        .map(|(_, p)| p)
-        .unwrap_or(if a.is_ipv4() { 32 } else { 128 })
-}
