@@ -1,7 +1,8 @@
 /*
  * resolver.c -- getaddrinfo in goroutines (the runtime's resolver, src/net/).
  *
- *   diff        resolves a table of (node, service, hints) cases that this machine's own
+ *   diff        resolves a table of (node, service, hints) cases, and of getnameinfo
+ *               (address, flags, buffer sizes) cases, that this machine's own
  *               configuration answers without the network (numeric hosts, names of
  *               /etc/hosts, services of /etc/services, every AI_* flag combination, bad
  *               arguments) and prints one canonical line per result entry, or the EAI
@@ -62,6 +63,37 @@ static void dump(const char *node, const char *service, const struct addrinfo *h
                p->ai_canonname ? p->ai_canonname : "-");
     }
     freeaddrinfo(res);
+}
+
+/* getnameinfo of an address, printed with the flags and buffer sizes asked. */
+static void dump_ni(const char *addr, unsigned port, unsigned scope, int flags, size_t hostlen,
+                    size_t servlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    memset(&ss, 0, sizeof ss);
+    if (strchr(addr, ':')) {
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
+        s->sin6_family = AF_INET6;
+        s->sin6_port = htons((uint16_t)port);
+        s->sin6_scope_id = scope;
+        CHECK_EQ(inet_pton(AF_INET6, addr, &s->sin6_addr), 1);
+        len = sizeof *s;
+    } else {
+        struct sockaddr_in *s = (struct sockaddr_in *)&ss;
+        s->sin_family = AF_INET;
+        s->sin_port = htons((uint16_t)port);
+        CHECK_EQ(inet_pton(AF_INET, addr, &s->sin_addr), 1);
+        len = sizeof *s;
+    }
+    char host[1025] = "unset", serv[64] = "unset";
+    int r = getnameinfo((struct sockaddr *)&ss, len, hostlen ? host : NULL, (socklen_t)hostlen,
+                        servlen ? serv : NULL, (socklen_t)servlen, flags);
+    printf("ni[%s|%u|%u|fl=%#x|%zu|%zu]", addr, port, scope, (unsigned)flags, hostlen, servlen);
+    if (r != 0)
+        printf(" EAI %d\n", r);
+    else
+        printf(" %s %s\n", hostlen ? host : "-", servlen ? serv : "-");
 }
 
 /* Names of /etc/hosts on lines with an IPv4 address (at most 4), which the files source
@@ -170,6 +202,42 @@ static void run_diff(void)
     dump("*", "*", NULL);
     dump("nonexistent.invalid", "80", &(struct addrinfo){.ai_flags = AI_NUMERICHOST});
     dump("127.0.0.1", "http", &(struct addrinfo){.ai_flags = AI_NUMERICSERV});
+
+    /* getnameinfo: 127.0.0.1 by /etc/hosts, other addresses numeric only (no network). */
+    static const int niflags[] = {NI_NUMERICHOST, NI_NUMERICSERV, NI_NAMEREQD, NI_DGRAM};
+    static const struct {
+        const char *addr;
+        unsigned port, scope;
+        int in_hosts;
+    } nis[] = {{"127.0.0.1", 80, 0, 1},  {"127.0.0.1", 53, 0, 1}, {"10.1.2.3", 22, 0, 0},
+               {"::1", 443, 0, 0},       {"fe80::1", 7, 1, 0},    {"fe80::1", 7, 999, 0},
+               {"ff02::1", 9, 1, 0},     {"2001:db8::5", 65535, 3, 0},
+               {"::ffff:10.1.2.3", 0, 0, 0}};
+    static const size_t hostlens[] = {1025, 0, 4, 10};
+    static const size_t servlens[] = {64, 0, 2, 3};
+    for (size_t i = 0; i < sizeof nis / sizeof *nis; i++)
+        for (unsigned m = 0; m < 16; m++) {
+            int flags = 0;
+            for (unsigned b = 0; b < 4; b++)
+                if (m & (1u << b))
+                    flags |= niflags[b];
+            if (!nis[i].in_hosts)
+                flags |= NI_NUMERICHOST;
+            for (size_t h = 0; h < 4; h++)
+                for (size_t v = 0; v < 4; v++)
+                    dump_ni(nis[i].addr, nis[i].port, nis[i].scope, flags, hostlens[h], servlens[v]);
+        }
+    dump_ni("127.0.0.1", 80, 0, 0x8000, 1025, 64);
+    dump_ni("127.0.0.1", 80, 0, 256, 1025, 64); /* NI_NUMERICSCOPE elsewhere; not glibc's */
+    dump_ni("127.0.0.1", 80, 0, NI_NAMEREQD | NI_NUMERICHOST, 0, 0);
+    char host[64], serv[16];
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    printf("ni short %d\n", getnameinfo((struct sockaddr *)&sin, sizeof sin - 1, host, sizeof host,
+                                        serv, sizeof serv, NI_NUMERICHOST));
+    sin.sin_family = AF_APPLETALK;
+    printf("ni family %d\n", getnameinfo((struct sockaddr *)&sin, sizeof sin, host, sizeof host,
+                                         serv, sizeof serv, NI_NUMERICHOST));
+    printf("ni null %d\n", getnameinfo(NULL, 0, host, sizeof host, serv, sizeof serv, 0));
 }
 
 static void run_dns(void)
@@ -189,6 +257,15 @@ static void run_dns(void)
     dump("v4.test", NULL, &h);
     h.ai_flags = AI_V4MAPPED | AI_ALL;
     dump("a.test", NULL, &h);
+    /* Reverse lookups: PTR records, NXDOMAIN (numeric, or EAI_NONAME with NI_NAMEREQD),
+     * SERVFAIL (EAI_AGAIN). */
+    dump_ni("10.0.0.1", 80, 0, 0, 1025, 64);
+    dump_ni("fd00::1", 53, 0, NI_DGRAM, 1025, 64);
+    dump_ni("::ffff:10.0.0.1", 80, 0, 0, 1025, 64);
+    dump_ni("10.0.0.99", 80, 0, 0, 1025, 64);
+    dump_ni("10.0.0.99", 80, 0, NI_NAMEREQD, 1025, 64);
+    dump_ni("10.0.0.66", 80, 0, 0, 1025, 64);
+    dump_ni("10.9.8.7", 80, 0, 0, 1025, 64);
 }
 
 static const char *g_arg;

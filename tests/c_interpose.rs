@@ -635,7 +635,11 @@ impl DnsServer {
             "127.0.0.1 localhost\n10.9.8.7 gmp-only\n",
         )
         .unwrap();
-        std::fs::write(root.join("etc/services"), "http 80/tcp www\nhttp 80/udp\n").unwrap();
+        std::fs::write(
+            root.join("etc/services"),
+            "http 80/tcp www\nhttp 80/udp\ndomain 53/tcp\ndomain 53/udp\n",
+        )
+        .unwrap();
         DnsServer {
             child,
             port,

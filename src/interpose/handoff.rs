@@ -46,6 +46,49 @@ pub unsafe extern "C" fn getaddrinfo(
     })
 }
 
+/// Interposes getnameinfo(3): on a goroutine, the runtime's resolver (reverse lookups
+/// in /etc/hosts and PTR queries on the poller) when the configuration lets it answer as
+/// libc would; else libc's, through the syscall hand-off (as `getaddrinfo`).
+///
+/// # Safety
+/// As getnameinfo(3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getnameinfo(
+    sa: *const libc::sockaddr,
+    salen: libc::socklen_t,
+    host: *mut c_char,
+    hostlen: libc::socklen_t,
+    serv: *mut c_char,
+    servlen: libc::socklen_t,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: the caller's arguments.
+    let plain = || unsafe { real::getnameinfo(sa, salen, host, hostlen, serv, servlen, flags) };
+    if !on_goroutine() {
+        return plain();
+    }
+    crate::ffi::boundary("interposed getnameinfo", || {
+        let bound = rt::bind_current(); // same-thread resume
+        // SAFETY: the caller's arguments.
+        let ours =
+            unsafe { crate::net::getnameinfo(sa, salen, host, hostlen, serv, servlen, flags) };
+        drop(bound);
+        if let Some(r) = ours {
+            return r;
+        }
+        if rt::offload::wanted() {
+            // On a helper (see `blocking_call`); its errno comes back for EAI_SYSTEM.
+            // SAFETY: the caller's arguments, alive while it parks.
+            let (r, e) = unsafe { rt::offload::run(&|| plain() as i64) };
+            if r == libc::EAI_SYSTEM as i64 {
+                set_errno(e);
+            }
+            return r as c_int;
+        }
+        rt::syscall::blocking(plain)
+    })
+}
+
 /// Interposes pread(2).
 ///
 /// # Safety

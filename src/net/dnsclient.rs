@@ -344,6 +344,44 @@ fn try_one_name(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Vec<Respo
     Err(last)
 }
 
+/// The reverse name of an address (RFC 1035's `in-addr.arpa.`, RFC 3596's `ip6.arpa.`;
+/// Go's `reverseaddr`); an IPv4-mapped IPv6 address is asked as IPv4, as glibc does.
+pub fn reverse_name(ip: &IpAddr) -> String {
+    match ip {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+            let mut s = String::with_capacity(73);
+            for b in v6.octets().iter().rev() {
+                s.push_str(&format!("{:x}.{:x}.", b & 0xf, b >> 4));
+            }
+            s.push_str("ip6.arpa.");
+            s
+        }
+        _ => {
+            let o = match ip {
+                IpAddr::V4(v4) => v4.octets(),
+                IpAddr::V6(v6) => v6
+                    .to_ipv4_mapped()
+                    .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED)
+                    .octets(),
+            };
+            format!("{}.{}.{}.{}.in-addr.arpa.", o[3], o[2], o[1], o[0])
+        }
+    }
+}
+
+/// Go's `lookupAddr`, its DNS half: the first PTR name of `ip`, without its trailing dot.
+pub fn lookup_ptr(cfg: &DnsConfig, ip: &IpAddr) -> Result<String, DnsError> {
+    let replies = try_one_name(cfg, &reverse_name(ip), &[dnsmsg::TYPE_PTR])?;
+    let r = replies.first().ok_or(DnsError::ServerFailure)?;
+    if r.rcode == dnsmsg::RCODE_NXDOMAIN {
+        return Err(DnsError::NoSuchHost);
+    }
+    match r.names.first() {
+        Some(n) => Ok(n.trim_end_matches('.').to_string()),
+        None => Err(DnsError::NoData),
+    }
+}
+
 /// Go's `goLookupIPCNAMEOrder`, its DNS half: the addresses of `name` for `qtypes`
 /// (`TYPE_A`, `TYPE_AAAA`), through the search list as glibc's `res_nsearch` walks it.
 pub fn lookup_ip(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Answer, DnsError> {

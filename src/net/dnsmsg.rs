@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub const TYPE_A: u16 = 1;
 pub const TYPE_CNAME: u16 = 5;
+pub const TYPE_PTR: u16 = 12;
 pub const TYPE_AAAA: u16 = 28;
 const TYPE_OPT: u16 = 41;
 const CLASS_INET: u16 = 1;
@@ -65,6 +66,9 @@ pub struct Response {
     /// The name the addresses belong to (the last CNAME's target, or the queried name),
     /// with its trailing dot.
     pub canonical: String,
+    /// The names of the queried name's PTR records (CNAMEs followed), each with its
+    /// trailing dot.
+    pub names: Vec<String>,
     /// Whether the answer section had any record (a CNAME without addresses counts).
     pub answered: bool,
     /// Whether the authority section had an SOA or NS record (not a lame referral).
@@ -206,8 +210,10 @@ pub fn parse_response(m: &[u8], qname: &str, qtype: u16) -> Option<Response> {
         if *t != qtype || !chain.contains(&owner.to_ascii_lowercase()) {
             continue;
         }
-        if let Rdata::Addr(a) = data {
-            resp.addrs.push(*a);
+        match data {
+            Rdata::Addr(a) => resp.addrs.push(*a),
+            Rdata::Name(n) => resp.names.push(n.clone()),
+            Rdata::Other => {}
         }
     }
     Some(resp)
@@ -235,7 +241,7 @@ fn record(r: &mut Reader<'_>) -> Option<(String, u16, Rdata)> {
             let b: [u8; 16] = r.bytes(16)?.try_into().ok()?;
             Rdata::Addr(IpAddr::V6(Ipv6Addr::from(b)))
         }
-        (TYPE_CNAME, CLASS_INET, _) => Rdata::Name(r.name()?),
+        (TYPE_CNAME | TYPE_PTR, CLASS_INET, _) => Rdata::Name(r.name()?),
         _ => Rdata::Other,
     };
     if end > r.m.len() {

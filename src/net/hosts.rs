@@ -46,6 +46,23 @@ pub fn lookup_static_host(text: &[u8], name: &str) -> Option<HostsAnswer> {
     ans
 }
 
+/// The first name of the first line of a hosts file with address `ip` (glibc's files
+/// `gethostbyaddr`).
+pub fn lookup_static_addr(text: &[u8], ip: &IpAddr) -> Option<String> {
+    for line in text.split(|&b| b == b'\n') {
+        let line = line.split(|&b| b == b'#').next().unwrap_or(&[]);
+        let line = String::from_utf8_lossy(line);
+        let mut f = line.split_whitespace();
+        let (Some(addr), Some(name)) = (f.next(), f.next()) else {
+            continue;
+        };
+        if addr.parse::<IpAddr>().is_ok_and(|a| a == *ip) {
+            return Some(name.to_string());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +90,7 @@ mod tests {
             ]
         );
         assert!(lookup_static_host(t, "x").is_none());
+        let ip = "10.0.0.2".parse().unwrap();
+        assert_eq!(lookup_static_addr(t, &ip).as_deref(), Some("other"));
     }
 }

@@ -9,7 +9,8 @@
 //! `resolv.conf`, `hosts.rs` and `services.rs` their files, `dnsmsg.rs` builds and parses
 //! messages, `dnsclient.rs` exchanges them and walks the search list, `addrselect.rs`
 //! sorts the answer by RFC 6724, and `addrinfo.rs` gives the answer in glibc's form:
-//! a `struct addrinfo` list that glibc's `freeaddrinfo` frees.
+//! a `struct addrinfo` list that glibc's `freeaddrinfo` frees; `nameinfo.rs` is
+//! `getnameinfo` (`/etc/hosts` backwards, PTR queries, service names by port).
 //!
 //! The configuration is read again when a file changed, looked at no more than every 5
 //! seconds (Go's `resolverConfig`).
@@ -24,9 +25,11 @@ pub mod dnsclient;
 pub mod dnsconfig;
 pub mod dnsmsg;
 pub mod hosts;
+pub mod nameinfo;
 pub mod services;
 
 pub use addrinfo::getaddrinfo;
+pub use nameinfo::getnameinfo;
 
 /// What a lookup reads: every configuration file, as of one moment.
 pub struct Snapshot {

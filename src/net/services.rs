@@ -24,6 +24,22 @@ pub fn lookup_port(text: &[u8], name: &str, proto: &str) -> Option<u16> {
     None
 }
 
+/// The name of the service on `port` over `proto` (glibc's `getservbyport_r`, files).
+pub fn lookup_name(text: &[u8], port: u16, proto: &str) -> Option<String> {
+    for line in text.split(|&b| b == b'\n') {
+        let line = line.split(|&b| b == b'#').next().unwrap_or(&[]);
+        let line = String::from_utf8_lossy(line);
+        let mut f = line.split_whitespace();
+        let (Some(svc), Some(pp)) = (f.next(), f.next()) else {
+            continue;
+        };
+        if pp.split_once('/') == Some((&port.to_string(), proto)) {
+            return Some(svc.to_string());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -32,5 +48,7 @@ mod tests {
         assert_eq!(super::lookup_port(t, "www", "tcp"), Some(80));
         assert_eq!(super::lookup_port(t, "http", "udp"), Some(80));
         assert_eq!(super::lookup_port(t, "domain", "udp"), None);
+        assert_eq!(super::lookup_name(t, 80, "udp").as_deref(), Some("http"));
+        assert_eq!(super::lookup_name(t, 53, "udp"), None);
     }
 }

@@ -201,6 +201,12 @@ real! {
         let _ = (node, service, hints, res);
         libc::EAI_SYSTEM
     };
+    fn getnameinfo(sa: *const libc::sockaddr, salen: socklen_t, host: *mut c_char, hostlen: socklen_t,
+        serv: *mut c_char, servlen: socklen_t, flags: c_int) -> c_int = {
+        // As getaddrinfo: only reachable if libc defines no getnameinfo.
+        let _ = (sa, salen, host, hostlen, serv, servlen, flags);
+        libc::EAI_SYSTEM
+    };
 }
 
 /// select(2) with the raw pselect6 call (updates `tv` with the time left, as Linux does).

@@ -10,6 +10,7 @@ line of stdout is "PORT SILENT_PORT". The zone:
   fail.test     SERVFAIL
   big.test      over UDP: truncated (TC, no records); over TCP: A 10.1.0.1 .. 10.1.0.40
   slow.test     A 10.2.0.1, answered after 50 ms
+  PTR 10.0.0.1 and fd00::1: a.test; 10.0.0.66: SERVFAIL
   anything else NXDOMAIN
 
 Every query is counted by name and transport; `stats` on stdin prints the counts."""
@@ -27,6 +28,9 @@ ZONE = {
     "nodata.test.": [],
 }
 CNAMES = {"alias.test.": "a.test."}
+PTR = 12
+ZONE["1.0.0.10.in-addr.arpa."] = [(PTR, "a.test.")]
+ZONE["1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa."] = [(PTR, "a.test.")]
 BIG = [(A, "10.1.0.%d" % i) for i in range(1, 41)]
 counts = {}
 
@@ -54,7 +58,7 @@ def rr(name, rtype, data):
     elif rtype == AAAA:
         import ipaddress
         rdata = ipaddress.IPv6Address(data).packed
-    elif rtype == CNAME:
+    elif rtype in (CNAME, PTR):
         rdata = enc_name(data)
     else:
         rdata = data
@@ -72,7 +76,7 @@ def answer(msg, tcp):
     counts[(key, "tcp" if tcp else "udp")] = counts.get((key, "tcp" if tcp else "udp"), 0) + 1
     flags = 0x8180  # QR, RD, RA
     records = []
-    if key == "fail.test.":
+    if key in ("fail.test.", "66.0.0.10.in-addr.arpa."):
         flags |= 2
     elif key == "big.test.":
         if tcp:
