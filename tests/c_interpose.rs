@@ -736,6 +736,30 @@ fn resolver_dns() {
         stats.contains("short.test. udp "),
         "no search suffix:\n{stats}"
     );
+    // The options change how the questions are asked, not the answers.
+    for opts in [
+        "single-request",
+        "single-request-reopen ndots:3",
+        "rotate edns0 trust-ad",
+        "use-vc",
+    ] {
+        server.resolv_conf(&format!(
+            "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{}\nsearch test\noptions timeout:2 attempts:1 {opts}\n",
+            server.port
+        ));
+        let out = run_c("resolver", &["dns"], &[("GMP_RESOLV_ROOT", &root)]);
+        assert_success(&out, &format!("resolver dns ({opts})"));
+        assert_eq!(keep(&out.stdout), keep(RESOLVER_DNS), "options {opts}");
+    }
+    let stats = server.stats();
+    assert!(
+        stats.contains("a.test. tcp "),
+        "use-vc asked over UDP:\n{stats}"
+    );
+    assert!(
+        stats.contains("a.test.test. udp "),
+        "ndots:3 did not try the search list first:\n{stats}"
+    );
     // The hosts file answers first (nsswitch's order), without a query.
     let out = run_c(
         "resolver",
