@@ -320,6 +320,11 @@ fn lookup_host(
         match src {
             Source::Files => {
                 if let Some(a) = lookup_static_host(&snap.hosts, name) {
+                    let a = if snap.multi {
+                        a
+                    } else {
+                        a.first_only((family != libc::AF_UNSPEC).then_some(true))
+                    };
                     let addrs = pick(&a.addrs);
                     if !addrs.is_empty() {
                         // The first line of the family asked gives the name (glibc's

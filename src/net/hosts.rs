@@ -13,6 +13,23 @@ pub struct HostsAnswer {
 }
 
 impl HostsAnswer {
+    /// What glibc's files source gives without `multi on` in /etc/host.conf: the first
+    /// line only, for AF_UNSPEC (`v6` None), else the first line of each family.
+    pub fn first_only(&self, v6: Option<bool>) -> HostsAnswer {
+        let mut out = HostsAnswer::default();
+        for (a, c) in self.addrs.iter().zip(&self.canonicals) {
+            let taken = match v6 {
+                None => !out.addrs.is_empty(),
+                Some(_) => out.addrs.iter().any(|b| b.is_ipv6() == a.is_ipv6()),
+            };
+            if !taken {
+                out.addrs.push(*a);
+                out.canonicals.push(c.clone());
+            }
+        }
+        out
+    }
+
     /// The canonical name of the first address of a family (`v6`), or of any (None).
     pub fn canonical(&self, v6: Option<bool>) -> Option<&str> {
         self.addrs
@@ -44,6 +61,23 @@ pub fn lookup_static_host(text: &[u8], name: &str) -> Option<HostsAnswer> {
         }
     }
     ans
+}
+
+/// Whether /etc/host.conf turns `multi` on (glibc's default is off; `RESOLV_MULTI` in
+/// the environment overrides the file, as glibc reads it).
+pub fn parse_host_conf(text: &[u8], env: Option<&str>) -> bool {
+    let word = |w: &str| w.eq_ignore_ascii_case("on");
+    if let Some(v) = env {
+        return word(v.trim());
+    }
+    let mut multi = false;
+    for line in String::from_utf8_lossy(text).lines() {
+        let mut f = line.split('#').next().unwrap_or("").split_whitespace();
+        if f.next().is_some_and(|k| k.eq_ignore_ascii_case("multi")) {
+            multi = f.next().is_some_and(word);
+        }
+    }
+    multi
 }
 
 /// The first name of the first line of a hosts file with address `ip` (glibc's files
@@ -90,6 +124,12 @@ mod tests {
             ]
         );
         assert!(lookup_static_host(t, "x").is_none());
+        let first = h.first_only(None);
+        assert_eq!(first.addrs.len(), 1);
+        assert_eq!(a.first_only(Some(true)).addrs.len(), 2);
+        assert!(parse_host_conf(b"order hosts,bind\nmulti on\n", None));
+        assert!(!parse_host_conf(b"multi on\n", Some("off")));
+        assert!(!parse_host_conf(b"", None));
         let ip = "10.0.0.2".parse().unwrap();
         assert_eq!(lookup_static_addr(t, &ip).as_deref(), Some("other"));
     }

@@ -12,7 +12,8 @@
 //! a `struct addrinfo` list that glibc's `freeaddrinfo` frees; `nameinfo.rs` is
 //! `getnameinfo` (`/etc/hosts` backwards, PTR queries, service names by port).
 //!
-//! The configuration is read again when a file changed, looked at no more than every 5
+//! `/etc/host.conf`'s `multi` decides whether `/etc/hosts` gives every line that has a
+//! name or the first, as in glibc. The configuration is read again when a file changed, looked at no more than every 5
 //! seconds (Go's `resolverConfig`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -39,6 +40,8 @@ pub struct Snapshot {
     pub order_forced: conf::HostLookupOrder,
     pub hosts: Vec<u8>,
     pub services: Vec<u8>,
+    /// /etc/host.conf's `multi`: every line of /etc/hosts that has the name, not the first.
+    pub multi: bool,
 }
 
 struct Cache {
@@ -52,11 +55,12 @@ static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 /// How often the files' stamps are looked at.
 const RECHECK_NS: i64 = 5_000_000_000;
 
-const FILES: [&str; 4] = [
+const FILES: [&str; 5] = [
     "/etc/resolv.conf",
     "/etc/nsswitch.conf",
     "/etc/hosts",
     "/etc/services",
+    "/etc/host.conf",
 ];
 
 /// A resolver variable of the environment (none in secure-execution mode, as glibc).
@@ -97,6 +101,7 @@ fn load(root: &str) -> Snapshot {
         order_forced: conf::parse_nsswitch(&ns, true),
         hosts: read(2).unwrap_or_default(),
         services: read(3).unwrap_or_default(),
+        multi: hosts::parse_host_conf(&read(4).unwrap_or_default(), env("RESOLV_MULTI").as_deref()),
     }
 }
 
