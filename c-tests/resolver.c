@@ -96,6 +96,44 @@ static void dump_ni(const char *addr, unsigned port, unsigned scope, int flags, 
         printf(" %s %s\n", hostlen ? host : "-", servlen ? serv : "-");
 }
 
+/* A hostent, or why there is none. */
+static void print_hostent(const struct hostent *h)
+{
+    printf(" %s t=%d l=%d", h->h_name, h->h_addrtype, h->h_length);
+    for (char **a = h->h_aliases; *a; a++)
+        printf(" alias=%s", *a);
+    for (char **a = h->h_addr_list; *a; a++) {
+        char text[INET6_ADDRSTRLEN];
+        inet_ntop(h->h_addrtype, *a, text, sizeof text);
+        printf(" %s", text);
+    }
+    printf("\n");
+}
+
+/* gethostbyname2_r (and gethostbyname_r for AF_INET) with a buffer of `len` bytes, then
+ * gethostbyname2. */
+static void dump_hb(const char *name, int af, size_t len)
+{
+    static char buf[8192];
+    struct hostent ent, *res = (struct hostent *)1;
+    int herr = 12345;
+    int r = af == AF_INET ? gethostbyname_r(name, &ent, buf, len, &res, &herr)
+                          : gethostbyname2_r(name, af, &ent, buf, len, &res, &herr);
+    printf("hb[%s|%d|%zu] r=%d", name, af, len, r);
+    if (res == &ent)
+        print_hostent(res);
+    else
+        printf(" res=%s h_errno=%d\n", res ? "?" : "NULL", herr);
+    if (len == sizeof buf) {
+        struct hostent *h = af == AF_INET ? gethostbyname(name) : gethostbyname2(name, af);
+        printf("hb2[%s|%d]", name, af);
+        if (h)
+            print_hostent(h);
+        else
+            printf(" NULL h_errno=%d\n", h_errno);
+    }
+}
+
 /* Names of /etc/hosts on lines with an IPv4 address (at most 4), which the files source
  * answers for AF_UNSPEC and AF_INET without the network. */
 static int hosts_names(char names[][64], int max)
@@ -227,6 +265,18 @@ static void run_diff(void)
                 for (size_t v = 0; v < 4; v++)
                     dump_ni(nis[i].addr, nis[i].port, nis[i].scope, flags, hostlens[h], servlens[v]);
         }
+    /* gethostbyname and its forms: names of /etc/hosts and numeric ones (AF_INET: a
+     * name of IPv4 lines only in AF_INET6 would ask the network). Buffers too small for
+     * any layout, or large: between them glibc, which keeps the whole hosts line there,
+     * asks for more than the runtime's compact layout needs. */
+    static const size_t hblens[] = {8192, 8, 0};
+    for (int i = 0; i < n; i++)
+        for (size_t l = 0; l < sizeof hblens / sizeof *hblens; l++)
+            dump_hb(names[i], AF_INET, hblens[l]);
+    dump_hb("127.0.0.1", AF_INET, 8192);
+    dump_hb("::1", AF_INET6, 8192);
+    dump_hb("1.2.3", AF_INET, 8192);
+    dump_hb("localhost", AF_UNIX, 8192);
     dump_ni("127.0.0.1", 80, 0, 0x8000, 1025, 64);
     dump_ni("127.0.0.1", 80, 0, 256, 1025, 64); /* NI_NUMERICSCOPE elsewhere; not glibc's */
     dump_ni("127.0.0.1", 80, 0, NI_NAMEREQD | NI_NUMERICHOST, 0, 0);
@@ -266,6 +316,14 @@ static void run_dns(void)
     dump_ni("10.0.0.99", 80, 0, NI_NAMEREQD, 1025, 64);
     dump_ni("10.0.0.66", 80, 0, 0, 1025, 64);
     dump_ni("10.9.8.7", 80, 0, 0, 1025, 64);
+    /* gethostbyname and its forms: CNAMEs as aliases, the search list, each failure. */
+    static const char *hbnames[] = {"a.test", "alias.test", "short", "nx.test",
+                                    "nodata.test", "fail.test", "gmp-only", "big.test"};
+    for (size_t i = 0; i < sizeof hbnames / sizeof *hbnames; i++) {
+        dump_hb(hbnames[i], AF_INET, 8192);
+        dump_hb(hbnames[i], AF_INET6, 8192);
+    }
+    dump_hb("big.test", AF_INET, 100);
 }
 
 static const char *g_arg;

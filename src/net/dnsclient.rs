@@ -38,6 +38,8 @@ pub enum DnsError {
 pub struct Answer {
     pub addrs: Vec<IpAddr>,
     pub canonical: String,
+    /// The CNAMEs' owners that led to `canonical`, without trailing dots.
+    pub aliases: Vec<String>,
 }
 
 /// `rotate`'s counter.
@@ -401,6 +403,11 @@ pub fn lookup_ip(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Answer, 
                     }
                     if ans.canonical.is_empty() || (!r.addrs.is_empty() && ans.addrs.is_empty()) {
                         ans.canonical = r.canonical.clone();
+                        ans.aliases = r
+                            .aliases
+                            .iter()
+                            .map(|a| a.trim_end_matches('.').to_string())
+                            .collect();
                     }
                     ans.addrs.extend(&r.addrs);
                 }

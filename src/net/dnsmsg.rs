@@ -66,6 +66,9 @@ pub struct Response {
     /// The name the addresses belong to (the last CNAME's target, or the queried name),
     /// with its trailing dot.
     pub canonical: String,
+    /// The owners of the CNAMEs followed, in order (the queried name first), each with its
+    /// trailing dot: a hostent's aliases.
+    pub aliases: Vec<String>,
     /// The names of the queried name's PTR records (CNAMEs followed), each with its
     /// trailing dot.
     pub names: Vec<String>,
@@ -200,7 +203,8 @@ pub fn parse_response(m: &[u8], qname: &str, qtype: u16) -> Option<Response> {
         });
         match next {
             Some(t) if !chain.contains(&t.to_ascii_lowercase()) => {
-                resp.canonical = t.clone();
+                resp.aliases
+                    .push(core::mem::replace(&mut resp.canonical, t.clone()));
                 chain.push(t.to_ascii_lowercase());
             }
             _ => break,
@@ -272,6 +276,7 @@ mod tests {
         m.extend_from_slice(&[0xc0, 41, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 7]);
         let r = parse_response(&m, "www.example.", TYPE_A).unwrap();
         assert_eq!(r.canonical, "web.example.");
+        assert_eq!(r.aliases, ["www.example."]);
         assert_eq!(r.addrs, ["10.0.0.7".parse::<IpAddr>().unwrap()]);
         assert!(parse_response(&m, "other.example.", TYPE_A).is_none());
     }

@@ -63,6 +63,25 @@ pub fn lookup_static_host(text: &[u8], name: &str) -> Option<HostsAnswer> {
     ans
 }
 
+/// Every line of a hosts file that has `name` (case does not matter): its address and
+/// names, the canonical first.
+pub fn lookup_static_lines(text: &[u8], name: &str) -> Vec<(IpAddr, Vec<String>)> {
+    let mut out = Vec::new();
+    for line in text.split(|&b| b == b'\n') {
+        let line = line.split(|&b| b == b'#').next().unwrap_or(&[]);
+        let line = String::from_utf8_lossy(line);
+        let mut f = line.split_whitespace();
+        let Some(Ok(ip)) = f.next().map(str::parse::<IpAddr>) else {
+            continue;
+        };
+        let names: Vec<String> = f.map(str::to_string).collect();
+        if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+            out.push((ip, names));
+        }
+    }
+    out
+}
+
 /// Whether /etc/host.conf turns `multi` on (glibc's default is off; `RESOLV_MULTI` in
 /// the environment overrides the file, as glibc reads it).
 pub fn parse_host_conf(text: &[u8], env: Option<&str>) -> bool {

@@ -10,7 +10,8 @@
 //! messages, `dnsclient.rs` exchanges them and walks the search list, `addrselect.rs`
 //! sorts the answer by RFC 6724, and `addrinfo.rs` gives the answer in glibc's form:
 //! a `struct addrinfo` list that glibc's `freeaddrinfo` frees; `nameinfo.rs` is
-//! `getnameinfo` (`/etc/hosts` backwards, PTR queries, service names by port).
+//! `getnameinfo` (`/etc/hosts` backwards, PTR queries, service names by port), and
+//! `hostent.rs` the `gethostbyname` family.
 //!
 //! `/etc/host.conf`'s `multi` decides whether `/etc/hosts` gives every line that has a
 //! name or the first, as in glibc. The configuration is read again when a file changed, looked at no more than every 5
@@ -25,11 +26,13 @@ pub mod conf;
 pub mod dnsclient;
 pub mod dnsconfig;
 pub mod dnsmsg;
+pub mod hostent;
 pub mod hosts;
 pub mod nameinfo;
 pub mod services;
 
 pub use addrinfo::getaddrinfo;
+pub use hostent::{gethostbyname2, gethostbyname2_r};
 pub use nameinfo::getnameinfo;
 
 /// What a lookup reads: every configuration file, as of one moment.
