@@ -13,6 +13,14 @@
 //! `getnameinfo` (`/etc/hosts` backwards, PTR queries, service names by port), and
 //! `hostent.rs` the `gethostbyname` family.
 //!
+//! Rejected: libc's call through the syscall hand-off for every lookup (what remains for
+//! configurations we cannot follow) holds a thread per lookup in flight, 1,000 threads
+//! for 1,000 goroutines waiting on a slow server; a pool of helper threads bounds the
+//! threads but queues fast lookups behind slow ones; glibc's `getaddrinfo_a` runs each
+//! lookup on a thread of its own too; a resolver library (c-ares) would be a dependency
+//! whose answers are its own, not glibc's. Go made the same choice for the same reasons:
+//! its resolver is pure Go over the netpoller, cgo only where the configuration needs it.
+//!
 //! `/etc/host.conf`'s `multi` decides whether `/etc/hosts` gives every line that has a
 //! name or the first, as in glibc. The configuration is read again when a file changed, looked at no more than every 5
 //! seconds (Go's `resolverConfig`).
