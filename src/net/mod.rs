@@ -16,8 +16,8 @@
 //! Rejected: libc's call through the syscall hand-off for every lookup (what remains for
 //! configurations we cannot follow) holds a thread per lookup in flight, 1,000 threads
 //! for 1,000 goroutines waiting on a slow server; a pool of helper threads bounds the
-//! threads but queues fast lookups behind slow ones; glibc's `getaddrinfo_a` runs each
-//! lookup on a thread of its own too; a resolver library (c-ares) would be a dependency
+//! threads but queues fast lookups behind slow ones; glibc's `getaddrinfo_a` runs the
+//! same lookups on threads of its own (such a pool); a resolver library (c-ares) would be a dependency
 //! whose answers are its own, not glibc's. Go made the same choice for the same reasons:
 //! its resolver is pure Go over the netpoller, cgo only where the configuration needs it.
 //!
