@@ -302,7 +302,11 @@ fn settles(r: &Response) -> bool {
 fn try_one_name(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Vec<Response>, DnsError> {
     let mut qs = Vec::new();
     for &qtype in qtypes {
-        let id = random_id();
+        // Ids differ within one exchange, so that a reply names its query.
+        let mut id = random_id();
+        while qs.iter().any(|q: &Query| q.id == id) {
+            id = id.wrapping_add(1);
+        }
         let Some(msg) = dnsmsg::build_query(id, name, qtype, cfg.edns0, cfg.trust_ad) else {
             return Err(DnsError::NoSuchHost);
         };
