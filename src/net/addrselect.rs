@@ -234,7 +234,11 @@ mod tests {
         assert_eq!((precedence(&lo6), label(&lo6), scope(&lo6)), (50, 0, 2));
         assert_eq!((precedence(&lo4), label(&lo4), scope(&lo4)), (10, 4, 2));
         let g: Ipv6Addr = "2001:db8::1".parse().unwrap();
-        assert_eq!((precedence(&g), label(&g), scope(&g)), (40, 7, 14));
+        assert_eq!((precedence(&g), label(&g), scope(&g)), (40, 1, 14));
+        let teredo: Ipv6Addr = "2001::5".parse().unwrap();
+        assert_eq!((precedence(&teredo), label(&teredo)), (40, 7));
+        let ula: Ipv6Addr = "fd00::1".parse().unwrap();
+        assert_eq!((precedence(&ula), label(&ula), scope(&ula)), (40, 6, 14));
     }
 
     fn entry(dst: &str, src: Option<(&str, u32)>, index: usize) -> Entry {

@@ -16,6 +16,7 @@ line of stdout is "PORT SILENT_PORT". The zone:
 Every query is counted by name and transport; `stats` on stdin prints the counts."""
 
 import asyncio
+import socket
 import struct
 import sys
 
@@ -132,7 +133,16 @@ async def main():
     loop = asyncio.get_running_loop()
     server = await asyncio.start_server(tcp_client, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    await loop.create_datagram_endpoint(Udp, local_addr=("127.0.0.1", port))
+    udp, _ = await loop.create_datagram_endpoint(Udp, local_addr=("127.0.0.1", port))
+    # A thousand queries arrive at once in the scale test: room for all of them.
+    sock = udp.get_extra_info("socket")
+    for opt in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF):
+        try:
+            if opt is not None:
+                sock.setsockopt(socket.SOL_SOCKET, opt, 16 << 20)
+                break
+        except OSError:
+            pass
     silent, _ = await loop.create_datagram_endpoint(asyncio.DatagramProtocol, local_addr=("127.0.0.1", 0))
     print(port, silent.get_extra_info("sockname")[1], flush=True)
     reader = asyncio.StreamReader()
