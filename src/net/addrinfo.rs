@@ -25,17 +25,16 @@ use super::hosts::lookup_static_host;
 use super::services::lookup_port;
 
 // glibc's <netdb.h> values.
-pub const EAI_BADFLAGS: c_int = -1;
-pub const EAI_NONAME: c_int = -2;
-pub const EAI_AGAIN: c_int = -3;
-pub const EAI_FAIL: c_int = -4;
-pub const EAI_NODATA: c_int = -5;
-pub const EAI_FAMILY: c_int = -6;
-pub const EAI_SOCKTYPE: c_int = -7;
-pub const EAI_SERVICE: c_int = -8;
-pub const EAI_ADDRFAMILY: c_int = -9;
-pub const EAI_MEMORY: c_int = -10;
-pub const EAI_SYSTEM: c_int = -11;
+pub(crate) const EAI_BADFLAGS: c_int = -1;
+pub(crate) const EAI_NONAME: c_int = -2;
+pub(crate) const EAI_AGAIN: c_int = -3;
+pub(crate) const EAI_NODATA: c_int = -5;
+pub(crate) const EAI_FAMILY: c_int = -6;
+pub(crate) const EAI_SOCKTYPE: c_int = -7;
+pub(crate) const EAI_SERVICE: c_int = -8;
+pub(crate) const EAI_ADDRFAMILY: c_int = -9;
+pub(crate) const EAI_MEMORY: c_int = -10;
+pub(crate) const EAI_SYSTEM: c_int = -11;
 
 const AI_PASSIVE: c_int = 0x1;
 const AI_CANONNAME: c_int = 0x2;

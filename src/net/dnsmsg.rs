@@ -4,20 +4,19 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-pub const TYPE_A: u16 = 1;
-pub const TYPE_CNAME: u16 = 5;
-pub const TYPE_PTR: u16 = 12;
-pub const TYPE_AAAA: u16 = 28;
+pub(crate) const TYPE_A: u16 = 1;
+pub(crate) const TYPE_CNAME: u16 = 5;
+pub(crate) const TYPE_PTR: u16 = 12;
+pub(crate) const TYPE_AAAA: u16 = 28;
 const TYPE_OPT: u16 = 41;
 const CLASS_INET: u16 = 1;
 
-pub const RCODE_SUCCESS: u8 = 0;
-pub const RCODE_SERVFAIL: u8 = 2;
-pub const RCODE_NXDOMAIN: u8 = 3;
+pub(crate) const RCODE_SUCCESS: u8 = 0;
+pub(crate) const RCODE_NXDOMAIN: u8 = 3;
 
 /// The UDP payload an EDNS0 query advertises (Go's `maxDNSPacketSize`), also the size of
 /// the receive buffer.
-pub const MAX_UDP: usize = 1232;
+pub(crate) const MAX_UDP: usize = 1232;
 
 /// Builds a query for `name` (absolute, with its trailing dot) of `qtype`. None if a label
 /// is empty or longer than 63 bytes, or the name longer than 255 on the wire.

@@ -15,7 +15,7 @@ use super::hosts::lookup_static_addr;
 use super::services::lookup_name;
 
 /// glibc's <netdb.h> value: a buffer too small for the answer.
-pub const EAI_OVERFLOW: c_int = -12;
+pub(crate) const EAI_OVERFLOW: c_int = -12;
 
 const NI_NUMERICHOST: c_int = 1;
 const NI_NUMERICSERV: c_int = 2;
