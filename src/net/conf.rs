@@ -136,3 +136,29 @@ pub fn parse_nsswitch(text: &[u8], forced: bool) -> HostLookupOrder {
 pub(crate) fn netdns() -> i64 {
     dbgvars::get(Var::Netdns)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_line_decides_the_side() {
+        let ours = Some(vec![Source::Files, Source::Dns]);
+        assert_eq!(
+            parse_nsswitch(b"passwd: files\nhosts: files dns\n", false),
+            ours
+        );
+        assert_eq!(parse_nsswitch(b"# nothing\n", false), ours);
+        let mdns = b"hosts: files mdns4_minimal [NOTFOUND=return] dns myhostname\n";
+        assert_eq!(parse_nsswitch(mdns, false), None);
+        assert_eq!(parse_nsswitch(mdns, true), ours);
+        assert_eq!(
+            parse_nsswitch(b"hosts: dns [!UNAVAIL=return] files\n", false),
+            Some(vec![Source::Dns, Source::Files])
+        );
+        assert_eq!(
+            parse_nsswitch(b"hosts: files resolve [!UNAVAIL=return] dns\n", false),
+            None
+        );
+    }
+}
