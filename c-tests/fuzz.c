@@ -68,7 +68,8 @@
  * gmp_syscall (getpid, gettid, nanosleep, refused and unknown numbers), lock sections,
  * the fd calls (pipes, socket pairs, datagrams, accept/connect, memfd pread/pwrite/fsync,
  * /dev/null, stdio on a pipe closed by fclose, an eventfd given a number fclose freed, a
- * forked child writing into a goroutine's pipe), and invalid arguments to everything:
+ * forked child writing into a goroutine's pipe, getaddrinfo with random hints over numeric
+ * hosts and localhost), and invalid arguments to everything:
  * NULL channels, objects and out pointers, misaligned sync objects, oversized elements
  * and capacities, a NULL send buffer, selects with NULL cases, n > 65536, bad op codes,
  * no enabled case without a timeout, bad attributes, stack sizes, thread limits,
@@ -114,6 +115,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -2598,6 +2600,31 @@ static void op_fd(struct actor *a)
         break;
     }
     default: {
+        /* getaddrinfo with hints from the pattern's bits (any AI_* combination, now and then
+         * an unknown flag, family or socket type) over a numeric host or localhost: on a
+         * goroutine the runtime's resolver, on a thread libc's; 0 and a list libc's
+         * freeaddrinfo frees, or an EAI code. localhost only where /etc/hosts answers
+         * without the network (AF_UNSPEC, AF_INET). */
+        static const char *const hosts[] = {"127.0.0.1", "::1", "10.1.2.3", "localhost"};
+        static const int fams[] = {AF_UNSPEC, AF_INET, AF_INET6, AF_UNIX};
+        static const int types[] = {0, SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, 0, SOCK_STREAM, 0, 99};
+        unsigned host = (unsigned)(pattern >> 48) & 3;
+        struct addrinfo gh = {
+            .ai_flags = (int)(pattern & 0x43f) | ((pattern >> 47) & 1 ? 0x800 : 0),
+            .ai_family = fams[(pattern >> 52) & 3],
+            .ai_socktype = types[(pattern >> 54) & 7],
+        };
+        if (host == 3 && gh.ai_family != AF_INET)
+            gh.ai_family = AF_UNSPEC;
+        struct addrinfo *gres = NULL;
+        int gr = getaddrinfo(hosts[host], (pattern >> 57) & 1 ? "80" : NULL, &gh, &gres);
+        ACHECK(a, gr <= 0 && gr >= EAI_SYSTEM);
+        if (gr == 0) {
+            ACHECK(a, gres != NULL);
+            for (struct addrinfo *p = gres; p; p = p->ai_next)
+                ACHECK_EQ(a, p->ai_addr->sa_family, p->ai_family);
+            freeaddrinfo(gres);
+        }
         /* Bad fds and arguments. */
         int fd = spare_fds[0];
         ACHECK_EQ(a, gmp_read(-1, in, 1), -EBADF);

@@ -45,7 +45,8 @@
  * asynchronous preemption signal stops them); and the netpoller's operations through plain
  * libc ("libc": read, write, poll with a timeout, nanosleep, a waitpid that fails with
  * ECHILD (a wait for init, a hand-off call made on a helper thread when goroutines are bound to the
- * caller's thread), a posix_spawn'ed child writing into a pipe a goroutine reads and
+ * caller's thread), getaddrinfo of localhost and of a numeric host (the runtime's resolver
+ * on a goroutine), a posix_spawn'ed child writing into a pipe a goroutine reads and
  * reaped by waitpid, an fd number freed by stdio's fclose (a close the runtime does not
  * see) and given to an eventfd whose blocking read must wait for its count, close of an
  * fd a goroutine is parked in read on (plain, or inside gmp_blocking, where a reader
@@ -96,6 +97,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sys/wait.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1136,6 +1139,20 @@ static void do_libc(struct actor *a)
         errno = 0;
         CHECK_EQ(waitpid(1, NULL, 0), -1); /* init is nobody's child here */
         CHECK_EQ(errno, ECHILD);
+        /* Name resolution (on a goroutine the runtime's resolver, elsewhere libc's):
+         * /etc/hosts's localhost and a numeric host, each list freed by libc. */
+        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+        struct addrinfo *res = NULL;
+        CHECK_EQ(getaddrinfo("localhost", "80", &hints, &res), 0);
+        CHECK(res != NULL && res->ai_family == AF_INET && res->ai_addrlen == sizeof(struct sockaddr_in));
+        CHECK_EQ(((struct sockaddr_in *)res->ai_addr)->sin_port, htons(80));
+        freeaddrinfo(res);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_flags = AI_NUMERICHOST | AI_CANONNAME;
+        CHECK_EQ(getaddrinfo("::1", "7", &hints, &res), 0);
+        CHECK(res != NULL && res->ai_family == AF_INET6 && res->ai_next == NULL);
+        CHECK(res->ai_canonname != NULL && strcmp(res->ai_canonname, "::1") == 0);
+        freeaddrinfo(res);
     } else if (kind == 4) {
         /* A child process writing into a pipe a goroutine reads: the child sees the pipe
          * as the program made it (blocking), the reader gets every byte, and waitpid

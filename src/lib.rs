@@ -5,6 +5,7 @@
 //! ```text
 //!   interpose/      libc's blocking calls, hooked (LD_PRELOAD, or linked)
 //!   ffi/            extern "C" boundary: argument checks, panic catching, -errno
+//!   net/            the resolver of goroutines' getaddrinfo (Go's net: DNS on the poller)
 //!   poll/ signal    operations on descriptors over the network poller (Go's internal/poll);
 //!                   signals relayed to channels (Go's os/signal)
 //!   chan/ sync/     channels and select; sema, Go's sync package
@@ -27,6 +28,7 @@ pub mod chan;
 pub mod ffi;
 pub mod interpose;
 pub mod loom;
+pub mod net;
 pub mod poll;
 pub mod rt;
 pub mod signal;

@@ -1,7 +1,10 @@
 //! The interposer (`src/interpose/`): plain libc calls in goroutines park the goroutine, not
 //! its thread (`interpose_*`, also through hiredis, libcurl and an LD_PRELOAD from Python);
 //! and the contract tests (`contract_*`), in which goroutines must observe with the hooks
-//! what plain libc gives them. Harness and conventions: `support/ctest.rs`.
+//! what plain libc gives them; the runtime's resolver (`resolver_*`): getaddrinfo in
+//! goroutines prints what glibc prints, and against a local DNS server
+//! (`support/dnsserver.py`) parks instead of holding threads. Harness and conventions:
+//! `support/ctest.rs`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -549,4 +552,287 @@ fn contract_random() {
         print!("{}", hooks.stdout.lines().last().unwrap_or(""));
         println!();
     }
+}
+
+// ---- getaddrinfo in goroutines: the runtime's resolver (c-tests/resolver.c) ----
+
+/// The same table of lookups, answered by glibc (GMP_INTERPOSE=0) and by the runtime's
+/// resolver (GMP_DEBUG=netdns=go), prints the same bytes.
+#[test]
+fn resolver_diff() {
+    let glibc = run_c("resolver", &["diff"], &[("GMP_INTERPOSE", "0")]);
+    assert_success(&glibc, "resolver diff (glibc)");
+    let ours = run_c("resolver", &["diff"], &[("GMP_DEBUG", "netdns=go")]);
+    assert!(
+        ours.status.success(),
+        "{}",
+        ours.report("resolver diff (ours) failed")
+    );
+    assert!(
+        glibc.stdout.lines().count() > 5000,
+        "too few cases: {}",
+        glibc.stdout
+    );
+    if glibc.stdout != ours.stdout {
+        let first = glibc
+            .stdout
+            .lines()
+            .zip(ours.stdout.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        let show = |s: &str| {
+            s.lines()
+                .skip(first.saturating_sub(3))
+                .take(12)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        panic!(
+            "outputs differ at line {}:\nglibc:\n{}\nours:\n{}",
+            first + 1,
+            show(&glibc.stdout),
+            show(&ours.stdout)
+        );
+    }
+}
+
+/// The test DNS server (tests/support/dnsserver.py) and a configuration root naming it.
+struct DnsServer {
+    child: std::process::Child,
+    port: u16,
+    silent: u16,
+    root: PathBuf,
+}
+
+impl DnsServer {
+    fn start(name: &str) -> DnsServer {
+        let mut child = Command::new("python3")
+            .arg(manifest_dir().join("tests/support/dnsserver.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 for the test DNS server");
+        let mut out = child.stdout.take().expect("server stdout");
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while out.read(&mut b).expect("server's port") == 1 && b[0] != b'\n' {
+            line.push(b[0]);
+        }
+        child.stdout = Some(out);
+        let line = String::from_utf8(line).expect("port line");
+        let mut ports = line
+            .split_whitespace()
+            .map(|p| p.parse::<u16>().expect("port"));
+        let (port, silent) = (
+            ports.next().expect("port"),
+            ports.next().expect("silent port"),
+        );
+        let root = out_dir().join(format!("resolv-root-{name}"));
+        std::fs::create_dir_all(root.join("etc")).expect("config root");
+        std::fs::write(root.join("etc/nsswitch.conf"), "hosts: files dns\n").unwrap();
+        std::fs::write(
+            root.join("etc/hosts"),
+            "127.0.0.1 localhost\n10.9.8.7 gmp-only\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("etc/services"),
+            "http 80/tcp www\nhttp 80/udp\ndomain 53/tcp\ndomain 53/udp\n",
+        )
+        .unwrap();
+        DnsServer {
+            child,
+            port,
+            silent,
+            root,
+        }
+    }
+
+    fn resolv_conf(&self, text: &str) {
+        std::fs::write(self.root.join("etc/resolv.conf"), text).unwrap();
+    }
+
+    /// The queries the server saw, "name proto count" lines.
+    fn stats(&mut self) -> String {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("server stdin");
+        stdin.write_all(b"stats\n").unwrap();
+        stdin.flush().unwrap();
+        let out = self.child.stdout.as_mut().expect("server stdout");
+        let mut text = String::new();
+        let mut b = [0u8; 1];
+        while !text.ends_with("end\n") && out.read(&mut b).expect("stats") == 1 {
+            text.push(b[0] as char);
+        }
+        text
+    }
+}
+
+impl Drop for DnsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What `resolver dns` must print against the test server (glibc's answers for that zone):
+/// CNAMEs followed, NXDOMAIN (EAI_NONAME, -2), an empty answer (EAI_NODATA, -5), SERVFAIL
+/// (EAI_AGAIN, -3), a truncated answer asked again over TCP, the search list, V4MAPPED/ALL.
+const RESOLVER_DNS: &str = include_str!("support/resolver_dns.txt");
+
+#[test]
+fn resolver_dns() {
+    let mut server = DnsServer::start("dns");
+    // A closed port first: its refusal moves every query on to the real server.
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    server.resolv_conf(&format!(
+        "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{}\nsearch test\noptions timeout:2 attempts:1\n",
+        server.port
+    ));
+    let root = server.root.display().to_string();
+    let out = run_c("resolver", &["dns"], &[("GMP_RESOLV_ROOT", &root)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        out.report("resolver dns failed")
+    );
+    // The golden order puts fd00::1 before 10.0.0.1 (RFC 6724's precedence), which holds
+    // where the host has a route to fd00::1 (rule 1 puts an unreachable one last): on a
+    // host without, the dual-stack AF_UNSPEC answers are left out of the comparison.
+    let v6_route = std::net::UdpSocket::bind("[::]:0")
+        .and_then(|s| s.connect("[fd00::1]:9"))
+        .is_ok();
+    let keep = |text: &str| -> String {
+        let mut out = String::new();
+        let mut skip = false;
+        for l in text.lines() {
+            if l.starts_with('[') {
+                let dual = ["[a.test|", "[a.test.|", "[alias.test|", "[A.TEST|"]
+                    .iter()
+                    .any(|n| l.starts_with(n));
+                skip = !v6_route && dual && l.contains("|f=0 ");
+            }
+            if !skip {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    };
+    assert_eq!(
+        keep(&out.stdout),
+        keep(RESOLVER_DNS),
+        "resolver dns printed:\n{}",
+        out.stdout
+    );
+    let stats = server.stats();
+    assert!(
+        stats.contains("big.test. tcp "),
+        "no TCP retry of the truncated answer:\n{stats}"
+    );
+    assert!(
+        stats.contains("short.test. udp "),
+        "no search suffix:\n{stats}"
+    );
+    // The options change how the questions are asked, not the answers.
+    for opts in [
+        "single-request",
+        "single-request-reopen ndots:3",
+        "rotate edns0 trust-ad",
+        "use-vc",
+    ] {
+        server.resolv_conf(&format!(
+            "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{}\nsearch test\noptions timeout:2 attempts:1 {opts}\n",
+            server.port
+        ));
+        let out = run_c("resolver", &["dns"], &[("GMP_RESOLV_ROOT", &root)]);
+        assert_success(&out, &format!("resolver dns ({opts})"));
+        assert_eq!(keep(&out.stdout), keep(RESOLVER_DNS), "options {opts}");
+    }
+    let stats = server.stats();
+    assert!(
+        stats.contains("a.test. tcp "),
+        "use-vc asked over UDP:\n{stats}"
+    );
+    assert!(
+        stats.contains("a.test.test. udp "),
+        "ndots:3 did not try the search list first:\n{stats}"
+    );
+    // The hosts file answers first (nsswitch's order), without a query.
+    let before = server.stats();
+    let out = run_c(
+        "resolver",
+        &["probe", "gmp-only"],
+        &[("GMP_RESOLV_ROOT", &root)],
+    );
+    assert_success(&out, "resolver probe");
+    assert!(out.stdout.contains(" 10.9.8.7 0 "), "{}", out.stdout);
+    assert_eq!(server.stats(), before, "the probe asked the server");
+    // netdns=cgo: libc answers from the real /etc/hosts, which lacks the name.
+    let out = run_c(
+        "resolver",
+        &["probe", "gmp-only"],
+        &[("GMP_RESOLV_ROOT", &root), ("GMP_DEBUG", "netdns=cgo")],
+    );
+    assert_success(&out, "resolver probe (cgo)");
+    assert!(!out.stdout.contains("10.9.8.7"), "{}", out.stdout);
+    // A source that is not ours: libc answers too.
+    std::fs::write(
+        server.root.join("etc/nsswitch.conf"),
+        "hosts: files mdns4_minimal dns\n",
+    )
+    .unwrap();
+    let out = run_c(
+        "resolver",
+        &["probe", "gmp-only"],
+        &[("GMP_RESOLV_ROOT", &root)],
+    );
+    assert_success(&out, "resolver probe (mdns)");
+    assert!(!out.stdout.contains("10.9.8.7"), "{}", out.stdout);
+    // ... unless netdns=go, which skips it as Go does.
+    let out = run_c(
+        "resolver",
+        &["probe", "gmp-only"],
+        &[("GMP_RESOLV_ROOT", &root), ("GMP_DEBUG", "netdns=go")],
+    );
+    assert_success(&out, "resolver probe (go)");
+    assert!(out.stdout.contains(" 10.9.8.7 0 "), "{}", out.stdout);
+}
+
+/// A server that never answers: EAI_AGAIN after `attempts` × `timeout`, the goroutine
+/// parked meanwhile.
+#[test]
+fn resolver_timeout() {
+    let server = DnsServer::start("timeout");
+    server.resolv_conf(&format!(
+        "nameserver 127.0.0.1:{}\noptions timeout:1 attempts:2\n",
+        server.silent
+    ));
+    let root = server.root.display().to_string();
+    let out = run_c(
+        "resolver",
+        &["probe", "a.test"],
+        &[("GMP_RESOLV_ROOT", &root)],
+    );
+    assert_success(&out, "resolver probe (silent server)");
+    assert!(out.stdout.contains("EAI -3"), "{}", out.stdout);
+    assert!(out.stdout.contains("took 2 s"), "{}", out.stdout);
+}
+
+/// 1,000 goroutines resolving through a server that answers after 50 ms finish in about
+/// one round trip, on at most GOMAXPROCS + 8 threads (libc's getaddrinfo through the
+/// hand-off holds a thread per lookup in flight).
+#[test]
+fn resolver_scale() {
+    let server = DnsServer::start("scale");
+    server.resolv_conf(&format!("nameserver 127.0.0.1:{}\n", server.port));
+    let root = server.root.display().to_string();
+    let out = run_c(
+        "resolver",
+        &["scale", "1000"],
+        &[("GMP_RESOLV_ROOT", &root), ("GMP_MAXPROCS", "2")],
+    );
+    assert_success(&out, "resolver scale");
 }

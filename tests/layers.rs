@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// may use `sync`, `stack` may use `arch`).
 const FLOORS: &[&[&str]] = &[
     &["interpose", "ffi"],
-    &["poll", "signal"],
+    &["net", "poll", "signal"],
     &["chan", "sync"],
     &["rt"],
     &["stack", "arch"],

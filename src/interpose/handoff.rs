@@ -3,8 +3,10 @@
 
 use super::*;
 
-/// Interposes getaddrinfo(3): on a goroutine, through the syscall hand-off (name
-/// resolution may wait on the network; glibc's own sockets inside it are not ours).
+/// Interposes getaddrinfo(3): on a goroutine, the runtime's resolver (`crate::net`),
+/// which waits for DNS servers on the poller, when the configuration lets it answer as
+/// libc would ("go" mode); else libc's, through the syscall hand-off ("cgo" mode: glibc's
+/// own sockets inside it are not ours).
 ///
 /// # Safety
 /// As getaddrinfo(3).
@@ -20,6 +22,13 @@ pub unsafe extern "C" fn getaddrinfo(
         return unsafe { real::getaddrinfo(node, service, hints, res) };
     }
     crate::ffi::boundary("interposed getaddrinfo", || {
+        let bound = rt::bind_current(); // same-thread resume
+        // SAFETY: the caller's arguments.
+        let ours = unsafe { crate::net::getaddrinfo(node, service, hints, res) };
+        drop(bound);
+        if let Some(r) = ours {
+            return r;
+        }
         if rt::offload::wanted() {
             // On a helper (see `blocking_call`); its errno comes back for EAI_SYSTEM.
             // SAFETY: the caller's arguments, alive while it parks.
@@ -35,6 +44,173 @@ pub unsafe extern "C" fn getaddrinfo(
         // SAFETY: the caller's arguments.
         rt::syscall::blocking(|| unsafe { real::getaddrinfo(node, service, hints, res) })
     })
+}
+
+/// Interposes getnameinfo(3): on a goroutine, the runtime's resolver (reverse lookups
+/// in /etc/hosts and PTR queries on the poller) when the configuration lets it answer as
+/// libc would; else libc's, through the syscall hand-off (as `getaddrinfo`).
+///
+/// # Safety
+/// As getnameinfo(3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getnameinfo(
+    sa: *const libc::sockaddr,
+    salen: libc::socklen_t,
+    host: *mut c_char,
+    hostlen: libc::socklen_t,
+    serv: *mut c_char,
+    servlen: libc::socklen_t,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: the caller's arguments.
+    let plain = || unsafe { real::getnameinfo(sa, salen, host, hostlen, serv, servlen, flags) };
+    if !on_goroutine() {
+        return plain();
+    }
+    crate::ffi::boundary("interposed getnameinfo", || {
+        let bound = rt::bind_current(); // same-thread resume
+        // SAFETY: the caller's arguments.
+        let ours =
+            unsafe { crate::net::getnameinfo(sa, salen, host, hostlen, serv, servlen, flags) };
+        drop(bound);
+        if let Some(r) = ours {
+            return r;
+        }
+        if rt::offload::wanted() {
+            // On a helper (see `blocking_call`); its errno comes back for EAI_SYSTEM.
+            // SAFETY: the caller's arguments, alive while it parks.
+            let (r, e) = unsafe { rt::offload::run(&|| plain() as i64) };
+            if r == libc::EAI_SYSTEM as i64 {
+                set_errno(e);
+            }
+            return r as c_int;
+        }
+        rt::syscall::blocking(plain)
+    })
+}
+
+/// A resolver call in a goroutine: `ours` (the runtime's resolver, None when libc must
+/// answer) with the goroutine kept on its thread, else `plain` through the syscall
+/// hand-off (on a helper when goroutines are bound to this thread; its errno comes
+/// back). `T` is the call's result.
+fn resolve_call<T: Copy + Default>(
+    what: &'static str,
+    ours: &dyn Fn() -> Option<T>,
+    plain: &dyn Fn() -> T,
+) -> T {
+    crate::ffi::boundary(what, || {
+        let bound = rt::bind_current(); // same-thread resume
+        let r = ours();
+        drop(bound);
+        if let Some(r) = r {
+            return r;
+        }
+        if rt::offload::wanted() {
+            let out = core::cell::Cell::new(T::default());
+            // SAFETY: `plain` is a libc call on the caller's arguments, alive while the
+            // goroutine parks; its result comes back through `out`.
+            let (_, e) = unsafe {
+                rt::offload::run(&|| {
+                    out.set(plain());
+                    0
+                })
+            };
+            set_errno(e);
+            return out.get();
+        }
+        rt::syscall::blocking(plain)
+    })
+}
+
+/// Interposes gethostbyname(3): on a goroutine the runtime's resolver where it may
+/// answer (`crate::net::hostent`), else libc's through the hand-off.
+///
+/// # Safety
+/// As gethostbyname(3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gethostbyname(name: *const c_char) -> *mut libc::hostent {
+    // SAFETY: the caller's arguments.
+    unsafe { gethostbyname2(name, libc::AF_INET) }
+}
+
+/// Interposes gethostbyname2(3) (see `gethostbyname`).
+///
+/// # Safety
+/// As gethostbyname2(3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gethostbyname2(name: *const c_char, af: c_int) -> *mut libc::hostent {
+    // SAFETY: the caller's arguments.
+    let plain = || unsafe {
+        if af == libc::AF_INET {
+            real::gethostbyname(name)
+        } else {
+            real::gethostbyname2(name, af)
+        }
+    };
+    if !on_goroutine() {
+        return plain();
+    }
+    resolve_call(
+        "interposed gethostbyname2",
+        // SAFETY: the caller's arguments.
+        &|| unsafe { crate::net::gethostbyname2(name, af) },
+        &plain,
+    )
+}
+
+/// Interposes gethostbyname_r(3) (see `gethostbyname`).
+///
+/// # Safety
+/// As gethostbyname_r(3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gethostbyname_r(
+    name: *const c_char,
+    ret: *mut libc::hostent,
+    buf: *mut c_char,
+    buflen: usize,
+    result: *mut *mut libc::hostent,
+    h_errnop: *mut c_int,
+) -> c_int {
+    // SAFETY: the caller's arguments.
+    let plain = || unsafe { real::gethostbyname_r(name, ret, buf, buflen, result, h_errnop) };
+    if !on_goroutine() {
+        return plain();
+    }
+    resolve_call(
+        "interposed gethostbyname_r",
+        // SAFETY: the caller's arguments.
+        &|| unsafe {
+            crate::net::gethostbyname2_r(name, libc::AF_INET, ret, buf, buflen, result, h_errnop)
+        },
+        &plain,
+    )
+}
+
+/// Interposes gethostbyname2_r(3) (see `gethostbyname`).
+///
+/// # Safety
+/// As gethostbyname2_r(3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gethostbyname2_r(
+    name: *const c_char,
+    af: c_int,
+    ret: *mut libc::hostent,
+    buf: *mut c_char,
+    buflen: usize,
+    result: *mut *mut libc::hostent,
+    h_errnop: *mut c_int,
+) -> c_int {
+    // SAFETY: the caller's arguments.
+    let plain = || unsafe { real::gethostbyname2_r(name, af, ret, buf, buflen, result, h_errnop) };
+    if !on_goroutine() {
+        return plain();
+    }
+    resolve_call(
+        "interposed gethostbyname2_r",
+        // SAFETY: the caller's arguments.
+        &|| unsafe { crate::net::gethostbyname2_r(name, af, ret, buf, buflen, result, h_errnop) },
+        &plain,
+    )
 }
 
 /// Interposes pread(2).

@@ -35,6 +35,7 @@ pub(crate) enum Var {
     Idledelay,
     Mutexspindelay,
     Tracedraindelay,
+    Netdns,
 }
 
 /// One row of the table.
@@ -47,7 +48,7 @@ pub(crate) struct DbgVar {
 
 /// Every debug variable, in [`Var`]'s order (docs/debugging.md says what each does; a
 /// test checks that it names them all).
-pub(crate) static DBGVARS: [DbgVar; 17] = [
+pub(crate) static DBGVARS: [DbgVar; 18] = [
     DbgVar {
         name: "schedtrace",
         default: 0,
@@ -134,6 +135,12 @@ pub(crate) static DBGVARS: [DbgVar; 17] = [
         name: "tracedraindelay",
         default: 0,
         words: &[],
+    },
+    DbgVar {
+        name: "netdns",
+        // Not given: the runtime's resolver where the configuration allows (`net::conf`).
+        default: 0,
+        words: &[("go", 1), ("cgo", 2)],
     },
 ];
 

@@ -201,6 +201,31 @@ real! {
         let _ = (node, service, hints, res);
         libc::EAI_SYSTEM
     };
+    fn gethostbyname(name: *const c_char) -> *mut libc::hostent = {
+        // As getaddrinfo: only reachable if libc defines none.
+        let _ = name;
+        core::ptr::null_mut()
+    };
+    fn gethostbyname2(name: *const c_char, af: c_int) -> *mut libc::hostent = {
+        let _ = (name, af);
+        core::ptr::null_mut()
+    };
+    fn gethostbyname_r(name: *const c_char, ret: *mut libc::hostent, buf: *mut c_char, buflen: size_t,
+        result: *mut *mut libc::hostent, h_errnop: *mut c_int) -> c_int = {
+        let _ = (name, ret, buf, buflen, result, h_errnop);
+        libc::ENOSYS
+    };
+    fn gethostbyname2_r(name: *const c_char, af: c_int, ret: *mut libc::hostent, buf: *mut c_char,
+        buflen: size_t, result: *mut *mut libc::hostent, h_errnop: *mut c_int) -> c_int = {
+        let _ = (name, af, ret, buf, buflen, result, h_errnop);
+        libc::ENOSYS
+    };
+    fn getnameinfo(sa: *const libc::sockaddr, salen: socklen_t, host: *mut c_char, hostlen: socklen_t,
+        serv: *mut c_char, servlen: socklen_t, flags: c_int) -> c_int = {
+        // As getaddrinfo: only reachable if libc defines no getnameinfo.
+        let _ = (sa, salen, host, hostlen, serv, servlen, flags);
+        libc::EAI_SYSTEM
+    };
 }
 
 /// select(2) with the raw pselect6 call (updates `tv` with the time left, as Linux does).

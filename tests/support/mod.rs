@@ -18,6 +18,7 @@ pub const GMP_ENV: &[&str] = &[
     "GMP_TRACE_DIR",
     "GMP_TRACE_LATENCY",
     "GMP_CPUPROFILE",
+    "GMP_RESOLV_ROOT",
 ];
 
 /// What a finished command left behind.
