@@ -202,15 +202,28 @@ pub(super) struct Chunk {
 unsafe impl Sync for Chunk {}
 
 impl Chunk {
+    /// A new chunk, from mmap rather than malloc: producers take chunks in `goready`
+    /// and `after_switch`, some holding a channel lock, and malloc may sleep on an arena
+    /// lock in libc's futex, a wait outside libgmp that unseen.rs would turn into a
+    /// syscall hand-off of a goroutine that holds a runtime lock.
     fn alloc() -> *mut Chunk {
-        let layout = std::alloc::Layout::new::<Chunk>();
-        // SAFETY: the layout is non-zero sized. All-zero bytes are a valid Chunk: atomics
-        // at 0, a default header, FREE.
-        let c = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Chunk>();
-        if c.is_null() {
+        let size = core::mem::size_of::<Chunk>();
+        // SAFETY: an anonymous private mapping; zero-filled pages are a valid Chunk
+        // (atomics at 0, a default header, FREE), page-aligned beyond its 64.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
             throw("trace: out of memory for a chunk");
         }
-        c
+        p.cast::<Chunk>()
     }
 
     /// The header. The caller has the chunk pinned or claimed, or is its producer.
