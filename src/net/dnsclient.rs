@@ -144,11 +144,22 @@ fn recv(c: &Conn, b: &mut [u8], deadline: i64) -> i64 {
     .unwrap_or(-(libc::EBADF as i64))
 }
 
-/// A random query id (getrandom(2); the clock if it fails).
+/// A random query id (the getrandom(2) system call, not glibc's 2.25 wrapper, which the
+/// Python wheel's library, linked for glibc 2.17, must not name; the clock if it fails).
 fn random_id() -> u16 {
     let mut b = [0u8; 2];
     // SAFETY: b is writable for 2 bytes.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 2, libc::GRND_NONBLOCK) };
+    let n = unsafe {
+        crate::sys::raw_syscall6(
+            libc::SYS_getrandom as u64,
+            b.as_mut_ptr() as u64,
+            2,
+            libc::GRND_NONBLOCK as u64,
+            0,
+            0,
+            0,
+        )
+    } as i64;
     if n == 2 {
         u16::from_ne_bytes(b)
     } else {

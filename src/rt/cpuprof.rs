@@ -27,7 +27,10 @@
 
 use core::ffi::c_char;
 use core::sync::atomic::{AtomicU32, Ordering};
-use std::collections::HashMap;
+/// Std's map with a fixed hasher: `RandomState` seeds itself with getrandom(2), a glibc
+/// 2.25 call the Python wheel's library (linked for glibc 2.17) must not name.
+type HashMap<K, V> =
+    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::time::Duration;
