@@ -1,7 +1,7 @@
 //! The C API as a whole: the header compiles on its own (C11 and C++17), every entry point's
 //! argument checks and wrong-caller answers and the misuses that abort (`bad_input`), the
 //! start-up configuration from the environment and its effects, the library staying
-//! loaded after `dlclose`, and signals relayed to channels (`signal_notify`). Harness and
+//! loaded after `dlclose`, signals relayed to channels (`signal_notify`), and scopes (`scope`). Harness and
 //! conventions: `support/ctest.rs`.
 
 use std::collections::HashSet;
@@ -360,4 +360,13 @@ fn dlclose_reload() {
 #[test]
 fn signal_notify() {
     expect_success("signal_notify", &[]);
+}
+
+/// Scopes: a cancel ends every kind of wait of the scope's goroutines (and of a thread in
+/// it) within 10 ms, with -ECANCELED; a deadline ends them with -ETIMEDOUT; scopes nest
+/// (the inner deadline is the earlier, the outer cancel reaches inner goroutines); a
+/// goroutine returning inside a scope it began ends it; goroutines outside keep waiting.
+#[test]
+fn scope() {
+    expect_success("scope", &[("GMP_MAXPROCS", "2")]);
 }

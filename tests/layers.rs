@@ -58,7 +58,7 @@ const RT_FLOORS: &[&[&str]] = &[
         "syscall",
         "stopm",
     ],
-    &["netpoll", "timer", "park"],
+    &["netpoll", "timer", "scope", "park"],
     &["ready", "affinity", "newm", "idle"],
     &[
         "mod",

@@ -131,6 +131,15 @@
 typedef struct gmp_chan gmp_chan;
 
 /*
+ A scope (Go's `context.Context` from `WithCancel` / `WithTimeout`, carried by the
+ goroutine instead of passed as an argument): a deadline and a cancel that reach every
+ wait of the goroutines started in it, including the blocking calls of unmodified C
+ libraries under the interposer. Opaque; the handle gmp_scope_begin returns is valid
+ until gmp_scope_end.
+ */
+typedef struct gmp_scope gmp_scope;
+
+/*
  A goroutine's function: called once with the argument given to gmp_go.
  */
 typedef void (*gmp_func)(void *arg);
@@ -1125,6 +1134,93 @@ int gmp_cpuprofile_start(int fd, int hz);
 int gmp_cpuprofile_stop(void);
 
 /*
+ Begins a scope, a child of the caller's current scope (if any), and makes it the
+ caller's current scope (the caller: a goroutine or any other thread). Goroutines the
+ caller starts while it is current belong to it, as do theirs.
+
+ Inside a scope, every wait — channel send, receive and select, gmp_sleep, the fd waits
+ and socket calls of this library, and, under the interposer, the hooked blocking calls
+ that park (read, write, recv, send, connect, accept, poll, select, epoll_wait,
+ nanosleep, sleep, usleep, getaddrinfo's queries) — ends early once the scope is
+ cancelled (gmp_scope_cancel, gmp_scope_end, or the cancel of an enclosing scope):
+ gmp functions return -ECANCELED, hooked calls fail with errno ECANCELED. Once the
+ deadline passes (`timeout_ns` from now; < 0: none but the enclosing scope's), they
+ return -ETIMEDOUT / errno ETIMEDOUT instead. An operation that can complete without
+ waiting still completes. Mutexes, condition variables, WaitGroups, and calls that take
+ the blocking-call hand-off are not ended by a scope.
+
+ Writes the handle to `*out`. Returns 0, -EINVAL if `out` is NULL.
+
+ # Safety
+ `out` is NULL or writable.
+ */
+int gmp_scope_begin(struct gmp_scope **out, int64_t timeout_ns);
+
+/*
+ Cancels scope `s` and every scope begun inside it (Go's `cancel()`): the waits of
+ their goroutines end with -ECANCELED, now and from then on. Cancelling twice is
+ harmless. May be called from any goroutine or thread while the handle is valid.
+ Returns 0, -EINVAL for a NULL or ended handle.
+
+ # Safety
+ `s` is NULL or a handle gmp_scope_begin returned (ended handles are refused while
+ their memory has not been reused).
+ */
+int gmp_scope_cancel(struct gmp_scope *s);
+
+/*
+ Why scope `s` has ended (Go's `ctx.Err()`): 0 while it has not, -ECANCELED once it
+ (or an enclosing scope) was cancelled, -ETIMEDOUT once its deadline passed; -EINVAL
+ for a NULL or ended handle.
+
+ # Safety
+ As gmp_scope_cancel.
+ */
+int gmp_scope_err(struct gmp_scope *s);
+
+/*
+ The deadline of scope `s` on gmp_now's clock (the earliest of its own and its
+ enclosing scopes'), or INT64_MAX if it has none; -EINVAL for a NULL or ended handle.
+
+ # Safety
+ As gmp_scope_cancel.
+ */
+int64_t gmp_scope_deadline(struct gmp_scope *s);
+
+/*
+ Waits until every goroutine started in scope `s` (or in a scope begun inside it) has
+ returned. The wait itself is not ended by `s`: cancel `s` first to make its goroutines
+ return sooner. Returns 0, -EINVAL for a NULL or ended handle.
+
+ # Safety
+ As gmp_scope_cancel; the handle stays valid for the whole call (gmp_scope_end is not
+ called meanwhile).
+ */
+int gmp_scope_wait(struct gmp_scope *s);
+
+/*
+ Ends scope `s`, which must be the caller's current scope (scopes nest: the innermost
+ ends first): the enclosing scope becomes current again, and `s` is cancelled, as Go's
+ deferred `cancel()` — its goroutines still running see -ECANCELED at their next wait
+ (call gmp_scope_wait first to let them finish). The handle is invalid afterwards.
+ A goroutine that returns inside scopes it began ends them the same way.
+
+ Returns 0, or -EINVAL for a NULL or ended handle, or one that is not the caller's
+ current scope (also the scope a goroutine was started in, which it did not begin).
+
+ # Safety
+ As gmp_scope_cancel.
+ */
+int gmp_scope_end(struct gmp_scope *s);
+
+/*
+ The caller's current scope, or NULL if it runs in none. A goroutine started in a
+ scope returns that scope (borrowed: valid while the goroutine runs in it; it may be
+ cancelled or checked, not ended).
+ */
+struct gmp_scope *gmp_scope_current(void);
+
+/*
  Relays each of the `n` signals `sigs` names, when the process receives it, to channel
  `c`, whose elements are `int`s (Go's `signal.Notify`): the signal number is sent
  without waiting, so a channel with no room misses it (give it a buffer), and signals
@@ -1476,7 +1572,8 @@ int64_t gmp_now(void);
 /*
  Sleeps for `ns` nanoseconds. A goroutine parks on a timer (its processor runs other
  goroutines meanwhile); any other thread sleeps in the kernel. `ns <= 0` only yields.
- Returns 0.
+ Returns 0; in a scope (`gmp_scope_begin`), -ECANCELED or -ETIMEDOUT when the scope
+ is cancelled or its deadline passes first.
  */
 int gmp_sleep(int64_t ns);
 

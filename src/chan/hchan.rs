@@ -67,8 +67,21 @@ pub enum ChanError {
     Closed,
     /// The non-blocking form would have blocked.
     WouldBlock,
-    /// The deadline passed first.
+    /// The deadline passed first (the caller's, or its scope's: rt/scope.rs).
     TimedOut,
+    /// The caller's scope was cancelled while it waited.
+    Canceled,
+}
+
+impl ChanError {
+    /// What a wait that its timer or its scope ended reports.
+    pub(crate) fn ended() -> ChanError {
+        if rt::scope::timeout_errno() == libc::ECANCELED {
+            ChanError::Canceled
+        } else {
+            ChanError::TimedOut
+        }
+    }
 }
 
 /// How long an operation may wait.
@@ -1120,8 +1133,11 @@ impl Chan {
                 return Err(e);
             }
         };
-        // With no deadline, only this channel's lock holders can complete the wait.
-        let w = Waiter::new(deadline.is_none());
+        let sc = rt::scope::current();
+        let deadline = rt::scope::clamp(sc, deadline);
+        // With no deadline and no scope, only this channel's lock holders can complete
+        // the wait.
+        let w = Waiter::new(deadline.is_none() && sc.is_null());
         // On our stack, beside the waiter (a select, with a sudog per case, takes them from
         // the caches): the frame outlives every access to it (the lifetime rules in
         // rt/sudog.rs), and a parked goroutine then costs no runtime memory for it.
@@ -1145,7 +1161,7 @@ impl Chan {
             } else {
                 WaitReason::ChanRecv
             };
-            waitq::block(&w, &[me], deadline, reason)
+            waitq::block(&w, &[me], deadline, reason, sc)
         };
         let result = if !fired {
             self.lock_excl();
@@ -1165,7 +1181,7 @@ impl Chan {
                 // and do not touch it again.
                 unsafe { Chan::destroy(me as *mut Chan) };
             }
-            Err(ChanError::TimedOut)
+            Err(ChanError::ended())
         } else if sg.success.get() {
             Ok(())
         } else {

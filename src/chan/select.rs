@@ -302,12 +302,12 @@ unsafe fn selectgo(
     }
     let pollorder = &pollorder[..np];
     if np == 0 {
-        // Nothing can ever fire: only the timeout can end this.
+        // Nothing can ever fire: only the timeout (or the caller's scope) can end this.
         let deadline = mode.wait_for()?;
-        match deadline {
+        match rt::scope::clamp(rt::scope::current(), deadline) {
             Some(d) => {
                 rt::timer::sleep(d - crate::sys::nanotime());
-                return Err(ChanError::TimedOut);
+                return Err(ChanError::ended());
             }
             None => rt::throw("select: no cases and no timeout"),
         }
@@ -395,6 +395,8 @@ unsafe fn selectgo(
         // SAFETY: all locks held.
         unsafe { (*c).synced().hold() };
     }
+    let sc = rt::scope::current();
+    let deadline = rt::scope::clamp(sc, deadline);
     // Several queues (and maybe a deadline): its claimants hold different locks.
     let w = Waiter::new(false);
     let sgs = &mut sgs[..np];
@@ -415,7 +417,7 @@ unsafe fn selectgo(
         }
     }
     // SAFETY: we hold exactly `locks`, and our sudogs are queued on them.
-    let claimed = unsafe { waitq::block(&w, locks, deadline, WaitReason::Select) };
+    let claimed = unsafe { waitq::block(&w, locks, deadline, WaitReason::Select, sc) };
 
     // Pass 3: take every other sudog off its queue, and drop our holds.
     sellock(locks);
@@ -455,7 +457,7 @@ unsafe fn selectgo(
         cases[i].status = if ok { 0 } else { -libc::EPIPE };
         Ok(i)
     } else {
-        Err(ChanError::TimedOut)
+        Err(ChanError::ended())
     };
     for &sg in sgs.iter() {
         // SAFETY: sgs holds the sudogs acquired in pass 2 (never freed); pass 3 took them

@@ -7,6 +7,7 @@ use core::ptr::{null, null_mut};
 use core::sync::atomic::Ordering;
 use core::time::Duration;
 
+use crate::rt::scope::{self, CancelWait, Scope};
 use crate::rt::sudog::{Sudog, Waiter};
 use crate::rt::timer::{self, Timer};
 use crate::rt::{self, G, WaitReason};
@@ -171,6 +172,8 @@ struct ParkCtx<L> {
     /// The timeout timer to arm, or null.
     timer: *mut Timer,
     when: i64,
+    /// The wait to publish on the goroutine's scope (rt/scope.rs), or null.
+    cancel: *const CancelWait,
 }
 
 /// gopark's unlock function: arms the timeout (now that the goroutine is parked, so it
@@ -186,6 +189,10 @@ unsafe fn park_commit<L: Unlock>(_gp: *mut G, arg: usize) -> bool {
         if !t.is_null() {
             // Lock order: channel locks → a P's timer lock. On g0, holding this M's P.
             timer::start(t, when);
+        }
+        if !ctx.cancel.is_null() {
+            // Lock order: channel locks → the scope's lock.
+            scope::arm(&*ctx.cancel);
         }
         for i in (0..n).rev() {
             (**locks.add(i)).unlock();
@@ -207,27 +214,48 @@ unsafe fn on_timeout(w: usize) {
     }
 }
 
+/// A scope's cancel of a foreign thread's wait: claims it and wakes its note.
+unsafe fn on_cancel_foreign(w: usize) {
+    let w = w as *const Waiter;
+    // SAFETY: the thread disarms its wait before its frame dies, and disarm waits for a
+    // cancel in progress (it takes the scope's lock).
+    unsafe {
+        if (*w).claim() {
+            (*w).note.wakeup();
+        }
+    }
+}
+
 /// Blocks the caller, whose sudogs are queued on the channels `locks` (all locked by the
-/// caller, distinct, ascending), until a waker or the deadline claims `w`. Releases the
-/// locks. Returns true if a waker claimed it (`w.fired` says which sudog), false if the
-/// deadline passed (the caller must then re-lock and remove its sudogs).
+/// caller, distinct, ascending), until a waker, the deadline or a cancel of scope `sc`
+/// (null: none; the caller's current scope, whose deadline `deadline` already includes:
+/// `scope::clamp`) claims `w`. Releases the locks. Returns true if a waker claimed it
+/// (`w.fired` says which sudog), false if the deadline passed or the scope ended it (the
+/// caller must then re-lock and remove its sudogs).
 ///
 /// # Safety
 /// `w` and its sudogs are on the caller's stack and queued; the caller holds exactly the
-/// locks in `locks` and no other lock.
+/// locks in `locks` and no other lock. `w` is not exclusive if `sc` is not null.
 #[inline(always)]
 pub(crate) unsafe fn block<L: Unlock>(
     w: &Waiter,
     locks: &[*const L],
     deadline: Option<i64>,
     reason: WaitReason,
+    sc: *const Scope,
 ) -> bool {
+    debug_assert!(sc.is_null() || !w.exclusive, "a scoped wait is exclusive");
     if w.g.is_null() {
         // SAFETY: caller contract: we hold these locks.
         unsafe {
             for &c in locks {
                 (*c).unlock();
             }
+        }
+        let cw = CancelWait::new(sc, on_cancel_foreign, w as *const Waiter as usize);
+        if !sc.is_null() {
+            // SAFETY: cw lives in this frame until disarmed below; sc is our current scope.
+            unsafe { scope::arm(&cw) };
         }
         // A foreign thread spins first only when its last wait was quick
         // (sys::foreign_wait).
@@ -243,12 +271,19 @@ pub(crate) unsafe fn block<L: Unlock>(
                         .sleep_foreign(Some(Duration::from_nanos(left as u64)))
             }
         };
-        return w.settle_foreign(woken, |note| {
+        let claimed = w.settle_foreign(woken, |note| {
             note.sleep_foreign(None);
         });
+        if !sc.is_null() {
+            // SAFETY: armed above.
+            unsafe { scope::disarm(&cw) };
+        }
+        // A cancel claims as a timeout does, but wakes the note as a waker does.
+        return claimed && !w.fired.load(Ordering::Acquire).is_null();
     }
     // Built only when there is a deadline (most waits have none).
     let mut t = MaybeUninit::<Timer>::uninit();
+    let cw = CancelWait::new(sc, on_timeout, w as *const Waiter as usize);
     let ctx = ParkCtx {
         locks: locks.as_ptr(),
         nlocks: locks.len(),
@@ -258,6 +293,7 @@ pub(crate) unsafe fn block<L: Unlock>(
             null_mut()
         },
         when: deadline.unwrap_or(0),
+        cancel: if sc.is_null() { null() } else { &cw },
     };
     // SAFETY: on a goroutine (w.g non-null); our sudogs are queued under the locks that
     // park_commit releases, which are the only locks we hold.
@@ -268,6 +304,11 @@ pub(crate) unsafe fn block<L: Unlock>(
             reason,
         )
     };
+    if !sc.is_null() {
+        // After disarm returns, no cancel calls on_timeout for this wait.
+        // SAFETY: park_commit armed it.
+        unsafe { scope::disarm(&cw) };
+    }
     if deadline.is_some() {
         // After stop returns, the callback is not running and never will: t may die.
         // SAFETY: t was initialised above (there is a deadline) and lives in this frame.

@@ -53,6 +53,7 @@ fn errno(e: ChanError) -> c_int {
         ChanError::Closed => -libc::EPIPE,
         ChanError::WouldBlock => -libc::EAGAIN,
         ChanError::TimedOut => -libc::ETIMEDOUT,
+        ChanError::Canceled => -libc::ECANCELED,
     }
 }
 

@@ -14,6 +14,7 @@ pub mod chan;
 pub mod debug;
 pub mod net;
 pub mod prof;
+pub mod scope;
 pub mod signal;
 pub mod sync;
 mod syscall;

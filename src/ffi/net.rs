@@ -156,6 +156,7 @@ pub extern "C" fn gmp_fd_wait(fd: c_int, events: u32, timeout_ns: i64) -> c_int 
                 Err(WaitError::Closed) if !pd.closing() => break i32::MIN,
                 Err(WaitError::Closed) => break -libc::EBADF,
                 Err(WaitError::TimedOut) => break -libc::ETIMEDOUT,
+                Err(WaitError::Scope(e)) => break -e,
             }
         };
         for (i, t) in turns.iter().enumerate() {

@@ -14,12 +14,12 @@ pub extern "C" fn gmp_now() -> i64 {
 
 /// Sleeps for `ns` nanoseconds. A goroutine parks on a timer (its processor runs other
 /// goroutines meanwhile); any other thread sleeps in the kernel. `ns <= 0` only yields.
-/// Returns 0.
+/// Returns 0; in a scope (`gmp_scope_begin`), -ECANCELED or -ETIMEDOUT when the scope
+/// is cancelled or its deadline passes first.
 #[unsafe(no_mangle)]
 pub extern "C" fn gmp_sleep(ns: i64) -> c_int {
     boundary("gmp_sleep", || {
         rt::init();
-        rt::timer::sleep(ns);
-        0
+        -rt::timer::sleep(ns)
     })
 }

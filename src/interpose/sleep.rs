@@ -3,13 +3,30 @@
 
 use super::*;
 
-/// Parks the goroutine for `ns` on the timers, bound to its thread.
-pub(super) fn park_sleep(ns: i64) {
+/// Parks the goroutine for `ns` on the timers, bound to its thread. Ok, or the errno of
+/// the goroutine's scope that ended the sleep early (rt/scope.rs) and the time left.
+pub(super) fn park_sleep(ns: i64) -> Result<(), (c_int, i64)> {
     crate::ffi::boundary("interposed sleep", || {
         let bound = rt::bind_current(); // same-thread resume
-        rt::timer::sleep(ns.max(1));
+        let start = crate::sys::nanotime();
+        let r = rt::timer::sleep(ns.max(1));
         drop(bound);
+        match r {
+            0 => Ok(()),
+            e => Err((e, ns - (crate::sys::nanotime() - start).min(ns))),
+        }
     })
+}
+
+/// Writes `ns` into `rem` if it is not null (nanosleep's remaining time).
+fn set_rem(rem: *mut libc::timespec, ns: i64) {
+    if !rem.is_null() {
+        // SAFETY: the caller's out-pointer, non-null.
+        unsafe {
+            (*rem).tv_sec = (ns / 1_000_000_000) as libc::time_t;
+            (*rem).tv_nsec = (ns % 1_000_000_000) as libc::c_long;
+        }
+    }
 }
 
 pub(super) fn timespec_ns(ts: &libc::timespec) -> Option<i64> {
@@ -38,8 +55,15 @@ pub unsafe extern "C" fn nanosleep(req: *const libc::timespec, rem: *mut libc::t
         set_errno(libc::EINVAL);
         return -1;
     };
-    park_sleep(ns);
-    0
+    match park_sleep(ns) {
+        Ok(()) => 0,
+        Err((e, left)) => {
+            // As an interrupted sleep: the time left, and the scope's errno.
+            set_rem(rem, left);
+            set_errno(e);
+            -1
+        }
+    }
 }
 
 /// Interposes clock_nanosleep(2) for CLOCK_MONOTONIC and CLOCK_REALTIME, relative or
@@ -77,8 +101,15 @@ pub unsafe extern "C" fn clock_nanosleep(
             return 0;
         }
     }
-    park_sleep(ns);
-    0
+    match park_sleep(ns) {
+        Ok(()) => 0,
+        Err((e, left)) => {
+            if flags & libc::TIMER_ABSTIME == 0 {
+                set_rem(rem, left);
+            }
+            e
+        }
+    }
 }
 
 /// Interposes sleep(3).
@@ -88,8 +119,14 @@ pub extern "C" fn sleep(secs: c_uint) -> c_uint {
         // SAFETY: no preconditions.
         return unsafe { real::sleep(secs) };
     }
-    park_sleep(secs as i64 * 1_000_000_000);
-    0
+    match park_sleep(secs as i64 * 1_000_000_000) {
+        Ok(()) => 0,
+        Err((e, left)) => {
+            // As sleep(3) cut short: the whole seconds left, rounded up.
+            set_errno(e);
+            ((left + 999_999_999) / 1_000_000_000) as c_uint
+        }
+    }
 }
 
 /// Interposes usleep(3).
@@ -99,6 +136,11 @@ pub extern "C" fn usleep(us: libc::useconds_t) -> c_int {
         // SAFETY: no preconditions.
         return unsafe { real::usleep(us) };
     }
-    park_sleep(us as i64 * 1000);
-    0
+    match park_sleep(us as i64 * 1000) {
+        Ok(()) => 0,
+        Err((e, _)) => {
+            set_errno(e);
+            -1
+        }
+    }
 }

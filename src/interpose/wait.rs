@@ -61,6 +61,8 @@ pub(super) fn wait_one(
         match unsafe { netpoll::wait(pd, seq, modes, deadline) } {
             Ok(_) => continue,
             Err(WaitError::TimedOut) => break 0,
+            // The goroutine's scope ended the wait: the call fails with its errno.
+            Err(WaitError::Scope(e)) => break -(e as i64),
             // Closed meanwhile: the call itself reports it (POLLNVAL, ...) once the close
             // is done; woken by a close still in progress, it finds nothing yet
             // (`CLOSED_WAITING`).
@@ -268,8 +270,10 @@ pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int
         let now = || intr_as_none(raw(|| unsafe { real::poll(fds, n, 0) } as isize));
         if n == 0 {
             if ms > 0 {
-                park_sleep(ms as i64 * 1_000_000);
-                return 0;
+                return match park_sleep(ms as i64 * 1_000_000) {
+                    Ok(()) => 0,
+                    Err((e, _)) => ret(-(e as i64)) as c_int,
+                };
             }
         } else {
             let r = now();
@@ -469,8 +473,10 @@ pub(super) fn select_wait(
     } else if deadline.is_some_and(|d| d <= crate::sys::nanotime()) {
         0
     } else if k == 0 {
-        park_sleep(deadline.map_or(i64::MAX, |d| d - crate::sys::nanotime()));
-        check()
+        match park_sleep(deadline.map_or(i64::MAX, |d| d - crate::sys::nanotime())) {
+            Ok(()) => check(),
+            Err((e, _)) => -(e as i64),
+        }
     } else if k == 1 {
         match wait_one(pfds[0].fd, poll_modes(pfds[0].events), deadline, &check)? {
             CLOSED_WAITING => {

@@ -192,7 +192,10 @@ pub(crate) fn take_turn(turn: &Mutex, deadline: Option<i64>) -> bool {
         if left <= 0 {
             return false;
         }
-        rt::timer::sleep(pause.min(left));
+        if rt::timer::sleep(pause.min(left)) != 0 {
+            // The caller's scope ended: so does the wait for the turn.
+            return false;
+        }
         pause = (pause * 2).min(5_000_000);
     }
 }
@@ -246,6 +249,7 @@ pub(crate) fn io_until(
                 Err(WaitError::Closed) if !pd.closing() => UNREGISTERED,
                 Err(WaitError::Closed) => -(libc::EBADF as i64),
                 Err(WaitError::TimedOut) => -(libc::ETIMEDOUT as i64),
+                Err(WaitError::Scope(e)) => -(e as i64),
             }
         } else if rt::getm().is_null() {
             foreign_poll_wait(pd, seq, fd, events, deadline)

@@ -114,6 +114,7 @@ mod schedinit;
 pub(crate) mod schedlat;
 pub mod schedtrace;
 mod schedule;
+pub mod scope;
 mod sigpreempt;
 mod sigprof;
 mod spinning;
@@ -199,6 +200,8 @@ pub enum WaitReason {
     IoWait = 7,
     /// In a blocking call a helper thread makes for it (offload.rs).
     Syscall = 8,
+    /// In `gmp_scope_wait`, for a scope's goroutines to end.
+    ScopeWait = 9,
 }
 
 impl WaitReason {
@@ -213,6 +216,7 @@ impl WaitReason {
             WaitReason::Select => "select",
             WaitReason::IoWait => "IO wait",
             WaitReason::Syscall => "syscall",
+            WaitReason::ScopeWait => "scope wait",
         }
     }
     fn from_u8(v: u8) -> WaitReason {
@@ -225,6 +229,7 @@ impl WaitReason {
             6 => WaitReason::Select,
             7 => WaitReason::IoWait,
             8 => WaitReason::Syscall,
+            9 => WaitReason::ScopeWait,
             _ => WaitReason::None,
         }
     }
@@ -345,6 +350,12 @@ pub struct GExt {
     /// The trace chunk its labels were last written to (traceevent.rs), or
     /// `labels::LABELS_CHANGED`. Owner: the G's M.
     pub(crate) trace_seq: Owned<u64>,
+    /// Its current scope (a reference), null for none: a `scope::Scope`, its type erased
+    /// here because scope.rs sits on a higher floor (it parks). Owner: the G's M.
+    pub(crate) scope: Owned<*const ()>,
+    /// The scope it was started in (borrowed through `scope`'s chain of parents; erased
+    /// as `scope`): the scopes between the two are the ones it began. Owner: the G's M.
+    pub(crate) scope_base: Owned<*const ()>,
 }
 
 // A G stays within 128 bytes (see `G::ext`).
@@ -395,6 +406,8 @@ impl G {
                     asan_fake: Owned::new(0),
                     tsan_fiber: Owned::new(0),
                     labels: Owned::new(core::ptr::null_mut()),
+                    scope: Owned::new(core::ptr::null()),
+                    scope_base: Owned::new(core::ptr::null()),
                     trace_seq: Owned::new(0),
                 }));
                 self.ext.set(e);

@@ -608,6 +608,8 @@ pub enum WaitError {
     /// The fd was closed (or unregistered) meanwhile.
     Closed,
     TimedOut,
+    /// The caller's scope ended the wait (rt/scope.rs): its positive errno.
+    Scope(i32),
 }
 
 /// gopark's unlock function: arm the deadline, then release the descriptor lock.
@@ -615,6 +617,8 @@ struct ParkCtx {
     pd: *const PollDesc,
     timer: *mut Timer,
     when: i64,
+    /// The wait to publish on the goroutine's scope, or null.
+    cancel: *const scope::CancelWait,
 }
 
 unsafe fn park_commit(_gp: *mut G, arg: usize) -> bool {
@@ -625,6 +629,10 @@ unsafe fn park_commit(_gp: *mut G, arg: usize) -> bool {
         if !ctx.timer.is_null() {
             // Lock order: a descriptor lock → a P's timer lock. On g0 holding this M's P.
             timer::start(ctx.timer, ctx.when);
+        }
+        if !ctx.cancel.is_null() {
+            // Lock order: a descriptor lock → the scope's lock.
+            scope::arm(&*ctx.cancel);
         }
         (*ctx.pd).lock.unlock();
     }
@@ -658,6 +666,17 @@ pub unsafe fn wait(
     modes: u32,
     deadline: Option<i64>,
 ) -> Result<u32, WaitError> {
+    let sc = scope::current();
+    let deadline = scope::clamp(sc, deadline);
+    // Why the deadline or a cancel ended the wait: the scope's, if it has ended.
+    let ended = || match sc.is_null() {
+        // SAFETY: our current scope is live.
+        false => match unsafe { scope::err(sc) } {
+            0 => WaitError::TimedOut,
+            e => WaitError::Scope(e),
+        },
+        true => WaitError::TimedOut,
+    };
     loop {
         pd.lock.lock();
         if pd.refs.is_closing() || pd.seq.load(Ordering::Relaxed) != seq {
@@ -679,7 +698,7 @@ pub unsafe fn wait(
             && crate::sys::nanotime() >= d
         {
             pd.lock.unlock();
-            return Err(WaitError::TimedOut);
+            return Err(ended());
         }
         let w = IoWait {
             g: getg(),
@@ -697,6 +716,8 @@ pub unsafe fn wait(
         }
         WAITERS.fetch_add(1, Ordering::SeqCst);
         let mut t = core::mem::MaybeUninit::<Timer>::uninit();
+        // A cancel ends the wait as its deadline does.
+        let cw = scope::CancelWait::new(sc, on_deadline, wp);
         let ctx = ParkCtx {
             pd,
             timer: if deadline.is_some() {
@@ -705,6 +726,7 @@ pub unsafe fn wait(
                 null_mut()
             },
             when: deadline.unwrap_or(0),
+            cancel: if sc.is_null() { core::ptr::null() } else { &cw },
         };
         // SAFETY: on a goroutine (caller contract); our record is in the slots under the
         // lock that park_commit releases, the only lock we hold.
@@ -715,6 +737,10 @@ pub unsafe fn wait(
                 WaitReason::IoWait,
             )
         };
+        if !sc.is_null() {
+            // SAFETY: park_commit armed it; after this no cancel reaches our record.
+            unsafe { scope::disarm(&cw) };
+        }
         if deadline.is_some() {
             // SAFETY: t was initialised (there is a deadline) and lives in this frame.
             unsafe { timer::stop(t.as_mut_ptr()) };
@@ -744,7 +770,7 @@ pub unsafe fn wait(
             return Err(WaitError::Closed);
         }
         if fired & FIRED_TIMEOUT != 0 {
-            return Err(WaitError::TimedOut);
+            return Err(ended());
         }
         // Woken by readiness that the slot no longer shows (consumed by nobody else: we
         // are the only waiter per direction): look again.

@@ -87,6 +87,7 @@ pub unsafe fn newproc(
         );
         let parent = getg();
         labels::inherit(parent, g);
+        scope::inherit(parent, g);
         g.parentgoid.store(
             if parent.is_null() {
                 0
@@ -346,6 +347,7 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
             }
         }
         labels::drop_of(g);
+        scope::drop_of(g);
         g.entry.set(None);
         g.arg.set(null_mut());
         g.pinned.set(false);

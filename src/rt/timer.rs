@@ -343,19 +343,24 @@ unsafe fn wake_sleeper(gp: usize) {
 }
 
 /// Blocks the caller for `ns` nanoseconds: a goroutine parks on a timer; a foreign thread
-/// sleeps in the kernel. `ns <= 0` yields.
-pub fn sleep(ns: i64) {
+/// sleeps in the kernel. `ns <= 0` yields. Returns 0, or the errno of the caller's scope
+/// (rt/scope.rs) that ended the sleep early: ECANCELED, ETIMEDOUT.
+pub fn sleep(ns: i64) -> i32 {
+    let sc = scope::current();
+    if !sc.is_null() && ns > 0 {
+        return sleep_scoped(ns, sc);
+    }
     let gp = getg();
     if gp.is_null() {
         if ns <= 0 {
             crate::sys::osyield();
-            return;
+            return 0;
         }
         let deadline = crate::sys::nanotime().saturating_add(ns);
         loop {
             let left = deadline - crate::sys::nanotime();
             if left <= 0 {
-                return;
+                return 0;
             }
             let ts = libc::timespec {
                 tv_sec: (left / 1_000_000_000) as libc::time_t,
@@ -367,7 +372,7 @@ pub fn sleep(ns: i64) {
     }
     if ns <= 0 {
         gosched();
-        return;
+        return 0;
     }
     let mut t = Timer::new(wake_sleeper, gp as usize);
     t.when = crate::sys::nanotime().saturating_add(ns);
@@ -382,6 +387,100 @@ pub fn sleep(ns: i64) {
         // The callback readied us and may still be returning on another M: wait for it
         // before this frame (and t) dies.
         stop(&mut t);
+    }
+    0
+}
+
+/// A sleep in a scope: its timer and the scope's cancel race to end it (`done`).
+struct ScopedSleep {
+    /// The sleeping goroutine, or null for a thread outside the runtime (`note`).
+    g: *mut G,
+    note: crate::sys::Note,
+    done: core::sync::atomic::AtomicU32,
+}
+
+/// The timer's and the cancel's callback of a scoped sleep: the first wakes the sleeper.
+unsafe fn wake_scoped(arg: usize) {
+    // SAFETY: the sleeper stops its timer and disarms its cancel before its frame dies;
+    // both wait for a callback in flight.
+    unsafe {
+        let ss = &*(arg as *const ScopedSleep);
+        if ss.done.swap(1, Ordering::AcqRel) == 0 {
+            if ss.g.is_null() {
+                ss.note.wakeup();
+            } else {
+                goready(ss.g);
+            }
+        }
+    }
+}
+
+/// What `arm_scoped_sleep` arms.
+struct ScopedCtx {
+    t: *mut Timer,
+    cw: *const scope::CancelWait,
+}
+
+/// gopark's unlock function of a scoped sleep: arms the timer, then publishes the wait.
+unsafe fn arm_scoped_sleep(_gp: *mut G, arg: usize) -> bool {
+    // SAFETY: arg is the parked goroutine's ScopedCtx; its frame does not run before one
+    // of the two callbacks, armed here, wakes it.
+    unsafe {
+        let ctx = &*(arg as *const ScopedCtx);
+        start(ctx.t, (*ctx.t).when);
+        scope::arm(&*ctx.cw);
+    }
+    true
+}
+
+/// `sleep` in scope `sc` (the caller's current): until `ns` passed, the scope's deadline
+/// passed or a cancel. Returns 0 or the scope's errno.
+fn sleep_scoped(ns: i64, sc: *const scope::Scope) -> i32 {
+    let end = crate::sys::nanotime().saturating_add(ns);
+    let until = scope::clamp(sc, Some(end)).unwrap_or(end);
+    let ss = ScopedSleep {
+        g: getg(),
+        note: crate::sys::Note::new(),
+        done: core::sync::atomic::AtomicU32::new(0),
+    };
+    let arg = &ss as *const ScopedSleep as usize;
+    let cw = scope::CancelWait::new(sc, wake_scoped, arg);
+    if ss.g.is_null() {
+        // SAFETY: cw lives in this frame until disarmed; sc is our current scope.
+        unsafe { scope::arm(&cw) };
+        loop {
+            let left = until - crate::sys::nanotime();
+            if left <= 0
+                || ss
+                    .note
+                    .sleep_foreign(Some(core::time::Duration::from_nanos(left as u64)))
+            {
+                break;
+            }
+        }
+        // SAFETY: armed above.
+        unsafe { scope::disarm(&cw) };
+    } else {
+        let mut t = Timer::new(wake_scoped, arg);
+        t.when = until;
+        let ctx = ScopedCtx { t: &mut t, cw: &cw };
+        // SAFETY: on a goroutine; t and cw live in this frame until stopped and disarmed
+        // below, which wait for a callback in flight.
+        unsafe {
+            gopark(
+                Some(arm_scoped_sleep),
+                &ctx as *const ScopedCtx as usize,
+                WaitReason::Sleep,
+            );
+            scope::disarm(&cw);
+            stop(&mut t);
+        }
+    }
+    if crate::sys::nanotime() >= end {
+        0
+    } else {
+        // SAFETY: our current scope is live.
+        unsafe { scope::err(sc) }
     }
 }
 

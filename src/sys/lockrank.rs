@@ -65,12 +65,17 @@ pub fn locks_held() -> isize {
 pub enum Rank {
     /// `procresize`: one resize at a time.
     Resize,
+    /// The scope tree (`rt::scope`): begin links, cancel walks (then each scope's lock).
+    ScopeTree,
     /// A channel's lock; several at once only in a select, by address.
     Chan,
     /// A poll descriptor's lock (then a P's timer lock, to arm a deadline).
     PollDesc,
     /// A P's timer heap; two when a retiring P's timers move, by address.
     Timers,
+    /// A scope's published waits (`rt::scope`): taken under a channel or descriptor lock
+    /// to publish a wait, and by a cancel, whose wake-ups take `SCHED.lock`.
+    ScopeWaits,
     /// `SCHED.lock`.
     Sched,
     /// `SCHED.gfree_lock`.
@@ -96,11 +101,13 @@ pub enum Rank {
 }
 
 /// Every rank, in declaration order (a rank's TLS counter is `ALL[r as usize]`'s).
-const ALL: [Rank; 15] = [
+const ALL: [Rank; 17] = [
     Rank::Resize,
+    Rank::ScopeTree,
     Rank::Chan,
     Rank::PollDesc,
     Rank::Timers,
+    Rank::ScopeWaits,
     Rank::Sched,
     Rank::Gfree,
     Rank::SemaRoot,
@@ -113,7 +120,7 @@ const ALL: [Rank; 15] = [
     Rank::Leaks,
     Rank::TraceChunks,
 ];
-const _: () = assert!(ALL.len() <= 16 && ALL[ALL.len() - 1] as usize == ALL.len() - 1);
+const _: () = assert!(ALL.len() <= 32 && ALL[ALL.len() - 1] as usize == ALL.len() - 1);
 
 /// The level of the leaves: above every other rank.
 const LEAF: u8 = 8;
@@ -122,9 +129,9 @@ impl Rank {
     /// The rank's place in the order: a lock may be taken while only lower levels are held.
     pub const fn level(self) -> u8 {
         match self {
-            Rank::Resize => 1,
+            Rank::Resize | Rank::ScopeTree => 1,
             Rank::Chan | Rank::PollDesc => 2,
-            Rank::Timers => 3,
+            Rank::Timers | Rank::ScopeWaits => 3,
             Rank::Sched => 4,
             Rank::Gfree => 5,
             Rank::SemaRoot => 6,
@@ -148,6 +155,8 @@ impl Rank {
     pub const fn name(self) -> &'static str {
         match self {
             Rank::Resize => "the resize lock",
+            Rank::ScopeTree => "the scope tree lock",
+            Rank::ScopeWaits => "a scope's lock",
             Rank::Chan => "a channel lock",
             Rank::PollDesc => "a poll descriptor lock",
             Rank::Timers => "a P's timer lock",
@@ -166,7 +175,7 @@ impl Rank {
     }
 }
 
-// The calling thread's count of held locks per rank: 16 four-byte counters (a select
+// The calling thread's count of held locks per rank: 32 four-byte counters (a select
 // holds as many channel locks as it has channels) in an initial-exec TLS slot (as
 // `__gmp_tls_locks`).
 #[cfg(debug_assertions)]
@@ -176,9 +185,9 @@ core::arch::global_asm!(
     ".globl __gmp_tls_ranks",
     ".hidden __gmp_tls_ranks",
     ".type __gmp_tls_ranks, @object",
-    ".size __gmp_tls_ranks, 64",
+    ".size __gmp_tls_ranks, 128",
     "__gmp_tls_ranks:",
-    ".zero 64",
+    ".zero 128",
     ".popsection",
 );
 
@@ -188,13 +197,13 @@ core::arch::global_asm!(
 fn rank_count(i: usize) -> u32 {
     let v: u32;
     // SAFETY: reads one counter of the thread's own TLS slot defined above (as
-    // `arch::tls_get`); `i` < 16.
+    // `arch::tls_get`); `i` < 32.
     unsafe {
         core::arch::asm!(
             "mov {t}, qword ptr [rip + __gmp_tls_ranks@GOTTPOFF]",
             "mov {v:e}, dword ptr fs:[{t} + {i} * 4]",
             t = out(reg) _,
-            i = in(reg) i & 15,
+            i = in(reg) i & 31,
             v = lateout(reg) v,
             options(nostack, readonly, preserves_flags),
         );

@@ -236,6 +236,14 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     # The CPU profile (pprof's format).
     "gmp_cpuprofile_start": (c_int, [c_int, c_int]),
     "gmp_cpuprofile_stop": (c_int, []),
+    # Scopes: cancellation and deadlines.
+    "gmp_scope_begin": (c_int, [P, c_int64]),
+    "gmp_scope_cancel": (c_int, [P]),
+    "gmp_scope_err": (c_int, [P]),
+    "gmp_scope_deadline": (c_int64, [P]),
+    "gmp_scope_wait": (c_int, [P]),
+    "gmp_scope_end": (c_int, [P]),
+    "gmp_scope_current": (P, []),
     # Signals as channels (Go's os/signal).
     "gmp_signal_notify": (c_int, [P, P, c_size_t]),
     "gmp_signal_stop": (c_int, [P]),

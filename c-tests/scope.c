@@ -1,0 +1,363 @@
+/*
+ * scope.c -- scopes: cancellation and deadlines that reach every wait of the goroutines
+ * started in them (gmp_scope_begin, _cancel, _err, _deadline, _wait, _end, _current).
+ *
+ * Steps, in order:
+ *   args       -EINVAL for NULL handles and out-pointers; ending a scope that is not the
+ *              caller's current one is refused and leaves it current.
+ *   cancel     goroutines of one scope blocked in each kind of wait (receive, send,
+ *              select, gmp_sleep, gmp_fd_wait on a pipe, gmp_recv_timeout with a long
+ *              timeout) all return -ECANCELED within 10 ms of gmp_scope_cancel; the scope's
+ *              goroutines are then all done (gmp_scope_wait returns) and the scope
+ *              reports -ECANCELED.
+ *   after      in a cancelled scope, a wait fails at once with -ECANCELED, while an
+ *              operation that need not wait (a send into a buffer with room, a receive of
+ *              a buffered value) still succeeds.
+ *   deadline   a scope with a 50 ms deadline: a receive with no timeout of its own returns
+ *              -ETIMEDOUT after 40..1000 ms, gmp_scope_err says -ETIMEDOUT; a nested scope
+ *              asking for a later deadline gets the enclosing one.
+ *   nested     cancelling the outer scope cancels the inner one (a goroutine waiting in
+ *              the inner scope sees -ECANCELED); ending the inner scope does not cancel
+ *              the outer one.
+ *   thread     the main thread (not a goroutine) in a scope: its receive is cancelled by a
+ *              goroutine calling gmp_scope_cancel on gmp_scope_current's handle.
+ *   goexit     a goroutine that returns inside a scope it began without ending it: the
+ *              scope is ended for it (a goroutine it started there sees -ECANCELED).
+ *   unscoped   a goroutine outside any scope keeps waiting across another scope's cancel.
+ * Waits are for states (values on channels, gmp_scope_wait), never sleeps.
+ */
+#include "check.h"
+
+#include <errno.h>
+#include <gmp-sched/gmp.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MS 1000000LL
+#define SEC 1000000000LL
+
+static gmp_chan *make_int(size_t cap)
+{
+    gmp_chan *c = NULL;
+    CHECK_OK(gmp_chan_make(&c, sizeof(int), cap));
+    return c;
+}
+
+/* Every waiter reports here: its kind and what its wait returned. */
+static gmp_chan *results;
+/* Each waiter sends on `parked` just before it waits (the wait may begin a moment later;
+ * the cancel tests below hold for a wait at any point). */
+static gmp_chan *parked;
+static int pipe_fds[2];
+static int sock_fds[2];
+
+static void report(int kind, int r)
+{
+    int v[1] = {kind * 1000 + (-r)};
+    CHECK_OK(gmp_chan_send(results, v));
+}
+
+static void announce(void)
+{
+    int one = 1;
+    CHECK_OK(gmp_chan_send(parked, &one));
+}
+
+enum { K_RECV = 1, K_SEND, K_SELECT, K_SLEEP, K_FDWAIT, K_RECVSOCK, K_COUNT };
+
+static void waiter(void *arg)
+{
+    int kind = (int)(intptr_t)arg;
+    gmp_chan *c = make_int(0);
+    int v = 0;
+    int r = 0;
+    announce();
+    switch (kind) {
+    case K_RECV:
+        r = gmp_chan_recv(c, &v);
+        break;
+    case K_SEND:
+        r = gmp_chan_send(c, &v);
+        break;
+    case K_SELECT: {
+        gmp_chan *d = make_int(0);
+        gmp_select_case cases[2] = {
+            {.chan = c, .op = GMP_RECV, .buf = &v},
+            {.chan = d, .op = GMP_SEND, .buf = &v},
+        };
+        r = gmp_select(cases, 2, -1);
+        CHECK_OK(gmp_chan_release(d));
+        break;
+    }
+    case K_SLEEP:
+        r = gmp_sleep(3600 * SEC);
+        break;
+    case K_FDWAIT:
+        r = gmp_fd_wait(pipe_fds[0], GMP_POLLIN, -1);
+        break;
+    case K_RECVSOCK: {
+        char buf[8];
+        r = (int)gmp_recv_timeout(sock_fds[0], buf, sizeof buf, 0, 3600 * SEC);
+        break;
+    }
+    }
+    CHECK_OK(gmp_chan_release(c));
+    report(kind, r);
+}
+
+static void wait_announced(int n)
+{
+    for (int i = 0; i < n; i++) {
+        int v;
+        CHECK_OK(gmp_chan_recv_timeout(parked, &v, 5 * SEC));
+    }
+}
+
+static void step_args(void)
+{
+    gmp_scope *s = NULL;
+    CHECK_EQ(gmp_scope_begin(NULL, -1), -EINVAL);
+    CHECK_EQ(gmp_scope_cancel(NULL), -EINVAL);
+    CHECK_EQ(gmp_scope_err(NULL), -EINVAL);
+    CHECK_EQ(gmp_scope_deadline(NULL), -EINVAL);
+    CHECK_EQ(gmp_scope_wait(NULL), -EINVAL);
+    CHECK_EQ(gmp_scope_end(NULL), -EINVAL);
+    CHECK(gmp_scope_current() == NULL);
+    CHECK_OK(gmp_scope_begin(&s, -1));
+    CHECK(gmp_scope_current() == s);
+    CHECK_EQ(gmp_scope_deadline(s), INT64_MAX);
+    CHECK_EQ(gmp_scope_err(s), 0);
+    gmp_scope *inner = NULL;
+    CHECK_OK(gmp_scope_begin(&inner, -1));
+    /* Scopes nest: the outer one cannot end while the inner one is current. */
+    CHECK_EQ(gmp_scope_end(s), -EINVAL);
+    CHECK(gmp_scope_current() == inner);
+    CHECK_OK(gmp_scope_end(inner));
+    CHECK(gmp_scope_current() == s);
+    CHECK_EQ(gmp_scope_err(s), 0);
+    CHECK_OK(gmp_scope_end(s));
+    CHECK(gmp_scope_current() == NULL);
+}
+
+static void step_cancel(void)
+{
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_scope_begin(&s, -1));
+    for (int k = K_RECV; k < K_COUNT; k++)
+        CHECK_OK(gmp_go(waiter, (void *)(intptr_t)k));
+    /* This thread is in the scope too, which nothing has cancelled yet. */
+    wait_announced(K_COUNT - K_RECV);
+    /* Give each waiter the time to park: the cancel must work either way, but this makes
+     * the common case (a parked waiter) the one measured. */
+    for (int spin = 0; spin < 1000; spin++)
+        gmp_sleep(10000);
+    int64_t t0 = gmp_now();
+    CHECK_OK(gmp_scope_cancel(s));
+    /* gmp_scope_wait is not ended by the scope: it returns once every waiter returned. */
+    CHECK_OK(gmp_scope_wait(s));
+    int64_t took = gmp_now() - t0;
+    if (took > 10 * MS)
+        fprintf(stderr, "scope: cancel took %lld ns\n", (long long)took);
+    CHECK(took <= 10 * MS);
+    CHECK_EQ(gmp_scope_err(s), -ECANCELED);
+    /* This thread's waits are cancelled too: collect the results outside the scope. */
+    int v;
+    CHECK_EQ(gmp_chan_recv(parked, &v), -ECANCELED);
+    CHECK_OK(gmp_scope_end(s));
+    int seen = 0;
+    for (int i = 0; i < K_COUNT - K_RECV; i++) {
+        CHECK_OK(gmp_chan_recv_timeout(results, &v, 0));
+        int kind = v / 1000, err = v % 1000;
+        if (err != ECANCELED)
+            fprintf(stderr, "scope: waiter kind %d returned -%d\n", kind, err);
+        CHECK_EQ(err, ECANCELED);
+        seen |= 1 << kind;
+    }
+    CHECK_EQ(seen, ((1 << K_COUNT) - 1) & ~1);
+}
+
+static void step_after(void)
+{
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_scope_begin(&s, -1));
+    CHECK_OK(gmp_scope_cancel(s));
+    CHECK_OK(gmp_scope_cancel(s));
+    gmp_chan *b = make_int(1);
+    gmp_chan *u = make_int(0);
+    int v = 7, out = 0;
+    CHECK_OK(gmp_chan_send(b, &v));
+    CHECK_EQ(gmp_chan_send(b, &v), -ECANCELED);
+    CHECK_OK(gmp_chan_recv(b, &out));
+    CHECK_EQ(out, 7);
+    CHECK_EQ(gmp_chan_recv(u, &out), -ECANCELED);
+    CHECK_EQ(gmp_chan_recv_timeout(u, &out, SEC), -ECANCELED);
+    /* A try is not a wait: it says it would block, as outside a scope. */
+    CHECK_EQ(gmp_chan_recv_timeout(u, &out, 0), -ETIMEDOUT);
+    CHECK_EQ(gmp_sleep(SEC), -ECANCELED);
+    CHECK_OK(gmp_chan_release(b));
+    CHECK_OK(gmp_chan_release(u));
+    CHECK_OK(gmp_scope_end(s));
+}
+
+static void deadline_waiter(void *arg)
+{
+    (void)arg;
+    gmp_chan *c = make_int(0);
+    int v;
+    int64_t t0 = gmp_now();
+    int r = gmp_chan_recv(c, &v);
+    int64_t took = gmp_now() - t0;
+    CHECK(took >= 40 * MS && took <= SEC);
+    CHECK_EQ(gmp_scope_err(gmp_scope_current()), -ETIMEDOUT);
+    CHECK_OK(gmp_chan_release(c));
+    report(K_RECV, r);
+}
+
+static void step_deadline(void)
+{
+    gmp_scope *s = NULL;
+    int64_t before = gmp_now();
+    CHECK_OK(gmp_scope_begin(&s, 50 * MS));
+    int64_t d = gmp_scope_deadline(s);
+    CHECK(d >= before + 50 * MS && d <= gmp_now() + 50 * MS);
+    gmp_scope *inner = NULL;
+    CHECK_OK(gmp_scope_begin(&inner, 10 * SEC));
+    CHECK_EQ(gmp_scope_deadline(inner), d);
+    CHECK_OK(gmp_scope_end(inner));
+    CHECK_OK(gmp_go(deadline_waiter, NULL));
+    CHECK_OK(gmp_scope_wait(s));
+    int v;
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 0));
+    CHECK_EQ(v, K_RECV * 1000 + ETIMEDOUT);
+    CHECK_EQ(gmp_scope_err(s), -ETIMEDOUT);
+    CHECK_OK(gmp_scope_end(s));
+}
+
+static gmp_scope *inner_handle;
+static gmp_chan *inner_ready;
+
+static void nested_owner(void *arg)
+{
+    (void)arg;
+    /* This goroutine belongs to the outer scope and begins an inner one. */
+    CHECK_OK(gmp_scope_begin(&inner_handle, -1));
+    CHECK_OK(gmp_go(waiter, (void *)(intptr_t)K_RECV));
+    int one = 1;
+    CHECK_OK(gmp_chan_send(inner_ready, &one));
+    CHECK_OK(gmp_scope_wait(inner_handle));
+    CHECK_EQ(gmp_scope_err(inner_handle), -ECANCELED);
+    CHECK_OK(gmp_scope_end(inner_handle));
+}
+
+static void step_nested_cancel(void)
+{
+    gmp_scope *outer = NULL;
+    inner_ready = make_int(1);
+    CHECK_OK(gmp_scope_begin(&outer, -1));
+    CHECK_OK(gmp_go(nested_owner, NULL));
+    int v;
+    CHECK_OK(gmp_chan_recv_timeout(inner_ready, &v, 5 * SEC));
+    wait_announced(1);
+    CHECK_OK(gmp_scope_cancel(outer));
+    CHECK_OK(gmp_scope_wait(outer));
+    CHECK_OK(gmp_scope_end(outer));
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 0));
+    CHECK_EQ(v, K_RECV * 1000 + ECANCELED);
+    CHECK_OK(gmp_chan_release(inner_ready));
+}
+
+static gmp_chan *thread_scope;
+
+static void canceller(void *arg)
+{
+    (void)arg;
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_chan_recv_timeout(thread_scope, &s, 5 * SEC));
+    /* Until the main thread's receive parks, a cancel may come first: either way its
+     * receive ends with -ECANCELED. */
+    CHECK_OK(gmp_scope_cancel(s));
+}
+
+static void step_thread(void)
+{
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_chan_make(&thread_scope, sizeof(gmp_scope *), 1));
+    CHECK_OK(gmp_scope_begin(&s, -1));
+    /* The canceller belongs to the scope too: its receive completes without waiting. */
+    gmp_scope *cur = gmp_scope_current();
+    CHECK(cur == s);
+    CHECK_OK(gmp_chan_send(thread_scope, &cur));
+    gmp_chan *c = make_int(0);
+    int v;
+    CHECK_OK(gmp_go(canceller, NULL));
+    CHECK_EQ(gmp_chan_recv(c, &v), -ECANCELED);
+    CHECK_OK(gmp_scope_wait(s));
+    CHECK_OK(gmp_scope_end(s));
+    CHECK_OK(gmp_chan_release(c));
+    CHECK_OK(gmp_chan_release(thread_scope));
+}
+
+static void leaves_scope_open(void *arg)
+{
+    (void)arg;
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_scope_begin(&s, -1));
+    CHECK_OK(gmp_go(waiter, (void *)(intptr_t)K_SLEEP));
+    /* Returns without gmp_scope_end: the runtime ends it. */
+}
+
+static void step_goexit(void)
+{
+    CHECK_OK(gmp_go(leaves_scope_open, NULL));
+    wait_announced(1);
+    int v;
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 5 * SEC));
+    CHECK_EQ(v, K_SLEEP * 1000 + ECANCELED);
+}
+
+static void step_unscoped(void)
+{
+    /* A goroutine outside the scope waits through the scope's cancel. */
+    CHECK_OK(gmp_go(waiter, (void *)(intptr_t)K_FDWAIT));
+    wait_announced(1);
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_scope_begin(&s, -1));
+    CHECK_OK(gmp_go(waiter, (void *)(intptr_t)K_RECV));
+    wait_announced(1);
+    CHECK_OK(gmp_scope_cancel(s));
+    CHECK_OK(gmp_scope_wait(s));
+    CHECK_OK(gmp_scope_end(s));
+    int v;
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 0));
+    CHECK_EQ(v, K_RECV * 1000 + ECANCELED);
+    /* The unscoped waiter still waits: make the pipe readable and it returns ready. */
+    CHECK_EQ(gmp_chan_recv_timeout(results, &v, 20 * MS), -ETIMEDOUT);
+    CHECK_EQ(write(pipe_fds[1], "x", 1), 1);
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 5 * SEC));
+    CHECK_EQ(v, K_FDWAIT * 1000 - (int)GMP_POLLIN); /* ready: r is GMP_POLLIN */
+}
+
+int main(void)
+{
+    CHECK_OK(pipe(pipe_fds));
+    CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, sock_fds));
+    CHECK_OK(gmp_fd_register(pipe_fds[0]));
+    CHECK_OK(gmp_fd_register(sock_fds[0]));
+    results = make_int(64);
+    parked = make_int(64);
+    step_args();
+    step_cancel();
+    step_after();
+    step_deadline();
+    step_nested_cancel();
+    step_thread();
+    step_goexit();
+    step_unscoped();
+    CHECK_OK(gmp_chan_release(results));
+    CHECK_OK(gmp_chan_release(parked));
+    printf("scope: every kind of wait cancelled, deadlines, nesting, threads\n");
+    return 0;
+}
