@@ -200,6 +200,7 @@ struct actor {
     int locker;         /* makes lock sections */
     int lockdepth;      /* gmp_lock_os_thread count it holds */
     int light;          /* a child with a minimal stack: yields, sleeps and queries only */
+    int scoped;         /* inside op_scope: a wait may end with -ECANCELED or -ETIMEDOUT */
     int depth;          /* 0 actor, 1 child, 2 grandchild */
     long tid;           /* the thread, while pinned or locked */
     int64_t goid;
@@ -345,7 +346,7 @@ enum {
     OP_SEND, OP_RECV, OP_SELECT, OP_CLOSE, OP_LENCAP, OP_REPLACE, OP_RETAIN,
     OP_CHAN_INVALID, OP_SELECT_INVALID, OP_MUTEX, OP_RWMUTEX, OP_COND, OP_WG, OP_ONCE,
     OP_YIELD, OP_SLEEP, OP_SPAWN, OP_MAXPROCS, OP_INFO, OP_SYSCALL, OP_LOCK, OP_FD,
-    OP_INVALID, OP_PTHREAD, OP_SIGNAL, NOPS
+    OP_INVALID, OP_PTHREAD, OP_SIGNAL, OP_SCOPE, NOPS
 };
 
 /* C code's own pthread mutex (op_pthread) needs the runtime's signal handler, which a
@@ -392,6 +393,7 @@ static const struct opdef opdefs[NOPS] = {
     [OP_INVALID] = {"invalid", 2, CTX_FULL | CTX_PINLOCK},
     [OP_PTHREAD] = {"pthread", PTHREAD_WEIGHT, CTX_FULL},
     [OP_SIGNAL] = {"signal", 1, CTX_ALL},
+    [OP_SCOPE] = {"scope", 3, CTX_FULL},
 };
 
 static atomic_ulong op_count[NOPS];
@@ -983,6 +985,15 @@ static void note_timeout(const struct actor *a, int64_t to)
         atomic_store(&status[a->idx].timeout, to);
 }
 
+/* Whether `rc` is the end a scope gives a wait (op_scope): -ECANCELED, or -ETIMEDOUT
+ * before the call's own timeout. A call that may not wait (try, timeout 0) never sees it. */
+static int scope_ended(const struct actor *a, int mode, int rc)
+{
+    if (!a->scoped || mode == M_TRY || mode == M_T0)
+        return 0;
+    return rc == -ECANCELED || rc == -ETIMEDOUT;
+}
+
 /* One send on `r` in `mode`, with every documented outcome checked. `nullelem`: a NULL
  * element pointer (-EINVAL unless the element size is 0). `closed_known`: the caller saw
  * the channel closed (-EPIPE is the only answer). */
@@ -999,7 +1010,9 @@ static void send_on(struct actor *a, struct chrec *r, int mode, int64_t to, int 
     int was_closed = closed_known || atomic_load(&r->closed);
     int64_t t0 = gmp_now();
     int rc = chan_send(r->c, nullelem ? NULL : buf, mode, to);
-    switch (mode) {
+    int ended = scope_ended(a, mode, rc);
+    switch (ended ? -1 : mode) {
+    case -1: break;
     case M_BLOCK:
     case M_TNEG: ACHECK_ONEOF(a, rc, 0, -EPIPE); break;
     case M_TRY: ACHECK_ONEOF(a, rc, 0, -EAGAIN, -EPIPE); break;
@@ -1011,7 +1024,7 @@ static void send_on(struct actor *a, struct chrec *r, int mode, int64_t to, int 
                 r->cap, rc, errname(rc));
     if (rc == -EPIPE)
         ACHECK(a, atomic_load(&r->closing));
-    if (rc == -ETIMEDOUT)
+    if (rc == -ETIMEDOUT && !ended)
         check_waited(a, t0, to);
     send_outcome(a, r, st, buf, rc == 0, rc);
 }
@@ -1027,7 +1040,9 @@ static void recv_on(struct actor *a, struct chrec *r, int mode, int64_t to, int 
     int64_t len0 = was_closed ? gmp_chan_len(r->c) : -1;
     int64_t t0 = gmp_now();
     int rc = chan_recv(r->c, use_null ? NULL : buf, mode, to);
-    switch (mode) {
+    int ended = scope_ended(a, mode, rc);
+    switch (ended ? -1 : mode) {
+    case -1: break;
     case M_BLOCK:
     case M_TNEG: ACHECK_ONEOF(a, rc, 0, -EPIPE); break;
     case M_TRY: ACHECK_ONEOF(a, rc, 0, -EAGAIN, -EPIPE); break;
@@ -1050,8 +1065,9 @@ static void recv_on(struct actor *a, struct chrec *r, int mode, int64_t to, int 
             fail_at(a, __FILE__, __LINE__, "receive on chan #%u returned -EPIPE without "
                     "zeroing its %zu bytes", r->id, r->elem);
         atomic_store(&r->epipe_seen, 1);
-    } else if (rc == -ETIMEDOUT) {
-        check_waited(a, t0, to);
+    } else if (rc == -ETIMEDOUT || ended) {
+        if (!ended)
+            check_waited(a, t0, to);
         if (!use_null && !all_byte(buf, sizeof buf, 0xA5))
             fail_at(a, __FILE__, __LINE__, "receive on chan #%u timed out but wrote its buffer",
                     r->id);
@@ -1133,9 +1149,12 @@ static void op_select(struct actor *a)
     }
     int64_t t0 = gmp_now();
     int k = gmp_select(cs, (size_t)n, to);
-    if (k == -ETIMEDOUT) {
-        ACHECK(a, to >= 0);
-        check_waited(a, t0, to);
+    int ended = scope_ended(a, M_BLOCK, k);
+    if (k == -ETIMEDOUT || ended) {
+        if (!ended) {
+            ACHECK(a, to >= 0);
+            check_waited(a, t0, to);
+        }
         if (ready_before)
             fail_at(a, __FILE__, __LINE__, "select of %d cases returned %s although one "
                     "case's channel was closed before it started", n, errname(k));
@@ -2767,6 +2786,80 @@ static void op_invalid(struct actor *a)
     }
 }
 
+/* ---- scopes ---- */
+
+/* A scope another actor may cancel (op_scope's third kind publishes its own here; the
+ * owner takes it away before ending it, under the lock a canceller holds). */
+static spin_t scope_lock;
+static gmp_scope *shared_scope;
+static atomic_ulong scopes_cancelled_by_others;
+
+/* A scope around a few channel operations and sleeps: with a deadline of up to 500 us,
+ * cancelled by the actor itself half-way, or published for other actors to cancel (kind
+ * 3 cancels the one published, if any). The channel checks hold as everywhere, except
+ * that a wait may end with the scope's -ECANCELED or -ETIMEDOUT (a send that did not
+ * happen, a receive that wrote nothing); the scope reports why it ended; ending it makes
+ * the enclosing (none) current again. */
+static void op_scope(struct actor *a)
+{
+    int kind = (int)rnd_below(&a->rng, 4);
+    if (kind == 3) {
+        spin_lock(&scope_lock);
+        if (shared_scope != NULL) {
+            ACHECK_EQ(a, gmp_scope_cancel(shared_scope), 0);
+            atomic_fetch_add(&scopes_cancelled_by_others, 1);
+        }
+        spin_unlock(&scope_lock);
+        return;
+    }
+    ACHECK(a, gmp_scope_current() == NULL);
+    int64_t to = kind == 0 ? (int64_t)rnd_below(&a->rng, 500) * US : -1;
+    gmp_scope *s = NULL;
+    ACHECK_EQ(a, gmp_scope_begin(&s, to), 0);
+    ACHECK(a, gmp_scope_current() == s);
+    int published = 0;
+    if (kind == 2) {
+        spin_lock(&scope_lock);
+        if (shared_scope == NULL) {
+            shared_scope = s;
+            published = 1;
+        }
+        spin_unlock(&scope_lock);
+    }
+    a->scoped = 1;
+    int n = 1 + (int)rnd_below(&a->rng, 4);
+    for (int i = 0; i < n; i++) {
+        if (kind == 1 && i == n / 2)
+            ACHECK_EQ(a, gmp_scope_cancel(s), 0);
+        switch (rnd_below(&a->rng, 4)) {
+        case 0: op_send(a); break;
+        case 1: op_recv(a); break;
+        case 2: op_select(a); break;
+        default: {
+            int r = gmp_sleep((int64_t)rnd_below(&a->rng, 300) * US + 1);
+            ACHECK_ONEOF(a, r, 0, -ECANCELED, -ETIMEDOUT);
+            if (r == -ETIMEDOUT)
+                ACHECK(a, kind == 0 && gmp_now() >= gmp_scope_deadline(s));
+            break;
+        }
+        }
+    }
+    a->scoped = 0;
+    if (published) {
+        spin_lock(&scope_lock);
+        shared_scope = NULL;
+        spin_unlock(&scope_lock);
+    }
+    int e = gmp_scope_err(s);
+    ACHECK_ONEOF(a, e, 0, -ECANCELED, -ETIMEDOUT);
+    if (kind == 1)
+        ACHECK_EQ(a, e, -ECANCELED);
+    if (e == -ETIMEDOUT)
+        ACHECK(a, kind == 0);
+    ACHECK_EQ(a, gmp_scope_end(s), 0);
+    ACHECK(a, gmp_scope_current() == NULL);
+}
+
 /* ---- the op loop ---- */
 
 static unsigned actor_ctx(const struct actor *a)
@@ -2826,6 +2919,7 @@ static void run_op(struct actor *a)
     case OP_INVALID: op_invalid(a); break;
     case OP_PTHREAD: op_pthread(a); break;
     case OP_SIGNAL: op_signal(a); break;
+    case OP_SCOPE: op_scope(a); break;
     default: ACHECK(a, 0);
     }
     if (a->pinned || a->lockdepth > 0)

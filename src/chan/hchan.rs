@@ -1272,6 +1272,12 @@ impl waitq::Unlock for Chan {
     unsafe fn unlock(&self) {
         self.unlock_excl();
     }
+
+    /// The bare lock: the holder's critical section is over when it returns.
+    unsafe fn barrier(&self) {
+        self.lock.lock();
+        self.lock.unlock();
+    }
 }
 
 /// Channel headers: those of destroyed channels, for `make` to reuse (see "Lifetime"),

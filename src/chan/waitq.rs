@@ -161,6 +161,12 @@ pub(crate) trait Unlock {
     /// # Safety
     /// The caller holds it.
     unsafe fn unlock(&self);
+
+    /// Takes the lock and releases it at once: returns after whoever held it released it.
+    ///
+    /// # Safety
+    /// The caller holds no lock.
+    unsafe fn barrier(&self);
 }
 
 /// What gopark's unlock function needs (Go's chanparkcommit / selparkcommit). On the
@@ -305,6 +311,12 @@ pub(crate) unsafe fn block<L: Unlock>(
         )
     };
     if !sc.is_null() {
+        if w.fired.load(Ordering::Acquire).is_null() {
+            // Woken by the timer or a cancel, which need no channel lock: park_commit may
+            // still be arming the other one. It releases locks[0] last, after both.
+            // SAFETY: we hold no lock; the channel lives while our sudog is queued.
+            unsafe { (*locks[0]).barrier() };
+        }
         // After disarm returns, no cancel calls on_timeout for this wait.
         // SAFETY: park_commit armed it.
         unsafe { scope::disarm(&cw) };

@@ -738,6 +738,12 @@ pub unsafe fn wait(
             )
         };
         if !sc.is_null() {
+            if w.fired.load(Ordering::Relaxed) & FIRED_TIMEOUT != 0 {
+                // Woken by the timer or a cancel, which take no descriptor lock:
+                // park_commit may still be arming the other one, under the lock.
+                pd.lock.lock();
+                pd.lock.unlock();
+            }
             // SAFETY: park_commit armed it; after this no cancel reaches our record.
             unsafe { scope::disarm(&cw) };
         }

@@ -391,26 +391,35 @@ pub fn sleep(ns: i64) -> i32 {
     0
 }
 
-/// A sleep in a scope: its timer and the scope's cancel race to end it (`done`).
+/// A sleep in a scope: its timer and the scope's cancel race to end it (`state`).
 struct ScopedSleep {
     /// The sleeping goroutine, or null for a thread outside the runtime (`note`).
     g: *mut G,
     note: crate::sys::Note,
-    done: core::sync::atomic::AtomicU32,
+    /// `SLEEP_DONE` once a callback claimed the sleep; `SLEEP_ARMING` while gopark's
+    /// unlock function arms the two (a callback that claims meanwhile leaves the wake-up
+    /// to it: the goroutine may not run, and its frame may not die, before both are armed).
+    state: core::sync::atomic::AtomicU32,
 }
 
-/// The timer's and the cancel's callback of a scoped sleep: the first wakes the sleeper.
+const SLEEP_DONE: u32 = 1;
+const SLEEP_ARMING: u32 = 2;
+
+/// The timer's and the cancel's callback of a scoped sleep: the first wakes the sleeper,
+/// unless the arming is still in progress (then `arm_scoped_sleep` does).
 unsafe fn wake_scoped(arg: usize) {
     // SAFETY: the sleeper stops its timer and disarms its cancel before its frame dies;
     // both wait for a callback in flight.
     unsafe {
         let ss = &*(arg as *const ScopedSleep);
-        if ss.done.swap(1, Ordering::AcqRel) == 0 {
-            if ss.g.is_null() {
-                ss.note.wakeup();
-            } else {
-                goready(ss.g);
-            }
+        let prev = ss.state.fetch_or(SLEEP_DONE, Ordering::AcqRel);
+        if prev & SLEEP_DONE != 0 || prev & SLEEP_ARMING != 0 {
+            return;
+        }
+        if ss.g.is_null() {
+            ss.note.wakeup();
+        } else {
+            goready(ss.g);
         }
     }
 }
@@ -419,16 +428,23 @@ unsafe fn wake_scoped(arg: usize) {
 struct ScopedCtx {
     t: *mut Timer,
     cw: *const scope::CancelWait,
+    ss: *const ScopedSleep,
 }
 
-/// gopark's unlock function of a scoped sleep: arms the timer, then publishes the wait.
-unsafe fn arm_scoped_sleep(_gp: *mut G, arg: usize) -> bool {
-    // SAFETY: arg is the parked goroutine's ScopedCtx; its frame does not run before one
-    // of the two callbacks, armed here, wakes it.
+/// gopark's unlock function of a scoped sleep: arms the timer, publishes the wait, and
+/// readies the goroutine itself if a callback claimed the sleep meanwhile.
+unsafe fn arm_scoped_sleep(gp: *mut G, arg: usize) -> bool {
+    // SAFETY: arg is the parked goroutine's ScopedCtx; its frame stays alive until the
+    // goroutine runs again, which needs SLEEP_ARMING cleared (below, our last access) or a
+    // wake-up after that.
     unsafe {
         let ctx = &*(arg as *const ScopedCtx);
         start(ctx.t, (*ctx.t).when);
         scope::arm(&*ctx.cw);
+        let prev = (*ctx.ss).state.fetch_and(!SLEEP_ARMING, Ordering::AcqRel);
+        if prev & SLEEP_DONE != 0 {
+            goready(gp);
+        }
     }
     true
 }
@@ -438,10 +454,11 @@ unsafe fn arm_scoped_sleep(_gp: *mut G, arg: usize) -> bool {
 fn sleep_scoped(ns: i64, sc: *const scope::Scope) -> i32 {
     let end = crate::sys::nanotime().saturating_add(ns);
     let until = scope::clamp(sc, Some(end)).unwrap_or(end);
+    let g = getg();
     let ss = ScopedSleep {
-        g: getg(),
+        g,
         note: crate::sys::Note::new(),
-        done: core::sync::atomic::AtomicU32::new(0),
+        state: core::sync::atomic::AtomicU32::new(if g.is_null() { 0 } else { SLEEP_ARMING }),
     };
     let arg = &ss as *const ScopedSleep as usize;
     let cw = scope::CancelWait::new(sc, wake_scoped, arg);
@@ -463,7 +480,11 @@ fn sleep_scoped(ns: i64, sc: *const scope::Scope) -> i32 {
     } else {
         let mut t = Timer::new(wake_scoped, arg);
         t.when = until;
-        let ctx = ScopedCtx { t: &mut t, cw: &cw };
+        let ctx = ScopedCtx {
+            t: &mut t,
+            cw: &cw,
+            ss: &ss,
+        };
         // SAFETY: on a goroutine; t and cw live in this frame until stopped and disarmed
         // below, which wait for a callback in flight.
         unsafe {
