@@ -1,7 +1,7 @@
 //! The interposer (`src/interpose/`): plain libc calls in goroutines park the goroutine, not
-//! its thread (`interpose_*`, also through hiredis, libcurl and an LD_PRELOAD from Python);
-//! and the contract tests (`contract_*`), in which goroutines must observe with the hooks
-//! what plain libc gives them; the runtime's resolver (`resolver_*`): getaddrinfo in
+//! its thread (`interpose_*`, also through hiredis, libmemcached, libcurl and an LD_PRELOAD
+//! from Python); and the contract tests (`contract_*`), in which goroutines must observe
+//! with the hooks what plain libc gives them; the runtime's resolver (`resolver_*`): getaddrinfo in
 //! goroutines prints what glibc prints, and against a local DNS server
 //! (`support/dnsserver.py`) parks instead of holding threads. Harness and conventions:
 //! `support/ctest.rs`.
@@ -206,6 +206,89 @@ fn interpose_hiredis() {
         &["127.0.0.1", &port, "200"],
         "examples/hiredis_goroutines.c",
     );
+    drop(server);
+}
+
+/// A memcached on 127.0.0.1 and a free port, stopped when dropped.
+struct MemcachedServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl MemcachedServer {
+    fn start() -> MemcachedServer {
+        let exe = require_program("memcached", "memcached");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        // memcached refuses to run as root unless told which user to be.
+        let child = Command::new(exe)
+            .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"])
+            .args(["-c", "4096", "-t", "2", "-u", "root"])
+            .current_dir(out_dir())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn memcached");
+        let server = MemcachedServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Up when it answers `version`.
+        loop {
+            use std::io::Write;
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let mut reply = [0u8; 8];
+                if s.write_all(b"version\r\n").is_ok()
+                    && s.read_exact(&mut reply).is_ok()
+                    && &reply == b"VERSION "
+                {
+                    return server;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "memcached did not come up on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for MemcachedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The distro's libmemcached from 500 goroutines, each with a connection of its own to a
+/// local memcached (c-tests/interpose_memcached.c), preloaded as well as linked, at
+/// GOMAXPROCS=2: the host given as an address and as a name of /etc/hosts, both resolved
+/// by getaddrinfo in the goroutines; every SET/GET right and at most GOMAXPROCS + 8
+/// threads.
+#[test]
+fn interpose_memcached() {
+    assert!(
+        Path::new("/usr/include/libmemcached/memcached.h").exists(),
+        "libmemcached/memcached.h not found: install libmemcached-dev (.ci/run does)"
+    );
+    let _serial = lock();
+    let server = MemcachedServer::start();
+    let port = server.port.to_string();
+    let src = manifest_dir().join("c-tests").join("interpose_memcached.c");
+    let exe = compile_src_libs("interpose_memcached", &src, &["-lmemcached"]);
+    for host in ["127.0.0.1", "localhost"] {
+        let mut cmd = Command::new(&exe);
+        cmd.args([port.as_str(), host]).current_dir(out_dir());
+        for var in GMP_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env_remove("LD_LIBRARY_PATH")
+            .env("LD_PRELOAD", library())
+            .env("GMP_MAXPROCS", "2");
+        let what = format!("interpose_memcached {host}");
+        let outcome = run_with_timeout(cmd, &what);
+        assert_success(&outcome, &what);
+    }
     drop(server);
 }
 
