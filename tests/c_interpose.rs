@@ -763,6 +763,47 @@ impl Drop for DnsServer {
 /// (EAI_AGAIN, -3), a truncated answer asked again over TCP, the search list, V4MAPPED/ALL.
 const RESOLVER_DNS: &str = include_str!("support/resolver_dns.txt");
 
+/// Runs `resolver CASE` against the configuration root of `server` twice, glibc's
+/// resolver pointed at the same resolv.conf (GMP_INTERPOSE=0: c-tests/resolver.c sets the
+/// thread's `_res` from it) and the runtime's, and asserts that they print the same bytes
+/// once `filter` has kept its lines of each.
+fn same_as_glibc(server: &DnsServer, case: &str, what: &str, filter: &dyn Fn(&str) -> String) {
+    let root = server.root.display().to_string();
+    let glibc = run_c(
+        "resolver",
+        &[case],
+        &[("GMP_RESOLV_ROOT", &root), ("GMP_INTERPOSE", "0")],
+    );
+    assert_success(&glibc, &format!("resolver {case} (glibc, {what})"));
+    let ours = run_c("resolver", &[case], &[("GMP_RESOLV_ROOT", &root)]);
+    assert!(
+        ours.status.success(),
+        "{}",
+        ours.report(&format!("resolver {case} (ours, {what}) failed"))
+    );
+    let (glibc, ours) = (filter(&glibc.stdout), filter(&ours.stdout));
+    if glibc != ours {
+        let first = glibc
+            .lines()
+            .zip(ours.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        let show = |s: &str| {
+            s.lines()
+                .skip(first.saturating_sub(3))
+                .take(12)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        panic!(
+            "resolver {case} ({what}): outputs differ at line {}:\nglibc:\n{}\nours:\n{}",
+            first + 1,
+            show(&glibc),
+            show(&ours)
+        );
+    }
+}
+
 #[test]
 fn resolver_dns() {
     let mut server = DnsServer::start("dns");
@@ -819,7 +860,17 @@ fn resolver_dns() {
         stats.contains("short.test. udp "),
         "no search suffix:\n{stats}"
     );
-    // The options change how the questions are asked, not the answers.
+    // The options change how the questions are asked, and the answers only where glibc's
+    // do (with ndots:3 the search list comes first, and gethostbyname_r's return for
+    // SERVFAIL follows the last query): each as glibc answers under it, the hosts file's
+    // name aside (glibc reads the machine's).
+    let no_hosts_file = |text: &str| -> String {
+        keep(text)
+            .lines()
+            .filter(|l| !l.contains("gmp-only") && !l.contains("10.9.8.7"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
     for opts in [
         "single-request",
         "single-request-reopen ndots:3",
@@ -830,9 +881,7 @@ fn resolver_dns() {
             "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{}\nsearch test\noptions timeout:2 attempts:1 {opts}\n",
             server.port
         ));
-        let out = run_c("resolver", &["dns"], &[("GMP_RESOLV_ROOT", &root)]);
-        assert_success(&out, &format!("resolver dns ({opts})"));
-        assert_eq!(keep(&out.stdout), keep(RESOLVER_DNS), "options {opts}");
+        same_as_glibc(&server, "dns", opts, &no_hosts_file);
     }
     let stats = server.stats();
     assert!(
@@ -843,6 +892,48 @@ fn resolver_dns() {
         stats.contains("a.test.test. udp "),
         "ndots:3 did not try the search list first:\n{stats}"
     );
+    // Error codes: SERVFAIL, REFUSED, NOTIMP, FORMERR for both queries, REFUSED for AAAA
+    // only, refused PTR questions; by getaddrinfo, gethostbyname_r and getnameinfo, each
+    // as glibc answers them: behind an unreachable server, over TCP, from two servers that
+    // both refuse, from one without a search list, and with no server reachable at all.
+    let exact = |text: &str| text.to_string();
+    let port = server.port;
+    for (what, conf) in [
+        (
+            "behind a closed port",
+            format!(
+                "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{port}\nsearch test\noptions timeout:2 attempts:1\n"
+            ),
+        ),
+        (
+            "use-vc edns0",
+            format!(
+                "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{port}\nsearch test\noptions timeout:2 attempts:1 use-vc edns0\n"
+            ),
+        ),
+        (
+            "every server refuses",
+            format!(
+                "nameserver 127.0.0.1:{port}\nnameserver 127.0.0.1:{port}\nsearch test\noptions timeout:2 attempts:2\n"
+            ),
+        ),
+        (
+            "no search list",
+            format!("nameserver 127.0.0.1:{port}\noptions timeout:2 attempts:1\n"),
+        ),
+        (
+            "no server reachable",
+            format!(
+                "nameserver 127.0.0.1:{closed_port}\nsearch test\noptions timeout:2 attempts:1\n"
+            ),
+        ),
+    ] {
+        server.resolv_conf(&conf);
+        same_as_glibc(&server, "rcodes", what, &exact);
+    }
+    server.resolv_conf(&format!(
+        "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{port}\nsearch test\noptions timeout:2 attempts:1\n"
+    ));
     // The hosts file answers first (nsswitch's order), without a query.
     let before = server.stats();
     let out = run_c(

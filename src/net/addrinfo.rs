@@ -369,9 +369,9 @@ fn lookup_host(
                         }
                         err = EAI_NODATA;
                     }
-                    Err(DnsError::NoSuchHost) => err = EAI_NONAME,
+                    Err(DnsError::NoSuchHost | DnsError::NoRecovery) => err = EAI_NONAME,
                     Err(DnsError::NoData) => err = EAI_NODATA,
-                    Err(DnsError::ServerFailure | DnsError::Timeout) => err = EAI_AGAIN,
+                    Err(DnsError::ServerFailure { .. } | DnsError::Timeout) => err = EAI_AGAIN,
                     Err(DnsError::System(e)) => {
                         // SAFETY: this thread's errno; the caller's thread, as the hook
                         // keeps the goroutine on it (glibc reports EAI_SYSTEM so).
