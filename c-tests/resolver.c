@@ -13,8 +13,12 @@
  *   rcodes      resolves the names the test's server answers with an error code
  *               (SERVFAIL, REFUSED, NOTIMP, FORMERR, REFUSED for AAAA only) and PTR
  *               questions it refuses, and prints the same dump.
+ *   gai         resolves names with several IPv4 and IPv6 addresses through the test's
+ *               server and prints them in the order given (the driver changes
+ *               gai.conf: GMP_RESOLV_ROOT's for the runtime, /etc/gai.conf bind-mounted
+ *               in a mount namespace of its own for glibc).
  *
- *               In both, with GMP_INTERPOSE=0 (glibc answers), the goroutine first
+ *               In all three, with GMP_INTERPOSE=0 (glibc answers), the goroutine first
  *               points its thread's resolver state (`_res`) at GMP_RESOLV_ROOT's
  *               resolv.conf (its `nameserver ADDR:PORT`, `search` and `options` lines),
  *               which glibc does not read: the driver compares glibc's output with the
@@ -357,6 +361,19 @@ static void run_rcodes(void)
     dump_ni("10.0.0.66", 80, 0, NI_NAMEREQD, 1025, 64);
 }
 
+/* Names whose addresses gai.conf's tables order. */
+static void run_gai(void)
+{
+    static const char *names[] = {"mix.test", "a.test"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        struct addrinfo h = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        dump(names[i], "80", &h);
+        h.ai_family = AF_INET6;
+        h.ai_flags = AI_V4MAPPED | AI_ALL;
+        dump(names[i], "80", &h);
+    }
+}
+
 /* Points this thread's glibc resolver state at GMP_RESOLV_ROOT's resolv.conf: its
  * nameservers (IPv4, with a port), search list, and the options the test writes. */
 static void glibc_use_root_conf(void)
@@ -436,7 +453,7 @@ static void runner(void *arg)
 {
     (void)arg;
     const char *interpose = getenv("GMP_INTERPOSE");
-    if ((g_case == 1 || g_case == 3) && interpose && strcmp(interpose, "0") == 0) {
+    if (g_case >= 1 && g_case != 2 && interpose && strcmp(interpose, "0") == 0) {
         /* _res is per thread: stay on this one. */
         CHECK_OK(gmp_lock_os_thread());
         glibc_use_root_conf();
@@ -447,6 +464,8 @@ static void runner(void *arg)
         run_dns();
     else if (g_case == 3)
         run_rcodes();
+    else if (g_case == 4)
+        run_gai();
     else {
         double t0 = now_sec();
         dump(g_arg, NULL, &(struct addrinfo){.ai_socktype = SOCK_STREAM});
@@ -516,6 +535,8 @@ int main(int argc, char **argv)
         g_case = 1;
     else if (strcmp(argv[1], "rcodes") == 0)
         g_case = 3;
+    else if (strcmp(argv[1], "gai") == 0)
+        g_case = 4;
     else if (strcmp(argv[1], "probe") == 0 && argc == 3) {
         g_case = 2;
         g_arg = argv[2];

@@ -975,6 +975,88 @@ fn resolver_dns() {
     assert!(out.stdout.contains(" 10.9.8.7 0 "), "{}", out.stdout);
 }
 
+/// /etc/gai.conf's `precedence`, `label` and `scopev4` lines order the answers as glibc
+/// orders them: `resolver gai` (names with IPv4 and IPv6 addresses of every kind, as
+/// AF_UNSPEC and as V4MAPPED|ALL) through the runtime's resolver with the file under
+/// GMP_RESOLV_ROOT, and through glibc with the same file bind-mounted on /etc/gai.conf
+/// in a mount namespace of its own (`unshare -m`, as root, which the tests run as in CI);
+/// every file prints the same bytes both ways.
+#[test]
+fn resolver_gai_conf() {
+    let unshare = require_program("unshare", "util-linux");
+    assert!(
+        Path::new("/etc/gai.conf").is_file(),
+        "/etc/gai.conf not found: glibc's own file is the mount point (libc-bin installs it)"
+    );
+    let server = DnsServer::start("gai");
+    server.resolv_conf(&format!(
+        "nameserver 127.0.0.1:{}\noptions timeout:2 attempts:1\n",
+        server.port
+    ));
+    let root = server.root.display().to_string();
+    let gai = server.root.join("etc/gai.conf");
+    let exe = compile("resolver");
+    let mut orders = std::collections::HashSet::new();
+    for text in [
+        "",
+        // Prefer IPv4 (the example of glibc's file).
+        "precedence ::ffff:0:0/96 100\n",
+        // A label table and a precedence table of their own.
+        "label ::1/128 0\nlabel ::/0 1\nlabel 2002::/16 2\nlabel ::/96 3\nlabel ::ffff:0:0/96 4\n\
+         label fec0::/10 5\nlabel fc00::/7 6\nlabel 2001:0::/32 7\nlabel 2001:db8::/32 9\n\
+         precedence 2001:db8::/32 60\nprecedence fd00::/8 45 # a comment\n",
+        // Labels that make every source match, without a catch-all line.
+        "precedence 2001:db8::/32 60\nlabel 2001:db8::/32 6\nlabel fd00::/8 6\nlabel ::ffff:0:0/96 6\n",
+        // IPv4 scopes, in both forms.
+        "scopev4 ::ffff:169.254.0.0/112 2\nscopev4 ::ffff:127.0.0.0/104 2\nscopev4 10.0.0.0/8 5\n",
+        // Lines glibc leaves out, a signed value, a line without a value.
+        "precedence zzz 10\nprecedence ::/0 abc\nlabel ::/129 3\nprecedence ::ffff:0:0/96 +100\n\
+         label fd00::/8\nreload yes\n",
+    ] {
+        std::fs::write(&gai, text).unwrap();
+        let ours = run_c("resolver", &["gai"], &[("GMP_RESOLV_ROOT", &root)]);
+        assert_success(
+            &ours,
+            &format!("resolver gai (ours) with gai.conf {text:?}"),
+        );
+        let mut cmd = Command::new(&unshare);
+        cmd.args([
+            "-m",
+            "sh",
+            "-c",
+            "mount --bind \"$0\" /etc/gai.conf && exec \"$@\"",
+        ])
+        .arg(&gai)
+        .arg(&exe)
+        .arg("gai")
+        .current_dir(out_dir());
+        for var in GMP_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env_remove("LD_LIBRARY_PATH")
+            .env("GMP_RESOLV_ROOT", &root)
+            .env("GMP_INTERPOSE", "0");
+        let glibc = {
+            let _serial = lock();
+            run_with_timeout(cmd, "resolver gai (glibc)")
+        };
+        assert!(
+            glibc.status.success(),
+            "{}",
+            glibc.report(&format!(
+                "resolver gai (glibc) with gai.conf {text:?} failed (unshare -m and mount need root)"
+            ))
+        );
+        assert_eq!(
+            glibc.stdout, ours.stdout,
+            "gai.conf {text:?}: glibc's order (left), the runtime's (right)"
+        );
+        orders.insert(ours.stdout);
+    }
+    // The files change the order: at least the default, IPv4 first, and the scopes.
+    assert!(orders.len() >= 3, "gai.conf changed no order: {orders:?}");
+}
+
 /// A server that never answers: EAI_AGAIN after `attempts` × `timeout`, the goroutine
 /// parked meanwhile.
 #[test]

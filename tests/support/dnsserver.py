@@ -12,6 +12,8 @@ line of stdout is "PORT SILENT_PORT". The zone:
   slow.test     A 10.2.0.1, answered after 50 ms
   refused.test  REFUSED; notimp.test NOTIMP; formerr.test FORMERR
   v4refused.test A 10.0.0.4 (AAAA: REFUSED)
+  mix.test      A 10.0.0.5, 169.254.1.1; AAAA fd00::5, 2001:db8::5, 2002:c000:201::1,
+                2001::1, fec0::1 (for gai.conf's tables)
   PTR 10.0.0.1 and fd00::1: a.test; 10.0.0.66: SERVFAIL; 10.0.0.67: REFUSED
   anything else NXDOMAIN
 
@@ -35,6 +37,8 @@ CNAMES = {"alias.test.": "a.test."}
 RCODES = {"fail.test.": 2, "66.0.0.10.in-addr.arpa.": 2, "refused.test.": 5,
           "67.0.0.10.in-addr.arpa.": 5, "notimp.test.": 4, "formerr.test.": 1}
 ZONE["v4refused.test."] = [(A, "10.0.0.4")]
+ZONE["mix.test."] = [(A, "10.0.0.5"), (A, "169.254.1.1"), (AAAA, "fd00::5"), (AAAA, "2001:db8::5"),
+                     (AAAA, "2002:c000:201::1"), (AAAA, "2001::1"), (AAAA, "fec0::1")]
 PTR = 12
 ZONE["1.0.0.10.in-addr.arpa."] = [(PTR, "a.test.")]
 ZONE["1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa."] = [(PTR, "a.test.")]
