@@ -10,6 +10,19 @@
  *               GMP_DEBUG=netdns=go and compares the outputs byte for byte.
  *   dns         resolves names through the test's DNS server (GMP_RESOLV_ROOT's
  *               resolv.conf names it) and prints the same dump, which the driver checks.
+ *   rcodes      resolves the names the test's server answers with an error code
+ *               (SERVFAIL, REFUSED, NOTIMP, FORMERR, REFUSED for AAAA only) and PTR
+ *               questions it refuses, and prints the same dump.
+ *   gai         resolves names with several IPv4 and IPv6 addresses through the test's
+ *               server and prints them in the order given (the driver changes
+ *               gai.conf: GMP_RESOLV_ROOT's for the runtime, /etc/gai.conf bind-mounted
+ *               in a mount namespace of its own for glibc).
+ *
+ *               In all three, with GMP_INTERPOSE=0 (glibc answers), the goroutine first
+ *               points its thread's resolver state (`_res`) at GMP_RESOLV_ROOT's
+ *               resolv.conf (its `nameserver ADDR:PORT`, `search` and `options` lines),
+ *               which glibc does not read: the driver compares glibc's output with the
+ *               runtime's byte for byte.
  *   scale N     N goroutines resolve a name the server answers after 50 ms: all done in
  *               about one round trip, with the thread count at most GOMAXPROCS + 8.
  *   probe NAME  resolves NAME (AF_UNSPEC, SOCK_STREAM) and prints the dump, and how long
@@ -23,6 +36,7 @@
 #include <gmp-sched/gmp.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <resolv.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -326,6 +340,110 @@ static void run_dns(void)
     dump_hb("big.test", AF_INET, 100);
 }
 
+/* The names of the server's error answers, by getaddrinfo in each family and by
+ * gethostbyname; then addresses whose PTR question it refuses or fails. */
+static void run_rcodes(void)
+{
+    static const char *names[] = {"fail.test", "refused.test", "notimp.test", "formerr.test",
+                                  "v4refused.test", "refused", "formerr", "fail"};
+    static const int families[] = {AF_UNSPEC, AF_INET, AF_INET6};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        for (size_t f = 0; f < 3; f++) {
+            struct addrinfo h = {.ai_family = families[f], .ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_CANONNAME};
+            dump(names[i], "80", &h);
+        }
+        dump_hb(names[i], AF_INET, 8192);
+        dump_hb(names[i], AF_INET6, 8192);
+    }
+    dump_ni("10.0.0.67", 80, 0, 0, 1025, 64);
+    dump_ni("10.0.0.67", 80, 0, NI_NAMEREQD, 1025, 64);
+    dump_ni("10.0.0.66", 80, 0, NI_NAMEREQD, 1025, 64);
+}
+
+/* Names whose addresses gai.conf's tables order. */
+static void run_gai(void)
+{
+    static const char *names[] = {"mix.test", "a.test"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        struct addrinfo h = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        dump(names[i], "80", &h);
+        h.ai_family = AF_INET6;
+        h.ai_flags = AI_V4MAPPED | AI_ALL;
+        dump(names[i], "80", &h);
+    }
+}
+
+/* Points this thread's glibc resolver state at GMP_RESOLV_ROOT's resolv.conf: its
+ * nameservers (IPv4, with a port), search list, and the options the test writes. */
+static void glibc_use_root_conf(void)
+{
+    const char *root = getenv("GMP_RESOLV_ROOT");
+    CHECK(root != NULL);
+    char path[512], line[512];
+    snprintf(path, sizeof path, "%s/etc/resolv.conf", root);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    CHECK_EQ(res_init(), 0);
+    _res.options = RES_INIT | RES_RECURSE | RES_DEFNAMES | RES_DNSRCH;
+    _res.nscount = 0;
+    _res.ndots = 1;
+    _res.retrans = RES_TIMEOUT;
+    _res.retry = RES_DFLRETRY;
+    _res.defdname[0] = 0;
+    _res.dnsrch[0] = NULL;
+    while (fgets(line, sizeof line, f)) {
+        char *save = NULL, *key = strtok_r(line, " \t\n", &save), *v;
+        if (!key)
+            continue;
+        if (strcmp(key, "nameserver") == 0) {
+            v = strtok_r(NULL, " \t\n", &save);
+            CHECK(v != NULL && _res.nscount < MAXNS);
+            char *colon = strchr(v, ':');
+            CHECK(colon != NULL);
+            *colon = 0;
+            struct sockaddr_in *sin = &_res.nsaddr_list[_res.nscount++];
+            memset(sin, 0, sizeof *sin);
+            sin->sin_family = AF_INET;
+            sin->sin_port = htons((uint16_t)atoi(colon + 1));
+            CHECK_EQ(inet_pton(AF_INET, v, &sin->sin_addr), 1);
+        } else if (strcmp(key, "search") == 0) {
+            v = strtok_r(NULL, " \t\n", &save);
+            CHECK(v != NULL && strlen(v) < sizeof _res.defdname);
+            strcpy(_res.defdname, v);
+            _res.dnsrch[0] = _res.defdname;
+            _res.dnsrch[1] = NULL;
+        } else if (strcmp(key, "options") == 0) {
+            while ((v = strtok_r(NULL, " \t\n", &save)) != NULL) {
+                if (strncmp(v, "timeout:", 8) == 0)
+                    _res.retrans = atoi(v + 8);
+                else if (strncmp(v, "attempts:", 9) == 0)
+                    _res.retry = atoi(v + 9);
+                else if (strncmp(v, "ndots:", 6) == 0)
+                    _res.ndots = (unsigned)atoi(v + 6);
+                else if (strcmp(v, "edns0") == 0)
+                    _res.options |= RES_USE_EDNS0;
+                else if (strcmp(v, "use-vc") == 0)
+                    _res.options |= RES_USEVC;
+                else if (strcmp(v, "single-request") == 0)
+                    _res.options |= RES_SNGLKUP;
+                else if (strcmp(v, "single-request-reopen") == 0)
+                    _res.options |= RES_SNGLKUPREOP;
+                else if (strcmp(v, "rotate") == 0)
+                    _res.options |= RES_ROTATE;
+#ifdef RES_TRUSTAD
+                else if (strcmp(v, "trust-ad") == 0)
+                    _res.options |= RES_TRUSTAD;
+#endif
+                else
+                    CHECK(!"an option this override does not know");
+            }
+        }
+    }
+    fclose(f);
+    CHECK(_res.nscount > 0);
+}
+
 static const char *g_arg;
 static gmp_wg g_wg = GMP_WG_INIT;
 static int g_case;
@@ -334,10 +452,20 @@ static int g_ok;
 static void runner(void *arg)
 {
     (void)arg;
+    const char *interpose = getenv("GMP_INTERPOSE");
+    if (g_case >= 1 && g_case != 2 && interpose && strcmp(interpose, "0") == 0) {
+        /* _res is per thread: stay on this one. */
+        CHECK_OK(gmp_lock_os_thread());
+        glibc_use_root_conf();
+    }
     if (g_case == 0)
         run_diff();
     else if (g_case == 1)
         run_dns();
+    else if (g_case == 3)
+        run_rcodes();
+    else if (g_case == 4)
+        run_gai();
     else {
         double t0 = now_sec();
         dump(g_arg, NULL, &(struct addrinfo){.ai_socktype = SOCK_STREAM});
@@ -405,6 +533,10 @@ int main(int argc, char **argv)
         g_case = 0;
     else if (strcmp(argv[1], "dns") == 0)
         g_case = 1;
+    else if (strcmp(argv[1], "rcodes") == 0)
+        g_case = 3;
+    else if (strcmp(argv[1], "gai") == 0)
+        g_case = 4;
     else if (strcmp(argv[1], "probe") == 0 && argc == 3) {
         g_case = 2;
         g_arg = argv[2];

@@ -2,8 +2,8 @@
 # Installs the system packages the build and the full test suite need on a fresh Debian
 # machine (as root; nothing is installed when everything is there already): C and C++
 # compilers, binutils, Python, Go (the benchmarks' other side), GNU MP's headers (the
-# coexistence tests), cmake/pkg-config (the CMake package tests), redis-server, hiredis
-# and libcurl (the interposer's tests), PostgreSQL with libpq, OpenSSL and SQLite (the
+# coexistence tests), cmake/pkg-config (the CMake package tests), redis-server, hiredis,
+# memcached, libmemcached and libcurl (the interposer's tests), PostgreSQL with libpq, OpenSSL and SQLite (the
 # real-library tests), gdb and valgrind (the debugging tests).
 # README's second command and .ci/run both run it before `cargo test`.
 set -euo pipefail
@@ -31,10 +31,13 @@ if [ ${#need_cmake[@]} -gt 0 ]; then
     apt-get install -y -qq cmake pkg-config g++ binutils >/dev/null
 fi
 # The interposer's tests run unmodified libraries: hiredis against a local redis-server,
-# and libcurl (tests/c_interpose.rs: interpose_hiredis, interpose_curl).
+# libmemcached against a local memcached, and libcurl (tests/c_interpose.rs:
+# interpose_hiredis, interpose_memcached, interpose_curl).
 need_interpose=()
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need_interpose+=(redis-server)
 [ -f /usr/include/hiredis/hiredis.h ] || need_interpose+=(libhiredis-dev)
+command -v memcached >/dev/null 2>&1 || [ -x /usr/bin/memcached ] || need_interpose+=(memcached)
+[ -f /usr/include/libmemcached/memcached.h ] || need_interpose+=(libmemcached-dev)
 [ -f /usr/include/curl/curl.h ] || [ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || need_interpose+=(libcurl4-openssl-dev)
 if [ ${#need_interpose[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive

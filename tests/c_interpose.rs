@@ -1,7 +1,7 @@
 //! The interposer (`src/interpose/`): plain libc calls in goroutines park the goroutine, not
-//! its thread (`interpose_*`, also through hiredis, libcurl and an LD_PRELOAD from Python);
-//! and the contract tests (`contract_*`), in which goroutines must observe with the hooks
-//! what plain libc gives them; the runtime's resolver (`resolver_*`): getaddrinfo in
+//! its thread (`interpose_*`, also through hiredis, libmemcached, libcurl and an LD_PRELOAD
+//! from Python); and the contract tests (`contract_*`), in which goroutines must observe
+//! with the hooks what plain libc gives them; the runtime's resolver (`resolver_*`): getaddrinfo in
 //! goroutines prints what glibc prints, and against a local DNS server
 //! (`support/dnsserver.py`) parks instead of holding threads. Harness and conventions:
 //! `support/ctest.rs`.
@@ -206,6 +206,89 @@ fn interpose_hiredis() {
         &["127.0.0.1", &port, "200"],
         "examples/hiredis_goroutines.c",
     );
+    drop(server);
+}
+
+/// A memcached on 127.0.0.1 and a free port, stopped when dropped.
+struct MemcachedServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl MemcachedServer {
+    fn start() -> MemcachedServer {
+        let exe = require_program("memcached", "memcached");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        // memcached refuses to run as root unless told which user to be.
+        let child = Command::new(exe)
+            .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"])
+            .args(["-c", "4096", "-t", "2", "-u", "root"])
+            .current_dir(out_dir())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn memcached");
+        let server = MemcachedServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Up when it answers `version`.
+        loop {
+            use std::io::Write;
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let mut reply = [0u8; 8];
+                if s.write_all(b"version\r\n").is_ok()
+                    && s.read_exact(&mut reply).is_ok()
+                    && &reply == b"VERSION "
+                {
+                    return server;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "memcached did not come up on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for MemcachedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The distro's libmemcached from 500 goroutines, each with a connection of its own to a
+/// local memcached (c-tests/interpose_memcached.c), preloaded as well as linked, at
+/// GOMAXPROCS=2: the host given as an address and as a name of /etc/hosts, both resolved
+/// by getaddrinfo in the goroutines; every SET/GET right and at most GOMAXPROCS + 8
+/// threads.
+#[test]
+fn interpose_memcached() {
+    assert!(
+        Path::new("/usr/include/libmemcached/memcached.h").exists(),
+        "libmemcached/memcached.h not found: install libmemcached-dev (.ci/run does)"
+    );
+    let _serial = lock();
+    let server = MemcachedServer::start();
+    let port = server.port.to_string();
+    let src = manifest_dir().join("c-tests").join("interpose_memcached.c");
+    let exe = compile_src_libs("interpose_memcached", &src, &["-lmemcached"]);
+    for host in ["127.0.0.1", "localhost"] {
+        let mut cmd = Command::new(&exe);
+        cmd.args([port.as_str(), host]).current_dir(out_dir());
+        for var in GMP_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env_remove("LD_LIBRARY_PATH")
+            .env("LD_PRELOAD", library())
+            .env("GMP_MAXPROCS", "2");
+        let what = format!("interpose_memcached {host}");
+        let outcome = run_with_timeout(cmd, &what);
+        assert_success(&outcome, &what);
+    }
     drop(server);
 }
 
@@ -680,6 +763,47 @@ impl Drop for DnsServer {
 /// (EAI_AGAIN, -3), a truncated answer asked again over TCP, the search list, V4MAPPED/ALL.
 const RESOLVER_DNS: &str = include_str!("support/resolver_dns.txt");
 
+/// Runs `resolver CASE` against the configuration root of `server` twice, glibc's
+/// resolver pointed at the same resolv.conf (GMP_INTERPOSE=0: c-tests/resolver.c sets the
+/// thread's `_res` from it) and the runtime's, and asserts that they print the same bytes
+/// once `filter` has kept its lines of each.
+fn same_as_glibc(server: &DnsServer, case: &str, what: &str, filter: &dyn Fn(&str) -> String) {
+    let root = server.root.display().to_string();
+    let glibc = run_c(
+        "resolver",
+        &[case],
+        &[("GMP_RESOLV_ROOT", &root), ("GMP_INTERPOSE", "0")],
+    );
+    assert_success(&glibc, &format!("resolver {case} (glibc, {what})"));
+    let ours = run_c("resolver", &[case], &[("GMP_RESOLV_ROOT", &root)]);
+    assert!(
+        ours.status.success(),
+        "{}",
+        ours.report(&format!("resolver {case} (ours, {what}) failed"))
+    );
+    let (glibc, ours) = (filter(&glibc.stdout), filter(&ours.stdout));
+    if glibc != ours {
+        let first = glibc
+            .lines()
+            .zip(ours.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        let show = |s: &str| {
+            s.lines()
+                .skip(first.saturating_sub(3))
+                .take(12)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        panic!(
+            "resolver {case} ({what}): outputs differ at line {}:\nglibc:\n{}\nours:\n{}",
+            first + 1,
+            show(&glibc),
+            show(&ours)
+        );
+    }
+}
+
 #[test]
 fn resolver_dns() {
     let mut server = DnsServer::start("dns");
@@ -736,7 +860,17 @@ fn resolver_dns() {
         stats.contains("short.test. udp "),
         "no search suffix:\n{stats}"
     );
-    // The options change how the questions are asked, not the answers.
+    // The options change how the questions are asked, and the answers only where glibc's
+    // do (with ndots:3 the search list comes first, and gethostbyname_r's return for
+    // SERVFAIL follows the last query): each as glibc answers under it, the hosts file's
+    // name aside (glibc reads the machine's).
+    let no_hosts_file = |text: &str| -> String {
+        keep(text)
+            .lines()
+            .filter(|l| !l.contains("gmp-only") && !l.contains("10.9.8.7"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
     for opts in [
         "single-request",
         "single-request-reopen ndots:3",
@@ -747,9 +881,7 @@ fn resolver_dns() {
             "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{}\nsearch test\noptions timeout:2 attempts:1 {opts}\n",
             server.port
         ));
-        let out = run_c("resolver", &["dns"], &[("GMP_RESOLV_ROOT", &root)]);
-        assert_success(&out, &format!("resolver dns ({opts})"));
-        assert_eq!(keep(&out.stdout), keep(RESOLVER_DNS), "options {opts}");
+        same_as_glibc(&server, "dns", opts, &no_hosts_file);
     }
     let stats = server.stats();
     assert!(
@@ -760,6 +892,48 @@ fn resolver_dns() {
         stats.contains("a.test.test. udp "),
         "ndots:3 did not try the search list first:\n{stats}"
     );
+    // Error codes: SERVFAIL, REFUSED, NOTIMP, FORMERR for both queries, REFUSED for AAAA
+    // only, refused PTR questions; by getaddrinfo, gethostbyname_r and getnameinfo, each
+    // as glibc answers them: behind an unreachable server, over TCP, from two servers that
+    // both refuse, from one without a search list, and with no server reachable at all.
+    let exact = |text: &str| text.to_string();
+    let port = server.port;
+    for (what, conf) in [
+        (
+            "behind a closed port",
+            format!(
+                "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{port}\nsearch test\noptions timeout:2 attempts:1\n"
+            ),
+        ),
+        (
+            "use-vc edns0",
+            format!(
+                "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{port}\nsearch test\noptions timeout:2 attempts:1 use-vc edns0\n"
+            ),
+        ),
+        (
+            "every server refuses",
+            format!(
+                "nameserver 127.0.0.1:{port}\nnameserver 127.0.0.1:{port}\nsearch test\noptions timeout:2 attempts:2\n"
+            ),
+        ),
+        (
+            "no search list",
+            format!("nameserver 127.0.0.1:{port}\noptions timeout:2 attempts:1\n"),
+        ),
+        (
+            "no server reachable",
+            format!(
+                "nameserver 127.0.0.1:{closed_port}\nsearch test\noptions timeout:2 attempts:1\n"
+            ),
+        ),
+    ] {
+        server.resolv_conf(&conf);
+        same_as_glibc(&server, "rcodes", what, &exact);
+    }
+    server.resolv_conf(&format!(
+        "nameserver 127.0.0.1:{closed_port}\nnameserver 127.0.0.1:{port}\nsearch test\noptions timeout:2 attempts:1\n"
+    ));
     // The hosts file answers first (nsswitch's order), without a query.
     let before = server.stats();
     let out = run_c(
@@ -799,6 +973,88 @@ fn resolver_dns() {
     );
     assert_success(&out, "resolver probe (go)");
     assert!(out.stdout.contains(" 10.9.8.7 0 "), "{}", out.stdout);
+}
+
+/// /etc/gai.conf's `precedence`, `label` and `scopev4` lines order the answers as glibc
+/// orders them: `resolver gai` (names with IPv4 and IPv6 addresses of every kind, as
+/// AF_UNSPEC and as V4MAPPED|ALL) through the runtime's resolver with the file under
+/// GMP_RESOLV_ROOT, and through glibc with the same file bind-mounted on /etc/gai.conf
+/// in a mount namespace of its own (`unshare -m`, as root, which the tests run as in CI);
+/// every file prints the same bytes both ways.
+#[test]
+fn resolver_gai_conf() {
+    let unshare = require_program("unshare", "util-linux");
+    assert!(
+        Path::new("/etc/gai.conf").is_file(),
+        "/etc/gai.conf not found: glibc's own file is the mount point (libc-bin installs it)"
+    );
+    let server = DnsServer::start("gai");
+    server.resolv_conf(&format!(
+        "nameserver 127.0.0.1:{}\noptions timeout:2 attempts:1\n",
+        server.port
+    ));
+    let root = server.root.display().to_string();
+    let gai = server.root.join("etc/gai.conf");
+    let exe = compile("resolver");
+    let mut orders = std::collections::HashSet::new();
+    for text in [
+        "",
+        // Prefer IPv4 (the example of glibc's file).
+        "precedence ::ffff:0:0/96 100\n",
+        // A label table and a precedence table of their own.
+        "label ::1/128 0\nlabel ::/0 1\nlabel 2002::/16 2\nlabel ::/96 3\nlabel ::ffff:0:0/96 4\n\
+         label fec0::/10 5\nlabel fc00::/7 6\nlabel 2001:0::/32 7\nlabel 2001:db8::/32 9\n\
+         precedence 2001:db8::/32 60\nprecedence fd00::/8 45 # a comment\n",
+        // Labels that make every source match, without a catch-all line.
+        "precedence 2001:db8::/32 60\nlabel 2001:db8::/32 6\nlabel fd00::/8 6\nlabel ::ffff:0:0/96 6\n",
+        // IPv4 scopes, in both forms.
+        "scopev4 ::ffff:169.254.0.0/112 2\nscopev4 ::ffff:127.0.0.0/104 2\nscopev4 10.0.0.0/8 5\n",
+        // Lines glibc leaves out, a signed value, a line without a value.
+        "precedence zzz 10\nprecedence ::/0 abc\nlabel ::/129 3\nprecedence ::ffff:0:0/96 +100\n\
+         label fd00::/8\nreload yes\n",
+    ] {
+        std::fs::write(&gai, text).unwrap();
+        let ours = run_c("resolver", &["gai"], &[("GMP_RESOLV_ROOT", &root)]);
+        assert_success(
+            &ours,
+            &format!("resolver gai (ours) with gai.conf {text:?}"),
+        );
+        let mut cmd = Command::new(&unshare);
+        cmd.args([
+            "-m",
+            "sh",
+            "-c",
+            "mount --bind \"$0\" /etc/gai.conf && exec \"$@\"",
+        ])
+        .arg(&gai)
+        .arg(&exe)
+        .arg("gai")
+        .current_dir(out_dir());
+        for var in GMP_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env_remove("LD_LIBRARY_PATH")
+            .env("GMP_RESOLV_ROOT", &root)
+            .env("GMP_INTERPOSE", "0");
+        let glibc = {
+            let _serial = lock();
+            run_with_timeout(cmd, "resolver gai (glibc)")
+        };
+        assert!(
+            glibc.status.success(),
+            "{}",
+            glibc.report(&format!(
+                "resolver gai (glibc) with gai.conf {text:?} failed (unshare -m and mount need root)"
+            ))
+        );
+        assert_eq!(
+            glibc.stdout, ours.stdout,
+            "gai.conf {text:?}: glibc's order (left), the runtime's (right)"
+        );
+        orders.insert(ours.stdout);
+    }
+    // The files change the order: at least the default, IPv4 first, and the scopes.
+    assert!(orders.len() >= 3, "gai.conf changed no order: {orders:?}");
 }
 
 /// A server that never answers: EAI_AGAIN after `attempts` × `timeout`, the goroutine

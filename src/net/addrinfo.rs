@@ -17,7 +17,7 @@ use core::ffi::{c_char, c_int};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::Snapshot;
-use super::addrselect::sort_by_rfc6724;
+use super::addrselect::{GaiConf, sort_by_rfc6724};
 use super::conf::Source;
 use super::dnsclient::{self, DnsError};
 use super::dnsmsg::{TYPE_A, TYPE_AAAA};
@@ -369,9 +369,9 @@ fn lookup_host(
                         }
                         err = EAI_NODATA;
                     }
-                    Err(DnsError::NoSuchHost) => err = EAI_NONAME,
+                    Err(DnsError::NoSuchHost | DnsError::NoRecovery) => err = EAI_NONAME,
                     Err(DnsError::NoData) => err = EAI_NODATA,
-                    Err(DnsError::ServerFailure | DnsError::Timeout) => err = EAI_AGAIN,
+                    Err(DnsError::ServerFailure { .. } | DnsError::Timeout) => err = EAI_AGAIN,
                     Err(DnsError::System(e)) => {
                         // SAFETY: this thread's errno; the caller's thread, as the hook
                         // keeps the goroutine on it (glibc reports EAI_SYSTEM so).
@@ -551,7 +551,7 @@ pub unsafe fn getaddrinfo(
             ips.into_iter().map(|ip| Addr { ip, scope: 0 }).collect()
         }
     };
-    let addrs = sorted(addrs);
+    let addrs = sorted(addrs, &snap.gai);
     let canon = if flags & AI_CANONNAME != 0 {
         canon
     } else {
@@ -562,9 +562,9 @@ pub unsafe fn getaddrinfo(
 }
 
 /// The addresses in RFC 6724 order (stable for equal ones, which keep their scopes).
-fn sorted(addrs: Vec<Addr>) -> Vec<Addr> {
+fn sorted(addrs: Vec<Addr>, gai: &GaiConf) -> Vec<Addr> {
     let mut ips: Vec<IpAddr> = addrs.iter().map(|a| a.ip).collect();
-    sort_by_rfc6724(&mut ips);
+    sort_by_rfc6724(&mut ips, gai);
     let mut pool = addrs;
     ips.into_iter()
         .map(|ip| {

@@ -1,6 +1,7 @@
 //! Destination address selection (RFC 6724; Go's `addrselect.go`, glibc's `rfc3484_sort`
-//! with `/etc/gai.conf`'s defaults, which keep RFC 3484's precedence table): the rules a
-//! host's own answer depends on. Rule 1 (avoid unusable destinations) asks the kernel for
+//! with its tables: `/etc/gai.conf`'s `label`, `precedence` and `scopev4` lines, read as
+//! glibc's `gaiconf_init` reads them, or its defaults, which keep RFC 3484's precedence
+//! table): the rules a host's own answer depends on. Rule 1 (avoid unusable destinations) asks the kernel for
 //! the source address of each destination by connecting a UDP socket to it, as glibc does;
 //! then matching scope (2), matching label (5), higher precedence (6), smaller scope (8),
 //! longest matching prefix (9, IPv4 only inside the source's subnet), and the original
@@ -25,6 +26,203 @@ fn in_prefix(a: &Ipv6Addr, p: [u16; 8], bits: u32) -> bool {
         u128::MAX << (128 - bits)
     };
     a.to_bits() & mask == p & mask
+}
+
+/// One `label` or `precedence` line of gai.conf: the addresses under `prefix`/`bits`
+/// get `val`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PrefixEntry {
+    prefix: u128,
+    bits: u32,
+    val: u32,
+}
+
+/// One `scopev4` line: the IPv4 addresses `addr` under `mask` have scope `scope`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ScopeEntry {
+    addr: u32,
+    mask: u32,
+    scope: u32,
+}
+
+/// `/etc/gai.conf`: the tables it gives (each replaces glibc's default table whole, with
+/// an entry for every address added when the file names none), and its `reload` line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GaiConf {
+    labels: Option<Vec<PrefixEntry>>,
+    precedence: Option<Vec<PrefixEntry>>,
+    scopes: Option<Vec<ScopeEntry>>,
+    /// `reload yes`: the file is read again when it changes (else once per process).
+    pub reload: bool,
+}
+
+/// C's `strtoul(s, &end, 10)` that must use all of `s` (glibc's checks in gai.conf): an
+/// optional sign and decimal digits (a minus negates, modulo 2^64; an empty string is 0);
+/// None when something is left over or the value overflows.
+fn c_strtoul(s: &str) -> Option<u64> {
+    if s.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match s.as_bytes()[0] {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for b in digits.bytes() {
+        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// A `label`/`precedence` line's prefix and value, as glibc's `add_prefixlist` takes
+/// them (a prefix without a length is a whole address).
+fn prefix_entry(val1: &str, val2: &str) -> Option<PrefixEntry> {
+    let (addr, bits) = match val1.split_once('/') {
+        Some((a, b)) => (a, c_strtoul(b)?),
+        None => (val1, 128),
+    };
+    let prefix = addr.parse::<Ipv6Addr>().ok()?.to_bits();
+    let val = c_strtoul(val2)?;
+    (bits <= 128 && val <= i32::MAX as u64).then_some(PrefixEntry {
+        prefix,
+        bits: bits as u32,
+        val: val as u32,
+    })
+}
+
+/// A `scopev4` line, as glibc takes it: an IPv4-mapped IPv6 prefix of 96 to 128 bits,
+/// or an IPv4 prefix of at most 32.
+fn scope_entry(val1: &str, val2: &str) -> Option<ScopeEntry> {
+    let (addr, len) = match val1.split_once('/') {
+        Some((a, b)) => (a, Some(c_strtoul(b)?)),
+        None => (val1, None),
+    };
+    let (v4, bits) = if let Ok(a6) = addr.parse::<Ipv6Addr>() {
+        (a6.to_ipv4_mapped()?, len.unwrap_or(128))
+    } else {
+        let a4 = addr.parse::<std::net::Ipv4Addr>().ok()?;
+        let bits = len.unwrap_or(32);
+        if bits > 32 {
+            return None;
+        }
+        (a4, bits + 96)
+    };
+    let val = c_strtoul(val2)?;
+    if !(96..=128).contains(&bits) || val > i32::MAX as u64 {
+        return None;
+    }
+    let mask = if bits == 96 {
+        0
+    } else {
+        u32::MAX << (128 - bits)
+    };
+    Some(ScopeEntry {
+        addr: v4.to_bits() & mask,
+        mask,
+        scope: val as u32,
+    })
+}
+
+impl GaiConf {
+    /// Reads gai.conf's text as glibc's `gaiconf_init` does: `#` starts a comment, a line
+    /// is a command and two values, and a line that does not parse is left out.
+    pub fn parse(text: &[u8]) -> GaiConf {
+        let text = String::from_utf8_lossy(text);
+        let (mut labels, mut precedence, mut scopes) = (Vec::new(), Vec::new(), Vec::new());
+        let mut reload = false;
+        for line in text.lines() {
+            let line = line.split('#').next().unwrap_or("");
+            let mut words = line.split_ascii_whitespace();
+            let (cmd, val1) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+            let val2 = words.next().unwrap_or("");
+            match cmd {
+                "label" => labels.extend(prefix_entry(val1, val2)),
+                "precedence" => precedence.extend(prefix_entry(val1, val2)),
+                "scopev4" => scopes.extend(scope_entry(val1, val2)),
+                "reload" => reload = val1 == "yes",
+                _ => {}
+            }
+        }
+        // Most specific first (a stable sort: equal lengths keep the file's order), and
+        // a catch-all entry when the file gives none.
+        let finish = |mut t: Vec<PrefixEntry>, all: u32| {
+            if t.is_empty() {
+                return None;
+            }
+            if !t.iter().any(|e| e.bits == 0) {
+                t.push(PrefixEntry {
+                    prefix: 0,
+                    bits: 0,
+                    val: all,
+                });
+            }
+            t.sort_by_key(|e| core::cmp::Reverse(e.bits));
+            Some(t)
+        };
+        let scopes = (!scopes.is_empty()).then(|| {
+            if !scopes.iter().any(|e| e.mask == 0) {
+                scopes.push(ScopeEntry {
+                    addr: 0,
+                    mask: 0,
+                    scope: 14,
+                });
+            }
+            scopes.sort_by_key(|e| core::cmp::Reverse(e.mask.leading_ones()));
+            scopes
+        });
+        GaiConf {
+            labels: finish(labels, 1),
+            precedence: finish(precedence, 40),
+            scopes,
+            reload,
+        }
+    }
+
+    fn lookup(table: &[PrefixEntry], a: &Ipv6Addr) -> u32 {
+        let a = a.to_bits();
+        table
+            .iter()
+            .find(|e| {
+                let mask = if e.bits == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - e.bits)
+                };
+                a & mask == e.prefix & mask
+            })
+            .map_or(0, |e| e.val)
+    }
+
+    fn precedence(&self, a: &Ipv6Addr) -> u32 {
+        match &self.precedence {
+            Some(t) => Self::lookup(t, a),
+            None => u32::from(precedence(a)),
+        }
+    }
+
+    fn label(&self, a: &Ipv6Addr) -> u32 {
+        match &self.labels {
+            Some(t) => Self::lookup(t, a),
+            None => u32::from(label(a)),
+        }
+    }
+
+    /// glibc's `get_scope`: an IPv4 address's from the `scopev4` table when there is one.
+    fn scope(&self, a: &IpAddr) -> u32 {
+        match (&self.scopes, a) {
+            (Some(t), IpAddr::V4(v4)) => {
+                let v4 = v4.to_bits();
+                t.iter()
+                    .find(|e| v4 & e.mask == e.addr)
+                    .map_or(14, |e| e.scope)
+            }
+            _ => u32::from(scope(a)),
+        }
+    }
 }
 
 /// glibc's default precedence table.
@@ -64,17 +262,17 @@ fn label(a: &Ipv6Addr) -> u8 {
 }
 
 /// glibc's `get_scope`: multicast scopes, link-local (loopback too) 2, site-local 5,
-/// global 14; IPv4 link-local and loopback are link-local.
-fn scope(a: &Ipv6Addr) -> u8 {
+/// global 14; IPv4 link-local and loopback are link-local. An IPv4-mapped IPv6 address
+/// (an AF_INET6 answer with AI_V4MAPPED) is scoped as the IPv6 address it is: global.
+fn scope(a: &IpAddr) -> u8 {
+    let a = match a {
+        IpAddr::V4(v4) if v4.is_link_local() || v4.octets()[0] == 127 => return 2,
+        IpAddr::V4(_) => return 14,
+        IpAddr::V6(v6) => v6,
+    };
     let s = a.segments();
     if s[0] >> 8 == 0xff {
         (s[0] & 0xf) as u8
-    } else if let Some(v4) = a.to_ipv4_mapped() {
-        if v4.is_link_local() || v4.octets()[0] == 127 {
-            2
-        } else {
-            14
-        }
     } else if in_prefix(a, [0xfe80, 0, 0, 0, 0, 0, 0, 0], 10) || a.is_loopback() {
         2
     } else if in_prefix(a, [0xfec0, 0, 0, 0, 0, 0, 0, 0], 10) {
@@ -152,7 +350,7 @@ fn rule9(e: &Entry) -> u32 {
     common
 }
 
-fn compare(a: &Entry, b: &Entry) -> core::cmp::Ordering {
+fn compare(gai: &GaiConf, a: &Entry, b: &Entry) -> core::cmp::Ordering {
     use core::cmp::Ordering::*;
     // Rule 1: avoid unusable destinations.
     match (a.src.is_some(), b.src.is_some()) {
@@ -162,27 +360,27 @@ fn compare(a: &Entry, b: &Entry) -> core::cmp::Ordering {
     }
     let (da, db) = (v6(&a.dst), v6(&b.dst));
     if let (Some((sa, _)), Some((sb, _))) = (a.src, b.src) {
-        let (sa, sb) = (v6(&sa), v6(&sb));
         // Rule 2: prefer matching scope.
-        let ma = scope(&da) == scope(&sa);
-        let mb = scope(&db) == scope(&sb);
+        let ma = gai.scope(&a.dst) == gai.scope(&sa);
+        let mb = gai.scope(&b.dst) == gai.scope(&sb);
         if ma != mb {
             return if ma { Less } else { Greater };
         }
+        let (sa, sb) = (v6(&sa), v6(&sb));
         // Rule 5: prefer matching label.
-        let ma = label(&da) == label(&sa);
-        let mb = label(&db) == label(&sb);
+        let ma = gai.label(&da) == gai.label(&sa);
+        let mb = gai.label(&db) == gai.label(&sb);
         if ma != mb {
             return if ma { Less } else { Greater };
         }
     }
     // Rule 6: prefer higher precedence.
-    let (pa, pb) = (precedence(&da), precedence(&db));
+    let (pa, pb) = (gai.precedence(&da), gai.precedence(&db));
     if pa != pb {
         return pb.cmp(&pa);
     }
     // Rule 8: prefer smaller scope.
-    let (sa, sb) = (scope(&da), scope(&db));
+    let (sa, sb) = (gai.scope(&a.dst), gai.scope(&b.dst));
     if sa != sb {
         return sa.cmp(&sb);
     }
@@ -197,8 +395,9 @@ fn compare(a: &Entry, b: &Entry) -> core::cmp::Ordering {
     a.index.cmp(&b.index)
 }
 
-/// Go's `sortByRFC6724`: sorts `addrs` in place (stable for equal addresses).
-pub fn sort_by_rfc6724(addrs: &mut [IpAddr]) {
+/// Go's `sortByRFC6724`: sorts `addrs` in place (stable for equal addresses), with the
+/// tables of `gai`.
+pub fn sort_by_rfc6724(addrs: &mut [IpAddr], gai: &GaiConf) {
     if addrs.len() < 2 {
         return;
     }
@@ -212,7 +411,7 @@ pub fn sort_by_rfc6724(addrs: &mut [IpAddr]) {
             index,
         })
         .collect();
-    es.sort_by(compare);
+    es.sort_by(|a, b| compare(gai, a, b));
     for (slot, e) in addrs.iter_mut().zip(es) {
         *slot = e.dst;
     }
@@ -224,21 +423,53 @@ mod tests {
 
     #[test]
     fn tables_follow_glibc() {
-        let lo6: Ipv6Addr = "::1".parse().unwrap();
-        let lo4 = Ipv6Addr::from(
-            "127.0.0.1"
-                .parse::<std::net::Ipv4Addr>()
-                .unwrap()
-                .to_ipv6_mapped(),
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let tables = |a: &str| (precedence(&v6(&ip(a))), label(&v6(&ip(a))), scope(&ip(a)));
+        assert_eq!(tables("::1"), (50, 0, 2));
+        assert_eq!(tables("127.0.0.1"), (10, 4, 2));
+        // As an IPv6 answer (AI_V4MAPPED), an IPv4 loopback address is global.
+        assert_eq!(tables("::ffff:127.0.0.1"), (10, 4, 14));
+        assert_eq!(tables("2001:db8::1"), (40, 1, 14));
+        assert_eq!(tables("2001::5").1, 7);
+        assert_eq!(tables("fd00::1"), (40, 6, 14));
+    }
+
+    #[test]
+    fn gai_conf_replaces_tables() {
+        let text = b"# prefer IPv4\nprecedence ::ffff:0:0/96 100 # comment\nlabel 2001:db8::/32 9\nlabel ::/0 3\nlabel fd00::/8\nprecedence bad/7 1\nprecedence ::/200 1\nprecedence ::/96 -1\nscopev4 10.0.0.0/8 5\nscopev4 ::ffff:169.254.0.0/112 2\nreload yes\n";
+        let c = GaiConf::parse(text);
+        assert!(c.reload);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let prec = |a: &str| c.precedence(&v6(&ip(a)));
+        let label = |a: &str| c.label(&v6(&ip(a)));
+        let scope = |a: &str| c.scope(&ip(a));
+        // The table given replaces the default whole, with a catch-all of 40 added.
+        assert_eq!(
+            (prec("10.1.2.3"), prec("::1"), prec("2001:db8::1")),
+            (100, 40, 40)
         );
-        assert_eq!((precedence(&lo6), label(&lo6), scope(&lo6)), (50, 0, 2));
-        assert_eq!((precedence(&lo4), label(&lo4), scope(&lo4)), (10, 4, 2));
-        let g: Ipv6Addr = "2001:db8::1".parse().unwrap();
-        assert_eq!((precedence(&g), label(&g), scope(&g)), (40, 1, 14));
-        let teredo: Ipv6Addr = "2001::5".parse().unwrap();
-        assert_eq!((precedence(&teredo), label(&teredo)), (40, 7));
-        let ula: Ipv6Addr = "fd00::1".parse().unwrap();
-        assert_eq!((precedence(&ula), label(&ula), scope(&ula)), (40, 6, 14));
+        // A line without a value takes 0 (C's strtoul of an empty string); ::/0 is given.
+        assert_eq!(
+            (label("2001:db8::1"), label("fd00::1"), label("::1")),
+            (9, 0, 3)
+        );
+        assert_eq!(
+            (scope("10.1.2.3"), scope("169.254.9.9"), scope("::1")),
+            (5, 2, 2)
+        );
+        assert_eq!((scope("192.0.2.1"), scope("::ffff:10.1.2.3")), (14, 14));
+        // Without the file, glibc's defaults.
+        let d = GaiConf::parse(b"");
+        assert!(!d.reload);
+        let v4 = v6(&ip("10.1.2.3"));
+        assert_eq!(
+            (d.precedence(&v4), d.label(&v4), d.scope(&ip("169.254.9.9"))),
+            (10, 4, 2)
+        );
+        assert_eq!(
+            (c_strtoul("+7"), c_strtoul("-0"), c_strtoul("7x")),
+            (Some(7), Some(0), None)
+        );
     }
 
     fn entry(dst: &str, src: Option<(&str, u32)>, index: usize) -> Entry {
@@ -252,6 +483,7 @@ mod tests {
     #[test]
     fn rules_order_destinations() {
         use core::cmp::Ordering::*;
+        let compare = |a: &Entry, b: &Entry| compare(&GaiConf::default(), a, b);
         // Rule 1: a reachable IPv4 destination before an unreachable IPv6 one.
         let v6 = entry("2001:db8::1", None, 0);
         let v4 = entry("192.0.2.9", Some(("192.0.2.2", 24)), 1);

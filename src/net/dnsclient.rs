@@ -5,9 +5,14 @@
 //! As glibc, the A and AAAA queries of one name go out together on one socket (one after
 //! the other with `single-request`), each answered query is done, and the others go to the
 //! next server: `attempts` rounds over the servers, `timeout` per exchange, the first
-//! server rotating with `rotate`. NXDOMAIN and a real empty answer end the name; SERVFAIL,
-//! REFUSED, a lame referral, a timeout or a network error move on to the next server.
-//! Go's `goLookupIPCNAMEOrder` then walks the search list as glibc's `res_nsearch` does.
+//! server rotating with `rotate`. Over UDP, SERVFAIL, NOTIMP, REFUSED and a lame referral
+//! reject a query (glibc's `send_dg`): when the server answered the other query of the
+//! pair, the rejected one counts as empty, else both go to the next server; a timeout or
+//! a network error moves on too. Over TCP every reply is taken (glibc's `send_vc`). A
+//! reply taken ends the name with glibc's `h_errno` for it (`res_query`): NXDOMAIN
+//! HOST_NOT_FOUND, an empty NOERROR NO_DATA, SERVFAIL TRY_AGAIN, any other code (FORMERR,
+//! or REFUSED and NOTIMP over TCP) NO_RECOVERY; no reply at all is TRY_AGAIN. The names of
+//! the search list are then tried as glibc's `res_nsearch` tries them (`lookup_ip`).
 
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -21,15 +26,45 @@ use crate::rt::netpoll::{self, MODE_READ, MODE_WRITE};
 /// Why a name has no addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DnsError {
-    /// NXDOMAIN: the name does not exist (EAI_NONAME).
+    /// NXDOMAIN: the name does not exist (HOST_NOT_FOUND, EAI_NONAME).
     NoSuchHost,
-    /// The name exists without addresses of the types asked (EAI_NODATA).
+    /// The name exists without addresses of the types asked (NO_DATA, EAI_NODATA).
     NoData,
-    /// SERVFAIL, REFUSED, a lame referral or an unreachable server (EAI_AGAIN).
-    ServerFailure,
+    /// A reply glibc takes as final with another code: FORMERR, or REFUSED and NOTIMP over
+    /// TCP (NO_RECOVERY, EAI_NONAME).
+    NoRecovery,
+    /// SERVFAIL, or no server took the query (REFUSED, NOTIMP, a lame referral, an
+    /// unreachable server): TRY_AGAIN, EAI_AGAIN. `unanswered`: the last query asked got
+    /// no reply it took (glibc's `res_send` failed, leaving errno ETIMEDOUT or
+    /// ECONNREFUSED, which its dns source reports as unavailable: `gethostbyname_r`
+    /// returns EAGAIN; after a later answered query it returns 0).
+    ServerFailure { unanswered: bool },
     /// No server answered in time (EAI_AGAIN).
     Timeout,
     /// A socket could not be made (EAI_SYSTEM with this errno: EMFILE…).
+    System(i32),
+}
+
+/// How an exchange reports a network error (a refused or reset connection, a bad reply
+/// over TCP).
+const NET_ERROR: DnsError = DnsError::ServerFailure { unanswered: true };
+
+/// Why every server failed one name's queries (glibc's `res_send` returning -1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unanswered {
+    /// Each server rejected, timed out or could not be reached. `servfail`: the last reply
+    /// to the first query was SERVFAIL (glibc's search list goes on after it, and stops
+    /// after any other); `reached`: some server replied or timed out (else glibc's errno
+    /// is ECONNREFUSED, which ends the search at once); `timeout`: the last exchange
+    /// timed out.
+    Rejected {
+        servfail: bool,
+        reached: bool,
+        timeout: bool,
+    },
+    /// The name cannot be asked (an empty label, one over 63 bytes): not found.
+    BadName,
+    /// A socket could not be made.
     System(i32),
 }
 
@@ -102,11 +137,11 @@ fn dial(server: &SocketAddr, tcp: bool, deadline: i64) -> Result<Conn, DnsError>
         });
         match w {
             Some(w) if w < 0 => return Err(err_of(w)),
-            None => return Err(DnsError::ServerFailure),
+            None => return Err(NET_ERROR),
             _ => {}
         }
         if poll::so_error(fd) < 0 {
-            return Err(DnsError::ServerFailure);
+            return Err(NET_ERROR);
         }
     } else if r < 0 {
         return Err(err_of(r));
@@ -174,6 +209,8 @@ struct Query {
     id: u16,
     msg: Vec<u8>,
     reply: Option<Response>,
+    /// Whether the reply came over TCP (taken whatever its code, as glibc's `send_vc`).
+    tcp: bool,
 }
 
 /// Go's `exchange` over TCP: the query with its two-byte length, the reply likewise.
@@ -210,7 +247,7 @@ fn exchange_tcp(server: &SocketAddr, q: &Query, deadline: i64) -> Result<Respons
     read_full(&mut body)?;
     match dnsmsg::parse_response(&body, &q.name, q.qtype) {
         Some(r) if r.id == q.id => Ok(r),
-        _ => Err(DnsError::ServerFailure),
+        _ => Err(NET_ERROR),
     }
 }
 
@@ -218,7 +255,7 @@ fn err_of(e: i64) -> DnsError {
     if e == -(libc::ETIMEDOUT as i64) {
         DnsError::Timeout
     } else {
-        DnsError::ServerFailure
+        NET_ERROR
     }
 }
 
@@ -231,7 +268,10 @@ fn exchange(cfg: &DnsConfig, server: &SocketAddr, qs: &mut [Query]) -> Option<Dn
         let mut err = None;
         for q in qs.iter_mut().filter(|q| q.reply.is_none()) {
             match exchange_tcp(server, q, deadline) {
-                Ok(r) => q.reply = Some(r),
+                Ok(r) => {
+                    q.reply = Some(r);
+                    q.tcp = true;
+                }
                 Err(e) => err = Some(e),
             }
         }
@@ -282,7 +322,10 @@ fn receive(server: &SocketAddr, c: &Conn, qs: &mut [Query], deadline: i64) -> Op
         if r.truncated {
             // Too large for a datagram: ask again over TCP.
             match exchange_tcp(server, q, deadline) {
-                Ok(r) => q.reply = Some(r),
+                Ok(r) => {
+                    q.reply = Some(r);
+                    q.tcp = true;
+                }
                 Err(e) => return Some(e),
             }
         } else {
@@ -292,11 +335,16 @@ fn receive(server: &SocketAddr, c: &Conn, qs: &mut [Query], deadline: i64) -> Op
     None
 }
 
-/// Whether a reply settles its query: NXDOMAIN, or NOERROR that is not a lame referral
-/// (Go's `checkHeader`).
-fn settles(r: &Response) -> bool {
+/// Whether a reply settles its query: over UDP, anything but SERVFAIL, NOTIMP, REFUSED
+/// and a lame referral (an empty NOERROR that is neither authoritative nor from a
+/// recursive server, without authority records: glibc's `send_dg`, Go's `checkHeader`);
+/// over TCP, any reply (glibc's `send_vc`).
+fn settles(r: &Response, tcp: bool) -> bool {
+    if tcp {
+        return true;
+    }
     match r.rcode {
-        dnsmsg::RCODE_NXDOMAIN => true,
+        dnsmsg::RCODE_SERVFAIL | dnsmsg::RCODE_NOTIMP | dnsmsg::RCODE_REFUSED => false,
         dnsmsg::RCODE_SUCCESS => {
             !r.addrs.is_empty()
                 || r.answered
@@ -304,13 +352,15 @@ fn settles(r: &Response) -> bool {
                 || r.recursion_available
                 || r.has_authority
         }
-        _ => false,
+        _ => true,
     }
 }
 
-/// Go's `tryOneName` for several query types at once: the replies for `name` (absolute),
-/// one per type in `qtypes`, or why none settled.
-fn try_one_name(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Vec<Response>, DnsError> {
+/// Go's `tryOneName` for several query types at once: the replies for `name` (absolute)
+/// that settle their queries, in the order of `qtypes` (a query one server rejected while
+/// it answered another is left out, as glibc's `send_dg` leaves it empty), or why none
+/// did.
+fn try_one_name(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Vec<Response>, Unanswered> {
     let mut qs = Vec::new();
     for &qtype in qtypes {
         // Ids differ within one exchange, so that a reply names its query.
@@ -319,7 +369,7 @@ fn try_one_name(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Vec<Respo
             id = id.wrapping_add(1);
         }
         let Some(msg) = dnsmsg::build_query(id, name, qtype, cfg.edns0, cfg.trust_ad) else {
-            return Err(DnsError::NoSuchHost);
+            return Err(Unanswered::BadName);
         };
         qs.push(Query {
             name: name.to_string(),
@@ -327,6 +377,7 @@ fn try_one_name(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Vec<Respo
             id,
             msg,
             reply: None,
+            tcp: false,
         });
     }
     let n = cfg.servers.len();
@@ -335,30 +386,49 @@ fn try_one_name(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Vec<Respo
     } else {
         0
     };
-    let mut last = DnsError::Timeout;
+    let (mut servfail, mut reached, mut timeout) = (false, false, true);
     for _ in 0..cfg.attempts {
         for j in 0..n {
             let server = cfg.servers[(first + j) % n];
+            let pending: Vec<bool> = qs.iter().map(|q| q.reply.is_none()).collect();
             match exchange(cfg, &server, &mut qs) {
-                Some(e @ DnsError::System(_)) => return Err(e),
-                Some(e) => last = e,
-                None => {}
+                Some(DnsError::System(e)) => return Err(Unanswered::System(e)),
+                Some(DnsError::Timeout) => (reached, timeout) = (true, true),
+                _ => timeout = false,
             }
-            for q in qs.iter_mut() {
-                if let Some(r) = &q.reply
-                    && !settles(r)
-                {
-                    // SERVFAIL, REFUSED, a lame referral: the next server may know.
-                    last = DnsError::ServerFailure;
-                    q.reply = None;
+            let mut rejected = vec![false; qs.len()];
+            for (i, q) in qs.iter_mut().enumerate() {
+                if !pending[i] {
+                    continue;
+                }
+                if let Some(r) = &q.reply {
+                    reached = true;
+                    if i == 0 {
+                        servfail = r.rcode == dnsmsg::RCODE_SERVFAIL;
+                    }
+                    if !settles(r, q.tcp) {
+                        // The next server may know.
+                        rejected[i] = true;
+                        q.reply = None;
+                    }
                 }
             }
-            if qs.iter().all(|q| q.reply.is_some()) {
+            let answered = qs.iter().any(|q| q.reply.is_some());
+            if answered
+                && qs
+                    .iter()
+                    .zip(&rejected)
+                    .all(|(q, &r)| q.reply.is_some() || r)
+            {
                 return Ok(qs.into_iter().filter_map(|q| q.reply).collect());
             }
         }
     }
-    Err(last)
+    Err(Unanswered::Rejected {
+        servfail,
+        reached,
+        timeout,
+    })
 }
 
 /// The reverse name of an address (RFC 1035's `in-addr.arpa.`, RFC 3596's `ip6.arpa.`;
@@ -386,78 +456,170 @@ pub fn reverse_name(ip: &IpAddr) -> String {
     }
 }
 
-/// Go's `lookupAddr`, its DNS half: the first PTR name of `ip`, without its trailing dot.
-pub fn lookup_ptr(cfg: &DnsConfig, ip: &IpAddr) -> Result<String, DnsError> {
-    let replies = try_one_name(cfg, &reverse_name(ip), &[dnsmsg::TYPE_PTR])?;
-    let r = replies.first().ok_or(DnsError::ServerFailure)?;
-    if r.rcode == dnsmsg::RCODE_NXDOMAIN {
-        return Err(DnsError::NoSuchHost);
-    }
-    match r.names.first() {
-        Some(n) => Ok(n.trim_end_matches('.').to_string()),
-        None => Err(DnsError::NoData),
+/// The `h_errno` glibc's `res_query` gives one name's settled replies (`Ok`: some
+/// carry addresses): the first reply's code, or the second's when the first is NOERROR.
+fn reply_outcome(replies: &[Response]) -> DnsError {
+    let rcode = match replies {
+        [a, b, ..] if a.rcode == dnsmsg::RCODE_SUCCESS => b.rcode,
+        [a, ..] => a.rcode,
+        [] => dnsmsg::RCODE_SUCCESS,
+    };
+    match rcode {
+        dnsmsg::RCODE_NXDOMAIN => DnsError::NoSuchHost,
+        dnsmsg::RCODE_SUCCESS => DnsError::NoData,
+        dnsmsg::RCODE_SERVFAIL => DnsError::ServerFailure { unanswered: false },
+        _ => DnsError::NoRecovery,
     }
 }
 
+/// Go's `lookupAddr`, its DNS half: the first PTR name of `ip`, without its trailing dot.
+pub fn lookup_ptr(cfg: &DnsConfig, ip: &IpAddr) -> Result<String, DnsError> {
+    let replies = match try_one_name(cfg, &reverse_name(ip), &[dnsmsg::TYPE_PTR]) {
+        Ok(r) => r,
+        Err(Unanswered::System(e)) => return Err(DnsError::System(e)),
+        Err(Unanswered::BadName) => return Err(DnsError::NoSuchHost),
+        Err(Unanswered::Rejected { timeout: true, .. }) => return Err(DnsError::Timeout),
+        Err(Unanswered::Rejected { .. }) => {
+            return Err(DnsError::ServerFailure { unanswered: true });
+        }
+    };
+    match replies.first().and_then(|r| r.names.first()) {
+        Some(n) => Ok(n.trim_end_matches('.').to_string()),
+        None => Err(reply_outcome(&replies)),
+    }
+}
+
+/// One name of the search list asked: its addresses, or glibc's `h_errno` for it with
+/// what its search needs to know (the last reply's SERVFAIL, a server reached).
+enum Tried {
+    Found(Answer),
+    Failed {
+        error: DnsError,
+        servfail: bool,
+        reached: bool,
+    },
+}
+
+fn try_name(cfg: &DnsConfig, fqdn: &str, qtypes: &[u16]) -> Tried {
+    let failed = |error, servfail, reached| Tried::Failed {
+        error,
+        servfail,
+        reached,
+    };
+    let replies = match try_one_name(cfg, fqdn, qtypes) {
+        Ok(r) => r,
+        Err(Unanswered::System(e)) => return failed(DnsError::System(e), false, true),
+        Err(Unanswered::BadName) => return failed(DnsError::NoSuchHost, false, true),
+        Err(Unanswered::Rejected {
+            servfail,
+            reached,
+            timeout,
+        }) => {
+            let error = if timeout {
+                DnsError::Timeout
+            } else {
+                DnsError::ServerFailure { unanswered: true }
+            };
+            return failed(error, servfail, reached);
+        }
+    };
+    let mut ans = Answer::default();
+    for r in &replies {
+        if ans.canonical.is_empty() || (!r.addrs.is_empty() && ans.addrs.is_empty()) {
+            ans.canonical = r.canonical.clone();
+            ans.aliases = r
+                .aliases
+                .iter()
+                .map(|a| a.trim_end_matches('.').to_string())
+                .collect();
+        }
+        ans.addrs.extend(&r.addrs);
+    }
+    if ans.addrs.is_empty() {
+        let error = reply_outcome(&replies);
+        let servfail = replies
+            .first()
+            .is_some_and(|r| r.rcode == dnsmsg::RCODE_SERVFAIL);
+        return failed(error, servfail, true);
+    }
+    ans.canonical = ans.canonical.trim_end_matches('.').to_string();
+    if ans.canonical.is_empty() {
+        ans.canonical = ".".to_string();
+    }
+    Tried::Found(ans)
+}
+
 /// Go's `goLookupIPCNAMEOrder`, its DNS half: the addresses of `name` for `qtypes`
-/// (`TYPE_A`, `TYPE_AAAA`), through the search list as glibc's `res_nsearch` walks it.
+/// (`TYPE_A`, `TYPE_AAAA`), through the search list as glibc's `res_nsearch` walks it: the
+/// name as it is first when it has `ndots` dots (its failure is the one reported); then
+/// each search suffix, going on after NXDOMAIN, an empty answer or SERVFAIL and stopping
+/// after any other failure (or at once when no server could be reached); then the name
+/// as it is, if not tried first. Without a saved failure, an empty answer seen, then a
+/// SERVFAIL seen, the last name's failure is the one reported. A timeout ends the walk
+/// (glibc would time out on each name).
 pub fn lookup_ip(cfg: &DnsConfig, name: &str, qtypes: &[u16]) -> Result<Answer, DnsError> {
     let names = cfg.name_list(name);
-    let as_is_first =
-        !name.ends_with('.') && name.bytes().filter(|&b| b == b'.').count() >= cfg.ndots;
+    let trailing_dot = name.ends_with('.');
+    let as_is_first = trailing_dot || name.bytes().filter(|&b| b == b'.').count() >= cfg.ndots;
+    let search_end = if as_is_first {
+        names.len()
+    } else {
+        names.len() - 1
+    };
     let mut saved = None;
-    let (mut got_nodata, mut got_servfail) = (false, false);
+    let (mut got_nodata, mut got_servfail, mut done) = (false, false, false);
+    let mut last = DnsError::NoSuchHost;
     for (i, fqdn) in names.iter().enumerate() {
-        let outcome = match try_one_name(cfg, fqdn, qtypes) {
-            Ok(replies) => {
-                let mut ans = Answer::default();
-                let mut nx = 0;
-                for r in &replies {
-                    if r.rcode == dnsmsg::RCODE_NXDOMAIN {
-                        nx += 1;
-                    }
-                    if ans.canonical.is_empty() || (!r.addrs.is_empty() && ans.addrs.is_empty()) {
-                        ans.canonical = r.canonical.clone();
-                        ans.aliases = r
-                            .aliases
-                            .iter()
-                            .map(|a| a.trim_end_matches('.').to_string())
-                            .collect();
-                    }
-                    ans.addrs.extend(&r.addrs);
-                }
-                if !ans.addrs.is_empty() {
-                    ans.canonical = ans.canonical.trim_end_matches('.').to_string();
-                    if ans.canonical.is_empty() {
-                        ans.canonical = ".".to_string();
-                    }
-                    return Ok(ans);
-                }
-                if nx == replies.len() {
-                    DnsError::NoSuchHost
-                } else {
-                    DnsError::NoData
-                }
-            }
-            Err(e) => e,
-        };
-        match outcome {
-            DnsError::Timeout | DnsError::System(_) => return Err(outcome),
-            DnsError::NoData => got_nodata = true,
-            DnsError::ServerFailure => got_servfail = true,
-            DnsError::NoSuchHost => {}
+        let searching = !(i == 0 && as_is_first) && i < search_end;
+        if searching && done {
+            continue;
         }
+        let (error, servfail, reached) = match try_name(cfg, fqdn, qtypes) {
+            Tried::Found(ans) => return Ok(ans),
+            Tried::Failed {
+                error,
+                servfail,
+                reached,
+            } => (error, servfail, reached),
+        };
+        if matches!(error, DnsError::Timeout | DnsError::System(_)) {
+            return Err(error);
+        }
+        last = error;
         if i == 0 && as_is_first {
-            saved = Some(outcome);
+            if trailing_dot {
+                return Err(error);
+            }
+            saved = Some(error);
+            continue;
+        }
+        if !searching {
+            continue;
+        }
+        if !reached {
+            // No server could be reached (glibc's ECONNREFUSED): TRY_AGAIN at once.
+            return Err(DnsError::ServerFailure { unanswered: true });
+        }
+        match error {
+            DnsError::NoData => got_nodata = true,
+            DnsError::NoSuchHost => {}
+            DnsError::ServerFailure { .. } if servfail => got_servfail = true,
+            _ => done = true,
         }
     }
+    // glibc's dns source tells an unavailable server (`res_send` failed last) from a
+    // failure after an answered query by the errno the last query left.
+    let unanswered = matches!(last, DnsError::ServerFailure { unanswered: true });
     Err(if let Some(s) = saved {
-        s
+        match s {
+            DnsError::ServerFailure { .. } => DnsError::ServerFailure { unanswered },
+            other => other,
+        }
     } else if got_nodata {
         DnsError::NoData
     } else if got_servfail {
-        DnsError::ServerFailure
+        DnsError::ServerFailure { unanswered }
     } else {
-        DnsError::NoSuchHost
+        last
     })
 }

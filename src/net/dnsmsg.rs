@@ -12,7 +12,10 @@ const TYPE_OPT: u16 = 41;
 const CLASS_INET: u16 = 1;
 
 pub(crate) const RCODE_SUCCESS: u8 = 0;
+pub(crate) const RCODE_SERVFAIL: u8 = 2;
 pub(crate) const RCODE_NXDOMAIN: u8 = 3;
+pub(crate) const RCODE_NOTIMP: u8 = 4;
+pub(crate) const RCODE_REFUSED: u8 = 5;
 
 /// The UDP payload an EDNS0 query advertises (Go's `maxDNSPacketSize`), also the size of
 /// the receive buffer.

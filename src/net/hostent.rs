@@ -21,6 +21,7 @@ use super::hosts::lookup_static_lines;
 const NETDB_INTERNAL: c_int = -1;
 const HOST_NOT_FOUND: c_int = 1;
 const TRY_AGAIN: c_int = 2;
+const NO_RECOVERY: c_int = 3;
 const NO_DATA: c_int = 4;
 
 /// An answer: the canonical name, the aliases, the addresses (all of one family).
@@ -31,8 +32,9 @@ struct HostEnt {
     addrs: Vec<IpAddr>,
 }
 
-/// Why there is no answer: not found (with its h_errno), a temporary failure, or a
-/// system error (errno).
+/// Why there is no answer: not found (with its h_errno: glibc's dns source reports a
+/// temporary failure after an answered query so, `gethostbyname_r` returning 0), a
+/// temporary failure with the servers unavailable (EAGAIN), or a system error (errno).
 enum Miss {
     NotFound(c_int),
     TryAgain,
@@ -92,7 +94,13 @@ fn lookup(snap: &Snapshot, order: &[Source], name: &str, v6: bool) -> Result<Hos
                     }
                     Err(DnsError::NoSuchHost) => last = Miss::NotFound(HOST_NOT_FOUND),
                     Err(DnsError::NoData) => last = Miss::NotFound(NO_DATA),
-                    Err(DnsError::ServerFailure | DnsError::Timeout) => last = Miss::TryAgain,
+                    Err(DnsError::NoRecovery) => last = Miss::NotFound(NO_RECOVERY),
+                    Err(DnsError::ServerFailure { unanswered: false }) => {
+                        last = Miss::NotFound(TRY_AGAIN)
+                    }
+                    Err(DnsError::ServerFailure { unanswered: true } | DnsError::Timeout) => {
+                        last = Miss::TryAgain
+                    }
                     Err(DnsError::System(e)) => return Err(Miss::System(e)),
                 }
             }

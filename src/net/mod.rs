@@ -23,7 +23,8 @@
 //!
 //! `/etc/host.conf`'s `multi` decides whether `/etc/hosts` gives every line that has a
 //! name or the first, as in glibc. The configuration is read again when a file changed, looked at no more than every 5
-//! seconds (Go's `resolverConfig`).
+//! seconds (Go's `resolverConfig`); `/etc/gai.conf` only when it says `reload yes`, as
+//! glibc reads it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,8 @@ pub struct Snapshot {
     pub services: Vec<u8>,
     /// /etc/host.conf's `multi`: every line of /etc/hosts that has the name, not the first.
     pub multi: bool,
+    /// /etc/gai.conf's tables for sorting answers.
+    pub gai: addrselect::GaiConf,
 }
 
 struct Cache {
@@ -66,12 +69,13 @@ static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 /// How often the files' stamps are looked at.
 const RECHECK_NS: i64 = 5_000_000_000;
 
-const FILES: [&str; 5] = [
+const FILES: [&str; 6] = [
     "/etc/resolv.conf",
     "/etc/nsswitch.conf",
     "/etc/hosts",
     "/etc/services",
     "/etc/host.conf",
+    "/etc/gai.conf",
 ];
 
 /// A resolver variable of the environment (none in secure-execution mode, as glibc).
@@ -113,6 +117,7 @@ fn load(root: &str) -> Snapshot {
         hosts: read(2).unwrap_or_default(),
         services: read(3).unwrap_or_default(),
         multi: hosts::parse_host_conf(&read(4).unwrap_or_default(), env("RESOLV_MULTI").as_deref()),
+        gai: addrselect::GaiConf::parse(&read(5).unwrap_or_default()),
     }
 }
 
@@ -138,7 +143,14 @@ pub fn snapshot() -> Arc<Snapshot> {
         .iter()
         .map(|f| conf::stamp(&format!("{root}{f}")))
         .collect();
-    let snap = Arc::new(load(&root));
+    let mut snap = load(&root);
+    if let Some(c) = g.as_ref()
+        && !c.snap.gai.reload
+    {
+        // glibc reads gai.conf once per process unless it says `reload yes`.
+        snap.gai = c.snap.gai.clone();
+    }
+    let snap = Arc::new(snap);
     *g = Some(Cache {
         checked_ns: now,
         stamps,

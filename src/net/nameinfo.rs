@@ -59,8 +59,8 @@ fn host_name(
             }
             Source::Dns => match dnsclient::lookup_ptr(&snap.dns, ip) {
                 Ok(n) => return Ok(Some(n)),
-                Err(DnsError::NoSuchHost | DnsError::NoData) => {}
-                Err(DnsError::ServerFailure | DnsError::Timeout) => again = true,
+                Err(DnsError::NoSuchHost | DnsError::NoData | DnsError::NoRecovery) => {}
+                Err(DnsError::ServerFailure { .. } | DnsError::Timeout) => again = true,
                 Err(DnsError::System(e)) => {
                     // SAFETY: this thread's errno, the caller's (the hook keeps the
                     // goroutine on its thread).

@@ -10,7 +10,11 @@ line of stdout is "PORT SILENT_PORT". The zone:
   fail.test     SERVFAIL
   big.test      over UDP: truncated (TC, no records); over TCP: A 10.1.0.1 .. 10.1.0.40
   slow.test     A 10.2.0.1, answered after 50 ms
-  PTR 10.0.0.1 and fd00::1: a.test; 10.0.0.66: SERVFAIL
+  refused.test  REFUSED; notimp.test NOTIMP; formerr.test FORMERR
+  v4refused.test A 10.0.0.4 (AAAA: REFUSED)
+  mix.test      A 10.0.0.5, 169.254.1.1; AAAA fd00::5, 2001:db8::5, 2002:c000:201::1,
+                2001::1, fec0::1 (for gai.conf's tables)
+  PTR 10.0.0.1 and fd00::1: a.test; 10.0.0.66: SERVFAIL; 10.0.0.67: REFUSED
   anything else NXDOMAIN
 
 Every query is counted by name and transport; `stats` on stdin prints the counts."""
@@ -29,6 +33,12 @@ ZONE = {
     "nodata.test.": [],
 }
 CNAMES = {"alias.test.": "a.test."}
+# Names answered with an error code (the low bits of the flags).
+RCODES = {"fail.test.": 2, "66.0.0.10.in-addr.arpa.": 2, "refused.test.": 5,
+          "67.0.0.10.in-addr.arpa.": 5, "notimp.test.": 4, "formerr.test.": 1}
+ZONE["v4refused.test."] = [(A, "10.0.0.4")]
+ZONE["mix.test."] = [(A, "10.0.0.5"), (A, "169.254.1.1"), (AAAA, "fd00::5"), (AAAA, "2001:db8::5"),
+                     (AAAA, "2002:c000:201::1"), (AAAA, "2001::1"), (AAAA, "fec0::1")]
 PTR = 12
 ZONE["1.0.0.10.in-addr.arpa."] = [(PTR, "a.test.")]
 ZONE["1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa."] = [(PTR, "a.test.")]
@@ -77,8 +87,10 @@ def answer(msg, tcp):
     counts[(key, "tcp" if tcp else "udp")] = counts.get((key, "tcp" if tcp else "udp"), 0) + 1
     flags = 0x8180  # QR, RD, RA
     records = []
-    if key in ("fail.test.", "66.0.0.10.in-addr.arpa."):
-        flags |= 2
+    if key in RCODES:
+        flags |= RCODES[key]
+    elif key == "v4refused.test." and qtype == AAAA:
+        flags |= 5
     elif key == "big.test.":
         if tcp:
             records = [rr(qname, t, d) for t, d in BIG if t == qtype]
