@@ -51,7 +51,9 @@
  * see) and given to an eventfd whose blocking read must wait for its count, close of an
  * fd a goroutine is parked in read on (plain, or inside gmp_blocking, where a reader
  * bound to the closer's thread makes the close itself), which parks goroutines through the interposer; the goroutine
- * must be on the same thread after each call).
+ * must be on the same thread after each call); and scopes ("scope": a deadline or a
+ * cancel by a goroutine of the scope ends a receive nobody answers, a long gmp_sleep and,
+ * with "libc", a read and a poll of an empty socket, each with the scope's error).
  *
  * Checks:
  *  - channels: every element carries (producer id << 32 | sequence) and a hash of it;
@@ -144,6 +146,7 @@ enum {
     FT_PTHREAD,
     FT_SIGNAL,
     FT_METRICS,
+    FT_SCOPE,
     NFEATURES
 };
 
@@ -151,7 +154,7 @@ static const char *const feature_names[NFEATURES] = {
     "spawn", "pinned", "stack", "wg", "yield", "chan", "timeout",
     "select", "mutex", "rwmutex", "cond", "once", "sleep", "blocking",
     "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet", "net", "spin",
-    "libc", "pthread", "signal", "metrics",
+    "libc", "pthread", "signal", "metrics", "scope",
 };
 
 static unsigned features;
@@ -184,20 +187,21 @@ enum {
     A_PTHREAD,
     A_SIGNAL,
     A_METRICS,
+    A_SCOPE,
     NACTIONS
 };
 
 static const char *const action_names[NACTIONS] = {
     "spawn", "yield", "send", "recv", "select", "mutex", "rwmutex",
     "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs", "net", "spin",
-    "libc", "pthread", "signal", "metrics",
+    "libc", "pthread", "signal", "metrics", "scope",
 };
 
 /* The feature that enables each action. */
 static const int action_feature[NACTIONS] = {
     FT_SPAWN, FT_YIELD, FT_CHAN, FT_CHAN, FT_SELECT, FT_MUTEX, FT_RWMUTEX,
     FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS, FT_NET, FT_SPIN,
-    FT_LIBC, FT_PTHREAD, FT_SIGNAL, FT_METRICS,
+    FT_LIBC, FT_PTHREAD, FT_SIGNAL, FT_METRICS, FT_SCOPE,
 };
 
 static int enabled_actions[NACTIONS];
@@ -1398,6 +1402,54 @@ static void do_metrics(struct actor *a)
     CHECK_EQ(close(fd), 0);
 }
 
+/* ---- scopes ---- */
+
+static gmp_chan *never_chan; /* nobody sends on it */
+
+static void scope_canceller(void *arg)
+{
+    /* It belongs to the scope it cancels: its own sleep is the scope's too. */
+    CHECK_OK(gmp_sleep(200 * US));
+    CHECK_OK(gmp_scope_cancel((gmp_scope *)arg));
+}
+
+/* A scope with a deadline of 0.1-2 ms, or one a goroutine started in it cancels: a
+ * receive nobody answers, a gmp_sleep of a second and (goroutines, with "libc") a read
+ * and a poll of an empty socket through the interposer all end with the scope's error
+ * (ETIMEDOUT or ECANCELED), the data of the socket untouched; the scope's goroutines
+ * are done when gmp_scope_wait returns. */
+static void do_scope(struct actor *a)
+{
+    int kind = (int)rnd_below(&a->rng, 2);
+    int64_t to = kind == 0 ? (100 + (int64_t)rnd_below(&a->rng, 1900)) * US : -1;
+    int want = kind == 0 ? -ETIMEDOUT : -ECANCELED;
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_scope_begin(&s, to));
+    if (kind == 1)
+        CHECK_OK(gmp_go(scope_canceller, s));
+    int v;
+    CHECK_EQ(gmp_chan_recv(never_chan, &v), want);
+    if (a->goroutine && on(FT_LIBC)) {
+        int sv[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        char b;
+        errno = 0;
+        CHECK_EQ(read(sv[0], &b, 1), -1);
+        CHECK_EQ(errno, -want);
+        struct pollfd p = {sv[0], POLLIN, 0};
+        errno = 0;
+        CHECK_EQ(poll(&p, 1, 10000), -1);
+        CHECK_EQ(errno, -want);
+        CHECK_EQ(write(sv[1], "x", 1), 1);
+        CHECK_EQ(close(sv[0]), 0);
+        CHECK_EQ(close(sv[1]), 0);
+    }
+    CHECK_EQ(gmp_sleep(1000 * MS), want);
+    CHECK_OK(gmp_scope_wait(s));
+    CHECK_EQ(gmp_scope_err(s), want);
+    CHECK_OK(gmp_scope_end(s));
+}
+
 /* ---- the action loop ---- */
 
 static void run_action(struct actor *a, int act)
@@ -1424,6 +1476,7 @@ static void run_action(struct actor *a, int act)
     case A_PTHREAD: do_pthread(a); break;
     case A_SIGNAL: do_signal(a); break;
     case A_METRICS: do_metrics(a); break;
+    case A_SCOPE: do_scope(a); break;
     default: CHECK(0);
     }
     slot_leave(a);
@@ -1695,6 +1748,7 @@ int main(int argc, char **argv)
     int pumps_on = on(FT_CHAN) || on(FT_SELECT);
     for (int c = 0; c < NCHANS; c++)
         CHECK_OK(gmp_chan_make(&chans[c], sizeof(struct elem), chan_caps[c]));
+    CHECK_OK(gmp_chan_make(&never_chan, sizeof(int), 0));
     CHECK_OK(gmp_chan_make(&silent, 0, 0));
     if (on(FT_SIGNAL)) {
         /* Kept until the process exits: a stop would give SIGUSR1 its default action. */

@@ -112,7 +112,9 @@ pub(super) fn connect_fresh(fd: c_int, op: &dyn Fn() -> i64) -> i64 {
         drop(bound);
         r = match w {
             // SO_SNDTIMEO expired: the connection is still in progress (Linux).
-            Some(w) if w == -(libc::ETIMEDOUT as i64) => -(libc::EINPROGRESS as i64),
+            Some(w) if w == -(libc::ETIMEDOUT as i64) && rt::scope::current_err() == 0 => {
+                -(libc::EINPROGRESS as i64)
+            }
             Some(w) if w < 0 => w,
             _ => poll::so_error(fd) as i64,
         };

@@ -33,8 +33,11 @@ pub(super) fn managed_io(
     let deadline = timeout_of(fd, mode).map(|t| crate::sys::nanotime().saturating_add(t));
     let bound = rt::bind_current(); // same-thread resume
     let r = match poll::io_until(fd, mode, deadline, nowait, || user_made_nonblocking(fd)) {
-        // SO_RCVTIMEO / SO_SNDTIMEO expired: EAGAIN, as POSIX says.
-        Some(r) if r == -(libc::ETIMEDOUT as i64) => -(libc::EAGAIN as i64),
+        // SO_RCVTIMEO / SO_SNDTIMEO expired: EAGAIN, as POSIX says (the goroutine's scope
+        // ending the wait is reported as the scope's errno).
+        Some(r) if r == -(libc::ETIMEDOUT as i64) && rt::scope::current_err() == 0 => {
+            -(libc::EAGAIN as i64)
+        }
         Some(r) => r,
         // Closed or unregistered meanwhile: as a plain blocking call.
         None => blocking_call(&|| op() as i64),

@@ -223,7 +223,7 @@ pub(crate) fn io_until(
     let turn = Mutex { state, sema };
     if !take_turn(&turn, deadline) {
         pd.decref();
-        return Some(-(libc::ETIMEDOUT as i64));
+        return Some(-(rt::scope::timeout_errno() as i64));
     }
     let mut checked = false;
     let r = loop {

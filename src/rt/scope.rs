@@ -193,6 +193,14 @@ pub unsafe fn err(s: *const Scope) -> i32 {
     }
 }
 
+/// The errno of the caller's current scope if it has ended (cancelled, or its deadline
+/// passed), else 0.
+pub(crate) fn current_err() -> i32 {
+    let s = current();
+    // SAFETY: the caller's current scope is live while it is current.
+    if s.is_null() { 0 } else { unsafe { err(s) } }
+}
+
 /// The error a wait of the caller that its timer ended reports: the current scope's, if
 /// it has ended, else ETIMEDOUT (the wait's own deadline).
 pub(crate) fn timeout_errno() -> i32 {
