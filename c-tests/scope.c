@@ -24,6 +24,10 @@
  *   goexit     a goroutine that returns inside a scope it began without ending it: the
  *              scope is ended for it (a goroutine it started there sees -ECANCELED).
  *   unscoped   a goroutine outside any scope keeps waiting across another scope's cancel.
+ *   handoff    a waitpid for a child that never exits (a call the interposer makes through
+ *              the blocking-call hand-off, on the goroutine's thread or, for a pinned
+ *              goroutine with another bound to its thread, on a helper thread) fails with ECANCELED within 50 ms of the
+ *              cancel, and with ETIMEDOUT at a 30 ms deadline; the child is still there.
  * Waits are for states (values on channels, gmp_scope_wait), never sleeps.
  */
 #include "check.h"
@@ -33,7 +37,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MS 1000000LL
@@ -340,6 +347,114 @@ static void step_unscoped(void)
     CHECK_EQ(v, K_FDWAIT * 1000 - (int)GMP_POLLIN); /* ready: r is GMP_POLLIN */
 }
 
+static pid_t sleeper;
+
+static gmp_chan *anchor_tid, *anchor_release;
+
+/* A pinned goroutine that reports its thread and stays bound to it until released. */
+static void anchor(void *arg)
+{
+    (void)arg;
+    long tid = (long)gettid();
+    CHECK_OK(gmp_chan_send(anchor_tid, &tid));
+    int v;
+    /* It belongs to the waiter's scope: the cancel ends its wait too. */
+    int r = gmp_chan_recv(anchor_release, &v);
+    CHECK(r == 0 || r == -ECANCELED);
+}
+
+static atomic_int offloaded;
+
+static void handoff_waiter(void *arg)
+{
+    int anchored = 0;
+    if (arg != NULL) {
+        /* With another goroutine bound to this thread, the interposer makes the call on
+         * a helper thread (rt/offload.rs): find such an anchor (a pinned goroutine is
+         * bound to the first thread that runs it, usually ours). */
+        for (int i = 0; i < 50; i++) {
+            gmp_attr pin = {0};
+            pin.flags = GMP_GO_PINNED;
+            CHECK(gmp_go_attr(anchor, NULL, &pin) > 0);
+            long tid;
+            CHECK_OK(gmp_chan_recv(anchor_tid, &tid));
+            if (tid == (long)gettid()) {
+                atomic_store(&offloaded, 1);
+                anchored = 1;
+                break;
+            }
+            int one = 1;
+            CHECK_OK(gmp_chan_send(anchor_release, &one));
+        }
+    }
+    announce();
+    errno = 0;
+    int r = (int)waitpid(sleeper, NULL, 0);
+    int e = errno;
+    if (anchored) {
+        int one = 1;
+        CHECK_OK(gmp_chan_send(anchor_release, &one));
+    }
+    report(K_RECV, r == -1 ? -e : 1000);
+}
+
+static void handoff_case(int pinned, int64_t timeout, int want)
+{
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_scope_begin(&s, timeout));
+    gmp_attr attr = {0};
+    attr.flags = pinned ? GMP_GO_PINNED : 0;
+    CHECK(gmp_go_attr(handoff_waiter, pinned ? &attr : NULL, &attr) > 0);
+    wait_announced(1);
+    int64_t t0 = gmp_now();
+    if (timeout < 0) {
+        /* Let the call reach the kernel most of the time (either way it must end). */
+        for (int i = 0; i < 20; i++)
+            gmp_sleep(1000000);
+        t0 = gmp_now();
+        CHECK_OK(gmp_scope_cancel(s));
+    }
+    CHECK_OK(gmp_scope_wait(s));
+    int64_t took = gmp_now() - t0;
+    CHECK_OK(gmp_scope_end(s));
+    int v;
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 0));
+    CHECK_EQ(v, K_RECV * 1000 + want);
+    if (took > 50 * MS)
+        fprintf(stderr, "scope: the hand-off call ended %lld ns after the %s\n",
+                (long long)took, timeout < 0 ? "cancel" : "scope began");
+    CHECK(took <= (timeout < 0 ? 50 * MS : timeout + 50 * MS));
+}
+
+static void step_handoff(void)
+{
+    sleeper = fork();
+    CHECK(sleeper >= 0);
+    if (sleeper == 0) {
+        /* Gone with the test, whatever way it ends. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (;;)
+            pause();
+    }
+    handoff_case(0, -1, ECANCELED);
+    /* One P: the anchor runs on the waiter's thread when the waiter parks for it. */
+    CHECK_OK(gmp_chan_make(&anchor_tid, sizeof(long), 1));
+    CHECK_OK(gmp_chan_make(&anchor_release, sizeof(int), 1));
+    int procs = gmp_maxprocs(1);
+    handoff_case(1, -1, ECANCELED);
+    CHECK(gmp_maxprocs(procs) == 1);
+    if (!atomic_load(&offloaded))
+        fprintf(stderr, "scope: no anchor ran on the waiter's thread: the call was not offloaded\n");
+    CHECK(atomic_load(&offloaded));
+    CHECK_OK(gmp_chan_release(anchor_tid));
+    CHECK_OK(gmp_chan_release(anchor_release));
+    handoff_case(0, 30 * MS, ETIMEDOUT);
+    /* The child is still there: nothing reaped it. */
+    CHECK_EQ(waitpid(sleeper, NULL, WNOHANG), 0);
+    CHECK_OK(kill(sleeper, SIGKILL));
+    CHECK_EQ(waitpid(sleeper, NULL, 0), sleeper);
+}
+
 int main(void)
 {
     CHECK_OK(pipe(pipe_fds));
@@ -356,6 +471,7 @@ int main(void)
     step_thread();
     step_goexit();
     step_unscoped();
+    step_handoff();
     CHECK_OK(gmp_chan_release(results));
     CHECK_OK(gmp_chan_release(parked));
     printf("scope: every kind of wait cancelled, deadlines, nesting, threads\n");

@@ -53,6 +53,7 @@ const RT_FLOORS: &[&[&str]] = &[
         "preempt",
         "unseen",
         "offload",
+        "scopecall",
         "preemptsig",
         "proc",
         "syscall",

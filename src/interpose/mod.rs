@@ -186,7 +186,17 @@ fn handoff_here(op: &dyn Fn() -> i64) -> i64 {
     if !on_goroutine() {
         return op();
     }
-    crate::ffi::boundary("interposed call", || ret(raw_call(op)) as i64)
+    crate::ffi::boundary("interposed call", || {
+        let sc = rt::scope::current();
+        let r = if sc.is_null() {
+            raw_call(op)
+        } else {
+            // In a scope: its end interrupts the call, unless the call's own signal mask
+            // blocks the interrupting signal.
+            rt::scopecall::interruptible(sc, op, &|op| raw_call(op))
+        };
+        ret(r) as i64
+    })
 }
 
 /// A goroutine's blocking call, as `raw_call` (its result, or -errno): on a helper thread
@@ -194,6 +204,17 @@ fn handoff_here(op: &dyn Fn() -> i64) -> i64 {
 /// run meanwhile, and the call may be waiting for one of them: rt/offload.rs), else
 /// through the syscall hand-off on the caller's thread.
 fn blocking_call(op: &dyn Fn() -> i64) -> i64 {
+    let sc = rt::scope::current();
+    if !sc.is_null() {
+        // In a scope: its end interrupts the call (rt/scopecall.rs).
+        return rt::scopecall::interruptible(sc, op, &offload_or_here);
+    }
+    offload_or_here(op)
+}
+
+/// `blocking_call` outside a scope: on a helper thread when goroutines are bound to this
+/// one, else on this thread.
+fn offload_or_here(op: &dyn Fn() -> i64) -> i64 {
     if rt::offload::wanted() {
         // SAFETY: on a goroutine that wanted() accepted; op is thread-agnostic (a libc
         // call on the caller's arguments, which stay alive while it parks).

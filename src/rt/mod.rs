@@ -115,6 +115,7 @@ pub(crate) mod schedlat;
 pub mod schedtrace;
 mod schedule;
 pub mod scope;
+pub(crate) mod scopecall;
 mod sigpreempt;
 mod sigprof;
 mod spinning;

@@ -164,6 +164,9 @@ extern "C" fn helper_main(_: *mut libc::c_void) -> *mut libc::c_void {
     unsafe {
         let mut all: libc::sigset_t = core::mem::zeroed();
         libc::sigfillset(&mut all);
+        // But the signal that interrupts a call whose goroutine's scope ended
+        // (scopecall.rs; its handler does nothing).
+        libc::sigdelset(&mut all, scopecall::interrupt_signal());
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, core::ptr::null_mut());
     }
     let tid = crate::sys::gettid();

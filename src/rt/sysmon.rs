@@ -34,6 +34,9 @@ const MAX_DELAY_US: u64 = 10_000;
 const WAITING_WORK_MAX_DELAY_US: u64 = 1_000;
 /// Sleeps at least this long are wakeable by entersyscall.
 const WAKEABLE_US: u64 = 1_000;
+/// The longest sleep while hand-off calls a scope's end interrupted may still be inside
+/// the kernel (`scopecall::rekick`).
+const KICK_DELAY_US: u64 = 1_000;
 /// A syscall holding a P with nothing queued is left alone this long (Go: 10 ms).
 const SYSCALL_GRACE_NS: i64 = 10_000_000;
 
@@ -196,6 +199,10 @@ fn sysmon_loop() -> ! {
         if SCHED.runqsize.load(Ordering::Relaxed) > 0 {
             delay = delay.min(WAITING_WORK_MAX_DELAY_US);
         }
+        // Calls a scope's end interrupted may have missed the signal: send it again soon.
+        if scopecall::kicks_pending() {
+            delay = delay.min(KICK_DELAY_US);
+        }
         // Timers nobody watches (every P busy, so no M waits for the earliest timer): wake
         // for them ourselves (`run_unwatched_timers`).
         let due = unwatched_timer();
@@ -226,7 +233,10 @@ fn sysmon_loop() -> ! {
         }
         // Nothing runs: sleep until a syscall starts (all Ps idle means no P can be in
         // one; a goroutine must first get a P, then enter a syscall, which wakes us).
-        if all_ps_idle() {
+        if scopecall::kicks_pending() {
+            scopecall::rekick();
+        }
+        if all_ps_idle() && !scopecall::kicks_pending() {
             let now = crate::sys::nanotime();
             if trim.pending {
                 trim.maybe(now);

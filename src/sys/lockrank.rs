@@ -98,10 +98,12 @@ pub enum Rank {
     Leaks,
     /// Leaf: the execution trace's chunk pool (`traceevent`'s free and sealed lists).
     TraceChunks,
+    /// Leaf: the hand-off calls a scope's end interrupts, for sysmon's re-sends.
+    ScopeKicks,
 }
 
 /// Every rank, in declaration order (a rank's TLS counter is `ALL[r as usize]`'s).
-const ALL: [Rank; 17] = [
+const ALL: [Rank; 18] = [
     Rank::Resize,
     Rank::ScopeTree,
     Rank::Chan,
@@ -119,6 +121,7 @@ const ALL: [Rank; 17] = [
     Rank::TraceRing,
     Rank::Leaks,
     Rank::TraceChunks,
+    Rank::ScopeKicks,
 ];
 const _: () = assert!(ALL.len() <= 32 && ALL[ALL.len() - 1] as usize == ALL.len() - 1);
 
@@ -142,7 +145,8 @@ impl Rank {
             | Rank::NetpollInit
             | Rank::TemplateThread
             | Rank::Leaks
-            | Rank::TraceChunks => LEAF,
+            | Rank::TraceChunks
+            | Rank::ScopeKicks => LEAF,
         }
     }
 
@@ -171,6 +175,7 @@ impl Rank {
             Rank::TraceRing => "the trace's lock of threads without a P",
             Rank::Leaks => "the leaked goroutines' list lock",
             Rank::TraceChunks => "the trace's chunk pool lock",
+            Rank::ScopeKicks => "the interrupted calls' list lock",
         }
     }
 }
