@@ -27,7 +27,7 @@ set(gmp_sched_test_cases_pthread_exit_goroutine locked)
 set(gmp_sched_c_tests_cargo_only dlclose_reload config_effects interpose resolver)
 # Not built here: they link third-party libraries (hiredis, libmemcached, libcurl, OpenSSL, SQLite,
 # libpq) that cargo test finds, and the reallib_* programs need a server it starts.
-set(gmp_sched_c_tests_not_built interpose_hiredis interpose_memcached interpose_curl
+set(gmp_sched_c_tests_not_built interpose_hiredis interpose_memcached interpose_curl interpose_scope
     reallib_openssl reallib_sqlite reallib_pq)
 
 file(GLOB gmp_sched_c_tests CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/c-tests/*.c")

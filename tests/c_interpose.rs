@@ -1,7 +1,9 @@
 //! The interposer (`src/interpose/`): plain libc calls in goroutines park the goroutine, not
 //! its thread (`interpose_*`, also through hiredis, libmemcached, libcurl and an LD_PRELOAD
-//! from Python); and the contract tests (`contract_*`), in which goroutines must observe
-//! with the hooks what plain libc gives them; the runtime's resolver (`resolver_*`): getaddrinfo in
+//! from Python; `interpose_scope_*`: hiredis, libpq and libcurl calls freed by their
+//! scope's cancel or deadline); and the contract tests (`contract_*`), in which goroutines
+//! must observe with the hooks what plain libc gives them; the runtime's resolver
+//! (`resolver_*`): getaddrinfo in
 //! goroutines prints what glibc prints, and against a local DNS server
 //! (`support/dnsserver.py`) parks instead of holding threads. Harness and conventions:
 //! `support/ctest.rs`.
@@ -315,6 +317,73 @@ fn interpose_curl() {
     cmd.env_remove("LD_LIBRARY_PATH").env("GMP_MAXPROCS", "2");
     let outcome = run_with_timeout(cmd, "interpose_curl");
     assert_success(&outcome, "interpose_curl");
+}
+
+/// Runs case `mode` of c-tests/interpose_scope.c under LD_PRELOAD: 50 goroutines in one
+/// scope blocked in hiredis, libpq or libcurl against a server that never answers are
+/// freed by the scope's cancel within 10 ms (or by its 100 ms deadline), each with the
+/// library's own error, and the descriptors and goroutines go back to their count
+/// before. The program prints its measurements.
+fn interpose_scope_case(mode: &str) {
+    for (header, package) in [
+        ("/usr/include/hiredis/hiredis.h", "libhiredis-dev"),
+        ("/usr/include/postgresql/libpq-fe.h", "libpq-dev"),
+        (
+            "/usr/include/x86_64-linux-gnu/curl/curl.h",
+            "libcurl4-openssl-dev",
+        ),
+    ] {
+        assert!(
+            Path::new(header).exists(),
+            "{header} not found: install {package} (scripts/install-deps.sh does)"
+        );
+    }
+    let _serial = lock();
+    let src = manifest_dir().join("c-tests").join("interpose_scope.c");
+    let exe = compile_src_opts(
+        "interpose_scope",
+        &src,
+        &["-I/usr/include/postgresql"],
+        &["-lhiredis", "-lpq", "-lcurl"],
+    );
+    let mut cmd = Command::new(&exe);
+    cmd.arg(mode).current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH")
+        .env("LD_PRELOAD", library())
+        .env("GMP_MAXPROCS", "2");
+    let what = format!("interpose_scope {mode}");
+    let outcome = run_with_timeout(cmd, &what);
+    assert_success(&outcome, &what);
+}
+
+#[test]
+fn interpose_scope_hiredis() {
+    interpose_scope_case("hiredis");
+}
+
+#[test]
+fn interpose_scope_pq() {
+    interpose_scope_case("pq");
+}
+
+#[test]
+fn interpose_scope_curl() {
+    interpose_scope_case("curl");
+}
+
+#[test]
+fn interpose_scope_pq_deadline() {
+    interpose_scope_case("pq_deadline");
+}
+
+/// The deadline through hiredis, whose wait is a hooked read: the read must fail with
+/// ETIMEDOUT, the scope's error.
+#[test]
+fn interpose_scope_hiredis_deadline() {
+    interpose_scope_case("hiredis_deadline");
 }
 
 /// LD_PRELOAD from Python (c-tests/interpose_preload.py): preloaded, the global `usleep`

@@ -169,6 +169,14 @@ fn signal() {
     expect_success("signal");
 }
 
+/// Scopes: cancel and deadline end the waits of the scope's goroutines and its owner with
+/// std::system_error; the destructor waits, cancels when an exception unwinds through it,
+/// and restores the enclosing scope.
+#[test]
+fn scope() {
+    expect_success("scope");
+}
+
 /// `cxx-tests/<name>.cpp <case>` must die by SIGABRT with `needle` on stderr (a misuse
 /// the wrapper reports with a `gmp:` line).
 fn expect_abort(name: &str, case: &str, needle: &str) {

@@ -13,11 +13,15 @@
  *    condition_variable,            std::lock_guard, std::unique_lock, std::scoped_lock and
  *    wait_group, once_flag          std::shared_lock work with them; timed waits:
  *                                   condition_variable::wait_for/until, gmp::timed_mutex
+ *  - gmp::scope                     Go's context (WithCancel / WithTimeout) carried by the
+ *                                   goroutine: cancel and deadline reach every wait of the
+ *                                   goroutines started in it; the destructor waits for them
  *  - gmp::sleep_for, yield, goid, lock_os_thread (a scope guard)
  *
  * Errors: a negative errno from the C API becomes std::system_error (generic_category,
  * the errno category). A closed channel is not an error: recv() returns an empty
- * std::optional, send() returns false, as Go's `v, ok := <-c` reports it.
+ * std::optional, send() returns false, as Go's `v, ok := <-c` reports it. A wait ended
+ * by its gmp::scope throws std::system_error with ECANCELED or ETIMEDOUT.
  *
  * An exception escaping a goroutine ends the program (as one escaping a std::thread
  * does) with a "gmp: goroutine N: uncaught exception ..." line naming its type and
@@ -365,11 +369,13 @@ inline void yield() noexcept { gmp_yield(); }
 /* The calling goroutine's id, 0 outside goroutines. */
 inline std::int64_t goid() noexcept { return gmp_goid(); }
 
-/* Parks the calling goroutine on a timer (a plain thread sleeps); <= 0 only yields. */
+/* Parks the calling goroutine on a timer (a plain thread sleeps); <= 0 only yields.
+ * In a scope that ends first (gmp::scope), throws std::system_error (ECANCELED,
+ * ETIMEDOUT). */
 template <class Rep, class Period> void sleep_for(const std::chrono::duration<Rep, Period> &d)
 {
     const std::int64_t ns = detail::timeout_ns(d);
-    gmp_sleep(ns < 0 ? INT64_MAX : ns);
+    detail::check(gmp_sleep(ns < 0 ? INT64_MAX : ns), "gmp_sleep");
 }
 
 template <class Clock, class Duration>
@@ -448,8 +454,28 @@ template <class T> struct send_slot<T, true> {
     void sent() noexcept { (void)owned.release(); } // the receiver owns the box now
 };
 
-/* Maps a channel call's result; throws for anything but the documented outcomes. */
-inline chan_status chan_result(int r, const char *what)
+/* The error of the caller's current scope (gmp::scope): 0 while it runs in none or in
+ * one that has not ended, else -ECANCELED or -ETIMEDOUT. */
+inline int scope_error() noexcept
+{
+    gmp_scope *s = gmp_scope_current();
+    return s == nullptr ? 0 : gmp_scope_err(s);
+}
+
+/* How long a channel call may wait: not at all (a try), a time, or without limit. */
+enum class wait_kind { none, timed, untimed };
+
+/* The kind of a call waiting `ns` nanoseconds (detail::timeout_ns's result). */
+inline wait_kind wait_kind_of(std::int64_t ns) noexcept
+{
+    return ns == 0 ? wait_kind::none : ns < 0 ? wait_kind::untimed : wait_kind::timed;
+}
+
+/* Maps a channel call's result; throws for anything but the documented outcomes.
+ * -ETIMEDOUT is a timeout only for a call that may not wait or waits for a time: a call
+ * that waited in a scope that has ended throws the scope's error (a wait its scope
+ * ended always throws), and an untimed one sees -ETIMEDOUT only from its scope. */
+inline chan_status chan_result(int r, const char *what, wait_kind kind = wait_kind::none)
 {
     switch (r) {
     case 0:
@@ -458,8 +484,16 @@ inline chan_status chan_result(int r, const char *what)
         return chan_status::closed;
     case -EAGAIN:
         return chan_status::would_block;
-    case -ETIMEDOUT:
+    case -ETIMEDOUT: {
+        if (kind == wait_kind::none)
+            return chan_status::timeout;
+        const int e = scope_error();
+        if (e < 0)
+            throw_errno(e, what);
+        if (kind == wait_kind::untimed)
+            throw_errno(r, what);
         return chan_status::timeout;
+    }
     default:
         throw_errno(r < 0 ? r : -EPROTO, what);
     }
@@ -507,29 +541,33 @@ template <class T> class chan {
     struct nil_tag {};
     explicit chan(nil_tag) noexcept {}
 
-    template <class Call> chan_status deliver(detail::send_slot<T> &slot, Call call, const char *what) const
+    template <class Call>
+    chan_status deliver(detail::send_slot<T> &slot, Call call, const char *what,
+                        detail::wait_kind kind = detail::wait_kind::none) const
     {
-        const chan_status st = detail::chan_result(call(raw(), slot.buf()), what);
+        const chan_status st = detail::chan_result(call(raw(), slot.buf()), what, kind);
         if (st == chan_status::ok)
             slot.sent();
         return st;
     }
 
     /* A send that hands `v` back (moved back into it) unless it was sent. */
-    template <class Call> chan_status send_or_keep(T &v, Call call, const char *what) const
+    template <class Call>
+    chan_status send_or_keep(T &v, Call call, const char *what,
+                             detail::wait_kind kind = detail::wait_kind::none) const
     {
         if constexpr (boxed) {
             static_assert(std::is_move_assignable_v<T>,
                           "gmp::chan<T>::try_send/send_for/send_until need a move-assignable T "
                           "(an unsent value is moved back into the argument)");
             detail::send_slot<T> slot(std::move(v));
-            const chan_status st = deliver(slot, call, what);
+            const chan_status st = deliver(slot, call, what, kind);
             if (st != chan_status::ok)
                 v = std::move(*slot.owned);
             return st;
         } else {
             detail::send_slot<T> slot(v);
-            return deliver(slot, call, what);
+            return deliver(slot, call, what, kind);
         }
     }
 
@@ -537,15 +575,17 @@ template <class T> class chan {
     static std::optional<T> recv_on(gmp_chan *c)
     {
         detail::recv_slot<T> slot;
-        if (detail::chan_result(gmp_chan_recv(c, slot.buf()), "gmp_chan_recv") == chan_status::ok)
+        if (detail::chan_result(gmp_chan_recv(c, slot.buf()), "gmp_chan_recv", detail::wait_kind::untimed) ==
+            chan_status::ok)
             return std::optional<T>(slot.take());
         return std::nullopt;
     }
 
-    template <class Call> recv_result<T> recv_with(Call call, const char *what) const
+    template <class Call>
+    recv_result<T> recv_with(Call call, const char *what, detail::wait_kind kind = detail::wait_kind::none) const
     {
         detail::recv_slot<T> slot;
-        const chan_status st = detail::chan_result(call(raw(), slot.buf()), what);
+        const chan_status st = detail::chan_result(call(raw(), slot.buf()), what, kind);
         if (st == chan_status::ok)
             return {std::optional<T>(slot.take()), st};
         return {std::nullopt, st};
@@ -565,12 +605,13 @@ template <class T> class chan {
     static chan nil() noexcept { return chan(nil_tag{}); }
 
     /* Sends `v`, waiting for a receiver or buffer room. Returns false if the channel is
-     * closed (also when it is closed while waiting): `v` is then dropped. */
+     * closed (also when it is closed while waiting): `v` is then dropped. In a scope that
+     * ends while it waits, throws std::system_error (ECANCELED, ETIMEDOUT). */
     bool send(T v) const
     {
         detail::send_slot<T> slot(std::move(v));
         return deliver(slot, [](gmp_chan *c, const void *b) { return gmp_chan_send(c, b); },
-                         "gmp_chan_send") == chan_status::ok;
+                         "gmp_chan_send", detail::wait_kind::untimed) == chan_status::ok;
     }
 
     /* Sends without waiting: ok, would_block or closed. An unsent `v` stays with the
@@ -593,7 +634,7 @@ template <class T> class chan {
         const std::int64_t ns = detail::timeout_ns(d);
         return send_or_keep(
             v, [ns](gmp_chan *c, const void *b) { return gmp_chan_send_timeout(c, b, ns); },
-            "gmp_chan_send_timeout");
+            "gmp_chan_send_timeout", detail::wait_kind_of(ns));
     }
     template <class Rep, class Period>
     chan_status send_for(const T &v, const std::chrono::duration<Rep, Period> &d) const
@@ -612,7 +653,8 @@ template <class T> class chan {
         return send_for(v, deadline - Clock::now());
     }
 
-    /* Receives, waiting for a value; empty once the channel is closed and drained. */
+    /* Receives, waiting for a value; empty once the channel is closed and drained. In a
+     * scope that ends while it waits, throws std::system_error (ECANCELED, ETIMEDOUT). */
     std::optional<T> recv() const { return recv_on(raw()); }
 
     /* Receives without waiting: ok (with a value), would_block or closed. */
@@ -627,7 +669,7 @@ template <class T> class chan {
     {
         const std::int64_t ns = detail::timeout_ns(d);
         return recv_with([ns](gmp_chan *c, void *b) { return gmp_chan_recv_timeout(c, b, ns); },
-                         "gmp_chan_recv_timeout");
+                         "gmp_chan_recv_timeout", detail::wait_kind_of(ns));
     }
     template <class Clock, class Duration>
     recv_result<T> recv_until(const std::chrono::time_point<Clock, Duration> &deadline) const
@@ -903,10 +945,19 @@ class selector {
 
     /* Waits for one case (see the class comment). Returns the index of the case that
      * fired, or -1 after the default or timeout handler. Throws std::system_error
-     * (EINVAL: no case could ever fire and nothing bounds the wait). */
+     * (EINVAL: no case could ever fire and nothing bounds the wait; ECANCELED or
+     * ETIMEDOUT: the caller's scope ended, before or while it waited; with a default
+     * case the default runs instead, as polling a scope is Go's `select` with `default`
+     * on `ctx.Done()`). */
     int run()
     {
         const int r = gmp_select(cases_.data(), cases_.size(), timeout_ns_);
+        if (r == -ETIMEDOUT && !has_default_) {
+            // A wait that ended with its scope (the scope's deadline included) throws.
+            const int e = detail::scope_error();
+            if (e < 0 || timeout_ns_ < 0)
+                detail::throw_errno(e < 0 ? e : r, "gmp_select");
+        }
         if (r == -EAGAIN || r == -ETIMEDOUT) {
             if (fallback_)
                 fallback_();
@@ -1271,6 +1322,120 @@ class lock_os_thread {
     ~lock_os_thread() { (void)gmp_unlock_os_thread(); }
     lock_os_thread(const lock_os_thread &) = delete;
     lock_os_thread &operator=(const lock_os_thread &) = delete;
+};
+
+/* ---------------------------------------------------------------------------------
+ * Scopes
+ * ------------------------------------------------------------------------------- */
+
+/* A scope (gmp_scope_begin): Go's context.Context from WithCancel / WithTimeout, carried
+ * by the goroutine instead of passed along, and a nursery: the constructor begins a
+ * scope, a child of the caller's current one, and makes it current for the calling
+ * goroutine or thread; goroutines started while it is current belong to it, as do
+ * theirs. Once it is cancelled (cancel(), or an enclosing scope's cancel) or its
+ * deadline passes, every wait of those goroutines and of the caller (channel
+ * operations, select, sleep_for, the library's fd waits, and under the interposer the
+ * blocking libc calls that park) ends: the wrapper's waits throw std::system_error
+ * with ECANCELED or ETIMEDOUT, C calls return -ECANCELED / -ETIMEDOUT, hooked libc
+ * calls fail with errno ECANCELED / ETIMEDOUT. An operation that need not wait still
+ * completes. Mutexes, condition variables' untimed waits, wait_group and join are not
+ * ended by a scope.
+ *
+ * The destructor waits for the scope's goroutines to return (the wait is not ended by
+ * the scope), then ends it: the enclosing scope becomes current again. When an
+ * exception unwinds through it, it cancels the scope first, so that the goroutines
+ * give up their waits and the exception is not held up behind them (trio's nurseries
+ * do the same). Scopes nest: the innermost ends first, which destruction in reverse
+ * order of construction gives; ending one out of order, or on another goroutine or
+ * thread than the one that began it (after a move), aborts with a "gmp:" line.
+ * Move-constructible (a function may return one), not assignable. */
+class scope {
+    gmp_scope *s_ = nullptr;
+    /* std::uncaught_exceptions() when this object was made: more at destruction means
+     * an exception is unwinding through it. */
+    int uncaught_ = 0;
+
+    void begin(std::int64_t ns) { detail::check(gmp_scope_begin(&s_, ns), "gmp_scope_begin"); }
+
+    gmp_scope *live(const char *what) const
+    {
+        if (s_ == nullptr)
+            throw std::system_error(EINVAL, std::generic_category(), what);
+        return s_;
+    }
+
+  public:
+    /* Begins a scope without a deadline of its own (the enclosing scope's applies). */
+    scope() : uncaught_(std::uncaught_exceptions()) { begin(-1); }
+
+    /* Begins a scope whose deadline is `timeout` from now, or the enclosing scope's if
+     * that is earlier. A timeout beyond what int64 nanoseconds hold is none. */
+    template <class Rep, class Period>
+    explicit scope(const std::chrono::duration<Rep, Period> &timeout) : uncaught_(std::uncaught_exceptions())
+    {
+        const std::int64_t ns = detail::timeout_ns(timeout);
+        begin(ns);
+    }
+
+    scope(scope &&o) noexcept : s_(std::exchange(o.s_, nullptr)), uncaught_(std::uncaught_exceptions()) {}
+    scope(const scope &) = delete;
+    scope &operator=(const scope &) = delete;
+    scope &operator=(scope &&) = delete;
+
+    /* Waits for the scope's goroutines, then ends the scope; cancels it first if an
+     * exception is unwinding (see the class comment). */
+    ~scope()
+    {
+        if (s_ == nullptr)
+            return;
+        if (std::uncaught_exceptions() > uncaught_)
+            (void)gmp_scope_cancel(s_);
+        (void)gmp_scope_wait(s_);
+        if (gmp_scope_end(s_) < 0) {
+            std::fprintf(stderr, "gmp: scope: ended out of order or by a goroutine or thread "
+                                 "that did not begin it\n");
+            std::fflush(stderr);
+            std::abort();
+        }
+    }
+
+    /* Cancels the scope and every scope begun inside it (Go's cancel()): their waits
+     * end with ECANCELED, now and from then on. Harmless when repeated; callable from
+     * any goroutine or thread while the scope lives. */
+    void cancel() { detail::check(gmp_scope_cancel(live("gmp::scope::cancel")), "gmp_scope_cancel"); }
+
+    /* Why the scope has ended (Go's ctx.Err()): an empty error_code while it has not,
+     * std::errc::operation_canceled once it (or an enclosing scope) was cancelled,
+     * std::errc::timed_out once its deadline passed. */
+    std::error_code err() const
+    {
+        const int r = gmp_scope_err(live("gmp::scope::err"));
+        if (r == -EINVAL)
+            detail::throw_errno(r, "gmp_scope_err");
+        return r == 0 ? std::error_code() : std::error_code(-r, std::generic_category());
+    }
+
+    /* The scope's deadline (the earliest of its own and its enclosing scopes'), on
+     * std::chrono::steady_clock, or empty if it has none (Go's ctx.Deadline()). */
+    std::optional<std::chrono::steady_clock::time_point> deadline() const
+    {
+        const std::int64_t d = gmp_scope_deadline(live("gmp::scope::deadline"));
+        detail::check(d, "gmp_scope_deadline");
+        if (d == INT64_MAX)
+            return std::nullopt;
+        // gmp_now's clock is CLOCK_MONOTONIC; steady_clock's epoch is not promised to be
+        // its epoch, so the deadline is carried over as the time left until it.
+        const auto left = std::chrono::nanoseconds(d - gmp_now());
+        return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+    }
+
+    /* Waits until every goroutine started in the scope (or a scope begun inside it) has
+     * returned; not ended by the scope itself (cancel() first to make them return
+     * sooner). A goroutine that waits parks; a plain thread blocks. */
+    void wait() { detail::check(gmp_scope_wait(live("gmp::scope::wait")), "gmp_scope_wait"); }
+
+    /* The C handle, for gmp_scope_* calls; valid while this object lives. */
+    gmp_scope *native_handle() const noexcept { return s_; }
 };
 
 /* Go's signal.Notify: each of `sigs`, when the process receives it, is sent to `c` as its

@@ -14,7 +14,11 @@ scheduler as a C library; not GNU MP).
 The rules: C functions run as ordinary goroutines (thousands are cheap); Python callables
 run as goroutines locked to an OS thread each (a thread's cost; they take the GIL);
 blocking calls release the GIL; on the main thread they are interruptible by Ctrl-C.
-Errors: ChannelClosed, TimeoutError, OSError(errno); bad arguments TypeError/ValueError.
+``with gmp_sched.scope(timeout) as s:`` is Go's context as a nursery: cancelling it or
+its deadline ends every wait of the goroutines started in it, and the block's end waits
+for them.
+Errors: ChannelClosed, TimeoutError, Cancelled, OSError(errno); bad arguments
+TypeError/ValueError.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Callable
 
 from ._aio import recv_async, send_async
 from ._chan import DEFAULT, Chan, Recv, Send, select
-from ._errors import ChannelClosed
+from ._errors import Cancelled, ChannelClosed
 from ._go import (
     ExceptHookArgs,
     Goroutine,
@@ -52,6 +56,7 @@ from ._go import (
     stats,
 )
 from ._lib import get_include, how_loaded, lib
+from ._scope import Scope, scope
 from ._signal import signal_notify, signal_stop
 from ._sync import Cond, Mutex, Once, RWMutex, WaitGroup
 
@@ -73,6 +78,7 @@ def set_excepthook(hook: Callable[[ExceptHookArgs], object] | None) -> None:
 
 __all__ = [
     "DEFAULT",
+    "Cancelled",
     "Chan",
     "ChannelClosed",
     "Cond",
@@ -84,6 +90,7 @@ __all__ = [
     "RWMutex",
     "Recv",
     "SchedStats",
+    "Scope",
     "StackMark",
     "Send",
     "WaitGroup",
@@ -107,6 +114,7 @@ __all__ = [
     "num_goroutine",
     "python_goroutines",
     "recv_async",
+    "scope",
     "select",
     "send_async",
     "set_default_stack_size",

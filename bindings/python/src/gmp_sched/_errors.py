@@ -3,7 +3,10 @@
 Every libgmp function returns a non-negative value or a negative errno. This binding maps:
 
 * ``-EPIPE`` from a channel operation -> :class:`ChannelClosed`;
-* ``-ETIMEDOUT`` -> the builtin :class:`TimeoutError` (errno ``ETIMEDOUT``);
+* ``-ETIMEDOUT`` -> the builtin :class:`TimeoutError` (errno ``ETIMEDOUT``), also when a
+  scope's deadline ended the wait;
+* ``-ECANCELED`` (a wait in a cancelled scope) -> :class:`Cancelled`, an ``OSError``
+  with errno ``ECANCELED``;
 * anything else -> :class:`OSError` with that errno.
 
 Bad Python arguments (wrong types, negative sizes) raise ``TypeError``/``ValueError``
@@ -16,7 +19,8 @@ Python delivers signals to) never makes an unbounded blocking call:
 * channel operations and select wait in slices of :data:`SLICE_S` (50 ms) with the
   ``_timeout`` forms; between slices the interpreter runs pending handlers, so Ctrl-C
   raises ``KeyboardInterrupt`` within one slice. A timed-out slice performed nothing,
-  so the runtime is consistent when the exception propagates;
+  so the runtime is consistent when the exception propagates. A slice that a scope's
+  deadline ended (the scope reports ``ETIMEDOUT``) ends the wait, as a cancel does;
 * WaitGroup, Mutex and RWMutex waits have no timed form in C: the main thread hands the
   blocking call to a helper thread (:func:`run_on_helper`) and waits on a
   ``threading.Event``, which signals interrupt at once. An abandoned helper finishes its
@@ -34,12 +38,15 @@ import queue
 import threading
 from typing import Any, Callable, NoReturn
 
+from ._lib import lib
+
 #: Length of one wait slice on the main thread, in seconds and nanoseconds.
 SLICE_S = 0.05
 SLICE_NS = 50_000_000
 
 EPIPE = _errno.EPIPE
 ETIMEDOUT = _errno.ETIMEDOUT
+ECANCELED = _errno.ECANCELED
 EAGAIN = _errno.EAGAIN
 EBUSY = _errno.EBUSY
 
@@ -56,6 +63,12 @@ class ChannelClosed(Exception):
         self.index = index
 
 
+class Cancelled(OSError):
+    """A wait ended because its scope (:class:`Scope`) was cancelled: an ``OSError``
+    with errno ``ECANCELED``, as :class:`TimeoutError` is one with ``ETIMEDOUT`` (the
+    error a scope's deadline gives)."""
+
+
 def raise_errno(r: int, what: str) -> NoReturn:
     """Raises the exception for the negative errno `r` returned by `what`."""
     e = -r
@@ -63,6 +76,8 @@ def raise_errno(r: int, what: str) -> NoReturn:
         raise ChannelClosed(f"{what}: channel closed")
     if e == ETIMEDOUT:
         raise TimeoutError(e, f"{what}: timed out")
+    if e == ECANCELED:
+        raise Cancelled(e, f"{what}: cancelled")
     raise OSError(e, f"{what}: {os.strerror(e)}")
 
 
@@ -90,19 +105,36 @@ def timeout_ns(timeout: float | None) -> int:
     return min(int(timeout * 1e9), 2**62)
 
 
+def scope_error() -> int:
+    """The error of the caller's current scope: 0 while it runs in none or in one that has
+    not ended, else -ECANCELED or -ETIMEDOUT."""
+    s = lib.gmp_scope_current()
+    return 0 if not s else int(lib.gmp_scope_err(s))
+
+
 def sliced(call: Callable[..., int], args: tuple[Any, ...], tns: int, now: Callable[[], int]) -> int:
     """Calls ``call(*args, slice_ns)`` in slices of at most SLICE_NS until it returns
-    something other than -ETIMEDOUT or `tns` nanoseconds (-1: no limit) have passed.
+    something other than -ETIMEDOUT, `tns` nanoseconds (-1: no limit) have passed, or the
+    caller's scope has ended (its error is returned: a scope's deadline ends a slice with
+    -ETIMEDOUT, which alone does not tell it from the slice's own end).
     Pending signal handlers run between slices (KeyboardInterrupt propagates from here)."""
     if tns < 0:
         while True:
             r = call(*args, SLICE_NS)
             if r != -ETIMEDOUT:
                 return r
+            e = scope_error()
+            if e:
+                return e
     deadline = now() + tns
     while True:
         left = deadline - now()
-        r = call(*args, max(0, min(left, SLICE_NS)))
+        ns = max(0, min(left, SLICE_NS))
+        r = call(*args, ns)
+        if r == -ETIMEDOUT and ns > 0:
+            e = scope_error()
+            if e:
+                return e
         if r != -ETIMEDOUT or left <= SLICE_NS:
             return r
 
@@ -164,6 +196,24 @@ _idle_lock = threading.Lock()
 _MAX_IDLE = 4
 
 
+def start_on_helper(
+    call: Callable[..., int], args: tuple[Any, ...], undo: Callable[[], object] | None,
+    owner: object,
+) -> _Job:
+    """Starts the blocking ``call(*args)`` on a helper thread; its job's ``done`` event
+    is set once it has returned (with ``result``)."""
+    job = _Job(call, args, undo, owner)
+    with _idle_lock:
+        helper = _idle.pop() if _idle else None
+    if helper is None:
+        helper = _Helper()
+        helper.jobs.put(job)
+        helper.start()
+    else:
+        helper.jobs.put(job)
+    return job
+
+
 def run_on_helper(
     call: Callable[..., int], args: tuple[Any, ...], undo: Callable[[], object] | None,
     timeout: float | None,
@@ -175,15 +225,7 @@ def run_on_helper(
     it completes successfully later, ``undo()`` runs on the helper thread. If it had
     completed before, an exception undoes it here before propagating. The job keeps
     `owner` (the object whose C memory the call uses) alive until the call returns."""
-    job = _Job(call, args, undo, owner)
-    with _idle_lock:
-        helper = _idle.pop() if _idle else None
-    if helper is None:
-        helper = _Helper()
-        helper.jobs.put(job)
-        helper.start()
-    else:
-        helper.jobs.put(job)
+    job = start_on_helper(call, args, undo, owner)
     try:
         finished = job.done.wait(timeout)
     except BaseException:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from . import _errors
-from ._errors import ChannelClosed, check, timeout_ns
+from ._errors import Cancelled, ChannelClosed, check, timeout_ns
 from ._lib import (
     GMP_GO_LOCKED,
     GMP_GO_PINNED,
@@ -104,6 +104,11 @@ class ExceptHookArgs:
 
 
 def _default_excepthook(args: ExceptHookArgs) -> None:
+    # A goroutine that let its scope's end propagate (Cancelled, or TimeoutError once
+    # the scope's deadline passed) ended as the scope asked: nothing to report.
+    e = _errors.scope_error()
+    if e and isinstance(args.exc_value, Cancelled if -e == _errors.ECANCELED else TimeoutError):
+        return
     name = getattr(args.fn, "__qualname__", repr(args.fn))
     print(f"Exception in goroutine {args.goroutine} ({name}):", file=sys.stderr)
     traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback, file=sys.stderr)
@@ -391,7 +396,8 @@ def call_once(addr: int, fn: Callable[..., object], args: tuple[Any, ...]) -> No
 
 def sleep(seconds: float) -> None:
     """Sleeps (a goroutine parks on a timer; a thread sleeps in the kernel, on the main
-    thread in slices that Ctrl-C interrupts). ``seconds <= 0`` only yields."""
+    thread in slices that Ctrl-C interrupts). ``seconds <= 0`` only yields. In a scope
+    that ends first, raises :class:`Cancelled` or ``TimeoutError``."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise TypeError("seconds must be a number")
     if seconds <= 0:
@@ -399,14 +405,14 @@ def sleep(seconds: float) -> None:
         return
     ns = timeout_ns(seconds)
     if not _errors.on_main_thread():
-        lib.gmp_sleep(ns)
+        check(lib.gmp_sleep(ns), "sleep")
         return
     deadline = lib.gmp_now() + ns
     while True:
         left = deadline - lib.gmp_now()
         if left <= 0:
             return
-        lib.gmp_sleep(min(left, _errors.SLICE_NS))
+        check(lib.gmp_sleep(min(left, _errors.SLICE_NS)), "sleep")
 
 
 def gosched() -> None:
