@@ -24,6 +24,10 @@
  *   goexit     a goroutine that returns inside a scope it began without ending it: the
  *              scope is ended for it (a goroutine it started there sees -ECANCELED).
  *   unscoped   a goroutine outside any scope keeps waiting across another scope's cancel.
+ *   wg         a gmp_wg_wait ends with -ECANCELED; the WaitGroup stays usable. Raced 2000
+ *              times against the gmp_wg_done that ends the wait, a cancel gives 0 or
+ *              -ECANCELED, and the WaitGroup is reused each time (a waiter left counted
+ *              would abort the next round's reuse).
  *   handoff    a waitpid for a child that never exits (a call the interposer makes through
  *              the blocking-call hand-off, on the goroutine's thread or, for a pinned
  *              goroutine with another bound to its thread, on a helper thread) fails with ECANCELED within 50 ms of the
@@ -347,6 +351,64 @@ static void step_unscoped(void)
     CHECK_EQ(v, K_FDWAIT * 1000 - (int)GMP_POLLIN); /* ready: r is GMP_POLLIN */
 }
 
+static gmp_wg race_wg = GMP_WG_INIT;
+
+static void wg_waiter(void *arg)
+{
+    gmp_wg *wg = arg;
+    announce();
+    report(K_RECV, gmp_wg_wait(wg));
+}
+
+static void wg_doner(void *arg)
+{
+    (void)arg;
+    CHECK_OK(gmp_wg_done(&race_wg));
+}
+
+static void step_wg(void)
+{
+    gmp_wg wg = GMP_WG_INIT;
+    CHECK_OK(gmp_wg_add(&wg, 1));
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_scope_begin(&s, -1));
+    CHECK_OK(gmp_go(wg_waiter, &wg));
+    wait_announced(1);
+    for (int i = 0; i < 5; i++)
+        gmp_sleep(1000000);
+    CHECK_OK(gmp_scope_cancel(s));
+    CHECK_OK(gmp_scope_wait(s));
+    CHECK_OK(gmp_scope_end(s));
+    int v;
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 0));
+    CHECK_EQ(v, K_RECV * 1000 + ECANCELED);
+    /* Still usable: the counter is 1, and a wait outside the scope sees it reach 0. */
+    CHECK_OK(gmp_go(wg_waiter, &wg));
+    wait_announced(1);
+    CHECK_OK(gmp_wg_done(&wg));
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 5 * SEC));
+    CHECK_EQ(v, K_RECV * 1000);
+
+    int cancelled = 0, done = 0;
+    for (int i = 0; i < 2000; i++) {
+        CHECK_OK(gmp_wg_add(&race_wg, 1));
+        CHECK_OK(gmp_scope_begin(&s, -1));
+        CHECK_OK(gmp_go(wg_waiter, &race_wg));
+        CHECK_OK(gmp_chan_recv_timeout(parked, &v, 5 * SEC));
+        /* The done (a goroutine of the scope: a done is not a wait) races with the
+         * cancel of the scope's end. */
+        CHECK_OK(gmp_go(wg_doner, NULL));
+        CHECK_OK(gmp_scope_end(s));
+        CHECK_OK(gmp_chan_recv_timeout(results, &v, 5 * SEC));
+        int err = v % 1000;
+        CHECK(err == 0 || err == ECANCELED);
+        err == 0 ? done++ : cancelled++;
+        /* The next round reuses it: wait for the counter to reach 0 outside a scope. */
+        CHECK_OK(gmp_wg_wait(&race_wg));
+    }
+    printf("scope: wg race: %d done, %d cancelled\n", done, cancelled);
+}
+
 static pid_t sleeper;
 
 static gmp_chan *anchor_tid, *anchor_release;
@@ -471,6 +533,7 @@ int main(void)
     step_thread();
     step_goexit();
     step_unscoped();
+    step_wg();
     step_handoff();
     CHECK_OK(gmp_chan_release(results));
     CHECK_OK(gmp_chan_release(parked));

@@ -391,7 +391,9 @@ pub unsafe extern "C" fn gmp_wg_done(wg: *mut gmp_wg) -> c_int {
 }
 
 /// Blocks until the WaitGroup counter is zero: a goroutine parks, any other thread sleeps
-/// on a futex. Returns 0; -EINVAL if `wg` is NULL or misaligned.
+/// on a futex. Returns 0; -EINVAL if `wg` is NULL or misaligned; in a scope
+/// (gmp_scope_begin), -ECANCELED or -ETIMEDOUT if the scope ends first (the WaitGroup is
+/// as if this call had not waited).
 ///
 /// # Safety
 /// `wg` is NULL or points to a live gmp_wg.
@@ -405,8 +407,10 @@ pub unsafe extern "C" fn gmp_wg_wait(wg: *mut gmp_wg) -> c_int {
         // A safe point even when the count is zero already (see rt::preempt_check).
         rt::preempt_check();
         // SAFETY: checked non-null and aligned; the caller promises it is live.
-        unsafe { wg_ref(wg) }.wait();
-        0
+        match unsafe { wg_ref(wg) }.wait() {
+            Ok(()) => 0,
+            Err(e) => -e,
+        }
     })
 }
 

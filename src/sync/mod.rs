@@ -24,6 +24,12 @@ pub trait SemaWord {
     /// Waits until the count is positive and takes one (Go's `semacquire1`; `lifo` queues
     /// at the head).
     fn acquire(&self, lifo: bool, reason: WaitReason);
+    /// `acquire` (FIFO) that the caller's scope ends (rt/scope.rs): Err(errno) then, the
+    /// count untouched.
+    fn acquire_scoped(&self, reason: WaitReason) -> Result<(), i32> {
+        self.acquire(false, reason);
+        Ok(())
+    }
     /// Adds one and wakes a waiter (Go's `semrelease1`; `handoff` gives the count to the
     /// woken waiter itself).
     fn release(&self, handoff: bool);
@@ -37,6 +43,9 @@ impl SemaWord for AtomicU32 {
     #[inline(always)]
     fn release(&self, handoff: bool) {
         sema::semrelease1(self, handoff);
+    }
+    fn acquire_scoped(&self, reason: WaitReason) -> Result<(), i32> {
+        sema::semacquire_scoped(self, reason)
     }
 }
 

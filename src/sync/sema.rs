@@ -47,7 +47,22 @@ struct Waiter {
     /// dequeueing us and before waking us (the wakeup publishes it); read by us after.
     ticket: AtomicU32,
     next: *mut Waiter,
+    /// A wait its scope may end (`semacquire_scoped`): a releaser must then win `done`
+    /// against the cancel before it wakes us.
+    scoped: bool,
+    /// 0 until a releaser or the cancel claims the wait (`scoped` waits only).
+    done: AtomicU32,
+    /// Whether it is parked yet: `PARK_NOT_YET`, `PARK_DONE` (gopark's unlock function),
+    /// `PARK_CANCELLED` (the cancel claimed it before: the park is called off).
+    parked: AtomicU32,
+    /// Taken off the list by a releaser that lost `done` to the cancel. Written and read
+    /// under the root's lock.
+    dequeued: core::sync::atomic::AtomicBool,
 }
+
+const PARK_NOT_YET: u32 = 0;
+const PARK_DONE: u32 = 1;
+const PARK_CANCELLED: u32 = 2;
 
 #[repr(align(64))]
 struct SemaRoot {
@@ -111,6 +126,35 @@ impl SemaRoot {
         }
     }
 
+    /// Takes waiter `w` off the list if it is on it.
+    ///
+    /// # Safety
+    /// Lock held.
+    unsafe fn remove(&self, w: *mut Waiter) -> bool {
+        // SAFETY: we hold the lock; every queued waiter is alive until dequeued.
+        unsafe {
+            let mut prev: *mut Waiter = null_mut();
+            let mut cur = self.head.get();
+            while !cur.is_null() {
+                if cur == w {
+                    let next = (*cur).next;
+                    if prev.is_null() {
+                        self.head.set(next);
+                    } else {
+                        (*prev).next = next;
+                    }
+                    if self.tail.get() == cur {
+                        self.tail.set(prev);
+                    }
+                    return true;
+                }
+                prev = cur;
+                cur = (*cur).next;
+            }
+        }
+        false
+    }
+
     /// Removes the first waiter for `addr`.
     ///
     /// # Safety
@@ -148,6 +192,119 @@ unsafe fn unlock_root(_gp: *mut G, arg: usize) -> bool {
     true
 }
 
+/// gopark's unlock function of a scoped wait: marks it parked (or calls the park off if
+/// the cancel claimed it first), then releases the root's lock.
+unsafe fn unlock_root_scoped(_gp: *mut G, arg: usize) -> bool {
+    // SAFETY: arg is the parking goroutine's Waiter, alive until it runs again, which
+    // needs the lock released below or a wake-up after it.
+    unsafe {
+        let w = &*(arg as *const Waiter);
+        let root = root_of(w.addr);
+        let prev = w.parked.swap(PARK_DONE, Ordering::AcqRel);
+        root.lock.unlock();
+        prev != PARK_CANCELLED
+    }
+}
+
+fn root_of(addr: usize) -> &'static SemaRoot {
+    &SEMTABLE[(addr >> 3) % SEMTAB_SIZE]
+}
+
+/// The scope's cancel of a scoped wait (rt/scope.rs; its lock held): claims the wait and
+/// wakes the waiter, or, not parked yet, calls its park off.
+unsafe fn cancel_wait(arg: usize) {
+    // SAFETY: the waiter disarms (taking the scope's lock, which our caller holds) before
+    // its frame dies.
+    unsafe {
+        let w = &*(arg as *const Waiter);
+        if w.done
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        if w.g.is_null() {
+            w.note.wakeup();
+        } else if w.parked.swap(PARK_CANCELLED, Ordering::AcqRel) == PARK_DONE {
+            rt::goready(w.g);
+        }
+    }
+}
+
+/// `semacquire1` (not lifo) for a wait its caller's scope ends (rt/scope.rs): Ok once the
+/// count was taken, Err(errno) once the scope ended the wait first (the count untouched).
+/// Without a scope, `semacquire1`.
+pub fn semacquire_scoped(addr: &AtomicU32, reason: WaitReason) -> Result<(), i32> {
+    let sc = rt::scope::current();
+    if sc.is_null() {
+        semacquire1(addr, false, reason);
+        return Ok(());
+    }
+    if can_acquire(addr) {
+        return Ok(());
+    }
+    let root = root(addr);
+    loop {
+        let mut w = Waiter {
+            addr: addr as *const AtomicU32 as usize,
+            g: rt::getg(),
+            note: Note::new(),
+            ticket: AtomicU32::new(0),
+            next: null_mut(),
+            scoped: true,
+            done: AtomicU32::new(0),
+            parked: AtomicU32::new(PARK_NOT_YET),
+            dequeued: core::sync::atomic::AtomicBool::new(false),
+        };
+        let wp = &mut w as *mut Waiter;
+        let cw = rt::scope::CancelWait::new(sc, cancel_wait, wp as usize);
+        // SAFETY: cw and w live in this frame until disarmed below; sc is our current
+        // scope. Armed before the root's lock: the cancel takes no root lock.
+        unsafe { rt::scope::arm(&cw) };
+        root.lock.lock();
+        root.nwait.fetch_add(1, Ordering::SeqCst);
+        if can_acquire(addr) {
+            root.nwait.fetch_sub(1, Ordering::SeqCst);
+            root.lock.unlock();
+            // SAFETY: armed above.
+            unsafe { rt::scope::disarm(&cw) };
+            // A cancel that claimed meanwhile changes nothing: the count is ours.
+            return Ok(());
+        }
+        // SAFETY: lock held; w lives until a releaser dequeued it or we removed it.
+        unsafe { root.enqueue(wp, false) };
+        if w.g.is_null() {
+            root.lock.unlock();
+            rt::foreignwait::foreign_sleep(&w.note, reason);
+        } else {
+            // SAFETY: on a goroutine; we are on the root's queue, and the unlock function
+            // releases the one lock we hold.
+            unsafe { rt::gopark(Some(unlock_root_scoped), wp as usize, reason) };
+        }
+        // Woken by a releaser that won `done`, or by the cancel (or the park called off).
+        // SAFETY: armed above; after this no cancel touches w.
+        unsafe { rt::scope::disarm(&cw) };
+        root.lock.lock();
+        // Still queued if the cancel won and no releaser took us off since.
+        // SAFETY: lock held.
+        if !w.dequeued.load(Ordering::Relaxed) && unsafe { root.remove(wp) } {
+            root.nwait.fetch_sub(1, Ordering::SeqCst);
+        }
+        root.lock.unlock();
+        // A releaser that won woke us for the count it added (someone may have taken it
+        // first: then we wait again, as semacquire1 does); the count may also be there
+        // after a cancel, and is then ours as for any wait that need not wait.
+        if w.ticket.load(Ordering::Acquire) != 0 || can_acquire(addr) {
+            return Ok(());
+        }
+        // SAFETY: our current scope is live.
+        let e = unsafe { rt::scope::err(sc) };
+        if e != 0 {
+            return Err(e);
+        }
+    }
+}
+
 /// Waits until `*addr > 0`, then decrements it (Go's semacquire1). Parks a goroutine;
 /// sleeps a foreign thread. FIFO among the waiters for `addr`, unless `lifo`: queue at the
 /// head of them (the mutex passes true for a waiter that has already waited, see the
@@ -171,6 +328,10 @@ fn semacquire_inner(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
         note: Note::new(),
         ticket: AtomicU32::new(0),
         next: null_mut(),
+        scoped: false,
+        done: AtomicU32::new(0),
+        parked: AtomicU32::new(PARK_NOT_YET),
+        dequeued: core::sync::atomic::AtomicBool::new(false),
     };
     loop {
         root.lock.lock();
@@ -221,13 +382,29 @@ pub fn semrelease1(addr: &AtomicU32, handoff: bool) {
         root.lock.unlock();
         return;
     }
-    // SAFETY: lock held.
-    let w = unsafe { root.dequeue(addr as *const AtomicU32 as usize) };
-    if w.is_null() {
-        root.lock.unlock();
-        return;
-    }
-    root.nwait.fetch_sub(1, Ordering::SeqCst);
+    let w = loop {
+        // SAFETY: lock held.
+        let w = unsafe { root.dequeue(addr as *const AtomicU32 as usize) };
+        if w.is_null() {
+            root.lock.unlock();
+            return;
+        }
+        root.nwait.fetch_sub(1, Ordering::SeqCst);
+        // SAFETY: a waiter is alive while on the list, and while we hold the lock after
+        // taking it off (a cancelled one removes itself, or finds it was, under the lock).
+        unsafe {
+            if !(*w).scoped
+                || (*w)
+                    .done
+                    .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                break w;
+            }
+            // Its scope ended the wait first: the count goes to the next waiter.
+            (*w).dequeued.store(true, Ordering::Relaxed);
+        }
+    };
     root.lock.unlock();
     // Everything we need from the waiter is read or written before waking it: its record
     // dies once it runs.

@@ -49,31 +49,57 @@ impl<W: AtomicWord<V = u64> + ?Sized, S: SemaWord + ?Sized> WaitGroup<'_, W, S> 
         }
     }
 
-    /// Blocks until the counter is zero.
-    pub fn wait(&self) {
-        self.wait_inner();
+    /// Blocks until the counter is zero. Err(errno) if the caller's scope ended the wait
+    /// first (rt/scope.rs).
+    pub fn wait(&self) -> Result<(), i32> {
+        self.wait_inner()?;
         if crate::sys::tsan::on() {
             crate::sys::tsan::acquire(self.state as *const W as *const () as usize);
         }
+        Ok(())
     }
 
-    fn wait_inner(&self) {
+    fn wait_inner(&self) -> Result<(), i32> {
         loop {
             let state = self.state.load(Ordering::Acquire);
             if (state >> 32) as i32 == 0 {
-                return;
+                return Ok(());
             }
             if self
                 .state
                 .compare_exchange(state, state + 1, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                self.sema.acquire(false, WaitReason::WaitGroupWait);
+                if let Err(e) = self.sema.acquire_scoped(WaitReason::WaitGroupWait) {
+                    return self.leave(e);
+                }
                 if self.state.load(Ordering::Acquire) != 0 {
                     fatal("sync: WaitGroup is reused before previous Wait has returned");
                 }
-                return;
+                return Ok(());
             }
+        }
+    }
+
+    /// A waiter its scope ended: takes itself out of the waiter count while the counter is
+    /// not zero (Err(errno)). Once it is zero, `add` has released the semaphore once per
+    /// counted waiter, this one included: it takes its release (which is there or comes
+    /// at once) and the wait succeeded after all.
+    fn leave(&self, e: i32) -> Result<(), i32> {
+        loop {
+            let state = self.state.load(Ordering::Acquire);
+            if (state >> 32) as i32 != 0 && state as u32 != 0 {
+                if self
+                    .state
+                    .compare_exchange(state, state - 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return Err(e);
+                }
+                continue;
+            }
+            self.sema.acquire(false, WaitReason::WaitGroupWait);
+            return Ok(());
         }
     }
 }
@@ -106,7 +132,7 @@ mod loom_tests {
         /// Waits, then reads both results: loom reports a read not ordered after the
         /// worker's write (a wait that returned early or without the edge).
         fn wait_and_read(&self, round: u32) {
-            self.wg().wait();
+            self.wg().wait().expect("no scope in the model");
             for r in &self.results {
                 // SAFETY: the model's subject: the workers wrote before `done`.
                 assert_eq!(r.with(|v| unsafe { *v }), round);
