@@ -28,6 +28,13 @@
  *              times against the gmp_wg_done that ends the wait, a cancel gives 0 or
  *              -ECANCELED, and the WaitGroup is reused each time (a waiter left counted
  *              would abort the next round's reuse).
+ *   cond       three goroutines wait on a gmp_cond; the first is in a scope that is cancelled:
+ *              it returns -ECANCELED holding the mutex; then two signals wake the other
+ *              two (the ticket it left passes its signal on). A cancel that claims a
+ *              waiter whose goroutine cannot run yet (one P, held by a spinning goroutine),
+ *              then a signal: the signal passes on to the next waiter. Raced 2000 times, a signal
+ *              against the cancel: the signal is never lost (one of the two waiters it
+ *              could reach returns 0, or both when the cancel lost).
  *   handoff    a waitpid for a child that never exits (a call the interposer makes through
  *              the blocking-call hand-off, on the goroutine's thread or, for a pinned
  *              goroutine with another bound to its thread, on a helper thread) fails with ECANCELED within 50 ms of the
@@ -42,6 +49,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -409,6 +417,158 @@ static void step_wg(void)
     printf("scope: wg race: %d done, %d cancelled\n", done, cancelled);
 }
 
+static gmp_mutex cmu = GMP_MUTEX_INIT;
+static gmp_cond cv = GMP_COND_INIT;
+static atomic_int cond_waiting;
+
+static void cond_waiter(void *arg)
+{
+    (void)arg;
+    CHECK_OK(gmp_mutex_lock(&cmu));
+    atomic_fetch_add(&cond_waiting, 1);
+    int r = gmp_cond_wait(&cv, &cmu);
+    /* Locked again, whatever the result. */
+    CHECK_EQ(gmp_mutex_trylock(&cmu), -EBUSY);
+    CHECK_OK(gmp_mutex_unlock(&cmu));
+    report(K_RECV, r);
+}
+
+/* Waits (yielding) until n waiters are inside gmp_cond_wait (their ticket taken: they
+ * counted themselves under the mutex, which gmp_cond_wait releases). */
+static void wait_cond_waiters(int n)
+{
+    for (;;) {
+        CHECK_OK(gmp_mutex_lock(&cmu));
+        int k = atomic_load(&cond_waiting);
+        CHECK_OK(gmp_mutex_unlock(&cmu));
+        if (k >= n)
+            return;
+        gmp_sleep(100000);
+    }
+}
+
+static gmp_scope *_Atomic cond_scope;
+static atomic_int canceller_done;
+static gmp_chan *cancel_done;
+
+static void scoped_cond_waiter(void *arg)
+{
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_scope_begin(&s, -1));
+    atomic_store(&cond_scope, s);
+    cond_waiter(arg);
+    /* The canceller may still hold the handle: end the scope once it is done with it. */
+    while (!atomic_load(&canceller_done))
+        gmp_yield();
+    atomic_store(&cond_scope, NULL);
+    CHECK_OK(gmp_scope_end(s));
+    int one = 1;
+    CHECK_OK(gmp_chan_send(cancel_done, &one));
+}
+
+static void cond_canceller(void *arg)
+{
+    (void)arg;
+    /* The scope ends after its waiter returned, which needs this cancel or a signal;
+     * canceller_done tells the waiter this one is done with the handle. */
+    gmp_scope *s = atomic_load(&cond_scope);
+    CHECK(s != NULL);
+    CHECK_OK(gmp_scope_cancel(s));
+    atomic_store(&canceller_done, 1);
+}
+
+static atomic_int hog_stop, hog_running;
+
+static void hog(void *arg)
+{
+    (void)arg;
+    atomic_store(&hog_running, 1);
+    while (!atomic_load(&hog_stop))
+        ;
+}
+
+static void step_cond(void)
+{
+    CHECK_OK(gmp_chan_make(&cancel_done, sizeof(int), 1));
+    atomic_store(&cond_waiting, 0);
+    gmp_scope *s = NULL;
+    CHECK_OK(gmp_scope_begin(&s, -1));
+    CHECK_OK(gmp_go(cond_waiter, NULL));
+    wait_cond_waiters(1);
+    CHECK_OK(gmp_scope_end(s)); /* cancels it */
+    int v;
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 5 * SEC));
+    CHECK_EQ(v, K_RECV * 1000 + ECANCELED);
+    /* Two more waiters; the first left a ticket that notify must pass over. */
+    CHECK_OK(gmp_go(cond_waiter, NULL));
+    CHECK_OK(gmp_go(cond_waiter, NULL));
+    wait_cond_waiters(3);
+    CHECK_OK(gmp_cond_signal(&cv));
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 5 * SEC));
+    CHECK_EQ(v, K_RECV * 1000);
+    CHECK_OK(gmp_cond_signal(&cv));
+    CHECK_OK(gmp_chan_recv_timeout(results, &v, 5 * SEC));
+    CHECK_EQ(v, K_RECV * 1000);
+
+    /* The cancel claims a record the notify then finds still on the list (its owner
+     * has not run yet: the one P is busy with a spinning goroutine): the signal must
+     * pass on to the next ticket. */
+    int procs = gmp_maxprocs(1);
+    atomic_store(&cond_waiting, 0);
+    atomic_store(&canceller_done, 0);
+    CHECK_OK(gmp_go(scoped_cond_waiter, NULL));
+    wait_cond_waiters(1);
+    CHECK_OK(gmp_go(cond_waiter, NULL));
+    wait_cond_waiters(2);
+    atomic_store(&hog_stop, 0);
+    atomic_store(&hog_running, 0);
+    CHECK_OK(gmp_go(hog, NULL));
+    while (!atomic_load(&hog_running))
+        sched_yield();
+    CHECK_OK(gmp_scope_cancel(atomic_load(&cond_scope)));
+    atomic_store(&canceller_done, 1);
+    CHECK_OK(gmp_cond_signal(&cv));
+    atomic_store(&hog_stop, 1);
+    int got[2];
+    CHECK_OK(gmp_chan_recv_timeout(results, &got[0], 5 * SEC));
+    CHECK_OK(gmp_chan_recv_timeout(results, &got[1], 5 * SEC));
+    CHECK_EQ(got[0] % 1000 + got[1] % 1000, ECANCELED);
+    CHECK_OK(gmp_chan_recv_timeout(cancel_done, &v, 5 * SEC));
+    CHECK(gmp_maxprocs(procs) == 1);
+
+    /* The race: a waiter in a scope of its own takes the first ticket, an unscoped one
+     * the second; a goroutine cancels the scope while this thread signals. The signal is
+     * never lost: it reaches the scoped waiter (the cancel lost), or passes on to the
+     * other. A broadcast then frees whoever still waits. */
+    int lost_by_cancel = 0;
+    for (int i = 0; i < 2000; i++) {
+        atomic_store(&cond_waiting, 0);
+        atomic_store(&canceller_done, 0);
+        CHECK_OK(gmp_go(scoped_cond_waiter, NULL));
+        wait_cond_waiters(1);
+        CHECK_OK(gmp_go(cond_waiter, NULL));
+        wait_cond_waiters(2);
+        CHECK_OK(gmp_go(cond_canceller, NULL));
+        CHECK_OK(gmp_cond_signal(&cv));
+        int a, b;
+        CHECK_OK(gmp_chan_recv_timeout(results, &a, 5 * SEC));
+        if (a % 1000 != 0) {
+            /* The scoped one was cancelled: the signal must reach the other. */
+            CHECK_OK(gmp_chan_recv_timeout(results, &b, 5 * SEC));
+            CHECK_EQ(b % 1000, 0);
+            lost_by_cancel++;
+        } else {
+            CHECK_OK(gmp_cond_broadcast(&cv));
+            CHECK_OK(gmp_chan_recv_timeout(results, &b, 5 * SEC));
+            CHECK(b % 1000 == 0 || b % 1000 == ECANCELED);
+            lost_by_cancel += b % 1000 != 0;
+        }
+        CHECK_OK(gmp_chan_recv_timeout(cancel_done, &a, 5 * SEC));
+    }
+    printf("scope: cond race: %d waits cancelled\n", lost_by_cancel);
+    CHECK_OK(gmp_chan_release(cancel_done));
+}
+
 static pid_t sleeper;
 
 static gmp_chan *anchor_tid, *anchor_release;
@@ -534,6 +694,7 @@ int main(void)
     step_goexit();
     step_unscoped();
     step_wg();
+    step_cond();
     step_handoff();
     CHECK_OK(gmp_chan_release(results));
     CHECK_OK(gmp_chan_release(parked));

@@ -384,7 +384,9 @@ pub unsafe extern "C" fn gmp_rwmutex_unlock(rw: *mut gmp_rwmutex) -> c_int {
 /// wakeups in this implementation, but as with any condition variable, re-check the
 /// condition in a loop: another party may change it before `m` is re-taken. A goroutine
 /// parks and may resume on another OS thread; any other thread sleeps on a futex.
-/// Returns 0; -EINVAL if `c` or `m` is NULL or misaligned.
+/// Returns 0; -EINVAL if `c` or `m` is NULL or misaligned; in a scope (gmp_scope_begin),
+/// -ECANCELED or -ETIMEDOUT if the scope ends the wait first (`m` is locked again all the
+/// same, and a signal meant for this waiter goes to the next one).
 ///
 /// # Safety
 /// `c` and `m` are NULL or point to a live gmp_cond and gmp_mutex; `c` stays alive while
@@ -410,12 +412,16 @@ pub unsafe extern "C" fn gmp_cond_wait(c: *mut gmp_cond, m: *mut gmp_mutex) -> c
             crate::sys::tsan::release(word);
         }
         mutex.unlock();
-        list.wait_ticket(t);
+        let r = list.wait_ticket_scoped(t);
+        // Re-locked also when the scope ended the wait (as pthread_cond_timedwait).
         mutex.lock();
         if tsan {
             crate::sys::tsan::acquire(word);
         }
-        0
+        match r {
+            Ok(()) => 0,
+            Err(e) => -e,
+        }
     })
 }
 

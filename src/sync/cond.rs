@@ -125,6 +125,52 @@ pub struct NotifyWaiter<E: NotifyEnv = Runtime> {
     /// Next record on the list. Owner: holder of the list lock (atomic only so that the
     /// record is shared through `&`).
     next: AtomicPtr<NotifyWaiter<E>>,
+    /// A wait its scope may end (`Runtime`'s `wait_ticket_scoped`): a notifier must win
+    /// `done` against the cancel before it wakes the owner.
+    scoped: bool,
+    /// 0 until a notifier or the cancel claims the wait (scoped records only).
+    done: AtomicU32,
+    /// Taken off the list by a notifier that lost `done` to the cancel (under the lock).
+    dequeued: core::sync::atomic::AtomicBool,
+    /// A heap record that holds the ticket of a waiter its scope ended, so that the
+    /// notify meant for that ticket passes to the next one (freed by the notifier).
+    tombstone: bool,
+}
+
+impl<E: NotifyEnv> NotifyWaiter<E> {
+    fn new(wake: E::Wake, ticket: u32, scoped: bool) -> Self {
+        NotifyWaiter {
+            wake,
+            ticket,
+            next: AtomicPtr::new(null_mut()),
+            scoped,
+            done: AtomicU32::new(0),
+            dequeued: core::sync::atomic::AtomicBool::new(false),
+            tombstone: false,
+        }
+    }
+
+    /// Whether a notifier that took this record off the list may wake its owner: an
+    /// unscoped record always; a scoped one if the notifier wins it from the cancel (else
+    /// the owner, woken by the cancel, finds it `dequeued`). A tombstone never.
+    ///
+    /// # Safety
+    /// The list lock is held and the record was just taken off the list.
+    unsafe fn claim_dequeued(&self) -> bool {
+        if self.tombstone {
+            return false;
+        }
+        if !self.scoped
+            || self
+                .done
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            return true;
+        }
+        self.dequeued.store(true, Ordering::Relaxed);
+        false
+    }
 }
 
 /// The words of a `gmp_cond`.
@@ -148,6 +194,9 @@ pub struct Runtime;
 pub struct RuntimeWake {
     g: *mut G,
     note: Note,
+    /// A scoped goroutine's park: `PARK_NOT_YET`, `PARK_DONE` (gopark's unlock function)
+    /// or `PARK_CANCELLED` (the cancel claimed the wait before: the park is called off).
+    parked: AtomicU32,
 }
 
 impl NotifyEnv for Runtime {
@@ -159,6 +208,7 @@ impl NotifyEnv for Runtime {
         RuntimeWake {
             g: rt::getg(),
             note: Note::new(),
+            parked: AtomicU32::new(PARK_NOT_YET),
         }
     }
 
@@ -226,11 +276,7 @@ impl<E: NotifyEnv> NotifyList<'_, E> {
             E::unlock(self.lock);
             return;
         }
-        let w = NotifyWaiter {
-            wake: E::wake_state(),
-            ticket: t,
-            next: AtomicPtr::new(null_mut()),
-        };
+        let w = NotifyWaiter::new(E::wake_state(), t, false);
         let wp = &w as *const NotifyWaiter<E> as *mut NotifyWaiter<E>;
         // Relaxed under the lock: the lock orders these accesses.
         let tail = self.tail.load(Ordering::Relaxed);
@@ -253,14 +299,48 @@ impl<E: NotifyEnv> NotifyList<'_, E> {
             return;
         }
         E::lock(self.lock);
-        let t = self.notify.load(Ordering::Relaxed);
-        if t == self.wait.load(Ordering::SeqCst) {
-            E::unlock(self.lock);
-            return;
+        // Tombstones taken off the list, freed once the lock is released.
+        let mut dead: *mut NotifyWaiter<E> = null_mut();
+        let woken = loop {
+            let t = self.notify.load(Ordering::Relaxed);
+            if t == self.wait.load(Ordering::SeqCst) {
+                break null_mut();
+            }
+            // Ticket t is notified now, whether or not its owner has queued yet: one that
+            // has not will see it in wait_ticket and return at once.
+            self.notify.store(t.wrapping_add(1), Ordering::SeqCst);
+            // SAFETY: lock held.
+            let cur = unsafe { self.take(t) };
+            if cur.is_null() {
+                break null_mut();
+            }
+            // SAFETY: lock held; cur was just taken off the list.
+            if unsafe { (*cur).claim_dequeued() } {
+                break cur;
+            }
+            // A waiter its scope ended (or its tombstone): the notify passes on to the
+            // next ticket.
+            // SAFETY: as above.
+            if unsafe { (*cur).tombstone } {
+                // SAFETY: off the list; its `next` is ours now.
+                unsafe { (*cur).next.store(dead, Ordering::Relaxed) };
+                dead = cur;
+            }
+        };
+        E::unlock(self.lock);
+        free_tombstones(dead);
+        if !woken.is_null() {
+            // SAFETY: we took it off the list and claimed it under the lock, and have not
+            // woken it.
+            unsafe { E::wake(woken) };
         }
-        // Ticket t is notified now, whether or not its owner has queued yet: one that has
-        // not will see it in wait_ticket and return at once.
-        self.notify.store(t.wrapping_add(1), Ordering::SeqCst);
+    }
+
+    /// Takes the record of ticket `t` off the list; null if none is there.
+    ///
+    /// # Safety
+    /// The list lock is held.
+    unsafe fn take(&self, t: u32) -> *mut NotifyWaiter<E> {
         let mut prev: *mut NotifyWaiter<E> = null_mut();
         let mut cur = self.head.load(Ordering::Relaxed);
         while !cur.is_null() {
@@ -276,15 +356,12 @@ impl<E: NotifyEnv> NotifyList<'_, E> {
                 if next.is_null() {
                     self.tail.store(prev, Ordering::Relaxed);
                 }
-                E::unlock(self.lock);
-                // SAFETY: we dequeued cur under the lock and have not woken it.
-                unsafe { E::wake(cur) };
-                return;
+                return cur;
             }
             prev = cur;
             cur = next;
         }
-        E::unlock(self.lock);
+        null_mut()
     }
 
     /// Wakes every waiter that holds a ticket (Go's notifyListNotifyAll).
@@ -297,15 +374,212 @@ impl<E: NotifyEnv> NotifyList<'_, E> {
         self.tail.store(null_mut(), Ordering::Relaxed);
         self.notify
             .store(self.wait.load(Ordering::SeqCst), Ordering::SeqCst);
-        E::unlock(self.lock);
-        // The detached records are ours: no one else can reach them.
+        // Claim the detached records under the lock (a scoped one the cancel won is left
+        // to its owner, marked dequeued); tombstones are freed.
+        let (mut wake, mut dead): (*mut NotifyWaiter<E>, *mut NotifyWaiter<E>) =
+            (null_mut(), null_mut());
         while !cur.is_null() {
-            // SAFETY: cur was on the list we detached and is not woken yet; read its
-            // successor before waking it (the record dies once its owner runs).
-            let next = unsafe { (*cur).next.load(Ordering::Relaxed) };
+            // SAFETY: lock held; cur was on the list we detached, alive until woken.
+            unsafe {
+                let next = (*cur).next.load(Ordering::Relaxed);
+                if (*cur).claim_dequeued() {
+                    (*cur).next.store(wake, Ordering::Relaxed);
+                    wake = cur;
+                } else if (*cur).tombstone {
+                    (*cur).next.store(dead, Ordering::Relaxed);
+                    dead = cur;
+                }
+                cur = next;
+            }
+        }
+        E::unlock(self.lock);
+        free_tombstones(dead);
+        // The claimed records are ours: no one else can reach them.
+        while !wake.is_null() {
+            // SAFETY: claimed above and not woken yet; read its successor before waking
+            // it (the record dies once its owner runs).
+            let next = unsafe { (*wake).next.load(Ordering::Relaxed) };
             // SAFETY: as above.
-            unsafe { E::wake(cur) };
-            cur = next;
+            unsafe { E::wake(wake) };
+            wake = next;
+        }
+    }
+}
+
+/// Frees a chain (through `next`) of tombstones taken off a list.
+fn free_tombstones<E: NotifyEnv>(mut t: *mut NotifyWaiter<E>) {
+    while !t.is_null() {
+        // SAFETY: a tombstone is a leaked Box (`wait_ticket_scoped`) that nobody else
+        // reaches once off the list.
+        unsafe {
+            let next = (*t).next.load(Ordering::Relaxed);
+            drop(Box::from_raw(t));
+            t = next;
+        }
+    }
+}
+
+/// States of a scoped goroutine's park (`RuntimeWake::parked`).
+const PARK_NOT_YET: u32 = 0;
+const PARK_DONE: u32 = 1;
+const PARK_CANCELLED: u32 = 2;
+
+/// gopark's unlock function of a scoped wait: marks it parked (or calls the park off if
+/// the cancel claimed it first), then releases the list lock.
+unsafe fn unlock_list_scoped(_gp: *mut G, arg: usize) -> bool {
+    // SAFETY: arg is the parking goroutine's record, alive until it runs again, which
+    // needs the lock released below or a wake-up after it.
+    unsafe {
+        let (w, word) = *(arg as *const (*const NotifyWaiter<Runtime>, *const AtomicU32));
+        let prev = (*w).wake.parked.swap(PARK_DONE, Ordering::AcqRel);
+        ListLock(&*word).unlock();
+        prev != PARK_CANCELLED
+    }
+}
+
+/// The scope's cancel of a scoped cond wait (rt/scope.rs; its lock held): claims the wait
+/// and wakes the owner, or, not parked yet, calls its park off.
+unsafe fn cancel_wait(arg: usize) {
+    // SAFETY: the owner disarms (taking the scope's lock, which our caller holds) before
+    // its record dies.
+    unsafe {
+        let w = &*(arg as *const NotifyWaiter<Runtime>);
+        if w.done
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        if w.wake.g.is_null() {
+            w.wake.note.wakeup();
+        } else if w.wake.parked.swap(PARK_CANCELLED, Ordering::AcqRel) == PARK_DONE {
+            rt::goready(w.wake.g);
+        }
+    }
+}
+
+impl NotifyList<'_, Runtime> {
+    /// `wait_ticket` that the caller's scope ends (rt/scope.rs): Ok once ticket `t` is
+    /// notified, Err(errno) if the scope ended the wait first. The ticket of a waiter that
+    /// leaves stays on the list as a tombstone (or is skipped if it is next), so the notify
+    /// meant for it wakes the next waiter instead. Without a scope, `wait_ticket`.
+    pub fn wait_ticket_scoped(&self, t: u32) -> Result<(), i32> {
+        let sc = rt::scope::current();
+        if sc.is_null() {
+            self.wait_ticket(t);
+            return Ok(());
+        }
+        let w: NotifyWaiter<Runtime> = NotifyWaiter::new(Runtime::wake_state(), t, true);
+        let wp = &w as *const NotifyWaiter<Runtime> as *mut NotifyWaiter<Runtime>;
+        let cw = rt::scope::CancelWait::new(sc, cancel_wait, wp as usize);
+        // SAFETY: cw and w live in this frame until disarmed below; sc is our current
+        // scope. Armed before the list lock: the cancel takes no list lock.
+        unsafe { rt::scope::arm(&cw) };
+        // A tombstone, should the scope end the wait (allocated outside the lock).
+        let spare = Box::into_raw(Box::new(NotifyWaiter::new(Runtime::wake_state(), t, false)));
+        ListLock(self.lock).lock();
+        if less(t, self.notify.load(Ordering::Relaxed)) {
+            ListLock(self.lock).unlock();
+            // SAFETY: armed above.
+            unsafe { rt::scope::disarm(&cw) };
+            // SAFETY: never published.
+            drop(unsafe { Box::from_raw(spare) });
+            return Ok(());
+        }
+        let tail = self.tail.load(Ordering::Relaxed);
+        if tail.is_null() {
+            self.head.store(wp, Ordering::Relaxed);
+        } else {
+            // SAFETY: records on the list are alive until dequeued; we hold the lock.
+            unsafe { (*tail).next.store(wp, Ordering::Relaxed) };
+        }
+        self.tail.store(wp, Ordering::Relaxed);
+        if w.wake.g.is_null() {
+            ListLock(self.lock).unlock();
+            rt::foreignwait::foreign_sleep(&w.wake.note, WaitReason::Semacquire);
+        } else {
+            let ctx = (
+                wp as *const NotifyWaiter<Runtime>,
+                self.lock as *const AtomicU32,
+            );
+            // SAFETY: on a goroutine; our record is on the list, and the unlock function
+            // releases the one lock we hold.
+            unsafe {
+                rt::gopark(
+                    Some(unlock_list_scoped),
+                    &ctx as *const _ as usize,
+                    WaitReason::Semacquire,
+                )
+            };
+        }
+        // SAFETY: armed above; after this no cancel touches w.
+        unsafe { rt::scope::disarm(&cw) };
+        ListLock(self.lock).lock();
+        // A notifier that won took us off the list and woke us; one that lost to the
+        // cancel took us off too, marked `dequeued`, and passed the notify on. Still on
+        // the list: the cancel won and no notify reached our ticket yet.
+        let (r, spare_kept) = if self.on_list(wp) {
+            (Err(()), self.leave(wp, spare))
+        } else if w.dequeued.load(Ordering::Relaxed) {
+            (Err(()), false)
+        } else {
+            (Ok(()), false)
+        };
+        ListLock(self.lock).unlock();
+        if !spare_kept {
+            // SAFETY: never published.
+            drop(unsafe { Box::from_raw(spare) });
+        }
+        // SAFETY: our current scope is live.
+        r.map_err(|()| unsafe { rt::scope::err(sc) })
+    }
+
+    /// Whether record `w` is on the list. Lock held.
+    fn on_list(&self, w: *mut NotifyWaiter<Runtime>) -> bool {
+        let mut cur = self.head.load(Ordering::Relaxed);
+        while !cur.is_null() {
+            if cur == w {
+                return true;
+            }
+            // SAFETY: lock held; records on the list are alive.
+            cur = unsafe { (*cur).next.load(Ordering::Relaxed) };
+        }
+        false
+    }
+
+    /// Takes the record `w` of a waiter its scope ended off the list: the next ticket to
+    /// notify is skipped past it, or `spare` takes its place as a tombstone (true: the
+    /// list keeps `spare`). Lock held; `w` on the list.
+    fn leave(&self, w: *mut NotifyWaiter<Runtime>, spare: *mut NotifyWaiter<Runtime>) -> bool {
+        // SAFETY: lock held; w and its neighbours are on the list, alive.
+        unsafe {
+            let t = (*w).ticket;
+            let next = (*w).next.load(Ordering::Relaxed);
+            let mut prev: *mut NotifyWaiter<Runtime> = null_mut();
+            let mut cur = self.head.load(Ordering::Relaxed);
+            while cur != w {
+                prev = cur;
+                cur = (*cur).next.load(Ordering::Relaxed);
+            }
+            let skip = self.notify.load(Ordering::Relaxed) == t;
+            let repl = if skip {
+                self.notify.store(t.wrapping_add(1), Ordering::SeqCst);
+                next
+            } else {
+                (*spare).tombstone = true;
+                (*spare).next.store(next, Ordering::Relaxed);
+                spare
+            };
+            if prev.is_null() {
+                self.head.store(repl, Ordering::Relaxed);
+            } else {
+                (*prev).next.store(repl, Ordering::Relaxed);
+            }
+            if next.is_null() {
+                self.tail
+                    .store(if skip { prev } else { spare }, Ordering::Relaxed);
+            }
+            !skip
         }
     }
 }
