@@ -581,7 +581,9 @@ int gmp_wg_done(struct gmp_wg *wg);
 
 /*
  Blocks until the WaitGroup counter is zero: a goroutine parks, any other thread sleeps
- on a futex. Returns 0; -EINVAL if `wg` is NULL or misaligned.
+ on a futex. Returns 0; -EINVAL if `wg` is NULL or misaligned; in a scope
+ (gmp_scope_begin), -ECANCELED or -ETIMEDOUT if the scope ends first (the WaitGroup is
+ as if this call had not waited).
 
  # Safety
  `wg` is NULL or points to a live gmp_wg.
@@ -1138,16 +1140,18 @@ int gmp_cpuprofile_stop(void);
  caller's current scope (the caller: a goroutine or any other thread). Goroutines the
  caller starts while it is current belong to it, as do theirs.
 
- Inside a scope, every wait — channel send, receive and select, gmp_sleep, the fd waits
- and socket calls of this library, and, under the interposer, the hooked blocking calls
- that park (read, write, recv, send, connect, accept, poll, select, epoll_wait,
- nanosleep, sleep, usleep, getaddrinfo's queries) — ends early once the scope is
- cancelled (gmp_scope_cancel, gmp_scope_end, or the cancel of an enclosing scope):
- gmp functions return -ECANCELED, hooked calls fail with errno ECANCELED. Once the
- deadline passes (`timeout_ns` from now; < 0: none but the enclosing scope's), they
- return -ETIMEDOUT / errno ETIMEDOUT instead. An operation that can complete without
- waiting still completes. Mutexes, condition variables, WaitGroups, and calls that take
- the blocking-call hand-off are not ended by a scope.
+ Inside a scope, every wait — channel send, receive and select, gmp_sleep,
+ gmp_wg_wait, gmp_cond_wait, the fd waits and socket calls of this library, and, under
+ the interposer, the hooked blocking calls that park (read, write, recv, send, connect,
+ accept, poll, select, epoll_wait, nanosleep, sleep, usleep, getaddrinfo's queries) and
+ those that take the blocking-call hand-off (waitpid, flock, a read of a terminal…,
+ interrupted in the kernel by SIGRTMAX-2 unless the program has its own handler for
+ it) — ends early once the scope is cancelled (gmp_scope_cancel, gmp_scope_end, or the
+ cancel of an enclosing scope): gmp functions return -ECANCELED, hooked calls fail with
+ errno ECANCELED. Once the deadline passes (`timeout_ns` from now; < 0: none but the
+ enclosing scope's), they return -ETIMEDOUT / errno ETIMEDOUT instead. An operation that
+ can complete without waiting still completes. Mutex and rwmutex locks are not ended
+ (as Go's sync.Mutex ignores contexts): a cancel frees the holder instead.
 
  Writes the handle to `*out`. Returns 0, -EINVAL if `out` is NULL.
 
@@ -1368,7 +1372,9 @@ int gmp_rwmutex_unlock(struct gmp_rwmutex *rw);
  wakeups in this implementation, but as with any condition variable, re-check the
  condition in a loop: another party may change it before `m` is re-taken. A goroutine
  parks and may resume on another OS thread; any other thread sleeps on a futex.
- Returns 0; -EINVAL if `c` or `m` is NULL or misaligned.
+ Returns 0; -EINVAL if `c` or `m` is NULL or misaligned; in a scope (gmp_scope_begin),
+ -ECANCELED or -ETIMEDOUT if the scope ends the wait first (`m` is locked again all the
+ same, and a signal meant for this waiter goes to the next one).
 
  # Safety
  `c` and `m` are NULL or point to a live gmp_cond and gmp_mutex; `c` stays alive while

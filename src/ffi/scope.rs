@@ -30,16 +30,18 @@ unsafe fn get(s: *const gmp_scope) -> Option<*const Scope> {
 /// caller's current scope (the caller: a goroutine or any other thread). Goroutines the
 /// caller starts while it is current belong to it, as do theirs.
 ///
-/// Inside a scope, every wait — channel send, receive and select, gmp_sleep, the fd waits
-/// and socket calls of this library, and, under the interposer, the hooked blocking calls
-/// that park (read, write, recv, send, connect, accept, poll, select, epoll_wait,
-/// nanosleep, sleep, usleep, getaddrinfo's queries) — ends early once the scope is
-/// cancelled (gmp_scope_cancel, gmp_scope_end, or the cancel of an enclosing scope):
-/// gmp functions return -ECANCELED, hooked calls fail with errno ECANCELED. Once the
-/// deadline passes (`timeout_ns` from now; < 0: none but the enclosing scope's), they
-/// return -ETIMEDOUT / errno ETIMEDOUT instead. An operation that can complete without
-/// waiting still completes. Mutexes, condition variables, WaitGroups, and calls that take
-/// the blocking-call hand-off are not ended by a scope.
+/// Inside a scope, every wait — channel send, receive and select, gmp_sleep,
+/// gmp_wg_wait, gmp_cond_wait, the fd waits and socket calls of this library, and, under
+/// the interposer, the hooked blocking calls that park (read, write, recv, send, connect,
+/// accept, poll, select, epoll_wait, nanosleep, sleep, usleep, getaddrinfo's queries) and
+/// those that take the blocking-call hand-off (waitpid, flock, a read of a terminal…,
+/// interrupted in the kernel by SIGRTMAX-2 unless the program has its own handler for
+/// it) — ends early once the scope is cancelled (gmp_scope_cancel, gmp_scope_end, or the
+/// cancel of an enclosing scope): gmp functions return -ECANCELED, hooked calls fail with
+/// errno ECANCELED. Once the deadline passes (`timeout_ns` from now; < 0: none but the
+/// enclosing scope's), they return -ETIMEDOUT / errno ETIMEDOUT instead. An operation that
+/// can complete without waiting still completes. Mutex and rwmutex locks are not ended
+/// (as Go's sync.Mutex ignores contexts): a cancel frees the holder instead.
 ///
 /// Writes the handle to `*out`. Returns 0, -EINVAL if `out` is NULL.
 ///
