@@ -351,8 +351,19 @@ fn interpose_scope_case(mode: &str) {
     for var in GMP_ENV {
         cmd.env_remove(var);
     }
+    // glibc's malloc debugger (2.34+) for the mtrace of the memory check.
+    let debug = Path::new("/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0");
+    let preload = if debug.exists() {
+        cmd.env(
+            "MALLOC_TRACE",
+            out_dir().join(format!("interpose_scope_{mode}.mtrace")),
+        );
+        format!("{} {}", library().display(), debug.display())
+    } else {
+        library().display().to_string()
+    };
     cmd.env_remove("LD_LIBRARY_PATH")
-        .env("LD_PRELOAD", library())
+        .env("LD_PRELOAD", preload)
         .env("GMP_MAXPROCS", "2");
     let what = format!("interpose_scope {mode}");
     let outcome = run_with_timeout(cmd, &what);

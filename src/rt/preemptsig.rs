@@ -366,33 +366,11 @@ fn perf_event_id(fd: i32) -> Option<u64> {
 /// A disarmed POSIX timer on thread `tid`'s CPU-time clock that sends it SIGURG carrying
 /// `sigpreempt::MAGIC`; its id, or None.
 fn timer_open(tid: i32) -> Option<i32> {
-    // The kernel's thread CPU clock id (CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED).
-    let clock = (!tid) << 3 | 6;
-    // struct sigevent: sigev_value (8), sigev_signo, sigev_notify, then the thread id.
-    let mut sev = [0u8; 64];
-    // SAFETY: writes within the 64-byte sigevent.
-    unsafe {
-        *(sev.as_mut_ptr() as *mut usize) = super::sigpreempt::MAGIC;
-        *(sev.as_mut_ptr().add(8) as *mut i32) = libc::SIGURG;
-        *(sev.as_mut_ptr().add(12) as *mut i32) = libc::SIGEV_THREAD_ID;
-        *(sev.as_mut_ptr().add(16) as *mut i32) = tid;
-    }
-    let mut id: i32 = -1;
-    // SAFETY: timer_create with a valid sigevent and out-pointer.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_timer_create,
-            clock,
-            sev.as_ptr(),
-            &mut id as *mut i32,
-        )
-    };
-    (r == 0).then_some(id)
+    crate::sys::thread_cpu_timer(tid, libc::SIGURG, super::sigpreempt::MAGIC)
 }
 
 fn timer_delete(id: i32) {
-    // SAFETY: deletes our own timer.
-    unsafe { libc::syscall(libc::SYS_timer_delete, id) };
+    crate::sys::timer_delete(id);
 }
 
 fn close_fd(fd: i32) {

@@ -214,30 +214,7 @@ fn disarm(m: &M) {
 /// A running timer on thread `tid`'s CPU-time clock that sends it SIGPROF carrying `MAGIC`
 /// every `period_ns` of its CPU time; its id, or None.
 fn timer_open(tid: i32, period_ns: u64) -> Option<i32> {
-    // The kernel's thread CPU clock id (CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED).
-    let clock = (!tid) << 3 | 6;
-    // struct sigevent: sigev_value (8), sigev_signo, sigev_notify, then the thread id.
-    let mut sev = [0u8; 64];
-    // SAFETY: writes within the 64-byte sigevent.
-    unsafe {
-        *(sev.as_mut_ptr() as *mut usize) = MAGIC;
-        *(sev.as_mut_ptr().add(8) as *mut i32) = libc::SIGPROF;
-        *(sev.as_mut_ptr().add(12) as *mut i32) = libc::SIGEV_THREAD_ID;
-        *(sev.as_mut_ptr().add(16) as *mut i32) = tid;
-    }
-    let mut id: i32 = -1;
-    // SAFETY: timer_create with a valid sigevent and out-pointer.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_timer_create,
-            clock,
-            sev.as_ptr(),
-            &mut id as *mut i32,
-        )
-    };
-    if r != 0 {
-        return None;
-    }
+    let id = crate::sys::thread_cpu_timer(tid, libc::SIGPROF, MAGIC)?;
     let ts = libc::timespec {
         tv_sec: (period_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (period_ns % 1_000_000_000) as libc::c_long,
@@ -257,8 +234,7 @@ fn timer_open(tid: i32, period_ns: u64) -> Option<i32> {
         )
     };
     if r != 0 {
-        // SAFETY: deletes the timer just made.
-        unsafe { libc::syscall(libc::SYS_timer_delete, id) };
+        crate::sys::timer_delete(id);
         return None;
     }
     Some(id)
@@ -266,9 +242,8 @@ fn timer_open(tid: i32, period_ns: u64) -> Option<i32> {
 
 /// Deletes the timer of an `M::proftimer` word (not 0).
 fn timer_delete(word: u64) {
-    let id = (word as u32).wrapping_sub(1) as i32;
-    // SAFETY: deletes our own timer (a pending signal of it is ignored by the handler).
-    unsafe { libc::syscall(libc::SYS_timer_delete, id) };
+    // A pending signal of it is ignored by the handler.
+    crate::sys::timer_delete((word as u32).wrapping_sub(1) as i32);
 }
 
 /// The SIGPROF handler (module doc). Async-signal-safe.

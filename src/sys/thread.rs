@@ -92,3 +92,37 @@ pub(crate) fn spawn_detached(who: &str, stack: usize, entry: ThreadEntry, arg: *
         }
     }
 }
+
+/// A disarmed POSIX timer on thread `tid`'s CPU-time clock that sends that thread `signo`
+/// carrying `value` in `si_value` (`SIGEV_THREAD_ID`); its id, or None. The raw system
+/// call: glibc's `timer_create` wrapper has no `SIGEV_THREAD_ID` before 2.35's headers.
+pub(crate) fn thread_cpu_timer(tid: i32, signo: i32, value: usize) -> Option<i32> {
+    // The kernel's thread CPU clock id (CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED).
+    let clock = (!tid) << 3 | 6;
+    // struct sigevent: sigev_value (8), sigev_signo, sigev_notify, then the thread id.
+    let mut sev = [0u8; 64];
+    // SAFETY: writes within the 64-byte sigevent.
+    unsafe {
+        *(sev.as_mut_ptr() as *mut usize) = value;
+        *(sev.as_mut_ptr().add(8) as *mut i32) = signo;
+        *(sev.as_mut_ptr().add(12) as *mut i32) = libc::SIGEV_THREAD_ID;
+        *(sev.as_mut_ptr().add(16) as *mut i32) = tid;
+    }
+    let mut id: i32 = -1;
+    // SAFETY: timer_create with a valid sigevent and out-pointer.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_timer_create,
+            clock,
+            sev.as_ptr(),
+            &mut id as *mut i32,
+        )
+    };
+    (r == 0).then_some(id)
+}
+
+/// Deletes a timer `thread_cpu_timer` made (a signal of it still pending is delivered).
+pub(crate) fn timer_delete(id: i32) {
+    // SAFETY: deletes our own timer; an id that is not one fails with EINVAL.
+    unsafe { libc::syscall(libc::SYS_timer_delete, id) };
+}
