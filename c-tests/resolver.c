@@ -23,6 +23,11 @@
  *               resolv.conf (its `nameserver ADDR:PORT`, `search` and `options` lines),
  *               which glibc does not read: the driver compares glibc's output with the
  *               runtime's byte for byte.
+ *   addrsel NAME...
+ *               resolves each NAME (AF_UNSPEC, and AF_INET6 with AI_V4MAPPED|AI_ALL) and
+ *               prints the dump: the driver runs it in a network namespace whose
+ *               addresses carry the kernel's flags (deprecated, home), once through the
+ *               runtime and once through glibc, and compares the orders.
  *   scale N     N goroutines resolve a name the server answers after 50 ms: all done in
  *               about one round trip, with the thread count at most GOMAXPROCS + 8.
  *   probe NAME  resolves NAME (AF_UNSPEC, SOCK_STREAM) and prints the dump, and how long
@@ -444,7 +449,20 @@ static void glibc_use_root_conf(void)
     CHECK(_res.nscount > 0);
 }
 
+/* Names whose sources' flags order them (the driver's network namespace). */
+static void run_addrsel(char **names)
+{
+    for (; *names; names++) {
+        struct addrinfo h = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        dump(*names, "80", &h);
+        h.ai_family = AF_INET6;
+        h.ai_flags = AI_V4MAPPED | AI_ALL;
+        dump(*names, "80", &h);
+    }
+}
+
 static const char *g_arg;
+static char **g_names;
 static gmp_wg g_wg = GMP_WG_INIT;
 static int g_case;
 static int g_ok;
@@ -453,7 +471,7 @@ static void runner(void *arg)
 {
     (void)arg;
     const char *interpose = getenv("GMP_INTERPOSE");
-    if (g_case >= 1 && g_case != 2 && interpose && strcmp(interpose, "0") == 0) {
+    if ((g_case == 1 || g_case == 3 || g_case == 4) && interpose && strcmp(interpose, "0") == 0) {
         /* _res is per thread: stay on this one. */
         CHECK_OK(gmp_lock_os_thread());
         glibc_use_root_conf();
@@ -466,6 +484,8 @@ static void runner(void *arg)
         run_rcodes();
     else if (g_case == 4)
         run_gai();
+    else if (g_case == 5)
+        run_addrsel(g_names);
     else {
         double t0 = now_sec();
         dump(g_arg, NULL, &(struct addrinfo){.ai_socktype = SOCK_STREAM});
@@ -537,7 +557,10 @@ int main(int argc, char **argv)
         g_case = 3;
     else if (strcmp(argv[1], "gai") == 0)
         g_case = 4;
-    else if (strcmp(argv[1], "probe") == 0 && argc == 3) {
+    else if (strcmp(argv[1], "addrsel") == 0 && argc >= 3) {
+        g_case = 5;
+        g_names = argv + 2;
+    } else if (strcmp(argv[1], "probe") == 0 && argc == 3) {
         g_case = 2;
         g_arg = argv[2];
     } else

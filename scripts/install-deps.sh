@@ -30,6 +30,13 @@ if [ ${#need_cmake[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq cmake pkg-config g++ binutils >/dev/null
 fi
+# The resolver's address-selection test (tests/c_interpose.rs: resolver_addrsel) gives a
+# network namespace its addresses with ip.
+if ! command -v ip >/dev/null 2>&1 && [ ! -x /usr/sbin/ip ] && [ ! -x /sbin/ip ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq iproute2 >/dev/null
+fi
 # The interposer's tests run unmodified libraries: hiredis against a local redis-server,
 # libmemcached against a local memcached, and libcurl (tests/c_interpose.rs:
 # interpose_hiredis, interpose_memcached, interpose_curl).

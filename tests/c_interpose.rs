@@ -1137,6 +1137,157 @@ fn resolver_gai_conf() {
     assert!(orders.len() >= 3, "gai.conf changed no order: {orders:?}");
 }
 
+/// Runs `resolver addrsel NAMES` in a network namespace of its own (`unshare -n -m`, as
+/// root) after `setup` (shell commands that give it addresses): once through the runtime
+/// (`root`'s hosts file) and once through glibc (the same file bind-mounted on
+/// /etc/hosts, an empty one on /etc/gai.conf); returns both outputs.
+fn addrsel_in_netns(root: &Path, setup: &str, names: &[&str]) -> (String, String) {
+    let unshare = require_program("unshare", "util-linux");
+    let ip = require_program("ip", "iproute2");
+    let exe = compile("resolver");
+    let script = format!(
+        "set -e\nIP=\"$0\"; EXE=\"$1\"; ROOT=\"$2\"; shift 3\n\
+         {setup}\n\
+         GMP_RESOLV_ROOT=\"$ROOT\" \"$EXE\" addrsel \"$@\"\n\
+         echo ---\n\
+         mount --bind \"$ROOT/etc/hosts\" /etc/hosts\n\
+         mount --bind \"$ROOT/etc/gai.conf\" /etc/gai.conf\n\
+         GMP_INTERPOSE=0 \"$EXE\" addrsel \"$@\"\n"
+    );
+    let mut cmd = Command::new(&unshare);
+    cmd.args(["-n", "-m", "sh", "-c", &script])
+        .arg(&ip)
+        .arg(&exe)
+        .arg(root)
+        .arg("--")
+        .args(names)
+        .current_dir(out_dir());
+    for var in GMP_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("LD_LIBRARY_PATH");
+    let out = {
+        let _serial = lock();
+        run_with_timeout(cmd, "resolver addrsel")
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        out.report(
+            "resolver addrsel in a network namespace failed (unshare -n -m, ip and mount need root)"
+        )
+    );
+    let (ours, glibc) = out
+        .stdout
+        .split_once("---\n")
+        .unwrap_or_else(|| panic!("{}", out.report("no separator")));
+    (ours.to_string(), glibc.to_string())
+}
+
+/// The addresses of each answer in the order printed, for `name` under AF_UNSPEC.
+fn addrsel_order(dump: &str, name: &str) -> Vec<String> {
+    let head = format!("[{name}|80|f=0 ");
+    dump.split('[')
+        .map(|b| format!("[{b}"))
+        .find(|b| b.starts_with(&head))
+        .unwrap_or_else(|| panic!("{name} not in {dump}"))
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(3).map(str::to_string))
+        .collect()
+}
+
+/// RFC 6724 rules that depend on the kernel's address flags, against glibc's sort: in a
+/// network namespace, loopback carries IPv6 and IPv4 addresses that are deprecated
+/// (`preferred_lft 0`), home addresses (`home`), both or neither, and names of a hosts
+/// file resolve to them (each address is its own source); then a namespace without IPv6
+/// addresses, where glibc has no address list and IPv4's longest-prefix rule compares
+/// whole addresses. Each prints the same bytes through the runtime and through glibc.
+#[test]
+fn resolver_addrsel() {
+    let root = out_dir().join("resolv-root-addrsel");
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::write(root.join("etc/nsswitch.conf"), "hosts: files dns\n").unwrap();
+    std::fs::write(root.join("etc/host.conf"), "multi on\n").unwrap();
+    std::fs::write(root.join("etc/resolv.conf"), "nameserver 127.0.0.1\n").unwrap();
+    std::fs::write(root.join("etc/gai.conf"), "").unwrap();
+    // 2001:db8:1::1 plain, ::2 deprecated, ::3 home, ::4 home and deprecated; 10.9.0.1
+    // plain, 10.9.0.2 deprecated (but the kernel picks 10.9.0.1 to reach it), 10.8.0.2
+    // deprecated and the source of its /24.
+    std::fs::write(
+        root.join("etc/hosts"),
+        "2001:db8:1::2 dep.test\n2001:db8:1::1 dep.test\n\
+         2001:db8:1::1 home.test\n2001:db8:1::3 home.test\n\
+         2001:db8:1::4 all.test\n2001:db8:1::2 all.test\n2001:db8:1::1 all.test\n\
+         2001:db8:1::3 all.test\n\
+         10.8.0.99 dep4.test\n10.9.0.77 dep4.test\n\
+         2001:db8:1::2 mix.test\n10.9.0.1 mix.test\n10.9.0.2 mix.test\n2001:db8:1::3 mix.test\n\
+         10.9.200.1 near.test\n10.9.0.77 near.test\n",
+    )
+    .unwrap();
+    let names = [
+        "dep.test",
+        "home.test",
+        "all.test",
+        "dep4.test",
+        "mix.test",
+        "near.test",
+    ];
+    let flags = "\"$IP\" link set lo up\n\
+         \"$IP\" -6 addr add 2001:db8:1::1/64 dev lo nodad\n\
+         \"$IP\" -6 addr add 2001:db8:1::2/64 dev lo nodad preferred_lft 0\n\
+         \"$IP\" -6 addr add 2001:db8:1::3/64 dev lo nodad home\n\
+         \"$IP\" -6 addr add 2001:db8:1::4/64 dev lo nodad home preferred_lft 0\n\
+         \"$IP\" addr add 10.9.0.1/24 dev lo\n\
+         \"$IP\" addr add 10.9.0.2/24 dev lo preferred_lft 0\n\
+         \"$IP\" addr add 10.8.0.2/24 dev lo preferred_lft 0\n\
+         \"$IP\" route add 10.9.0.0/16 dev lo";
+    let (ours, glibc) = addrsel_in_netns(&root, flags, &names);
+    assert_eq!(
+        glibc, ours,
+        "address flags: glibc's order (left), the runtime's (right)"
+    );
+    let order = |name| addrsel_order(&ours, name);
+    // Rule 3, then rule 4.
+    assert_eq!(order("dep.test")[0], "2001:db8:1::1", "{ours}");
+    assert_eq!(order("home.test")[0], "2001:db8:1::3", "{ours}");
+    assert_eq!(
+        order("all.test"),
+        [
+            "2001:db8:1::3",
+            "2001:db8:1::1",
+            "2001:db8:1::4",
+            "2001:db8:1::2"
+        ],
+        "{ours}"
+    );
+    // Equal common prefixes with their sources: rule 3 alone decides.
+    assert_eq!(order("dep4.test"), ["10.9.0.77", "10.8.0.99"], "{ours}");
+    // A deprecated IPv6 source goes after IPv4 (rule 3 before precedence).
+    assert_eq!(
+        order("mix.test"),
+        ["2001:db8:1::3", "10.9.0.1", "10.9.0.2", "2001:db8:1::2"],
+        "{ours}"
+    );
+    // Inside 10.9.0.1's /24 first.
+    assert_eq!(order("near.test")[0], "10.9.0.77", "{ours}");
+
+    // Without an IPv6 address but ::1, glibc keeps no list: no flags, and the whole
+    // address as the subnet of IPv4's rule 9.
+    let v4only = "\"$IP\" link set lo up\n\
+         \"$IP\" addr add 10.9.0.1/24 dev lo\n\
+         \"$IP\" addr add 10.9.0.2/24 dev lo preferred_lft 0\n\
+         \"$IP\" addr add 10.8.0.2/24 dev lo preferred_lft 0\n\
+         \"$IP\" route add 10.9.0.0/16 dev lo";
+    let (ours, glibc) = addrsel_in_netns(&root, v4only, &["dep4.test", "near.test"]);
+    assert_eq!(
+        glibc, ours,
+        "IPv4 only: glibc's order (left), the runtime's (right)"
+    );
+    assert_eq!(addrsel_order(&ours, "dep4.test")[0], "10.8.0.99", "{ours}");
+    assert_eq!(addrsel_order(&ours, "near.test")[0], "10.9.200.1", "{ours}");
+}
+
 /// A server that never answers: EAI_AGAIN after `attempts` × `timeout`, the goroutine
 /// parked meanwhile.
 #[test]

@@ -1,12 +1,16 @@
 //! Destination address selection (RFC 6724; Go's `addrselect.go`, glibc's `rfc3484_sort`
 //! with its tables: `/etc/gai.conf`'s `label`, `precedence` and `scopev4` lines, read as
 //! glibc's `gaiconf_init` reads them, or its defaults, which keep RFC 3484's precedence
-//! table): the rules a host's own answer depends on. Rule 1 (avoid unusable destinations) asks the kernel for
-//! the source address of each destination by connecting a UDP socket to it, as glibc does;
-//! then matching scope (2), matching label (5), higher precedence (6), smaller scope (8),
-//! longest matching prefix (9, IPv4 only inside the source's subnet), and the original
-//! order. Rules 3, 4 and 7 need the kernel's per-address flags (deprecated, home,
-//! native) and are left out: they change nothing between addresses without those flags.
+//! table): the rules a host's own answer depends on. Rule 1 (avoid unusable destinations)
+//! asks the kernel for the source address of each destination by connecting a UDP socket
+//! to it, as glibc does; then matching scope (2), no deprecated source (3), a home address
+//! as source (4), matching label (5), higher precedence (6), native transport (7), smaller
+//! scope (8), longest matching prefix (9, IPv4 only inside the source's subnet), and the
+//! original order. As in glibc, rules 3, 4, 7 and 9 take the source's flags, prefix length
+//! and interface from the kernel's address list (an `RTM_GETADDR` netlink dump), which
+//! glibc keeps only when the host has an IPv6 address other than `::1`; rule 7 takes the
+//! interfaces' types from an `RTM_GETLINK` dump, when two sources are on different
+//! interfaces.
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -282,9 +286,200 @@ fn scope(a: &IpAddr) -> u8 {
     }
 }
 
-/// The source address the kernel would use for `dst`, and its prefix length; None if
-/// there is no route.
-fn source_of(dst: &IpAddr, ifaces: &[(IpAddr, u32)]) -> Option<(IpAddr, u32)> {
+/// `ifa_flags` bits that make an address one to avoid as a source (rule 3): deprecated,
+/// or optimistic (RFC 4429 counts those as deprecated), as glibc groups them.
+const AVOID: u8 = (libc::IFA_F_DEPRECATED | libc::IFA_F_OPTIMISTIC) as u8;
+/// `ifa_flags` bit of a Mobile IPv6 home address (rule 4).
+const HOME: u8 = libc::IFA_F_HOMEADDRESS as u8;
+
+/// One address of the host, as the kernel's `RTM_GETADDR` dump gives it (glibc's
+/// `__check_pf`): the address (an IPv4 one in its `::ffff:a.b.c.d` form), its
+/// `ifa_flags`, prefix length and interface index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HostAddr {
+    addr: Ipv6Addr,
+    flags: u8,
+    prefixlen: u32,
+    index: u32,
+}
+
+fn read_u16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn read_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// Length of a netlink header (`struct nlmsghdr`).
+const NLMSG_HDR: usize = 16;
+
+/// Sends one netlink route dump request of type `ty` and returns the payloads of the
+/// answer's messages with their types, up to `NLMSG_DONE`; None when the socket, the
+/// request or an answer fails (as glibc, which then goes without the information).
+fn netlink_dump(ty: u16) -> Option<Vec<(u16, Vec<u8>)>> {
+    // SAFETY: plain system call.
+    let fd = unsafe {
+        crate::sys::real::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    let out = netlink_dump_on(fd, ty);
+    // SAFETY: fd is ours and closed once.
+    unsafe { crate::sys::real::close(fd) };
+    out
+}
+
+fn netlink_dump_on(fd: i32, ty: u16) -> Option<Vec<(u16, Vec<u8>)>> {
+    // The header, then a `struct rtgenmsg` (one family byte, AF_UNSPEC) padded to 4.
+    let seq: u32 = 0x6d70_6700;
+    let mut req = Vec::with_capacity(NLMSG_HDR + 4);
+    req.extend_from_slice(&((NLMSG_HDR + 4) as u32).to_ne_bytes());
+    req.extend_from_slice(&ty.to_ne_bytes());
+    req.extend_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
+    req.extend_from_slice(&seq.to_ne_bytes());
+    req.extend_from_slice(&0u32.to_ne_bytes());
+    req.extend_from_slice(&[libc::AF_UNSPEC as u8, 0, 0, 0]);
+    // SAFETY: req is readable for its length; an unbound netlink socket sends to the
+    // kernel (address 0) and is bound by the kernel on the way.
+    let n = unsafe { crate::sys::real::send(fd, req.as_ptr().cast(), req.len(), 0) };
+    if n != req.len() as isize {
+        return None;
+    }
+    let mut msgs = Vec::new();
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        // SAFETY: buf is writable for its length.
+        let n = unsafe {
+            crate::sys::real::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_TRUNC)
+        };
+        if n < 0 || n as usize > buf.len() {
+            // An error, or a datagram larger than the buffer (cut short).
+            return None;
+        }
+        let b = &buf[..n as usize];
+        let mut at = 0;
+        while at + NLMSG_HDR <= b.len() {
+            let len = read_u32(b, at)? as usize;
+            if len < NLMSG_HDR || at + len > b.len() {
+                break;
+            }
+            let mty = read_u16(b, at + 4)?;
+            if read_u32(b, at + 8)? == seq {
+                match mty {
+                    t if t == libc::NLMSG_DONE as u16 => return Some(msgs),
+                    t if t == libc::NLMSG_ERROR as u16 => return None,
+                    _ => msgs.push((mty, b[at + NLMSG_HDR..at + len].to_vec())),
+                }
+            }
+            at += (len + 3) & !3;
+        }
+    }
+}
+
+/// The host's addresses with their flags, as glibc's `__check_pf` lists them for the
+/// sort: empty unless the host has an IPv6 address other than `::1` (glibc keeps the
+/// list only then) or when the kernel cannot be asked.
+fn host_addrs() -> Vec<HostAddr> {
+    let Some(msgs) = netlink_dump(libc::RTM_GETADDR) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut seen_v6 = false;
+    for (ty, m) in msgs {
+        if ty != libc::RTM_NEWADDR || m.len() < 8 {
+            continue;
+        }
+        // struct ifaddrmsg: family, prefix length, flags, scope (one byte each), index.
+        let (family, prefixlen, flags) = (i32::from(m[0]), u32::from(m[1]), m[2]);
+        let index = read_u32(&m, 4).unwrap_or(0);
+        if family != libc::AF_INET && family != libc::AF_INET6 {
+            continue;
+        }
+        // IFA_ADDRESS wins as soon as it is met; IFA_LOCAL otherwise.
+        let (mut local, mut address) = (None, None);
+        let mut at = 8;
+        while at + 4 <= m.len() {
+            let (Some(len), Some(aty)) = (read_u16(&m, at), read_u16(&m, at + 2)) else {
+                break;
+            };
+            let len = usize::from(len);
+            if len < 4 || at + len > m.len() {
+                break;
+            }
+            let data = &m[at + 4..at + len];
+            if aty == libc::IFA_LOCAL {
+                local = Some(data);
+            } else if aty == libc::IFA_ADDRESS {
+                address = Some(data);
+                break;
+            }
+            at += (len + 3) & !3;
+        }
+        let Some(data) = address.or(local) else {
+            continue;
+        };
+        let addr = if family == libc::AF_INET {
+            let Ok(o) = <[u8; 4]>::try_from(data.get(..4).unwrap_or(&[])) else {
+                continue;
+            };
+            std::net::Ipv4Addr::from(o).to_ipv6_mapped()
+        } else {
+            let Ok(o) = <[u8; 16]>::try_from(data.get(..16).unwrap_or(&[])) else {
+                continue;
+            };
+            let a = Ipv6Addr::from(o);
+            seen_v6 |= !a.is_loopback();
+            a
+        };
+        out.push(HostAddr {
+            addr,
+            flags: flags & (AVOID | HOME),
+            prefixlen,
+            index,
+        });
+    }
+    if !seen_v6 {
+        out.clear();
+    }
+    out
+}
+
+/// The interfaces that carry traffic natively (rule 7), by index: those of a type other
+/// than the IPv4-in-IPv4, IPv6-in-IPv6 and IPv6-in-IPv4 tunnels, as glibc's
+/// `__check_native` decides; None when the kernel cannot be asked.
+fn native_links() -> Option<Vec<(u32, bool)>> {
+    let msgs = netlink_dump(libc::RTM_GETLINK)?;
+    let tunnels = [libc::ARPHRD_TUNNEL, libc::ARPHRD_TUNNEL6, libc::ARPHRD_SIT];
+    Some(
+        msgs.iter()
+            .filter(|(ty, m)| *ty == libc::RTM_NEWLINK && m.len() >= 8)
+            // struct ifinfomsg: family, pad, type (u16), index (i32), ...
+            .filter_map(|(_, m)| Some((read_u32(m, 4)?, read_u16(m, 2)?)))
+            .map(|(index, ty)| (index, !tunnels.contains(&ty)))
+            .collect(),
+    )
+}
+
+/// What the sort knows of the source address of a destination: the address, and from
+/// the host's list (glibc's `in6addrinfo`) its prefix length (0 when it is not listed),
+/// flags and interface index (`u32::MAX` when not listed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Source {
+    addr: IpAddr,
+    prefixlen: u32,
+    flags: u8,
+    index: u32,
+}
+
+/// The source address the kernel would use for `dst`, with what `host` says of it; None
+/// if there is no route.
+fn source_of(dst: &IpAddr, host: &[HostAddr]) -> Option<Source> {
     let af = if dst.is_ipv4() {
         libc::AF_INET
     } else {
@@ -317,13 +512,15 @@ fn source_of(dst: &IpAddr, ifaces: &[(IpAddr, u32)]) -> Option<(IpAddr, u32)> {
     if !ok {
         return None;
     }
-    let src = super::ip_of(&out)?;
-    let plen = ifaces
-        .iter()
-        .find(|(a, _)| *a == src)
-        .map(|(_, p)| *p)
-        .unwrap_or(if src.is_ipv4() { 32 } else { 128 });
-    Some((src, plen))
+    let addr = super::ip_of(&out)?;
+    let key = v6(&addr);
+    let found = host.iter().find(|h| h.addr == key);
+    Some(Source {
+        addr,
+        prefixlen: found.map_or(0, |h| h.prefixlen),
+        flags: found.map_or(0, |h| h.flags),
+        index: found.map_or(u32::MAX, |h| h.index),
+    })
 }
 
 fn common_prefix_len(a: &IpAddr, b: &IpAddr) -> u32 {
@@ -336,15 +533,26 @@ fn common_prefix_len(a: &IpAddr, b: &IpAddr) -> u32 {
 
 struct Entry {
     dst: IpAddr,
-    src: Option<(IpAddr, u32)>,
+    src: Option<Source>,
+    /// Whether the source's interface carries traffic natively (rule 7); false when
+    /// that is not known, as in glibc.
+    native: bool,
     index: usize,
 }
 
 fn rule9(e: &Entry) -> u32 {
-    let Some((src, plen)) = e.src else { return 0 };
-    let common = common_prefix_len(&src, &e.dst);
+    let Some(src) = e.src else { return 0 };
+    let common = common_prefix_len(&src.addr, &e.dst);
+    // For IPv4 a common prefix counts only inside the source's subnet. glibc builds the
+    // mask as `0xffffffff << (32 - prefixlen)`: for an unlisted source (prefix length
+    // 0) that is a shift by 32, which x86-64 and AArch64 take as a shift by 0, a mask of
+    // the whole address.
+    let plen = if src.prefixlen == 0 {
+        32
+    } else {
+        src.prefixlen
+    };
     if e.dst.is_ipv4() && common < plen {
-        // Outside the source's subnet a common prefix says nothing.
         return 0;
     }
     common
@@ -359,14 +567,24 @@ fn compare(gai: &GaiConf, a: &Entry, b: &Entry) -> core::cmp::Ordering {
         _ => {}
     }
     let (da, db) = (v6(&a.dst), v6(&b.dst));
-    if let (Some((sa, _)), Some((sb, _))) = (a.src, b.src) {
+    if let (Some(xa), Some(xb)) = (a.src, b.src) {
         // Rule 2: prefer matching scope.
-        let ma = gai.scope(&a.dst) == gai.scope(&sa);
-        let mb = gai.scope(&b.dst) == gai.scope(&sb);
+        let ma = gai.scope(&a.dst) == gai.scope(&xa.addr);
+        let mb = gai.scope(&b.dst) == gai.scope(&xb.addr);
         if ma != mb {
             return if ma { Less } else { Greater };
         }
-        let (sa, sb) = (v6(&sa), v6(&sb));
+        // Rule 3: avoid deprecated (and optimistic) source addresses.
+        let (ma, mb) = (xa.flags & AVOID != 0, xb.flags & AVOID != 0);
+        if ma != mb {
+            return if ma { Greater } else { Less };
+        }
+        // Rule 4: prefer home addresses.
+        let (ma, mb) = (xa.flags & HOME != 0, xb.flags & HOME != 0);
+        if ma != mb {
+            return if ma { Less } else { Greater };
+        }
+        let (sa, sb) = (v6(&xa.addr), v6(&xb.addr));
         // Rule 5: prefer matching label.
         let ma = gai.label(&da) == gai.label(&sa);
         let mb = gai.label(&db) == gai.label(&sb);
@@ -378,6 +596,13 @@ fn compare(gai: &GaiConf, a: &Entry, b: &Entry) -> core::cmp::Ordering {
     let (pa, pb) = (gai.precedence(&da), gai.precedence(&db));
     if pa != pb {
         return pb.cmp(&pa);
+    }
+    // Rule 7: prefer native transport, between sources on different interfaces.
+    if let (Some(xa), Some(xb)) = (a.src, b.src)
+        && xa.index != xb.index
+        && a.native != b.native
+    {
+        return if a.native { Less } else { Greater };
     }
     // Rule 8: prefer smaller scope.
     let (sa, sb) = (gai.scope(&a.dst), gai.scope(&b.dst));
@@ -401,16 +626,30 @@ pub fn sort_by_rfc6724(addrs: &mut [IpAddr], gai: &GaiConf) {
     if addrs.len() < 2 {
         return;
     }
-    let ifaces = super::interface_addrs();
+    let host = host_addrs();
     let mut es: Vec<Entry> = addrs
         .iter()
         .enumerate()
         .map(|(index, dst)| Entry {
             dst: *dst,
-            src: source_of(dst, &ifaces),
+            src: source_of(dst, &host),
+            native: false,
             index,
         })
         .collect();
+    // Rule 7 asks the kernel for the interfaces' types only when two sources are on
+    // different interfaces.
+    let mut indexes = es.iter().filter_map(|e| e.src.map(|s| s.index));
+    if let Some(first) = indexes.next()
+        && indexes.any(|i| i != first)
+    {
+        let links = native_links().unwrap_or_default();
+        for e in &mut es {
+            if let Some(s) = e.src {
+                e.native = links.iter().any(|&(i, native)| i == s.index && native);
+            }
+        }
+    }
     es.sort_by(|a, b| compare(gai, a, b));
     for (slot, e) in addrs.iter_mut().zip(es) {
         *slot = e.dst;
@@ -475,7 +714,13 @@ mod tests {
     fn entry(dst: &str, src: Option<(&str, u32)>, index: usize) -> Entry {
         Entry {
             dst: dst.parse().unwrap(),
-            src: src.map(|(s, p)| (s.parse().unwrap(), p)),
+            src: src.map(|(s, p)| Source {
+                addr: s.parse().unwrap(),
+                prefixlen: p,
+                flags: 0,
+                index: 1,
+            }),
+            native: false,
             index,
         }
     }
@@ -503,5 +748,68 @@ mod tests {
         let a = entry("192.0.2.7", Some(("192.0.2.2", 24)), 0);
         let b = entry("192.0.2.7", Some(("192.0.2.2", 24)), 1);
         assert_eq!(compare(&a, &b), Less);
+    }
+
+    #[test]
+    fn source_flags_and_transport_order_destinations() {
+        use core::cmp::Ordering::*;
+        let compare = |a: &Entry, b: &Entry| compare(&GaiConf::default(), a, b);
+        let with = |mut e: Entry, flags: u8, index: u32, native: bool| {
+            let s = e.src.as_mut().unwrap();
+            (s.flags, s.index) = (flags, index);
+            e.native = native;
+            e
+        };
+        let a = || entry("2001:db8::1", Some(("2001:db8::1", 64)), 0);
+        let b = || entry("2001:db8::2", Some(("2001:db8::2", 64)), 1);
+        // Rule 3: a deprecated or optimistic source goes after one that is neither,
+        // whatever the order the answers came in.
+        let dep = with(a(), libc::IFA_F_DEPRECATED as u8, 1, true);
+        assert_eq!(compare(&dep, &b()), Greater);
+        let opt = with(a(), libc::IFA_F_OPTIMISTIC as u8, 1, true);
+        assert_eq!(compare(&b(), &opt), Less);
+        // Rule 4: a home address first, but after rule 3.
+        let home = with(b(), HOME, 1, true);
+        assert_eq!(compare(&home, &a()), Less);
+        let both = with(b(), HOME | AVOID, 1, true);
+        assert_eq!(compare(&both, &a()), Greater);
+        // Rule 2 comes before rule 3: a matching scope from a deprecated source first.
+        let far = entry("2001:db8::9", Some(("fe80::1", 64)), 0);
+        assert_eq!(compare(&dep, &far), Less);
+        // Rule 7: a native interface before a tunnel, only between two interfaces.
+        let native = with(b(), 0, 2, true);
+        let tunnel = with(a(), 0, 3, false);
+        assert_eq!(compare(&native, &tunnel), Less);
+        let same_if = with(b(), 0, 3, true);
+        assert_eq!(compare(&tunnel, &same_if), Less);
+        // Rule 6 comes before rule 7: IPv6 over a tunnel before IPv4.
+        let v4 = entry("192.0.2.9", Some(("192.0.2.2", 24)), 0);
+        let v4 = with(v4, 0, 2, true);
+        assert_eq!(compare(&tunnel, &v4), Less);
+        // Rule 9 for an IPv4 source the host list does not give (prefix length 0): the
+        // whole address is the subnet.
+        let near = entry("192.0.2.200", Some(("192.0.2.2", 0)), 1);
+        let other = entry("198.51.100.1", Some(("192.0.2.2", 0)), 0);
+        assert_eq!(compare(&other, &near), Less);
+    }
+
+    #[test]
+    fn host_list_comes_from_the_kernel() {
+        // The list is glibc's: present only with an IPv6 address other than ::1, and
+        // then it holds the IPv4 ones too, in their mapped form.
+        let host = host_addrs();
+        let ifaces = crate::net::interface_addrs();
+        let has_v6 = ifaces
+            .iter()
+            .any(|(a, _)| matches!(a, IpAddr::V6(v6) if !v6.is_loopback()));
+        assert_eq!(!host.is_empty(), has_v6, "{host:?} vs {ifaces:?}");
+        for (a, plen) in ifaces.iter().filter(|_| has_v6) {
+            assert!(
+                host.iter().any(|h| h.addr == v6(a) && h.prefixlen == *plen),
+                "{a}/{plen} missing from {host:?}"
+            );
+        }
+        let links = native_links().expect("RTM_GETLINK");
+        assert!(links.iter().any(|&(_, native)| native), "{links:?}");
     }
 }
