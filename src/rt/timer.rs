@@ -450,7 +450,9 @@ unsafe fn arm_scoped_sleep(gp: *mut G, arg: usize) -> bool {
 }
 
 /// `sleep` in scope `sc` (the caller's current): until `ns` passed, the scope's deadline
-/// passed or a cancel. Returns 0 or the scope's errno.
+/// passed or a cancel. Returns 0 or the scope's errno. A frame of its own (an unscoped
+/// sleep on a small goroutine stack does not carry this one's records).
+#[inline(never)]
 fn sleep_scoped(ns: i64, sc: *const scope::Scope) -> i32 {
     let end = crate::sys::nanotime().saturating_add(ns);
     let until = scope::clamp(sc, Some(end)).unwrap_or(end);

@@ -278,6 +278,16 @@ impl<E: NotifyEnv> NotifyList<'_, E> {
         }
         let w = NotifyWaiter::new(E::wake_state(), t, false);
         let wp = &w as *const NotifyWaiter<E> as *mut NotifyWaiter<E>;
+        // SAFETY: lock held; w lives until a notifier dequeued and woke it.
+        unsafe { self.push(wp) };
+        E::sleep(self.lock, &w);
+    }
+
+    /// Appends record `wp` to the list.
+    ///
+    /// # Safety
+    /// The list lock is held; `wp` stays alive until it is taken off again.
+    unsafe fn push(&self, wp: *mut NotifyWaiter<E>) {
         // Relaxed under the lock: the lock orders these accesses.
         let tail = self.tail.load(Ordering::Relaxed);
         if tail.is_null() {
@@ -287,7 +297,6 @@ impl<E: NotifyEnv> NotifyList<'_, E> {
             unsafe { (*tail).next.store(wp, Ordering::Relaxed) };
         }
         self.tail.store(wp, Ordering::Relaxed);
-        E::sleep(self.lock, &w);
     }
 
     /// Wakes the waiter with the oldest unnotified ticket, if any (Go's
@@ -469,6 +478,13 @@ impl NotifyList<'_, Runtime> {
             self.wait_ticket(t);
             return Ok(());
         }
+        self.wait_ticket_in(sc, t)
+    }
+
+    /// `wait_ticket_scoped` in scope `sc`: a frame of its own, so that an unscoped wait
+    /// (on a small goroutine stack) does not carry this one's records.
+    #[inline(never)]
+    fn wait_ticket_in(&self, sc: *const rt::scope::Scope, t: u32) -> Result<(), i32> {
         let w: NotifyWaiter<Runtime> = NotifyWaiter::new(Runtime::wake_state(), t, true);
         let wp = &w as *const NotifyWaiter<Runtime> as *mut NotifyWaiter<Runtime>;
         let cw = rt::scope::CancelWait::new(sc, cancel_wait, wp as usize);
@@ -486,14 +502,8 @@ impl NotifyList<'_, Runtime> {
             drop(unsafe { Box::from_raw(spare) });
             return Ok(());
         }
-        let tail = self.tail.load(Ordering::Relaxed);
-        if tail.is_null() {
-            self.head.store(wp, Ordering::Relaxed);
-        } else {
-            // SAFETY: records on the list are alive until dequeued; we hold the lock.
-            unsafe { (*tail).next.store(wp, Ordering::Relaxed) };
-        }
-        self.tail.store(wp, Ordering::Relaxed);
+        // SAFETY: lock held; w lives until it is off the list again (below).
+        unsafe { self.push(wp) };
         if w.wake.g.is_null() {
             ListLock(self.lock).unlock();
             rt::foreignwait::foreign_sleep(&w.wake.note, WaitReason::Semacquire);

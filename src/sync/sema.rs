@@ -131,28 +131,8 @@ impl SemaRoot {
     /// # Safety
     /// Lock held.
     unsafe fn remove(&self, w: *mut Waiter) -> bool {
-        // SAFETY: we hold the lock; every queued waiter is alive until dequeued.
-        unsafe {
-            let mut prev: *mut Waiter = null_mut();
-            let mut cur = self.head.get();
-            while !cur.is_null() {
-                if cur == w {
-                    let next = (*cur).next;
-                    if prev.is_null() {
-                        self.head.set(next);
-                    } else {
-                        (*prev).next = next;
-                    }
-                    if self.tail.get() == cur {
-                        self.tail.set(prev);
-                    }
-                    return true;
-                }
-                prev = cur;
-                cur = (*cur).next;
-            }
-        }
-        false
+        // SAFETY: caller contract.
+        !unsafe { self.unlink_first(|cur| cur == w) }.is_null()
     }
 
     /// Removes the first waiter for `addr`.
@@ -160,12 +140,21 @@ impl SemaRoot {
     /// # Safety
     /// Lock held.
     unsafe fn dequeue(&self, addr: usize) -> *mut Waiter {
+        // SAFETY: caller contract; `matches` reads waiters on the list, alive.
+        unsafe { self.unlink_first(|cur| (*cur).addr == addr) }
+    }
+
+    /// Takes the first waiter for which `matches` holds off the list; null if none does.
+    ///
+    /// # Safety
+    /// Lock held.
+    unsafe fn unlink_first(&self, matches: impl Fn(*mut Waiter) -> bool) -> *mut Waiter {
         // SAFETY: we hold the lock; every queued waiter is alive until dequeued.
         unsafe {
             let mut prev: *mut Waiter = null_mut();
             let mut cur = self.head.get();
             while !cur.is_null() {
-                if (*cur).addr == addr {
+                if matches(cur) {
                     let next = (*cur).next;
                     if prev.is_null() {
                         self.head.set(next);
@@ -240,6 +229,17 @@ pub fn semacquire_scoped(addr: &AtomicU32, reason: WaitReason) -> Result<(), i32
         semacquire1(addr, false, reason);
         return Ok(());
     }
+    semacquire_in(addr, reason, sc)
+}
+
+/// `semacquire_scoped` in scope `sc`: a frame of its own, so that an unscoped wait (on a
+/// small goroutine stack) does not carry this one's records.
+#[inline(never)]
+fn semacquire_in(
+    addr: &AtomicU32,
+    reason: WaitReason,
+    sc: *const rt::scope::Scope,
+) -> Result<(), i32> {
     if can_acquire(addr) {
         return Ok(());
     }
