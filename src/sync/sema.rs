@@ -60,6 +60,23 @@ struct Waiter {
     dequeued: core::sync::atomic::AtomicBool,
 }
 
+impl Waiter {
+    /// The calling goroutine's or thread's wait on `addr`; `scoped` as the field says.
+    fn new(addr: &AtomicU32, scoped: bool) -> Waiter {
+        Waiter {
+            addr: addr as *const AtomicU32 as usize,
+            g: rt::getg(),
+            note: Note::new(),
+            ticket: AtomicU32::new(0),
+            next: null_mut(),
+            scoped,
+            done: AtomicU32::new(0),
+            parked: AtomicU32::new(PARK_NOT_YET),
+            dequeued: core::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
 const PARK_NOT_YET: u32 = 0;
 const PARK_DONE: u32 = 1;
 const PARK_CANCELLED: u32 = 2;
@@ -83,7 +100,7 @@ static SEMTABLE: [SemaRoot; SEMTAB_SIZE] = [const {
 }; SEMTAB_SIZE];
 
 fn root(addr: &AtomicU32) -> &'static SemaRoot {
-    &SEMTABLE[(addr as *const AtomicU32 as usize >> 3) % SEMTAB_SIZE]
+    root_of(addr as *const AtomicU32 as usize)
 }
 
 /// Decrements `*addr` if it is positive.
@@ -245,17 +262,7 @@ fn semacquire_in(
     }
     let root = root(addr);
     loop {
-        let mut w = Waiter {
-            addr: addr as *const AtomicU32 as usize,
-            g: rt::getg(),
-            note: Note::new(),
-            ticket: AtomicU32::new(0),
-            next: null_mut(),
-            scoped: true,
-            done: AtomicU32::new(0),
-            parked: AtomicU32::new(PARK_NOT_YET),
-            dequeued: core::sync::atomic::AtomicBool::new(false),
-        };
+        let mut w = Waiter::new(addr, true);
         let wp = &mut w as *mut Waiter;
         let cw = rt::scope::CancelWait::new(sc, cancel_wait, wp as usize);
         // SAFETY: cw and w live in this frame until disarmed below; sc is our current
@@ -322,17 +329,7 @@ fn semacquire_inner(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
         return;
     }
     let root = root(addr);
-    let mut w = Waiter {
-        addr: addr as *const AtomicU32 as usize,
-        g: rt::getg(),
-        note: Note::new(),
-        ticket: AtomicU32::new(0),
-        next: null_mut(),
-        scoped: false,
-        done: AtomicU32::new(0),
-        parked: AtomicU32::new(PARK_NOT_YET),
-        dequeued: core::sync::atomic::AtomicBool::new(false),
-    };
+    let mut w = Waiter::new(addr, false);
     loop {
         root.lock.lock();
         // Count ourselves before the last check, so a concurrent semrelease either sees
