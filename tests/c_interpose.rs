@@ -1075,7 +1075,10 @@ fn resolver_gai_conf() {
     ));
     let root = server.root.display().to_string();
     let gai = server.root.join("etc/gai.conf");
-    let exe = compile("resolver");
+    let exe = {
+        let _serial = lock();
+        compile("resolver")
+    };
     let mut orders = std::collections::HashSet::new();
     for text in [
         "",
@@ -1144,7 +1147,10 @@ fn resolver_gai_conf() {
 fn addrsel_in_netns(root: &Path, setup: &str, names: &[&str]) -> (String, String) {
     let unshare = require_program("unshare", "util-linux");
     let ip = require_program("ip", "iproute2");
-    let exe = compile("resolver");
+    let exe = {
+        let _serial = lock();
+        compile("resolver")
+    };
     let script = format!(
         "set -e\nIP=\"$0\"; EXE=\"$1\"; ROOT=\"$2\"; shift 3\n\
          {setup}\n\

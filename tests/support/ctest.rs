@@ -53,12 +53,18 @@ pub fn manifest_dir() -> &'static Path {
 }
 
 /// A directory holding only `libgmp.so.0 -> <library()>`, for the programs' rpath.
+/// The link is replaced by a rename, never removed first: a program starting while
+/// another test compiles must always find its library.
 pub fn soname_dir() -> PathBuf {
     let dir = out_dir().join("lib");
     std::fs::create_dir_all(&dir).expect("create c-tests/lib");
     let link = dir.join("libgmp.so.0");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(library(), &link).expect("symlink libgmp.so.0");
+    if std::fs::read_link(&link).ok().as_deref() != Some(library().as_path()) {
+        let tmp = dir.join(format!("libgmp.so.0.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(library(), &tmp).expect("symlink libgmp.so.0");
+        std::fs::rename(&tmp, &link).expect("rename the libgmp.so.0 link into place");
+    }
     dir
 }
 
