@@ -3,7 +3,8 @@
 // ETIMEDOUT; err() and deadline() report them; the destructor waits for the goroutines,
 // cancels first when an exception unwinds through it, and makes the enclosing scope
 // current again; a select with a default case, try operations and buffered values still
-// complete in an ended scope. Waits are for states (values on channels), never sleeps.
+// complete in an ended scope, and a lock of a held gmp::mutex or gmp::shared_mutex throws
+// ECANCELED there (a free one is taken). Waits are for states (values on channels), never sleeps.
 #include <gmp-sched/gmp.hpp>
 
 #include "check.hpp"
@@ -11,7 +12,9 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -88,6 +91,17 @@ static void step_ended_scope_still_completes()
     bool defaulted = false;
     CHECK(gmp::select().recv(unbuffered, [] {}).otherwise([&] { defaulted = true; }).run() == -1);
     CHECK(defaulted);
+    // Locks: a free one is taken; a held one would wait, and lock_guard throws.
+    gmp::mutex m;
+    gmp::shared_mutex rw;
+    {
+        std::lock_guard<gmp::mutex> g(m);
+        CHECK(errno_of([&] { std::lock_guard<gmp::mutex> again(m); }) == ECANCELED);
+        std::shared_lock<gmp::shared_mutex> r(rw);
+        CHECK(errno_of([&] { std::unique_lock<gmp::shared_mutex> w(rw); }) == ECANCELED);
+    }
+    CHECK(m.try_lock());
+    m.unlock();
 }
 
 static void deadline_receiver(gmp::chan<int> results, std::chrono::steady_clock::time_point deadline)

@@ -1,7 +1,7 @@
 //! The C API as a whole: the header compiles on its own (C11 and C++17), every entry point's
 //! argument checks and wrong-caller answers and the misuses that abort (`bad_input`), the
 //! start-up configuration from the environment and its effects, the library staying
-//! loaded after `dlclose`, signals relayed to channels (`signal_notify`), and scopes (`scope`). Harness and
+//! loaded after `dlclose`, signals relayed to channels (`signal_notify`), and scopes (`scope`, `scope_locks`). Harness and
 //! conventions: `support/ctest.rs`.
 
 use std::collections::HashSet;
@@ -369,4 +369,13 @@ fn signal_notify() {
 #[test]
 fn scope() {
     expect_success("scope", &[("GMP_MAXPROCS", "2")]);
+}
+
+/// Scopes end mutex and rwmutex waits (-ECANCELED within 10 ms, without the lock), and the
+/// locks stay exact: unscoped waiters behind cancelled ones get the lock, raced unlocks
+/// and cancels lose nobody, a storm of scoped and unscoped lockers (starvation mode
+/// included) never overlaps, and every word ends at 0.
+#[test]
+fn scope_locks() {
+    expect_success("scope_locks", &[("GMP_MAXPROCS", "2")]);
 }

@@ -1259,7 +1259,10 @@ int gmp_signal_stop(struct gmp_chan *c);
 /*
  Locks `m`, waiting while another holder has it: a goroutine parks (its thread runs
  other goroutines), any other thread sleeps on a futex. Returns 0; -EINVAL if `m` is
- NULL or misaligned. Locking a mutex the caller already holds deadlocks, as in Go.
+ NULL or misaligned; -ECANCELED or -ETIMEDOUT, without the lock, if the caller's scope
+ (gmp_scope_begin) is cancelled or its deadline passes before the lock is free (a free
+ mutex is taken even then). Locking a mutex the caller already holds deadlocks, as in
+ Go.
 
  # Safety
  `m` is NULL or points to a live gmp_mutex.
@@ -1275,6 +1278,16 @@ int gmp_mutex_lock(struct gmp_mutex *m);
  As gmp_mutex_lock.
  */
 int gmp_mutex_lock_slow(struct gmp_mutex *m);
+
+/*
+ Locks `m` as gmp_mutex_lock does, but no scope ends the wait: for code that must hold
+ the lock whatever its scope says (a cleanup path, a re-lock after a wait, as
+ gmp_cond_wait re-locks). Returns 0; -EINVAL if `m` is NULL or misaligned.
+
+ # Safety
+ `m` is NULL or points to a live gmp_mutex.
+ */
+int gmp_mutex_lock_nocancel(struct gmp_mutex *m);
 
 /*
  Locks `m` if it is free, without waiting. Returns 0 if the caller now holds it, -EBUSY
@@ -1308,7 +1321,8 @@ int gmp_mutex_unlock_slow(struct gmp_mutex *m, int32_t new_state);
 
 /*
  Locks `rw` for reading: waits (parks, or sleeps on a futex) while a writer holds it or
- waits for it. Returns 0; -EINVAL if `rw` is NULL or misaligned.
+ waits for it. Returns 0; -EINVAL if `rw` is NULL or misaligned; -ECANCELED or
+ -ETIMEDOUT, without the lock, if the caller's scope ends the wait (as gmp_mutex_lock).
 
  # Safety
  `rw` is NULL or points to a live gmp_rwmutex.
@@ -1328,7 +1342,9 @@ int gmp_rwmutex_runlock(struct gmp_rwmutex *rw);
 /*
  Locks `rw` for writing: waits for the other writers, then keeps new readers out and
  waits for the readers inside to leave. Returns 0; -EINVAL if `rw` is NULL or
- misaligned.
+ misaligned; -ECANCELED or -ETIMEDOUT, without the lock, if the caller's scope ends
+ either wait (as gmp_mutex_lock; readers that queued behind it then get in as soon as
+ the readers it waited for have left).
 
  # Safety
  `rw` is NULL or points to a live gmp_rwmutex.

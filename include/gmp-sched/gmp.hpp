@@ -1068,7 +1068,7 @@ class condition_variable {
     /* Timed waiters on the list; written under list_mu_, read without it by notifiers. */
     std::atomic<std::size_t> timed_{0};
 
-    void list_lock() noexcept { (void)gmp_mutex_lock(&list_mu_); }
+    void list_lock() noexcept { (void)gmp_mutex_lock_nocancel(&list_mu_); }
     void list_unlock() noexcept { (void)gmp_mutex_unlock(&list_mu_); }
 
     /* Takes `w` off the list. list_mu_ held; `w` is on it. */
@@ -1124,7 +1124,10 @@ class condition_variable {
             unlink(&w);
         list_unlock();
         (void)gmp_chan_release(w.wake);
-        lock.lock();
+        // Re-locked whatever the caller's scope says (a wait must return holding it).
+        mutex *m = lock.mutex();
+        (void)gmp_mutex_lock_nocancel(m->native_handle());
+        lock = std::unique_lock<mutex>(*m, std::adopt_lock);
         if (r != 0 && r != -ETIMEDOUT)
             detail::throw_errno(r, "gmp_chan_recv_timeout");
         return notified ? std::cv_status::no_timeout : std::cv_status::timeout;

@@ -138,7 +138,10 @@ unsafe fn cond_ref<'a>(c: *mut gmp_cond) -> NotifyList<'a> {
 
 /// Locks `m`, waiting while another holder has it: a goroutine parks (its thread runs
 /// other goroutines), any other thread sleeps on a futex. Returns 0; -EINVAL if `m` is
-/// NULL or misaligned. Locking a mutex the caller already holds deadlocks, as in Go.
+/// NULL or misaligned; -ECANCELED or -ETIMEDOUT, without the lock, if the caller's scope
+/// (gmp_scope_begin) is cancelled or its deadline passes before the lock is free (a free
+/// mutex is taken even then). Locking a mutex the caller already holds deadlocks, as in
+/// Go.
 ///
 /// # Safety
 /// `m` is NULL or points to a live gmp_mutex.
@@ -167,8 +170,10 @@ pub unsafe extern "C" fn gmp_mutex_lock(m: *mut gmp_mutex) -> c_int {
 unsafe fn mutex_lock_slow(m: *mut gmp_mutex) -> c_int {
     boundary("gmp_mutex_lock", || {
         // SAFETY: caller contract.
-        unsafe { mutex_ref(m) }.lock_slow();
-        0
+        match unsafe { mutex_ref(m) }.lock_slow_scoped() {
+            Ok(()) => 0,
+            Err(e) => -e,
+        }
     })
 }
 
@@ -187,6 +192,30 @@ pub unsafe extern "C" fn gmp_mutex_lock_slow(m: *mut gmp_mutex) -> c_int {
     rt::preempt_check();
     // SAFETY: checked non-null and aligned; the caller promises it is live.
     unsafe { mutex_lock_slow(m) }
+}
+
+/// Locks `m` as gmp_mutex_lock does, but no scope ends the wait: for code that must hold
+/// the lock whatever its scope says (a cleanup path, a re-lock after a wait, as
+/// gmp_cond_wait re-locks). Returns 0; -EINVAL if `m` is NULL or misaligned.
+///
+/// # Safety
+/// `m` is NULL or points to a live gmp_mutex.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gmp_mutex_lock_nocancel(m: *mut gmp_mutex) -> c_int {
+    if bad(m) {
+        return -libc::EINVAL;
+    }
+    // SAFETY: checked non-null and aligned; the caller promises it is live; all access to
+    // the word is atomic.
+    if mutex::lock_fast(unsafe { AtomicI32::from_ptr(addr_of_mut!((*m).state)) }) {
+        return 0;
+    }
+    rt::preempt_check();
+    boundary("gmp_mutex_lock_nocancel", || {
+        // SAFETY: as above.
+        unsafe { mutex_ref(m) }.lock_slow();
+        0
+    })
 }
 
 /// Locks `m` if it is free, without waiting. Returns 0 if the caller now holds it, -EBUSY
@@ -264,7 +293,8 @@ pub unsafe extern "C" fn gmp_mutex_unlock_slow(m: *mut gmp_mutex, new_state: i32
 }
 
 /// Locks `rw` for reading: waits (parks, or sleeps on a futex) while a writer holds it or
-/// waits for it. Returns 0; -EINVAL if `rw` is NULL or misaligned.
+/// waits for it. Returns 0; -EINVAL if `rw` is NULL or misaligned; -ECANCELED or
+/// -ETIMEDOUT, without the lock, if the caller's scope ends the wait (as gmp_mutex_lock).
 ///
 /// # Safety
 /// `rw` is NULL or points to a live gmp_rwmutex.
@@ -276,8 +306,10 @@ pub unsafe extern "C" fn gmp_rwmutex_rlock(rw: *mut gmp_rwmutex) -> c_int {
         }
         rt::preempt_check();
         // SAFETY: checked non-null and aligned; the caller promises it is live.
-        unsafe { rwmutex_ref(rw) }.rlock();
-        0
+        match unsafe { rwmutex_ref(rw) }.rlock_scoped() {
+            Ok(()) => 0,
+            Err(e) => -e,
+        }
     })
 }
 
@@ -301,7 +333,9 @@ pub unsafe extern "C" fn gmp_rwmutex_runlock(rw: *mut gmp_rwmutex) -> c_int {
 
 /// Locks `rw` for writing: waits for the other writers, then keeps new readers out and
 /// waits for the readers inside to leave. Returns 0; -EINVAL if `rw` is NULL or
-/// misaligned.
+/// misaligned; -ECANCELED or -ETIMEDOUT, without the lock, if the caller's scope ends
+/// either wait (as gmp_mutex_lock; readers that queued behind it then get in as soon as
+/// the readers it waited for have left).
 ///
 /// # Safety
 /// `rw` is NULL or points to a live gmp_rwmutex.
@@ -313,8 +347,10 @@ pub unsafe extern "C" fn gmp_rwmutex_lock(rw: *mut gmp_rwmutex) -> c_int {
         }
         rt::preempt_check();
         // SAFETY: checked non-null and aligned; the caller promises it is live.
-        unsafe { rwmutex_ref(rw) }.lock();
-        0
+        match unsafe { rwmutex_ref(rw) }.lock_scoped() {
+            Ok(()) => 0,
+            Err(e) => -e,
+        }
     })
 }
 

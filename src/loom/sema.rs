@@ -1,9 +1,14 @@
 //! A model of Go's semaphore for one address, for the loom models of the sync primitives
 //! built on it (`sync/mutex.rs`, `rwmutex.rs`, `waitgroup.rs`); `sync` makes it a
-//! `SemaWord`. Not the subject: `sync/sema.rs` has its own tests.
+//! `SemaWord`. With the runtime's scoped waits too: one scope for all of a model's
+//! scoped waiters ([`ModelSema::cancel`]), and the ghost a cancelled waiter leaves in its
+//! place (`sync/sema.rs`, "Ghosts"). Not the subject: `sync/sema.rs` has its own tests.
 
 use super::sync::{Condvar, Mutex};
 use std::collections::VecDeque;
+
+/// A ghost's action (`sync::sema::Ghost`): `Some(handoff)` asks for another release.
+pub(crate) type GhostAct = std::sync::Arc<dyn Fn() -> Option<bool> + Send + Sync>;
 
 /// A waiter's state in [`ModelSema`].
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -13,6 +18,8 @@ enum Slot {
     Woken,
     /// Dequeued by a hand-off: the count is already its own.
     Ticket,
+    /// A cancelled waiter's ghost, queued in its place.
+    Ghost,
 }
 
 struct SemaState {
@@ -20,6 +27,10 @@ struct SemaState {
     queue: VecDeque<usize>,
     /// Per waiter ever queued, by id (ids are never reused).
     slots: Vec<Slot>,
+    /// The ghosts' actions, by id.
+    acts: Vec<Option<GhostAct>>,
+    /// The scope of the scoped waiters has ended.
+    cancelled: bool,
 }
 
 /// Go's semaphore for one address, as a reference: a count, a FIFO of waiters, `lifo`
@@ -38,6 +49,8 @@ impl ModelSema {
                 count: 0,
                 queue: VecDeque::new(),
                 slots: Vec::new(),
+                acts: Vec::new(),
+                cancelled: false,
             }),
             cv: Condvar::new(),
         }
@@ -53,6 +66,7 @@ impl ModelSema {
             }
             let id = st.slots.len();
             st.slots.push(Slot::Queued);
+            st.acts.push(None);
             if lifo {
                 st.queue.push_front(id);
             } else {
@@ -67,18 +81,97 @@ impl ModelSema {
         }
     }
 
-    /// Adds one and wakes a waiter (`handoff` gives the count to the woken waiter itself).
-    pub(crate) fn up(&self, handoff: bool) {
+    /// `down` for a scoped waiter: Err once [`ModelSema::cancel`] ended the wait first,
+    /// leaving a ghost running `act` in its place (at the head if it had been woken and
+    /// lost the count, as a woken waiter queues again).
+    pub(crate) fn down_scoped(&self, lifo: bool, act: GhostAct) -> Result<(), i32> {
         let mut st = self.st.lock().unwrap();
-        st.count += 1;
-        if let Some(w) = st.queue.pop_front() {
-            st.slots[w] = if handoff {
+        let mut woken = false;
+        loop {
+            if st.count > 0 {
                 st.count -= 1;
-                Slot::Ticket
+                return Ok(());
+            }
+            let id = st.slots.len();
+            if st.cancelled {
+                st.slots.push(Slot::Ghost);
+                st.acts.push(Some(act));
+                if lifo || woken {
+                    st.queue.push_front(id);
+                } else {
+                    st.queue.push_back(id);
+                }
+                return Err(libc::ECANCELED);
+            }
+            st.slots.push(Slot::Queued);
+            st.acts.push(None);
+            if lifo {
+                st.queue.push_front(id);
             } else {
-                Slot::Woken
+                st.queue.push_back(id);
+            }
+            while st.slots[id] == Slot::Queued && !st.cancelled {
+                st = self.cv.wait(st).unwrap();
+            }
+            match st.slots[id] {
+                Slot::Ticket => return Ok(()),
+                Slot::Queued => {
+                    // Cancelled while queued: the ghost takes our place.
+                    st.slots[id] = Slot::Ghost;
+                    st.acts[id] = Some(act);
+                    return Err(libc::ECANCELED);
+                }
+                _ => woken = true, // woken: take the count, or queue again
+            }
+        }
+    }
+
+    /// Ends every scoped wait, present and future (the scope's cancel).
+    pub(crate) fn cancel(&self) {
+        self.st.lock().unwrap().cancelled = true;
+        self.cv.notify_all();
+    }
+
+    /// Whether [`ModelSema::cancel`] was called.
+    pub(crate) fn cancelled(&self) -> bool {
+        self.st.lock().unwrap().cancelled
+    }
+
+    /// The count now.
+    pub(crate) fn count(&self) -> u32 {
+        self.st.lock().unwrap().count
+    }
+
+    /// Adds one and wakes a waiter (`handoff` gives the count to the woken waiter itself).
+    /// A ghost it reaches takes the count and runs (outside the model's lock), and the
+    /// releases it asks for follow in the same loop.
+    pub(crate) fn up(&self, handoff: bool) {
+        let mut handoff = handoff;
+        loop {
+            let act = {
+                let mut st = self.st.lock().unwrap();
+                st.count += 1;
+                let Some(w) = st.queue.pop_front() else {
+                    return;
+                };
+                if st.slots[w] == Slot::Ghost {
+                    st.count -= 1;
+                    st.acts[w].take().expect("a ghost without its action")
+                } else {
+                    st.slots[w] = if handoff {
+                        st.count -= 1;
+                        Slot::Ticket
+                    } else {
+                        Slot::Woken
+                    };
+                    self.cv.notify_all();
+                    return;
+                }
             };
-            self.cv.notify_all();
+            match act() {
+                Some(h) => handoff = h,
+                None => return,
+            }
         }
     }
 }

@@ -163,7 +163,37 @@ impl Mutex<'_> {
 
     #[cold]
     pub(crate) fn lock_slow(&self) {
-        lock_slow_in(self.state, &RuntimeWaits(self.sema));
+        // Unscoped: always Ok.
+        let _ = lock_slow_in(self.state, &self.waits(), false);
+        self.tsan_acquire();
+    }
+
+    /// Locks the mutex unless the caller's scope (rt/scope.rs) ends the wait first:
+    /// Err(ECANCELED or ETIMEDOUT), the mutex not taken. A free mutex is taken even then.
+    #[inline]
+    pub fn lock_scoped(&self) -> Result<(), i32> {
+        if lock_fast(self.state) {
+            return Ok(());
+        }
+        self.lock_slow_scoped()
+    }
+
+    /// The contended half of [`Mutex::lock_scoped`].
+    #[cold]
+    pub(crate) fn lock_slow_scoped(&self) -> Result<(), i32> {
+        lock_slow_in(self.state, &self.waits(), true)?;
+        self.tsan_acquire();
+        Ok(())
+    }
+
+    fn waits(&self) -> RuntimeWaits<'_> {
+        RuntimeWaits {
+            state: self.state,
+            sema: self.sema,
+        }
+    }
+
+    fn tsan_acquire(&self) {
         if crate::sys::tsan::on() {
             // The unlock's release (unlock_slow, or the inline fast path TSan sees itself).
             crate::sys::tsan::acquire(self.state as *const AtomicI32 as usize);
@@ -186,7 +216,7 @@ impl Mutex<'_> {
         if crate::sys::tsan::on() {
             crate::sys::tsan::release(self.state as *const AtomicI32 as usize);
         }
-        unlock_slow_in(self.state, new, &RuntimeWaits(self.sema));
+        unlock_slow_in(self.state, new, &self.waits());
     }
 }
 
@@ -199,12 +229,30 @@ pub(crate) trait MutexWaits {
     fn nanotime(&self) -> i64;
     /// Waits for the semaphore (Go's `semacquire1(&m.sema, lifo, ..)`).
     fn semacquire(&self, lifo: bool);
+    /// `semacquire` that the caller's scope ends: Err(errno) then, and the wait leaves
+    /// [`ghost_woken`] on the mutex's state word in its place (sync/sema.rs, "Ghosts").
+    fn semacquire_scoped(&self, lifo: bool) -> Result<(), i32>;
+    /// The errno of the caller's scope if it has ended, else 0.
+    fn scope_err(&self) -> i32;
     /// Releases the semaphore, to the first waiter in person when `handoff`.
     fn semrelease(&self, handoff: bool);
 }
 
 /// The runtime's [`MutexWaits`]: the address-keyed semaphore on the mutex's `sema` word.
-struct RuntimeWaits<'a>(&'a AtomicU32);
+struct RuntimeWaits<'a> {
+    state: &'a AtomicI32,
+    sema: &'a AtomicU32,
+}
+
+/// The ghost of a cancelled runtime mutex wait: [`ghost_woken`] on the state word at
+/// `args[0]`.
+///
+/// # Safety
+/// `args[0]` is the address of a live mutex's state word.
+unsafe fn runtime_ghost(args: &[usize; 4]) -> Option<bool> {
+    // SAFETY: caller contract; all access to the word is atomic.
+    ghost_woken(unsafe { AtomicI32::from_ptr(args[0] as *mut i32) })
+}
 
 impl MutexWaits for RuntimeWaits<'_> {
     #[inline(always)]
@@ -223,16 +271,32 @@ impl MutexWaits for RuntimeWaits<'_> {
     }
     #[inline(always)]
     fn semacquire(&self, lifo: bool) {
-        self.0.acquire(lifo, WaitReason::Semacquire);
+        self.sema.acquire(lifo, WaitReason::Semacquire);
+    }
+    fn semacquire_scoped(&self, lifo: bool) -> Result<(), i32> {
+        let ghost = crate::sync::sema::Ghost {
+            act: runtime_ghost,
+            args: [self.state.as_ptr() as usize, 0, 0, 0],
+        };
+        crate::sync::sema::semacquire_scoped_ghost(self.sema, lifo, WaitReason::Semacquire, ghost)
+    }
+    fn scope_err(&self) -> i32 {
+        rt::scope::current_err()
     }
     #[inline(always)]
     fn semrelease(&self, handoff: bool) {
-        self.0.release(handoff);
+        self.sema.release(handoff);
     }
 }
 
 /// Go's `lockSlow`: spin, queue, take the mutex or receive it in starvation mode.
-fn lock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(state: &S, w: &W) {
+/// `scoped`: the caller's scope may end the wait (Err(errno), the mutex not taken): before
+/// it queues, or while queued, when the semaphore wait leaves a ghost in its place.
+fn lock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(
+    state: &S,
+    w: &W,
+    scoped: bool,
+) -> Result<(), i32> {
     let mut wait_start: i64 = 0;
     let mut starving = false;
     // We were woken from the semaphore (or set WOKEN while spinning): the WOKEN bit is
@@ -260,6 +324,14 @@ fn lock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(state: &S, w: &W
             old = state.load(Ordering::Relaxed);
             continue;
         }
+        if scoped && !awoke && old & (MUTEX_LOCKED | MUTEX_STARVING) != 0 {
+            // About to queue (nothing of ours in the state word yet): a scope that ended
+            // ends the call here.
+            let e = w.scope_err();
+            if e != 0 {
+                return Err(e);
+            }
+        }
         let mut new = old;
         // Do not take a starving mutex: it belongs to the waiters; queue instead.
         if old & MUTEX_STARVING == 0 {
@@ -286,14 +358,19 @@ fn lock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(state: &S, w: &W
             continue;
         }
         if old & (MUTEX_LOCKED | MUTEX_STARVING) == 0 {
-            return; // locked it with the CAS
+            return Ok(()); // locked it with the CAS
         }
         // A waiter that has already waited goes to the head of the queue.
         let lifo = wait_start != 0;
         if wait_start == 0 {
             wait_start = w.nanotime();
         }
-        w.semacquire(lifo);
+        if scoped {
+            // Err: our waiter count and place in the queue are the ghost's now.
+            w.semacquire_scoped(lifo)?;
+        } else {
+            w.semacquire(lifo);
+        }
         starving = starving || w.nanotime() - wait_start > STARVATION_THRESHOLD_NS;
         old = state.load(Ordering::Relaxed);
         if old & MUTEX_STARVING != 0 {
@@ -312,16 +389,63 @@ fn lock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(state: &S, w: &W
             // acq-rel: the hand-off's semaphore already ordered us after the unlocker;
             // release keeps our later critical section after this take.
             state.fetch_add(delta, Ordering::AcqRel);
-            return;
+            return Ok(());
         }
         awoke = true;
         iter = 0;
     }
 }
 
+/// What a cancelled waiter's ghost does once a release reached it (sync/sema.rs,
+/// "Ghosts"): what `lock_slow_in` does after its `semacquire`, short of keeping the mutex.
+/// In starvation mode the mutex was handed to it: it takes it as the woken waiter does
+/// and unlocks it at once (which hands it to the next waiter). In normal mode the unlocker
+/// took its waiter count off and set WOKEN for it: it clears WOKEN and, if the mutex is
+/// free with waiters, wakes the next one, as an unlock would. Returns the release to make
+/// (`Some(handoff)`), if any.
+pub(crate) fn ghost_woken<S: AtomicWord<V = i32> + ?Sized>(state: &S) -> Option<bool> {
+    let mut old = state.load(Ordering::Relaxed);
+    if old & MUTEX_STARVING != 0 {
+        if old & (MUTEX_LOCKED | MUTEX_WOKEN) != 0 || old >> MUTEX_WAITER_SHIFT == 0 {
+            throw("sync: inconsistent mutex state");
+        }
+        let mut delta = MUTEX_LOCKED - ONE_WAITER;
+        if old >> MUTEX_WAITER_SHIFT == 1 {
+            // The last waiter: the mode ends, as lock_slow_in ends it.
+            delta -= MUTEX_STARVING;
+        }
+        // Taken (LOCKED) before it is released, so that a waiter that queued meanwhile
+        // is woken by the unlock below, not left behind by a mode that ended.
+        state.fetch_add(delta, Ordering::AcqRel);
+        return unlock_wake(state, unlock_fast(state));
+    }
+    loop {
+        if old & MUTEX_WOKEN == 0 {
+            throw("sync: inconsistent mutex state");
+        }
+        let mut new = old & !MUTEX_WOKEN;
+        let wake = new >> MUTEX_WAITER_SHIFT != 0 && new & (MUTEX_LOCKED | MUTEX_STARVING) == 0;
+        if wake {
+            new = new.wrapping_sub(ONE_WAITER) | MUTEX_WOKEN;
+        }
+        match state.compare_exchange(old, new, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return wake.then_some(false),
+            Err(cur) => old = cur,
+        }
+    }
+}
+
 /// Go's `unlockSlow`, given the state after our unlock's decrement: wakes a waiter (normal
 /// mode) or hands the mutex to the first one (starvation mode).
 fn unlock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(state: &S, new: i32, w: &W) {
+    if let Some(handoff) = unlock_wake(state, new) {
+        w.semrelease(handoff);
+    }
+}
+
+/// The decision of Go's `unlockSlow`: the release of the semaphore to make (`Some(handoff)`)
+/// after an unlock's decrement left `new`, with the waiter count and WOKEN updated for it.
+fn unlock_wake<S: AtomicWord<V = i32> + ?Sized>(state: &S, new: i32) -> Option<bool> {
     if new.wrapping_add(MUTEX_LOCKED) & MUTEX_LOCKED == 0 {
         fatal("sync: unlock of unlocked mutex");
     }
@@ -329,8 +453,7 @@ fn unlock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(state: &S, new
         // Starvation mode: hand the mutex to the first waiter and our P with it. WOKEN
         // stays clear: the waiter sets LOCKED itself, and until then newcomers see
         // STARVING and queue instead of taking it.
-        w.semrelease(true);
-        return;
+        return Some(true);
     }
     let mut old = new;
     loop {
@@ -339,15 +462,12 @@ fn unlock_slow_in<S: AtomicWord<V = i32> + ?Sized, W: MutexWaits>(state: &S, new
         if old >> MUTEX_WAITER_SHIFT == 0
             || old & (MUTEX_LOCKED | MUTEX_WOKEN | MUTEX_STARVING) != 0
         {
-            return;
+            return None;
         }
         // Take one waiter off the count and mark it woken, then wake it.
         let next = old.wrapping_sub(ONE_WAITER) | MUTEX_WOKEN;
         match state.compare_exchange(old, next, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => {
-                w.semrelease(false);
-                return;
-            }
+            Ok(_) => return Some(false),
             Err(cur) => old = cur,
         }
     }
@@ -419,8 +539,16 @@ pub(crate) mod loom_tests {
 
         pub(crate) fn lock(&self) {
             if !lock_fast(&*self.state) {
-                lock_slow_in(&*self.state, self);
+                let _ = lock_slow_in(&*self.state, self, false);
             }
+        }
+
+        /// `Mutex::lock_scoped`; the model semaphore's `cancel` is the scope's.
+        pub(crate) fn lock_scoped(&self) -> Result<(), i32> {
+            if lock_fast(&*self.state) {
+                return Ok(());
+            }
+            lock_slow_in(&*self.state, self, true)
         }
 
         pub(crate) fn unlock(&self) {
@@ -470,6 +598,18 @@ pub(crate) mod loom_tests {
                 self.counts[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             self.sema.acquire(lifo, WaitReason::Semacquire);
+        }
+        fn semacquire_scoped(&self, lifo: bool) -> Result<(), i32> {
+            let state = self.state.clone();
+            self.sema
+                .down_scoped(lifo, std::sync::Arc::new(move || ghost_woken(&*state)))
+        }
+        fn scope_err(&self) -> i32 {
+            if self.sema.cancelled() {
+                libc::ECANCELED
+            } else {
+                0
+            }
         }
         fn semrelease(&self, handoff: bool) {
             if handoff {
@@ -540,6 +680,73 @@ pub(crate) mod loom_tests {
     #[test]
     fn spinner_announces_woken() {
         model(|| run(3, 1, 1, 0));
+    }
+
+    /// Scoped lockers and their scope's cancel (sync/sema.rs, "Ghosts"): `scoped` threads
+    /// lock in the scope, `plain` ones outside it, the main thread holds the mutex first
+    /// and cancels the scope while they wait or run. Each scoped locker gets the mutex
+    /// or Err; the plain ones always get it (a ghost that swallowed their wake-up would
+    /// leave them waiting: loom's deadlock); the critical sections never overlap; at the
+    /// end the state word and the semaphore's count are 0 (no waiter count, WOKEN,
+    /// STARVING or count left behind by a ghost).
+    fn run_cancel(scoped: usize, plain: usize, clock_step: i64) {
+        let m = ModelMutex::new(0, clock_step);
+        let counter = Arc::new(UnsafeCell::new(0usize));
+        m.lock();
+        let body = |m: ModelMutex, counter: Arc<UnsafeCell<usize>>, in_scope: bool| {
+            move || {
+                let r = if in_scope {
+                    m.lock_scoped()
+                } else {
+                    Ok(m.lock())
+                };
+                match r {
+                    Ok(()) => {
+                        // SAFETY: the model's subject: only the holder gets here.
+                        counter.with_mut(|c| unsafe { *c += 1 });
+                        m.unlock();
+                        1
+                    }
+                    Err(e) => {
+                        assert!(in_scope && e == libc::ECANCELED);
+                        0
+                    }
+                }
+            }
+        };
+        let threads: Vec<_> = (0..scoped + plain)
+            .map(|i| crate::loom::thread::spawn(body(m.share(), counter.clone(), i < scoped)))
+            .collect();
+        m.sema.cancel();
+        m.unlock();
+        let mut took = 0;
+        for (i, t) in threads.into_iter().enumerate() {
+            let n = t.join().unwrap();
+            assert!(i < scoped || n == 1, "a plain locker did not get the mutex");
+            took += n;
+        }
+        assert_eq!(m.state(), 0, "state word left behind");
+        assert_eq!(m.sema.count(), 0, "a semaphore count left behind");
+        // SAFETY: every locker has been joined.
+        assert_eq!(counter.with(|c| unsafe { *c }), took);
+    }
+
+    /// Normal mode: a cancelled waiter's ghost gives WOKEN back and wakes the next.
+    #[test]
+    fn cancel_normal_mode() {
+        model(|| run_cancel(1, 1, 0));
+    }
+
+    /// Two scoped waiters (ghosts next to each other in the queue) and a plain one.
+    #[test]
+    fn cancel_two_ghosts() {
+        crate::loom::model_bounded(Some(2), || run_cancel(2, 1, 0));
+    }
+
+    /// Starvation mode: the ghost receives the handed-over mutex and hands it on.
+    #[test]
+    fn cancel_starvation_mode() {
+        model(|| run_cancel(1, 1, 2 * STARVATION_THRESHOLD_NS));
     }
 
     /// Starvation mode: a waiter that waited too long (every one that slept, with this

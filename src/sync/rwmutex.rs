@@ -22,6 +22,7 @@ use crate::loom::AtomicWord;
 use crate::rt::{WaitReason, fatal};
 use crate::sync::SemaWord;
 use crate::sync::mutex::Mutex;
+use crate::sync::sema::{self, Ghost};
 
 /// The most readers that may hold the lock at once (Go's rwmutexMaxReaders); more than
 /// that would make `reader_count` look like a pending writer.
@@ -88,14 +89,7 @@ impl<L: WriterLock, C: AtomicWord<V = i32> + ?Sized, S: SemaWord + ?Sized> RwMut
 
     #[cold]
     fn runlock_slow(&self, r: i32) {
-        // r + 1 == 0: no reader and no writer; == -MAX_READERS: a writer and no reader.
-        if r + 1 == 0 || r + 1 == -RWMUTEX_MAX_READERS {
-            fatal("sync: RUnlock of unlocked RWMutex");
-        }
-        // A writer is pending: the last departing reader wakes it.
-        if self.reader_wait.fetch_add(-1, Ordering::SeqCst) - 1 == 0 {
-            self.writer_sem.release(false);
-        }
+        runlock_slow_in(r, self.reader_wait, self.writer_sem);
     }
 
     /// Locks for writing: waits for other writers, then for the readers inside.
@@ -148,18 +142,131 @@ impl<L: WriterLock, C: AtomicWord<V = i32> + ?Sized, S: SemaWord + ?Sized> RwMut
     /// Unlocks for writing and lets the readers that blocked meanwhile in. Aborts with
     /// "gmp: sync: Unlock of unlocked RWMutex" if no writer holds it.
     pub fn unlock(&self) {
-        let r = self
-            .reader_count
-            .fetch_add(RWMUTEX_MAX_READERS, Ordering::SeqCst)
-            + RWMUTEX_MAX_READERS;
-        if r >= RWMUTEX_MAX_READERS {
-            fatal("sync: Unlock of unlocked RWMutex");
-        }
-        for _ in 0..r {
-            self.reader_sem.release(false);
-        }
+        unlock_readers(self.reader_count, self.reader_sem);
         self.w.unlock();
     }
+}
+
+/// `runlock`'s slow half: `r` is the reader count after the reader's decrement, negative
+/// (a writer is pending or the lock was not read-locked).
+fn runlock_slow_in<C: AtomicWord<V = i32> + ?Sized, S: SemaWord + ?Sized>(
+    r: i32,
+    reader_wait: &C,
+    writer_sem: &S,
+) {
+    // r + 1 == 0: no reader and no writer; == -MAX_READERS: a writer and no reader.
+    if r + 1 == 0 || r + 1 == -RWMUTEX_MAX_READERS {
+        fatal("sync: RUnlock of unlocked RWMutex");
+    }
+    // A writer is pending: the last departing reader wakes it.
+    if reader_wait.fetch_add(-1, Ordering::SeqCst) - 1 == 0 {
+        writer_sem.release(false);
+    }
+}
+
+/// The first half of a writer's unlock: lets the readers that blocked meanwhile in.
+fn unlock_readers<C: AtomicWord<V = i32> + ?Sized, S: SemaWord + ?Sized>(
+    reader_count: &C,
+    reader_sem: &S,
+) {
+    let r = reader_count.fetch_add(RWMUTEX_MAX_READERS, Ordering::SeqCst) + RWMUTEX_MAX_READERS;
+    if r >= RWMUTEX_MAX_READERS {
+        fatal("sync: Unlock of unlocked RWMutex");
+    }
+    for _ in 0..r {
+        reader_sem.release(false);
+    }
+}
+
+/// Scoped locking (rt/scope.rs): a wait the caller's scope ends returns Err(ECANCELED or
+/// ETIMEDOUT) without the lock. A reader's or a pending writer's semaphore wait leaves a
+/// ghost (sync/sema.rs, "Ghosts") that, once the writer or the readers it waited for are
+/// gone, takes the lock as the waiter would have and releases it at once: the counts the
+/// protocol keeps (`reader_count`, `reader_wait`) stay exact.
+impl RwMutex<'_> {
+    /// `rlock` unless the caller's scope ends the wait first.
+    pub fn rlock_scoped(&self) -> Result<(), i32> {
+        if self.reader_count.fetch_add(1, Ordering::SeqCst) + 1 < 0 {
+            let ghost = Ghost {
+                act: reader_ghost,
+                args: [
+                    self.reader_count.as_ptr() as usize,
+                    self.reader_wait.as_ptr() as usize,
+                    self.writer_sem.as_ptr() as usize,
+                    0,
+                ],
+            };
+            sema::semacquire_scoped_ghost(self.reader_sem, false, WaitReason::Semacquire, ghost)?;
+        }
+        Ok(())
+    }
+
+    /// `lock` unless the caller's scope ends the wait (for the writers' mutex, or for the
+    /// readers inside) first.
+    pub fn lock_scoped(&self) -> Result<(), i32> {
+        self.w.lock_scoped()?;
+        let r = self
+            .reader_count
+            .fetch_add(-RWMUTEX_MAX_READERS, Ordering::SeqCst);
+        if r != 0 && self.reader_wait.fetch_add(r, Ordering::SeqCst) + r != 0 {
+            let ghost = Ghost {
+                act: writer_ghost,
+                args: [
+                    self.w.state.as_ptr() as usize,
+                    self.w.sema.as_ptr() as usize,
+                    self.reader_count.as_ptr() as usize,
+                    self.reader_sem.as_ptr() as usize,
+                ],
+            };
+            sema::semacquire_scoped_ghost(self.writer_sem, false, WaitReason::Semacquire, ghost)?;
+        }
+        Ok(())
+    }
+}
+
+/// The ghost of a cancelled reader: the writer it waited for is gone and the read lock is
+/// its; it leaves as `runlock` does.
+///
+/// # Safety
+/// `args` are the addresses of a live rwmutex's `reader_count`, `reader_wait` and
+/// `writer_sem`.
+unsafe fn reader_ghost(args: &[usize; 4]) -> Option<bool> {
+    // SAFETY: caller contract; all access to the words is atomic.
+    let (count, wait, wsem) = unsafe {
+        (
+            AtomicI32::from_ptr(args[0] as *mut i32),
+            AtomicI32::from_ptr(args[1] as *mut i32),
+            AtomicU32::from_ptr(args[2] as *mut u32),
+        )
+    };
+    let r = count.fetch_add(-1, Ordering::SeqCst) - 1;
+    if r < 0 {
+        runlock_slow_in(r, wait, wsem);
+    }
+    None
+}
+
+/// The ghost of a writer cancelled while it waited for the readers inside: they are gone
+/// and the write lock is its; it unlocks as `unlock` does.
+///
+/// # Safety
+/// `args` are the addresses of a live rwmutex's writers' mutex words (state, sema),
+/// `reader_count` and `reader_sem`.
+unsafe fn writer_ghost(args: &[usize; 4]) -> Option<bool> {
+    // SAFETY: caller contract; all access to the words is atomic.
+    let (w, count, rsem) = unsafe {
+        (
+            Mutex {
+                state: AtomicI32::from_ptr(args[0] as *mut i32),
+                sema: AtomicU32::from_ptr(args[1] as *mut u32),
+            },
+            AtomicI32::from_ptr(args[2] as *mut i32),
+            AtomicU32::from_ptr(args[3] as *mut u32),
+        )
+    };
+    unlock_readers(count, rsem);
+    w.unlock();
+    None
 }
 
 /// Loom models of the read and write paths on loom's atomics, the model mutex

@@ -24,6 +24,23 @@
 //!   starvation mode: otherwise another waiter may take the count while we yield, and the
 //!   yield is wasted (Go issue 33747).
 //!
+//! # Ghosts: scoped waits whose count someone must still consume
+//! A scoped wait (`semacquire_scoped*`) that its scope ends returns at once. For the
+//! WaitGroup that is all: a release that reaches it passes the count to the next waiter.
+//! The mutex and the rwmutex keep waiter counts of their own beside the semaphore, and an
+//! unlocker may already have counted a release for the wait (taken its waiter off the
+//! state word, set WOKEN, handed the lock over in starvation mode) before the cancel won.
+//! Such a wait gives a [`Ghost`]: what its owner would have done, woken, without wanting
+//! the lock any more (give WOKEN back and wake another; take the handed lock and unlock
+//! it; leave as a reader). The cancelled waiter leaves the ghost in its place in the
+//! queue, on the heap (or, if a releaser dequeued it between the cancel and its return,
+//! that releaser keeps the ghost). A release that reaches a ghost takes the count for it
+//! (or re-queues it at the head if another waiter took the count first, as a woken waiter
+//! waits again) and runs it after dropping the root's lock; a ghost that asks for another
+//! release of the same address is served in the same loop, so a chain of ghosts costs no
+//! stack. The waiter counts of the primitive thus stay exact: every unit of them belongs
+//! to a live waiter or a ghost on the queue (HACKING.md, "Scoped waits").
+//!
 //! # Invariants
 //! - `root.nwait` counts the waiters on that root's list plus those about to enqueue; it is
 //!   incremented before the waiter's last `can_acquire` (both under the lock), so a releaser
@@ -58,6 +75,23 @@ struct Waiter {
     /// Taken off the list by a releaser that lost `done` to the cancel. Written and read
     /// under the root's lock.
     dequeued: core::sync::atomic::AtomicBool,
+    /// What a cancelled scoped wait leaves in its place (module doc, "Ghosts"); for a
+    /// ghost record, its action.
+    ghost: Option<Ghost>,
+    /// A ghost record: on the heap, no waiter behind it; owned by the list, then by the
+    /// releaser that dequeues it.
+    heap: bool,
+}
+
+/// The action of a cancelled mutex or rwmutex wait (module doc, "Ghosts"): `act(&args)`
+/// runs once a release reached it and took the count for it, and does what the woken
+/// waiter would have done, short of keeping the lock. It returns `Some(handoff)` when
+/// that means releasing the same semaphore again (the caller's loop does it), or `None`.
+#[derive(Clone, Copy)]
+pub struct Ghost {
+    pub act: unsafe fn(&[usize; 4]) -> Option<bool>,
+    /// The addresses of the primitive's words `act` works on.
+    pub args: [usize; 4],
 }
 
 impl Waiter {
@@ -73,7 +107,26 @@ impl Waiter {
             done: AtomicU32::new(0),
             parked: AtomicU32::new(PARK_NOT_YET),
             dequeued: core::sync::atomic::AtomicBool::new(false),
+            ghost: None,
+            heap: false,
         }
+    }
+
+    /// A ghost record for `addr`, to be queued in a cancelled wait's place.
+    fn ghost(addr: usize, ghost: Ghost) -> Box<Waiter> {
+        Box::new(Waiter {
+            addr,
+            g: null_mut(),
+            note: Note::new(),
+            ticket: AtomicU32::new(0),
+            next: null_mut(),
+            scoped: false,
+            done: AtomicU32::new(0),
+            parked: AtomicU32::new(PARK_NOT_YET),
+            dequeued: core::sync::atomic::AtomicBool::new(false),
+            ghost: Some(ghost),
+            heap: true,
+        })
     }
 }
 
@@ -150,6 +203,35 @@ impl SemaRoot {
     unsafe fn remove(&self, w: *mut Waiter) -> bool {
         // SAFETY: caller contract.
         !unsafe { self.unlink_first(|cur| cur == w) }.is_null()
+    }
+
+    /// Puts `with` in `w`'s place on the list if `w` is on it.
+    ///
+    /// # Safety
+    /// Lock held; `with` is not on any list and lives until dequeued.
+    unsafe fn replace(&self, w: *mut Waiter, with: *mut Waiter) -> bool {
+        // SAFETY: caller contract; every queued waiter is alive until dequeued.
+        unsafe {
+            let mut prev: *mut Waiter = null_mut();
+            let mut cur = self.head.get();
+            while !cur.is_null() {
+                if cur == w {
+                    (*with).next = (*w).next;
+                    if prev.is_null() {
+                        self.head.set(with);
+                    } else {
+                        (*prev).next = with;
+                    }
+                    if self.tail.get() == w {
+                        self.tail.set(with);
+                    }
+                    return true;
+                }
+                prev = cur;
+                cur = (*cur).next;
+            }
+        }
+        false
     }
 
     /// Removes the first waiter for `addr`.
@@ -238,24 +320,47 @@ unsafe fn cancel_wait(arg: usize) {
 }
 
 /// `semacquire1` (not lifo) for a wait its caller's scope ends (rt/scope.rs): Ok once the
-/// count was taken, Err(errno) once the scope ended the wait first (the count untouched).
-/// Without a scope, `semacquire1`.
+/// count was taken, Err(errno) once the scope ended the wait first (the count untouched;
+/// a release that reaches the wait passes the count on). Without a scope, `semacquire1`.
 pub fn semacquire_scoped(addr: &AtomicU32, reason: WaitReason) -> Result<(), i32> {
     let sc = rt::scope::current();
     if sc.is_null() {
         semacquire1(addr, false, reason);
         return Ok(());
     }
-    semacquire_in(addr, reason, sc)
+    semacquire_in(addr, false, reason, sc, None)
 }
 
-/// `semacquire_scoped` in scope `sc`: a frame of its own, so that an unscoped wait (on a
+/// `semacquire1` for a mutex or rwmutex wait its caller's scope ends: as
+/// [`semacquire_scoped`], but a wait the scope ended leaves `ghost` in its place (module
+/// doc, "Ghosts"), which consumes the count meant for it.
+pub fn semacquire_scoped_ghost(
+    addr: &AtomicU32,
+    lifo: bool,
+    reason: WaitReason,
+    ghost: Ghost,
+) -> Result<(), i32> {
+    let sc = rt::scope::current();
+    if sc.is_null() {
+        semacquire1(addr, lifo, reason);
+        return Ok(());
+    }
+    let r = semacquire_in(addr, lifo, reason, sc, Some(ghost));
+    if r.is_ok() && crate::sys::tsan::on() {
+        crate::sys::tsan::acquire(addr as *const AtomicU32 as usize);
+    }
+    r
+}
+
+/// The scoped waits in scope `sc`: a frame of its own, so that an unscoped wait (on a
 /// small goroutine stack) does not carry this one's records.
 #[inline(never)]
 fn semacquire_in(
     addr: &AtomicU32,
+    lifo: bool,
     reason: WaitReason,
     sc: *const rt::scope::Scope,
+    ghost: Option<Ghost>,
 ) -> Result<(), i32> {
     if can_acquire(addr) {
         return Ok(());
@@ -263,6 +368,7 @@ fn semacquire_in(
     let root = root(addr);
     loop {
         let mut w = Waiter::new(addr, true);
+        w.ghost = ghost;
         let wp = &mut w as *mut Waiter;
         let cw = rt::scope::CancelWait::new(sc, cancel_wait, wp as usize);
         // SAFETY: cw and w live in this frame until disarmed below; sc is our current
@@ -279,7 +385,7 @@ fn semacquire_in(
             return Ok(());
         }
         // SAFETY: lock held; w lives until a releaser dequeued it or we removed it.
-        unsafe { root.enqueue(wp, false) };
+        unsafe { root.enqueue(wp, lifo) };
         if w.g.is_null() {
             root.lock.unlock();
             rt::foreignwait::foreign_sleep(&w.note, reason);
@@ -291,6 +397,13 @@ fn semacquire_in(
         // Woken by a releaser that won `done`, or by the cancel (or the park called off).
         // SAFETY: armed above; after this no cancel touches w.
         unsafe { rt::scope::disarm(&cw) };
+        // SAFETY: our current scope is live.
+        let e = unsafe { rt::scope::err(sc) };
+        if let (Some(gh), true) = (ghost, e != 0) {
+            // The record is made before the root's lock: no allocation under it.
+            let spare = Waiter::ghost(addr as *const _ as usize, gh);
+            return leave_ghost(root, addr, &w, spare, e);
+        }
         root.lock.lock();
         // Still queued if the cancel won and no releaser took us off since.
         // SAFETY: lock held.
@@ -304,14 +417,54 @@ fn semacquire_in(
         if w.ticket.load(Ordering::Acquire) != 0 || can_acquire(addr) {
             return Ok(());
         }
-        // SAFETY: our current scope is live.
-        let e = unsafe { rt::scope::err(sc) };
         if e != 0 {
             return Err(e);
         }
     }
 }
 
+/// The end of a ghost-leaving wait `w` (disarmed) whose scope ended with `e`: Ok if the
+/// count is ours after all (handed to us, or there to take), else Err(e) with `spare` in
+/// our place.
+fn leave_ghost(
+    root: &SemaRoot,
+    addr: &AtomicU32,
+    w: &Waiter,
+    spare: Box<Waiter>,
+    e: i32,
+) -> Result<(), i32> {
+    let wp = w as *const Waiter as *mut Waiter;
+    root.lock.lock();
+    if w.dequeued.load(Ordering::Relaxed) {
+        // A releaser reached us after the cancel: it took our ghost and runs it.
+        root.lock.unlock();
+        return Err(e);
+    }
+    if w.ticket.load(Ordering::Acquire) != 0 {
+        // A releaser won `done` and handed us the count before the scope ended.
+        root.lock.unlock();
+        return Ok(());
+    }
+    if can_acquire(addr) {
+        // SAFETY: lock held.
+        if unsafe { root.remove(wp) } {
+            root.nwait.fetch_sub(1, Ordering::SeqCst);
+        }
+        root.lock.unlock();
+        return Ok(());
+    }
+    let gp = Box::into_raw(spare);
+    // SAFETY: lock held; gp is a fresh record the list now owns.
+    if !unsafe { root.replace(wp, gp) } {
+        // Woken by a releaser whose count another waiter took: we were a waiter again,
+        // and the ghost waits in our stead, at the head as a woken waiter re-queues.
+        root.nwait.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: as above.
+        unsafe { root.enqueue(gp, true) };
+    }
+    root.lock.unlock();
+    Err(e)
+}
 /// Waits until `*addr > 0`, then decrements it (Go's semacquire1). Parks a goroutine;
 /// sleeps a foreign thread. FIFO among the waiters for `addr`, unless `lifo`: queue at the
 /// head of them (the mutex passes true for a waiter that has already waited, see the
@@ -362,8 +515,20 @@ fn semacquire_inner(addr: &AtomicU32, lifo: bool, reason: WaitReason) {
 
 /// Increments `*addr` and wakes one waiter, if any. With `handoff` (the mutex in
 /// starvation mode), the count goes straight to that waiter, and a releasing goroutine
-/// yields its P to it (see the module doc).
+/// yields its P to it (see the module doc). A ghost that the release reaches runs here,
+/// and so do the releases it asks for (module doc, "Ghosts").
 pub fn semrelease1(addr: &AtomicU32, handoff: bool) {
+    let mut next = release_one(addr, handoff);
+    while let Some(gh) = next {
+        // SAFETY: a ghost's args name the words of the primitive this release belongs to,
+        // live while its operation runs; the count was taken for the ghost.
+        next = unsafe { (gh.act)(&gh.args) }.and_then(|h| release_one(addr, h));
+    }
+}
+
+/// One release: adds the count and wakes the first waiter; returns the ghost it reached
+/// instead, with the count taken for it, for the caller to run.
+fn release_one(addr: &AtomicU32, handoff: bool) -> Option<Ghost> {
     if crate::sys::tsan::on() {
         crate::sys::tsan::release(addr as *const AtomicU32 as usize);
     }
@@ -372,24 +537,30 @@ pub fn semrelease1(addr: &AtomicU32, handoff: bool) {
     addr.fetch_add(1, Ordering::SeqCst);
     let root = root(addr);
     if root.nwait.load(Ordering::SeqCst) == 0 {
-        return;
+        return None;
     }
     root.lock.lock();
     if root.nwait.load(Ordering::SeqCst) == 0 {
         root.lock.unlock();
-        return;
+        return None;
     }
     let w = loop {
         // SAFETY: lock held.
         let w = unsafe { root.dequeue(addr as *const AtomicU32 as usize) };
         if w.is_null() {
             root.lock.unlock();
-            return;
+            return None;
         }
         root.nwait.fetch_sub(1, Ordering::SeqCst);
         // SAFETY: a waiter is alive while on the list, and while we hold the lock after
-        // taking it off (a cancelled one removes itself, or finds it was, under the lock).
+        // taking it off (a cancelled one removes itself, or finds it was, under the lock);
+        // a ghost record is ours once dequeued.
         unsafe {
+            if (*w).heap {
+                root.lock.unlock();
+                let rec = Box::from_raw(w);
+                return ghost_take(root, addr, rec);
+            }
             if !(*w).scoped
                 || (*w)
                     .done
@@ -398,8 +569,13 @@ pub fn semrelease1(addr: &AtomicU32, handoff: bool) {
             {
                 break w;
             }
-            // Its scope ended the wait first: the count goes to the next waiter.
+            // Its scope ended the wait first: the count goes to the next waiter, or to the
+            // ghost the wait leaves, which we run.
             (*w).dequeued.store(true, Ordering::Relaxed);
+            if let Some(gh) = (*w).ghost {
+                root.lock.unlock();
+                return ghost_take(root, addr, Waiter::ghost(addr as *const _ as usize, gh));
+            }
         }
     };
     root.lock.unlock();
@@ -434,4 +610,26 @@ pub fn semrelease1(addr: &AtomicU32, handoff: bool) {
         // code that could unlock.)
         rt::gosched();
     }
+    None
+}
+
+/// A release reached ghost record `rec` (off the list, root unlocked): takes the count for
+/// it and returns its action to run, or, the count taken by another waiter first, queues
+/// it again at the head (as a woken waiter that lost the count waits again).
+fn ghost_take(root: &SemaRoot, addr: &AtomicU32, rec: Box<Waiter>) -> Option<Ghost> {
+    let gh = rec.ghost?;
+    if can_acquire(addr) {
+        return Some(gh);
+    }
+    root.lock.lock();
+    root.nwait.fetch_add(1, Ordering::SeqCst);
+    if can_acquire(addr) {
+        root.nwait.fetch_sub(1, Ordering::SeqCst);
+        root.lock.unlock();
+        return Some(gh);
+    }
+    // SAFETY: lock held; the list owns the record from here.
+    unsafe { root.enqueue(Box::into_raw(rec), true) };
+    root.lock.unlock();
+    None
 }

@@ -231,3 +231,42 @@ def test_scope_in_a_python_goroutine() -> None:
     s.cancel()
     assert done.recv(timeout=10) == "cancelled"
     assert [out.recv(timeout=10) for _ in range(3)] == [Cancelled] * 3
+
+
+def test_cancel_ends_lock_waits_of_a_goroutine() -> None:
+    # A goroutine in a scope waiting for a held Mutex, RWMutex read lock and write lock:
+    # each wait raises Cancelled once the scope is cancelled, and the locks stay usable.
+    m = gs.Mutex()
+    rw = gs.RWMutex()
+    handle: Chan[object] = Chan(object, 1)
+    out: Chan[object] = Chan(object, 4)
+    m.acquire()
+    assert rw.lock(timeout=10)
+
+    def owner() -> None:
+        with gs.scope() as s:
+            handle.send(s)
+            for wait in (m.acquire, rw.rlock, rw.lock):
+                try:
+                    wait()
+                    out.send("locked")
+                except Cancelled:
+                    out.send(Cancelled)
+
+    gs.go(owner)
+    s = handle.recv(timeout=10)
+    deadline = time.monotonic() + 10
+    while m._m.state >> 3 != 1:  # the goroutine waits for the mutex
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    s.cancel()
+    assert [out.recv(timeout=10) for _ in range(3)] == [Cancelled] * 3
+    m.release()
+    rw.unlock()
+    with m:
+        pass
+    with rw.reader:
+        pass
+    with rw:
+        pass
+    assert m._m.state == 0 and rw._rw.reader_count == 0

@@ -191,6 +191,7 @@ DECLARATIONS: dict[str, tuple[object, list[object]]] = {
     "gmp_chan_cap": (c_int64, [P]),
     "gmp_select": (c_int, [P, c_size_t, c_int64]),
     "gmp_mutex_lock": (c_int, [P]),
+    "gmp_mutex_lock_nocancel": (c_int, [P]),
     "gmp_mutex_lock_slow": (c_int, [P]),
     "gmp_mutex_trylock": (c_int, [P]),
     "gmp_mutex_unlock": (c_int, [P]),
