@@ -2793,13 +2793,72 @@ static void op_invalid(struct actor *a)
 static spin_t scope_lock;
 static gmp_scope *shared_scope;
 static atomic_ulong scopes_cancelled_by_others;
+/* Scoped locks (op_scope) taken, and ended by their scope. */
+static atomic_ulong scoped_locks_taken, scoped_locks_ended;
 
-/* A scope around a few channel operations and sleeps: with a deadline of up to 500 us,
- * cancelled by the actor itself half-way, or published for other actors to cancel (kind
- * 3 cancels the one published, if any). The channel checks hold as everywhere, except
- * that a wait may end with the scope's -ECANCELED or -ETIMEDOUT (a send that did not
- * happen, a receive that wrote nothing); the scope reports why it ended; ending it makes
- * the enclosing (none) current again. */
+static int count_scoped_lock(int r)
+{
+    atomic_fetch_add(r == 0 ? &scoped_locks_taken : &scoped_locks_ended, 1);
+    return r;
+}
+
+/* A mutex lock in a scope (op_scope): taken (the usual section and unlock) or ended by
+ * the scope without the lock; returns what the lock returned. No sleep inside: the scope
+ * would end it. */
+static int scoped_mutex(struct actor *a)
+{
+    int i = (int)rnd_below(&a->rng, NMU);
+    int r = rnd_below(&a->rng, 2) ? gmp_mutex_lock(&mus[i]) : (gmp_mutex_lock)(&mus[i]);
+    ACHECK_ONEOF(a, r, 0, -ECANCELED, -ETIMEDOUT);
+    if (r == 0) {
+        mu_section(a, i, (int)rnd_below(&a->rng, 2));
+        ACHECK_EQ(a, gmp_mutex_trylock(&mus[i]), -EBUSY);
+        mu_unlock(a, i, (int)rnd_below(&a->rng, 3));
+    }
+    return r;
+}
+
+/* A read or write lock in a scope, as scoped_mutex. */
+static int scoped_rwmutex(struct actor *a)
+{
+    int i = (int)rnd_below(&a->rng, NRW);
+    gmp_rwmutex *rw = &rws[i];
+    int pause = (int)rnd_below(&a->rng, 2);
+    if (rnd_below(&a->rng, 2)) {
+        int r = gmp_rwmutex_rlock(rw);
+        ACHECK_ONEOF(a, r, 0, -ECANCELED, -ETIMEDOUT);
+        if (r != 0)
+            return r;
+        atomic_fetch_add(&rw_readers[i], 1);
+        ACHECK_EQ(a, atomic_load(&rw_writers[i]), 0);
+        pause_inside(a, pause);
+        ACHECK_EQ(a, atomic_load(&rw_writers[i]), 0);
+        atomic_fetch_sub(&rw_readers[i], 1);
+        ACHECK_EQ(a, gmp_rwmutex_runlock(rw), 0);
+        return 0;
+    }
+    int r = gmp_rwmutex_lock(rw);
+    ACHECK_ONEOF(a, r, 0, -ECANCELED, -ETIMEDOUT);
+    if (r != 0)
+        return r;
+    ACHECK_EQ(a, atomic_fetch_add(&rw_writers[i], 1), 0);
+    ACHECK_EQ(a, atomic_load(&rw_readers[i]), 0);
+    long c = atomic_load_explicit(&rw_counter[i], memory_order_relaxed);
+    pause_inside(a, pause);
+    atomic_store_explicit(&rw_counter[i], c + 1, memory_order_relaxed);
+    ACHECK_EQ(a, atomic_fetch_sub(&rw_writers[i], 1), 1);
+    atomic_fetch_add(&rw_wsections[i], 1);
+    ACHECK_EQ(a, gmp_rwmutex_unlock(rw), 0);
+    return 0;
+}
+
+/* A scope around a few channel operations, mutex and rwmutex locks and sleeps: with a
+ * deadline of up to 500 us, cancelled by the actor itself half-way, or published for
+ * other actors to cancel (kind 3 cancels the one published, if any). The channel and
+ * lock checks hold as everywhere, except that a wait may end with the scope's -ECANCELED
+ * or -ETIMEDOUT (a send that did not happen, a receive that wrote nothing, a lock not
+ * taken: the locks' own actors, outside scopes, then still get them); the scope reports
+ * why it ended; ending it makes the enclosing (none) current again. */
 static void op_scope(struct actor *a)
 {
     int kind = (int)rnd_below(&a->rng, 4);
@@ -2831,18 +2890,20 @@ static void op_scope(struct actor *a)
     for (int i = 0; i < n; i++) {
         if (kind == 1 && i == n / 2)
             ACHECK_EQ(a, gmp_scope_cancel(s), 0);
-        switch (rnd_below(&a->rng, 4)) {
+        int r = 0;
+        switch (rnd_below(&a->rng, 6)) {
         case 0: op_send(a); break;
         case 1: op_recv(a); break;
         case 2: op_select(a); break;
-        default: {
-            int r = gmp_sleep((int64_t)rnd_below(&a->rng, 300) * US + 1);
+        case 3: r = count_scoped_lock(scoped_mutex(a)); break;
+        case 4: r = count_scoped_lock(scoped_rwmutex(a)); break;
+        default:
+            r = gmp_sleep((int64_t)rnd_below(&a->rng, 300) * US + 1);
             ACHECK_ONEOF(a, r, 0, -ECANCELED, -ETIMEDOUT);
-            if (r == -ETIMEDOUT)
-                ACHECK(a, kind == 0 && gmp_now() >= gmp_scope_deadline(s));
             break;
         }
-        }
+        if (r == -ETIMEDOUT)
+            ACHECK(a, kind == 0 && gmp_now() >= gmp_scope_deadline(s));
     }
     a->scoped = 0;
     if (published) {
@@ -3404,6 +3465,9 @@ int main(int argc, char **argv)
            total, values, atomic_load(&chans_made), atomic_load(&chans_closed_by_janitor),
            atomic_load(&addr_reused), atomic_load(&children_started),
            atomic_load(&procs_changes), atomic_load(&cond_waits), onces_run);
+    printf("fuzz: scopes: %lu cancelled by other actors; scoped locks: %lu taken, %lu ended\n",
+           atomic_load(&scopes_cancelled_by_others), atomic_load(&scoped_locks_taken),
+           atomic_load(&scoped_locks_ended));
     printf("fuzz: digests (generator after op %d):", DIGEST_OP);
     for (int i = 0; i < NACT; i++) {
         if (actors[i]->nops >= DIGEST_OP)

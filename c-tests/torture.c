@@ -52,7 +52,8 @@
  * fd a goroutine is parked in read on (plain, or inside gmp_blocking, where a reader
  * bound to the closer's thread makes the close itself), which parks goroutines through the interposer; the goroutine
  * must be on the same thread after each call); and scopes ("scope": a deadline or a
- * cancel by a goroutine of the scope ends a receive nobody answers, a long gmp_sleep and,
+ * cancel by a goroutine of the scope ends a receive nobody answers, locks of a held
+ * mutex and rwmutex (their words back at 0 once main unlocks them), a long gmp_sleep and,
  * with "libc", a read and a poll of an empty socket, each with the scope's error).
  *
  * Checks:
@@ -1423,6 +1424,11 @@ static void do_metrics(struct actor *a)
 /* ---- scopes ---- */
 
 static gmp_chan *never_chan; /* nobody sends on it */
+/* Held from the start until the end: a scope ends every wait for them, and the ghosts
+ * those waits leave run when main unlocks them at the end, which must leave every word
+ * at 0. */
+static gmp_mutex never_mu = GMP_MUTEX_INIT;
+static gmp_rwmutex never_rw = GMP_RWMUTEX_INIT;
 
 static void scope_canceller(void *arg)
 {
@@ -1432,7 +1438,8 @@ static void scope_canceller(void *arg)
 }
 
 /* A scope with a deadline of 0.1-2 ms, or one a goroutine started in it cancels: a
- * receive nobody answers, a gmp_sleep of a second and (goroutines, with "libc") a read
+ * receive nobody answers, locks of a mutex and an rwmutex held until the end (read or
+ * write), a gmp_sleep of a second and (goroutines, with "libc") a read
  * and a poll of an empty socket through the interposer all end with the scope's error
  * (ETIMEDOUT or ECANCELED), the data of the socket untouched; the scope's goroutines
  * are done when gmp_scope_wait returns. */
@@ -1447,6 +1454,11 @@ static void do_scope(struct actor *a)
         CHECK_OK(gmp_go(scope_canceller, s));
     int v;
     CHECK_EQ(gmp_chan_recv(never_chan, &v), want);
+    CHECK_EQ(gmp_mutex_lock(&never_mu), want);
+    if (rnd_below(&a->rng, 2))
+        CHECK_EQ(gmp_rwmutex_rlock(&never_rw), want);
+    else
+        CHECK_EQ(gmp_rwmutex_lock(&never_rw), want);
     if (a->goroutine && on(FT_LIBC)) {
         int sv[2];
         CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -1767,6 +1779,8 @@ int main(int argc, char **argv)
     for (int c = 0; c < NCHANS; c++)
         CHECK_OK(gmp_chan_make(&chans[c], sizeof(struct elem), chan_caps[c]));
     CHECK_OK(gmp_chan_make(&never_chan, sizeof(int), 0));
+    CHECK_OK(gmp_mutex_lock(&never_mu));
+    CHECK_OK(gmp_rwmutex_lock(&never_rw));
     CHECK_OK(gmp_chan_make(&silent, 0, 0));
     if (on(FT_SIGNAL)) {
         /* Kept until the process exits: a stop would give SIGUSR1 its default action. */
@@ -1839,6 +1853,15 @@ int main(int argc, char **argv)
     CHECK_EQ(pool_tokens, NTOKENS);
     CHECK_EQ(gmp_mutex_trylock(&mu), 0);
     CHECK_EQ(gmp_mutex_trylock(&bmu), 0);
+    /* The ghosts of the scoped waits for them run in these unlocks. */
+    CHECK_OK(gmp_mutex_unlock(&never_mu));
+    CHECK_OK(gmp_rwmutex_unlock(&never_rw));
+    CHECK_EQ(never_mu.state, 0);
+    CHECK_EQ(never_mu.sema, 0);
+    CHECK_EQ(never_rw.w.state, 0);
+    CHECK_EQ(never_rw.reader_count, 0);
+    CHECK_EQ(never_rw.reader_wait, 0);
+    CHECK_EQ(never_rw.reader_sem + never_rw.writer_sem + never_rw.w.sema, 0);
     int onces_run = 0;
     for (int i = 0; i < NONCE; i++) {
         CHECK_EQ(atomic_load(&once_calls[i]), atomic_load(&once_used[i]) ? 1 : 0);
