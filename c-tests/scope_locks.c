@@ -1,6 +1,6 @@
 /*
  * scope_locks.c -- scopes end mutex and rwmutex waits (gmp_mutex_lock, gmp_rwmutex_rlock,
- * gmp_rwmutex_lock), and the locks stay exact: what a cancelled waiter leaves in the
+ * gmp_rwmutex_lock), and their deadlines the semaphore waits, and the locks stay exact: what a cancelled waiter leaves in the
  * queue (its ghost) takes what was meant for it and passes it on.
  *
  * Steps, in order:
@@ -16,6 +16,9 @@
  *              it waits for the writers' mutex; a writer cancelled while it waits for the
  *              readers inside, with a reader queued behind it: that reader gets in once
  *              the readers inside have left. Afterwards every word is back at 0.
+ *   deadline   a scope's deadline (30 ms) ends the waits that have no timeout of their
+ *              own to carry it -- mutex, read and write locks, gmp_wg_wait, gmp_cond_wait
+ *              -- with -ETIMEDOUT, in a goroutine and in the main thread.
  *   race       2000 rounds: a holder's unlock races with the cancel of three scoped
  *              waiters (each gets the lock or -ECANCELED), an unscoped waiter always gets
  *              it, and each round ends with the words at 0.
@@ -300,6 +303,73 @@ static void step_rwmutex(void)
     CHECK_OK(gmp_rwmutex_unlock(&rwm));
 }
 
+/* ---- deadlines ---- */
+
+static gmp_mutex dmu = GMP_MUTEX_INIT;
+static gmp_rwmutex drw = GMP_RWMUTEX_INIT;
+static gmp_wg dwg = GMP_WG_INIT;
+static gmp_mutex dcmu = GMP_MUTEX_INIT;
+static gmp_cond dcv = GMP_COND_INIT;
+
+/* Each wait that has no timeout of its own, in a scope with a 30 ms deadline: it ends
+ * with -ETIMEDOUT between 20 ms and 5 s after the scope began. Returns how many did. */
+static int deadline_waits(void)
+{
+    int n = 0;
+    for (int kind = 0; kind < 5; kind++) {
+        gmp_scope *s = NULL;
+        int64_t t0 = gmp_now();
+        CHECK_OK(gmp_scope_begin(&s, 30 * MS));
+        int r = 0;
+        switch (kind) {
+        case 0: r = gmp_mutex_lock(&dmu); break;
+        case 1: r = gmp_rwmutex_rlock(&drw); break;
+        case 2: r = gmp_rwmutex_lock(&drw); break;
+        case 3: r = gmp_wg_wait(&dwg); break;
+        default:
+            CHECK_OK(gmp_mutex_lock(&dcmu)); /* free: taken even so */
+            r = gmp_cond_wait(&dcv, &dcmu);  /* returns holding it */
+            CHECK_OK(gmp_mutex_unlock(&dcmu));
+            break;
+        }
+        int64_t took = gmp_now() - t0;
+        if (r != -ETIMEDOUT || took < 20 * MS || took > 5 * SEC)
+            fprintf(stderr, "scope_locks: deadline wait %d returned %d after %lld ns\n", kind, r,
+                    (long long)took);
+        CHECK_EQ(r, -ETIMEDOUT);
+        CHECK(took >= 20 * MS && took <= 5 * SEC);
+        CHECK_EQ(gmp_scope_err(s), -ETIMEDOUT);
+        CHECK_OK(gmp_scope_end(s));
+        n++;
+    }
+    return n;
+}
+
+static void deadline_goroutine(void *arg)
+{
+    (void)arg;
+    send_int(results, deadline_waits());
+}
+
+static void step_deadline(void)
+{
+    CHECK_OK(gmp_mutex_lock(&dmu));
+    CHECK_OK(gmp_rwmutex_lock(&drw));
+    CHECK_OK(gmp_wg_add(&dwg, 1));
+    CHECK_OK(gmp_go(deadline_goroutine, NULL)); /* a goroutine: the deadline's timer */
+    CHECK_EQ(recv_int(results), 5);
+    CHECK_EQ(deadline_waits(), 5);              /* this thread: a timed sleep */
+    CHECK_OK(gmp_mutex_unlock(&dmu));
+    CHECK_OK(gmp_rwmutex_unlock(&drw));
+    CHECK_OK(gmp_wg_done(&dwg));
+    CHECK_OK(gmp_wg_wait(&dwg));
+    check_mutex_idle(&dmu);
+    check_rwmutex_idle(&drw);
+    /* The cond's tombstones let later signals through. */
+    CHECK_OK(gmp_cond_signal(&dcv));
+    CHECK_OK(gmp_cond_broadcast(&dcv));
+}
+
 /* ---- race ---- */
 
 static gmp_mutex rmu = GMP_MUTEX_INIT;
@@ -436,6 +506,7 @@ int main(void)
     step_after();
     step_thread();
     step_rwmutex();
+    step_deadline();
     step_race();
     step_storm();
     send_int(spawn_req, 0);

@@ -31,9 +31,12 @@
 //! `SCHED.lock` (a function's `goready`); a channel or descriptor lock → a scope's lock.
 //!
 //! # Deadlines
-//! A deadline is the earliest of the scope's own and its parent's, fixed at `begin`. It
-//! needs no timer: every wait of a member already carries it (`clamp`), and `err` reads
-//! the clock when no cancel was recorded.
+//! A deadline is the earliest of the scope's own and its parent's, fixed at `begin`. The
+//! scope keeps no timer: a wait with a timeout of its own carries it (`clamp`), a wait
+//! without one (a semaphore's, a cond's, a hand-off call) arms a timer of its own that
+//! calls its cancel function at the deadline (`scopecall::WaitDeadline`; a foreign
+//! thread sleeps until then, `scopecall::foreign_sleep_scoped`), and `err` reads the
+//! clock when no cancel was recorded.
 
 use core::cell::Cell;
 use core::ptr::null;

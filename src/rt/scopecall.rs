@@ -240,3 +240,74 @@ pub(crate) fn interruptible(
         _ => r,
     }
 }
+
+/// The scope's deadline for a wait that has no timeout of its own to carry it (a
+/// semaphore's, a cond's: scope.rs's `clamp` reaches only waits with a timeout): a
+/// runtime timer that calls the wait's cancel function at the deadline, as a cancel
+/// would (the wait's one-winner claim makes the two, and any waker, agree). A goroutine
+/// holding its P arms it; a foreign thread sleeps with the deadline instead
+/// ([`foreign_sleep_scoped`]).
+pub(crate) struct WaitDeadline {
+    t: Timer,
+    armed: bool,
+}
+
+impl WaitDeadline {
+    /// A deadline that calls `f(arg)`, not armed yet.
+    pub(crate) fn new(f: unsafe fn(usize), arg: usize) -> WaitDeadline {
+        WaitDeadline {
+            t: Timer::new(f, arg),
+            armed: false,
+        }
+    }
+
+    /// Arms it at `sc`'s deadline, if `sc` has one and the caller is a goroutine holding
+    /// its P.
+    ///
+    /// # Safety
+    /// `sc` is the caller's current scope; `self` stays in place, and `f(arg)` may be
+    /// called, until [`WaitDeadline::stop`] returned.
+    pub(crate) unsafe fn start(&mut self, sc: *const Scope) {
+        // SAFETY: caller contract.
+        let d = unsafe { scope::deadline(sc) };
+        if d != i64::MAX && syscall::holds_p() {
+            // SAFETY: on a goroutine holding its P; the timer stays in place until stop.
+            unsafe { timer::start(&mut self.t, d) };
+            self.armed = true;
+        }
+    }
+
+    /// Disarms it; once it returns the callback is not running and will not run.
+    pub(crate) fn stop(&mut self) {
+        if self.armed {
+            // SAFETY: started above, in place since.
+            unsafe { timer::stop(&mut self.t) };
+            self.armed = false;
+        }
+    }
+}
+
+/// A foreign thread's sleep on `note` for a wait of scope `sc` that `f(arg)` ends (its
+/// cancel function, which claims the wait and wakes `note` unless a waker claimed it
+/// first): at the scope's deadline the thread calls `f(arg)` itself, then sleeps on
+/// until the note is woken (at once, or by the waker that won).
+pub(crate) fn foreign_sleep_scoped(
+    note: &crate::sys::Note,
+    reason: WaitReason,
+    sc: *const Scope,
+    f: unsafe fn(usize),
+    arg: usize,
+) {
+    // SAFETY: the caller's current scope is live.
+    let d = unsafe { scope::deadline(sc) };
+    if d != i64::MAX {
+        let left = d.saturating_sub(crate::sys::nanotime());
+        if left > 0 && note.sleep_foreign(Some(core::time::Duration::from_nanos(left as u64))) {
+            return;
+        }
+        // SAFETY: f's contract: it claims the wait or finds it claimed; the wait's record
+        // lives until this thread returns.
+        unsafe { f(arg) };
+    }
+    foreignwait::foreign_sleep(note, reason);
+}

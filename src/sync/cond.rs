@@ -30,6 +30,7 @@ use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 use crate::loom::AtomicWord;
+use crate::rt::scopecall::{WaitDeadline, foreign_sleep_scoped};
 use crate::rt::{self, G, WaitReason};
 use crate::sys::{Note, futex, procyield};
 
@@ -446,11 +447,13 @@ unsafe fn unlock_list_scoped(_gp: *mut G, arg: usize) -> bool {
     }
 }
 
-/// The scope's cancel of a scoped cond wait (rt/scope.rs; its lock held): claims the wait
-/// and wakes the owner, or, not parked yet, calls its park off.
+/// The scope's cancel of a scoped cond wait (rt/scope.rs; its lock held), or its deadline
+/// (`WaitDeadline`'s timer, or the foreign owner itself): claims the wait and wakes the
+/// owner, or, not parked yet, calls its park off.
 unsafe fn cancel_wait(arg: usize) {
-    // SAFETY: the owner disarms (taking the scope's lock, which our caller holds) before
-    // its record dies.
+    // SAFETY: the owner disarms (taking the scope's lock, which a cancel holds) and stops
+    // the deadline's timer (which waits for a callback in flight) before its record dies;
+    // a foreign owner calls this itself.
     unsafe {
         let w = &*(arg as *const NotifyWaiter<Runtime>);
         if w.done
@@ -488,14 +491,20 @@ impl NotifyList<'_, Runtime> {
         let w: NotifyWaiter<Runtime> = NotifyWaiter::new(Runtime::wake_state(), t, true);
         let wp = &w as *const NotifyWaiter<Runtime> as *mut NotifyWaiter<Runtime>;
         let cw = rt::scope::CancelWait::new(sc, cancel_wait, wp as usize);
-        // SAFETY: cw and w live in this frame until disarmed below; sc is our current
-        // scope. Armed before the list lock: the cancel takes no list lock.
-        unsafe { rt::scope::arm(&cw) };
+        let mut dl = WaitDeadline::new(cancel_wait, wp as usize);
+        // SAFETY: cw, dl and w live in this frame until disarmed and stopped below; sc is
+        // our current scope. Armed before the list lock: the cancel takes no list lock,
+        // and the deadline is a cancel at a time.
+        unsafe {
+            rt::scope::arm(&cw);
+            dl.start(sc);
+        }
         // A tombstone, should the scope end the wait (allocated outside the lock).
         let spare = Box::into_raw(Box::new(NotifyWaiter::new(Runtime::wake_state(), t, false)));
         ListLock(self.lock).lock();
         if less(t, self.notify.load(Ordering::Relaxed)) {
             ListLock(self.lock).unlock();
+            dl.stop();
             // SAFETY: armed above.
             unsafe { rt::scope::disarm(&cw) };
             // SAFETY: never published.
@@ -506,7 +515,13 @@ impl NotifyList<'_, Runtime> {
         unsafe { self.push(wp) };
         if w.wake.g.is_null() {
             ListLock(self.lock).unlock();
-            rt::foreignwait::foreign_sleep(&w.wake.note, WaitReason::Semacquire);
+            foreign_sleep_scoped(
+                &w.wake.note,
+                WaitReason::Semacquire,
+                sc,
+                cancel_wait,
+                wp as usize,
+            );
         } else {
             let ctx = (
                 wp as *const NotifyWaiter<Runtime>,
@@ -522,6 +537,7 @@ impl NotifyList<'_, Runtime> {
                 )
             };
         }
+        dl.stop();
         // SAFETY: armed above; after this no cancel touches w.
         unsafe { rt::scope::disarm(&cw) };
         ListLock(self.lock).lock();

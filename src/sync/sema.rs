@@ -49,6 +49,7 @@
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use crate::rt::scopecall::{WaitDeadline, foreign_sleep_scoped};
 use crate::rt::{self, G, Owned, WaitReason};
 use crate::sys::{Lock, Note};
 
@@ -298,11 +299,13 @@ fn root_of(addr: usize) -> &'static SemaRoot {
     &SEMTABLE[(addr >> 3) % SEMTAB_SIZE]
 }
 
-/// The scope's cancel of a scoped wait (rt/scope.rs; its lock held): claims the wait and
-/// wakes the waiter, or, not parked yet, calls its park off.
+/// The scope's cancel of a scoped wait (rt/scope.rs; its lock held), or its deadline
+/// (`WaitDeadline`'s timer, or the foreign waiter itself): claims the wait and wakes the
+/// waiter, or, not parked yet, calls its park off.
 unsafe fn cancel_wait(arg: usize) {
-    // SAFETY: the waiter disarms (taking the scope's lock, which our caller holds) before
-    // its frame dies.
+    // SAFETY: the waiter disarms (taking the scope's lock, which a cancel holds) and stops
+    // the deadline's timer (which waits for a callback in flight) before its frame dies;
+    // a foreign waiter calls this itself.
     unsafe {
         let w = &*(arg as *const Waiter);
         if w.done
@@ -371,14 +374,20 @@ fn semacquire_in(
         w.ghost = ghost;
         let wp = &mut w as *mut Waiter;
         let cw = rt::scope::CancelWait::new(sc, cancel_wait, wp as usize);
-        // SAFETY: cw and w live in this frame until disarmed below; sc is our current
-        // scope. Armed before the root's lock: the cancel takes no root lock.
-        unsafe { rt::scope::arm(&cw) };
+        let mut dl = WaitDeadline::new(cancel_wait, wp as usize);
+        // SAFETY: cw, dl and w live in this frame until disarmed and stopped below; sc is
+        // our current scope. Armed before the root's lock: the cancel takes no root lock,
+        // and the deadline is a cancel at a time.
+        unsafe {
+            rt::scope::arm(&cw);
+            dl.start(sc);
+        }
         root.lock.lock();
         root.nwait.fetch_add(1, Ordering::SeqCst);
         if can_acquire(addr) {
             root.nwait.fetch_sub(1, Ordering::SeqCst);
             root.lock.unlock();
+            dl.stop();
             // SAFETY: armed above.
             unsafe { rt::scope::disarm(&cw) };
             // A cancel that claimed meanwhile changes nothing: the count is ours.
@@ -388,13 +397,15 @@ fn semacquire_in(
         unsafe { root.enqueue(wp, lifo) };
         if w.g.is_null() {
             root.lock.unlock();
-            rt::foreignwait::foreign_sleep(&w.note, reason);
+            foreign_sleep_scoped(&w.note, reason, sc, cancel_wait, wp as usize);
         } else {
             // SAFETY: on a goroutine; we are on the root's queue, and the unlock function
             // releases the one lock we hold.
             unsafe { rt::gopark(Some(unlock_root_scoped), wp as usize, reason) };
         }
-        // Woken by a releaser that won `done`, or by the cancel (or the park called off).
+        // Woken by a releaser that won `done`, or by the cancel or the deadline (or the
+        // park called off).
+        dl.stop();
         // SAFETY: armed above; after this no cancel touches w.
         unsafe { rt::scope::disarm(&cw) };
         // SAFETY: our current scope is live.

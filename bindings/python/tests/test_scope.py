@@ -270,3 +270,34 @@ def test_cancel_ends_lock_waits_of_a_goroutine() -> None:
     with rw:
         pass
     assert m._m.state == 0 and rw._rw.reader_count == 0
+
+
+def test_scope_ends_the_main_threads_lock_and_waitgroup_waits() -> None:
+    # On the main thread these waits run on a helper thread; the scope still ends them:
+    # a cancel by a goroutine (within a few ms) and a deadline.
+    m = gs.Mutex()
+    rw = gs.RWMutex()
+    wg = WaitGroup()
+    m.acquire()
+    assert rw.lock(timeout=10)
+    wg.add(1)
+    for wait in (m.acquire, rw.rlock, rw.lock, wg.wait):
+        with gs.scope() as s:
+            gs.go(lambda: (time.sleep(0.02), s.cancel()))
+            t0 = time.monotonic()
+            with pytest.raises(Cancelled):
+                wait()
+            assert time.monotonic() - t0 < 5
+        with gs.scope(timeout=0.03):
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError):
+                wait()
+            assert 0.02 <= time.monotonic() - t0 < 5
+    # Nothing was taken (the cancelled waits' ghosts still count as the mutex's waiters
+    # until the unlock runs them).
+    assert m._m.state & 1 and wg.count == 1
+    m.release()
+    rw.unlock()
+    wg.done()
+    wg.wait()
+    assert m._m.state == 0 and rw._rw.reader_count == 0 and rw._rw.w.state == 0

@@ -24,7 +24,9 @@ Python delivers signals to) never makes an unbounded blocking call:
 * WaitGroup, Mutex and RWMutex waits have no timed form in C: the main thread hands the
   blocking call to a helper thread (:func:`run_on_helper`) and waits on a
   ``threading.Event``, which signals interrupt at once. An abandoned helper finishes its
-  call later and undoes it (unlocks the lock it got), so nothing stays held.
+  call later and undoes it (unlocks the lock it got), so nothing stays held. Inside a
+  scope the helper makes the call in a scope of its own with the same deadline, which the
+  main thread cancels (looking every 2 ms) once its own scope is cancelled.
 
 Other threads (and goroutines running Python) make the plain blocking call: Python never
 interrupts them.
@@ -32,10 +34,12 @@ interrupts them.
 
 from __future__ import annotations
 
+import ctypes
 import errno as _errno
 import os
 import queue
 import threading
+import time
 from typing import Any, Callable, NoReturn
 
 from ._lib import lib
@@ -43,6 +47,8 @@ from ._lib import lib
 #: Length of one wait slice on the main thread, in seconds and nanoseconds.
 SLICE_S = 0.05
 SLICE_NS = 50_000_000
+#: How often the main thread looks at its scope while a helper makes its call.
+SCOPE_POLL_S = 0.002
 
 EPIPE = _errno.EPIPE
 ETIMEDOUT = _errno.ETIMEDOUT
@@ -140,10 +146,11 @@ def sliced(call: Callable[..., int], args: tuple[Any, ...], tns: int, now: Calla
 
 
 class _Job:
-    __slots__ = ("call", "args", "undo", "owner", "done", "lock", "result", "finished", "abandoned")
+    __slots__ = ("call", "args", "undo", "owner", "done", "lock", "result", "finished", "abandoned",
+                 "timeout_ns", "scope", "cancelled")
 
     def __init__(self, call: Callable[..., int], args: tuple[Any, ...], undo: Callable[[], object] | None,
-                 owner: object):
+                 owner: object, timeout_ns: int | None = None):
         self.call = call
         # The Python object owning the C memory `args` point into: an abandoned call
         # may still be inside C when its caller has forgotten the object.
@@ -155,16 +162,39 @@ class _Job:
         self.result = 0
         self.finished = False
         self.abandoned = False
+        # Not None: the call runs in a scope of the helper's own with this deadline (-1:
+        # none), standing for the caller's scope (see cancel()); its handle while it runs.
+        self.timeout_ns = timeout_ns
+        self.scope: int | None = None
+        self.cancelled = False
 
     def run(self) -> None:
+        if self.timeout_ns is not None:
+            h = ctypes.c_void_p()
+            check(lib.gmp_scope_begin(ctypes.byref(h), self.timeout_ns), "gmp_scope_begin")
+            with self.lock:
+                self.scope = h.value
+                if self.cancelled:
+                    lib.gmp_scope_cancel(self.scope)
         r = self.call(*self.args)
         with self.lock:
+            if self.scope is not None:
+                lib.gmp_scope_end(self.scope)
+                self.scope = None
             self.result = r
             self.finished = True
             abandoned = self.abandoned
         self.done.set()
         if abandoned and r >= 0 and self.undo is not None:
             self.undo()
+
+    def cancel(self) -> None:
+        """Cancels the helper's scope, if the call still runs in it: the caller's own
+        scope was cancelled."""
+        with self.lock:
+            self.cancelled = True
+            if self.scope is not None:
+                lib.gmp_scope_cancel(self.scope)
 
     def abandon(self) -> bool:
         """Gives up waiting. Returns True if the call had already finished (the caller
@@ -196,13 +226,46 @@ _idle_lock = threading.Lock()
 _MAX_IDLE = 4
 
 
+def _scope_timeout() -> int | None:
+    """For a call handed to a helper: None outside scopes, else the time to the caller's
+    scope's deadline (-1: none; 0: it has ended), for the helper's scope."""
+    s = lib.gmp_scope_current()
+    if not s:
+        return None
+    if lib.gmp_scope_err(s) == -ETIMEDOUT:
+        return 0
+    d = int(lib.gmp_scope_deadline(s))
+    if d == 2**63 - 1:
+        return -1
+    return max(0, d - int(lib.gmp_now()))
+
+
+def _wait_done(job: _Job, timeout: float | None) -> bool:
+    """Waits for `job` for at most `timeout` seconds (None: no limit); True once it is
+    done. For a job in a scope of its own the caller's scope is looked at every
+    SCOPE_POLL_S: once it is cancelled, so is the job's (whose deadline is the caller's
+    already)."""
+    if job.timeout_ns is None:
+        return job.done.wait(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if scope_error() == -ECANCELED:
+            job.cancel()
+        step = SCOPE_POLL_S if deadline is None else min(SCOPE_POLL_S, deadline - time.monotonic())
+        if job.done.wait(max(0.0, step)):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return job.done.is_set()
+
+
 def start_on_helper(
     call: Callable[..., int], args: tuple[Any, ...], undo: Callable[[], object] | None,
-    owner: object,
+    owner: object, scoped: bool = False,
 ) -> _Job:
     """Starts the blocking ``call(*args)`` on a helper thread; its job's ``done`` event
-    is set once it has returned (with ``result``)."""
-    job = _Job(call, args, undo, owner)
+    is set once it has returned (with ``result``). `scoped`: the caller's scope ends the
+    call (through a scope of the helper's own, see :func:`run_on_helper`)."""
+    job = _Job(call, args, undo, owner, _scope_timeout() if scoped else None)
     with _idle_lock:
         helper = _idle.pop() if _idle else None
     if helper is None:
@@ -225,9 +288,9 @@ def run_on_helper(
     it completes successfully later, ``undo()`` runs on the helper thread. If it had
     completed before, an exception undoes it here before propagating. The job keeps
     `owner` (the object whose C memory the call uses) alive until the call returns."""
-    job = start_on_helper(call, args, undo, owner)
+    job = start_on_helper(call, args, undo, owner, scoped=True)
     try:
-        finished = job.done.wait(timeout)
+        finished = _wait_done(job, timeout)
     except BaseException:
         if job.abandon() and job.result >= 0 and undo is not None:
             undo()

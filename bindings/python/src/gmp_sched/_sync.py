@@ -133,6 +133,9 @@ class Mutex:
         while True:
             if lib.gmp_mutex_trylock(self._addr) == 0:
                 return True
+            e = _errors.scope_error()
+            if e:
+                check(e, "gmp_mutex_lock")
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
