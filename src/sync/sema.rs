@@ -211,28 +211,8 @@ impl SemaRoot {
     /// # Safety
     /// Lock held; `with` is not on any list and lives until dequeued.
     unsafe fn replace(&self, w: *mut Waiter, with: *mut Waiter) -> bool {
-        // SAFETY: caller contract; every queued waiter is alive until dequeued.
-        unsafe {
-            let mut prev: *mut Waiter = null_mut();
-            let mut cur = self.head.get();
-            while !cur.is_null() {
-                if cur == w {
-                    (*with).next = (*w).next;
-                    if prev.is_null() {
-                        self.head.set(with);
-                    } else {
-                        (*prev).next = with;
-                    }
-                    if self.tail.get() == w {
-                        self.tail.set(with);
-                    }
-                    return true;
-                }
-                prev = cur;
-                cur = (*cur).next;
-            }
-        }
-        false
+        // SAFETY: caller contract.
+        !unsafe { self.splice_first(|cur| cur == w, with) }.is_null()
     }
 
     /// Removes the first waiter for `addr`.
@@ -249,6 +229,20 @@ impl SemaRoot {
     /// # Safety
     /// Lock held.
     unsafe fn unlink_first(&self, matches: impl Fn(*mut Waiter) -> bool) -> *mut Waiter {
+        // SAFETY: caller contract.
+        unsafe { self.splice_first(matches, null_mut()) }
+    }
+
+    /// Takes the first waiter for which `matches` holds off the list and puts `with` (if
+    /// not null) in its place; returns the waiter taken off, null if none matched.
+    ///
+    /// # Safety
+    /// Lock held; a non-null `with` is not on any list and lives until dequeued.
+    unsafe fn splice_first(
+        &self,
+        matches: impl Fn(*mut Waiter) -> bool,
+        with: *mut Waiter,
+    ) -> *mut Waiter {
         // SAFETY: we hold the lock; every queued waiter is alive until dequeued.
         unsafe {
             let mut prev: *mut Waiter = null_mut();
@@ -256,13 +250,19 @@ impl SemaRoot {
             while !cur.is_null() {
                 if matches(cur) {
                     let next = (*cur).next;
-                    if prev.is_null() {
-                        self.head.set(next);
+                    let rep = if with.is_null() {
+                        next
                     } else {
-                        (*prev).next = next;
+                        (*with).next = next;
+                        with
+                    };
+                    if prev.is_null() {
+                        self.head.set(rep);
+                    } else {
+                        (*prev).next = rep;
                     }
                     if self.tail.get() == cur {
-                        self.tail.set(prev);
+                        self.tail.set(if with.is_null() { prev } else { with });
                     }
                     return cur;
                 }
