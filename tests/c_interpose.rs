@@ -21,7 +21,7 @@ mod ctest;
 mod support;
 use common::library;
 use ctest::*;
-use support::GMP_ENV;
+use support::{GMP_ENV, Outcome};
 
 // ---- plain libc calls from goroutines (c-tests/interpose.c) ----
 
@@ -605,18 +605,33 @@ fn contract_fds_aliases() {
 /// poll and select in goroutines observe what libc's do (c-tests/contract_poll.c): each
 /// case's output with the hooks equals the reference's, plain libc in the goroutines
 /// (`GMP_INTERPOSE=0`, without the preemption signal), at GOMAXPROCS 1 and 2.
+/// The plain-libc reference run of `name args` at GOMAXPROCS `procs` (`GMP_INTERPOSE=0`,
+/// no preemption signal), to compare with `hooks`, the run with the hooks. A reference
+/// that saw an EINTR the hooked run did not see is made again (twice at most): the one
+/// disturbance the runtime still brings into a plain run is that EINTR, when sysmon's
+/// signal for a thread asleep in an unseen call lands as the thread enters another call
+/// (unseen.rs's window, HACKING.md's known limits).
+fn plain_reference(name: &str, args: &[&str], procs: &str, hooks: &Outcome) -> Outcome {
+    let env = [
+        ("GMP_MAXPROCS", procs),
+        ("GMP_INTERPOSE", "0"),
+        ("GMP_DEBUG", "asyncpreemptoff=1"),
+    ];
+    let mut plain = run_c(name, args, &env);
+    for _ in 0..2 {
+        if !plain.stdout.contains("EINTR") || hooks.stdout.contains("EINTR") {
+            break;
+        }
+        eprintln!("{name} {args:?}: the plain-libc reference saw an EINTR; made again");
+        plain = run_c(name, args, &env);
+    }
+    plain
+}
+
 fn contract_poll(case: &str) {
     for procs in ["1", "2"] {
         let hooks = run_c("contract_poll", &[case], &[("GMP_MAXPROCS", procs)]);
-        let plain = run_c(
-            "contract_poll",
-            &[case],
-            &[
-                ("GMP_MAXPROCS", procs),
-                ("GMP_INTERPOSE", "0"),
-                ("GMP_DEBUG", "asyncpreemptoff=1"),
-            ],
-        );
+        let plain = plain_reference("contract_poll", &[case], procs, &hooks);
         for (o, what) in [(&hooks, "with the hooks"), (&plain, "plain libc")] {
             assert!(
                 o.status.success(),
@@ -685,15 +700,7 @@ fn contract_random() {
             "1"
         };
         let hooks = run_c("contract_random", &[&seed], &[("GMP_MAXPROCS", procs)]);
-        let plain = run_c(
-            "contract_random",
-            &[&seed],
-            &[
-                ("GMP_MAXPROCS", procs),
-                ("GMP_INTERPOSE", "0"),
-                ("GMP_DEBUG", "asyncpreemptoff=1"),
-            ],
-        );
+        let plain = plain_reference("contract_random", &[&seed], procs, &hooks);
         for (o, what) in [(&hooks, "with the hooks"), (&plain, "plain libc")] {
             assert!(
                 o.status.success(),
