@@ -158,19 +158,30 @@ pub unsafe extern "C" fn gmp_mutex_lock(m: *mut gmp_mutex) -> c_int {
         return 0;
     }
     // SAFETY: as above.
-    unsafe { mutex_lock_slow(m) }
+    unsafe { mutex_lock_slow(m, true) }
 }
 
-/// The contended half of gmp_mutex_lock, out of line so the fast path needs no frame.
+/// The contended half of gmp_mutex_lock (`scoped`: the caller's scope may end the wait)
+/// and of gmp_mutex_lock_nocancel, out of line so the fast path needs no frame.
 ///
 /// # Safety
 /// `m` is non-null, aligned and live.
 #[cold]
 #[inline(never)]
-unsafe fn mutex_lock_slow(m: *mut gmp_mutex) -> c_int {
-    boundary("gmp_mutex_lock", || {
+unsafe fn mutex_lock_slow(m: *mut gmp_mutex, scoped: bool) -> c_int {
+    let name = if scoped {
+        "gmp_mutex_lock"
+    } else {
+        "gmp_mutex_lock_nocancel"
+    };
+    boundary(name, || {
         // SAFETY: caller contract.
-        match unsafe { mutex_ref(m) }.lock_slow_scoped() {
+        let mx = unsafe { mutex_ref(m) };
+        if !scoped {
+            mx.lock_slow();
+            return 0;
+        }
+        match mx.lock_slow_scoped() {
             Ok(()) => 0,
             Err(e) => -e,
         }
@@ -191,7 +202,7 @@ pub unsafe extern "C" fn gmp_mutex_lock_slow(m: *mut gmp_mutex) -> c_int {
     // A safe point: a contended lock may be won by spinning, without parking.
     rt::preempt_check();
     // SAFETY: checked non-null and aligned; the caller promises it is live.
-    unsafe { mutex_lock_slow(m) }
+    unsafe { mutex_lock_slow(m, true) }
 }
 
 /// Locks `m` as gmp_mutex_lock does, but no scope ends the wait: for code that must hold
@@ -211,11 +222,8 @@ pub unsafe extern "C" fn gmp_mutex_lock_nocancel(m: *mut gmp_mutex) -> c_int {
         return 0;
     }
     rt::preempt_check();
-    boundary("gmp_mutex_lock_nocancel", || {
-        // SAFETY: as above.
-        unsafe { mutex_ref(m) }.lock_slow();
-        0
-    })
+    // SAFETY: as above.
+    unsafe { mutex_lock_slow(m, false) }
 }
 
 /// Locks `m` if it is free, without waiting. Returns 0 if the caller now holds it, -EBUSY
