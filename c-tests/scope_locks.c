@@ -174,6 +174,8 @@ static void unlocker(void *arg)
 static void step_after(void)
 {
     gmp_mutex m = GMP_MUTEX_INIT;
+    /* Started before the scope, so its receive is not cancelled with it. */
+    CHECK_OK(gmp_go(unlocker, &m));
     gmp_scope *s = NULL;
     CHECK_OK(gmp_scope_begin(&s, -1));
     CHECK_OK(gmp_scope_cancel(s));
@@ -181,7 +183,6 @@ static void step_after(void)
     CHECK_EQ(gmp_mutex_lock(&m), -ECANCELED);  /* held: refused at once */
     CHECK_EQ(load32(&m.state), 1);             /* no waiter left behind */
     CHECK_EQ((gmp_mutex_lock)(&m), -ECANCELED); /* the out-of-line call too */
-    CHECK_OK(gmp_go(unlocker, &m));
     send_int(go_unlock, 1);                     /* buffered: not a wait */
     CHECK_OK(gmp_mutex_lock_nocancel(&m));     /* waits for the unlocker */
     CHECK_OK(gmp_mutex_unlock(&m));
