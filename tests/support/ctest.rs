@@ -26,6 +26,10 @@
 //! - Cross builds (scripts/aarch64.sh): `GMP_TEST_CC` names the C compiler (default `cc`)
 //!   and `GMP_TEST_RUNNER` a command, split at spaces, that runs the compiled programs
 //!   (`qemu-aarch64 -L /usr/aarch64-linux-gnu`); [`cc`] and [`program`] honour them.
+//!   `GMP_TEST_DEBUG` goes in front of the `GMP_DEBUG` of every program [`run_c`] runs
+//!   (a test's own keys come later and win): under qemu-user, `asyncpreemptsig=3`
+//!   (qemu delivers a POSIX timer's signal with the host's timer id, which the runtime's
+//!   handler does not recognise, and emulates no perf events).
 
 use std::collections::HashSet;
 use std::os::unix::process::ExitStatusExt;
@@ -175,8 +179,16 @@ pub fn run_c(name: &str, args: &[&str], env: &[(&str, &str)]) -> Outcome {
     // cargo points LD_LIBRARY_PATH at target/<profile>, whose libgmp.so.0 link may lead to
     // a stale copy of the library; the programs' rpath names the one this test built.
     cmd.env_remove("LD_LIBRARY_PATH");
+    let extra = std::env::var("GMP_TEST_DEBUG").unwrap_or_default();
+    if !extra.is_empty() {
+        cmd.env("GMP_DEBUG", &extra);
+    }
     for (k, v) in env {
-        cmd.env(k, v);
+        if *k == "GMP_DEBUG" && !extra.is_empty() {
+            cmd.env(k, format!("{extra},{v}"));
+        } else {
+            cmd.env(k, v);
+        }
     }
     run_with_timeout(cmd, &format!("{name} {}", args.join(" ")))
 }
