@@ -6,7 +6,7 @@
 # target). Emulation timings are not performance figures, and qemu on an x86-64 host
 # keeps the host's memory order: it checks the code, not the weak memory model.
 #
-# Usage: scripts/aarch64.sh [-q]   (-q: skip the torture and fuzz runs)
+# Usage: scripts/aarch64.sh [-q]   (-q: skip the torture run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +40,14 @@ export GMP_TEST_CC=aarch64-linux-gnu-gcc GMP_TEST_RUNNER="$runner"
 echo "== build: library, unit tests, C-test drivers, benchmarks ($target)"
 cargo build --release --quiet --target "$target"
 cargo build --release --quiet --target "$target" --benches
+# bench/run.py's C programs, built against the aarch64 library (not run: emulated timings
+# are not performance figures).
+benchout=target/$target/bench-c
+mkdir -p "$benchout"
+for src in bench/c/*.c scripts/spin_pingpong.c; do
+    aarch64-linux-gnu-gcc -O2 -std=c11 -Wall -Wextra -Werror -Wpedantic -pthread -Iinclude \
+        "$src" "target/$target/release/libgmp.so" -o "$benchout/$(basename "$src" .c)"
+done
 
 # Unit tests that emulation cannot pass, each for a reason of qemu-user's, not of the
 # port: process_vm_readv is not emulated (the frame walks, the reads of a call's
@@ -73,8 +81,8 @@ cargo test --release --quiet --target "$target" --lib -- --exact "${skips[@]}"
 #   there is no guard page to hit;
 # - config_default_maxprocs_affinity, config_default_maxprocs_cgroup: they start the
 #   program through taskset or sh, which cannot exec an aarch64 binary;
-# - scope, timer_busy_p, preempt_fair: bounds on wake-up latency and CPU shares, which
-#   emulation stretches;
+# - scope, timers, timer_busy_p, timer_backlog, preempt_hog, preempt_fair: bounds on
+#   wake-up latency, oversleep, spawning speed and CPU shares, which emulation stretches;
 # - preempt_soak_*: needs the unseen-call path, which reads /proc/<tid>/syscall, and
 #   under qemu that file shows the emulator's own (x86-64) calls.
 echo "== C tests under qemu"
@@ -83,30 +91,33 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 \
     --test c_timers --test c_preempt -- \
     --skip chan_lazy --skip bad_input_nomem --skip bad_input_stack_overflow \
     --skip config_default_maxprocs_affinity --skip config_default_maxprocs_cgroup \
-    --skip scope --skip timer_busy_p --skip preempt_fair --skip preempt_soak
+    --skip scope --skip timers --skip timer_busy_p --skip timer_backlog --skip preempt_hog \
+    --skip preempt_fair --skip preempt_soak
 
+# The torture test at a short setting, without the features whose mechanisms qemu-user
+# lacks: "pthread" and "libc" need the unseen-call path (above) and preadv2, which qemu
+# 7.2 does not emulate (the hooks then hand every pipe read off instead of parking it);
+# "scope" stalls under qemu in a way not yet classified (see HACKING.md, "aarch64"). The
+# watchdog gets 20 s instead of 2: emulation is an order of magnitude slower. The API
+# fuzzer is not run: it checks that a hooked pipe read parks in the poller, which needs
+# preadv2.
 if [ -z "$quick" ]; then
     out=target/$target/aarch64-ci
     mkdir -p "$out"
-    lib=$PWD/target/$target/release/libgmp.so
-    cp "$lib" "$out/libgmp.so.0"
-    for prog in torture fuzz; do
-        aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Werror -Wpedantic -O2 -pthread -Iinclude \
-            "c-tests/$prog.c" "$PWD/$out/libgmp.so.0" -Wl,-rpath,"$PWD/$out" -o "$out/$prog"
-    done
+    cp "target/$target/release/libgmp.so" "$out/libgmp.so.0"
+    aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Werror -Wpedantic -O2 -pthread -Iinclude \
+        c-tests/torture.c "$PWD/$out/libgmp.so.0" -Wl,-rpath,"$PWD/$out" -o "$out/torture"
+    features="all,-pthread,-libc,-scope"
     seed=$(( (RANDOM << 15 | RANDOM) ))
-    echo "== torture under qemu: seed $seed, 10 s, GOMAXPROCS 2"
-    env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS GMP_DEBUG=asyncpreemptsig=3 \
-        timeout -s KILL 120 $runner "$out/torture" "$seed" 10000 2 all >"$out/torture.log" 2>&1 ||
-        { tail -40 "$out/torture.log"; echo "torture failed: seed $seed"; exit 1; }
+    echo "== torture under qemu: seed $seed, 10 s, GOMAXPROCS 2, $features"
+    if ! env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
+        GMP_DEBUG=asyncpreemptsig=3 TORTURE_STALL_MS=20000 \
+        timeout -s KILL 120 $runner "$out/torture" "$seed" 10000 2 "$features" \
+        >"$out/torture.log" 2>&1; then
+        head -60 "$out/torture.log"
+        echo "torture failed: seed $seed (log: $out/torture.log)"
+        exit 1
+    fi
     tail -1 "$out/torture.log"
-    for p in 1 2; do
-        seed=$(( (RANDOM << 15 | RANDOM) ))
-        echo "== API fuzzer under qemu: seed $seed, 5 s, GOMAXPROCS $p"
-        env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS GMP_DEBUG=asyncpreemptsig=3 \
-            timeout -s KILL 120 $runner "$out/fuzz" "$seed" 5 "$p" >"$out/fuzz.log" 2>&1 ||
-            { tail -40 "$out/fuzz.log"; echo "fuzz failed: seed $seed, GOMAXPROCS $p"; exit 1; }
-        tail -1 "$out/fuzz.log"
-    done
 fi
 echo "aarch64: done in $((SECONDS - start)) s"

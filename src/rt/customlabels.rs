@@ -4,8 +4,9 @@
 //!
 //! **The ABI.** Two exported symbols: `custom_labels_abi_version`, a 4-byte constant 1,
 //! and `custom_labels_current_set`, a thread-local pointer (in the static TLS block,
-//! referenced through an `R_X86_64_TLSDESC` relocation (`R_AARCH64_TLSDESC` on aarch64), which is how the profiler finds
-//! its offset in a shared object) to a `custom_labels_labelset_t`:
+//! referenced through an `R_X86_64_TLSDESC` relocation, `R_AARCH64_TLSDESC` on aarch64,
+//! which is how the profiler finds its offset in a shared object) to a
+//! `custom_labels_labelset_t`:
 //! `{ custom_labels_label_t *storage; size_t count; size_t capacity; }`, each label two
 //! `{ size_t len; const unsigned char *buf; }` strings, key and value. Null: no labels.
 //!
@@ -101,8 +102,9 @@ pub(crate) fn set_current(set: *const AbiSet) {
 
 /// The address of the calling thread's `custom_labels_current_set`, found through the
 /// general-dynamic (TLSDESC) sequence the ABI names: this reference is the
-/// `R_X86_64_TLSDESC` relocation (`R_AARCH64_TLSDESC` on aarch64) a profiler looks the variable up by, so it must stay in
-/// the library (`store_slow` uses it). Not on the switch path.
+/// `R_X86_64_TLSDESC` relocation (`R_AARCH64_TLSDESC` on aarch64) a profiler looks the
+/// variable up by, so it must stay in the library (`store_slow` uses it). Not on the
+/// switch path.
 fn slot() -> *mut *const AbiSet {
     let addr: *mut *const AbiSet;
     // SAFETY: the TLSDESC call sequence: rax gets the variable's offset from the thread
