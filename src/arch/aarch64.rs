@@ -82,7 +82,7 @@ const INITIAL_FRAME: usize = FRAME;
 
 /// Where a suspended context keeps its frame record {x29, x30} above its saved sp: the
 /// goroutine dump starts its walk there.
-pub const SAVED_FP_OFFSET: usize = 144;
+pub(crate) const SAVED_FP_OFFSET: usize = 144;
 
 /// Switches stacks: stores the callee-saved state of the current context on its stack,
 /// stores the resulting stack pointer to `*save_sp`, loads `to_sp`, restores that context
@@ -655,7 +655,7 @@ pub unsafe fn ctx_fp(uc: *const libc::ucontext_t) -> usize {
 }
 
 /// The bytes of the instruction that makes a system call: `svc #0`.
-pub const SYSCALL_INSN_LEN: usize = 4;
+pub(crate) const SYSCALL_INSN_LEN: usize = 4;
 
 /// Whether the instruction at `pc` is `svc #0`.
 ///
@@ -668,7 +668,7 @@ pub unsafe fn is_syscall_insn(pc: usize) -> bool {
 
 /// Whether the kernel reports a system call's result in its first argument's register
 /// (x0): after the call, that argument is only where sysmon recorded it.
-pub const SYSCALL_RET_IN_ARG0: bool = true;
+pub(crate) const SYSCALL_RET_IN_ARG0: bool = true;
 
 /// The system-call registers of an interrupted context: the number (x8), the result (x0),
 /// and the six arguments (x0-x5).

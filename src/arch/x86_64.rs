@@ -798,7 +798,7 @@ impl SavedRegs {
 
 /// Where a suspended context keeps rbp and then its return address above its saved sp:
 /// the goroutine dump starts its walk there.
-pub const SAVED_FP_OFFSET: usize = 48;
+pub(crate) const SAVED_FP_OFFSET: usize = 48;
 
 /// The interrupted code's rip.
 ///
@@ -828,7 +828,7 @@ pub unsafe fn ctx_fp(uc: *const libc::ucontext_t) -> usize {
 }
 
 /// The bytes of the instruction that makes a system call: `syscall` (0f 05).
-pub const SYSCALL_INSN_LEN: usize = 2;
+pub(crate) const SYSCALL_INSN_LEN: usize = 2;
 
 /// Whether the instruction at `pc` is `syscall`.
 ///
@@ -841,7 +841,7 @@ pub unsafe fn is_syscall_insn(pc: usize) -> bool {
 
 /// Whether the kernel reports a system call's result in its first argument's register (on
 /// x86-64 it is rax, the number's).
-pub const SYSCALL_RET_IN_ARG0: bool = false;
+pub(crate) const SYSCALL_RET_IN_ARG0: bool = false;
 
 /// The system-call registers of an interrupted context: the number (rax, before the call
 /// ends), the result (rax, after), and the six arguments.
