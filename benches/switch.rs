@@ -11,10 +11,14 @@
 //! does: 1.8-2.0x on an Intel Xeon, 2.65-3.0x on an AMD EPYC (Zen 4), where `stmxcsr` alone
 //! is ~3 ns; so that ratio is printed, not asserted.
 //!
+//! On aarch64 only the two round trips through the library (`gmp_round_trip`,
+//! `scheduler_round_trip`) are measured: the bare and floor switches below are x86-64's.
+//!
 //! `cargo bench --bench switch`
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gmp::{arch, stack};
+#[cfg(target_arch = "x86_64")]
 use std::arch::naked_asm;
 use std::hint::black_box;
 
@@ -36,6 +40,7 @@ unsafe extern "C" fn echo(arg: usize) -> ! {
 }
 
 /// Like `echo`, with MXCSR set to round down (0x3F80) for the coroutine's whole life.
+#[cfg(target_arch = "x86_64")]
 unsafe extern "C" fn echo_round_down(arg: usize) -> ! {
     let mxcsr: u32 = 0x3F80;
     // SAFETY: loads a valid MXCSR (default masks, rounding down) from a local.
@@ -45,6 +50,7 @@ unsafe extern "C" fn echo_round_down(arg: usize) -> ! {
 }
 
 /// The baseline: the same pushes, sp exchange and pops as `arch::switch`, nothing else.
+#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 unsafe extern "C" fn bare_switch(save_sp: *mut usize, to_sp: usize, arg: usize) -> usize {
     naked_asm!(
@@ -69,12 +75,14 @@ unsafe extern "C" fn bare_switch(save_sp: *mut usize, to_sp: usize, arg: usize) 
 }
 
 /// First resume point of a bare coroutine: rax = arg, r12 = entry.
+#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 unsafe extern "C" fn bare_trampoline() -> ! {
     naked_asm!("mov rdi, rax", "call r12", "ud2")
 }
 
 /// Coroutine for `bare_switch`.
+#[cfg(target_arch = "x86_64")]
 unsafe extern "C" fn bare_echo(arg: usize) -> ! {
     let pair = arg as *mut Pair;
     let mut v = 0;
@@ -86,6 +94,7 @@ unsafe extern "C" fn bare_echo(arg: usize) -> ! {
 
 /// Builds a `bare_switch` initial frame: r15..rbp, then the trampoline, at a 16-aligned
 /// position so that `bare_echo` starts with a call-aligned stack.
+#[cfg(target_arch = "x86_64")]
 fn bare_init(top: usize, entry: unsafe extern "C" fn(usize) -> !) -> usize {
     let top = top & !15;
     let sp = top - 64;
@@ -105,6 +114,7 @@ fn bare_init(top: usize, entry: unsafe extern "C" fn(usize) -> !) -> usize {
 }
 
 /// Builds a `fp_switch` initial frame: `bare_init`'s with the control-word slot under it.
+#[cfg(target_arch = "x86_64")]
 fn fp_init(top: usize, entry: unsafe extern "C" fn(usize) -> !) -> usize {
     let sp = bare_init(top, entry) - 8;
     // SAFETY: the slot lies in the same caller-owned stack, just below bare_init's frame.
@@ -129,20 +139,6 @@ fn bench(c: &mut Criterion) {
         // SAFETY: the coroutine is suspended at co_sp and switches back each time.
         b.iter(|| unsafe { arch::switch(&raw mut (*p).main_sp, (*p).co_sp, black_box(1)) })
     });
-
-    let s2 = stack::alloc(stack::DEFAULT_STACK).expect("stack");
-    let mut bare = Pair {
-        main_sp: 0,
-        co_sp: bare_init(s2.top(), bare_echo),
-    };
-    let q: *mut Pair = &mut bare;
-    // SAFETY: as above, with the bare switch.
-    unsafe { bare_switch(&raw mut (*q).main_sp, (*q).co_sp, q as usize) };
-    g.bench_function("bare_round_trip", |b| {
-        // SAFETY: as above.
-        b.iter(|| unsafe { bare_switch(&raw mut (*q).main_sp, (*q).co_sp, black_box(1)) })
-    });
-
     // The scheduler's round trip: g0 -> goroutine with `switch_from_g0_balanced` (known FP
     // state, no stmxcsr, no `call`), goroutine -> g0 with `switch` (the echo coroutine), as
     // `execute` and `mcall` do.
@@ -154,52 +150,75 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    // The slow path for comparison: the coroutine rounds down, the bench loop to nearest,
-    // so every switch reloads MXCSR (ldmxcsr serializes).
-    let s3 = stack::alloc(stack::DEFAULT_STACK).expect("stack");
-    let mut rd = Pair {
-        main_sp: 0,
-        co_sp: 0,
-    };
-    // SAFETY: as for the first coroutine.
-    rd.co_sp = unsafe { arch::init_stack(s3.top(), echo_round_down) };
-    let r: *mut Pair = &mut rd;
-    // SAFETY: as above.
-    unsafe { arch::switch(&raw mut (*r).main_sp, (*r).co_sp, r as usize) };
-    g.bench_function("gmp_round_trip_rounding_differs", |b| {
-        // SAFETY: as for gmp_round_trip.
-        b.iter(|| unsafe { arch::switch(&raw mut (*r).main_sp, (*r).co_sp, black_box(1)) })
-    });
-    let s4 = stack::alloc(stack::DEFAULT_STACK).expect("stack");
-    let mut fp = Pair {
-        main_sp: 0,
-        co_sp: fp_init(s4.top(), fp_echo),
-    };
-    let f: *mut Pair = &mut fp;
-    // SAFETY: as above, with the minimal FP-saving switch.
-    unsafe { fp_switch(&raw mut (*f).main_sp, (*f).co_sp, f as usize) };
-    g.bench_function("abi_floor_round_trip", |b| {
+    // The comparisons against a bare swap and the ABI's floor are written for x86-64 (its
+    // MXCSR and x87 control word); on aarch64 the two round trips above are the benchmark.
+    #[cfg(target_arch = "x86_64")]
+    {
+        let s2 = stack::alloc(stack::DEFAULT_STACK).expect("stack");
+        let mut bare = Pair {
+            main_sp: 0,
+            co_sp: bare_init(s2.top(), bare_echo),
+        };
+        let q: *mut Pair = &mut bare;
+        // SAFETY: as above, with the bare switch.
+        unsafe { bare_switch(&raw mut (*q).main_sp, (*q).co_sp, q as usize) };
+        g.bench_function("bare_round_trip", |b| {
+            // SAFETY: as above.
+            b.iter(|| unsafe { bare_switch(&raw mut (*q).main_sp, (*q).co_sp, black_box(1)) })
+        });
+
+        // The slow path for comparison: the coroutine rounds down, the bench loop to nearest,
+        // so every switch reloads MXCSR (ldmxcsr serializes).
+        let s3 = stack::alloc(stack::DEFAULT_STACK).expect("stack");
+        let mut rd = Pair {
+            main_sp: 0,
+            co_sp: 0,
+        };
+        // SAFETY: as for the first coroutine.
+        rd.co_sp = unsafe { arch::init_stack(s3.top(), echo_round_down) };
+        let r: *mut Pair = &mut rd;
         // SAFETY: as above.
-        b.iter(|| unsafe { fp_switch(&raw mut (*f).main_sp, (*f).co_sp, black_box(1)) })
-    });
-    g.finish();
-    // SAFETY: the coroutines are suspended and switch straight back, as in the benches.
-    unsafe {
-        check_claim(
-            || arch::switch(&raw mut (*p).main_sp, (*p).co_sp, black_box(1)),
-            || bare_switch(&raw mut (*q).main_sp, (*q).co_sp, black_box(1)),
-            || fp_switch(&raw mut (*f).main_sp, (*f).co_sp, black_box(1)),
-        )
-    };
-    // The coroutines stay suspended forever: give their stacks back only now that nothing
-    // will resume them.
-    for st in [s, s2, s3, s4] {
-        stack::free(st);
+        unsafe { arch::switch(&raw mut (*r).main_sp, (*r).co_sp, r as usize) };
+        g.bench_function("gmp_round_trip_rounding_differs", |b| {
+            // SAFETY: as for gmp_round_trip.
+            b.iter(|| unsafe { arch::switch(&raw mut (*r).main_sp, (*r).co_sp, black_box(1)) })
+        });
+        let s4 = stack::alloc(stack::DEFAULT_STACK).expect("stack");
+        let mut fp = Pair {
+            main_sp: 0,
+            co_sp: fp_init(s4.top(), fp_echo),
+        };
+        let f: *mut Pair = &mut fp;
+        // SAFETY: as above, with the minimal FP-saving switch.
+        unsafe { fp_switch(&raw mut (*f).main_sp, (*f).co_sp, f as usize) };
+        g.bench_function("abi_floor_round_trip", |b| {
+            // SAFETY: as above.
+            b.iter(|| unsafe { fp_switch(&raw mut (*f).main_sp, (*f).co_sp, black_box(1)) })
+        });
+        g.finish();
+        // SAFETY: the coroutines are suspended and switch straight back, as in the benches.
+        unsafe {
+            check_claim(
+                || arch::switch(&raw mut (*p).main_sp, (*p).co_sp, black_box(1)),
+                || bare_switch(&raw mut (*q).main_sp, (*q).co_sp, black_box(1)),
+                || fp_switch(&raw mut (*f).main_sp, (*f).co_sp, black_box(1)),
+            )
+        };
+        // The coroutines stay suspended forever: give their stacks back only now that
+        // nothing will resume them.
+        for st in [s2, s3, s4] {
+            stack::free(st);
+        }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    g.finish();
+    // The coroutine stays suspended forever: its stack goes back only now.
+    stack::free(s);
 }
 
 /// The ABI's floor: `bare_switch` plus saving the MXCSR and the x87 control word (never
 /// reloaded: both sides keep the same control bits).
+#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 unsafe extern "C" fn fp_switch(save_sp: *mut usize, to_sp: usize, arg: usize) -> usize {
     naked_asm!(
@@ -228,6 +247,7 @@ unsafe extern "C" fn fp_switch(save_sp: *mut usize, to_sp: usize, arg: usize) ->
 }
 
 /// Coroutine for `fp_switch`: bounces every value straight back.
+#[cfg(target_arch = "x86_64")]
 unsafe extern "C" fn fp_echo(arg: usize) -> ! {
     let pair = arg as *mut Pair;
     let mut v = 0;
@@ -241,6 +261,7 @@ unsafe extern "C" fn fp_echo(arg: usize) -> ! {
 /// The batches of the three take turns, so a disturbance on this shared machine lands on
 /// all of them alike rather than on whichever was being measured then; the best, because
 /// every disturbance only adds time.
+#[cfg(target_arch = "x86_64")]
 fn best_ns<const K: usize>(fs: &mut [&mut dyn FnMut() -> usize; K]) -> [f64; K] {
     const N: u32 = 200_000;
     let mut best = [f64::INFINITY; K];
@@ -260,6 +281,7 @@ fn best_ns<const K: usize>(fs: &mut [&mut dyn FnMut() -> usize; K]) -> [f64; K] 
 /// (`fp_switch`). The ratio to the bare swap is printed (it depends on the CPU's
 /// `stmxcsr`; see the module doc). A ratio over 2 is measured twice more before it fails:
 /// a slower switch fails every time, a burst of other work on the machine does not last.
+#[cfg(target_arch = "x86_64")]
 fn check_claim(
     mut gmp: impl FnMut() -> usize,
     mut bare: impl FnMut() -> usize,

@@ -7,9 +7,9 @@
  *             thread's gmp_maxprocs and its WaitGroup wait are not starved.
  *   fair      4 CPU-bound goroutines at GOMAXPROCS=1 for a second each get 25% +- 10%.
  *   regs      (GMP_DEBUG=asyncpreemptstress=1) loops computing in SSE, AVX2 and, where
- *             the CPU has it, AVX-512 registers, with x87 long doubles and with a changed
- *             MXCSR rounding mode, give bit-identical results to the same loops run
- *             without preemption, across 20,000 preemptions (each one a thread
+ *             the CPU has it, AVX-512 registers (on aarch64: NEON, 4 and 16
+ *             accumulators), with long doubles and with a changed rounding mode (MXCSR,
+ *             FPCR), give bit-identical results to the same loops run without preemption, across 20,000 preemptions (each one a thread
  *             hand-over: the stopped goroutine keeps its thread until it resumes).
  *   libc      (stress) a malloc-heavy and a printf-heavy loop stay correct; signals that
  *             land in libc are refused (counted), none is taken there.
@@ -35,7 +35,19 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#define HAVE_AVX2() (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+#define HAVE_AVX512() __builtin_cpu_supports("avx512f")
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+/* aarch64: the "sse" loop is 4 NEON accumulators, the "avx2" one 16 (with a and b, 18
+ * live vectors: v16-v31, which no call preserves, and the upper halves of v8-v15). */
+#define HAVE_AVX2() 1
+#define HAVE_AVX512() 0
+#else
+#error "preempt.c: x86_64 or aarch64"
+#endif
 
 #include <gmp-sched/gmp.h>
 
@@ -163,6 +175,21 @@ static uint64_t mix(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* Eight accumulators in named variables (not an array), so that they live in ymm/zmm
+ * registers for the whole loop: a preemption that lost their upper halves would show. */
+#define FMA8(T, FMA, a, b)                                                                 \
+    do {                                                                                   \
+        x0 = FMA(x0, a, x1);                                                               \
+        x1 = FMA(x1, a, b);                                                                \
+        x2 = FMA(x2, a, x3);                                                               \
+        x3 = FMA(x3, a, b);                                                                \
+        x4 = FMA(x4, a, x5);                                                               \
+        x5 = FMA(x5, a, b);                                                                \
+        x6 = FMA(x6, a, x7);                                                               \
+        x7 = FMA(x7, a, b);                                                                \
+    } while (0)
+
+#if defined(__x86_64__)
 static uint64_t sse_loop(void)
 {
     __m128d a = _mm_set_pd(1.000001, 0.999999), b = _mm_set_pd(1e-9, -3e-9);
@@ -180,20 +207,6 @@ static uint64_t sse_loop(void)
     _mm_storeu_pd(out + 6, x3);
     return mix(0xcbf29ce484222325ULL, out, sizeof out);
 }
-
-/* Eight accumulators in named variables (not an array), so that they live in ymm/zmm
- * registers for the whole loop: a preemption that lost their upper halves would show. */
-#define FMA8(T, FMA, a, b)                                                                 \
-    do {                                                                                   \
-        x0 = FMA(x0, a, x1);                                                               \
-        x1 = FMA(x1, a, b);                                                                \
-        x2 = FMA(x2, a, x3);                                                               \
-        x3 = FMA(x3, a, b);                                                                \
-        x4 = FMA(x4, a, x5);                                                               \
-        x5 = FMA(x5, a, b);                                                                \
-        x6 = FMA(x6, a, x7);                                                               \
-        x7 = FMA(x7, a, b);                                                                \
-    } while (0)
 
 __attribute__((target("avx2,fma"))) static uint64_t avx2_loop(void)
 {
@@ -236,6 +249,66 @@ __attribute__((target("avx512f"))) static uint64_t avx512_loop(void)
     return mix(0xcbf29ce484222325ULL, out, sizeof out);
 }
 
+#else
+/* The same roles as the x86-64 loops above, in NEON registers. */
+static uint64_t sse_loop(void)
+{
+    float64x2_t a = {1.000001, 0.999999}, b = {1e-9, -3e-9};
+    float64x2_t x0 = vdupq_n_f64(1.0), x1 = vdupq_n_f64(2.0), x2 = vdupq_n_f64(3.0),
+                x3 = vdupq_n_f64(4.0);
+    for (int i = 0; i < REG_ITERS; i++) {
+        x0 = vaddq_f64(vmulq_f64(x0, a), b);
+        x1 = vsubq_f64(vmulq_f64(x1, a), b);
+        x2 = vaddq_f64(vmulq_f64(x2, a), x0);
+        x3 = vsubq_f64(vmulq_f64(x3, a), x1);
+    }
+    double out[8];
+    vst1q_f64(out, x0);
+    vst1q_f64(out + 2, x1);
+    vst1q_f64(out + 4, x2);
+    vst1q_f64(out + 6, x3);
+    return mix(0xcbf29ce484222325ULL, out, sizeof out);
+}
+
+#define NFMA(x, a, y) vfmaq_f64(y, x, a)
+#define FMA16(a, b)                                                                        \
+    do {                                                                                   \
+        FMA8(float64x2_t, NFMA, a, b);                                                     \
+        y0 = NFMA(y0, a, y1);                                                              \
+        y1 = NFMA(y1, a, b);                                                               \
+        y2 = NFMA(y2, a, y3);                                                              \
+        y3 = NFMA(y3, a, b);                                                               \
+        y4 = NFMA(y4, a, y5);                                                              \
+        y5 = NFMA(y5, a, b);                                                               \
+        y6 = NFMA(y6, a, y7);                                                              \
+        y7 = NFMA(y7, a, b);                                                               \
+    } while (0)
+
+static uint64_t avx2_loop(void)
+{
+    float64x2_t a = {1.0000001, 0.9999999}, b = vdupq_n_f64(1e-9);
+    float64x2_t x0 = vdupq_n_f64(1.0), x1 = vdupq_n_f64(2.0), x2 = vdupq_n_f64(3.0),
+                x3 = vdupq_n_f64(4.0), x4 = vdupq_n_f64(5.0), x5 = vdupq_n_f64(6.0),
+                x6 = vdupq_n_f64(7.0), x7 = vdupq_n_f64(8.0);
+    float64x2_t y0 = vdupq_n_f64(-1.0), y1 = vdupq_n_f64(-2.0), y2 = vdupq_n_f64(-3.0),
+                y3 = vdupq_n_f64(-4.0), y4 = vdupq_n_f64(-5.0), y5 = vdupq_n_f64(-6.0),
+                y6 = vdupq_n_f64(-7.0), y7 = vdupq_n_f64(-8.0);
+    for (int i = 0; i < REG_ITERS; i++)
+        FMA16(a, b);
+    double out[32];
+    float64x2_t all[16] = {x0, x1, x2, x3, x4, x5, x6, x7, y0, y1, y2, y3, y4, y5, y6, y7};
+    for (int i = 0; i < 16; i++)
+        vst1q_f64(out + 2 * i, all[i]);
+    return mix(0xcbf29ce484222325ULL, out, sizeof out);
+}
+
+static uint64_t avx512_loop(void)
+{
+    return 0; /* HAVE_AVX512() is 0: never called */
+}
+
+#endif
+
 static uint64_t x87_loop(void)
 {
     long double x = 1.0L, y = 3.0L;
@@ -247,7 +320,7 @@ static uint64_t x87_loop(void)
     return mix(0xcbf29ce484222325ULL, out, 10) ^ mix(7, &out[1], 10);
 }
 
-/* Float arithmetic whose result depends on the rounding mode (MXCSR). */
+/* Float arithmetic whose result depends on the rounding mode (MXCSR, FPCR). */
 static uint64_t rounding_loop(void)
 {
     volatile float third = 1.0f / 3.0f;
@@ -287,8 +360,8 @@ static void reg_worker(void *arg)
 
 static void case_regs(void)
 {
-    have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    have_avx512 = __builtin_cpu_supports("avx512f");
+    have_avx2 = HAVE_AVX2();
+    have_avx512 = HAVE_AVX512();
     /* References, computed without any goroutine (no preemption). */
     ref_sse = sse_loop();
     ref_avx2 = have_avx2 ? avx2_loop() : 0;

@@ -54,6 +54,27 @@ static long now_ns(void)
 
 static int running(void) { return now_ns() < deadline_ns; }
 
+/* poll and epoll_wait as raw calls: their own system calls on x86-64; aarch64 has only
+ * ppoll (a relative timespec, which glibc's poll passes) and epoll_pwait. */
+static long poll_ms(struct pollfd *pfd, int ms)
+{
+#if defined(SYS_poll)
+    return syscall(SYS_poll, pfd, 1, ms);
+#else
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    return syscall(SYS_ppoll, pfd, 1, &ts, NULL, 8);
+#endif
+}
+
+static long epoll_wait_ms(int ep, struct epoll_event *out, int ms)
+{
+#if defined(SYS_epoll_wait)
+    return syscall(SYS_epoll_wait, ep, out, 1, ms);
+#else
+    return syscall(SYS_epoll_pwait, ep, out, 1, ms, NULL, 8);
+#endif
+}
+
 static void compute(int n)
 {
     unsigned long x = sink;
@@ -124,10 +145,10 @@ static void waiter(void *arg)
         struct timespec ms = {0, 1000000};
         long r = raw(syscall(SYS_ppoll, &pfd, 1, &ms, NULL, 8));
         CHECK(r == 0 || (r < 0 && errno == EINTR));
-        r = raw(syscall(SYS_poll, &pfd, 1, 1));
+        r = raw(poll_ms(&pfd, 1));
         CHECK(r == 0 || (r < 0 && errno == EINTR));
         struct epoll_event out;
-        r = raw(syscall(SYS_epoll_wait, ep, &out, 1, 1));
+        r = raw(epoll_wait_ms(ep, &out, 1));
         CHECK(r == 0 || (r < 0 && errno == EINTR));
         struct timespec us = {0, 200000};
         r = raw(syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &us, NULL, 0));
@@ -158,7 +179,7 @@ static void long_sleeper(void *arg)
         switch (k) {
         case 0: r = raw(syscall(SYS_nanosleep, &ts, NULL)); break;
         case 1: r = raw(syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL)); break;
-        case 2: r = raw(syscall(SYS_poll, &pfd, 1, 60)); break;
+        case 2: r = raw(poll_ms(&pfd, 60)); break;
         default:
             r = raw(syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0));
             CHECK(r == -1 && errno == ETIMEDOUT);
@@ -183,9 +204,10 @@ static int bigpipe[2];
 static atomic_int writer_done;
 static long piped_bytes;
 
-/* A write made by an inline `syscall` instruction, as compiled code makes it: the kernel
- * changes rax, rcx and r11 only, and the code after relies on the argument registers
- * (checked here: a call the runtime continued after a signal must leave them too). */
+/* A write made by an inline `syscall` (aarch64: `svc #0`) instruction, as compiled code
+ * makes it: the kernel changes rax, rcx and r11 only (x0 only), and the code after relies
+ * on the argument registers (checked here: a call the runtime continued after a signal
+ * must leave them too). */
 static long asm_write(int fd, const void *buf, size_t len)
 {
 #if defined(__x86_64__)
@@ -206,6 +228,23 @@ static long asm_write(int fd, const void *buf, size_t len)
         return -1;
     }
     return ret;
+#elif defined(__aarch64__)
+    /* aarch64: the kernel changes x0 only; x1 and x2 must come back as they went in. */
+    register long x8 __asm__("x8") = SYS_write;
+    register long x0 __asm__("x0") = fd;
+    register const void *x1 __asm__("x1") = buf;
+    register size_t x2 __asm__("x2") = len;
+    __asm__ volatile("svc #0" : "+r"(x0), "+r"(x1), "+r"(x2) : "r"(x8) : "memory");
+    if (x1 != buf || x2 != len) {
+        fprintf(stderr, "a write's argument registers changed: %p %zu -> %p %zu\n", buf, len,
+                x1, x2);
+        atomic_fetch_add(&shortc, 1);
+    }
+    if (x0 < 0) {
+        errno = (int)-x0;
+        return -1;
+    }
+    return x0;
 #else
     return syscall(SYS_write, fd, buf, len);
 #endif

@@ -313,7 +313,7 @@ fn compile_dlopen(name: &str) -> PathBuf {
         return exe;
     }
     let src = manifest_dir().join("c-tests").join(format!("{name}.c"));
-    let mut cmd = Command::new("cc");
+    let mut cmd = Command::new(cc());
     cmd.args([
         "-std=c11",
         "-Wall",
@@ -341,7 +341,7 @@ fn compile_dlopen(name: &str) -> PathBuf {
 fn dlclose_reload() {
     let _serial = lock();
     let exe = compile_dlopen("dlclose_reload");
-    let mut cmd = Command::new(&exe);
+    let mut cmd = program(&exe);
     cmd.current_dir(out_dir()).env("GMP_TEST_LIB", library());
     for var in GMP_ENV {
         cmd.env_remove(var);

@@ -3,7 +3,6 @@
 //! gmp.h's inline fast path). Harness and conventions: `support/ctest.rs`.
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
 
 mod common;
 #[allow(dead_code)] // each driver uses its own part of the harness
@@ -141,7 +140,7 @@ fn run_c_noinline(name: &str, args: &[&str]) -> Outcome {
         &manifest_dir().join("c-tests").join(format!("{name}.c")),
         &["-DGMP_NO_INLINE_FAST_PATHS"],
     );
-    let mut cmd = Command::new(&exe);
+    let mut cmd = program(&exe);
     cmd.args(args).current_dir(out_dir());
     for var in GMP_ENV {
         cmd.env_remove(var);

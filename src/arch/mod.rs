@@ -18,7 +18,12 @@ mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub use x86_64::*;
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+#[cfg(target_arch = "aarch64")]
+pub use aarch64::*;
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 compile_error!("gmp: unsupported target architecture");
 
 #[cfg(test)]
@@ -125,10 +130,12 @@ mod tests {
         unreachable!("resumed after the test finished");
     }
 
+    #[cfg(target_arch = "x86_64")]
     /// The Pair of `start_from_g0_runs_on_top_with_default_fp`: `start_from_g0` passes
     /// its entry 0, so the entry finds it here.
     static START_PAIR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+    #[cfg(target_arch = "x86_64")]
     unsafe extern "C" fn start_entry(arg: usize) -> ! {
         assert_eq!(arg, 0);
         let pair = START_PAIR.load(std::sync::atomic::Ordering::Relaxed) as *mut Pair;
@@ -141,6 +148,7 @@ mod tests {
         unreachable!("resumed after the test finished");
     }
 
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn start_from_g0_runs_on_top_with_default_fp() {
         let mut pair = Pair {
@@ -185,6 +193,7 @@ mod tests {
         stack::free(s);
     }
 
+    #[cfg(target_arch = "x86_64")]
     /// Loads MXCSR.
     ///
     /// # Safety

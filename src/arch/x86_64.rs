@@ -611,6 +611,15 @@ pub fn tls_set(v: usize) {
     }
 }
 
+/// The caller's frame pointer (rbp), for frame-pointer walks of its own stack.
+#[inline(always)]
+pub fn frame_pointer() -> usize {
+    let fp: usize;
+    // SAFETY: reads rbp; no memory access.
+    unsafe { asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+    fp
+}
+
 /// Makes system call `nr` with six arguments and returns the kernel's answer (a result >= 0
 /// or -errno), without touching errno: the `syscall` instruction itself, so the call adds
 /// no function level between the caller and the kernel (on AMD Zen a return after a kernel
@@ -755,6 +764,173 @@ pub struct SavedRegs {
     pub rflags: u64,
     /// Where the trampoline returns to (`ret 128`).
     pub rip: u64,
+}
+
+/// Bytes a diversion into a trampoline uses below the interrupted rsp: the red zone, the
+/// return address, the XSAVE area and its alignment to 64 (the sixteen pushes and the
+/// runtime's frames are the caller's slack).
+pub fn async_stack_need() -> usize {
+    128 + 8 + 64 + ASYNC_XSAVE_SIZE.load(core::sync::atomic::Ordering::Relaxed) as usize
+}
+
+impl SavedRegs {
+    /// The call the handler asked `ASYNC_SYSCALL` to make (or its marker): rax.
+    pub fn call(&self) -> u64 {
+        self.rax
+    }
+    /// What the handler carried beside the call: rcx (which `syscall` clobbers, so the
+    /// program holds nothing there).
+    pub fn carried(&self) -> u64 {
+        self.rcx
+    }
+    /// The interrupted system call's six argument registers.
+    pub fn args(&self) -> [u64; 6] {
+        [self.rdi, self.rsi, self.rdx, self.r10, self.r8, self.r9]
+    }
+    /// Leaves what the kernel leaves after `syscall`: the result in rax, rcx = the return
+    /// address, r11 = rflags.
+    pub fn set_return(&mut self, v: u64) {
+        self.rax = v;
+        self.rcx = self.rip;
+        self.r11 = self.rflags;
+    }
+}
+
+/// Where a suspended context keeps rbp and then its return address above its saved sp:
+/// the goroutine dump starts its walk there.
+pub(crate) const SAVED_FP_OFFSET: usize = 48;
+
+/// The interrupted code's rip.
+///
+/// # Safety
+/// `uc` is the context the kernel passed to an SA_SIGINFO handler.
+pub unsafe fn ctx_pc(uc: *const libc::ucontext_t) -> usize {
+    // SAFETY: caller contract.
+    unsafe { (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] as usize }
+}
+
+/// The interrupted code's rsp.
+///
+/// # Safety
+/// As for [`ctx_pc`].
+pub unsafe fn ctx_sp(uc: *const libc::ucontext_t) -> usize {
+    // SAFETY: caller contract.
+    unsafe { (*uc).uc_mcontext.gregs[libc::REG_RSP as usize] as usize }
+}
+
+/// The interrupted code's frame pointer (rbp).
+///
+/// # Safety
+/// As for [`ctx_pc`].
+pub unsafe fn ctx_fp(uc: *const libc::ucontext_t) -> usize {
+    // SAFETY: caller contract.
+    unsafe { (*uc).uc_mcontext.gregs[libc::REG_RBP as usize] as usize }
+}
+
+/// The bytes of the instruction that makes a system call: `syscall` (0f 05).
+pub(crate) const SYSCALL_INSN_LEN: usize = 2;
+
+/// Whether the instruction at `pc` is `syscall`.
+///
+/// # Safety
+/// `pc` and the byte after it are readable: an instruction the thread just executed.
+pub unsafe fn is_syscall_insn(pc: usize) -> bool {
+    // SAFETY: caller contract.
+    unsafe { core::ptr::read_unaligned(pc as *const u16) == 0x050f }
+}
+
+/// Whether the kernel reports a system call's result in its first argument's register (on
+/// x86-64 it is rax, the number's).
+pub(crate) const SYSCALL_RET_IN_ARG0: bool = false;
+
+/// The system-call registers of an interrupted context: the number (rax, before the call
+/// ends), the result (rax, after), and the six arguments.
+///
+/// # Safety
+/// As for [`ctx_pc`].
+pub unsafe fn ctx_syscall(uc: *const libc::ucontext_t) -> (u64, u64, [u64; 6]) {
+    // SAFETY: caller contract.
+    let g = unsafe { &(*uc).uc_mcontext.gregs };
+    let r = |i: libc::c_int| g[i as usize] as u64;
+    let args = [
+        r(libc::REG_RDI),
+        r(libc::REG_RSI),
+        r(libc::REG_RDX),
+        r(libc::REG_R10),
+        r(libc::REG_R8),
+        r(libc::REG_R9),
+    ];
+    (r(libc::REG_RAX), r(libc::REG_RAX), args)
+}
+
+/// Sets the interrupted system call's result.
+///
+/// # Safety
+/// As for [`ctx_pc`].
+pub unsafe fn set_ctx_syscall_ret(uc: *mut libc::ucontext_t, v: u64) {
+    // SAFETY: caller contract.
+    unsafe { (*uc).uc_mcontext.gregs[libc::REG_RAX as usize] = v as i64 };
+}
+
+/// Makes the interrupted context enter system call `nr` again, as the kernel does for a
+/// call it restarts: rip back on `syscall` (`pc_after` is the address after it), rax the
+/// number again (the arguments never left their registers).
+///
+/// # Safety
+/// As for [`ctx_pc`].
+pub unsafe fn ctx_rewind_syscall(uc: *mut libc::ucontext_t, pc_after: usize, nr: u64, _arg0: u64) {
+    // SAFETY: caller contract.
+    unsafe {
+        let g = &mut (*uc).uc_mcontext.gregs;
+        g[libc::REG_RIP as usize] = (pc_after - SYSCALL_INSN_LEN) as i64;
+        g[libc::REG_RAX as usize] = nr as i64;
+    }
+}
+
+/// Whether the trampolines can carry the interrupted context's register state: always, on
+/// x86-64 (`xsave` saves every component the mask names).
+///
+/// # Safety
+/// As for [`ctx_pc`].
+pub unsafe fn can_divert(_uc: *const libc::ucontext_t) -> bool {
+    true
+}
+
+/// Diverts the interrupted context into `__gmp_async_preempt`: pushes the interrupted rip
+/// below the red zone, for the trampoline's `ret 128`.
+///
+/// # Safety
+/// In a signal handler, with the context of code running on a goroutine stack that has
+/// [`async_stack_need`] bytes below the interrupted rsp.
+pub unsafe fn divert_preempt(uc: *mut libc::ucontext_t) {
+    // SAFETY: caller contract: the 8 bytes below the red zone are the goroutine's stack.
+    unsafe {
+        let g = &mut (*uc).uc_mcontext.gregs;
+        let new_sp = g[libc::REG_RSP as usize] as usize - 128 - 8;
+        *(new_sp as *mut usize) = g[libc::REG_RIP as usize] as usize;
+        g[libc::REG_RSP as usize] = new_sp as i64;
+        g[libc::REG_RIP as usize] = async_preempt_entry() as i64;
+    }
+}
+
+/// Diverts a context interrupted in (or just after) a system call into
+/// `__gmp_async_syscall`, with `call` in rax and `carried` in rcx for its callee (the
+/// kernel clobbers rcx, so the program holds nothing there), returning to `resume_pc`
+/// (the address after `syscall`).
+///
+/// # Safety
+/// As for [`divert_preempt`].
+pub unsafe fn divert_syscall(uc: *mut libc::ucontext_t, resume_pc: usize, call: u64, carried: u64) {
+    // SAFETY: caller contract.
+    unsafe {
+        let g = &mut (*uc).uc_mcontext.gregs;
+        let new_sp = g[libc::REG_RSP as usize] as usize - 128 - 8;
+        *(new_sp as *mut usize) = resume_pc;
+        g[libc::REG_RSP as usize] = new_sp as i64;
+        g[libc::REG_RAX as usize] = call as i64;
+        g[libc::REG_RCX as usize] = carried as i64;
+        g[libc::REG_RIP as usize] = async_syscall_entry() as i64;
+    }
 }
 
 /// The body both trampolines share; they differ in the function they call (with rdi =

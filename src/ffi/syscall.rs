@@ -91,15 +91,18 @@ pub unsafe extern "C" fn gmp_blocking(func: gmp_blocking_fn, arg: *mut c_void) -
 /// runtime keep for the thread.
 #[inline]
 fn syscall_refused(nr: c_long) -> bool {
+    // x86-64 only: fork, vfork (aarch64 has clone alone) and arch_prctl (aarch64's thread
+    // pointer is tpidr_el0, which user code writes with an instruction, not a call).
+    #[cfg(target_arch = "x86_64")]
+    if matches!(nr, libc::SYS_fork | libc::SYS_vfork | libc::SYS_arch_prctl) {
+        return true;
+    }
     matches!(
         nr,
         libc::SYS_exit
             | libc::SYS_clone
             | libc::SYS_clone3
-            | libc::SYS_fork
-            | libc::SYS_vfork
             | libc::SYS_rt_sigreturn
-            | libc::SYS_arch_prctl
             | libc::SYS_set_tid_address
             | libc::SYS_rseq
             | libc::SYS_sigaltstack

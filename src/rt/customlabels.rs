@@ -4,8 +4,9 @@
 //!
 //! **The ABI.** Two exported symbols: `custom_labels_abi_version`, a 4-byte constant 1,
 //! and `custom_labels_current_set`, a thread-local pointer (in the static TLS block,
-//! referenced through an `R_X86_64_TLSDESC` relocation, which is how the profiler finds
-//! its offset in a shared object) to a `custom_labels_labelset_t`:
+//! referenced through an `R_X86_64_TLSDESC` relocation, `R_AARCH64_TLSDESC` on aarch64,
+//! which is how the profiler finds its offset in a shared object) to a
+//! `custom_labels_labelset_t`:
 //! `{ custom_labels_label_t *storage; size_t count; size_t capacity; }`, each label two
 //! `{ size_t len; const unsigned char *buf; }` strings, key and value. Null: no labels.
 //!
@@ -81,6 +82,7 @@ core::arch::global_asm!(
 pub(crate) fn set_current(set: *const AbiSet) {
     // SAFETY: writes the calling thread's 8-byte TLS variable defined above; no other
     // memory is touched.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!(
             "mov {t}, qword ptr [rip + custom_labels_current_set@GOTTPOFF]",
@@ -90,23 +92,50 @@ pub(crate) fn set_current(set: *const AbiSet) {
             options(nostack, preserves_flags),
         );
     }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let p = crate::sys::tls_addr!("custom_labels_current_set") as *mut *const AbiSet;
+        // SAFETY: as above.
+        unsafe { p.write_volatile(set) };
+    }
 }
 
 /// The address of the calling thread's `custom_labels_current_set`, found through the
 /// general-dynamic (TLSDESC) sequence the ABI names: this reference is the
-/// `R_X86_64_TLSDESC` relocation a profiler looks the variable up by, so it must stay in
-/// the library (`store_slow` uses it). Not on the switch path.
+/// `R_X86_64_TLSDESC` relocation (`R_AARCH64_TLSDESC` on aarch64) a profiler looks the
+/// variable up by, so it must stay in the library (`store_slow` uses it). Not on the
+/// switch path.
 fn slot() -> *mut *const AbiSet {
     let addr: *mut *const AbiSet;
     // SAFETY: the TLSDESC call sequence: rax gets the variable's offset from the thread
     // pointer (fs:0 holds the thread pointer itself); the descriptor function preserves
     // every register but rax and the flags, and may use the stack (no `nostack`).
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!(
             "lea rax, [rip + custom_labels_current_set@TLSDESC]",
             "call qword ptr [rax + custom_labels_current_set@TLSCALL]",
             "add rax, qword ptr fs:0",
             out("rax") addr,
+        );
+    }
+    // SAFETY: aarch64's TLSDESC sequence (the `R_AARCH64_TLSDESC` relocations a profiler
+    // looks the variable up by): x0 gets the variable's offset from the thread pointer
+    // (tpidr_el0); the descriptor function preserves every register but x0, x1 (its
+    // address, loaded here), x30 (the link register of `blr`) and the flags.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        core::arch::asm!(
+            "adrp x0, :tlsdesc:custom_labels_current_set",
+            "ldr x1, [x0, #:tlsdesc_lo12:custom_labels_current_set]",
+            "add x0, x0, #:tlsdesc_lo12:custom_labels_current_set",
+            ".tlsdesccall custom_labels_current_set",
+            "blr x1",
+            "mrs x1, tpidr_el0",
+            "add x0, x0, x1",
+            out("x0") addr,
+            out("x1") _,
+            out("x30") _,
         );
     }
     addr

@@ -14,7 +14,8 @@
 //! ```
 //!
 //! **Backtraces** walk frame pointers from the context the goroutine saved when it
-//! switched away (`arch::switch` leaves rbp and the return address at sp+48 and sp+56):
+//! switched away (`arch::switch` leaves the frame pointer and the return address at
+//! `arch::SAVED_FP_OFFSET` above its saved sp: sp+48 on x86-64, sp+144 on aarch64):
 //! a parked or runnable goroutine has one; a running one has none (Go: "stack
 //! unavailable"), except the goroutine calling `gmp_dump`, which walks its own frames.
 //! Code compiled without frame pointers (gcc and clang at -O1 and above unless
@@ -464,9 +465,9 @@ pub(crate) fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
         (Some(fp), Some((lo, hi))) => walk(out, lo, hi, fp, 0),
         _ if status == G_RUNNABLE && unstarted(sp) => out.str("(not started yet)\n"),
         (None, Some((lo, hi))) if status == G_WAITING || status == G_RUNNABLE => {
-            if sp < lo || sp > hi.saturating_sub(64) {
+            if sp < lo || sp > hi.saturating_sub(crate::arch::SAVED_FP_OFFSET + 16) {
                 out.str("(saved context not on its stack)\n");
-            } else if let Some([rbp, ret]) = read_words::<2>(sp + 48) {
+            } else if let Some([rbp, ret]) = read_words::<2>(sp + crate::arch::SAVED_FP_OFFSET) {
                 // A goroutine publishes its wait before its switch saves the context, so
                 // `sp` may still be the previous switch's and the words there overwritten
                 // by the frames it has run since (a zero return address). Not shown then,
@@ -512,12 +513,7 @@ pub(crate) fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
 /// The caller's frame pointer.
 #[inline(always)]
 fn current_fp() -> usize {
-    let fp: usize;
-    // SAFETY: reads rbp; no memory access.
-    unsafe {
-        core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
-    };
-    fp
+    crate::arch::frame_pointer()
 }
 
 /// Writes every goroutine that is not dead, then the foreign threads blocked in the

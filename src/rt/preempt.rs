@@ -281,22 +281,19 @@ unsafe fn try_preempt(uc: *mut libc::ucontext_t) {
             REFUSED_STALE.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let gregs = &mut (*uc).uc_mcontext.gregs;
-        let pc = gregs[libc::REG_RIP as usize] as usize;
-        let sp = gregs[libc::REG_RSP as usize] as usize;
+        let pc = arch::ctx_pc(uc);
+        let sp = arch::ctx_sp(uc);
         if excluded_pc(pc) {
             REFUSED_LIB.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if !room_on_stack(&*gp, sp) {
-            // Not on its own stack (C code switched stacks), or too close to the guard.
+        // Not on its own stack (C code switched stacks), too close to the guard, or (on
+        // aarch64) a register state the trampoline cannot carry.
+        if !room_on_stack(&*gp, sp) || !arch::can_divert(uc) {
             REFUSED_STACK.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let new_sp = sp - 128 - 8;
-        *(new_sp as *mut usize) = pc;
-        gregs[libc::REG_RSP as usize] = new_sp as i64;
-        gregs[libc::REG_RIP as usize] = arch::async_preempt_entry() as i64;
+        arch::divert_preempt(uc);
     }
     DONE.fetch_add(1, Ordering::Relaxed);
 }

@@ -231,7 +231,7 @@ pub(super) fn room_on_stack(g: &G, sp: usize) -> bool {
     let Some(stack) = (unsafe { (*g.stack.ptr()).as_ref() }) else {
         return false;
     };
-    let need = 128 + 8 + arch::ASYNC_XSAVE_SIZE.load(Ordering::Relaxed) as usize + 64 + STACK_SLACK;
+    let need = arch::async_stack_need() + STACK_SLACK;
     sp <= stack.top() && sp >= stack.lo() + need
 }
 

@@ -278,10 +278,15 @@ unsafe fn sigprof(info: *const libc::siginfo_t, uc: *const libc::ucontext_t) {
     }
     // SAFETY: a non-null TLS slot is this thread's M (never freed); the ring is never
     // freed; `uc` is the interrupted context (caller contract).
-    let (m, b, gregs) = unsafe { (&*m, &*b, &(*uc).uc_mcontext.gregs) };
-    let pc = gregs[libc::REG_RIP as usize] as usize;
-    let sp = gregs[libc::REG_RSP as usize] as usize;
-    let fp = gregs[libc::REG_RBP as usize] as usize;
+    let (m, b, pc, sp, fp) = unsafe {
+        (
+            &*m,
+            &*b,
+            crate::arch::ctx_pc(uc),
+            crate::arch::ctx_sp(uc),
+            crate::arch::ctx_fp(uc),
+        )
+    };
     let gp = m.curg.load(Ordering::Relaxed);
     // The goroutine's stack, if the signal interrupted it (not the M's g0 code).
     let mut on_g = None;
@@ -355,12 +360,7 @@ mod tests {
 
     #[inline(never)]
     fn frame_pointer() -> usize {
-        let fp: usize;
-        // SAFETY: reads rbp; no memory access.
-        unsafe {
-            core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
-        };
-        fp
+        crate::arch::frame_pointer()
     }
 
     #[test]

@@ -397,18 +397,23 @@ pub(super) fn restartable(c: &Call) -> Restart {
         }
         // Waits without a timeout: the kernel returns EINTR after any handler, and the same
         // call again waits as the first would have.
+        #[cfg(target_arch = "x86_64")]
         libc::SYS_poll if a[2] as i32 == -1 => Restart::AfterEintr,
         // A timeout in milliseconds, whose deadline the kernel keeps for restart_syscall.
+        #[cfg(target_arch = "x86_64")]
         libc::SYS_poll if a[2] as i32 as i64 * 1_000_000 >= SHORTEST_SIGNALLED_NS => {
             Restart::Resume
         }
-        libc::SYS_epoll_wait | libc::SYS_epoll_pwait if a[3] as i32 == -1 => Restart::AfterEintr,
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_epoll_wait if a[3] as i32 == -1 => Restart::AfterEintr,
+        libc::SYS_epoll_pwait if a[3] as i32 == -1 => Restart::AfterEintr,
         libc::SYS_epoll_pwait2 if a[3] == 0 => Restart::AfterEintr,
         // Timeouts the kernel writes back, less the time waited, when a signal ends the
         // wait (Linux's select and ppoll; glibc passes its own copy): the same call again
         // waits for the rest. None: no timeout.
         libc::SYS_ppoll if a[2] == 0 || long_timeout(a[2], false) => Restart::AfterEintr,
         libc::SYS_pselect6 if a[4] == 0 || long_timeout(a[4], false) => Restart::AfterEintr,
+        #[cfg(target_arch = "x86_64")]
         libc::SYS_select if a[4] == 0 || long_timeout(a[4], true) => Restart::AfterEintr,
         // An absolute deadline (CPython's time.sleep).
         libc::SYS_clock_nanosleep if a[1] & libc::TIMER_ABSTIME as u64 != 0 => Restart::AfterEintr,
@@ -475,9 +480,6 @@ pub(super) fn look(m: &M) -> bool {
     }
 }
 
-/// The two bytes of `syscall` (0f 05), read little-endian.
-const SYSCALL_INSN: u16 = 0x050f;
-
 /// In the SIGURG handler for `MAGIC_UNSEEN`: if the interrupted context is the call sysmon
 /// recorded, diverts it into the trampoline. See the module doc for the checks.
 ///
@@ -507,81 +509,95 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
         if crate::sys::locks_held() != 0 {
             return false;
         }
-        let gregs = &mut (*uc).uc_mcontext.gregs;
-        let r = |i: libc::c_int| gregs[i as usize] as u64;
         let pc = s.pc.load(Ordering::Relaxed);
-        let rip = r(libc::REG_RIP);
-        let rax = r(libc::REG_RAX);
+        let at = crate::arch::ctx_pc(uc) as u64;
+        // The number (before the call ends), the result (after), the argument registers.
+        let (cnr, ret, args) = crate::arch::ctx_syscall(uc);
         let how = s.how.load(Ordering::Relaxed);
-        let rewound = rip == pc.wrapping_sub(2) && rax == nr as u64;
-        let eintr = rip == pc
-            && rax as i64 == -(libc::EINTR as i64)
+        let insn = crate::arch::SYSCALL_INSN_LEN as u64;
+        let rewound = at == pc.wrapping_sub(insn) && cnr == nr as u64;
+        let eintr = at == pc
+            && ret as i64 == -(libc::EINTR as i64)
             && (how == Restart::AfterEintr as u64
                 || how == Restart::Remaining as u64
                 || how == Restart::Resume as u64);
         // A write cut short: 0 < count < length (a whole count is a finished call).
-        let partial = rip == pc && how == Restart::Partial as u64 && (rax as i64) > 0;
-        let short = partial && rax < partial_len(nr, s);
-        if !(rewound || eintr || short) || r(libc::REG_RSP) != s.sp.load(Ordering::Relaxed) {
-            return false;
-        }
-        let regs = [
-            libc::REG_RDI,
-            libc::REG_RSI,
-            libc::REG_RDX,
-            libc::REG_R10,
-            libc::REG_R8,
-            libc::REG_R9,
-        ];
-        if regs
-            .iter()
-            .zip(&s.args)
-            .any(|(&i, a)| r(i) != a.load(Ordering::Relaxed))
+        let partial = at == pc && how == Restart::Partial as u64 && (ret as i64) > 0;
+        let short = partial && ret < partial_len(nr, s);
+        if !(rewound || eintr || short)
+            || crate::arch::ctx_sp(uc) as u64 != s.sp.load(Ordering::Relaxed)
         {
             return false;
         }
-        // The instruction before the return address is `syscall`: it is mapped and
+        // Where the result replaced the first argument (aarch64's x0), that argument is
+        // compared only in a rewound context, which the kernel gave it back.
+        let first = usize::from(crate::arch::SYSCALL_RET_IN_ARG0 && !rewound);
+        if args[first..]
+            .iter()
+            .zip(&s.args[first..])
+            .any(|(&v, a)| v != a.load(Ordering::Relaxed))
+        {
+            return false;
+        }
+        // The instruction before the return address is the system call: it is mapped and
         // executable (the thread just ran it), so readable.
-        if core::ptr::read_unaligned((pc - 2) as *const u16) != SYSCALL_INSN {
+        if !crate::arch::is_syscall_insn((pc - insn) as usize) {
             return false;
         }
-        let sp = r(libc::REG_RSP) as usize;
+        let sp = crate::arch::ctx_sp(uc);
+        let arg0 = s.args[0].load(Ordering::Relaxed);
         // The call is the one recorded. It may not go to the trampoline from the runtime's
-        // own code, nor without room on the stack for the save area: then, rather than
-        // leave the program an EINTR, it goes on here with the P (as it would have, had
-        // it not been signalled) where that is exact.
-        if sigpreempt::runtime_pc(pc as usize) || !sigpreempt::room_on_stack(&*gp, sp) {
-            if eintr && how == Restart::Resume as u64 {
-                gregs[libc::REG_RAX as usize] = resume(false).1 as i64;
-            } else if eintr && how == Restart::AfterEintr as u64 {
-                // What the kernel does for a call it restarts: back to the instruction.
-                gregs[libc::REG_RIP as usize] = (pc - 2) as i64;
-                gregs[libc::REG_RAX as usize] = nr;
-            }
+        // own code, nor without room on the stack for the save area (nor, on aarch64,
+        // with a register state the trampoline cannot carry): then, rather than leave the
+        // program an EINTR, it goes on here with the P (as it would have, had it not been
+        // signalled) where that is exact.
+        if sigpreempt::runtime_pc(pc as usize)
+            || !sigpreempt::room_on_stack(&*gp, sp)
+            || !crate::arch::can_divert(uc)
+        {
+            stay(uc, eintr, how, pc, nr, arg0);
             return false;
         }
-        // rcx carries to `wrapped` the bytes a cut-short call already moved, or a resumed
-        // call's result (the `syscall` instruction clobbers rcx, so the program holds
-        // nothing there). rax says which: the call's number, or RESUMED.
-        let (rax, rcx) = if how == Restart::Resume as u64 {
+        // `carried` takes to `wrapped` the bytes a cut-short call already moved, or a
+        // resumed call's result; `call` says which: the call's number, or RESUMED.
+        let (call, carried) = if how == Restart::Resume as u64 {
             let (entered, ret) = resume(true);
             if !entered {
                 // Finished here, with the P, as the uninterrupted call would have.
-                gregs[libc::REG_RAX as usize] = ret as i64;
+                crate::arch::set_ctx_syscall_ret(uc, ret);
                 return true;
             }
             (RESUMED, ret)
         } else {
-            (nr as u64, if short { rax } else { 0 })
+            (nr as u64, if short { ret } else { 0 })
         };
-        let new_sp = sp - 128 - 8;
-        *(new_sp as *mut usize) = pc as usize;
-        gregs[libc::REG_RSP as usize] = new_sp as i64;
-        gregs[libc::REG_RAX as usize] = rax as i64;
-        gregs[libc::REG_RCX as usize] = rcx as i64;
-        gregs[libc::REG_RIP as usize] = crate::arch::async_syscall_entry() as i64;
+        // `wrapped` reads the arguments from the saved registers: the first one back
+        // where the result replaced it (a no-op on x86-64, whose result is in rax).
+        if crate::arch::SYSCALL_RET_IN_ARG0 {
+            crate::arch::set_ctx_syscall_ret(uc, arg0);
+        }
+        crate::arch::divert_syscall(uc, pc as usize, call, carried);
     }
     true
+}
+
+/// In the handler, for the recorded call that `divert` does not send to the trampoline:
+/// it goes on with the P where that is exact (a resumable call waits here for the rest; a
+/// call whose restart is exact is entered again), else it returns what the signal left.
+///
+/// # Safety
+/// In the SIGURG handler, with the context of the recorded call `nr` at `pc` (the address
+/// after the system-call instruction), its first argument `arg0`.
+unsafe fn stay(uc: *mut libc::ucontext_t, eintr: bool, how: u64, pc: u64, nr: i64, arg0: u64) {
+    // SAFETY: caller contract.
+    unsafe {
+        if eintr && how == Restart::Resume as u64 {
+            crate::arch::set_ctx_syscall_ret(uc, resume(false).1);
+        } else if eintr && how == Restart::AfterEintr as u64 {
+            // What the kernel does for a call it restarts: back to the instruction.
+            crate::arch::ctx_rewind_syscall(uc, pc as usize, nr as u64, arg0);
+        }
+    }
 }
 
 /// The most iovec entries a vectored call takes (Linux's UIO_MAXIOV).
@@ -740,18 +756,17 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     // SAFETY: the trampoline passes its save area on this goroutine's stack.
     let r = unsafe { &mut *regs };
     WRAPPED.fetch_add(1, Ordering::Relaxed);
-    if r.rax == RESUMED {
+    if r.call() == RESUMED {
         syscall::exitsyscall();
-        r.rax = r.rcx;
-        r.rcx = r.rip;
-        r.r11 = r.rflags;
+        let ret = r.carried();
+        r.set_return(ret);
         return;
     }
     // Bytes a cut-short call already moved (`divert` put them in rcx): it goes on from
     // there. The program's own registers keep their values (the kernel changes only rax,
     // rcx and r11, and compiled code relies on it).
-    let done = r.rcx;
-    let (nr, mut a) = (r.rax, [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]);
+    let done = r.carried();
+    let (nr, mut a) = (r.call(), r.args());
     let vectored = done != 0
         && (nr == libc::SYS_writev as u64
             || nr == libc::SYS_sendmsg as u64
@@ -816,13 +831,11 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
     };
     // The rest of a cut-short write: an error after some bytes moved is the count, as the
     // kernel reports a write a signal ends.
-    r.rax = match done {
+    r.set_return(match done {
         0 => ret,
         d if (ret as i64) < 0 => d,
         d => d + ret,
-    };
-    r.rcx = r.rip;
-    r.r11 = r.rflags;
+    });
 }
 
 /// How long a lock wait waits on its own thread before it moves to a helper thread when
@@ -943,18 +956,27 @@ mod tests {
             restartable(&call(libc::SYS_futex, [1, 137, 0, 8, 0, !0])),
             Restart::AfterEintr
         );
-        assert_eq!(
-            restartable(&call(libc::SYS_poll, [1, 1, u32::MAX as u64, 0, 0, 0])),
-            Restart::AfterEintr
-        );
-        assert_eq!(
-            restartable(&call(libc::SYS_poll, [1, 1, 100, 0, 0, 0])),
-            Restart::Resume
-        );
-        assert_eq!(
-            restartable(&call(libc::SYS_poll, [1, 1, 10, 0, 0, 0])),
-            Restart::No
-        );
+        // poll, select and epoll_wait are x86-64's own calls (aarch64 has only ppoll,
+        // pselect6 and epoll_pwait).
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert_eq!(
+                restartable(&call(libc::SYS_poll, [1, 1, u32::MAX as u64, 0, 0, 0])),
+                Restart::AfterEintr
+            );
+            assert_eq!(
+                restartable(&call(libc::SYS_poll, [1, 1, 100, 0, 0, 0])),
+                Restart::Resume
+            );
+            assert_eq!(
+                restartable(&call(libc::SYS_poll, [1, 1, 10, 0, 0, 0])),
+                Restart::No
+            );
+            assert_eq!(
+                restartable(&call(libc::SYS_epoll_wait, [1, 1, 1, 100, 0, 0])),
+                Restart::No
+            );
+        }
         assert_eq!(
             restartable(&call(libc::SYS_nanosleep, [l, 0, 0, 0, 0, 0])),
             Restart::Resume
@@ -964,8 +986,15 @@ mod tests {
             Restart::No
         );
         assert_eq!(
-            restartable(&call(libc::SYS_epoll_wait, [1, 1, 1, 100, 0, 0])),
+            restartable(&call(libc::SYS_epoll_pwait, [1, 1, 1, 100, 0, 0])),
             Restart::No
+        );
+        assert_eq!(
+            restartable(&call(
+                libc::SYS_epoll_pwait,
+                [1, 1, 1, u32::MAX as u64, 0, 0]
+            )),
+            Restart::AfterEintr
         );
         assert_eq!(
             restartable(&call(libc::SYS_clock_nanosleep, [1, 1, 8, 0, 0, 0])),
@@ -1006,11 +1035,14 @@ mod tests {
             restartable(&call(libc::SYS_ppoll, [1, 1, sh, 0, 8, 0])),
             Restart::No
         );
-        let tv = [0i64, 60_000];
-        assert_eq!(
-            restartable(&call(libc::SYS_select, [1, 8, 0, 0, tv.as_ptr() as u64, 0])),
-            Restart::AfterEintr
-        );
+        #[cfg(target_arch = "x86_64")]
+        {
+            let tv = [0i64, 60_000];
+            assert_eq!(
+                restartable(&call(libc::SYS_select, [1, 8, 0, 0, tv.as_ptr() as u64, 0])),
+                Restart::AfterEintr
+            );
+        }
         assert_eq!(
             restartable(&call(libc::SYS_pselect6, [1, 8, 0, 0, sh, 0])),
             Restart::No

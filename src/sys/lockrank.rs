@@ -26,6 +26,7 @@ core::arch::global_asm!(
 pub fn locks_add(delta: isize) {
     // SAFETY: read-modify-write of the thread's own 8-byte TLS slot defined above (as
     // `arch::tls_get`); no other memory is touched.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!(
             "mov {t}, qword ptr [rip + __gmp_tls_locks@GOTTPOFF]",
@@ -35,6 +36,13 @@ pub fn locks_add(delta: isize) {
             options(nostack),
         );
     }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let p = super::tls_addr!("__gmp_tls_locks") as *mut isize;
+        // SAFETY: the thread's own 8-byte, 8-aligned slot defined above; only this thread
+        // (and its signal handlers, which leave it as they found it) touches it.
+        unsafe { p.write_volatile(p.read_volatile() + delta) };
+    }
 }
 
 /// Debug builds: how many runtime locks the calling thread holds.
@@ -43,6 +51,7 @@ pub fn locks_add(delta: isize) {
 pub fn locks_held() -> isize {
     let v: isize;
     // SAFETY: reads the thread's own TLS slot defined above (as `arch::tls_get`).
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!(
             "mov {r}, qword ptr [rip + __gmp_tls_locks@GOTTPOFF]",
@@ -50,6 +59,11 @@ pub fn locks_held() -> isize {
             r = out(reg) v,
             options(nostack, readonly, preserves_flags),
         );
+    }
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        v = (super::tls_addr!("__gmp_tls_locks") as *const isize).read_volatile();
     }
     v
 }
@@ -203,6 +217,7 @@ fn rank_count(i: usize) -> u32 {
     let v: u32;
     // SAFETY: reads one counter of the thread's own TLS slot defined above (as
     // `arch::tls_get`); `i` < 32.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!(
             "mov {t}, qword ptr [rip + __gmp_tls_ranks@GOTTPOFF]",
@@ -213,6 +228,13 @@ fn rank_count(i: usize) -> u32 {
             options(nostack, readonly, preserves_flags),
         );
     }
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        v = (super::tls_addr!("__gmp_tls_ranks") as *const u32)
+            .add(i & 31)
+            .read_volatile();
+    }
     v
 }
 
@@ -221,6 +243,7 @@ fn rank_count(i: usize) -> u32 {
 #[inline]
 fn rank_add(r: Rank, delta: i32) {
     // SAFETY: read-modify-write of one counter of the thread's own TLS slot defined above.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!(
             "mov {t}, qword ptr [rip + __gmp_tls_ranks@GOTTPOFF]",
@@ -230,6 +253,12 @@ fn rank_add(r: Rank, delta: i32) {
             d = in(reg) delta,
             options(nostack),
         );
+    }
+    // SAFETY: as above; the rank's index is below 32.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        let p = (super::tls_addr!("__gmp_tls_ranks") as *mut u32).add(r as usize & 31);
+        p.write_volatile(p.read_volatile().wrapping_add(delta as u32));
     }
 }
 

@@ -36,8 +36,8 @@ pub use self::note::*;
 pub use self::thread::*;
 pub use self::time::*;
 
-/// A system call made by an instruction in libgmp's own code: returns rax (a negative
-/// errno on failure; errno is not touched).
+/// A system call made by an instruction in libgmp's own code: returns rax (x0 on aarch64),
+/// a negative errno on failure; errno is not touched.
 ///
 /// # Safety
 /// As the system call `nr` with these arguments.
@@ -45,6 +45,7 @@ pub use self::time::*;
 pub unsafe fn raw_syscall6(nr: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64) -> u64 {
     let ret: u64;
     // SAFETY: caller contract; the kernel clobbers rcx and r11 only.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!(
             "syscall",
@@ -60,8 +61,50 @@ pub unsafe fn raw_syscall6(nr: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64,
             options(nostack),
         );
     }
+    // SAFETY: caller contract; the number in x8, the result in x0, nothing else changes.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        core::arch::asm!(
+            "svc #0",
+            in("x8") nr,
+            inlateout("x0") a0 => ret,
+            in("x1") a1,
+            in("x2") a2,
+            in("x3") a3,
+            in("x4") a4,
+            in("x5") a5,
+            options(nostack),
+        );
+    }
     ret
 }
+
+#[cfg(target_arch = "aarch64")]
+/// The address of the calling thread's instance of the initial-exec TLS symbol `$sym`:
+/// the thread pointer (tpidr_el0) plus the offset the loader put in the symbol's GOT
+/// entry. Non-`pure`: each use reads the thread pointer of the thread running it, also
+/// after a switch moved the caller to another thread.
+macro_rules! tls_addr {
+    ($sym:literal) => {{
+        let a: usize;
+        // SAFETY: reads the thread pointer and the GOT entry the loader filled with the
+        // symbol's offset from it (initial-exec); no other memory is touched.
+        unsafe {
+            core::arch::asm!(
+                "mrs {a}, tpidr_el0",
+                concat!("adrp {t}, :gottprel:", $sym),
+                concat!("ldr {t}, [{t}, #:gottprel_lo12:", $sym, "]"),
+                "add {a}, {a}, {t}",
+                a = out(reg) a,
+                t = out(reg) _,
+                options(nostack, readonly, preserves_flags),
+            );
+        }
+        a
+    }};
+}
+#[cfg(target_arch = "aarch64")]
+pub(crate) use tls_addr;
 
 /// Fills `buf` from our own memory at `addr` without faulting: `process_vm_readv` on our
 /// own process, which answers EFAULT for an unmapped range instead of raising SIGSEGV.

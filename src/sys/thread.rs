@@ -55,8 +55,8 @@ pub fn affinity_cpus() -> usize {
 /// The entry function of a thread started by [`spawn_detached`].
 pub(crate) type ThreadEntry = extern "C" fn(*mut libc::c_void) -> *mut libc::c_void;
 
-/// Starts a detached OS thread running `entry(arg)` on a `stack`-byte stack (the runtime's
-/// Ms, sysmon, the template thread). Aborts with a `gmp:` message naming `who` if the size
+/// Starts a detached OS thread running `entry(arg)` on a `stack`-byte stack, or
+/// `PTHREAD_STACK_MIN` if that is more (the runtime's Ms, sysmon, the template thread). Aborts with a `gmp:` message naming `who` if the size
 /// is refused — pthread would silently give the default 8 MiB stack instead — or if the
 /// thread cannot be created.
 pub(crate) fn spawn_detached(who: &str, stack: usize, entry: ThreadEntry, arg: *mut libc::c_void) {
@@ -66,7 +66,9 @@ pub(crate) fn spawn_detached(who: &str, stack: usize, entry: ThreadEntry, arg: *
     unsafe {
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
-        if libc::pthread_attr_setstacksize(&mut attr, stack) != 0 {
+        // At least the platform's minimum: 16 KiB on x86-64, 128 KiB on aarch64 (glibc
+        // allows 64 KiB pages there), where the signal forwarder's 64 KiB is refused.
+        if libc::pthread_attr_setstacksize(&mut attr, stack.max(libc::PTHREAD_STACK_MIN)) != 0 {
             let msg = fmt_msg(
                 &mut buf,
                 &[

@@ -23,6 +23,13 @@
 //!   one after another, so two drivers never run C programs at the same time.
 //! - A helper used by one driver lives in that driver; this module holds what several
 //!   share.
+//! - Cross builds (scripts/aarch64.sh): `GMP_TEST_CC` names the C compiler (default `cc`)
+//!   and `GMP_TEST_RUNNER` a command, split at spaces, that runs the compiled programs
+//!   (`qemu-aarch64 -L /usr/aarch64-linux-gnu`); [`cc`] and [`program`] honour them.
+//!   `GMP_TEST_DEBUG` goes in front of the `GMP_DEBUG` of every program [`run_c`] runs
+//!   (a test's own keys come later and win): under qemu-user, `asyncpreemptsig=3`
+//!   (qemu delivers a POSIX timer's signal with the host's timer id, which the runtime's
+//!   handler does not recognise, and emulates no perf events).
 
 use std::collections::HashSet;
 use std::os::unix::process::ExitStatusExt;
@@ -46,6 +53,25 @@ pub static COMPILED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 pub fn lock() -> MutexGuard<'static, ()> {
     // A failed test poisons the lock; the others must still run.
     C_TESTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The C compiler: `GMP_TEST_CC`, or `cc`.
+pub fn cc() -> String {
+    std::env::var("GMP_TEST_CC").unwrap_or_else(|_| "cc".to_string())
+}
+
+/// A command that runs the compiled program `exe`: directly, or under `GMP_TEST_RUNNER`
+/// (an emulator for a cross build's programs).
+pub fn program(exe: impl AsRef<std::ffi::OsStr>) -> Command {
+    match std::env::var("GMP_TEST_RUNNER") {
+        Ok(r) if !r.trim().is_empty() => {
+            let mut words = r.split_whitespace();
+            let mut cmd = Command::new(words.next().expect("a non-empty runner"));
+            cmd.args(words).arg(exe);
+            cmd
+        }
+        _ => Command::new(exe),
+    }
 }
 
 pub fn manifest_dir() -> &'static Path {
@@ -111,7 +137,7 @@ pub fn compile_src_opts(name: &str, src: &Path, extra: &[&str], libs: &[&str]) -
     if set.contains(name) {
         return exe;
     }
-    let mut cmd = Command::new("cc");
+    let mut cmd = Command::new(cc());
     cmd.args([
         "-std=c11",
         "-Wall",
@@ -145,7 +171,7 @@ pub fn compile_src_opts(name: &str, src: &Path, extra: &[&str], libs: &[&str]) -
 pub fn run_c(name: &str, args: &[&str], env: &[(&str, &str)]) -> Outcome {
     let _serial = lock();
     let exe = compile(name);
-    let mut cmd = Command::new(&exe);
+    let mut cmd = program(&exe);
     cmd.args(args).current_dir(out_dir());
     for var in GMP_ENV {
         cmd.env_remove(var);
@@ -153,8 +179,16 @@ pub fn run_c(name: &str, args: &[&str], env: &[(&str, &str)]) -> Outcome {
     // cargo points LD_LIBRARY_PATH at target/<profile>, whose libgmp.so.0 link may lead to
     // a stale copy of the library; the programs' rpath names the one this test built.
     cmd.env_remove("LD_LIBRARY_PATH");
+    let extra = std::env::var("GMP_TEST_DEBUG").unwrap_or_default();
+    if !extra.is_empty() {
+        cmd.env("GMP_DEBUG", &extra);
+    }
     for (k, v) in env {
-        cmd.env(k, v);
+        if *k == "GMP_DEBUG" && !extra.is_empty() {
+            cmd.env(k, format!("{extra},{v}"));
+        } else {
+            cmd.env(k, v);
+        }
     }
     run_with_timeout(cmd, &format!("{name} {}", args.join(" ")))
 }
