@@ -113,11 +113,11 @@ pub(crate) fn start(fd: i32, hz: i32) -> Result<(), i32> {
 
 /// Stops the profile and writes it. Err: EINVAL (none runs), or the errno of the write.
 pub(crate) fn stop() -> Result<(), i32> {
-    let w = WRITER
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-        .ok_or(libc::EINVAL)?;
+    // The lock is held until the writer has drained the buffer and exited: a `start`
+    // meanwhile would run a second consumer of the single-consumer sample buffer, and
+    // this `disable` would end the new profile's sampling.
+    let mut guard = WRITER.lock().unwrap_or_else(|e| e.into_inner());
+    let w = guard.take().ok_or(libc::EINVAL)?;
     super::sigprof::disable();
     let _ = w.done.send(());
     w.thread.join().unwrap_or(Err(libc::EIO))

@@ -262,7 +262,8 @@ pub(super) unsafe fn acquirep(m: ThisM<'_>, pp: *mut P) {
     if !p.m.load(Ordering::Relaxed).is_null() || p.status.load(Ordering::Relaxed) != P_IDLE {
         throw("acquirep: invalid p state");
     }
-    p.m.store(m.m() as *const M as *mut M, Ordering::Relaxed);
+    // release: preemption reads the owner with Acquire and then the M's fields (tid).
+    p.m.store(m.m() as *const M as *mut M, Ordering::Release);
     // acquire: pairs with the release in releasep, so we see the previous owner's writes
     // to the P's owner-only fields (gfree, the runq tail).
     p.status.store(P_RUNNING, Ordering::Release);

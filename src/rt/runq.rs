@@ -164,10 +164,14 @@ impl<T> RunQueue<T> {
     pub unsafe fn put(&self, g: NonNull<T>, next: bool, overflow: impl FnOnce(&[NonNull<T>])) {
         let mut g = g;
         if next {
-            // swap-acq-rel: the release publishes `g` to a thief's load-acquire of runnext
+            // swap-SeqCst: the release publishes `g` to a thief's load-acquire of runnext
             // in `grab`, and to `len`/`is_empty`; the acquire orders us after the clear by
             // a thief (its CAS on runnext), so the displaced G we get back, if any, is ours.
-            let old = self.runnext.swap(g.as_ptr(), AcqRel);
+            // SeqCst rather than AcqRel (the same instruction on x86-64 and aarch64): it is
+            // the store half of wakep's StoreLoad pair with a stopping spinner (its SeqCst
+            // load of nmspinning follows), which the C++ model orders only between SeqCst
+            // operations.
+            let old = self.runnext.swap(g.as_ptr(), SeqCst);
             match NonNull::new(old) {
                 None => return,
                 Some(old) => g = old, // the displaced G goes to the tail

@@ -535,9 +535,13 @@ pub(super) unsafe fn find_runnable(m: ThisM<'_>) -> Option<(*mut G, bool)> {
         // 6. The delicate dance: we stop spinning, then look everywhere once more. If we did
         // it the other way round, work submitted after our last look but before our
         // decrement would find nmspinning > 0, not wake anyone, and sit until someone else
-        // happened to look. The SeqCst RMW is the StoreLoad barrier pairing with wakep's.
+        // happened to look. The StoreLoad barrier pairing with wakep's: the SeqCst RMW and,
+        // for the Acquire loads of the Ps' queues in `check_runqs_no_p` (which the C++
+        // model does not order after an RMW of another word), a SeqCst fence. This path
+        // goes to sleep next, so the fence costs nothing that matters.
         if was_spinning {
             stop_spinning(&m);
+            core::sync::atomic::fence(Ordering::SeqCst);
             if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
                 let mut g = lock_sched();
                 if SCHED.runqsize.load(Ordering::Relaxed) != 0

@@ -145,7 +145,9 @@ unsafe fn kick(arg: usize) {
 
 /// Whether kicked calls may still be in the kernel (sysmon then stays awake).
 pub(crate) fn kicks_pending() -> bool {
-    KICKS_PENDING.load(Ordering::Relaxed) != 0
+    // SeqCst: sysmon's deep-sleep re-check, after its store of WAIT (`kick` increments,
+    // then swaps WAIT).
+    KICKS_PENDING.load(Ordering::SeqCst) != 0
 }
 
 /// Signals again every kicked call still inside the kernel (sysmon, each round).

@@ -167,10 +167,21 @@ pub(super) fn minit(m: &M) {
     // Pairs with `enable`'s fence (see the module doc, "Arming").
     fence(Ordering::SeqCst);
     let epoch = EPOCH.load(Ordering::SeqCst);
+    let tid = m.tid.load(Ordering::Relaxed);
     if epoch != 0 {
-        arm(m, m.tid.load(Ordering::Relaxed), epoch);
-    } else if m.proftimer.load(Ordering::Relaxed) != 0 {
-        disarm(m);
+        arm(m, tid, epoch);
+        return;
+    }
+    // The timer of the thread this M had before goes. One for this thread stays: an
+    // `enable` that began after our look at EPOCH found our tid and armed it.
+    let old = m.proftimer.load(Ordering::SeqCst);
+    if old != 0
+        && (old >> 32) as u32 != tid as u32
+        && m.proftimer
+            .compare_exchange(old, 0, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    {
+        timer_delete(old);
     }
 }
 

@@ -15,13 +15,22 @@
 //! The claim checked: whenever work was published, either the producer started a spinner
 //! or the consumer's re-check found the work.
 //!
-//! The StoreLoad barriers are written as `fence(SeqCst)`, because loom (like C11) does not
-//! order a store before a later load to another location through SeqCst loads and stores
-//! alone (loom treats them as acquire/release). In the real code they are: on the consumer
-//! side the SeqCst `fetch_sub` of `nmspinning` (a locked RMW on x86); on the producer side
-//! the `runnext` swap (AcqRel RMW, locked on x86) of `ready_put(.., next = true)`, or
-//! `SCHED.lock` for the global queue. `broken_without_producer_barrier` shows the model
-//! catches the lost wake-up when the producer's barrier is missing.
+//! The StoreLoad barriers are written as `fence(SeqCst)`, because loom does not order a
+//! store before a later load to another location through SeqCst accesses alone (it treats
+//! them as acquire/release). In the real code they are:
+//! - consumer: the SeqCst `fetch_sub` of `nmspinning` and then a `fence(SeqCst)` before
+//!   the re-check (find_runnable's step 6);
+//! - producer, local queue with `next = true`: the `runnext` swap (SeqCst RMW) followed by
+//!   `wakep`'s SeqCst load of `nmspinning`, which C++20 orders as a StoreLoad pair;
+//! - producer, global queue: the SeqCst `fetch_add` of `runqsize`, paired with the
+//!   consumer's SeqCst load of it;
+//! - producer, local queue tail (`next = false`: a yield, the rest of an injected list):
+//!   the Release store of the tail and nothing more, as in Go (`StoreRel`, then a plain
+//!   load in `wakep`). A wake-up lost there leaves the G on the producer's own P, which is
+//!   running and takes it at its next schedule: later, not lost.
+//!
+//! `broken_without_producer_barrier` shows the model catches the lost wake-up when the
+//! producer's barrier is missing.
 //!
 //! Run by `tests/loom.rs` (`RUSTFLAGS="--cfg loom" cargo test --release --lib loom_tests`).
 

@@ -135,8 +135,10 @@ fn syscall_unseen() -> bool {
 /// many sleepers beside the busy P, contending for its heap lock and sending every
 /// wake-up through the global queue (`scripts/ab.sh -a "-shape 1" sleep_many`).
 fn unwatched_timer() -> i64 {
-    if SCHED.npidle.load(Ordering::Relaxed) != 0 || !SCHED.timer_m.load(Ordering::SeqCst).is_null()
-    {
+    // SeqCst: read in the timed sleep's re-check, the load half of a StoreLoad pair with
+    // `timer::wake_for_timer` (it adds the timer, then reads npidle and WAIT; we store
+    // WAIT, then read npidle). A Relaxed load could come before the WAIT store on Arm.
+    if SCHED.npidle.load(Ordering::SeqCst) != 0 || !SCHED.timer_m.load(Ordering::SeqCst).is_null() {
         return 0;
     }
     timer::busy_deadline()
@@ -242,7 +244,11 @@ fn sysmon_loop() -> ! {
                 trim.maybe(now);
             }
             let timeout = trim.deep_timeout(now, checkdead::check());
-            if wakeable_sleep(WAIT_DEEP, timeout, all_ps_idle) {
+            // The re-check after the flag is up looks at the kicks too: a kick between the
+            // look above and the flag found nobody to wake (SeqCst on both sides: kick's
+            // increment then WAIT's swap, against our WAIT store then this load).
+            let still = || all_ps_idle() && !scopecall::kicks_pending();
+            if wakeable_sleep(WAIT_DEEP, timeout, still) {
                 // Goroutines ran again: they may leave stacks to trim.
                 trim.pending = true;
             }

@@ -318,7 +318,9 @@ pub(super) static SHARED_LOCK: crate::sys::Lock =
 #[inline(never)]
 fn refill(buf: &mut Buf, slot: usize, ts: u64) -> bool {
     loop {
-        let epoch = EPOCH.load(Ordering::Relaxed);
+        // acquire: pairs with `reset`'s release increment, so the new trace's FLIGHT and
+        // BUDGET, stored before it, are what `take_chunk` reads for this epoch.
+        let epoch = EPOCH.load(Ordering::Acquire);
         let got = with_pool(|pool| {
             let old = core::mem::replace(&mut buf.chunk, core::ptr::null_mut());
             if !old.is_null() {

@@ -159,7 +159,11 @@ fn root(addr: &AtomicU32) -> &'static SemaRoot {
 
 /// Decrements `*addr` if it is positive.
 fn can_acquire(addr: &AtomicU32) -> bool {
-    let mut v = addr.load(Ordering::Acquire);
+    // SeqCst: a waiter's second half of the StoreLoad pair with semrelease (the waiter
+    // adds to nwait, then reads the count; the releaser adds to the count, then reads
+    // nwait): with an Acquire load the C++ model lets both read the old values, the
+    // releaser skip the wake-up and the waiter park for good.
+    let mut v = addr.load(Ordering::SeqCst);
     while v != 0 {
         // acquire: pairs with the release increment in semrelease.
         match addr.compare_exchange_weak(v, v - 1, Ordering::Acquire, Ordering::Relaxed) {

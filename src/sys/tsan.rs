@@ -25,9 +25,16 @@ pub(crate) fn on() -> bool {
 }
 
 fn call(f: &AtomicUsize, addr: usize) {
-    // SAFETY: `enable` stored TSan's `void __tsan_acquire/__tsan_release(void *)`.
+    // `on` is a Relaxed load: a thread that sees the hooks on while `enable` runs may not
+    // see the pointers yet (a weakly ordered CPU), and then has nothing to annotate with.
+    let f = f.load(Ordering::Acquire);
+    if f == 0 {
+        return;
+    }
+    // SAFETY: a non-zero value is what `enable` stored: TSan's
+    // `void __tsan_acquire/__tsan_release(void *)`.
     unsafe {
-        let f: unsafe extern "C" fn(usize) = core::mem::transmute(f.load(Ordering::Acquire));
+        let f: unsafe extern "C" fn(usize) = core::mem::transmute(f);
         f(addr);
     }
 }
