@@ -118,6 +118,8 @@ pub mod scope;
 pub(crate) mod scopecall;
 mod sigpreempt;
 mod sigprof;
+#[cfg(all(test, loom))]
+mod sigprof_loom;
 mod spinning;
 #[cfg(all(test, loom))]
 mod spinning_loom;

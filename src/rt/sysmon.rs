@@ -365,15 +365,20 @@ fn work_for(p: &P, held: i64) -> bool {
 /// models (the heavy barrier gives the light side a full barrier's effect). The claim:
 /// sysmon sleeps only if the syscall's wake-up claimed its flag.
 /// `broken_without_heavy_fence` drops sysmon's barrier and must fail.
+/// The same sleep against a timer put on a heap (`TimerWorld`) and, for the deep sleep,
+/// against a scope's kick (`KickWorld`), each with its broken twin, follow.
 #[cfg(all(test, loom))]
 mod loom_tests {
     use crate::loom::sync::Arc;
-    use crate::loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering::*, fence};
+    use crate::loom::sync::atomic::{
+        AtomicBool, AtomicI64, AtomicU32, AtomicUsize, Ordering::*, fence,
+    };
     use crate::loom::thread;
 
     const P_RUNNING: u32 = 1;
     const P_SYSCALL: u32 = 2;
     const WAIT_TIMED: u32 = 1;
+    const WAIT_DEEP: u32 = 2;
 
     struct World {
         wait: AtomicU32,
@@ -510,5 +515,80 @@ mod loom_tests {
     #[should_panic(expected = "sysmon slept past a timer")]
     fn broken_timer_without_barrier() {
         check_timer(false);
+    }
+
+    /// The scope side: a hand-off call's kick (`scopecall::kick`: `KICKS_PENDING`'s SeqCst
+    /// increment, then `sysmonwake::wake`, which swaps `WAIT` to 0 and wakes the note if it
+    /// was up) against sysmon going into its deep sleep (the look at `kicks_pending` before
+    /// it, then `wakeable_sleep(WAIT_DEEP, .., still)`: `WAIT`, then `still`, which is
+    /// `all_ps_idle() && !kicks_pending()`). Every P stays idle. The kicked call stays in
+    /// the kernel (its decrement of `KICKS_PENDING` is left out): the kick is pending to the
+    /// end. The SeqCst accesses of the real code are the StoreLoad barriers, modelled as
+    /// fences. The claim: sysmon sleeps only if the kick's wake-up claimed its flag, so a
+    /// pending kick is re-sent (`rekick`) within a round.
+    struct KickWorld {
+        wait: AtomicU32,
+        kicks_pending: AtomicUsize,
+        woken: AtomicBool,
+    }
+
+    /// `kick`'s count and wake-up.
+    fn kick(w: &KickWorld) {
+        w.kicks_pending.fetch_add(1, SeqCst);
+        fence(SeqCst);
+        if w.wait.swap(0, SeqCst) != 0 {
+            w.woken.store(true, Relaxed);
+        }
+    }
+
+    /// The deep sleep up to the note. `recheck`: `still` looks at `kicks_pending` too.
+    /// Whether sysmon goes to sleep.
+    fn sysmon_deep(w: &KickWorld, recheck: bool) -> bool {
+        let kicks_pending = || w.kicks_pending.load(SeqCst) != 0;
+        // `all_ps_idle() && !kicks_pending()`, every P idle.
+        if kicks_pending() {
+            return false;
+        }
+        w.wait.store(WAIT_DEEP, SeqCst);
+        fence(SeqCst);
+        let still = !(recheck && kicks_pending());
+        if !still {
+            // Withdraw the flag (or consume a claimed wakeup).
+            w.wait.swap(0, SeqCst);
+            return false;
+        }
+        true
+    }
+
+    fn check_kick(recheck: bool) {
+        crate::loom::model_bounded(None, move || {
+            let w = Arc::new(KickWorld {
+                wait: AtomicU32::new(0),
+                kicks_pending: AtomicUsize::new(0),
+                woken: AtomicBool::new(false),
+            });
+            let w2 = w.clone();
+            let s = thread::spawn(move || sysmon_deep(&w2, recheck));
+            kick(&w);
+            let slept = s.join().unwrap();
+            assert!(
+                !slept || w.woken.load(Relaxed),
+                "sysmon slept deep with a kick pending and no wake-up on its way"
+            );
+        });
+    }
+
+    /// Every interleaving: sysmon sees the pending kick, or the kick wakes sysmon.
+    #[test]
+    fn kick_wakes_deep_sleep_or_is_seen() {
+        check_kick(true);
+    }
+
+    /// Without the look at `kicks_pending` after the flag goes up, a kick between sysmon's
+    /// first look and its flag neither is seen nor wakes it: the model must find it.
+    #[test]
+    #[should_panic(expected = "sysmon slept deep with a kick pending")]
+    fn broken_deep_sleep_without_kick_recheck() {
+        check_kick(false);
     }
 }
