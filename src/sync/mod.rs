@@ -12,6 +12,8 @@ pub mod mutex;
 pub mod once;
 pub mod rwmutex;
 pub mod sema;
+#[cfg(all(test, loom))]
+mod sema_loom;
 pub mod waitgroup;
 
 use core::sync::atomic::AtomicU32;
