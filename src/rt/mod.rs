@@ -100,6 +100,8 @@ mod mailbox_loom;
 pub mod metrics;
 mod mstart;
 pub mod netpoll;
+#[cfg(all(test, loom))]
+mod netpoll_loom;
 mod newm;
 pub mod offload;
 pub mod os_linux;

@@ -513,7 +513,8 @@ fn sleep_scoped(ns: i64, sc: *const scope::Scope) -> i32 {
 /// loom's types: the heaps are mutexes holding "the timer is here", the waiter's frame is
 /// a loom `UnsafeCell` that the callback writes and the owner writes again once `stop`
 /// returned — loom fails the model if the two accesses can race (a use after return:
-/// `stop` returning while the callback still runs).
+/// `stop` returning while the callback still runs). `scoped_sleep` restates the scoped
+/// sleep's one-word claim (`wake_scoped` against `arm_scoped_sleep`) the same way.
 #[cfg(all(test, loom))]
 mod loom_tests {
     use crate::loom::cell::UnsafeCell;
@@ -716,5 +717,248 @@ mod loom_tests {
                 assert!(!*h.lock().unwrap());
             }
         });
+    }
+
+    /// The scoped sleep's one word (`ScopedSleep::state`): `arm_scoped_sleep` (gopark's
+    /// unlock function, on the parking M) against its two wakers, the sleep's timer and a
+    /// cancel of its scope, both `wake_scoped`. Restated with loom's types: the timer heap
+    /// is a mutex holding "the timer is here" (its callback runs under it, as in
+    /// `run_due`, so the sleeper's `stop` waits for a callback in flight), the scope a
+    /// mutex holding whether it has ended and whether the wait is linked (`scope::arm`
+    /// calls the callback itself when the scope has ended already, `cancel` calls it under
+    /// the scope's lock, `disarm` unlinks under it), and `goready` a Release store the
+    /// sleeper spins on (Acquire: the run queue's hand-over). The sleeper's frame (the
+    /// `ScopedCtx`, the timer, the cancel wait, the `ScopedSleep`) is a loom cell that the
+    /// unlock function and the callbacks read before each access and that the sleeper
+    /// writes once it has run, disarmed and stopped (its frame dies).
+    ///
+    /// The claim: the sleeper is readied exactly once, never before `arm_scoped_sleep`
+    /// cleared `SLEEP_ARMING` (its last access to the frame), and never lost (the cancel
+    /// always comes, so somebody always claims the sleep). The timer thread runs due
+    /// timers once: before `start` it finds nothing, which is how a sleep whose timer is
+    /// not due yet looks. The `scoped_sleep_broken_*` models replace one side's
+    /// read-modify-write by a load and a store: loom finds each failing.
+    mod scoped_sleep {
+        use crate::loom::cell::UnsafeCell;
+        use crate::loom::sync::atomic::{AtomicU32, Ordering::*};
+        use crate::loom::sync::{Arc, Mutex};
+        use crate::loom::thread;
+        use std::sync::atomic::AtomicBool as PlainBool;
+        use std::sync::atomic::AtomicU32 as PlainU32;
+
+        use super::super::{SLEEP_ARMING, SLEEP_DONE};
+
+        /// Which side's read-modify-write a broken model replaces by a load and a store.
+        #[derive(Clone, Copy, PartialEq)]
+        pub(super) enum Rmw {
+            /// As the runtime: `fetch_or` and `fetch_and`.
+            Real,
+            /// `arm_scoped_sleep` clears `SLEEP_ARMING` with a load and a store.
+            ArmStore,
+            /// `wake_scoped` sets `SLEEP_DONE` with a load and a store.
+            WakeStore,
+        }
+
+        /// The scope: (ended, the sleep's wait is linked).
+        struct ScopeState {
+            ended: bool,
+            linked: bool,
+        }
+
+        struct Sleep {
+            /// `ScopedSleep::state`, `SLEEP_ARMING` when the sleeper parks.
+            state: AtomicU32,
+            /// The sleeper's frame: true while it lives.
+            alive: UnsafeCell<bool>,
+            /// The sleep's timer is on its heap.
+            heap: Mutex<bool>,
+            scope: Mutex<ScopeState>,
+            /// `goready`: the sleeper runs once it sees 1.
+            readied: AtomicU32,
+            /// The other threads (unlock function, timer, canceller) that have finished:
+            /// the sleeper, finding them all done and itself not readied, was lost.
+            finished: AtomicU32,
+            /// Ghosts (plain: loom runs one thread at a time): goready calls, and
+            /// `arm_scoped_sleep` has cleared `SLEEP_ARMING`.
+            goreadys: PlainU32,
+            armed: PlainBool,
+            rmw: Rmw,
+        }
+
+        impl Sleep {
+            /// A party about to touch the sleeper's frame: it must still be alive.
+            fn touch(&self) {
+                // SAFETY: loom checks this read against the sleeper's write when it dies.
+                self.alive
+                    .with(|p| assert!(unsafe { *p }, "the sleeper's frame touched after it died"));
+            }
+
+            fn goready(&self) {
+                assert_eq!(
+                    self.goreadys.fetch_add(1, Relaxed),
+                    0,
+                    "the sleeper is not readied exactly once: readied twice"
+                );
+                self.readied.store(1, Release);
+            }
+
+            /// `wake_scoped`.
+            fn wake_scoped(&self) {
+                self.touch();
+                let prev = if self.rmw == Rmw::WakeStore {
+                    let prev = self.state.load(Acquire);
+                    self.state.store(prev | SLEEP_DONE, Release);
+                    prev
+                } else {
+                    self.state.fetch_or(SLEEP_DONE, AcqRel)
+                };
+                if prev & SLEEP_DONE != 0 || prev & SLEEP_ARMING != 0 {
+                    return;
+                }
+                // ss.g
+                self.touch();
+                self.goready();
+            }
+
+            /// `arm_scoped_sleep`: `start`, `scope::arm`, then clear `SLEEP_ARMING`.
+            fn arm(&self) {
+                // ctx.t
+                self.touch();
+                *self.heap.lock().unwrap() = true;
+                // ctx.cw
+                self.touch();
+                let mut sc = self.scope.lock().unwrap();
+                if sc.ended {
+                    drop(sc);
+                    self.wake_scoped();
+                } else {
+                    sc.linked = true;
+                    drop(sc);
+                }
+                // ctx.ss: the last access.
+                self.touch();
+                let prev = if self.rmw == Rmw::ArmStore {
+                    let prev = self.state.load(Acquire);
+                    self.state.store(prev & !SLEEP_ARMING, Release);
+                    prev
+                } else {
+                    self.state.fetch_and(!SLEEP_ARMING, AcqRel)
+                };
+                self.armed.store(true, Relaxed);
+                if prev & SLEEP_DONE != 0 {
+                    self.goready();
+                }
+            }
+
+            /// `run_due` with the sleep's timer due: its callback under the heap lock.
+            fn run_due(&self) {
+                let mut here = self.heap.lock().unwrap();
+                if *here {
+                    *here = false;
+                    self.wake_scoped();
+                }
+            }
+
+            /// `cancel` of the sleeper's scope.
+            fn cancel(&self) {
+                let mut sc = self.scope.lock().unwrap();
+                if !sc.ended {
+                    sc.ended = true;
+                    if sc.linked {
+                        self.wake_scoped();
+                    }
+                }
+            }
+
+            /// The sleeper once it runs again: `disarm`, `stop`, and its frame dies.
+            fn resume(&self) {
+                assert!(
+                    self.armed.load(Relaxed),
+                    "the sleeper runs before its unlock function has armed the sleep"
+                );
+                self.scope.lock().unwrap().linked = false;
+                *self.heap.lock().unwrap() = false;
+                // SAFETY: loom checks this write against every read of the frame.
+                self.alive.with_mut(|p| unsafe { *p = false });
+            }
+
+            fn done(&self) {
+                self.finished.fetch_add(1, Release);
+            }
+        }
+
+        pub(super) fn check(rmw: Rmw) {
+            crate::loom::model_bounded(Some(2), move || {
+                let s = Arc::new(Sleep {
+                    state: AtomicU32::new(SLEEP_ARMING),
+                    alive: UnsafeCell::new(true),
+                    heap: Mutex::new(false),
+                    scope: Mutex::new(ScopeState {
+                        ended: false,
+                        linked: false,
+                    }),
+                    readied: AtomicU32::new(0),
+                    finished: AtomicU32::new(0),
+                    goreadys: PlainU32::new(0),
+                    armed: PlainBool::new(false),
+                    rmw,
+                });
+                let spawn = |f: fn(&Sleep)| {
+                    let s = s.clone();
+                    thread::spawn(move || {
+                        f(&s);
+                        s.done();
+                    })
+                };
+                let ts = [
+                    spawn(Sleep::arm),
+                    spawn(Sleep::run_due),
+                    spawn(Sleep::cancel),
+                ];
+                // The sleeper, parked.
+                loop {
+                    if s.readied.load(Acquire) != 0 {
+                        break;
+                    }
+                    if s.finished.load(Acquire) == 3 {
+                        assert!(
+                            s.readied.load(Acquire) != 0,
+                            "the sleeper is not readied exactly once: lost wake-up"
+                        );
+                        break;
+                    }
+                    thread::yield_now();
+                }
+                s.resume();
+                for t in ts {
+                    t.join().unwrap();
+                }
+                assert_eq!(s.goreadys.load(Relaxed), 1);
+            });
+        }
+    }
+
+    /// The scoped sleep as the runtime has it: readied exactly once, only once armed,
+    /// never lost.
+    #[test]
+    fn scoped_sleep_readied_once() {
+        scoped_sleep::check(scoped_sleep::Rmw::Real);
+    }
+
+    /// `arm_scoped_sleep` clearing `SLEEP_ARMING` with a load and a store: a cancel that
+    /// claims between the two sees ARMING and leaves the wake-up to it, which saw no DONE.
+    #[test]
+    #[should_panic(expected = "lost wake-up")]
+    fn scoped_sleep_broken_arm_with_store() {
+        scoped_sleep::check(scoped_sleep::Rmw::ArmStore);
+    }
+
+    /// `wake_scoped` claiming with a load and a store: its store can put back the
+    /// `SLEEP_ARMING` that `arm_scoped_sleep` cleared meanwhile (nobody readies the
+    /// sleeper), or the timer and the cancel both claim (both ready it).
+    #[test]
+    #[should_panic(expected = "not readied exactly once")]
+    fn scoped_sleep_broken_wake_with_store() {
+        scoped_sleep::check(scoped_sleep::Rmw::WakeStore);
     }
 }
