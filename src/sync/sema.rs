@@ -472,8 +472,17 @@ fn leave_ghost(
     // SAFETY: lock held; gp is a fresh record the list now owns.
     if !unsafe { root.replace(wp, gp) } {
         // Woken by a releaser whose count another waiter took: we were a waiter again,
-        // and the ghost waits in our stead, at the head as a woken waiter re-queues.
+        // and the ghost waits in our stead, at the head as a woken waiter re-queues. We
+        // count it first and look at the count again, as semacquire does: a release
+        // after the look above saw nwait at 0 and woke nobody (SeqCst: StoreLoad).
         root.nwait.fetch_add(1, Ordering::SeqCst);
+        if can_acquire(addr) {
+            root.nwait.fetch_sub(1, Ordering::SeqCst);
+            root.lock.unlock();
+            // SAFETY: gp is the record made above, never published.
+            drop(unsafe { Box::from_raw(gp) });
+            return Ok(());
+        }
         // SAFETY: as above.
         unsafe { root.enqueue(gp, true) };
     }

@@ -485,6 +485,11 @@ mod loom_tests {
             }
             if !replace(&mut q, w) {
                 self.nwait.fetch_add(1, SeqCst);
+                self.waiter_barrier();
+                if self.can_acquire() {
+                    self.nwait.fetch_sub(1, SeqCst);
+                    return Ok(());
+                }
                 q.push_front(Entry::Ghost);
             }
             Err(e)
@@ -710,6 +715,14 @@ mod loom_tests {
     #[test]
     fn ghost_passes_the_count_on() {
         check_pass_on(Mutant::None, false);
+    }
+
+    /// The plain waiter releases what it took, so a release can land while the cancelled
+    /// waiter, woken but beaten to the count, re-queues as a ghost: its second look at the
+    /// count after counting itself in `nwait` takes that release.
+    #[test]
+    fn ghost_requeue_sees_every_release() {
+        check_pass_on(Mutant::None, true);
     }
 
     /// The ghost keeps the count: a release is lost (the plain waiter behind the ghost
