@@ -23,7 +23,10 @@
 //! stores, fences (SeqCst) and reads the other's word, so at least one of them arms the
 //! M; an M armed twice keeps one timer (`M::proftimer` is swapped, and the loser's timer
 //! deleted). `disable` clears the epoch, then disarms every M; an M that armed itself
-//! with a epoch that has ended meanwhile disarms itself again.
+//! with an epoch that has ended meanwhile disarms itself again, and arms again if a newer
+//! profile began (whose `enable` its swap may have disarmed). A new thread that sees no
+//! profile deletes only its M's previous thread's timer, never one a racing `enable` made
+//! for it. The loom model is `sigprof_loom.rs`.
 //!
 //! **The handler** is async-signal-safe: it reads atomics, the TLS slot and the
 //! interrupted context, walks the frame-pointer chain with `sys::read_unfaulting` (a bad
@@ -196,22 +199,36 @@ fn for_each_m(mut f: impl FnMut(&M)) {
 }
 
 /// Gives M `m` (thread `tid`) a running timer for profile `epoch`.
-fn arm(m: &M, tid: i32, epoch: u32) {
-    let Some(id) = timer_open(tid, PERIOD_NS.load(Ordering::Relaxed)) else {
-        return;
-    };
-    let word = ((tid as u32 as u64) << 32) | (id as u32 as u64 + 1);
-    let old = m.proftimer.swap(word, Ordering::SeqCst);
-    if old != 0 {
-        timer_delete(old);
-    }
-    // The profile ended while we armed: take ours back unless `disable` already did.
-    if EPOCH.load(Ordering::SeqCst) != epoch
-        && m.proftimer
+fn arm(m: &M, tid: i32, mut epoch: u32) {
+    loop {
+        let Some(id) = timer_open(tid, PERIOD_NS.load(Ordering::Relaxed)) else {
+            return;
+        };
+        let word = ((tid as u32 as u64) << 32) | (id as u32 as u64 + 1);
+        let old = m.proftimer.swap(word, Ordering::SeqCst);
+        if old != 0 {
+            timer_delete(old);
+        }
+        let now = EPOCH.load(Ordering::SeqCst);
+        if now == epoch {
+            return;
+        }
+        // The profile ended, or ended and began again, while we armed: take ours back.
+        // Someone who replaced it meanwhile (`disable`, or an `arm` for the newer profile)
+        // owns the word now and makes this check itself.
+        if m.proftimer
             .compare_exchange(word, 0, Ordering::SeqCst, Ordering::Relaxed)
-            .is_ok()
-    {
+            .is_err()
+        {
+            return;
+        }
         timer_delete(word);
+        if now == 0 {
+            return;
+        }
+        // A newer profile's `enable` may have armed this M before our swap deleted its
+        // timer: arm again, for it.
+        epoch = now;
     }
 }
 

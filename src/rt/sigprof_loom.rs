@@ -18,7 +18,8 @@
 //!   back;
 //! - `arm(tid, epoch)`: create a timer, swap its word `tid << 32 | (timer id + 1)` into
 //!   `proftimer`, delete the word it replaced, then, if `EPOCH` is no longer `epoch`, take
-//!   its own word back with a CAS and delete it.
+//!   its own word back with a CAS and delete it (a failed CAS: whoever replaced the word
+//!   makes this check itself), and if a newer profile runs, arm again for it.
 //!
 //! The kernel's timers are a small table of ids, each with its thread and a "deleted"
 //! flag. They are plain atomics, not loom's: the table is not one of the protocol's words
@@ -37,7 +38,8 @@
 //! is live (a dead thread's timer included). The scenarios: a profile starting while a
 //! new M's thread starts (`enable` against `minit`); a profile stopping while a revived
 //! M's new thread starts with the dead thread's timer still in `proftimer`; a profile
-//! starting and stopping while a new M's thread starts.
+//! starting and stopping while a new M's thread starts; a profile stopping and a new one
+//! starting while a revived M's thread arms for the old one.
 //!
 //! The StoreLoad barriers are written as `fence(SeqCst)`, as in the real code (loom, like
 //! C11, does not order a store before a later load to another location through SeqCst
@@ -130,19 +132,29 @@ mod loom_tests {
     }
 
     /// `arm`.
-    fn arm(w: &World, tid: i32, epoch: u32) {
-        let id = w.kernel.create(tid);
-        let word = word(tid, id);
-        let old = w.proftimer.swap(word, SeqCst);
-        if old != 0 {
-            w.kernel.delete(old);
-        }
-        if w.epoch.load(SeqCst) != epoch
-            && w.proftimer
+    fn arm(w: &World, tid: i32, mut epoch: u32) {
+        loop {
+            let id = w.kernel.create(tid);
+            let word = word(tid, id);
+            let old = w.proftimer.swap(word, SeqCst);
+            if old != 0 {
+                w.kernel.delete(old);
+            }
+            let now = w.epoch.load(SeqCst);
+            if now == epoch {
+                return;
+            }
+            if w.proftimer
                 .compare_exchange(word, 0, SeqCst, Relaxed)
-                .is_ok()
-        {
+                .is_err()
+            {
+                return;
+            }
             w.kernel.delete(word);
+            if now == 0 {
+                return;
+            }
+            epoch = now;
         }
     }
 
@@ -280,6 +292,14 @@ mod loom_tests {
     #[test]
     fn enable_disable_races_minit() {
         check(0, &[Op::Enable(1), Op::Disable], Minit::PreviousThreadOnly);
+    }
+
+    /// A profile stops and a new one starts while a revived M's thread arms for the old
+    /// one: its `arm` takes back the timer it made for the ended profile and arms again for
+    /// the new one, whose `enable` it may have disarmed with its swap.
+    #[test]
+    fn restart_races_revived_minit() {
+        check(1, &[Op::Disable, Op::Enable(2)], Minit::PreviousThreadOnly);
     }
 
     /// With `minit` disarming whenever it sees no profile, the new thread's timer that a
