@@ -10,7 +10,8 @@
  *   SECONDS  how long the actors run (0 allowed: start, stop, check)
  *   PROCS    GOMAXPROCS at the start, 1..4 (the actors change it within 1..4)
  * Environment: FUZZ_STALL_MS (default 5000): the watchdog's limit; FUZZ_ABORT=1: a failure
- * ends in abort() (a core dump) instead of _exit(1).
+ * ends in abort() (a core dump) instead of _exit(1); FUZZ_OPS_OFF=name,...: ops never
+ * drawn, "fd-fork" naming op_fd's forked child (for an emulator, scripts/aarch64.sh).
  * A failure prints "fuzz: FAILED seed=S procs=P" and the command that repeats the run.
  * The seed fixes what every actor chooses, op by op (each op draws its parameters before
  * it makes a call, and no draw depends on a call's outcome); the interleaving differs from
@@ -397,6 +398,34 @@ static const struct opdef opdefs[NOPS] = {
 };
 
 static atomic_ulong op_count[NOPS];
+
+/* Each op's weight: opdefs', or 0 for the ops FUZZ_OPS_OFF names (a comma-separated list
+ * of op names, and "fd-fork" for op_fd's forked child), for a platform without a
+ * mechanism an op needs (scripts/aarch64.sh). */
+static int op_weight[NOPS];
+static int fd_fork_off;
+
+/* Whether the comma-separated list `list` names `name`. */
+static int names(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p = end != NULL ? end + 1 : p + len;
+    }
+    return 0;
+}
+
+static void set_op_weights(void)
+{
+    const char *off = getenv("FUZZ_OPS_OFF");
+    for (int i = 0; i < NOPS; i++)
+        op_weight[i] = names(off, opdefs[i].name) ? 0 : opdefs[i].weight;
+    fd_fork_off = names(off, "fd-fork");
+}
 
 static void note(const struct actor *a, int op)
 {
@@ -2401,9 +2430,33 @@ static int64_t close_in_blocking(void *arg)
     return close((int)(intptr_t)arg) == 0 ? 0 : -errno;
 }
 
+/* How many of op_fd's kinds run: kind 9 only where the kernel reads a pipe with
+ * RWF_NOWAIT (pipe_reads_park). Elsewhere a hooked pipe read takes the syscall hand-off,
+ * as the runtime documents, and close(2) does not end a read the kernel is blocked in. */
+static int fd_kinds = FD_KINDS;
+
+/* Whether preadv2(RWF_NOWAIT) works on an empty pipe (EAGAIN), the mechanism a hooked
+ * pipe read parks in the poller with. qemu-user does not emulate preadv2 (ENOSYS); Linux
+ * before 5.x refuses the flag for pipes (EOPNOTSUPP). */
+static int pipe_reads_park(void)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return 0;
+    char c;
+    struct iovec iov = {.iov_base = &c, .iov_len = 1};
+    long r = syscall(SYS_preadv2, fds[0], &iov, 1, -1L, 0L, 0x8 /* RWF_NOWAIT */);
+    int parks = r < 0 && errno == EAGAIN;
+    close(fds[0]);
+    close(fds[1]);
+    return parks;
+}
+
 static void op_fd(struct actor *a)
 {
-    int kind = (int)rnd_below(&a->rng, FD_KINDS);
+    int kind = (int)rnd_below(&a->rng, (uint32_t)fd_kinds);
+    if (kind == 8 && fd_fork_off)
+        kind = 4;
     uint64_t pattern = rnd(&a->rng);
     unsigned char out[8], in[8];
     memcpy(out, &pattern, 8);
@@ -2938,14 +2991,14 @@ static int draw_op(struct actor *a)
     int total = 0;
     for (int i = 0; i < NOPS; i++)
         if (opdefs[i].ctx & ctx)
-            total += opdefs[i].weight;
+            total += op_weight[i];
     int x = (int)rnd_below(&a->rng, (uint32_t)total);
     for (int i = 0; i < NOPS; i++) {
         if (!(opdefs[i].ctx & ctx))
             continue;
-        if (x < opdefs[i].weight)
+        if (x < op_weight[i])
             return i;
-        x -= opdefs[i].weight;
+        x -= op_weight[i];
     }
     return OP_YIELD;
 }
@@ -3275,6 +3328,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "fuzz: PROCS must be 1..4, not \"%s\"\n", argv[3]);
         return 2;
     }
+    set_op_weights();
+    if (fd_kinds > 9 && !pipe_reads_park()) {
+        fd_kinds = 9;
+        printf("fuzz: pipe reads are handed off here (no preadv2 RWF_NOWAIT): no closes "
+               "under a parked read\n");
+    }
     const char *s = getenv("FUZZ_STALL_MS");
     if (s != NULL)
         stall_ms = strtol(s, NULL, 0);
@@ -3293,7 +3352,7 @@ int main(int argc, char **argv)
         exe[n] = 0;
     size_t len = 0;
     static const char *const envs[] = {"GMP_DEBUG", "GMP_MAXPROCS", "GMP_STACK_SIZE",
-                                       "GMP_MAX_THREADS", "FUZZ_STALL_MS"};
+                                       "GMP_MAX_THREADS", "FUZZ_STALL_MS", "FUZZ_OPS_OFF"};
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const char *v = getenv(envs[i]);
         if (v != NULL && len < sizeof replay_cmd - 100)
@@ -3478,7 +3537,7 @@ int main(int argc, char **argv)
     printf("\n");
     if (run_secs >= 2) {
         for (int i = 0; i < NOPS; i++)
-            if (opdefs[i].weight != 0 && atomic_load(&op_count[i]) == 0)
+            if (op_weight[i] != 0 && atomic_load(&op_count[i]) == 0)
                 fail_at(m, __FILE__, __LINE__, "op %s never ran in %ld s", opdefs[i].name,
                         run_secs);
         if (atomic_load(&addr_reused) == 0)

@@ -98,15 +98,21 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 \
 # lacks: "pthread" and "libc" need the unseen-call path (above) and preadv2, which qemu
 # 7.2 does not emulate (the hooks then hand every pipe read off instead of parking it);
 # "scope" stalls under qemu in a way not yet classified (see HACKING.md, "aarch64"). The
-# watchdog gets 20 s instead of 2: emulation is an order of magnitude slower. The API
-# fuzzer is not run: it checks that a hooked pipe read parks in the poller, which needs
-# preadv2.
+# watchdog gets 20 s instead of 2: emulation is an order of magnitude slower.
+# Then the API fuzzer, two seeds of 8 s at GOMAXPROCS 2 with a 20 s watchdog, without
+# its `pthread` op (C code's own pthread mutex, which needs the unseen-call path, as the
+# torture's `pthread` feature does) and without its forked child (`fd-fork`: under qemu
+# the child hangs in a futex in about one run of five, not yet classified; the same fork
+# loop without the library does not hang there). It finds that preadv2 is missing and
+# leaves out the one fd op that needs a pipe read parked in the poller (a close under it).
 if [ -z "$quick" ]; then
     out=target/$target/aarch64-ci
     mkdir -p "$out"
     cp "target/$target/release/libgmp.so" "$out/libgmp.so.0"
-    aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Werror -Wpedantic -O2 -pthread -Iinclude \
-        c-tests/torture.c "$PWD/$out/libgmp.so.0" -Wl,-rpath,"$PWD/$out" -o "$out/torture"
+    for prog in torture fuzz; do
+        aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Werror -Wpedantic -O2 -pthread -Iinclude \
+            "c-tests/$prog.c" "$PWD/$out/libgmp.so.0" -Wl,-rpath,"$PWD/$out" -o "$out/$prog"
+    done
     features="all,-pthread,-libc,-scope"
     seed=$(( (RANDOM << 15 | RANDOM) ))
     echo "== torture under qemu: seed $seed, 10 s, GOMAXPROCS 2, $features"
@@ -119,5 +125,17 @@ if [ -z "$quick" ]; then
         exit 1
     fi
     tail -1 "$out/torture.log"
+    for i in 1 2; do
+        seed=$(( (RANDOM << 15 | RANDOM) ))
+        echo "== fuzz under qemu: seed $seed, 8 s, GOMAXPROCS 2"
+        if ! env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
+            GMP_DEBUG=asyncpreemptsig=3,schedtrace=1000 FUZZ_STALL_MS=20000 FUZZ_OPS_OFF=pthread,fd-fork \
+            timeout -s KILL 120 $runner "$out/fuzz" "$seed" 8 2 >"$out/fuzz.log" 2>&1; then
+            grep -v "^SCHED" "$out/fuzz.log" | tail -60
+            echo "fuzz failed: seed $seed (log: $out/fuzz.log)"
+            exit 1
+        fi
+        tail -1 "$out/fuzz.log"
+    done
 fi
 echo "aarch64: done in $((SECONDS - start)) s"
