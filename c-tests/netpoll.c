@@ -19,6 +19,8 @@
  *               registered fd; the poller's counters move.
  *   idle        1,000 goroutines parked on sockets for a second cost < 1% CPU.
  *   badinput    negative and closed fds, a regular file, bad masks and NULL buffers.
+ *   signals     gmp_fd_wait with a zero timeout, 200,000 times from two goroutines while a
+ *               thread signals their threads (a handler without SA_RESTART): never -EINTR.
  */
 #include "check.h"
 
@@ -28,11 +30,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <gmp-sched/gmp.h>
@@ -747,6 +751,85 @@ static void case_badinput(void)
     printf("badinput: ok\n");
 }
 
+/* signals */
+
+static atomic_long sig_seen;
+static atomic_int sig_stop;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&sig_seen, 1);
+}
+
+/* The threads the waiting goroutines last ran on. */
+static atomic_int sig_tid[2];
+
+/* A plain thread that keeps signalling the waiters' threads. */
+static void *signaller(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&sig_stop)) {
+        for (int i = 0; i < 2; i++) {
+            int tid = atomic_load(&sig_tid[i]);
+            if (tid != 0)
+                syscall(SYS_tgkill, getpid(), tid, SIGUSR1);
+        }
+        struct timespec ts = {0, 5000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+struct sig_waiter {
+    int idx, rfd, wfd;
+    gmp_wg *done;
+};
+
+static void sig_wait_loop(void *arg)
+{
+    struct sig_waiter *w = arg;
+    for (int i = 0; i < 100000; i++) {
+        if (i % 64 == 0)
+            atomic_store(&sig_tid[w->idx], (int)syscall(SYS_gettid));
+        CHECK_EQ(gmp_fd_wait(w->rfd, GMP_POLLIN, 0), -ETIMEDOUT);
+        CHECK_EQ(gmp_fd_wait(w->wfd, GMP_POLLOUT, 0), (int)GMP_POLLOUT);
+    }
+    gmp_wg_done(w->done);
+}
+
+/* A signal with a handler installed without SA_RESTART, arriving while gmp_fd_wait looks
+ * at an fd without waiting (a poll with a zero timeout, which the kernel ends with EINTR
+ * when a signal is delivered): the answer is still the fd's, never -EINTR. */
+static void case_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    CHECK_OK(sigaction(SIGUSR1, &sa, NULL));
+    pthread_t t;
+    CHECK_OK(pthread_create(&t, NULL, signaller, NULL));
+    gmp_wg wg = GMP_WG_INIT;
+    int p[2][2];
+    struct sig_waiter w[2];
+    CHECK_OK(gmp_wg_add(&wg, 2));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(gmp_pipe(p[i]));
+        w[i] = (struct sig_waiter){i, p[i][0], p[i][1], &wg};
+        CHECK_OK(gmp_go(sig_wait_loop, &w[i]));
+    }
+    CHECK_OK(gmp_wg_wait(&wg));
+    atomic_store(&sig_stop, 1);
+    CHECK_OK(pthread_join(t, NULL));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(gmp_close(p[i][0]));
+        CHECK_OK(gmp_close(p[i][1]));
+    }
+    CHECK(atomic_load(&sig_seen) > 0);
+    printf("signals: ok (%ld signals)\n", atomic_load(&sig_seen));
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -755,7 +838,7 @@ int main(int argc, char **argv)
     } cases[] = {
         {"echo10k", case_echo10k}, {"deadline", case_deadline}, {"close", case_close},
         {"timer", case_timer},     {"pipes", case_pipes},       {"idle", case_idle},
-        {"badinput", case_badinput},
+        {"badinput", case_badinput}, {"signals", case_signals},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: netpoll CASE\n");

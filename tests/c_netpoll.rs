@@ -48,6 +48,11 @@ fn netpoll_badinput() {
     expect_case("netpoll", "badinput", &[]);
 }
 
+#[test]
+fn netpoll_signals() {
+    expect_case("netpoll", "signals", &[]);
+}
+
 /// A goroutine locked to its thread waits on the poller while every other P is idle: the
 /// fd's event wakes it (handoffp starts an M to poll when it idles the last P).
 #[test]

@@ -72,8 +72,15 @@ pub extern "C" fn gmp_fd_wait(fd: c_int, events: u32, timeout_ns: i64) -> c_int 
             revents: 0,
         };
         let now = |p: &mut libc::pollfd| {
-            // SAFETY: one valid pollfd.
-            let r = raw(|| unsafe { crate::sys::real::poll(p, 1, 0) } as isize);
+            // A signal (the runtime's preemption, or the program's) can end even a poll
+            // that does not wait with EINTR: it is asked again.
+            let r = loop {
+                // SAFETY: one valid pollfd.
+                let r = raw(|| unsafe { crate::sys::real::poll(p, 1, 0) } as isize);
+                if r != -(libc::EINTR as i64) {
+                    break r;
+                }
+            };
             if r < 0 {
                 return r as c_int;
             }
@@ -351,7 +358,8 @@ pub unsafe extern "C" fn gmp_connect(
             };
             // SAFETY: one valid pollfd.
             let n = unsafe { crate::sys::real::poll(&mut p, 1, 0) };
-            if n == 0 {
+            // A signal can end even this poll with EINTR: not known yet, so wait.
+            if n == 0 || (n < 0 && crate::sys::errno() == libc::EINTR) {
                 // SAFETY: sets this thread's errno, which `raw` reads and restores.
                 unsafe { *libc::__errno_location() = libc::EAGAIN };
                 -1
