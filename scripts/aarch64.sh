@@ -94,11 +94,23 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 \
     --skip scope --skip timers --skip timer_busy_p --skip timer_backlog --skip preempt_hog \
     --skip preempt_fair --skip preempt_soak
 
+# The interposer: the cases of c_interpose whose mechanisms qemu-user has -- dup and
+# fcntl, foreign threads, O_NONBLOCK fds, select, sleeps, SO_RCVTIMEO, and the cost of a
+# pass-through hook. Left out: the real libraries (hiredis, libpq, libcurl, libmemcached:
+# no arm64 builds of them are installed), the contract tests (their plain-libc reference
+# runs need the unseen-call path), `close` (a close under a parked pipe read: pipe reads
+# are handed off without preadv2), and `echo`, `errno`, `offload` and `preload`, which
+# fail or stall under qemu for reasons not yet classified (HACKING.md, "aarch64").
+echo "== interposer tests under qemu"
+GMP_TEST_DEBUG=asyncpreemptsig=3 \
+    cargo test --release --quiet --target "$target" --test c_interpose -- --exact \
+    interpose_dup interpose_foreign interpose_nonblock interpose_select interpose_sleep \
+    interpose_timeo interpose_cost
+
 # The torture test at a short setting, without the features whose mechanisms qemu-user
 # lacks: "pthread" and "libc" need the unseen-call path (above) and preadv2, which qemu
-# 7.2 does not emulate (the hooks then hand every pipe read off instead of parking it);
-# "scope" stalls under qemu in a way not yet classified (see HACKING.md, "aarch64"). The
-# watchdog gets 20 s instead of 2: emulation is an order of magnitude slower.
+# 7.2 does not emulate (the hooks then hand every pipe read off instead of parking it).
+# The watchdog gets 20 s instead of 2: emulation is an order of magnitude slower.
 # Then the API fuzzer, two seeds of 8 s at GOMAXPROCS 2 with a 20 s watchdog, without
 # its `pthread` op (C code's own pthread mutex, which needs the unseen-call path, as the
 # torture's `pthread` feature does) and without its forked child (`fd-fork`: under qemu
@@ -113,7 +125,7 @@ if [ -z "$quick" ]; then
         aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Werror -Wpedantic -O2 -pthread -Iinclude \
             "c-tests/$prog.c" "$PWD/$out/libgmp.so.0" -Wl,-rpath,"$PWD/$out" -o "$out/$prog"
     done
-    features="all,-pthread,-libc,-scope"
+    features="all,-pthread,-libc"
     seed=$(( (RANDOM << 15 | RANDOM) ))
     echo "== torture under qemu: seed $seed, 10 s, GOMAXPROCS 2, $features"
     if ! env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
