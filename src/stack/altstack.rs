@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// Gives the calling thread an alternate signal stack of [`ALTSTACK_SIZE`] bytes (mmap'd,
+/// Gives the calling thread an alternate signal stack of [`altstack_size`] bytes (mmap'd,
 /// above its own guard page) unless it already has one at least that big. Called by every
 /// scheduler thread (M) at start; the overflow handler and the preemption signal run on it.
 ///
@@ -20,14 +20,15 @@ pub fn ensure_altstack() {
     if unsafe { libc::sigaltstack(std::ptr::null(), &mut cur) } != 0 {
         return;
     }
-    if cur.ss_flags & libc::SS_DISABLE == 0 && cur.ss_size >= ALTSTACK_SIZE {
+    let size = altstack_size();
+    if cur.ss_flags & libc::SS_DISABLE == 0 && cur.ss_size >= size {
         return;
     }
     if cur.ss_flags & libc::SS_ONSTACK != 0 {
         return; // running on it (called from a handler): cannot replace it now
     }
     let page = page_size();
-    let len = ALTSTACK_SIZE + page;
+    let len = size + page;
     // SAFETY: a fresh private anonymous mapping chosen by the kernel.
     let base = unsafe {
         libc::mmap(
@@ -52,7 +53,7 @@ pub fn ensure_altstack() {
     let new = libc::stack_t {
         ss_sp: (base as usize + page) as *mut libc::c_void,
         ss_flags: 0,
-        ss_size: ALTSTACK_SIZE,
+        ss_size: size,
     };
     // SAFETY: `new` describes the mapped, writable range above the guard page.
     if unsafe { libc::sigaltstack(&new, std::ptr::null_mut()) } != 0 {

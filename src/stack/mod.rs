@@ -186,10 +186,26 @@ const DIRTY_MAX: usize = 64;
 /// How many dirty stacks one release takes: one `process_madvise` call.
 const RELEASE_BATCH: usize = 32;
 
-/// Size of the alternate signal stacks made by [`ensure_altstack`], guard page excluded.
-/// The kernel's AT_MINSIGSTKSZ (`getauxval`) is close to 12 KB for the signal frame alone
-/// on a CPU with AVX-512 state; the overflow hook and the preemption handler run on it too.
+/// Least size of the alternate signal stacks made by [`ensure_altstack`], guard page
+/// excluded. The kernel's AT_MINSIGSTKSZ (`getauxval`) is close to 12 KB for the signal
+/// frame alone on a CPU with AVX-512 state; the overflow hook and the preemption handler
+/// run on it too. A CPU whose frame is larger (aarch64 with SME: the ZA array alone is
+/// up to 64 KiB) gets [`altstack_size`].
 const ALTSTACK_SIZE: usize = 64 * 1024;
+
+/// What the handlers need beside the kernel's frame on the alternate stack.
+const ALTSTACK_HANDLER: usize = 48 * 1024;
+
+/// The size of the alternate signal stacks: [`ALTSTACK_SIZE`], or the kernel's frame size
+/// (AT_MINSIGSTKSZ) and [`ALTSTACK_HANDLER`] where that is more, rounded up to a page.
+pub(crate) fn altstack_size() -> usize {
+    // SAFETY: getauxval has no preconditions; 0 where the kernel gives no such entry.
+    let frame = unsafe { libc::getauxval(libc::AT_MINSIGSTKSZ) } as usize;
+    let page = page_size();
+    ALTSTACK_SIZE
+        .max(frame.saturating_add(ALTSTACK_HANDLER))
+        .next_multiple_of(page)
+}
 
 /// Bytes of guard below every stack (rounded up to a page; see "Guard width").
 const GUARD_GAP: usize = 64 * 1024;
@@ -792,7 +808,7 @@ mod tests {
             // SAFETY: queries into a valid stack_t.
             assert_eq!(unsafe { libc::sigaltstack(std::ptr::null(), &mut cur) }, 0);
             assert_eq!(cur.ss_flags & libc::SS_DISABLE, 0);
-            assert!(cur.ss_size >= ALTSTACK_SIZE);
+            assert!(cur.ss_size >= altstack_size());
             let sp = cur.ss_sp;
             ensure_altstack(); // idempotent
             // SAFETY: as above.
