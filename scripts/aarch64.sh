@@ -141,9 +141,8 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 under_qemu 300 "interposer tests" \
 # The watchdog gets 20 s instead of 2: emulation is an order of magnitude slower.
 # Then the API fuzzer, two seeds of 8 s at GOMAXPROCS 2 with a 20 s watchdog, without
 # its `pthread` op (C code's own pthread mutex, which needs the unseen-call path, as the
-# torture's `pthread` feature does) and without its forked child (`fd-fork`: under qemu
-# the child hangs in a futex in about one run of five, not yet classified; the same fork
-# loop without the library does not hang there). It finds that preadv2 is missing and
+# torture's `pthread` feature does) and without its forked child (`fd-fork`: the fork
+# deadlock above, in about one run of five). It finds that preadv2 is missing and
 # leaves out the one fd op that needs a pipe read parked in the poller (a close under it).
 if [ -z "$quick" ]; then
     out=target/$target/aarch64-ci
