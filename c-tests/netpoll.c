@@ -20,7 +20,9 @@
  *   idle        1,000 goroutines parked on sockets for a second cost < 1% CPU.
  *   badinput    negative and closed fds, a regular file, bad masks and NULL buffers.
  *   signals     gmp_fd_wait with a zero timeout, 200,000 times from two goroutines while a
- *               thread signals their threads (a handler without SA_RESTART): never -EINTR.
+ *               thread signals their threads (a handler without SA_RESTART): never -EINTR;
+ *               and the runtime's preemption signal, landing in that handler while it
+ *               interrupted the runtime, is refused (a debug build aborts otherwise).
  */
 #include "check.h"
 

@@ -162,6 +162,20 @@ pub fn throw_forked(api: &str) -> ! {
 
 /// Per-thread set-up of a new M, on its own thread before it runs anything (Go's minit):
 /// see the module doc.
+/// Whether the signal mask `mask` (of an interrupted context) blocks a signal the Ms run
+/// with unblocked: a handler of the program's own is running (the kernel blocks its
+/// signal meanwhile, and it may have interrupted any code, the runtime's included), or
+/// the code blocked signals itself. Only the kernel's 64 signals are compared (the part
+/// of a `sigset_t` the kernel fills in a signal frame). Async-signal-safe.
+pub(super) fn blocks_more_than_ms(mask: &libc::sigset_t) -> bool {
+    let word = |set: &libc::sigset_t| {
+        // SAFETY: a sigset_t is at least 8 bytes, and its first 8 hold signals 1..=64.
+        unsafe { (set as *const libc::sigset_t as *const u64).read_unaligned() }
+    };
+    let base = INIT_SIGMASK.get().map_or(0, word);
+    word(mask) & !base != 0
+}
+
 pub(super) fn minit(m: &M) {
     // Timed waits (the poller's deadline for the earliest timer, the idle Ms' spin-then-
     // futex) wake within the default 50 µs slack otherwise; a 1 µs slack keeps a 1 ms

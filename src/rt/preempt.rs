@@ -45,7 +45,8 @@ pub(super) static STRESS: AtomicBool = AtomicBool::new(false);
 pub static SIGNALS: AtomicU64 = AtomicU64::new(0);
 pub static DONE: AtomicU64 = AtomicU64::new(0);
 /// Refusals: the request was stale (the goroutine had moved on), the PC was in a
-/// library we must not interrupt (or in the runtime), the stack had no room; and signals
+/// library we must not interrupt (or in the runtime) or in a signal handler of the
+/// program's, the stack had no room; and signals
 /// not sent because the thread was blocked in the kernel.
 pub static REFUSED_STALE: AtomicU64 = AtomicU64::new(0);
 pub static REFUSED_LIB: AtomicU64 = AtomicU64::new(0);
@@ -283,7 +284,10 @@ unsafe fn try_preempt(uc: *mut libc::ucontext_t) {
         }
         let pc = arch::ctx_pc(uc);
         let sp = arch::ctx_sp(uc);
-        if excluded_pc(pc) {
+        // Inside a handler of the program's own (its signal is blocked while it runs),
+        // which may have interrupted the runtime holding a lock or halfway through a
+        // state change: its PC says nothing about the code below it.
+        if excluded_pc(pc) || os_linux::blocks_more_than_ms(&(*uc).uc_sigmask) {
             REFUSED_LIB.fetch_add(1, Ordering::Relaxed);
             return;
         }
