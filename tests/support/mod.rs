@@ -62,35 +62,6 @@ pub fn run_as_is(mut cmd: Command, what: &str, timeout: Duration) -> Outcome {
             Ok(())
         });
     }
-    // Under an emulator (GMP_TEST_RUNNER: qemu-user) a forked child of this multi-threaded
-    // harness can deadlock in the emulator before it execs (a host lock held by another
-    // thread at the fork). Such a child never says anything: a run that times out silent
-    // there is started once more.
-    let emulated = std::env::var_os("GMP_TEST_RUNNER").is_some();
-    let mut tries = 0;
-    let (outcome, timed_out) = loop {
-        tries += 1;
-        let (outcome, timed_out) = spawn_and_wait(&mut cmd, what, timeout);
-        let silent = outcome.stdout.is_empty() && outcome.stderr.is_empty();
-        if timed_out && silent && emulated && tries < 2 {
-            eprintln!("{what}: no output in {timeout:?} under the emulator: starting it again");
-            continue;
-        }
-        break (outcome, timed_out);
-    };
-    assert!(
-        !timed_out,
-        "{}",
-        outcome.report(&format!(
-            "{what} timed out after {timeout:?} and was killed"
-        ))
-    );
-    outcome
-}
-
-/// Starts `cmd` and waits for it at most `timeout` (then kills it); its outcome, and
-/// whether it timed out.
-fn spawn_and_wait(cmd: &mut Command, what: &str, timeout: Duration) -> (Outcome, bool) {
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("{what}: cannot start {:?}: {e}", cmd.get_program()));
@@ -121,7 +92,14 @@ fn spawn_and_wait(cmd: &mut Command, what: &str, timeout: Duration) -> (Outcome,
         stdout: out.join().expect("stdout reader"),
         stderr: err.join().expect("stderr reader"),
     };
-    (outcome, timed_out)
+    assert!(
+        !timed_out,
+        "{}",
+        outcome.report(&format!(
+            "{what} timed out after {timeout:?} and was killed"
+        ))
+    );
+    outcome
 }
 
 /// Runs `cmd`, which must exit 0.
