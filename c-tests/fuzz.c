@@ -2430,31 +2430,9 @@ static int64_t close_in_blocking(void *arg)
     return close((int)(intptr_t)arg) == 0 ? 0 : -errno;
 }
 
-/* How many of op_fd's kinds run: kind 9 only where the kernel reads a pipe with
- * RWF_NOWAIT (pipe_reads_park). Elsewhere a hooked pipe read takes the syscall hand-off,
- * as the runtime documents, and close(2) does not end a read the kernel is blocked in. */
-static int fd_kinds = FD_KINDS;
-
-/* Whether preadv2(RWF_NOWAIT) works on an empty pipe (EAGAIN), the mechanism a hooked
- * pipe read parks in the poller with. qemu-user does not emulate preadv2 (ENOSYS); Linux
- * before 5.x refuses the flag for pipes (EOPNOTSUPP). */
-static int pipe_reads_park(void)
-{
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return 0;
-    char c;
-    struct iovec iov = {.iov_base = &c, .iov_len = 1};
-    long r = syscall(SYS_preadv2, fds[0], &iov, 1, -1L, 0L, 0x8 /* RWF_NOWAIT */);
-    int parks = r < 0 && errno == EAGAIN;
-    close(fds[0]);
-    close(fds[1]);
-    return parks;
-}
-
 static void op_fd(struct actor *a)
 {
-    int kind = (int)rnd_below(&a->rng, (uint32_t)fd_kinds);
+    int kind = (int)rnd_below(&a->rng, FD_KINDS);
     if (kind == 8 && fd_fork_off)
         kind = 4;
     uint64_t pattern = rnd(&a->rng);
@@ -3329,11 +3307,6 @@ int main(int argc, char **argv)
         return 2;
     }
     set_op_weights();
-    if (fd_kinds > 9 && !pipe_reads_park()) {
-        fd_kinds = 9;
-        printf("fuzz: pipe reads are handed off here (no preadv2 RWF_NOWAIT): no closes "
-               "under a parked read\n");
-    }
     const char *s = getenv("FUZZ_STALL_MS");
     if (s != NULL)
         stall_ms = strtol(s, NULL, 0);

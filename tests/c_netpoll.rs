@@ -2,8 +2,6 @@
 //! deadlines, close, timers, idle threads, bad input), a locked goroutine woken by the
 //! poller, and the README's echo server. Harness and conventions: `support/ctest.rs`.
 
-use std::process::Command;
-
 mod common;
 #[allow(dead_code)] // each driver uses its own part of the harness
 #[path = "support/ctest.rs"]
@@ -69,7 +67,7 @@ fn example_echo_server() {
         "example_echo_server",
         &manifest_dir().join("examples").join("echo_server.c"),
     );
-    let mut cmd = Command::new(&exe);
+    let mut cmd = program(&exe);
     cmd.arg("--selftest").env_remove("LD_LIBRARY_PATH");
     for var in GMP_ENV {
         cmd.env_remove(var);

@@ -48,8 +48,10 @@
 //! # Signals
 //! A parked goroutine is not interrupted by signals: the hooks behave as with SA_RESTART,
 //! also for poll, select and epoll_wait (which the kernel never restarts). The readiness
-//! checks they make with a zero timeout treat EINTR as "not ready yet": the runtime's own
-//! preemption signal may land on the thread during one.
+//! checks they make with a zero timeout are made again on EINTR (the runtime's own
+//! preemption signal may land on the thread during one), not taken for "not ready": a
+//! goroutine parked on a wrong "not ready" waits for the poller's next edge, which never
+//! comes for data already there whose edge an earlier wait took.
 //!
 //! # Same-thread resume
 //! A goroutine that may park inside a hook is bound to its M for the hook's duration

@@ -229,19 +229,23 @@ pub(super) fn deadline_ms(ms: c_int) -> Option<i64> {
     (ms >= 0).then(|| crate::sys::nanotime().saturating_add(ms as i64 * 1_000_000))
 }
 
-/// A zero-timeout readiness check's result: EINTR (a signal — the runtime's own preemption
-/// signal, say — landed on the thread during the call) counts as "nothing ready yet", as
-/// for every wait the hooks park for (see `interpose`'s module doc).
-pub(super) fn intr_as_none(r: i64) -> i64 {
-    if r == -(libc::EINTR as i64) { 0 } else { r }
+/// A zero-timeout readiness check before a park, as -errno or the count: made again while
+/// it fails with EINTR (a signal — the runtime's own preemption signal, say — landed on
+/// the thread during the call; the hooks behave as with SA_RESTART, see `interpose`'s
+/// module doc). A "nothing ready" that is not true would park the goroutine until the
+/// poller's next edge, which never comes for data already there whose edge an earlier wait
+/// took. Linux ends such a check with EINTR only when nothing is ready, but an emulator's
+/// call need not: the check is made again rather than trusted.
+pub(super) fn check_now(f: impl FnMut() -> c_int) -> i64 {
+    raw(|| again_on_eintr(f) as isize)
 }
 
 /// A zero-timeout readiness check made in a goroutine, made again while it fails with
 /// EINTR: a signal landed in the call's instant, most likely the runtime's own preemption
 /// signal (sent to a thread seen computing, which a loop of such checks is). The check
 /// never waits, so the program loses no wait to this; its own handler has run, and only
-/// the EINTR of that instant is not seen (the same ambiguity as `intr_as_none`).
-pub(super) fn again_on_eintr(f: impl Fn() -> c_int) -> c_int {
+/// the EINTR of that instant is not seen (the same ambiguity as any restart of a call a signal ended).
+pub(super) fn again_on_eintr(mut f: impl FnMut() -> c_int) -> c_int {
     loop {
         let r = f();
         if r >= 0 || errno() != libc::EINTR {
@@ -267,7 +271,7 @@ pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, ms: c_int
     }
     crate::ffi::boundary("interposed poll", || {
         // SAFETY: the caller's arguments, with a zero timeout.
-        let now = || intr_as_none(raw(|| unsafe { real::poll(fds, n, 0) } as isize));
+        let now = || check_now(|| unsafe { real::poll(fds, n, 0) });
         if n == 0 {
             if ms > 0 {
                 return match park_sleep(ms as i64 * 1_000_000) {
@@ -324,7 +328,7 @@ pub unsafe extern "C" fn epoll_wait(
     }
     crate::ffi::boundary("interposed epoll_wait", || {
         // SAFETY: the caller's arguments, with a zero timeout.
-        let now = || intr_as_none(raw(|| unsafe { real::epoll_wait(ep, ev, n, 0) } as isize));
+        let now = || check_now(|| unsafe { real::epoll_wait(ep, ev, n, 0) });
         let r = now();
         if r != 0 {
             return ret(r) as c_int;
@@ -511,7 +515,7 @@ pub(super) fn select_wait(
 }
 
 /// A zero-timeout select on copies of the sets (`cur`, left as select leaves them; the
-/// caller's null sets stay null): the count or -errno, EINTR as nothing ready.
+/// caller's null sets stay null): the count or -errno (`check_now`).
 pub(super) fn select_now(
     n: c_int,
     sets: [*mut libc::fd_set; 3],
@@ -530,7 +534,7 @@ pub(super) fn select_now(
         tv_usec: 0,
     };
     // SAFETY: valid sets (ours, or null where the caller's are) and timeval.
-    intr_as_none(raw(|| unsafe { real::select(n, r, w, e, &mut tv) } as isize))
+    check_now(|| unsafe { real::select(n, r, w, e, &mut tv) })
 }
 
 /// select's result when some of the numbers asked for have been closed (`closing`, whose

@@ -12,6 +12,7 @@
 //! read and the caller's value put back before anything can switch threads.
 
 use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::rt;
 use crate::rt::netpoll::{self, MODE_READ, MODE_WRITE, PollDesc, WaitError};
@@ -303,28 +304,66 @@ pub(crate) fn io_or_blocking(
 pub(crate) const RWF_NOWAIT: c_int = 0x8;
 
 /// Whether a call refused RWF_NOWAIT (an older kernel, or a file that does not offer it).
+/// ENOSYS (no preadv2 at all: a kernel before 4.6, or an emulator) is remembered, so later
+/// calls go straight to the fallback.
 fn nowait_refused(r: isize) -> bool {
-    r < 0
-        && matches!(
-            crate::sys::errno(),
-            libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS
-        )
+    if r >= 0 {
+        return false;
+    }
+    match crate::sys::errno() {
+        libc::ENOSYS => {
+            NO_PREADV2.store(true, Ordering::Relaxed);
+            true
+        }
+        libc::EOPNOTSUPP | libc::EINVAL => true,
+        _ => false,
+    }
+}
+
+/// Set once preadv2/pwritev2 answered ENOSYS. Relaxed: a hint; a thread that has not seen
+/// it yet makes the call once more and gets ENOSYS again.
+static NO_PREADV2: AtomicBool = AtomicBool::new(false);
+
+/// Whether the per-call non-blocking forms go straight to `when_ready`: preadv2 is
+/// missing, or `GMP_DEBUG=rwfnowait=0` asks for the fallback (the tests run it on kernels
+/// that have RWF_NOWAIT).
+fn no_rwf_nowait() -> bool {
+    NO_PREADV2.load(Ordering::Relaxed)
+        || crate::sys::dbgvars::get(crate::sys::dbgvars::Var::Rwfnowait) == 0
+}
+
+/// The call that `readv_nowait`/`writev_nowait` make where RWF_NOWAIT is refused: EAGAIN
+/// when the fd is not ready (the caller parks in the poller, whose next edge is for data
+/// that comes after this look), else the blocking call through the syscall hand-off. Ready,
+/// it takes what there is without waiting (a read) or at most waits for room for the rest
+/// (a write, which a blocking write does anyway), unless another reader or writer takes
+/// the readiness first; then it blocks, as its P is handed off, which is what the call is.
+fn when_ready(fd: c_int, events: libc::c_short, op: impl Fn() -> isize) -> isize {
+    if !ready_now(fd, events) {
+        return -1;
+    }
+    handed_off(op)
 }
 
 /// readv(2) that never blocks the thread, whatever the fd's O_NONBLOCK says: RWF_NOWAIT,
-/// or, where the kernel or the file refuses it, the call as a blocking one through the
-/// syscall hand-off (which is what it is). -1 and errno on failure.
+/// or, where the kernel or the file refuses it (pipes on older kernels, qemu-user), EAGAIN
+/// or the call through the syscall hand-off once a poll says the fd is readable
+/// (`when_ready`). -1 and errno on failure.
 ///
 /// # Safety
 /// As readv(2).
 pub(crate) unsafe fn readv_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
-    // SAFETY: caller contract; offset -1 is the file position, as readv uses.
-    let r = unsafe { crate::sys::real::preadv2(fd, iov, n, -1, RWF_NOWAIT) };
-    if nowait_refused(r) {
-        // SAFETY: as above.
-        return handed_off(|| unsafe { crate::sys::real::readv(fd, iov, n) });
+    if !no_rwf_nowait() {
+        // SAFETY: caller contract; offset -1 is the file position, as readv uses.
+        let r = unsafe { crate::sys::real::preadv2(fd, iov, n, -1, RWF_NOWAIT) };
+        if !nowait_refused(r) {
+            return r;
+        }
     }
-    r
+    // SAFETY: as above.
+    when_ready(fd, libc::POLLIN, || unsafe {
+        crate::sys::real::readv(fd, iov, n)
+    })
 }
 
 /// writev(2) that never blocks the thread (see `readv_nowait`). A pipe or stream socket
@@ -333,13 +372,17 @@ pub(crate) unsafe fn readv_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) 
 /// # Safety
 /// As writev(2).
 pub(crate) unsafe fn writev_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
-    // SAFETY: caller contract.
-    let r = unsafe { crate::sys::real::pwritev2(fd, iov, n, -1, RWF_NOWAIT) };
-    if nowait_refused(r) {
-        // SAFETY: as above.
-        return handed_off(|| unsafe { crate::sys::real::writev(fd, iov, n) });
+    if !no_rwf_nowait() {
+        // SAFETY: caller contract.
+        let r = unsafe { crate::sys::real::pwritev2(fd, iov, n, -1, RWF_NOWAIT) };
+        if !nowait_refused(r) {
+            return r;
+        }
     }
-    r
+    // SAFETY: as above.
+    when_ready(fd, libc::POLLOUT, || unsafe {
+        crate::sys::real::writev(fd, iov, n)
+    })
 }
 
 /// Runs a blocking call through the syscall hand-off; -1 and errno on failure.
@@ -390,21 +433,27 @@ pub(crate) fn nonblocking(fd: c_int) -> bool {
 }
 
 /// Whether `fd` is readable (or writable: `events`) now, by a zero-timeout poll(2);
-/// EAGAIN in errno if not.
+/// EAGAIN in errno if not. EINTR (the runtime's own signals land on the thread) asks
+/// again, as `interpose::wait::check_now` says why. An error of poll's own counts as
+/// ready: the call that follows reports it.
 pub(crate) fn ready_now(fd: c_int, events: i16) -> bool {
     let mut p = libc::pollfd {
         fd,
         events,
         revents: 0,
     };
-    // SAFETY: one valid pollfd.
-    let n = unsafe { crate::sys::real::poll(&mut p, 1, 0) };
-    if n == 0 || (n < 0 && crate::sys::errno() == libc::EINTR) {
-        // SAFETY: this thread's errno, which `raw` reads and restores.
-        unsafe { *libc::__errno_location() = libc::EAGAIN };
-        return false;
+    loop {
+        // SAFETY: one valid pollfd; a zero timeout never blocks.
+        let n = unsafe { crate::sys::real::poll(&mut p, 1, 0) };
+        if n == 0 {
+            // SAFETY: this thread's errno, which `raw` reads and restores.
+            unsafe { *libc::__errno_location() = libc::EAGAIN };
+            return false;
+        }
+        if n > 0 || crate::sys::errno() != libc::EINTR {
+            return true;
+        }
     }
-    true
 }
 
 /// accept that never blocks the thread on a listening socket that may be blocking (no

@@ -36,6 +36,7 @@ pub(crate) enum Var {
     Mutexspindelay,
     Tracedraindelay,
     Netdns,
+    Rwfnowait,
 }
 
 /// One row of the table.
@@ -48,7 +49,7 @@ pub(crate) struct DbgVar {
 
 /// Every debug variable, in [`Var`]'s order (docs/debugging.md says what each does; a
 /// test checks that it names them all).
-pub(crate) static DBGVARS: [DbgVar; 18] = [
+pub(crate) static DBGVARS: [DbgVar; 19] = [
     DbgVar {
         name: "schedtrace",
         default: 0,
@@ -141,6 +142,13 @@ pub(crate) static DBGVARS: [DbgVar; 18] = [
         // Not given: the runtime's resolver where the configuration allows (`net::conf`).
         default: 0,
         words: &[("go", 1), ("cgo", 2)],
+    },
+    DbgVar {
+        name: "rwfnowait",
+        // 0: the hooks' per-call non-blocking reads and writes never try RWF_NOWAIT, as
+        // on a kernel or emulator without it (`poll::readv_nowait`).
+        default: 1,
+        words: &[],
     },
 ];
 

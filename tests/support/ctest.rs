@@ -63,15 +63,25 @@ pub fn cc() -> String {
 /// A command that runs the compiled program `exe`: directly, or under `GMP_TEST_RUNNER`
 /// (an emulator for a cross build's programs).
 pub fn program(exe: impl AsRef<std::ffi::OsStr>) -> Command {
-    match std::env::var("GMP_TEST_RUNNER") {
-        Ok(r) if !r.trim().is_empty() => {
-            let mut words = r.split_whitespace();
-            let mut cmd = Command::new(words.next().expect("a non-empty runner"));
-            cmd.args(words).arg(exe);
+    let runner = runner();
+    match runner.split_first() {
+        Some((first, rest)) => {
+            let mut cmd = Command::new(first);
+            cmd.args(rest).arg(exe);
             cmd
         }
-        _ => Command::new(exe),
+        None => Command::new(exe),
     }
+}
+
+/// `GMP_TEST_RUNNER`'s words (empty without one): what a command that starts a C test
+/// program itself (through `sh` or `unshare`) puts before the program's path.
+pub fn runner() -> Vec<String> {
+    std::env::var("GMP_TEST_RUNNER")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
 }
 
 pub fn manifest_dir() -> &'static Path {
