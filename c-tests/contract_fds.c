@@ -329,14 +329,22 @@ static void write_later(void *arg)
 static void reuse_case(void *arg)
 {
     (void)arg;
-    int s[2];
-    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, s), 0);
-    int old = s[0];
-    FILE *f = fdopen(s[0], "r+");
-    CHECK(f != NULL);
-    CHECK_EQ(fclose(f), 0);
-    int efd = eventfd(0, 0);
-    CHECK_EQ(efd, old);
+    /* Each step needs the freed number to come back to the file made next; another thread
+     * may be given it in between (seen under qemu-user): then the step is set up again. */
+    int s[2], efd = -1;
+    for (int tries = 0;; tries++) {
+        CHECK(tries < 100);
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, s), 0);
+        FILE *f = fdopen(s[0], "r+");
+        CHECK(f != NULL);
+        CHECK_EQ(fclose(f), 0);
+        efd = eventfd(0, 0);
+        CHECK(efd >= 0);
+        if (efd == s[0])
+            break;
+        close(efd);
+        close(s[1]);
+    }
     struct later l = {efd, 1};
     gmp_wg_add(&helpers, 1);
     CHECK(gmp_go(write_later, &l) >= 0);
@@ -346,13 +354,21 @@ static void reuse_case(void *arg)
     gmp_wg_wait(&helpers);
     close(efd);
 
-    old = s[1];
-    f = fdopen(s[1], "r+");
-    CHECK(f != NULL);
-    CHECK_EQ(fclose(f), 0);
     int p[2];
-    CHECK_EQ(gmp_pipe(p), 0);
-    CHECK(p[0] == old || p[1] == old);
+    for (int tries = 0;; tries++) {
+        CHECK(tries < 100);
+        int old = s[1];
+        FILE *f = fdopen(s[1], "r+");
+        CHECK(f != NULL);
+        CHECK_EQ(fclose(f), 0);
+        CHECK_EQ(gmp_pipe(p), 0);
+        if (p[0] == old || p[1] == old)
+            break;
+        gmp_close(p[0]);
+        gmp_close(p[1]);
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, s), 0);
+        close(s[0]);
+    }
     struct later w = {p[1], 0};
     gmp_wg_add(&helpers, 1);
     CHECK(gmp_go(write_later, &w) >= 0);
