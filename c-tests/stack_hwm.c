@@ -13,7 +13,7 @@
  *       deep ones' recycled stacks, still get a shallow mark.
  *    4. gmp_stats' totals agree, and the dump lists the marks.
  *  default  no GMP_DEBUG: of 6,000 starts, some are measured (the first on each thread,
- *           then at most one every 4 ms), far from all; a goroutine started every 50 ms
+ *           then at most one every 4 ms), far from all; a goroutine started every 200 ms
  *           is measured each time.
  *  off      GMP_DEBUG=stackhwm=off: none is.
  */
@@ -108,6 +108,19 @@ static struct gmp_stack_mark *read_all(int *n)
     return m;
 }
 
+/* How many of `f`'s goroutines have been measured (0: none yet). */
+static uint64_t samples_of(gmp_func f)
+{
+    int n;
+    struct gmp_stack_mark *m = read_all(&n);
+    uint64_t got = 0;
+    for (int i = 0; i < n; i++)
+        if (m[i].func == f)
+            got = m[i].samples;
+    free(m);
+    return got;
+}
+
 static int every(void)
 {
     /* 1. The API. */
@@ -195,12 +208,18 @@ static int sampled(int on)
         CHECK(m[0].func == shallow && m[0].samples == got);
         free(m);
         printf("stack_hwm: %llu of 6000 starts measured\n", (unsigned long long)got);
-        /* A start function used now and then is measured every time. */
-        for (int i = 0; i < 3; i++) {
-            /* sysmon's clock, which the period is counted on, lags by up to 10 ms. */
-            gmp_sleep(50 * 1000 * 1000);
+        /* A start function used now and then is measured every time. Counted on its own
+         * mark: a shallow goroutine's measurement may still land after the count above
+         * (it is made after the goroutine's function returned). */
+        for (uint64_t i = 0; i < 3; i++) {
+            /* sysmon's clock, which the period is counted on, lags by up to its 10 ms
+             * sleep, more when the machine is busy (the test suite runs in parallel). */
+            gmp_sleep(200 * 1000 * 1000);
             start(deep, 1, 0);
-            wait_samples(got + (uint64_t)i + 1);
+            for (int k = 0; samples_of(deep) < i + 1; k++) {
+                CHECK(k < 10000);
+                gmp_sleep(1000 * 1000);
+            }
         }
         m = read_all(&n);
         CHECK_EQ(n, 2);
