@@ -20,6 +20,7 @@ line of stdout is "PORT SILENT_PORT". The zone:
 Every query is counted by name and transport; `stats` on stdin prints the counts."""
 
 import asyncio
+import errno
 import socket
 import struct
 import sys
@@ -143,9 +144,18 @@ async def tcp_client(reader, writer):
 
 async def main():
     loop = asyncio.get_running_loop()
-    server = await asyncio.start_server(tcp_client, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    udp, _ = await loop.create_datagram_endpoint(Udp, local_addr=("127.0.0.1", port))
+    # TCP and UDP on one port number: the kernel picks a free TCP port, whose UDP twin
+    # may be taken (by another test's client socket); then another pick.
+    for attempt in range(100):
+        server = await asyncio.start_server(tcp_client, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            udp, _ = await loop.create_datagram_endpoint(Udp, local_addr=("127.0.0.1", port))
+            break
+        except OSError as e:
+            server.close()
+            if e.errno != errno.EADDRINUSE or attempt == 99:
+                raise
     # A thousand queries arrive at once in the scale test: room for all of them.
     sock = udp.get_extra_info("socket")
     for opt in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF):
