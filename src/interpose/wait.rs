@@ -244,7 +244,7 @@ pub(super) fn check_now(f: impl FnMut() -> c_int) -> i64 {
 /// EINTR: a signal landed in the call's instant, most likely the runtime's own preemption
 /// signal (sent to a thread seen computing, which a loop of such checks is). The check
 /// never waits, so the program loses no wait to this; its own handler has run, and only
-/// the EINTR of that instant is not seen (the same ambiguity as any restart of a call a signal ended).
+/// the EINTR of that instant is not seen (the ambiguity of any restarted call).
 pub(super) fn again_on_eintr(mut f: impl FnMut() -> c_int) -> c_int {
     loop {
         let r = f();
