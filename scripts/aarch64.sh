@@ -133,6 +133,8 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 under_qemu 360 "preemption tests" \
 #   exec an aarch64 binary without binfmt_misc;
 # - lockosthread_exit_reuse, spawn_million: bounds on resident memory and page faults,
 #   which qemu's own mappings exceed;
+# - syscall_handoff: a throughput ratio (>= 0.90 of a run without the blocked reader),
+#   which emulation broke once;
 # - feature_mix_timeout_race, foreign_exchange_burst, parallel_speedup and the fairness
 #   cases (yield_fairness, feature_mix_*_fair*, feature_mix_timer_cross_p): a 30 s watchdog over 480,000
 #   sends that emulation does not finish in time (it makes steady progress), and bounds on
@@ -141,7 +143,7 @@ echo "== netpoller, syscall and scheduler tests under qemu"
 GMP_TEST_DEBUG=asyncpreemptsig=3 under_qemu 420 "netpoller, syscall and scheduler tests" \
     cargo test --release --quiet --target "$target" --test c_netpoll --test c_syscall \
     --test c_sched -- \
-    --skip fork_child --skip lockosthread_exit_reuse --skip spawn_million \
+    --skip fork_child --skip lockosthread_exit_reuse --skip spawn_million --skip syscall_handoff \
     --skip feature_mix_timeout_race --skip foreign_exchange_burst --skip parallel_speedup \
     --skip _fair --skip feature_mix_timer_cross_p
 
