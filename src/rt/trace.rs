@@ -64,6 +64,13 @@ enum Mode {
     Flight,
 }
 
+/// What runs. Taken only inside a blocking call (`syscall::blocking`, by `start`, `stop`,
+/// `flight_start` and `flight_stop`): its holder makes system calls the interposer would
+/// otherwise see (the first start reads /proc/cpuinfo, a stream start creates its file
+/// and thread, a stop joins the writer), and a goroutine parked or waiting for a P while
+/// holding it would deadlock with the goroutines whose threads wait for it in the kernel
+/// holding every P. In the blocking call the holder's calls pass the hooks by, and the
+/// waiters' Ps are handed off.
 static MODE: Mutex<Mode> = Mutex::new(Mode::Off);
 
 fn mode() -> std::sync::MutexGuard<'static, Mode> {
@@ -254,6 +261,10 @@ fn for_each_pinned(mut f: impl FnMut(&Chunk, &Hdr, usize)) {
 /// Starts a trace into `path`. Err: a trace or flight recorder already runs (EBUSY) or the
 /// file cannot be created (its errno).
 pub fn start(path: &str) -> Result<(), i32> {
+    super::syscall::blocking(|| start_blocking(path))
+}
+
+fn start_blocking(path: &str) -> Result<(), i32> {
     let mut m = mode();
     if !matches!(*m, Mode::Off) {
         return Err(libc::EBUSY);
@@ -280,6 +291,10 @@ pub fn start(path: &str) -> Result<(), i32> {
 
 /// Stops the trace and finishes the file. Err(EINVAL): no trace runs.
 pub fn stop() -> Result<(), i32> {
+    super::syscall::blocking(stop_blocking)
+}
+
+fn stop_blocking() -> Result<(), i32> {
     let mut m = mode();
     if !matches!(*m, Mode::Stream { .. }) {
         return Err(libc::EINVAL);
@@ -367,6 +382,10 @@ fn drain_delay() {
 /// Starts the flight recorder: the newest `seconds` of events (at least; 0: 10) in at
 /// most `mib` MiB (0: 16). Err(EBUSY): a trace or flight recorder runs.
 pub fn flight_start(seconds: u32, mib: u32) -> Result<(), i32> {
+    super::syscall::blocking(|| flight_start_blocking(seconds, mib))
+}
+
+fn flight_start_blocking(seconds: u32, mib: u32) -> Result<(), i32> {
     let mut m = mode();
     if !matches!(*m, Mode::Off) {
         return Err(libc::EBUSY);
@@ -394,6 +413,10 @@ pub fn flight_start(seconds: u32, mib: u32) -> Result<(), i32> {
 
 /// Stops the flight recorder (its events are gone). Err(EINVAL): none runs.
 pub fn flight_stop() -> Result<(), i32> {
+    super::syscall::blocking(flight_stop_blocking)
+}
+
+fn flight_stop_blocking() -> Result<(), i32> {
     let mut m = mode();
     if !matches!(*m, Mode::Flight) {
         return Err(libc::EINVAL);
