@@ -135,7 +135,10 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 under_qemu 360 "preemption tests" \
 #   which qemu's own mappings exceed;
 # - syscall_handoff: a throughput ratio (>= 0.90 of a run without the blocked reader),
 #   which emulation broke once;
-# - feature_mix_timeout_race, foreign_exchange_burst, parallel_speedup and the fairness
+# - foreign_exchange_*: bounds on context switches per exchange, which emulation broke
+#   (switches_per_round < 0.5 once, in the socket case); syscall_pinned: it also expects
+#   steals to have happened, which under emulation failed 4 runs in 6;
+# - feature_mix_timeout_race, parallel_speedup and the fairness
 #   cases (yield_fairness, feature_mix_*_fair*, feature_mix_timer_cross_p): a 30 s watchdog over 480,000
 #   sends that emulation does not finish in time (it makes steady progress), and bounds on
 #   latency and speed-up ratios.
@@ -143,8 +146,8 @@ echo "== netpoller, syscall and scheduler tests under qemu"
 GMP_TEST_DEBUG=asyncpreemptsig=3 under_qemu 420 "netpoller, syscall and scheduler tests" \
     cargo test --release --quiet --target "$target" --test c_netpoll --test c_syscall \
     --test c_sched -- \
-    --skip fork_child --skip lockosthread_exit_reuse --skip spawn_million --skip syscall_handoff \
-    --skip feature_mix_timeout_race --skip foreign_exchange_burst --skip parallel_speedup \
+    --skip fork_child --skip lockosthread_exit_reuse --skip spawn_million --skip syscall_handoff --skip syscall_pinned \
+    --skip feature_mix_timeout_race --skip foreign_exchange --skip parallel_speedup \
     --skip _fair --skip feature_mix_timer_cross_p
 
 # The interposer: c_interpose, the contract tests and the resolver's included. Their
