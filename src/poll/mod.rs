@@ -353,17 +353,14 @@ fn when_ready(fd: c_int, events: libc::c_short, op: impl Fn() -> isize) -> isize
 /// # Safety
 /// As readv(2).
 pub(crate) unsafe fn readv_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
-    if !no_rwf_nowait() {
+    nowait_or_when_ready(
+        fd,
+        libc::POLLIN,
         // SAFETY: caller contract; offset -1 is the file position, as readv uses.
-        let r = unsafe { crate::sys::real::preadv2(fd, iov, n, -1, RWF_NOWAIT) };
-        if !nowait_refused(r) {
-            return r;
-        }
-    }
-    // SAFETY: as above.
-    when_ready(fd, libc::POLLIN, || unsafe {
-        crate::sys::real::readv(fd, iov, n)
-    })
+        || unsafe { crate::sys::real::preadv2(fd, iov, n, -1, RWF_NOWAIT) },
+        // SAFETY: as above.
+        || unsafe { crate::sys::real::readv(fd, iov, n) },
+    )
 }
 
 /// writev(2) that never blocks the thread (see `readv_nowait`). A pipe or stream socket
@@ -372,17 +369,31 @@ pub(crate) unsafe fn readv_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) 
 /// # Safety
 /// As writev(2).
 pub(crate) unsafe fn writev_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) -> isize {
-    if !no_rwf_nowait() {
+    nowait_or_when_ready(
+        fd,
+        libc::POLLOUT,
         // SAFETY: caller contract.
-        let r = unsafe { crate::sys::real::pwritev2(fd, iov, n, -1, RWF_NOWAIT) };
+        || unsafe { crate::sys::real::pwritev2(fd, iov, n, -1, RWF_NOWAIT) },
+        // SAFETY: as above.
+        || unsafe { crate::sys::real::writev(fd, iov, n) },
+    )
+}
+
+/// `nowait` (the RWF_NOWAIT call) unless the kernel refuses it, else `when_ready` with the
+/// plain call `blocking`.
+fn nowait_or_when_ready(
+    fd: c_int,
+    events: libc::c_short,
+    nowait: impl FnOnce() -> isize,
+    blocking: impl Fn() -> isize,
+) -> isize {
+    if !no_rwf_nowait() {
+        let r = nowait();
         if !nowait_refused(r) {
             return r;
         }
     }
-    // SAFETY: as above.
-    when_ready(fd, libc::POLLOUT, || unsafe {
-        crate::sys::real::writev(fd, iov, n)
-    })
+    when_ready(fd, events, blocking)
 }
 
 /// Runs a blocking call through the syscall hand-off; -1 and errno on failure.
