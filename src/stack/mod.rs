@@ -665,9 +665,15 @@ mod tests {
 
     #[test]
     fn many_live_stacks_keep_maps_small() {
-        const N: usize = 100_000;
+        // mprotect'ed guards cost two VMAs a stack, and the default vm.max_map_count of
+        // 65,530 allows about 32,000 (the module doc): those kernels get fewer stacks.
+        let n: usize = if guards_are_madvise() {
+            100_000
+        } else {
+            20_000
+        };
         let before = maps_lines();
-        let stacks: Vec<Stack> = (0..N).map(|_| alloc(MIN_STACK).expect("alloc")).collect();
+        let stacks: Vec<Stack> = (0..n).map(|_| alloc(MIN_STACK).expect("alloc")).collect();
         let after = maps_lines();
         let grown = after.saturating_sub(before);
         if guards_are_madvise() {
@@ -680,7 +686,7 @@ mod tests {
         let mut los: Vec<usize> = stacks.iter().map(Stack::lo).collect();
         los.sort_unstable();
         los.dedup();
-        assert_eq!(los.len(), N, "distinct stacks");
+        assert_eq!(los.len(), n, "distinct stacks");
         for s in stacks {
             free(s);
         }

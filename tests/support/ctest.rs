@@ -25,7 +25,8 @@
 //!   share.
 //! - Cross builds (scripts/aarch64.sh): `GMP_TEST_CC` names the C compiler (default `cc`)
 //!   and `GMP_TEST_RUNNER` a command, split at spaces, that runs the compiled programs
-//!   (`qemu-aarch64 -L /usr/aarch64-linux-gnu`); [`cc`] and [`program`] honour them.
+//!   (`qemu-aarch64 -L /usr/aarch64-linux-gnu`, or `scripts/aarch64-vm/run`, which runs
+//!   them in an aarch64 virtual machine); [`cc`] and [`program`] honour them.
 //!   `GMP_TEST_DEBUG` goes in front of the `GMP_DEBUG` of every program [`run_c`] runs
 //!   (a test's own keys come later and win): under qemu-user, `asyncpreemptsig=3`
 //!   (qemu delivers a POSIX timer's signal with the host's timer id, which the runtime's
