@@ -162,7 +162,7 @@ CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=$vmrun \
 
 # The C tests' drivers run here under qemu-user (scripts/aarch64.sh's under_qemu: the
 # emulator's fork can deadlock) and start their programs in the machine.
-. scripts/aarch64-under-qemu.sh
+. scripts/aarch64-common.sh
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L $sysroot"
 export GMP_TEST_CC=aarch64-linux-gnu-gcc GMP_TEST_RUNNER=$vmrun
 
@@ -187,32 +187,7 @@ under_qemu 600 "preemption tests in the machine" \
 # The torture test and the fuzzer with every feature and op: pthread locks (the unseen
 # path), posix_spawn and fork (the machine's own kernel has no qemu-user fork deadlock).
 out=$vm/progs
-mkdir -p "$out"
-cp "target/$target/release/libgmp.so" "$out/libgmp.so.0"
-for prog in torture fuzz; do
-    aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Werror -Wpedantic -O2 -pthread -Iinclude \
-        "c-tests/$prog.c" "$out/libgmp.so.0" -Wl,-rpath,"$out" -o "$out/$prog"
-done
-seed=$(( (RANDOM << 15 | RANDOM) ))
-echo "== torture in the machine: seed $seed, 10 s, GOMAXPROCS 2, all features"
-if ! env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS TORTURE_STALL_MS=20000 \
-    timeout -s KILL 180 "$vmrun" "$out/torture" "$seed" 10000 2 all >"$out/torture.log" 2>&1; then
-    head -60 "$out/torture.log"
-    echo "torture failed: seed $seed (log: $out/torture.log)"
-    exit 1
-fi
-tail -1 "$out/torture.log"
-for i in 1 2; do
-    seed=$(( (RANDOM << 15 | RANDOM) ))
-    echo "== fuzz in the machine: seed $seed, 8 s, GOMAXPROCS 2, every op"
-    if ! env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
-        GMP_DEBUG=schedtrace=1000 FUZZ_STALL_MS=20000 \
-        timeout -s KILL 180 "$vmrun" "$out/fuzz" "$seed" 8 2 >"$out/fuzz.log" 2>&1; then
-        grep -v "^SCHED" "$out/fuzz.log" | tail -60
-        echo "fuzz failed: seed $seed (log: $out/fuzz.log)"
-        exit 1
-    fi
-    grep -v "^SCHED" "$out/fuzz.log" | tail -1
-done
+build_torture_fuzz "$out"
+torture_and_fuzz "$out" "in the machine" "$vmrun" 180 "" all ""
 
 echo "aarch64 machine: done in $((SECONDS - start)) s"

@@ -35,7 +35,7 @@ fi
 
 runner="qemu-aarch64 -L $sysroot"
 
-. scripts/aarch64-under-qemu.sh
+. scripts/aarch64-common.sh
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$runner"
 export GMP_TEST_CC=aarch64-linux-gnu-gcc GMP_TEST_RUNNER="$runner"
 
@@ -163,36 +163,9 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 GMP_TEST_NO_UNSEEN=1 under_qemu 420 "interposer
 # taken inside a blocking call, after which 14 runs of 14 with the op passed; the op
 # comes back here once more runs confirm it. x86-64 runs it.
 if [ -z "$quick" ]; then
-    out=target/$target/aarch64-ci
-    mkdir -p "$out"
-    cp "target/$target/release/libgmp.so" "$out/libgmp.so.0"
-    for prog in torture fuzz; do
-        aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Werror -Wpedantic -O2 -pthread -Iinclude \
-            "c-tests/$prog.c" "$PWD/$out/libgmp.so.0" -Wl,-rpath,"$PWD/$out" -o "$out/$prog"
-    done
-    features="all,-pthread,-libc"
-    seed=$(( (RANDOM << 15 | RANDOM) ))
-    echo "== torture under qemu: seed $seed, 10 s, GOMAXPROCS 2, $features"
-    if ! env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
-        GMP_DEBUG=asyncpreemptsig=3 TORTURE_STALL_MS=20000 \
-        timeout -s KILL 120 $runner "$out/torture" "$seed" 10000 2 "$features" \
-        >"$out/torture.log" 2>&1; then
-        head -60 "$out/torture.log"
-        echo "torture failed: seed $seed (log: $out/torture.log)"
-        exit 1
-    fi
-    tail -1 "$out/torture.log"
-    for i in 1 2; do
-        seed=$(( (RANDOM << 15 | RANDOM) ))
-        echo "== fuzz under qemu: seed $seed, 8 s, GOMAXPROCS 2"
-        if ! env -u GMP_MAXPROCS -u GMP_STACK_SIZE -u GMP_MAX_THREADS \
-            GMP_DEBUG=asyncpreemptsig=3,schedtrace=1000 FUZZ_STALL_MS=20000 FUZZ_OPS_OFF=pthread,fd-fork,invalid \
-            timeout -s KILL 120 $runner "$out/fuzz" "$seed" 8 2 >"$out/fuzz.log" 2>&1; then
-            grep -v "^SCHED" "$out/fuzz.log" | tail -60
-            echo "fuzz failed: seed $seed (log: $out/fuzz.log)"
-            exit 1
-        fi
-        grep -v "^SCHED" "$out/fuzz.log" | tail -1
-    done
+    out=$PWD/target/$target/aarch64-ci
+    build_torture_fuzz "$out"
+    torture_and_fuzz "$out" "under qemu" "$runner" 120 asyncpreemptsig=3 \
+        all,-pthread,-libc pthread,fd-fork,invalid
 fi
 echo "aarch64: done in $((SECONDS - start)) s"
