@@ -11,6 +11,12 @@
  * off (GMP_INTERPOSE=0) they meet the preemption signal as a library loaded by dlopen
  * would. GOMAXPROCS and the preemption source come from the environment. Prints the
  * counts and the runtime's preemption counters; fails if no goroutine was preempted.
+ *
+ * A damaged call (an EINTR or a short count) is counted and the program goes on as a
+ * careful one would, so that one damaged call does not hang the rest. It fails if there
+ * are more damaged calls than the runtime's own count of unseen-call signals that found
+ * the thread out of the call sysmon saw (`/gmp/sched/unseen/missed:events`, the window
+ * HACKING.md lists under known limits): any other damage is a bug.
  */
 #include "check.h"
 
@@ -34,13 +40,15 @@
 
 static gmp_wg wg = GMP_WG_INIT;
 static long deadline_ns;
-static atomic_long calls, eintr, shortc, preempt_free_rounds;
+static atomic_long calls, eintr, shortc, regs_changed, preempt_free_rounds;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 static long mu_count, mu_rounds;
 static long rw_value[2];
 static _Thread_local long tls_owner;
 static volatile unsigned long sink;
+
+static int sp[2]; /* the MSG_WAITALL socket pair: sender, receiver */
 
 #define PIPE_BLOCK (4 << 20)
 #define WAITALL_LEN (64 << 10)
@@ -94,6 +102,24 @@ static long raw_named(long r, const char *what)
         fprintf(stderr, "EINTR from %s\n", what);
     }
     return r;
+}
+
+/* A call that moved less than it was asked to (or failed with EINTR): counted. */
+static void damaged(const char *what, long want, long got)
+{
+    fprintf(stderr, "%s of %ld returned %ld\n", what, want, got);
+    if (got >= 0)
+        atomic_fetch_add(&shortc, 1);
+}
+
+/* Sends the part of `len` bytes at `buf` that a damaged send left (`sent`: its result). */
+static void send_rest(const unsigned char *buf, long len, long sent)
+{
+    for (long done = sent > 0 ? sent : 0; done < len;) {
+        long m = send(sp[0], buf + done, (size_t)(len - done), 0);
+        CHECK(m > 0 || (m < 0 && errno == EINTR));
+        done += m > 0 ? m : 0;
+    }
 }
 
 static void watchdog(int sig)
@@ -182,11 +208,13 @@ static void long_sleeper(void *arg)
         case 2: r = raw(poll_ms(&pfd, 60)); break;
         default:
             r = raw(syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0));
-            CHECK(r == -1 && errno == ETIMEDOUT);
-            r = 0;
+            CHECK(r == -1 && (errno == ETIMEDOUT || errno == EINTR));
+            r = errno == ETIMEDOUT ? 0 : r;
             break;
         }
         long late = now_ns() - t0 - 60 * 1000000;
+        if (r < 0 && errno == EINTR)
+            continue; /* counted by raw() */
         CHECK_EQ(r, 0);
         CHECK(late >= 0);
         if (late / 1000 > atomic_load(&worst_late_us))
@@ -221,7 +249,7 @@ static long asm_write(int fd, const void *buf, size_t len)
     if (rsi_after != buf || rdx_after != len) {
         fprintf(stderr, "a write's argument registers changed: %p %zu -> %p %zu\n", buf, len,
                 rsi_after, rdx_after);
-        atomic_fetch_add(&shortc, 1);
+        atomic_fetch_add(&regs_changed, 1);
     }
     if (ret < 0) {
         errno = (int)-ret;
@@ -238,7 +266,7 @@ static long asm_write(int fd, const void *buf, size_t len)
     if (x1 != buf || x2 != len) {
         fprintf(stderr, "a write's argument registers changed: %p %zu -> %p %zu\n", buf, len,
                 x1, x2);
-        atomic_fetch_add(&shortc, 1);
+        atomic_fetch_add(&regs_changed, 1);
     }
     if (x0 < 0) {
         errno = (int)-x0;
@@ -267,9 +295,13 @@ static void pipe_writer(void *arg)
                      : round % 3 == 1 ? asm_write(bigpipe[1], buf, (size_t)PIPE_BLOCK)
                                       : syscall(SYS_writev, bigpipe[1], iov, 3));
         if (n != PIPE_BLOCK) {
-            fprintf(stderr, "raw pipe write of %d returned %ld\n", PIPE_BLOCK, n);
-            atomic_fetch_add(&shortc, 1);
-            break;
+            damaged("raw pipe write", PIPE_BLOCK, n);
+            /* The rest, so that the reader's byte sequence goes on. */
+            for (long done = n > 0 ? n : 0; done < PIPE_BLOCK;) {
+                long m = syscall(SYS_write, bigpipe[1], buf + done, (size_t)(PIPE_BLOCK - done));
+                CHECK(m > 0 || (m < 0 && errno == EINTR));
+                done += m > 0 ? m : 0;
+            }
         }
     }
     free(buf);
@@ -288,6 +320,8 @@ static void pipe_reader(void *arg)
         long n = raw(syscall(SYS_read, bigpipe[0], buf, sizeof buf));
         if (n == 0)
             break;
+        if (n < 0 && errno == EINTR)
+            continue; /* counted by raw() */
         CHECK(n > 0);
         for (long i = 0; i < n; i++)
             CHECK_EQ(buf[i], expect++);
@@ -301,7 +335,6 @@ static void pipe_reader(void *arg)
 }
 
 /* MSG_WAITALL receives of messages the peer sends in pieces. */
-static int sp[2];
 
 /* A msghdr for the WAITALL_LEN bytes at `buf` in two pieces, the first `first` long. */
 static struct msghdr two_pieces(struct iovec iov[2], unsigned char *buf, size_t first)
@@ -327,14 +360,21 @@ static void waitall_sender(void *arg)
              * buffer holds: it waits for the receiver, and a signal may cut it. */
             struct iovec iov[2];
             struct msghdr mh = two_pieces(iov, msg, WAITALL_LEN / 3);
-            CHECK_EQ(raw(syscall(SYS_sendmsg, sp[0], &mh, 0)), WAITALL_LEN);
+            long n = raw(syscall(SYS_sendmsg, sp[0], &mh, 0));
+            if (n != WAITALL_LEN) {
+                damaged("sendmsg", WAITALL_LEN, n);
+                send_rest(msg, WAITALL_LEN, n);
+            }
             seq++;
             continue;
         }
         for (int off = 0; off < WAITALL_LEN; off += WAITALL_LEN / 4) {
             long n = raw(syscall(SYS_sendto, sp[0], msg + off, (size_t)(WAITALL_LEN / 4), 0,
                                  NULL, 0));
-            CHECK_EQ(n, WAITALL_LEN / 4);
+            if (n != WAITALL_LEN / 4) {
+                damaged("sendto", WAITALL_LEN / 4, n);
+                send_rest(msg + off, WAITALL_LEN / 4, n);
+            }
             struct timespec ts = {0, 20000};
             raw(syscall(SYS_nanosleep, &ts, NULL));
         }
@@ -358,9 +398,13 @@ static void waitall_receiver(void *arg)
         if (n == 0)
             break;
         if (n != WAITALL_LEN) {
-            fprintf(stderr, "MSG_WAITALL receive of %d returned %ld\n", WAITALL_LEN, n);
-            atomic_fetch_add(&shortc, 1);
-            break;
+            damaged("MSG_WAITALL receive", WAITALL_LEN, n);
+            /* The rest of the message, so that the next one starts where it should. */
+            for (long done = n > 0 ? n : 0; done < WAITALL_LEN;) {
+                long m = recv(sp[1], msg + done, (size_t)(WAITALL_LEN - done), MSG_WAITALL);
+                CHECK(m > 0 || (m < 0 && errno == EINTR));
+                done += m > 0 ? m : 0;
+            }
         }
         CHECK_EQ(msg[0], seq & 0xff);
         CHECK_EQ(msg[WAITALL_LEN - 1], seq & 0xff);
@@ -404,6 +448,23 @@ static void locker(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* The runtime's count of unseen-call signals that found the thread out of the call. */
+static long unseen_missed(void)
+{
+    int n = gmp_metrics(NULL, 0);
+    CHECK(n > 0);
+    struct gmp_metric *m = calloc((size_t)n, sizeof *m);
+    CHECK(m != NULL);
+    CHECK_EQ(gmp_metrics(m, (size_t)n), n);
+    long v = -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(m[i].name, "/gmp/sched/unseen/missed:events") == 0)
+            v = (long)m[i].value;
+    free(m);
+    CHECK(v >= 0);
+    return v;
+}
+
 int main(int argc, char **argv)
 {
     int secs = argc > 1 ? atoi(argv[1]) : 5;
@@ -439,10 +500,12 @@ int main(int argc, char **argv)
 
     struct gmp_sched_stats st;
     CHECK(gmp_stats(&st, NULL, 0) >= 0);
+    long missed = unseen_missed();
+    long damage = atomic_load(&eintr) + atomic_load(&shortc);
     printf("calls %ld eintr %ld short %ld piped %ld MiB lock rounds %ld long sleeps %ld "
            "(worst %ld us late): preempt signals "
            "%llu, preempted %llu, refused stale %llu lib %llu stack %llu, skipped %llu; "
-           "unseen calls signalled %llu, made seen %llu\n",
+           "unseen calls signalled %llu, made seen %llu, found out of the call %ld\n",
            atomic_load(&calls), atomic_load(&eintr), atomic_load(&shortc),
            piped_bytes >> 20, mu_rounds, atomic_load(&long_sleeps),
            atomic_load(&worst_late_us), (unsigned long long)st.preempt_signals,
@@ -451,10 +514,10 @@ int main(int argc, char **argv)
            (unsigned long long)st.async_refused_lib,
            (unsigned long long)st.async_refused_stack,
            (unsigned long long)st.async_skipped_blocked,
-           (unsigned long long)st.unseen_signals, (unsigned long long)st.unseen_wrapped);
+           (unsigned long long)st.unseen_signals, (unsigned long long)st.unseen_wrapped, missed);
     fflush(stdout);
-    CHECK_EQ(atomic_load(&eintr), 0);
-    CHECK_EQ(atomic_load(&shortc), 0);
+    CHECK(damage <= missed);
+    CHECK_EQ(atomic_load(&regs_changed), 0);
     CHECK_EQ(mu_count, mu_rounds);
     CHECK(piped_bytes > 0);
     CHECK(atomic_load(&preempt_free_rounds) > 0);

@@ -65,7 +65,7 @@ pub fn read() -> Vec<Metric> {
     let g = |v: i64| v.max(0) as u64;
     let relaxed = |a: &core::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     use Kind::*;
-    let scalars: [(&'static CStr, &'static CStr, Kind, u64); 17] = [
+    let scalars: [(&'static CStr, &'static CStr, Kind, u64); 19] = [
         (
             c"/sched/goroutines:goroutines",
             c"Live goroutines.",
@@ -155,6 +155,18 @@ pub fn read() -> Vec<Metric> {
             c"Goroutines stopped by the preemption signal.",
             Counter,
             relaxed(&preempt::DONE),
+        ),
+        (
+            c"/gmp/sched/unseen/signals:events",
+            c"Signals to threads asleep in a blocking call the hooks did not see, to hand their processor on.",
+            Counter,
+            relaxed(&super::unseen::LOOKS_SIGNALLED),
+        ),
+        (
+            c"/gmp/sched/unseen/missed:events",
+            c"Of those, signals that found the thread out of that call; each may have ended another call early (EINTR or a short count).",
+            Counter,
+            relaxed(&super::unseen::MISSED),
         ),
         (
             c"/gmp/netpoll/polls:events",

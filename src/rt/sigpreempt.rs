@@ -250,29 +250,53 @@ pub(super) fn handler_still_ours() -> bool {
     true
 }
 
+/// A SIGURG ready to send: the checks done and the siginfo built (`prepare`), so that
+/// `send` is the system call alone. `unseen::look` reads what the thread sleeps in between
+/// the two: nothing but the signal's own call follows that reading.
+pub(super) struct Prepared {
+    si: libc::siginfo_t,
+    pid: i32,
+}
+
+impl Prepared {
+    /// Checks that preemption is on and our handler still installed, and builds the
+    /// siginfo tagged `magic`; None if the signal may not be sent.
+    pub(super) fn new(magic: usize) -> Option<Prepared> {
+        if !handler_still_ours() {
+            return None;
+        }
+        // SAFETY: a zeroed siginfo filled as rt_tgsigqueueinfo wants it.
+        unsafe {
+            let pid = libc::getpid();
+            let mut si: libc::siginfo_t = core::mem::zeroed();
+            let raw = &mut si as *mut libc::siginfo_t as *mut u8;
+            // Layout of the queue variant: si_signo, si_errno, si_code, then pid, uid, value.
+            *(raw as *mut i32) = libc::SIGURG;
+            *(raw.add(8) as *mut i32) = libc::SI_QUEUE;
+            *(raw.add(16) as *mut i32) = pid;
+            *(raw.add(20) as *mut u32) = libc::getuid();
+            *(raw.add(24) as *mut usize) = magic;
+            Some(Prepared { si, pid })
+        }
+    }
+
+    /// Sends the signal to thread `tid` of this process. True if sent.
+    pub(super) fn send(&self, tid: i32) -> bool {
+        // SAFETY: the kernel copies the siginfo; the target is a thread of this process.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_tgsigqueueinfo,
+                self.pid,
+                tid,
+                libc::SIGURG,
+                &self.si as *const libc::siginfo_t,
+            ) == 0
+        }
+    }
+}
+
 /// Sends SIGURG tagged `magic` to thread `tid` of this process, if preemption is on and
 /// our handler is still installed. True if sent.
 pub(super) fn signal_m(tid: i32, magic: usize) -> bool {
-    if !handler_still_ours() {
-        return false;
-    }
-    // SAFETY: a zeroed siginfo filled as rt_tgsigqueueinfo wants it; the target is a
-    // thread of this process.
-    unsafe {
-        let mut si: libc::siginfo_t = core::mem::zeroed();
-        let raw = &mut si as *mut libc::siginfo_t as *mut u8;
-        // Layout of the queue variant: si_signo, si_errno, si_code, then pid, uid, value.
-        *(raw as *mut i32) = libc::SIGURG;
-        *(raw.add(8) as *mut i32) = libc::SI_QUEUE;
-        *(raw.add(16) as *mut i32) = libc::getpid();
-        *(raw.add(20) as *mut u32) = libc::getuid();
-        *(raw.add(24) as *mut usize) = magic;
-        libc::syscall(
-            libc::SYS_rt_tgsigqueueinfo,
-            libc::getpid(),
-            tid,
-            libc::SIGURG,
-            &mut si as *mut libc::siginfo_t,
-        ) == 0
-    }
+    Prepared::new(magic).is_some_and(|p| p.send(tid))
 }

@@ -54,12 +54,18 @@
 //! has on a signal), regular files. Those keep their P until they return; the preemption signal
 //! (preemptsig.rs) takes it when the thread is back in user code.
 //!
-//! The window: sysmon reads the call, checks it, and reads it again just before the
-//! signal; a thread that leaves the call and sleeps in another, not on the list (a
-//! nanosleep after a write), in the microseconds between that second reading and the
-//! signal gets an EINTR or a short count libc would not have given it (`divert` refuses the context, but the call has ended). About one
-//! look in a few million under `preempt_soak` at GOMAXPROCS=4 on 2 CPUs before the
-//! second reading; none seen since (HACKING.md, known limits).
+//! The window: sysmon reads the call, checks it, prepares the signal, and reads the call
+//! again; only the signal's own system call follows that second reading. A thread that
+//! leaves the call and sleeps in another, not on the list (a nanosleep after a write, the
+//! next receive of a loop into another buffer), between the second reading and the
+//! signal gets an EINTR or a short count libc would not have given it: `divert` refuses
+//! the context, but that call has ended. The window is as long as sysmon's thread is kept
+//! off a CPU there (by the kernel's scheduler, or by the host's under a hypervisor), so
+//! it opens when there are more runnable threads than CPUs. No reading from user space
+//! closes it: the signal is sent after the last look, whatever the look. Each signal
+//! `divert` refuses other than for a call that ended by itself is counted (`MISSED`,
+//! the metric `/gmp/sched/unseen/missed:events`); `preempt_soak` checks that every
+//! damaged call is one of those (HACKING.md, known limits).
 //!
 //! The one ambiguity: a program signal that interrupts the same call in the same instant
 //! as ours (both pending when the kernel leaves the call) ends in one EINTR, which
@@ -442,6 +448,17 @@ pub(super) fn restartable(c: &Call) -> Restart {
 pub static LOOKS_SIGNALLED: AtomicU64 = AtomicU64::new(0);
 pub static WRAPPED: AtomicU64 = AtomicU64::new(0);
 
+/// Signals for unseen calls that found the thread out of the call sysmon saw (the window
+/// in the module doc): each may have ended another call early, with EINTR or a short
+/// count. A metric (`/gmp/sched/unseen/missed:events`).
+pub static MISSED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a signal `divert` refuses because the thread has left the recorded call.
+fn missed() -> bool {
+    MISSED.fetch_add(1, Ordering::Relaxed);
+    false
+}
+
 /// Sysmon: looks at M `m`, holding P `p` since `since` without a switch, and signals it if
 /// it sleeps in a restartable unseen call. True if it signalled.
 pub(super) fn look(m: &M) -> bool {
@@ -456,14 +473,12 @@ pub(super) fn look(m: &M) -> bool {
     if how == Restart::No {
         return false;
     }
-    // The checks took some microseconds, in which the call may have ended and another
-    // begun (a write, then a nanosleep the signal would end with EINTR): look again just
-    // before the signal. The same call again is the one `divert` will check the context
-    // against: a thread back in an identical one is as safe to signal (see the module doc
-    // for the window left).
-    if read_call(m, tid) != Some(c) {
+    // Everything the signal needs is done before the second reading (the handler check,
+    // the siginfo, the record `divert` compares against), so that only the signal's own
+    // system call follows it.
+    let Some(sig) = sigpreempt::Prepared::new(sigpreempt::MAGIC_UNSEEN) else {
         return false;
-    }
+    };
     let s = &m.unseen;
     for (w, v) in s.args.iter().zip(c.args) {
         w.store(v, Ordering::Relaxed);
@@ -472,10 +487,20 @@ pub(super) fn look(m: &M) -> bool {
     s.pc.store(c.pc, Ordering::Relaxed);
     s.how.store(how as u64, Ordering::Relaxed);
     s.nr.store(c.nr, Ordering::Release);
-    if sigpreempt::signal_m(tid, sigpreempt::MAGIC_UNSEEN) {
+    // The checks took some microseconds, in which the call may have ended and another
+    // begun (a write, then a nanosleep the signal would end with EINTR): look again just
+    // before the signal. The same call again is the one `divert` will check the context
+    // against: a thread back in an identical one is as safe to signal (see the module doc
+    // for the window left).
+    if read_call(m, tid) != Some(c) {
+        s.clear();
+        return false;
+    }
+    if sig.send(tid) {
         LOOKS_SIGNALLED.fetch_add(1, Ordering::Relaxed);
         true
     } else {
+        s.clear();
         false
     }
 }
@@ -503,7 +528,7 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
             || (*pp).status.load(Ordering::Relaxed) != P_RUNNING
             || !core::ptr::eq((*pp).m.load(Ordering::Relaxed), m)
         {
-            return false;
+            return missed();
         }
         #[cfg(debug_assertions)]
         if crate::sys::locks_held() != 0 {
@@ -524,25 +549,24 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
         // A write cut short: 0 < count < length (a whole count is a finished call).
         let partial = at == pc && how == Restart::Partial as u64 && (ret as i64) > 0;
         let short = partial && ret < partial_len(nr, s);
-        if !(rewound || eintr || short)
-            || crate::arch::ctx_sp(uc) as u64 != s.sp.load(Ordering::Relaxed)
-        {
-            return false;
-        }
         // Where the result replaced the first argument (aarch64's x0), that argument is
         // compared only in a rewound context, which the kernel gave it back.
         let first = usize::from(crate::arch::SYSCALL_RET_IN_ARG0 && !rewound);
-        if args[first..]
-            .iter()
-            .zip(&s.args[first..])
-            .any(|(&v, a)| v != a.load(Ordering::Relaxed))
-        {
-            return false;
+        let same = crate::arch::ctx_sp(uc) as u64 == s.sp.load(Ordering::Relaxed)
+            && args[first..]
+                .iter()
+                .zip(&s.args[first..])
+                .all(|(&v, a)| v == a.load(Ordering::Relaxed));
+        if !(rewound || eintr || short) || !same {
+            // Back from the recorded call with what it would have returned anyway (it ended
+            // as the signal came): nothing was changed. Anything else is the window.
+            let ended = at == pc && same && ret as i64 != -(libc::EINTR as i64) && !short;
+            return if ended { false } else { missed() };
         }
         // The instruction before the return address is the system call: it is mapped and
         // executable (the thread just ran it), so readable.
         if !crate::arch::is_syscall_insn((pc - insn) as usize) {
-            return false;
+            return missed();
         }
         let sp = crate::arch::ctx_sp(uc);
         let arg0 = s.args[0].load(Ordering::Relaxed);
