@@ -63,6 +63,11 @@ pub(crate) fn init() {
     );
 }
 
+/// Whether deadlocks are detected (`GMP_DEBUG=checkdead=0` turns it off).
+pub(crate) fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
 /// Whether the note of a registered waiter may still be asleep. Its record lives on the
 /// waiter's stack, which dies when it wakes: read through the non-faulting reader.
 fn note_unwoken(note: *mut Note) -> bool {

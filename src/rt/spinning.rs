@@ -76,11 +76,13 @@ pub(super) fn resetspinning(m: &M) {
 /// main would pay that futex wake-up (`scripts/ab.sh -p 2 -a "-shape 1" pingpong`).
 /// Work submitted while we spun did
 /// not wake anyone (its submitter saw nmspinning > 0): our look after the SeqCst
-/// decrement sees it (the StoreLoad pairing of find_runnable's step 6; spinning_loom.rs,
-/// `resetspinning_no_lost_wakeup`). Work submitted after the decrement wakes an M
-/// through its own wakep.
+/// decrement sees it (the StoreLoad pairing of find_runnable's step 6, with its SeqCst
+/// fence for the Acquire loads of the Ps' queues, which the C++ model does not order
+/// after an RMW of another word; spinning_loom.rs, `resetspinning_no_lost_wakeup`). Work
+/// submitted after the decrement wakes an M through its own wakep.
 pub(super) fn resetspinning_foreign(m: &M) {
     stop_spinning(m);
+    core::sync::atomic::fence(Ordering::SeqCst);
     if work_visible() {
         wakep();
     }
@@ -94,8 +96,8 @@ pub(super) fn resetspinning_foreign(m: &M) {
 /// Ps only when every P is busy). Poller waits need no such care: sysmon polls whenever
 /// nobody has for 10 ms, and the next M to go idle blocks in the poller; a wake-up per
 /// hand-off here would put a futex wake-up into every TCP round trip C main makes through
-/// goroutines (`scripts/ab.sh -p 2 -a "-shape 1" tcp_rtt`). All
-/// SeqCst loads after the caller's SeqCst decrement of `nmspinning`.
+/// goroutines (`scripts/ab.sh -p 2 -a "-shape 1" tcp_rtt`). The caller makes a SeqCst
+/// fence after its SeqCst decrement of `nmspinning`.
 pub(super) fn work_visible() -> bool {
     if SCHED.runqsize.load(Ordering::SeqCst) != 0 {
         return true;

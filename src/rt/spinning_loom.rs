@@ -25,9 +25,13 @@
 //! - producer, global queue: the SeqCst `fetch_add` of `runqsize`, paired with the
 //!   consumer's SeqCst load of it;
 //! - producer, local queue tail (`next = false`: a yield, the rest of an injected list):
-//!   the Release store of the tail and nothing more, as in Go (`StoreRel`, then a plain
-//!   load in `wakep`). A wake-up lost there leaves the G on the producer's own P, which is
-//!   running and takes it at its next schedule: later, not lost.
+//!   the Release store of the tail and nothing more. Go's `StoreRel` is an `XCHG` on amd64
+//!   (a full barrier) and an STLR on arm64, which the LDAR of `wakep`'s load follows in
+//!   order, so Go has the barrier on both. Here the store is a plain `mov` on x86-64 and
+//!   `wakep`'s SeqCst load another: the pair can reorder there (not on aarch64, where they
+//!   are STLR and LDAR too). A wake-up lost there leaves the G on the producer's own P,
+//!   which is running and takes it at its next schedule: later, not lost (HACKING.md,
+//!   deviations).
 //!
 //! `broken_without_producer_barrier` shows the model catches the lost wake-up when the
 //! producer's barrier is missing.

@@ -246,8 +246,16 @@ fn sysmon_loop() -> ! {
             let timeout = trim.deep_timeout(now, checkdead::check());
             // The re-check after the flag is up looks at the kicks too: a kick between the
             // look above and the flag found nobody to wake (SeqCst on both sides: kick's
-            // increment then WAIT's swap, against our WAIT store then this load).
-            let still = || all_ps_idle() && !scopecall::kicks_pending();
+            // increment then WAIT's swap, against our WAIT store then this load). So does
+            // a sleep with no timeout at the foreign waits, which `check` saw none of: one
+            // that began since found nobody to wake either (its `FOREIGN_WAITING`
+            // increment then `wake_if_deep`'s load), and its deadlock would go unreported.
+            let untimed = timeout.is_none() && checkdead::enabled();
+            let still = || {
+                all_ps_idle()
+                    && !scopecall::kicks_pending()
+                    && !(untimed && foreignwait::FOREIGN_WAITING.load(Ordering::SeqCst) != 0)
+            };
             if wakeable_sleep(WAIT_DEEP, timeout, still) {
                 // Goroutines ran again: they may leave stacks to trim.
                 trim.pending = true;
@@ -366,7 +374,8 @@ fn work_for(p: &P, held: i64) -> bool {
 /// sysmon sleeps only if the syscall's wake-up claimed its flag.
 /// `broken_without_heavy_fence` drops sysmon's barrier and must fail.
 /// The same sleep against a timer put on a heap (`TimerWorld`) and, for the deep sleep,
-/// against a scope's kick (`KickWorld`), each with its broken twin, follow.
+/// against a scope's kick (`KickWorld`) and a foreign thread's new wait (`ForeignWorld`),
+/// each with its broken twin, follow.
 #[cfg(all(test, loom))]
 mod loom_tests {
     use crate::loom::sync::Arc;
@@ -576,6 +585,79 @@ mod loom_tests {
                 "sysmon slept deep with a kick pending and no wake-up on its way"
             );
         });
+    }
+
+    /// A foreign thread starting an untimed wait (`ForeignWait::begin`: the SeqCst
+    /// increment of `FOREIGN_WAITING`, then `wake_if_deep`, which claims the flag only if
+    /// it is `WAIT_DEEP`) against sysmon going into its deep sleep (`checkdead::check`
+    /// reads `FOREIGN_WAITING`: a wait makes the sleep timed, none untimed; then sysmon
+    /// raises the flag and runs `still`). The claim: sysmon sleeps with no timeout only if
+    /// the wait's wake-up claimed its flag, so the new wait gets its deadlock check.
+    struct ForeignWorld {
+        wait: AtomicU32,
+        waiting: AtomicUsize,
+        woken: AtomicBool,
+    }
+
+    /// `ForeignWait::begin`'s count and `wake_if_deep`.
+    fn foreign_wait(w: &ForeignWorld) {
+        w.waiting.fetch_add(1, SeqCst);
+        fence(SeqCst);
+        if w.wait.load(SeqCst) == WAIT_DEEP
+            && w.wait
+                .compare_exchange(WAIT_DEEP, 0, SeqCst, Relaxed)
+                .is_ok()
+        {
+            w.woken.store(true, Relaxed);
+        }
+    }
+
+    /// The deep sleep up to the note. `recheck`: an untimed sleep's `still` looks at
+    /// `FOREIGN_WAITING` again. Whether sysmon goes to sleep with no timeout.
+    fn sysmon_deep_untimed(w: &ForeignWorld, recheck: bool) -> bool {
+        if w.waiting.load(SeqCst) != 0 {
+            // `check` saw the wait: a timed sleep, after which it looks again.
+            return false;
+        }
+        w.wait.store(WAIT_DEEP, SeqCst);
+        fence(SeqCst);
+        if recheck && w.waiting.load(SeqCst) != 0 {
+            w.wait.swap(0, SeqCst);
+            return false;
+        }
+        true
+    }
+
+    fn check_foreign(recheck: bool) {
+        crate::loom::model_bounded(None, move || {
+            let w = Arc::new(ForeignWorld {
+                wait: AtomicU32::new(0),
+                waiting: AtomicUsize::new(0),
+                woken: AtomicBool::new(false),
+            });
+            let w2 = w.clone();
+            let s = thread::spawn(move || sysmon_deep_untimed(&w2, recheck));
+            foreign_wait(&w);
+            let slept = s.join().unwrap();
+            assert!(
+                !slept || w.woken.load(Relaxed),
+                "sysmon slept with no timeout past a new foreign wait"
+            );
+        });
+    }
+
+    /// Every interleaving: sysmon sees the new foreign wait, or the wait wakes sysmon.
+    #[test]
+    fn foreign_wait_wakes_deep_sleep_or_is_seen() {
+        check_foreign(true);
+    }
+
+    /// Without the look at `FOREIGN_WAITING` after the flag goes up, a wait that begins between sysmon's look and its flag neither is seen nor
+    /// wakes it: the model must find it.
+    #[test]
+    #[should_panic(expected = "sysmon slept with no timeout past a new foreign wait")]
+    fn broken_deep_sleep_without_foreign_recheck() {
+        check_foreign(false);
     }
 
     /// Every interleaving: sysmon sees the pending kick, or the kick wakes sysmon.

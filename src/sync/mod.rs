@@ -60,4 +60,10 @@ impl SemaWord for crate::loom::sema::ModelSema {
     fn release(&self, handoff: bool) {
         self.up(handoff);
     }
+    /// A wait [`ModelSema::cancel`] ends leaves no ghost in the real semaphore (it is taken
+    /// off the queue); here the ghost passes any release that reaches it on, which leaves
+    /// the count as the removal does.
+    fn acquire_scoped(&self, _reason: WaitReason) -> Result<(), i32> {
+        self.down_scoped(false, std::sync::Arc::new(|| Some(false)))
+    }
 }

@@ -195,4 +195,60 @@ mod loom_tests {
             );
         });
     }
+
+    /// A scoped Wait its scope ends (`leave`) racing the last `done`: one worker writes
+    /// its result and calls done, the scope is cancelled, and `waiters` threads wait (the
+    /// one that added, and one more when 2). Each wait returns Ok with the result visible,
+    /// or ECANCELED; after every thread is done the state word is 0 (no waiter count left)
+    /// and the semaphore holds no count (no release left for a later round's waiter to
+    /// take).
+    fn cancel_races_done(waiters: usize) {
+        model(move || {
+            let sh = Arc::new(Shared {
+                state: LoomU64::new(0),
+                sema: ModelSema::new(),
+                results: [UnsafeCell::new(0), UnsafeCell::new(0)],
+            });
+            sh.wg().add(1);
+            let sh2 = sh.clone();
+            let worker = crate::loom::thread::spawn(move || {
+                // SAFETY: the only writer of this round; a waiter reads after done.
+                sh2.results[0].with_mut(|v| unsafe { *v = 1 });
+                sh2.wg().add(-1);
+            });
+            let sh2 = sh.clone();
+            let canceller = crate::loom::thread::spawn(move || sh2.sema.cancel());
+            let wait = |sh: &Shared| match sh.wg().wait() {
+                // SAFETY: the model's subject: the worker wrote before done.
+                Ok(()) => assert_eq!(sh.results[0].with(|v| unsafe { *v }), 1),
+                Err(e) => assert_eq!(e, libc::ECANCELED),
+            };
+            let other = (waiters == 2).then(|| {
+                let sh2 = sh.clone();
+                crate::loom::thread::spawn(move || wait(&sh2))
+            });
+            wait(&sh);
+            if let Some(o) = other {
+                o.join().unwrap();
+            }
+            worker.join().unwrap();
+            canceller.join().unwrap();
+            assert_eq!(
+                sh.state.load(Ordering::Relaxed),
+                0,
+                "a waiter count left behind"
+            );
+            assert_eq!(sh.sema.count(), 0, "a release left in the semaphore");
+        });
+    }
+
+    #[test]
+    fn cancelled_wait_races_done() {
+        cancel_races_done(1);
+    }
+
+    #[test]
+    fn cancelled_waits_race_done() {
+        cancel_races_done(2);
+    }
 }
