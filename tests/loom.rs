@@ -35,6 +35,8 @@ const MODELS: &[&str] = &[
     "rt::sysmon::loom_tests::broken_timer_without_barrier",
     "rt::sysmon::loom_tests::kick_wakes_deep_sleep_or_is_seen",
     "rt::sysmon::loom_tests::broken_deep_sleep_without_kick_recheck",
+    "rt::syscall::loom_tests::p_passes_through_syscall_to_one_owner",
+    "rt::syscall::loom_tests::broken_entersyscall_relaxed",
     "rt::sysmon::loom_tests::foreign_wait_wakes_deep_sleep_or_is_seen",
     "rt::sysmon::loom_tests::broken_deep_sleep_without_foreign_recheck",
     "rt::sigprof_loom::loom_tests::enable_races_minit",

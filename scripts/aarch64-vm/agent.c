@@ -48,6 +48,10 @@ static char *slurp(const char *path, size_t *len) {
     if (fd < 0) return NULL;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap + 1);
+    if (!buf) {
+        close(fd);
+        return NULL;
+    }
     for (;;) {
         if (n == cap) {
             cap *= 2;
@@ -70,12 +74,14 @@ static char *slurp(const char *path, size_t *len) {
     return buf;
 }
 
-/* Splits a buffer of NUL-terminated strings into a NULL-terminated vector. */
+/* Splits a buffer of NUL-terminated strings into a NULL-terminated vector (NULL if out
+ * of memory). */
 static char **split(char *buf, size_t len) {
     size_t count = 0;
     for (size_t i = 0; i < len; i++)
         if (buf[i] == '\0') count++;
     char **vec = calloc(count + 1, sizeof *vec);
+    if (!vec) return NULL;
     size_t at = 0, k = 0;
     while (at < len && k < count) {
         vec[k++] = buf + at;
@@ -105,7 +111,7 @@ static void become(const char *name) {
     if (!abuf || !ebuf || !cwd) _exit(126);
     char **argv = split(abuf, alen);
     char **envp = split(ebuf, elen);
-    if (!argv[0]) _exit(126);
+    if (!argv || !envp || !argv[0]) _exit(126);
 
     setsid();
     int in = open("/dev/null", O_RDONLY);

@@ -256,3 +256,125 @@ pub fn holds_p() -> bool {
     // changes its status between RUNNING and SYSCALL, and that M is us.
     !gp.is_null() && unsafe { (*gp).status.load(Ordering::Relaxed) } == G_RUNNING
 }
+
+/// Loom model of a P's ownership passing through `P_SYSCALL`, where the status word is
+/// the only edge between owners. A **model** of the real accesses (`entersyscall`,
+/// `exitsyscall`'s fast path, sysmon's `retake`, `idle::acquirep`), which loom cannot run:
+/// the P's owner-only state (its run queue's tail, `gfree`, its timers) is a cell that
+/// each owner reads and writes, so loom reports any two owners not ordered one after the
+/// other.
+///
+/// M1 owns the P and enters a syscall (release store of `P_SYSCALL`, the asymmetric
+/// pair's form). sysmon may retake it (CAS `P_SYSCALL` → `P_IDLE`) and hand it to M2 (the
+/// `nextp` note: a release/acquire flag here). M2 takes it (`acquirep`: the relaxed check,
+/// the release store of `P_RUNNING`, the acquire fence), uses it, and enters a syscall in
+/// turn. M1's exit CASes `P_SYSCALL` → `P_RUNNING`: it wins on its own syscall or on M2's
+/// (the P went round), and then uses the P. The claims: never two owners at once, and
+/// each owner sees its predecessor's writes. `broken_entersyscall_relaxed` publishes M2's
+/// syscall with a relaxed store, and M1's fast-path exit then reads the cell with no edge
+/// from M2's write: loom must report it.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use crate::loom::cell::UnsafeCell;
+    use crate::loom::sync::Arc;
+    use crate::loom::sync::atomic::{AtomicBool, AtomicU32, Ordering, fence};
+    use crate::loom::thread;
+
+    const P_IDLE: u32 = 0;
+    const P_RUNNING: u32 = 1;
+    const P_SYSCALL: u32 = 2;
+
+    struct World {
+        status: AtomicU32,
+        /// The P's owner-only state: the id of the last owner that wrote it.
+        state: UnsafeCell<u32>,
+        /// Owners at this moment (a claim as well as loom's own check).
+        owners: AtomicU32,
+        /// sysmon handed the P over (the `nextp` note).
+        handed: AtomicBool,
+    }
+
+    impl World {
+        /// The owner `me` uses the P: reads its predecessor's write, writes its own.
+        fn own(&self, me: u32) -> u32 {
+            assert_eq!(
+                self.owners.fetch_add(1, Ordering::Relaxed),
+                0,
+                "two owners of a P"
+            );
+            // SAFETY: the model's subject: owners are ordered by the protocol.
+            let before = self.state.with(|v| unsafe { *v });
+            // SAFETY: as above.
+            self.state.with_mut(|v| unsafe { *v = me });
+            self.owners.fetch_sub(1, Ordering::Relaxed);
+            before
+        }
+    }
+
+    fn check(publish: Ordering) {
+        crate::loom::model_bounded(None, move || {
+            let w = Arc::new(World {
+                status: AtomicU32::new(P_RUNNING),
+                state: UnsafeCell::new(0),
+                owners: AtomicU32::new(0),
+                handed: AtomicBool::new(false),
+            });
+            // M1 owns the P, then enters its syscall.
+            w.own(1);
+            w.status.store(P_SYSCALL, Ordering::Release);
+
+            let ws = w.clone();
+            let sysmon = thread::spawn(move || {
+                if ws.status.load(Ordering::Acquire) == P_SYSCALL
+                    && ws
+                        .status
+                        .compare_exchange(P_SYSCALL, P_IDLE, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    ws.handed.store(true, Ordering::Release);
+                }
+            });
+            let w2 = w.clone();
+            let m2 = thread::spawn(move || {
+                if !w2.handed.load(Ordering::Acquire) {
+                    return;
+                }
+                // acquirep.
+                assert_eq!(
+                    w2.status.load(Ordering::Relaxed),
+                    P_IDLE,
+                    "acquirep: not idle"
+                );
+                w2.status.store(P_RUNNING, Ordering::Release);
+                fence(Ordering::Acquire);
+                assert_eq!(w2.own(2), 1, "M2 missed M1's write");
+                // entersyscall.
+                w2.status.store(P_SYSCALL, publish);
+            });
+            // M1's exitsyscall fast path.
+            if w.status.load(Ordering::Relaxed) == P_SYSCALL
+                && w.status
+                    .compare_exchange(P_SYSCALL, P_RUNNING, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                w.own(1);
+            }
+            sysmon.join().unwrap();
+            m2.join().unwrap();
+        });
+    }
+
+    /// Every interleaving: one owner at a time, each after its predecessor.
+    #[test]
+    fn p_passes_through_syscall_to_one_owner() {
+        check(Ordering::Release);
+    }
+
+    /// M2's syscall published with a relaxed store: M1's exit may take the P without
+    /// seeing M2's writes.
+    #[test]
+    #[should_panic(expected = "Causality violation")]
+    fn broken_entersyscall_relaxed() {
+        check(Ordering::Relaxed);
+    }
+}
