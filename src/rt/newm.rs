@@ -442,3 +442,172 @@ pub(crate) fn wake_timer_m_if(tm: *mut M) {
         }
     }
 }
+
+/// Loom model of a pinned goroutine readied for an M that goes to sleep as the timer M
+/// (no such goroutine waits for the M's deadline). A **model**, as `spinning_loom` is:
+/// `SCHED`, notes and the poller are out of loom's reach, so the words are the M's
+/// affinity queue (its lock, its length and its idle mark), its `affwanted`, `timer_m`
+/// reduced to "this M is the timer M", and the note reduced to "a waker claimed the M".
+/// The M holds no P and stays on no list throughout, and its deadline is `i64::MAX` (a
+/// goroutine waits on the poller and no timer is pending), so a sleep ends only through a
+/// claim.
+///
+/// - The readier (`affinity::ready`, then `wake_affine_m`'s arm for an M on no list,
+///   then `wake_timer_m_if`): under the queue's lock it queues the goroutine and takes the
+///   idle mark; if it took it, it stores `affwanted` (SeqCst), then claims the timer M
+///   with a CAS of `timer_m` from the M to null (SeqCst) and, if that succeeds, wakes the
+///   note.
+/// - The M (`park_idle`'s `go_idle`, then `sleep_as_timer_m`): under the queue's lock it
+///   marks itself idle if the queue is empty (else stopm gets it a P); it publishes itself
+///   with a CAS of `timer_m` from null to itself (SeqCst), then reads `affwanted` (SeqCst).
+///   If the flag is up it does not sleep; it takes itself back out of `timer_m` with a
+///   CAS, and if that fails a waker claimed it and it waits on the note for that waker's
+///   wake-up. Otherwise it sleeps until woken. `park_idle`'s read of `affwanted` before
+///   `go_idle` is left out: no readier can claim the M before `go_idle` marks it idle.
+///
+/// The two sides are a Dekker pair, {store `affwanted`; CAS `timer_m`} against {CAS
+/// `timer_m`; load `affwanted`}, modelled with a `fence(SeqCst)` on each side. The
+/// claims: the M sleeps with a goroutine queued for it only if a waker claimed it, and a
+/// claimed wake-up is always taken (by the sleep, or by the wait after a failed
+/// withdrawal). `broken_timer_m_without_affwanted_recheck` drops the M's read of
+/// `affwanted` after it publishes itself and must fail.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use crate::loom::sync::atomic::{AtomicBool, Ordering::*, fence};
+    use crate::loom::sync::{Arc, Mutex};
+    use crate::loom::thread;
+
+    /// The M's affinity queue (`m.aff`): goroutines queued, and the idle mark.
+    struct Aff {
+        queued: u32,
+        idle: bool,
+    }
+
+    struct World {
+        aff: Mutex<Aff>,
+        affwanted: AtomicBool,
+        /// `SCHED.timer_m` holds this M.
+        timer_m: AtomicBool,
+        /// A waker claimed the M out of `timer_m`: the note's wake-up is on its way.
+        woken: AtomicBool,
+    }
+
+    /// What the M did.
+    struct Outcome {
+        /// It went to sleep as the timer M (until woken: the deadline is `i64::MAX`).
+        slept: bool,
+        /// It did not sleep, its withdrawal from `timer_m` failed, and it waited on the
+        /// note for the claimer's wake-up.
+        took_claim: bool,
+    }
+
+    /// `ready` for one goroutine affine to the M, then `wake_affine_m` and
+    /// `wake_timer_m_if`.
+    fn ready(w: &World) {
+        let claimed = {
+            let mut a = w.aff.lock().unwrap();
+            a.queued += 1;
+            core::mem::replace(&mut a.idle, false)
+        };
+        if claimed {
+            w.affwanted.store(true, SeqCst);
+            fence(SeqCst);
+            if w.timer_m
+                .compare_exchange(true, false, SeqCst, Relaxed)
+                .is_ok()
+            {
+                w.woken.store(true, Relaxed);
+            }
+        }
+    }
+
+    /// `go_idle`, then `sleep_as_timer_m` up to the sleep. `recheck`: the M reads
+    /// `affwanted` after it publishes itself.
+    fn m_parks(w: &World, recheck: bool) -> Outcome {
+        let nothing = Outcome {
+            slept: false,
+            took_claim: false,
+        };
+        let has_affine = {
+            let mut a = w.aff.lock().unwrap();
+            if a.queued == 0 {
+                a.idle = true;
+                false
+            } else {
+                true
+            }
+        };
+        if has_affine {
+            // stopm gets a P for it.
+            return nothing;
+        }
+        if w.timer_m
+            .compare_exchange(false, true, SeqCst, Relaxed)
+            .is_err()
+        {
+            // Another M is the timer M (never, here): stopm.
+            return nothing;
+        }
+        fence(SeqCst);
+        if recheck && w.affwanted.load(SeqCst) {
+            // No sleep (`left` is 0). Withdraw, or take the claimer's wake-up.
+            let took_claim = w
+                .timer_m
+                .compare_exchange(true, false, SeqCst, Relaxed)
+                .is_err();
+            return Outcome {
+                slept: false,
+                took_claim,
+            };
+        }
+        Outcome {
+            slept: true,
+            took_claim: false,
+        }
+    }
+
+    fn check_affine(recheck: bool) {
+        crate::loom::model_bounded(None, move || {
+            let w = Arc::new(World {
+                aff: Mutex::new(Aff {
+                    queued: 0,
+                    idle: false,
+                }),
+                affwanted: AtomicBool::new(false),
+                timer_m: AtomicBool::new(false),
+                woken: AtomicBool::new(false),
+            });
+            let w2 = w.clone();
+            let m = thread::spawn(move || m_parks(&w2, recheck));
+            ready(&w);
+            let o = m.join().unwrap();
+            let queued = w.aff.lock().unwrap().queued != 0;
+            let woken = w.woken.load(Relaxed);
+            assert!(
+                !o.slept || !queued || woken,
+                "the timer M slept with a pinned goroutine queued and no wake-up on its way"
+            );
+            assert_eq!(
+                woken,
+                o.slept || o.took_claim,
+                "a claimed wake-up was not taken, or one was waited for that nobody claimed"
+            );
+        });
+    }
+
+    /// Every interleaving: the M sees the queued goroutine (on its queue or through
+    /// `affwanted`), or the readier claims it out of its sleep as the timer M.
+    #[test]
+    fn affine_ready_wakes_timer_m_or_is_seen() {
+        check_affine(true);
+    }
+
+    /// Without the read of `affwanted` after the M publishes itself, a goroutine readied
+    /// between the M's `go_idle` and its CAS of `timer_m` neither is seen nor claims it:
+    /// the model must find it.
+    #[test]
+    #[should_panic(expected = "the timer M slept with a pinned goroutine queued")]
+    fn broken_timer_m_without_affwanted_recheck() {
+        check_affine(false);
+    }
+}

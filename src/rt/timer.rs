@@ -86,7 +86,8 @@ pub unsafe fn start(t: *mut Timer, when: i64) {
 /// M, every M without work may be asleep without a deadline, so one is started (`wakep`:
 /// it spins, finds nothing to run, and becomes the timer M in `park_idle`), and with
 /// every P busy sysmon, which then steps in, is woken if it sleeps past it. The SeqCst
-/// loads pair with `schedule::sleep_as_timer_m`, which publishes itself and then re-reads the heaps.
+/// loads pair with `schedule::sleep_as_timer_m`, which publishes itself and then re-reads the heaps
+/// (`loom_tests::timer_started_while_a_timer_m_publishes_itself`).
 pub(crate) fn wake_for_timer(when: i64) {
     if SCHED.timer_m.load(Ordering::SeqCst).is_null() {
         ready::wakep();
@@ -698,6 +699,119 @@ mod loom_tests {
                 );
             }
         });
+    }
+
+    /// A timer started while an M becomes the timer M (`start` → `publish` →
+    /// `wake_for_timer` against `schedule::sleep_as_timer_m`), restated with loom's atomics.
+    /// The timer M here is the one with no timer to wait for (only poller waiters: its
+    /// deadline is `i64::MAX`, which is `epoll_wait(-1)`), so a timer it misses is missed
+    /// for ever.
+    ///
+    /// The starter stores the P's new earliest in `timer0_when` (`publish`, under the heap
+    /// lock), then reads `timer_m`: null sends it to `wakep`, a timer M to `timer_m_until`
+    /// and, when the timer is due before it, to `wake_timer_m`'s claim. The would-be timer
+    /// M claims `timer_m`, publishes its deadline in `timer_m_until`, then re-reads every
+    /// P's `timer0_when` (`earliest`) and lowers its deadline to it. Each side's SeqCst
+    /// store and later SeqCst load is a StoreLoad barrier, modelled as a fence.
+    ///
+    /// The claim: the timer M sleeps no later than the timer, or the starter claimed it (its
+    /// wake-up is on its way: `schedule::loom_tests::every_claimed_timer_m_leaves_the_poll`).
+    /// The starter's `wakep` does not count: it starts an M only if a P is idle and nobody
+    /// spins, and that M cannot become the timer M while this one is. A starter that saw no
+    /// timer M read `timer_m` before the claim, so the timer M's re-read comes after the
+    /// timer's store and sees it. `publish` leaves `timer0_when` alone when the earliest did
+    /// not change; the model's heap is empty before the start, so it always stores: an
+    /// unchanged earliest is an earlier timer, whose own `start` made this same check.
+    mod timer_m_start {
+        use crate::loom::sync::Arc;
+        use crate::loom::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering::*, fence};
+
+        struct StartWorld {
+            /// The P's `timer0_when`, 0 with no timer.
+            timer0: AtomicI64,
+            /// `SCHED.timer_m`, 0 for null.
+            timer_m: AtomicUsize,
+            /// `SCHED.timer_m_until`, `i64::MAX` while nobody published a deadline.
+            until: AtomicI64,
+            /// The starter claimed the timer M (`wake_timer_m_if`).
+            claimed: AtomicBool,
+        }
+
+        /// The timer's deadline.
+        const START_WHEN: i64 = 10;
+        /// The would-be timer M.
+        const START_ME: usize = 1;
+
+        /// `start` from the push on: `publish`, then `wake_for_timer`.
+        fn start_timer(w: &StartWorld) {
+            // `publish`: the earliest changed (the heap was empty).
+            w.timer0.store(START_WHEN, SeqCst);
+            fence(SeqCst);
+            // `wake_for_timer`. Null: `wakep` (and sysmon), which the claim does not count.
+            if w.timer_m.load(SeqCst) != 0 && START_WHEN < w.until.load(SeqCst) {
+                // `wake_timer_m` → `wake_timer_m_if`.
+                let tm = w.timer_m.load(SeqCst);
+                if tm != 0 && w.timer_m.compare_exchange(tm, 0, SeqCst, Relaxed).is_ok() {
+                    w.until.store(i64::MAX, SeqCst);
+                    w.claimed.store(true, Relaxed);
+                }
+            }
+        }
+
+        /// `sleep_as_timer_m` with the deadline `park_idle` found (`i64::MAX`: poller waiters,
+        /// no timer), up to the sleep. `reread`: it looks at the heaps again once it published
+        /// itself. Its deadline, or None if it is not the timer M.
+        fn become_timer_m(w: &StartWorld, reread: bool) -> Option<i64> {
+            if w.timer_m
+                .compare_exchange(0, START_ME, SeqCst, Relaxed)
+                .is_err()
+            {
+                return None;
+            }
+            let deadline = i64::MAX;
+            w.until.store(deadline, SeqCst);
+            fence(SeqCst);
+            if !reread {
+                return Some(deadline);
+            }
+            // `earliest()`.
+            let e = w.timer0.load(SeqCst);
+            Some(if e != 0 && e < deadline { e } else { deadline })
+        }
+
+        pub(super) fn check(reread: bool) {
+            crate::loom::model_bounded(None, move || {
+                let w = Arc::new(StartWorld {
+                    timer0: AtomicI64::new(0),
+                    timer_m: AtomicUsize::new(0),
+                    until: AtomicI64::new(i64::MAX),
+                    claimed: AtomicBool::new(false),
+                });
+                let w2 = w.clone();
+                let tm = crate::loom::thread::spawn(move || become_timer_m(&w2, reread));
+                start_timer(&w);
+                let deadline = tm.join().unwrap().expect("nobody else claims timer_m");
+                assert!(
+                    deadline <= START_WHEN || w.claimed.load(Relaxed),
+                    "the timer M sleeps past a timer started while it publishes itself"
+                );
+            });
+        }
+    }
+
+    /// Every interleaving: the timer M sees the new timer, or its starter wakes it.
+    #[test]
+    fn timer_started_while_a_timer_m_publishes_itself() {
+        timer_m_start::check(true);
+    }
+
+    /// Without the timer M's re-read of the heaps, a timer started before the claim (its
+    /// starter saw no timer M) is left to an M that `wakep` may not start: the model must
+    /// find it.
+    #[test]
+    #[should_panic(expected = "the timer M sleeps past a timer started while it publishes")]
+    fn broken_timer_m_without_heap_reread() {
+        timer_m_start::check(false);
     }
 
     #[test]
