@@ -55,7 +55,8 @@
 //! (preemptsig.rs) takes it when the thread is back in user code.
 //!
 //! The window: sysmon reads the call, checks it, prepares the signal, and reads the call
-//! again; only the signal's own system call follows that second reading. A thread that
+//! again; only the record's stores and the signal's own system call follow that second
+//! reading. A thread that
 //! leaves the call and sleeps in another, not on the list (a nanosleep after a write, the
 //! next receive of a loop into another buffer), between the second reading and the
 //! signal gets an EINTR or a short count libc would not have given it: `divert` refuses
@@ -473,12 +474,20 @@ pub(super) fn look(m: &M) -> bool {
     if how == Restart::No {
         return false;
     }
-    // Everything the signal needs is done before the second reading (the handler check,
-    // the siginfo, the record `divert` compares against), so that only the signal's own
-    // system call follows it.
+    // What the signal needs is done before the second reading (the handler check, the
+    // siginfo), so that only the record `divert` compares against (plain stores) and the
+    // signal's own system call follow it.
     let Some(sig) = sigpreempt::Prepared::new(sigpreempt::MAGIC_UNSEEN) else {
         return false;
     };
+    // The checks took some microseconds, in which the call may have ended and another
+    // begun (a write, then a nanosleep the signal would end with EINTR): look again just
+    // before the signal. The same call again is the one `divert` will check the context
+    // against: a thread back in an identical one is as safe to signal (see the module doc
+    // for the window left).
+    if read_call(m, tid) != Some(c) {
+        return false;
+    }
     let s = &m.unseen;
     for (w, v) in s.args.iter().zip(c.args) {
         w.store(v, Ordering::Relaxed);
@@ -487,20 +496,10 @@ pub(super) fn look(m: &M) -> bool {
     s.pc.store(c.pc, Ordering::Relaxed);
     s.how.store(how as u64, Ordering::Relaxed);
     s.nr.store(c.nr, Ordering::Release);
-    // The checks took some microseconds, in which the call may have ended and another
-    // begun (a write, then a nanosleep the signal would end with EINTR): look again just
-    // before the signal. The same call again is the one `divert` will check the context
-    // against: a thread back in an identical one is as safe to signal (see the module doc
-    // for the window left).
-    if read_call(m, tid) != Some(c) {
-        s.clear();
-        return false;
-    }
     if sig.send(tid) {
         LOOKS_SIGNALLED.fetch_add(1, Ordering::Relaxed);
         true
     } else {
-        s.clear();
         false
     }
 }
