@@ -250,9 +250,9 @@ pub(super) fn handler_still_ours() -> bool {
     true
 }
 
-/// A SIGURG ready to send: the checks done and the siginfo built (`prepare`), so that
-/// `send` is the system call alone. `unseen::look` reads what the thread sleeps in between
-/// the two: nothing but the signal's own call follows that reading.
+/// A SIGURG ready to send: the checks done and the siginfo built (`Prepared::new`), so
+/// that `send` is the system call alone. `unseen::look` reads what the thread sleeps in
+/// between the two: only plain stores and the signal's own call follow that reading.
 pub(super) struct Prepared {
     si: libc::siginfo_t,
     pid: i32,
