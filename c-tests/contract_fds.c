@@ -5,7 +5,9 @@
  * libc inside the goroutines), and both runs must see the same, libc's, outcome.
  *
  *   bigwrite   write(2) of 1 MiB to a blocking pipe returns 1 MiB (a reader goroutine
- *              drains it); the same through writev with 3 pieces.
+ *              drains it); the same through writev with 3 pieces; both again with the
+ *              reader already waiting in its read (on the writer's thread at
+ *              GOMAXPROCS=1) when the write starts.
  *   bigsend    send(2) of 1 MiB on a blocking AF_UNIX stream socket returns 1 MiB.
  *   waitall    recv(MSG_WAITALL) of 100 bytes returns 100 when the peer sends 50, then 50.
  *   stdio      fdopen + fgets on a goroutine's pipe reads every line a slow writer
@@ -137,7 +139,7 @@ static void no_nonblock(int fd)
 static void bigwrite(void *arg)
 {
     (void)arg;
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 4; round++) {
         int p[2];
         CHECK_EQ(pipe(p), 0);
         no_nonblock(p[0]);
@@ -145,8 +147,12 @@ static void bigwrite(void *arg)
         struct reader rd = {p[0], 0};
         gmp_wg_add(&helpers, 1);
         CHECK(gmp_go(reader_go, &rd) >= 0);
+        /* Rounds 2 and 3 let the reader run first: at GOMAXPROCS=1 it parks in its read
+         * on this thread before the write starts. */
+        if (round >= 2)
+            gmp_yield();
         char *buf = pattern(MIB);
-        if (round == 0) {
+        if (round % 2 == 0) {
             CHECK_EQ(write(p[1], buf, MIB), MIB);
         } else {
             struct iovec v[3] = {{buf, 1000}, {buf + 1000, MIB / 2}, {buf + 1000 + MIB / 2, MIB / 2 - 1000}};

@@ -106,6 +106,9 @@ fn interpose_without_rwf_nowait() {
     ] {
         expect_case("contract_fds", case, &[OFF]);
     }
+    // A write made through the hand-off while the reader waits bound to the writer's
+    // thread (rt/offload.rs).
+    expect_case("contract_fds", "bigwrite", &[OFF, ("GMP_MAXPROCS", "1")]);
 }
 
 #[test]
@@ -518,9 +521,13 @@ fn plain_env(procs: Option<&'static str>) -> Vec<(&'static str, &'static str)> {
     env
 }
 
+/// At the default GOMAXPROCS, and at 1, where the reader of the last two rounds waits
+/// parked on the writer's own thread when the write starts.
 #[test]
 fn contract_fds_bigwrite() {
     contract_fds("bigwrite");
+    expect_case("contract_fds", "bigwrite", &[("GMP_MAXPROCS", "1")]);
+    expect_case("contract_fds", "bigwrite", &plain_env(Some("1")));
 }
 
 #[test]

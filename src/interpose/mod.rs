@@ -63,7 +63,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
 use crate::poll;
-use crate::poll::{raw, raw_call};
+use crate::poll::{offload_or_here, raw, raw_call};
 use crate::rt;
 use crate::rt::netpoll::{self, MODE_READ, MODE_WRITE, PollDesc, WaitError};
 use crate::sys::{real, tsan};
@@ -212,16 +212,4 @@ fn blocking_call(op: &dyn Fn() -> i64) -> i64 {
         return rt::scopecall::interruptible(sc, op, &offload_or_here);
     }
     offload_or_here(op)
-}
-
-/// `blocking_call` outside a scope: on a helper thread when goroutines are bound to this
-/// one, else on this thread.
-fn offload_or_here(op: &dyn Fn() -> i64) -> i64 {
-    if rt::offload::wanted() {
-        // SAFETY: on a goroutine that wanted() accepted; op is thread-agnostic (a libc
-        // call on the caller's arguments, which stay alive while it parks).
-        let (r, e) = unsafe { rt::offload::run(op) };
-        return if r < 0 { -(e as i64) } else { r };
-    }
-    raw_call(op)
 }

@@ -296,7 +296,7 @@ pub(crate) fn io_or_blocking(
     if let Some(r) = io(fd, mode, deadline_of(timeout_ns), &nowait) {
         return r;
     }
-    raw_call(|| plain() as i64)
+    offload_or_here(&|| plain() as i64)
 }
 
 /// preadv2/pwritev2's flag that makes one call non-blocking whatever the file's O_NONBLOCK
@@ -396,9 +396,10 @@ fn nowait_or_when_ready(
     when_ready(fd, events, blocking)
 }
 
-/// Runs a blocking call through the syscall hand-off; -1 and errno on failure.
+/// Runs a blocking call through the syscall hand-off (`offload_or_here`); -1 and errno on
+/// failure.
 fn handed_off(op: impl Fn() -> isize) -> isize {
-    let r = raw_call(|| op() as i64);
+    let r = offload_or_here(&|| op() as i64);
     if r < 0 {
         // SAFETY: this thread's errno.
         unsafe { *libc::__errno_location() = -r as c_int };
@@ -501,6 +502,21 @@ pub(crate) fn so_error(fd: c_int) -> c_int {
 fn errno_ptr() -> *mut c_int {
     // SAFETY: __errno_location has no preconditions and returns this thread's errno.
     unsafe { libc::__errno_location() }
+}
+
+/// A goroutine's blocking call, as `raw_call` (its result, or -errno): on a helper thread
+/// while the goroutine parks bound to its M when other goroutines are bound to that M
+/// (they can run meanwhile, and the call may be waiting for one of them, as a write to a
+/// pipe waits for its reader: rt/offload.rs), else through the syscall hand-off on the
+/// caller's thread. For calls whose effect is not tied to the calling thread.
+pub(crate) fn offload_or_here(op: &dyn Fn() -> i64) -> i64 {
+    if rt::offload::wanted() {
+        // SAFETY: on a goroutine that wanted() accepted; op is thread-agnostic (a libc
+        // call on the caller's arguments, which stay alive while it parks).
+        let (r, e) = unsafe { rt::offload::run(op) };
+        return if r < 0 { -(e as i64) } else { r };
+    }
+    raw_call(op)
 }
 
 /// Runs a raw libc call that reports failure as -1 + errno, as a blocking call, and
