@@ -7,7 +7,8 @@
 //! call waits for one of them — a `flock` on a file another goroutine holds locked until
 //! its `read` returns — neither would move again.
 //!
-//! So the interposer's hand-off calls (`flock`, `waitpid`, `getaddrinfo`, a slow `open`…)
+//! So the interposer's hand-off calls (`flock`, `waitpid`, `getaddrinfo`, a slow `open`, a
+//! pipe write after a readiness poll where RWF_NOWAIT is refused: `poll::offload_or_here`)
 //! made on an M that has goroutines bound to it come here (`run`): the calling goroutine
 //! binds itself to the M too, parks, and a helper thread makes the call; when it returns,
 //! the helper readies the goroutine, which resumes on its own M (so its C code's `&errno`
