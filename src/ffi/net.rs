@@ -334,8 +334,10 @@ pub unsafe extern "C" fn gmp_connect(
         let connect = || unsafe { crate::sys::real::connect(fd, addr, len) } as isize;
         if registered(fd).is_some() && !nonblocking(fd) {
             // A blocking socket (the interposer registers without O_NONBLOCK): connect has
-            // no per-call non-blocking form, so it blocks, through the hand-off.
-            return raw_call(|| connect() as i64) as c_int;
+            // no per-call non-blocking form, so it blocks, through the hand-off (on a
+            // helper when goroutines are bound to this thread: the listener's acceptor
+            // may be one of them).
+            return offload_or_here(&|| connect() as i64) as c_int;
         }
         let r = raw(connect);
         if r != -(libc::EINPROGRESS as i64) || registered(fd).is_none() {
