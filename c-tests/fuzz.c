@@ -69,7 +69,9 @@
  * gmp_syscall (getpid, gettid, nanosleep, refused and unknown numbers), lock sections,
  * the fd calls (pipes, socket pairs, datagrams, accept/connect, memfd pread/pwrite/fsync,
  * /dev/null, stdio on a pipe closed by fclose, an eventfd given a number fclose freed, a
- * forked child writing into a goroutine's pipe, getaddrinfo with random hints over numeric
+ * forked child writing into a goroutine's pipe, a close under a goroutine parked in
+ * read(2), write(2) of 256 KiB to a pipe whose reader goroutine is parked in read(2),
+ * getaddrinfo with random hints over numeric
  * hosts and localhost), and invalid arguments to everything:
  * NULL channels, objects and out pointers, misaligned sync objects, oversized elements
  * and capacities, a NULL send buffer, selects with NULL cases, n > 65536, bad op codes,
@@ -2370,7 +2372,7 @@ static socklen_t abstract_addr(struct sockaddr_un *sa)
 #if defined(__SANITIZE_THREAD__)
 #define FD_KINDS 8
 #else
-#define FD_KINDS 10
+#define FD_KINDS 11
 #endif
 
 /* op_fd's kind 9: a goroutine parked in read(2) on a pipe, then closed under it. Not
@@ -2423,6 +2425,35 @@ static int parked_in_poller(long long goid)
     }
     close(m);
     return found;
+}
+
+/* op_fd's kind 10: a goroutine that reads a pipe to its end with read(2), checking the
+ * pattern (byte i == i % 251). */
+struct pipe_reader {
+    int fd;
+    atomic_llong goid;
+    long long total;
+    int bad;
+    gmp_wg done;
+};
+
+static void pipe_reader(void *arg)
+{
+    struct pipe_reader *r = arg;
+    unsigned char buf[4096];
+    atomic_store(&r->goid, (long long)gmp_goid());
+    for (;;) {
+        ssize_t n = read(r->fd, buf, sizeof buf);
+        if (n <= 0) {
+            r->bad |= n < 0;
+            break;
+        }
+        for (ssize_t i = 0; i < n; i++)
+            r->bad |= buf[i] != (unsigned char)((r->total + i) % 251);
+        r->total += n;
+    }
+    close(r->fd);
+    gmp_wg_done(&r->done);
 }
 
 static int64_t close_in_blocking(void *arg)
@@ -2647,6 +2678,32 @@ static void op_fd(struct actor *a)
         ACHECK_EQ(a, r.got, -1);
         ACHECK_EQ(a, r.err, EBADF);
         ACHECK_EQ(a, close(fds[1]), 0);
+        break;
+    }
+    case 10: {
+        /* write(2) of four times a pipe's capacity to a blocking pipe whose reader
+         * goroutine waits parked in read(2), on the writer's own thread when it ran there
+         * (where the kernel refuses RWF_NOWAIT the write goes through the hand-off, which
+         * must leave that thread to the reader): one call writes it all. */
+        int fds[2];
+        ACHECK_EQ(a, pipe2(fds, O_CLOEXEC), 0);
+        struct pipe_reader r = {.fd = fds[0], .done = GMP_WG_INIT};
+        ACHECK_EQ(a, gmp_wg_add(&r.done, 1), 0);
+        ACHECK(a, gmp_go(pipe_reader, &r) > 0);
+        while (atomic_load(&r.goid) == 0)
+            ACHECK_EQ(a, gmp_yield(), 0);
+        ACHECK(a, parked_in_poller(atomic_load(&r.goid)));
+        size_t n = 256 * 1024;
+        unsigned char *buf = malloc(n);
+        ACHECK(a, buf != NULL);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (unsigned char)(i % 251);
+        ACHECK_EQ(a, write(fds[1], buf, n), (long long)n);
+        free(buf);
+        ACHECK_EQ(a, close(fds[1]), 0);
+        ACHECK_EQ(a, gmp_wg_wait(&r.done), 0);
+        ACHECK_EQ(a, r.bad, 0);
+        ACHECK_EQ(a, r.total, (long long)n);
         break;
     }
     default: {

@@ -62,6 +62,15 @@ fn torture_lock_sleeps() {
     torture_with("4", "606", "schedtrace=500,lockspin=0");
 }
 
+/// The torture mix where the kernel refuses RWF_NOWAIT (`GMP_DEBUG=rwfnowait=0`, what
+/// kernels before pipes took it and qemu-user give): the hooks' pipe and file calls wait
+/// for readiness, then go through the hand-off, with every other feature on.
+#[test]
+fn torture_without_rwf_nowait() {
+    torture_with("1", "707", "schedtrace=500,rwfnowait=0");
+    torture_with("2", "708", "schedtrace=500,rwfnowait=0");
+}
+
 /// The torture mix with a preemption signal every sysmon round (20 µs): every feature
 /// meets asynchronous preemption at arbitrary instructions.
 #[test]
@@ -79,12 +88,13 @@ fn torture_preempt_stress() {
 /// change it within 1..4). A failure's output holds the actor that failed and its op, or
 /// the watchdog's report and a goroutine dump, and the command that repeats the run.
 fn fuzz(procs: &str, seeds: &[&str]) {
+    fuzz_with(procs, seeds, "schedtrace=1000,stacktrim=20,stackhwm=16");
+}
+
+/// `fuzz` with `debug` as GMP_DEBUG.
+fn fuzz_with(procs: &str, seeds: &[&str], debug: &str) {
     for seed in seeds {
-        let outcome = run_c(
-            "fuzz",
-            &[seed, "3", procs],
-            &[("GMP_DEBUG", "schedtrace=1000,stacktrim=20,stackhwm=16")],
-        );
+        let outcome = run_c("fuzz", &[seed, "3", procs], &[("GMP_DEBUG", debug)]);
         assert!(
             outcome.status.success(),
             "{}",
@@ -92,6 +102,13 @@ fn fuzz(procs: &str, seeds: &[&str]) {
         );
         print!("{}", outcome.stdout);
     }
+}
+
+/// The fuzzer where the kernel refuses RWF_NOWAIT (see `torture_without_rwf_nowait`).
+#[test]
+fn fuzz_without_rwf_nowait() {
+    fuzz_with("1", &["7"], "schedtrace=1000,rwfnowait=0");
+    fuzz_with("2", &["8"], "schedtrace=1000,rwfnowait=0");
 }
 
 #[test]
