@@ -50,7 +50,9 @@
  * reaped by waitpid, an fd number freed by stdio's fclose (a close the runtime does not
  * see) and given to an eventfd whose blocking read must wait for its count, close of an
  * fd a goroutine is parked in read on (plain, or inside gmp_blocking, where a reader
- * bound to the closer's thread makes the close itself), which parks goroutines through the interposer; the goroutine
+ * bound to the closer's thread makes the close itself), a write(2) of 256 KiB to a pipe
+ * whose reader goroutine is parked in read(2): these park goroutines through the
+ * interposer; the goroutine
  * must be on the same thread after each call); and scopes ("scope": a deadline or a
  * cancel by a goroutine of the scope ends a receive nobody answers, locks of a held
  * mutex and rwmutex (their words back at 0 once main unlocks them), a long gmp_sleep and,
@@ -1093,6 +1095,28 @@ static void libc_closed_reader(void *arg)
     gmp_wg_done(&box->done);
 }
 
+/* For kind 6 of do_libc: reads a pipe to its end; the byte count, or -1 if a byte broke
+ * the pattern (byte i == i % 251). */
+static void libc_pipe_drainer(void *arg)
+{
+    struct libc_box *box = arg;
+    unsigned char b[4096];
+    ssize_t total = 0;
+    atomic_store(&box->entered, 1);
+    for (;;) {
+        ssize_t r = read(box->fd, b, sizeof b);
+        CHECK(r >= 0);
+        if (r == 0)
+            break;
+        for (ssize_t k = 0; k < r; k++)
+            if (b[k] != (unsigned char)((total + k) % 251))
+                total = -1 - r;
+        total += r;
+    }
+    box->result = total;
+    gmp_wg_done(&box->done);
+}
+
 static int64_t libc_close_blocking(void *arg)
 {
     return close((int)(intptr_t)arg) == 0 ? 0 : -errno;
@@ -1115,9 +1139,9 @@ static void do_libc(struct actor *a)
 {
     long tid0 = gettid_();
     /* Kind 3 parks a goroutine it starts: goroutines only. */
-    static const int goroutine_kinds[] = {0, 1, 2, 3, 4, 5};
+    static const int goroutine_kinds[] = {0, 1, 2, 3, 4, 5, 6};
     static const int foreign_kinds[] = {0, 1, 2, 4, 5};
-    int kind = a->goroutine ? goroutine_kinds[rnd_below(&a->rng, 6)]
+    int kind = a->goroutine ? goroutine_kinds[rnd_below(&a->rng, 7)]
                             : foreign_kinds[rnd_below(&a->rng, 5)];
     if (kind == 0) {
         /* A message over a socketpair, read in pieces as it comes. */
@@ -1238,6 +1262,29 @@ static void do_libc(struct actor *a)
             CHECK_OK(gmp_wg_wait(&box.done));
         CHECK_EQ(close(e), 0);
         CHECK_EQ(close(sv[1]), 0);
+    } else if (kind == 6) {
+        /* write(2) of four times a pipe's capacity to a blocking pipe whose reader
+         * goroutine is parked in read(2), on this thread if it ran here (without
+         * RWF_NOWAIT the write goes through the hand-off, which must leave this thread to
+         * the reader): one call writes it all, and every byte arrives. */
+        int p[2];
+        CHECK_EQ(pipe2(p, O_CLOEXEC), 0);
+        struct libc_box box = {.fd = p[0], .done = GMP_WG_INIT};
+        CHECK_OK(gmp_wg_add(&box.done, 1));
+        CHECK_OK(gmp_go(libc_pipe_drainer, &box));
+        while (!atomic_load(&box.entered))
+            CHECK_OK(gmp_yield());
+        size_t n = 256 * 1024;
+        unsigned char *big = malloc(n);
+        CHECK(big != NULL);
+        for (size_t k = 0; k < n; k++)
+            big[k] = (unsigned char)(k % 251);
+        CHECK_EQ(write(p[1], big, n), (ssize_t)n);
+        free(big);
+        CHECK_EQ(close(p[1]), 0);
+        CHECK_OK(gmp_wg_wait(&box.done));
+        CHECK_EQ(box.result, (ssize_t)n);
+        CHECK_EQ(close(p[0]), 0);
     } else {
         /* close while a goroutine is parked in read: it fails with EBADF. */
         int sv[2];
@@ -1259,9 +1306,9 @@ static void do_libc(struct actor *a)
         CHECK_EQ(box.err, EBADF);
         CHECK_EQ(close(sv[1]), 0);
     }
-    /* Not a switch point the compiler knows of: the same thread afterwards (kinds 3 and
-     * 5 wait with gmp calls, which may move the goroutine). */
-    if (kind != 3 && kind != 5)
+    /* Not a switch point the compiler knows of: the same thread afterwards (kinds 3, 5
+     * and 6 wait with gmp calls, which may move the goroutine). */
+    if (kind != 3 && kind != 5 && kind != 6)
         CHECK_EQ(gettid_(), tid0);
 }
 
