@@ -35,6 +35,10 @@
  *   rawtty     at GOMAXPROCS=1, a goroutine reads a line from a pseudo-terminal in
  *              canonical mode with a raw read(2), typed by a plain thread 200 ms later:
  *              it gets the line, and a yielding goroutine runs meanwhile.
+ *   badfiles   calls on files that have no such operation fail at once with libc's
+ *              errno, blocking or not: write(2) to a timerfd, signalfd or epoll fd,
+ *              read(2) of an epoll fd or of a signalfd into 8 bytes, 4 bytes to or from
+ *              an eventfd (EINVAL each).
  *   aliases    the names glibc routes calls through for 64-bit file offsets and
  *              _FORTIFY_SOURCE (pread64, open64, fcntl64, __open_2, __read_chk, ...)
  *              resolve to libgmp's hooks, not to libc.
@@ -51,7 +55,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -809,6 +816,47 @@ static void select_case(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* errno of a call that must fail: -1 is checked, errno returned. */
+static int fails(ssize_t r)
+{
+    CHECK_EQ(r, -1);
+    return errno;
+}
+
+static void badfiles_case(void *arg)
+{
+    (void)arg;
+    char b[8] = {0};
+    for (int nb = 0; nb < 2; nb++) {
+        int fl = nb ? O_NONBLOCK : 0;
+        int t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | (nb ? TFD_NONBLOCK : 0));
+        CHECK(t >= 0);
+        CHECK_EQ(fails(write(t, b, 8)), EINVAL);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGUSR2);
+        int sfd = signalfd(-1, &set, SFD_CLOEXEC | (nb ? SFD_NONBLOCK : 0));
+        CHECK(sfd >= 0);
+        CHECK_EQ(fails(write(sfd, b, 8)), EINVAL);
+        CHECK_EQ(fails(read(sfd, b, 8)), EINVAL); /* shorter than a signalfd_siginfo */
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        CHECK(ep >= 0);
+        if (nb)
+            CHECK_EQ(fcntl(ep, F_SETFL, fl), 0);
+        CHECK_EQ(fails(write(ep, b, 8)), EINVAL);
+        CHECK_EQ(fails(read(ep, b, 8)), EINVAL);
+        int e = eventfd(0, EFD_CLOEXEC | (nb ? EFD_NONBLOCK : 0));
+        CHECK(e >= 0);
+        CHECK_EQ(fails(write(e, b, 4)), EINVAL);
+        CHECK_EQ(fails(read(e, b, 4)), EINVAL);
+        close(t);
+        close(sfd);
+        close(ep);
+        close(e);
+    }
+    gmp_wg_done(&wg);
+}
+
 static void aliases_case(void *arg)
 {
     (void)arg;
@@ -862,6 +910,8 @@ int main(int argc, char **argv)
         fn = nonblock_case;
     else if (strcmp(c, "aliases") == 0)
         fn = aliases_case;
+    else if (strcmp(c, "badfiles") == 0)
+        fn = badfiles_case;
     else if (strcmp(c, "select") == 0)
         fn = select_case;
     else if (strcmp(c, "signal") == 0)

@@ -84,7 +84,8 @@ fn interpose_echo() {
 /// The hooks where the kernel refuses RWF_NOWAIT (pipes on older kernels, qemu-user),
 /// forced with `GMP_DEBUG=rwfnowait=0`: a zero-timeout poll, then the call through the
 /// hand-off. Pipe reads still park in the poller (`errno` counts the poller's wake-ups), a
-/// close reaches a parked read, and the descriptor contract cases see what libc gives.
+/// close reaches a parked read, and the descriptor contract cases and four random fd
+/// sequences (`contract_random`) see what libc gives.
 #[test]
 fn interpose_without_rwf_nowait() {
     const OFF: (&str, &str) = ("GMP_DEBUG", "rwfnowait=0");
@@ -103,12 +104,15 @@ fn interpose_without_rwf_nowait() {
         "select",
         "aliases",
         "signal",
+        "badfiles",
     ] {
         expect_case("contract_fds", case, &[OFF]);
     }
     // A write made through the hand-off while the reader waits bound to the writer's
     // thread (rt/offload.rs).
     expect_case("contract_fds", "bigwrite", &[OFF, ("GMP_MAXPROCS", "1")]);
+    // The random fd sequences observe what plain libc gives.
+    contract_random_seeds(9..=12, &[OFF]);
 }
 
 #[test]
@@ -627,6 +631,11 @@ fn contract_fds_select() {
 }
 
 #[test]
+fn contract_fds_badfiles() {
+    contract_fds("badfiles");
+}
+
+#[test]
 fn contract_fds_aliases() {
     // Symbol resolution only: the GMP_INTERPOSE=0 run resolves to the same hooks.
     contract_fds("aliases");
@@ -718,14 +727,18 @@ fn contract_poll_timeout_behind() {
 /// seeds at GOMAXPROCS 1 and 2. `CONTRACT_RANDOM_STEPS` makes each longer (default 400).
 #[test]
 fn contract_random() {
-    for seed in 1..=8 {
+    contract_random_seeds(1..=8, &[]);
+}
+
+/// `contract_random` for `seeds` (odd ones at GOMAXPROCS 1, even ones at 2), the hooked run
+/// with `env` too.
+fn contract_random_seeds(seeds: std::ops::RangeInclusive<u32>, env: &[(&str, &str)]) {
+    for seed in seeds {
+        let procs = if seed % 2 == 0 { "2" } else { "1" };
         let seed = seed.to_string();
-        let procs = if seed.parse::<u32>().unwrap_or(0) % 2 == 0 {
-            "2"
-        } else {
-            "1"
-        };
-        let hooks = run_c("contract_random", &[&seed], &[("GMP_MAXPROCS", procs)]);
+        let mut hooked_env = vec![("GMP_MAXPROCS", procs)];
+        hooked_env.extend_from_slice(env);
+        let hooks = run_c("contract_random", &[&seed], &hooked_env);
         let plain = plain_reference("contract_random", &[&seed], procs, &hooks);
         for (o, what) in [(&hooks, "with the hooks"), (&plain, "plain libc")] {
             assert!(

@@ -303,10 +303,14 @@ pub(crate) fn io_or_blocking(
 /// (Linux 4.14 for sockets and regular files; pipes, eventfds and timerfds later).
 pub(crate) const RWF_NOWAIT: c_int = 0x8;
 
-/// Whether a call refused RWF_NOWAIT (an older kernel, or a file that does not offer it).
-/// ENOSYS (no preadv2 at all: a kernel before 4.6, or an emulator) is remembered, so later
-/// calls go straight to the fallback.
-fn nowait_refused(r: isize) -> bool {
+/// Whether a call on `fd` refused RWF_NOWAIT (an older kernel, or a file that does not
+/// offer it). ENOSYS (no preadv2 at all: a kernel before 4.6, or an emulator) is
+/// remembered, so later calls go straight to the fallback. EINVAL is a refusal only for a
+/// regular file or block device, whose buffered writes kernels before 5.9 refused
+/// RWF_NOWAIT with EINVAL (`generic_write_checks`); from any other file it is the call's
+/// own answer, which the plain call gives too (a write to a timerfd, signalfd or epoll
+/// fd, a short buffer for an eventfd), and a readiness wait would never end.
+fn nowait_refused(fd: c_int, r: isize) -> bool {
     if r >= 0 {
         return false;
     }
@@ -315,9 +319,27 @@ fn nowait_refused(r: isize) -> bool {
             NO_PREADV2.store(true, Ordering::Relaxed);
             true
         }
-        libc::EOPNOTSUPP | libc::EINVAL => true,
+        libc::EOPNOTSUPP => true,
+        libc::EINVAL => {
+            let refused = regular_or_block(fd);
+            // The caller reads errno for the call's answer.
+            // SAFETY: this thread's errno.
+            unsafe { *libc::__errno_location() = libc::EINVAL };
+            refused
+        }
         _ => false,
     }
+}
+
+/// Whether `fd` is a regular file or a block device (false if fstat fails).
+fn regular_or_block(fd: c_int) -> bool {
+    // SAFETY: fstat writes only into `st`, a local of the right type.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return false;
+    }
+    matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFBLK)
 }
 
 /// Set once preadv2/pwritev2 answered ENOSYS. Relaxed: a hint; a thread that has not seen
@@ -338,11 +360,69 @@ fn no_rwf_nowait() -> bool {
 /// it takes what there is without waiting (a read) or at most waits for room for the rest
 /// (a write, which a blocking write does anyway), unless another reader or writer takes
 /// the readiness first; then it blocks, as its P is handed off, which is what the call is.
-fn when_ready(fd: c_int, events: libc::c_short, op: impl Fn() -> isize) -> isize {
+/// Not ready on an fd the program made non-blocking, the call itself answers (it cannot
+/// block): EAGAIN, or its own error where readiness never comes (a write to a timerfd
+/// gets EINVAL, as from libc).
+fn when_ready(
+    fd: c_int,
+    events: libc::c_short,
+    len: impl FnOnce() -> usize,
+    op: impl Fn() -> isize,
+) -> isize {
     if !ready_now(fd, events) {
-        return -1;
+        return if nonblocking(fd) || never_ready(fd, events, len) {
+            op()
+        } else {
+            -1
+        };
     }
     handed_off(op)
+}
+
+/// Whether a call moving `len` bytes on `fd` (`events`: read or write) is one the file
+/// refuses whatever its state, so that it fails at once instead of blocking, and a
+/// readiness wait for it would never end: a write to an anonymous-inode file other than
+/// an eventfd (timerfd, signalfd, epoll, pidfd…: EINVAL or EBADF from libc), a read of an
+/// epoll fd, a read or write of an eventfd shorter than its 8-byte count, a read of a
+/// signalfd shorter than one `signalfd_siginfo` (EINVAL).
+fn never_ready(fd: c_int, events: libc::c_short, len: impl FnOnce() -> usize) -> bool {
+    // SAFETY: fstat writes only into `st`, a local of the right type.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != 0 {
+        // Not an anonymous inode (those have no file type).
+        return false;
+    }
+    // "/proc/self/fd/<fd>", NUL-terminated, without allocating.
+    let mut path = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0\0";
+    let mut digits = [0u8; 10];
+    let (mut v, mut nd) = (fd.max(0) as u32, 0);
+    loop {
+        digits[nd] = b'0' + (v % 10) as u8;
+        nd += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in 0..nd {
+        path[14 + i] = digits[nd - 1 - i];
+    }
+    let mut name = [0u8; 64];
+    // SAFETY: path is NUL-terminated; readlink writes at most name.len() bytes into name.
+    let n = unsafe { libc::readlink(path.as_ptr().cast(), name.as_mut_ptr().cast(), name.len()) };
+    if n <= 0 {
+        return false;
+    }
+    let name = &name[..n as usize];
+    let write = events & libc::POLLOUT != 0;
+    let short = |min: usize| len() < min;
+    match name {
+        b"anon_inode:[eventfd]" => short(8),
+        b"anon_inode:[signalfd]" => write || short(size_of::<libc::signalfd_siginfo>()),
+        b"anon_inode:[eventpoll]" => true,
+        _ => write,
+    }
 }
 
 /// readv(2) that never blocks the thread, whatever the fd's O_NONBLOCK says: RWF_NOWAIT,
@@ -356,6 +436,8 @@ pub(crate) unsafe fn readv_nowait(fd: c_int, iov: *const libc::iovec, n: c_int) 
     nowait_or_when_ready(
         fd,
         libc::POLLIN,
+        iov,
+        n,
         // SAFETY: caller contract; offset -1 is the file position, as readv uses.
         || unsafe { crate::sys::real::preadv2(fd, iov, n, -1, RWF_NOWAIT) },
         // SAFETY: as above.
@@ -372,6 +454,8 @@ pub(crate) unsafe fn writev_nowait(fd: c_int, iov: *const libc::iovec, n: c_int)
     nowait_or_when_ready(
         fd,
         libc::POLLOUT,
+        iov,
+        n,
         // SAFETY: caller contract.
         || unsafe { crate::sys::real::pwritev2(fd, iov, n, -1, RWF_NOWAIT) },
         // SAFETY: as above.
@@ -384,16 +468,33 @@ pub(crate) unsafe fn writev_nowait(fd: c_int, iov: *const libc::iovec, n: c_int)
 fn nowait_or_when_ready(
     fd: c_int,
     events: libc::c_short,
+    iov: *const libc::iovec,
+    n: c_int,
     nowait: impl FnOnce() -> isize,
     blocking: impl Fn() -> isize,
 ) -> isize {
     if !no_rwf_nowait() {
         let r = nowait();
-        if !nowait_refused(r) {
+        if !nowait_refused(fd, r) {
             return r;
         }
     }
-    when_ready(fd, events, blocking)
+    // SAFETY: the callers' contract: iov is valid for n entries.
+    let len = || unsafe { iov_len(iov, n) };
+    when_ready(fd, events, len, blocking)
+}
+
+/// The bytes `n` iovecs at `iov` describe (0 for a negative `n`).
+///
+/// # Safety
+/// `iov` is valid for `n` entries.
+unsafe fn iov_len(iov: *const libc::iovec, n: c_int) -> usize {
+    if n <= 0 || iov.is_null() {
+        return 0;
+    }
+    // SAFETY: caller contract.
+    let v = unsafe { core::slice::from_raw_parts(iov, n as usize) };
+    v.iter().fold(0usize, |t, e| t.saturating_add(e.iov_len))
 }
 
 /// Runs a blocking call through the syscall hand-off (`offload_or_here`); -1 and errno on
