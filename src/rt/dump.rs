@@ -245,6 +245,26 @@ pub(crate) fn lookup(pc: usize) -> Option<Symbol> {
     })
 }
 
+/// The code range `[start, end)` of the function whose symbol starts at `addr`, from the
+/// symbol's size (None if the loader knows no sized symbol there).
+pub(crate) fn function_range(addr: usize) -> Option<(usize, usize)> {
+    let mut info = DlInfo {
+        dli_fname: core::ptr::null(),
+        dli_fbase: core::ptr::null_mut(),
+        dli_sname: core::ptr::null(),
+        dli_saddr: core::ptr::null_mut(),
+    };
+    let mut sym: *mut c_void = core::ptr::null_mut();
+    // SAFETY: valid out-pointers; dladdr1 only reads the loader's tables.
+    let ok = unsafe { dladdr1(addr as *const c_void, &mut info, &mut sym, RTLD_DL_SYMENT) } != 0;
+    if !ok || sym.is_null() || info.dli_saddr as usize != addr {
+        return None;
+    }
+    // SAFETY: with RTLD_DL_SYMENT, sym points at the ELF symbol found.
+    let size = unsafe { (*(sym as *const libc::Elf64_Sym)).st_size } as usize;
+    (size != 0).then_some((addr, addr + size))
+}
+
 fn symbolize_as(out: &mut Out, pc: usize, with_object: bool) {
     let Some(sym) = lookup(pc) else {
         out.str("?");
