@@ -308,6 +308,17 @@ pub fn goexit() -> ! {
 pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
     // SAFETY: gp is ours (it just exited on this M).
     let g = unsafe { &*gp };
+    // A sampled goroutine's stack mark, before it counts as ended (the Release of
+    // `nexited` below): whoever sees the goroutine count drop sees its mark.
+    // SAFETY: gp is ours and ended; we run on g0, not on its stack.
+    unsafe {
+        if g.hwm.get() {
+            g.hwm.set(false);
+            if let (Some(entry), Some(st)) = (g.entry.get(), &*g.stack.ptr()) {
+                stackhwm::record(entry as usize, st);
+            }
+        }
+    }
     casgstatus(g, G_RUNNING, G_DEAD);
     // SAFETY: the scheduler loop runs holding a P.
     owner_inc(unsafe { &(*m.p.load(Ordering::Relaxed)).nexited });
@@ -339,13 +350,6 @@ pub(super) unsafe fn goexit0(m: &M, gp: *mut G) {
     }
     // SAFETY: gp is dead and ours.
     unsafe {
-        if g.hwm.get() {
-            g.hwm.set(false);
-            if let (Some(entry), Some(st)) = (g.entry.get(), &*g.stack.ptr()) {
-                // SAFETY: the goroutine ended; we run on g0, not on its stack.
-                stackhwm::record(entry as usize, st);
-            }
-        }
         labels::drop_of(g);
         scope::drop_of(g);
         g.entry.set(None);
