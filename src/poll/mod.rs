@@ -393,21 +393,10 @@ fn never_ready(fd: c_int, events: libc::c_short, len: impl FnOnce() -> usize) ->
         // Not an anonymous inode (those have no file type).
         return false;
     }
-    // "/proc/self/fd/<fd>", NUL-terminated, without allocating.
-    let mut path = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0\0";
-    let mut digits = [0u8; 10];
-    let (mut v, mut nd) = (fd.max(0) as u32, 0);
-    loop {
-        digits[nd] = b'0' + (v % 10) as u8;
-        nd += 1;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    for i in 0..nd {
-        path[14 + i] = digits[nd - 1 - i];
-    }
+    // "/proc/self/fd/<fd>", NUL-terminated (the buffer starts zeroed), without allocating.
+    let mut buf = [0u8; 32];
+    let digits = crate::sys::fmt_u64(fd.max(0) as u64);
+    let path = crate::sys::fmt_msg(&mut buf[..31], &[b"/proc/self/fd/", &digits]);
     let mut name = [0u8; 64];
     // SAFETY: path is NUL-terminated; readlink writes at most name.len() bytes into name.
     let n = unsafe { libc::readlink(path.as_ptr().cast(), name.as_mut_ptr().cast(), name.len()) };
