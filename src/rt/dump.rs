@@ -213,10 +213,9 @@ pub(crate) struct Symbol {
     pub(crate) name: Option<(*const c_char, usize)>,
 }
 
-/// Looks `pc` up in the dynamic symbol tables. The symbol dladdr finds is only the nearest
-/// exported one below pc: it is trusted when pc lies inside its size (else it names the
-/// wrong function, e.g. an exported gmp_* before an internal Rust function).
-pub(crate) fn lookup(pc: usize) -> Option<Symbol> {
+/// What dladdr1 knows of `pc` (None: no loaded object holds it), and the size of the
+/// symbol it found (None: no symbol).
+fn dl_info(pc: usize) -> Option<(DlInfo, Option<usize>)> {
     let mut info = DlInfo {
         dli_fname: core::ptr::null(),
         dli_fbase: core::ptr::null_mut(),
@@ -229,15 +228,22 @@ pub(crate) fn lookup(pc: usize) -> Option<Symbol> {
     if !ok || info.dli_fname.is_null() {
         return None;
     }
-    let mut name = None;
-    if !info.dli_sname.is_null() && !sym.is_null() {
+    let size = (!info.dli_sname.is_null() && !sym.is_null()).then(|| {
         // SAFETY: with RTLD_DL_SYMENT, sym points at the ELF symbol of dli_sname.
-        let size = unsafe { (*(sym as *const libc::Elf64_Sym)).st_size } as usize;
-        let start = info.dli_saddr as usize;
-        if pc >= start && (pc - start < size || size == 0 && pc - start < 4096) {
-            name = Some((info.dli_sname, start));
-        }
-    }
+        unsafe { (*(sym as *const libc::Elf64_Sym)).st_size as usize }
+    });
+    Some((info, size))
+}
+
+/// Looks `pc` up in the dynamic symbol tables. The symbol dladdr finds is only the nearest
+/// exported one below pc: it is trusted when pc lies inside its size (else it names the
+/// wrong function, e.g. an exported gmp_* before an internal Rust function).
+pub(crate) fn lookup(pc: usize) -> Option<Symbol> {
+    let (info, size) = dl_info(pc)?;
+    let start = info.dli_saddr as usize;
+    let name = size
+        .filter(|&size| pc >= start && (pc - start < size || size == 0 && pc - start < 4096))
+        .map(|_| (info.dli_sname, start));
     Some(Symbol {
         object: info.dli_fname,
         base: info.dli_fbase as usize,
@@ -248,21 +254,12 @@ pub(crate) fn lookup(pc: usize) -> Option<Symbol> {
 /// The code range `[start, end)` of the function whose symbol starts at `addr`, from the
 /// symbol's size (None if the loader knows no sized symbol there).
 pub(crate) fn function_range(addr: usize) -> Option<(usize, usize)> {
-    let mut info = DlInfo {
-        dli_fname: core::ptr::null(),
-        dli_fbase: core::ptr::null_mut(),
-        dli_sname: core::ptr::null(),
-        dli_saddr: core::ptr::null_mut(),
-    };
-    let mut sym: *mut c_void = core::ptr::null_mut();
-    // SAFETY: valid out-pointers; dladdr1 only reads the loader's tables.
-    let ok = unsafe { dladdr1(addr as *const c_void, &mut info, &mut sym, RTLD_DL_SYMENT) } != 0;
-    if !ok || sym.is_null() || info.dli_saddr as usize != addr {
+    let (info, size) = dl_info(addr)?;
+    if info.dli_saddr as usize != addr {
         return None;
     }
-    // SAFETY: with RTLD_DL_SYMENT, sym points at the ELF symbol found.
-    let size = unsafe { (*(sym as *const libc::Elf64_Sym)).st_size } as usize;
-    (size != 0).then_some((addr, addr + size))
+    size.filter(|&size| size != 0)
+        .map(|size| (addr, addr + size))
 }
 
 fn symbolize_as(out: &mut Out, pc: usize, with_object: bool) {
