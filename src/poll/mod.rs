@@ -303,14 +303,11 @@ pub(crate) fn io_or_blocking(
 /// (Linux 4.14 for sockets and regular files; pipes, eventfds and timerfds later).
 pub(crate) const RWF_NOWAIT: c_int = 0x8;
 
-/// Whether a call on `fd` refused RWF_NOWAIT (an older kernel, or a file that does not
-/// offer it). ENOSYS (no preadv2 at all: a kernel before 4.6, or an emulator) is
-/// remembered, so later calls go straight to the fallback. EINVAL is a refusal only for a
-/// regular file or block device, whose buffered writes kernels before 5.9 refused
-/// RWF_NOWAIT with EINVAL (`generic_write_checks`); from any other file it is the call's
-/// own answer, which the plain call gives too (a write to a timerfd, signalfd or epoll
-/// fd, a short buffer for an eventfd), and a readiness wait would never end.
-fn nowait_refused(fd: c_int, r: isize) -> bool {
+/// Whether a call refused RWF_NOWAIT (an older kernel, or a file that does not offer it).
+/// ENOSYS (no preadv2 at all: a kernel before 4.6, or an emulator) is remembered, so later
+/// calls go straight to the fallback. EINVAL is also the answer of a file that has no such
+/// operation at all (a write to a timerfd): the fallback gives it back (`when_ready`).
+fn nowait_refused(r: isize) -> bool {
     if r >= 0 {
         return false;
     }
@@ -319,27 +316,9 @@ fn nowait_refused(fd: c_int, r: isize) -> bool {
             NO_PREADV2.store(true, Ordering::Relaxed);
             true
         }
-        libc::EOPNOTSUPP => true,
-        libc::EINVAL => {
-            let refused = regular_or_block(fd);
-            // The caller reads errno for the call's answer.
-            // SAFETY: this thread's errno.
-            unsafe { *libc::__errno_location() = libc::EINVAL };
-            refused
-        }
+        libc::EOPNOTSUPP | libc::EINVAL => true,
         _ => false,
     }
-}
-
-/// Whether `fd` is a regular file or a block device (false if fstat fails).
-fn regular_or_block(fd: c_int) -> bool {
-    // SAFETY: fstat writes only into `st`, a local of the right type.
-    let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return false;
-    }
-    matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFBLK)
 }
 
 /// Set once preadv2/pwritev2 answered ENOSYS. Relaxed: a hint; a thread that has not seen
@@ -464,7 +443,7 @@ fn nowait_or_when_ready(
 ) -> isize {
     if !no_rwf_nowait() {
         let r = nowait();
-        if !nowait_refused(fd, r) {
+        if !nowait_refused(r) {
             return r;
         }
     }
