@@ -29,8 +29,10 @@
 //!   armed to expire after 1 ns more of its CPU time. The scheduler tick sees it expire;
 //!   kernels with `POSIX_CPU_TIMERS_TASK_WORK` (x86-64 and arm64 since Linux 5.10) fire
 //!   it from task work on the thread's next return to user mode, after any call in
-//!   progress has finished. Needs no privilege; the signal comes up to one tick (1–10 ms)
-//!   after the arming instead of `PERF_PERIOD_NS`. The handler knows it by `SI_TIMER`,
+//!   progress has finished. Needs no privilege; the signal comes at the first tick that
+//!   finds the thread on a CPU instead of after `PERF_PERIOD_NS`: within a tick (1–10 ms)
+//!   for a thread that computes, but a thread that mostly sleeps in short calls no hook
+//!   sees may not meet a tick for seconds (HACKING.md, known limits). The handler knows it by `SI_TIMER`,
 //!   `si_value` = `sigpreempt::MAGIC` and the timer id.
 //! - **tgkill after a look** (`Source::Tgkill`), when neither can be created: the
 //!   narrowed race stays (HACKING.md, known limits).
