@@ -1124,14 +1124,15 @@ int64_t gmp_sendmsg(int fd, const struct msghdr *msg, int flags);
  refuses to start while the program has a SIGPROF handler of its own or runs the
  ITIMER_PROF timer, and keeps its handler (which ignores stray signals) after stop.
  Returns 0, -EBADF if `fd` is not open, -EINVAL if `hz` is above 10000, -EBUSY if a
- profile runs or SIGPROF is taken, or -EAGAIN if the writer thread cannot start.
+ profile runs (or a `gmp_cpuprofile_stop` is still writing one) or SIGPROF is taken,
+ or -EAGAIN if the writer thread cannot start.
  */
 int gmp_cpuprofile_start(int fd, int hz);
 
 /*
  Stops the CPU profile gmp_cpuprofile_start (or GMP_CPUPROFILE) started and writes it
- to its descriptor. Returns 0, -EINVAL if no profile runs, or the negative errno of the
- write.
+ to its descriptor, returning when it is written. Returns 0, -EINVAL if no profile runs
+ (or another stop is writing it), or the negative errno of the write.
  */
 int gmp_cpuprofile_stop(void);
 

@@ -51,7 +51,20 @@ struct Writer {
     thread: std::thread::JoinHandle<Result<(), i32>>,
 }
 
-static WRITER: Mutex<Option<Writer>> = Mutex::new(None);
+/// The profile's state. `stop` leaves `Stopping` in place while it waits for the writer,
+/// with the lock released: the lock is only ever held for a moment, so a goroutine that
+/// waits for it may keep its P (a holder that joined the writer under it needed a P back
+/// from whoever waited).
+enum State {
+    Idle,
+    Running(Writer),
+    /// `stop` has taken the writer and waits for it to drain the buffer and exit: a
+    /// `start` meanwhile would run a second consumer of the single-consumer sample buffer,
+    /// and `stop`'s `disable` may end the new profile's sampling.
+    Stopping,
+}
+
+static WRITER: Mutex<State> = Mutex::new(State::Idle);
 
 /// The last profile's epoch (sigprof.rs tags records with it).
 static EPOCH: AtomicU32 = AtomicU32::new(0);
@@ -65,7 +78,7 @@ pub(crate) fn start(fd: i32, hz: i32) -> Result<(), i32> {
         return Err(libc::EINVAL);
     }
     let mut w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
-    if w.is_some() {
+    if !matches!(*w, State::Idle) {
         return Err(libc::EBUSY);
     }
     // SAFETY: F_DUPFD_CLOEXEC on any number: a closed one answers EBADF.
@@ -107,20 +120,27 @@ pub(crate) fn start(fd: i32, hz: i32) -> Result<(), i32> {
         })
         .map_err(|_| libc::EAGAIN)?;
     super::sigprof::enable(epoch, period);
-    *w = Some(Writer { done: tx, thread });
+    *w = State::Running(Writer { done: tx, thread });
     Ok(())
 }
 
 /// Stops the profile and writes it. Err: EINVAL (none runs), or the errno of the write.
 pub(crate) fn stop() -> Result<(), i32> {
-    // The lock is held until the writer has drained the buffer and exited: a `start`
-    // meanwhile would run a second consumer of the single-consumer sample buffer, and
-    // this `disable` would end the new profile's sampling.
-    let mut guard = WRITER.lock().unwrap_or_else(|e| e.into_inner());
-    let w = guard.take().ok_or(libc::EINVAL)?;
+    let w = {
+        let mut guard = WRITER.lock().unwrap_or_else(|e| e.into_inner());
+        match core::mem::replace(&mut *guard, State::Stopping) {
+            State::Running(w) => w,
+            other => {
+                *guard = other;
+                return Err(libc::EINVAL);
+            }
+        }
+    };
     super::sigprof::disable();
     let _ = w.done.send(());
-    w.thread.join().unwrap_or(Err(libc::EIO))
+    let r = w.thread.join().unwrap_or(Err(libc::EIO));
+    *WRITER.lock().unwrap_or_else(|e| e.into_inner()) = State::Idle;
+    r
 }
 
 /// Reads `GMP_CPUPROFILE` (from `init_once`).
