@@ -54,11 +54,13 @@ done
 # Unit tests that emulation cannot pass, each for a reason of qemu-user's, not of the
 # port: process_vm_readv is not emulated (the frame walks, the reads of a call's
 # arguments), madvise advice is accepted and ignored (guard pages, MADV_NOHUGEPAGE), a
-# test that re-executes itself cannot exec an aarch64 binary without binfmt_misc, and the
-# pause calibration times emulated instructions.
+# test that re-executes itself cannot exec an aarch64 binary without binfmt_misc, the
+# pause calibration times emulated instructions, and /proc/<tid>/syscall shows the
+# emulator's own (x86-64) call.
 skip_lib=(
     rt::sigprof::tests::walk_follows_our_own_frames_and_stops_on_garbage
     rt::unseen::tests::restarts_only_what_restarts_exactly
+    rt::unseen::tests::std_lock_waits_are_the_runtimes_own
     stack::tests::guard_page_is_inaccessible
     stack::tests::guards_use_madvise_on_this_kernel
     stack::tests::map_stack_is_nohugepage

@@ -645,6 +645,16 @@ pub unsafe fn ctx_sp(uc: *const libc::ucontext_t) -> usize {
     unsafe { (*uc).uc_mcontext.sp as usize }
 }
 
+/// The return address of a leaf function stopped in the context `uc`: the link register
+/// x30 (libc's `syscall` wrapper at its `svc`).
+///
+/// # Safety
+/// As for [`ctx_pc`].
+pub unsafe fn ctx_leaf_return(uc: *const libc::ucontext_t) -> usize {
+    // SAFETY: caller contract.
+    unsafe { (*uc).uc_mcontext.regs[30] as usize }
+}
+
 /// The interrupted code's frame pointer (x29).
 ///
 /// # Safety

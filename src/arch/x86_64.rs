@@ -818,6 +818,16 @@ pub unsafe fn ctx_sp(uc: *const libc::ucontext_t) -> usize {
     unsafe { (*uc).uc_mcontext.gregs[libc::REG_RSP as usize] as usize }
 }
 
+/// The return address of a leaf function stopped in the context `uc` before it pushed
+/// anything: the word at rsp (libc's `syscall` wrapper at its `syscall` instruction).
+///
+/// # Safety
+/// As for [`ctx_pc`]; the context is this thread's own, so its stack is mapped.
+pub unsafe fn ctx_leaf_return(uc: *const libc::ucontext_t) -> usize {
+    // SAFETY: caller contract: rsp points at the thread's own mapped stack.
+    unsafe { *(ctx_sp(uc) as *const usize) }
+}
+
 /// The interrupted code's frame pointer (rbp).
 ///
 /// # Safety

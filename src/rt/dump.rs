@@ -251,6 +251,17 @@ pub(crate) fn lookup(pc: usize) -> Option<Symbol> {
     })
 }
 
+/// The code range `[start, end)` of the function whose symbol starts at `addr`, from the
+/// symbol's size (None if the loader knows no sized symbol there).
+pub(crate) fn function_range(addr: usize) -> Option<(usize, usize)> {
+    let (info, size) = dl_info(addr)?;
+    if info.dli_saddr as usize != addr {
+        return None;
+    }
+    size.filter(|&size| size != 0)
+        .map(|size| (addr, addr + size))
+}
+
 fn symbolize_as(out: &mut Out, pc: usize, with_object: bool) {
     let Some(sym) = lookup(pc) else {
         out.str("?");

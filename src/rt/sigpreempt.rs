@@ -37,6 +37,9 @@ struct Ranges {
     /// libgmp's own executable ranges (also in `r`).
     own_n: usize,
     own: [(usize, usize); 4],
+    /// The code of libc's `syscall(2)` wrapper (`(0, 0)`: not found), through which Rust's
+    /// std makes its futex waits (`runtime_call`).
+    syscall_fn: (usize, usize),
     /// `dl_phdr_info`'s load/unload counters when this was built.
     adds: u64,
     subs: u64,
@@ -161,6 +164,7 @@ pub(super) fn refresh_ranges(force: bool) {
             r: [(0, 0); 128],
             own_n: 0,
             own: [(0, 0); 4],
+            syscall_fn: (0, 0),
             adds: 0,
             subs: 0,
         },
@@ -197,7 +201,44 @@ pub(super) fn refresh_ranges(force: bool) {
             &mut c as *mut Collect as *mut libc::c_void,
         );
     }
+    c.out.syscall_fn = syscall_fn_range();
     RANGES.store(Box::into_raw(Box::new(c.out)), Ordering::Release);
+}
+
+/// The code range of the `syscall` function the runtime's std calls (libc's), from its
+/// symbol's size; `(0, 0)` if the symbol or its size is not found.
+fn syscall_fn_range() -> (usize, usize) {
+    // SAFETY: dlsym with a valid name.
+    let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"syscall".as_ptr()) } as usize;
+    if f == 0 {
+        return (0, 0);
+    }
+    super::dump::function_range(f).unwrap_or((0, 0))
+}
+
+/// Whether the system call that returns to `pc`, in the interrupted context `uc`, is the
+/// runtime's own: made from libgmp's code, or from libc's `syscall` wrapper called by it —
+/// Rust's std waits on a futex that way (its `Mutex`, `Condvar` and `Once`, which the
+/// runtime takes on goroutine stacks: the stack pool, channel headers), and a diverted
+/// wait there would hand the P on in the middle of runtime code. The wrapper is a leaf,
+/// so its caller is the interrupted context's return address (`arch::ctx_leaf_return`).
+/// True while the table is not built yet. Async-signal-safe.
+///
+/// # Safety
+/// `uc` is the context the signal interrupted on this thread, stopped at `pc` or at the
+/// system-call instruction before it.
+pub(super) unsafe fn runtime_call(pc: usize, uc: *const libc::ucontext_t) -> bool {
+    if runtime_pc(pc) {
+        return true;
+    }
+    let t = RANGES.load(Ordering::Acquire);
+    if t.is_null() {
+        return true;
+    }
+    // SAFETY: published tables are never freed or changed.
+    let (a, b) = unsafe { (*t).syscall_fn };
+    // SAFETY: caller contract: the context stopped inside the leaf wrapper.
+    pc > a && pc < b && runtime_pc(unsafe { arch::ctx_leaf_return(uc) })
 }
 
 /// Whether `pc` is in code we must not interrupt. Async-signal-safe.

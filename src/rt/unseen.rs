@@ -25,8 +25,9 @@
 //!   socket, the signal cut short: the rest is moved on, from where it stopped, and the
 //!   count returned is the whole) — with the same stack pointer and argument registers;
 //!   the goroutine RUNNING on its P;
-//!   the PC outside libgmp (the runtime's own futex waits are `sys::futex::wait`'s
-//!   inline `syscall`). Then the handler points the context at `__gmp_async_syscall`
+//!   the call not the runtime's own (`sigpreempt::runtime_call`: its futex waits are
+//!   `sys::futex::wait`'s inline `syscall`, and std's, for its `Mutex` and `Once`, are
+//!   libc's `syscall` wrapper called from libgmp). Then the handler points the context at `__gmp_async_syscall`
 //!   with the return address just past the `syscall` instruction.
 //! - **The trampoline makes the call seen** (`wrapped`, on the goroutine's stack in
 //!   ordinary context, every register saved as for a preemption): `syscall::entersyscall`, the
@@ -574,7 +575,7 @@ pub(super) unsafe fn divert(m: &M, uc: *mut libc::ucontext_t) -> bool {
         // with a register state the trampoline cannot carry): then, rather than leave the
         // program an EINTR, it goes on here with the P (as it would have, had it not been
         // signalled) where that is exact.
-        if sigpreempt::runtime_pc(pc as usize)
+        if sigpreempt::runtime_call(pc as usize, uc)
             || !sigpreempt::room_on_stack(&*gp, sp)
             || !crate::arch::can_divert(uc)
         {
@@ -938,6 +939,66 @@ fn grace(nr: u64, a: [u64; 6]) -> Option<impl Fn() -> i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thread of the runtime's code waiting for a std `Mutex` sleeps in libc's `syscall`
+    /// wrapper, called from our code: `runtime_call` takes it for the runtime's own call
+    /// (so `divert` leaves it alone), and the same call returning elsewhere for C code's.
+    #[test]
+    fn std_lock_waits_are_the_runtimes_own() {
+        use std::sync::{Arc, Mutex};
+        sigpreempt::refresh_ranges(true);
+        let lock = Arc::new(Mutex::new(()));
+        let held = lock.lock().unwrap();
+        let tid = Arc::new(core::sync::atomic::AtomicI32::new(0));
+        let t = {
+            let (lock, tid) = (lock.clone(), tid.clone());
+            std::thread::spawn(move || {
+                tid.store(crate::sys::gettid(), Ordering::SeqCst);
+                drop(lock.lock().unwrap());
+            })
+        };
+        // Wait for the state: the thread asleep in the futex.
+        let mut call = None;
+        for _ in 0..5000 {
+            let id = tid.load(Ordering::SeqCst);
+            if id != 0 {
+                let path = format!("/proc/self/task/{id}/syscall");
+                if let Ok(text) = std::fs::read(&path) {
+                    if let Some(c) = parse(&text).filter(|c| c.nr == libc::SYS_futex) {
+                        call = Some(c);
+                        break;
+                    }
+                }
+            }
+            std::thread::sleep(core::time::Duration::from_millis(1));
+        }
+        let c = call.expect("the thread never slept in the futex");
+        // SAFETY: a zeroed context, given the interrupted registers runtime_call reads.
+        let mut uc: libc::ucontext_t = unsafe { core::mem::zeroed() };
+        #[cfg(target_arch = "x86_64")]
+        {
+            // The blocked thread's stack: its top word is the wrapper's return address.
+            uc.uc_mcontext.gregs[libc::REG_RSP as usize] = c.sp as i64;
+            // SAFETY: the thread sleeps in the call, so its stack is mapped and still.
+            assert!(unsafe { sigpreempt::runtime_call(c.pc as usize, &uc) });
+            let elsewhere = 0usize;
+            uc.uc_mcontext.gregs[libc::REG_RSP as usize] = &elsewhere as *const usize as i64;
+            // SAFETY: rsp points at a live local.
+            assert!(!unsafe { sigpreempt::runtime_call(c.pc as usize, &uc) });
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            // /proc does not show the link register: the wrapper's caller is ours.
+            uc.uc_mcontext.regs[30] = std_lock_waits_are_the_runtimes_own as usize as u64;
+            // SAFETY: the context's fields runtime_call reads are set.
+            assert!(unsafe { sigpreempt::runtime_call(c.pc as usize, &uc) });
+            uc.uc_mcontext.regs[30] = 0;
+            // SAFETY: as above.
+            assert!(!unsafe { sigpreempt::runtime_call(c.pc as usize, &uc) });
+        }
+        drop(held);
+        t.join().unwrap();
+    }
 
     #[test]
     fn parses_a_sleeping_call() {
