@@ -175,25 +175,6 @@ fn read_words<const N: usize>(addr: usize) -> Option<[usize; N]> {
     read_bytes(addr, bytes).then_some(w)
 }
 
-#[repr(C)]
-struct DlInfo {
-    dli_fname: *const c_char,
-    dli_fbase: *mut c_void,
-    dli_sname: *const c_char,
-    dli_saddr: *mut c_void,
-}
-
-const RTLD_DL_SYMENT: c_int = 1;
-
-unsafe extern "C" {
-    fn dladdr1(
-        addr: *const c_void,
-        info: *mut DlInfo,
-        extra: *mut *mut c_void,
-        flags: c_int,
-    ) -> c_int;
-}
-
 /// Writes `name+0xoff (object)` for `pc`, or `?? (object+0xoff)` when no symbol covers it.
 fn symbolize(out: &mut Out, pc: usize) {
     symbolize_as(out, pc, true);
@@ -213,33 +194,11 @@ pub(crate) struct Symbol {
     pub(crate) name: Option<(*const c_char, usize)>,
 }
 
-/// What dladdr1 knows of `pc` (None: no loaded object holds it), and the size of the
-/// symbol it found (None: no symbol).
-fn dl_info(pc: usize) -> Option<(DlInfo, Option<usize>)> {
-    let mut info = DlInfo {
-        dli_fname: core::ptr::null(),
-        dli_fbase: core::ptr::null_mut(),
-        dli_sname: core::ptr::null(),
-        dli_saddr: core::ptr::null_mut(),
-    };
-    let mut sym: *mut c_void = core::ptr::null_mut();
-    // SAFETY: valid out-pointers; dladdr1 only reads the loader's tables.
-    let ok = unsafe { dladdr1(pc as *const c_void, &mut info, &mut sym, RTLD_DL_SYMENT) } != 0;
-    if !ok || info.dli_fname.is_null() {
-        return None;
-    }
-    let size = (!info.dli_sname.is_null() && !sym.is_null()).then(|| {
-        // SAFETY: with RTLD_DL_SYMENT, sym points at the ELF symbol of dli_sname.
-        unsafe { (*(sym as *const libc::Elf64_Sym)).st_size as usize }
-    });
-    Some((info, size))
-}
-
 /// Looks `pc` up in the dynamic symbol tables. The symbol dladdr finds is only the nearest
 /// exported one below pc: it is trusted when pc lies inside its size (else it names the
 /// wrong function, e.g. an exported gmp_* before an internal Rust function).
 pub(crate) fn lookup(pc: usize) -> Option<Symbol> {
-    let (info, size) = dl_info(pc)?;
+    let (info, size) = crate::sys::dl::dl_info(pc)?;
     let start = info.dli_saddr as usize;
     let name = size
         .filter(|&size| pc >= start && (pc - start < size || size == 0 && pc - start < 4096))
@@ -249,17 +208,6 @@ pub(crate) fn lookup(pc: usize) -> Option<Symbol> {
         base: info.dli_fbase as usize,
         name,
     })
-}
-
-/// The code range `[start, end)` of the function whose symbol starts at `addr`, from the
-/// symbol's size (None if the loader knows no sized symbol there).
-pub(crate) fn function_range(addr: usize) -> Option<(usize, usize)> {
-    let (info, size) = dl_info(addr)?;
-    if info.dli_saddr as usize != addr {
-        return None;
-    }
-    size.filter(|&size| size != 0)
-        .map(|size| (addr, addr + size))
 }
 
 fn symbolize_as(out: &mut Out, pc: usize, with_object: bool) {

@@ -213,7 +213,7 @@ fn syscall_fn_range() -> (usize, usize) {
     if f == 0 {
         return (0, 0);
     }
-    super::dump::function_range(f).unwrap_or((0, 0))
+    crate::sys::dl::function_range(f).unwrap_or((0, 0))
 }
 
 /// Whether the system call that returns to `pc`, in the interrupted context `uc`, is the

@@ -3,7 +3,8 @@
 //! futex-based primitives every scheduler thread uses: [`Note`] (Go's `note`, a one-shot
 //! wake-up; `note.rs`) and [`Lock`] (Go's runtime `mutex`: spin briefly, then sleep on a
 //! futex; `lock.rs`, its order in `lockrank.rs`, its fence pair in `membarrier.rs`); the
-//! waits of threads that are not Ms (`foreign.rs`); `GMP_DEBUG` (`dbgvars.rs`).
+//! waits of threads that are not Ms (`foreign.rs`); `GMP_DEBUG` (`dbgvars.rs`); what the
+//! dynamic loader knows of an address (`dl.rs`).
 //!
 //! Nothing here allocates or touches thread-local storage, but `foreign.rs`: these
 //! functions run on goroutine stacks that migrate between threads, inside signal
@@ -15,6 +16,7 @@ use core::time::Duration;
 use crate::loom::AtomicWord;
 
 pub(crate) mod dbgvars;
+pub(crate) mod dl;
 mod fmt;
 mod lockrank;
 pub use lockrank::Rank;
