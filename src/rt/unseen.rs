@@ -989,7 +989,8 @@ mod tests {
         #[cfg(target_arch = "aarch64")]
         {
             // /proc does not show the link register: the wrapper's caller is ours.
-            uc.uc_mcontext.regs[30] = std_lock_waits_are_the_runtimes_own as usize as u64;
+            uc.uc_mcontext.regs[30] =
+                std_lock_waits_are_the_runtimes_own as *const () as usize as u64;
             // SAFETY: the context's fields runtime_call reads are set.
             assert!(unsafe { sigpreempt::runtime_call(c.pc as usize, &uc) });
             uc.uc_mcontext.regs[30] = 0;
