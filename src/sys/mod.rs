@@ -90,7 +90,9 @@ macro_rules! tls_addr {
     ($sym:literal) => {{
         let a: usize;
         // SAFETY: reads the thread pointer and the GOT entry the loader filled with the
-        // symbol's offset from it (initial-exec); no other memory is touched.
+        // symbol's offset from it (initial-exec); no other memory is touched. (Callers
+        // inside an unsafe block of their own make this one redundant there.)
+        #[allow(unused_unsafe)]
         unsafe {
             core::arch::asm!(
                 "mrs {a}, tpidr_el0",
