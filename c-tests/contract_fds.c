@@ -16,7 +16,12 @@
  *   thread     a plain pthread writes 1 MiB into a goroutine's pipe in one write(2).
  *   child      a forked child writes 256 KiB into a goroutine's pipe with write(2): no
  *              EAGAIN, every byte arrives, the child exits 0.
- *   sendfile   sendfile(2) of 1 MiB from a file into a goroutine's pipe returns 1 MiB.
+ *   sendfile   1 MiB into a goroutine's pipe by sendfile(2) (from the file position and
+ *              from an offset), splice(2) from a file and tee(2) out of a pipe another
+ *              goroutine fills, each looping on its counts: every byte arrives, and the
+ *              offsets and the file position end where libc leaves them; sendfile into a
+ *              blocking stream socket moves the whole MiB in one call. At GOMAXPROCS=1
+ *              too (the call blocks while the reader, on the same P, must run).
  *   nonblock   a pipe the program made non-blocking gets EAGAIN when full, in the
  *              goroutine and from a plain thread.
  *   select     select(2) with tv_usec = 1,050,000 waits 1.05 s (Linux carries the whole
@@ -40,8 +45,8 @@
  *              read(2) of an epoll fd or of a signalfd into 8 bytes, 4 bytes to or from
  *              an eventfd (EINVAL each).
  *   aliases    the names glibc routes calls through for 64-bit file offsets and
- *              _FORTIFY_SOURCE (pread64, open64, fcntl64, __open_2, __read_chk, ...)
- *              resolve to libgmp's hooks, not to libc.
+ *              _FORTIFY_SOURCE (pread64, open64, fcntl64, sendfile64, __open_2,
+ *              __read_chk, ...) resolve to libgmp's hooks, not to libc.
  */
 #include "check.h"
 
@@ -511,6 +516,35 @@ static void child_case(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* Fills a pipe with MIB bytes of the pattern, then closes it (tee's source). */
+static void pattern_writer_go(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char *buf = pattern(MIB);
+    CHECK_EQ(write(fd, buf, MIB), MIB);
+    free(buf);
+    close(fd);
+    gmp_wg_done(&helpers);
+}
+
+/* Reads exactly `n` bytes of `fd` (what tee copied out of it) and drops them. */
+static void discard(int fd, long n)
+{
+    static char buf[65536];
+    while (n > 0) {
+        ssize_t r = read(fd, buf, n < (long)sizeof buf ? (size_t)n : sizeof buf);
+        CHECK(r > 0);
+        n -= r;
+    }
+}
+
+/* One MiB into a goroutine's pipe by a call that copies between descriptors: round 0
+ * sendfile from the file's position, 1 sendfile from an offset, 2 splice from the file
+ * at an offset, 3 tee out of a pipe that a writer goroutine fills. Each loops on the
+ * counts the call returns (into a pipe, Linux moves what fits and returns); the offsets
+ * and the file's position end where libc's would. Round 4: sendfile into a blocking
+ * stream socket moves the whole MiB in one call, as libc's does. Odd rounds let the
+ * reader run first (at GOMAXPROCS=1 it parks on this thread). */
 static void sendfile_case(void *arg)
 {
     (void)arg;
@@ -521,25 +555,63 @@ static void sendfile_case(void *arg)
     char *buf = pattern(MIB);
     CHECK_EQ(write(f, buf, MIB), MIB);
     free(buf);
-    CHECK_EQ(lseek(f, 0, SEEK_SET), 0);
-    int p[2];
-    CHECK_EQ(pipe(p), 0);
-    struct reader rd = {p[0], 0};
-    gmp_wg_add(&helpers, 1);
-    CHECK(gmp_go(reader_go, &rd) >= 0);
-    /* The pipe is registered with the poller once a goroutine blocks on it. */
-    CHECK_EQ(write(p[1], "", 0), 0);
-    long sent = 0;
-    while (sent < MIB) {
-        ssize_t r = sendfile(p[1], f, NULL, (size_t)(MIB - sent));
-        CHECK(r > 0);
-        sent += r;
+    for (int round = 0; round < 5; round++) {
+        CHECK_EQ(lseek(f, 0, SEEK_SET), 0);
+        int p[2];
+        if (round < 4)
+            CHECK_EQ(pipe(p), 0);
+        else
+            CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
+        struct reader rd = {p[0], 0};
+        gmp_wg_add(&helpers, 1);
+        CHECK(gmp_go(reader_go, &rd) >= 0);
+        int src[2] = {-1, -1};
+        if (round == 3) {
+            CHECK_EQ(pipe(src), 0);
+            gmp_wg_add(&helpers, 1);
+            CHECK(gmp_go(pattern_writer_go, (void *)(intptr_t)src[1]) >= 0);
+        }
+        if (round % 2 == 1)
+            gmp_yield();
+        off_t off = 0;
+        loff_t loff = 0;
+        long sent = 0;
+        while (sent < MIB) {
+            size_t want = (size_t)(MIB - sent);
+            ssize_t r;
+            if (round == 0 || round == 4)
+                r = sendfile(p[1], f, NULL, want);
+            else if (round == 1)
+                r = sendfile(p[1], f, &off, want);
+            else if (round == 2)
+                r = splice(f, &loff, p[1], NULL, want, 0);
+            else
+                r = tee(src[0], p[1], want, 0);
+            CHECK(r > 0);
+            if (round == 4)
+                CHECK_EQ(r, MIB);
+            if (round == 3)
+                discard(src[0], r);
+            sent += r;
+        }
+        CHECK_EQ(sent, MIB);
+        if (round == 0 || round == 4)
+            CHECK_EQ(lseek(f, 0, SEEK_CUR), MIB);
+        if (round == 1) {
+            CHECK_EQ(off, MIB);
+            CHECK_EQ(lseek(f, 0, SEEK_CUR), 0);
+        }
+        if (round == 2) {
+            CHECK_EQ(loff, MIB);
+            CHECK_EQ(lseek(f, 0, SEEK_CUR), 0);
+        }
+        if (round == 3)
+            close(src[0]);
+        close(p[1]);
+        gmp_wg_wait(&helpers);
+        CHECK_EQ(rd.got, MIB);
     }
-    CHECK_EQ(sent, MIB);
-    close(p[1]);
     close(f);
-    gmp_wg_wait(&helpers);
-    CHECK_EQ(rd.got, MIB);
     gmp_wg_done(&wg);
 }
 
@@ -863,7 +935,7 @@ static void aliases_case(void *arg)
     static const char *const names[] = {
         "pread64", "pwrite64", "open64", "openat64", "fcntl64", "__open_2", "__open64_2",
         "__openat_2", "__openat64_2", "__read_chk", "__recv_chk", "__recvfrom_chk",
-        "__pread_chk", "__poll_chk",
+        "__pread_chk", "__poll_chk", "sendfile64",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         void *f = dlsym(RTLD_DEFAULT, names[i]);

@@ -12,9 +12,9 @@
  * /dev/null and a regular file; dup, dup2 and dup3 onto another open number, F_DUPFD;
  * close_range (a close the hooks do not see); a child (fork, vfork, or posix_spawn of
  * this program with the fd as its stdin or stdout) that writes to or reads from an fd
- * with the plain calls and exits with what it got; O_NONBLOCK
- * set and cleared with fcntl and ioctl(FIONBIO); writes and reads (read, readv, recv
- * with MSG_DONTWAIT or MSG_PEEK, pread on the file), each made only when a zero-timeout
+ * with the plain calls and exits with what it got; O_NONBLOCK set and cleared with fcntl
+ * and ioctl(FIONBIO); writes (write, writev, sendfile from a file) and reads (read,
+ * readv, recv with MSG_DONTWAIT or MSG_PEEK, pread on the file), each made only when a zero-timeout
  * poll says it will not block or the fd is non-blocking, so that the sequence never
  * waits; poll on several fds at once with a zero timeout, and select; fdopen + fputs +
  * fclose (a close the runtime does not see, after which the number is reused) and
@@ -35,6 +35,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -70,6 +71,7 @@ static uint64_t rng;
 static unsigned long steps;
 static gmp_wg wg = GMP_WG_INIT;
 static char path[64];
+static int source; /* sendfile's source file */
 static char *self; /* this program, which step 12 spawns */
 extern char **environ;
 
@@ -320,13 +322,19 @@ static void step(unsigned long i)
         if (!nonblocking(fd) && !ready(fd, POLLOUT))
             return;
         long r;
-        if (op == 3 || kind == K_NULL || kind == K_FILE || kind == K_EVENTFD) {
+        const char *how = "write";
+        if (op == 4 && (kind == K_PIPE_W || kind == K_STREAM) && i % 3 == 0) {
+            /* Every third such step (no draw: the seeds' sequences stay as they were). */
+            off_t off = 0;
+            r = sendfile(fd, source, &off, n);
+            how = "sendfile";
+        } else if (op == 3 || kind == K_NULL || kind == K_FILE || kind == K_EVENTFD) {
             r = write(fd, buf, n);
         } else {
             struct iovec iov[2] = {{buf, n / 2}, {buf + n / 2, n - n / 2}};
             r = writev(fd, iov, 2);
         }
-        snprintf(name, sizeof name, "write %zu %s", n, what);
+        snprintf(name, sizeof name, "%s %zu %s", how, n, what);
         out(i, name, r, errno);
         return;
     }
@@ -565,6 +573,15 @@ int main(int argc, char **argv)
     unlink(path);
     for (int s = 0; s < SLOTS; s++)
         drop(s);
+    /* sendfile's source: 512 bytes of a pattern in an unlinked file. */
+    char spath[] = "/tmp/gmp-contract-random-src-XXXXXX";
+    source = mkstemp(spath);
+    CHECK(source >= 0);
+    unlink(spath);
+    char sbuf[512];
+    for (size_t k = 0; k < sizeof sbuf; k++)
+        sbuf[k] = (char)(k * 7);
+    CHECK_EQ(write(source, sbuf, sizeof sbuf), (long)sizeof sbuf);
     /* stdout is a pipe to the test: line-buffered, so that nothing waits in it. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     gmp_wg_add(&wg, 1);

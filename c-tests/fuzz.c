@@ -67,8 +67,8 @@
  * entersyscall/exitsyscall pairs (with nested
  * and unpaired calls, and try operations inside), gmp_blocking (with nested calls inside),
  * gmp_syscall (getpid, gettid, nanosleep, refused and unknown numbers), lock sections,
- * the fd calls (pipes, socket pairs, datagrams, accept/connect, memfd pread/pwrite/fsync,
- * /dev/null, stdio on a pipe closed by fclose, an eventfd given a number fclose freed, a
+ * the fd calls (pipes, socket pairs, datagrams, accept/connect, memfd pread/pwrite/fsync
+ * and sendfile into a pipe, /dev/null, stdio on a pipe closed by fclose, an eventfd given a number fclose freed, a
  * forked child writing into a goroutine's pipe, a close under a goroutine parked in
  * read(2), write(2) of 256 KiB to a pipe whose reader goroutine is parked in read(2),
  * getaddrinfo with random hints over numeric
@@ -129,6 +129,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -2570,6 +2571,17 @@ static void op_fd(struct actor *a)
         ACHECK_EQ(a, gmp_pwrite(m, out, 8, off), 8);
         ACHECK_EQ(a, gmp_pread(m, in, 8, off), 8);
         ACHECK(a, memcmp(in, out, 8) == 0);
+        /* sendfile from the file into a pipe (the hooks' hand-off in a goroutine). */
+        int sp[2];
+        ACHECK_EQ(a, pipe(sp), 0);
+        off_t soff = (off_t)off;
+        ACHECK_EQ(a, sendfile(sp[1], m, &soff, 8), 8);
+        ACHECK_EQ(a, soff, (off_t)off + 8);
+        memset(in, 0, sizeof in);
+        ACHECK_EQ(a, read(sp[0], in, 8), 8);
+        ACHECK(a, memcmp(in, out, 8) == 0);
+        ACHECK_EQ(a, close(sp[0]), 0);
+        ACHECK_EQ(a, close(sp[1]), 0);
         ACHECK_EQ(a, gmp_fsync(m), 0);
         ACHECK_EQ(a, gmp_fd_register(m), 0); /* a regular file stays as it is */
         ACHECK_EQ(a, gmp_write(m, out, 8), 8);

@@ -50,8 +50,8 @@
  * reaped by waitpid, an fd number freed by stdio's fclose (a close the runtime does not
  * see) and given to an eventfd whose blocking read must wait for its count, close of an
  * fd a goroutine is parked in read on (plain, or inside gmp_blocking, where a reader
- * bound to the closer's thread makes the close itself), a write(2) of 256 KiB to a pipe
- * whose reader goroutine is parked in read(2): these park goroutines through the
+ * bound to the closer's thread makes the close itself), a write(2) or sendfile(2) of
+ * 256 KiB to a pipe whose reader goroutine is parked in read(2): these park goroutines through the
  * interposer; the goroutine
  * must be on the same thread after each call); and scopes ("scope": a deadline or a
  * cancel by a goroutine of the scope ends a receive nobody answers, locks of a held
@@ -112,6 +112,8 @@
 #include <string.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
@@ -1266,7 +1268,8 @@ static void do_libc(struct actor *a)
         /* write(2) of four times a pipe's capacity to a blocking pipe whose reader
          * goroutine is parked in read(2), on this thread if it ran here (without
          * RWF_NOWAIT the write goes through the hand-off, which must leave this thread to
-         * the reader): one call writes it all, and every byte arrives. */
+         * the reader): one call writes it all, and every byte arrives. Every other time
+         * sendfile(2) sends it instead. */
         int p[2];
         CHECK_EQ(pipe2(p, O_CLOEXEC), 0);
         struct libc_box box = {.fd = p[0], .done = GMP_WG_INIT};
@@ -1279,7 +1282,22 @@ static void do_libc(struct actor *a)
         CHECK(big != NULL);
         for (size_t k = 0; k < n; k++)
             big[k] = (unsigned char)(k % 251);
-        CHECK_EQ(write(p[1], big, n), (ssize_t)n);
+        if (a->seq & 1) {
+            CHECK_EQ(write(p[1], big, n), (ssize_t)n);
+        } else {
+            /* Or by sendfile(2) from a file (the hand-off: into a pipe Linux moves what
+             * fits and returns, so it loops on the counts). */
+            int f = memfd_create("torture-sendfile", MFD_CLOEXEC);
+            CHECK(f >= 0);
+            CHECK_EQ(write(f, big, n), (ssize_t)n);
+            off_t off = 0;
+            while ((size_t)off < n) {
+                ssize_t r = sendfile(p[1], f, &off, n - (size_t)off);
+                CHECK(r > 0);
+            }
+            CHECK_EQ(off, (off_t)n);
+            CHECK_EQ(close(f), 0);
+        }
         free(big);
         CHECK_EQ(close(p[1]), 0);
         CHECK_OK(gmp_wg_wait(&box.done));

@@ -618,6 +618,8 @@ fn contract_fds_signal() {
 #[test]
 fn contract_fds_sendfile() {
     contract_fds("sendfile");
+    expect_case("contract_fds", "sendfile", &[("GMP_MAXPROCS", "1")]);
+    expect_case("contract_fds", "sendfile", &plain_env(Some("1")));
 }
 
 #[test]

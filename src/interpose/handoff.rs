@@ -288,6 +288,21 @@ pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: usize, off: lib
     unsafe { pread(fd, buf, n, off) }
 }
 
+/// Interposes sendfile64 (sendfile).
+///
+/// # Safety
+/// As sendfile(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendfile64(
+    out: c_int,
+    input: c_int,
+    off: *mut libc::off_t,
+    n: usize,
+) -> isize {
+    // SAFETY: same contract.
+    unsafe { sendfile(out, input, off, n) }
+}
+
 /// Interposes pwrite64 (pwrite).
 ///
 /// # Safety
@@ -347,6 +362,48 @@ pub extern "C" fn fdatasync(fd: c_int) -> c_int {
 pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     // SAFETY: no memory preconditions.
     handoff(&|| unsafe { real::flock(fd, op) } as i64) as c_int
+}
+
+/// Interposes sendfile(2). It has no non-blocking form for one call (the output's
+/// O_NONBLOCK decides, and that is the program's): the syscall hand-off, so that the
+/// goroutine that drains the pipe or socket it fills can run meanwhile.
+///
+/// # Safety
+/// As sendfile(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendfile(
+    out: c_int,
+    input: c_int,
+    off: *mut libc::off_t,
+    n: usize,
+) -> isize {
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::sendfile(out, input, off, n) } as i64) as isize
+}
+
+/// Interposes splice(2): the syscall hand-off, as `sendfile` (SPLICE_F_NONBLOCK makes
+/// only the pipe's side non-blocking).
+///
+/// # Safety
+/// As splice(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn splice(
+    fd_in: c_int,
+    off_in: *mut libc::loff_t,
+    fd_out: c_int,
+    off_out: *mut libc::loff_t,
+    n: usize,
+    flags: c_uint,
+) -> isize {
+    // SAFETY: the caller's arguments.
+    handoff(&|| unsafe { real::splice(fd_in, off_in, fd_out, off_out, n, flags) } as i64) as isize
+}
+
+/// Interposes tee(2): the syscall hand-off, as `splice`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tee(fd_in: c_int, fd_out: c_int, n: usize, flags: c_uint) -> isize {
+    // SAFETY: no memory preconditions.
+    handoff(&|| unsafe { real::tee(fd_in, fd_out, n, flags) } as i64) as isize
 }
 
 /// Interposes waitpid(2).

@@ -21,9 +21,10 @@
 //!   kernel never restarts after a handler, on the `restartable` list only because
 //!   re-entering it with the same arguments is exact: absolute deadlines or none), or
 //!   just after it with a byte count short of the length in rax (a write, vectored or
-//!   not, to a pipe, stream socket or terminal, or a MSG_WAITALL receive from a stream
-//!   socket, the signal cut short: the rest is moved on, from where it stopped, and the
-//!   count returned is the whole) — with the same stack pointer and argument registers;
+//!   not, or a sendfile, to a pipe, stream socket or terminal, or a MSG_WAITALL receive
+//!   from a stream socket, the signal cut short: the rest is moved on, from where it
+//!   stopped, and the count returned is the whole) — with the same stack pointer and
+//!   argument registers;
 //!   the goroutine RUNNING on its P;
 //!   the call not the runtime's own (`sigpreempt::runtime_call`: its futex waits are
 //!   `sys::futex::wait`'s inline `syscall`, and std's, for its `Mutex` and `Once`, are
@@ -212,6 +213,19 @@ fn fd_blocks_restartably(fd: u64, want_rcv: bool) -> bool {
     }
 }
 
+/// Whether `fd` is a regular file (whose reads and writes a signal does not cut short
+/// before they end) or blocks restartably (`fd_blocks_restartably`): one side of a
+/// `sendfile` or `splice`.
+fn file_or_restartable(fd: u64, want_rcv: bool) -> bool {
+    // SAFETY: fstat of a number of this process's table into a valid buffer.
+    let regular = unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        libc::syscall(libc::SYS_fstat, fd as i32, &mut st) == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFREG
+    };
+    regular || fd_blocks_restartably(fd, want_rcv)
+}
+
 /// If `fd` is a terminal, whether its line discipline reads in canonical mode.
 fn terminal(fd: u64) -> Option<bool> {
     // SAFETY: TCGETS into a valid termios; a number that is no terminal only fails.
@@ -398,6 +412,24 @@ pub(super) fn restartable(c: &Call) -> Restart {
                 && fd_blocks_restartably(a[0], false) =>
         {
             Restart::Partial
+        }
+        // sendfile moves the whole count to a blocking pipe or socket unless a signal cuts
+        // it short, after which the rest, sent on, is what the whole call would have
+        // moved: the kernel has advanced the offset (or the file position) past the bytes
+        // sent. splice and tee return what was there to move: they sleep only while
+        // nothing was, and a signal then finds nothing moved (rewound).
+        libc::SYS_sendfile
+            if fd_blocks_restartably(a[0], false) && file_or_restartable(a[1], true) =>
+        {
+            Restart::Partial
+        }
+        libc::SYS_splice if file_or_restartable(a[0], true) && file_or_restartable(a[2], false) => {
+            Restart::Rewound
+        }
+        libc::SYS_tee
+            if fd_blocks_restartably(a[0], true) && fd_blocks_restartably(a[1], false) =>
+        {
+            Restart::Rewound
         }
         libc::SYS_wait4 | libc::SYS_waitid | libc::SYS_flock => Restart::Rewound,
         libc::SYS_fcntl if a[1] == libc::F_SETLKW as u64 || a[1] == libc::F_OFD_SETLKW as u64 => {
@@ -643,6 +675,7 @@ unsafe fn partial_len(nr: i64, s: &Seen) -> u64 {
                 let m = &*(a(1) as *const libc::msghdr);
                 iov_total(m.msg_iov, m.msg_iovlen)
             }
+            libc::SYS_sendfile => a(3),
             _ => a(2),
         }
     }
@@ -795,7 +828,10 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
         && (nr == libc::SYS_writev as u64
             || nr == libc::SYS_sendmsg as u64
             || nr == libc::SYS_recvmsg as u64);
-    if !vectored {
+    if nr == libc::SYS_sendfile as u64 {
+        // The kernel moved the offset (or the file position) on: only the count shrinks.
+        a[3] -= done;
+    } else if !vectored {
         a[1] += done;
         a[2] -= done;
     }

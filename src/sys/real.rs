@@ -180,6 +180,12 @@ real! {
     fn wait4(pid: libc::pid_t, status: *mut c_int, options: c_int, ru: *mut libc::rusage) -> libc::pid_t =
         sc(libc::SYS_wait4, pid, status, options, ru) as libc::pid_t;
     fn flock(fd: c_int, op: c_int) -> c_int = sc(libc::SYS_flock, fd, op) as c_int;
+    fn sendfile(out: c_int, input: c_int, off: *mut libc::off_t, n: size_t) -> ssize_t =
+        sc(libc::SYS_sendfile, out, input, off, n) as ssize_t;
+    fn splice(fd_in: c_int, off_in: *mut libc::loff_t, fd_out: c_int, off_out: *mut libc::loff_t, n: size_t,
+        flags: c_uint) -> ssize_t = sc(libc::SYS_splice, fd_in, off_in, fd_out, off_out, n, flags) as ssize_t;
+    fn tee(fd_in: c_int, fd_out: c_int, n: size_t, flags: c_uint) -> ssize_t =
+        sc(libc::SYS_tee, fd_in, fd_out, n, flags) as ssize_t;
     fn setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int =
         sc(libc::SYS_setsockopt, fd, level, name, val, len) as c_int;
     fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, ts: *const libc::timespec, mask: *const libc::sigset_t) -> c_int =
