@@ -523,7 +523,8 @@ fn deadlock_pinned_lock() {
     );
     assert!(
         o.stderr.contains("[runnable, pinned to thread]")
-            && o.stderr.contains("[semacquire, locked to thread]"),
+            && o.stderr.contains("[semacquire, locked to thread]")
+            && o.stderr.contains("\nwaits for thread "),
         "{}",
         o.report("the held goroutine and the locked one in the dump")
     );

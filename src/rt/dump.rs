@@ -4,13 +4,20 @@
 //! Every goroutine on `SCHED.allg` that is not dead gets Go's header line,
 //! `goroutine 7 [chan receive, 3 minutes]:` (status or wait reason; how long it has
 //! waited — Go prints only whole minutes, we print seconds below a minute; `locked to
-//! thread`, `pinned to thread`), then its frames, innermost first, then who started it:
+//! thread`, `pinned to thread`), then its frames, innermost first, then who started it,
+//! and, for a runnable goroutine only one thread may run, that thread and what it runs:
 //!
 //! ```text
 //! goroutine 7 [chan receive, 12 seconds]:
 //! #0  0x00007f3a1c2b4e1d in ?? (libgmp.so.0+0x4ae1d)
 //! #1  0x000055d0c1a2b3c4 in worker+0x24 (/tmp/prog)
 //! created by goroutine 1, entry worker (/tmp/prog)
+//!
+//! goroutine 9 [runnable, pinned to thread]:
+//! #0  0x00007f3a1c2b5f02 in ?? (libgmp.so.0+0x4bf02)
+//! #1  0x000055d0c1a2b4d0 in reader+0x30 (/tmp/prog)
+//! created by goroutine 1, entry reader (/tmp/prog)
+//! waits for thread 4242, which runs goroutine 1
 //! ```
 //!
 //! **Backtraces** walk frame pointers from the context the goroutine saved when it
@@ -472,7 +479,47 @@ pub(crate) fn dump_g(out: &mut Out, g: &G, now: i64, self_fp: Option<usize>) {
         out.str(", entry ");
         symbolize(out, f as usize);
     }
-    out.str("\n\n");
+    out.str("\n");
+    if status == G_RUNNABLE {
+        waits_for_thread(out, g);
+    }
+    out.str("\n");
+}
+
+/// For a runnable goroutine that only one thread may run (locked or pinned to it): which
+/// thread, and what that thread runs meanwhile (a hang's usual cause).
+fn waits_for_thread(out: &mut Out, g: &G) {
+    let locked = g.lockedm.load(Ordering::Relaxed);
+    let m = if locked.is_null() {
+        g.affm.load(Ordering::Relaxed)
+    } else {
+        locked
+    };
+    if m.is_null() {
+        return;
+    }
+    // SAFETY: Ms and Gs are never freed; the words are read racily, for the report only.
+    let (tid, cur, lg) = unsafe {
+        (
+            (*m).tid.load(Ordering::Relaxed),
+            (*m).curg.load(Ordering::Relaxed),
+            (*m).lockedg.load(Ordering::Relaxed),
+        )
+    };
+    out.str("waits for thread ");
+    out.dec(tid as u64);
+    if !cur.is_null() {
+        out.str(", which runs goroutine ");
+        // SAFETY: as above.
+        out.dec(unsafe { (*cur).goid() });
+    } else if !lg.is_null() && !core::ptr::eq(lg, g) {
+        out.str(", which waits for its locked goroutine ");
+        // SAFETY: as above.
+        out.dec(unsafe { (*lg).goid() });
+    } else {
+        out.str(", which runs no goroutine");
+    }
+    out.str("\n");
 }
 
 /// The caller's frame pointer.
