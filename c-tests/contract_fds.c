@@ -37,6 +37,10 @@
  *              goroutine: each call returns 0 after 400-550 ms (not started again in
  *              full, which takes 600), and the yielder runs meanwhile (the sleeper's P
  *              was handed on, rt/unseen.rs).
+ *   sigwait    at GOMAXPROCS=1, a goroutine waits in sigwait(3), then sigwaitinfo(2), for
+ *              SIGUSR2, which its thread blocks; a plain thread starts a yielding
+ *              goroutine 200 ms in and sends the waiter's thread the signal 200 ms later:
+ *              the wait returns it, and the yielder runs meanwhile (rt/unseen.rs).
  *   rawtty     at GOMAXPROCS=1, a goroutine reads a line from a pseudo-terminal in
  *              canonical mode with a raw read(2), typed by a plain thread 200 ms later:
  *              it gets the line, and a yielding goroutine runs meanwhile.
@@ -826,6 +830,71 @@ static void rawsleep_case(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* sigwait: a wait for a signal the thread blocks, which no hook sees. */
+static atomic_int sigwait_tid;
+
+/* A plain thread: 200 ms in, starts the yielding goroutine; 200 ms later, sends the
+ * waiter's thread SIGUSR2. */
+static void *late_signal(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    gmp_wg_add(&helpers, 1);
+    CHECK(gmp_go(spinner, NULL) >= 0);
+    nanosleep(&ts, NULL);
+    CHECK_EQ(syscall(SYS_tgkill, getpid(), atomic_load(&sigwait_tid), SIGUSR2), 0);
+    return NULL;
+}
+
+static void sigwait_case(void *arg)
+{
+    (void)arg;
+    static const char *const names[] = {"sigwait", "sigwaitinfo"};
+    CHECK(gmp_maxprocs(1) > 0);
+    sigset_t usr2, old;
+    sigemptyset(&usr2);
+    sigaddset(&usr2, SIGUSR2);
+    for (int k = 0; k < 2; k++) {
+        atomic_store(&sleeper_done, 0);
+        atomic_store(&spins, 0);
+        /* The goroutine stays on this thread until the raw wait returns. */
+        CHECK_EQ(pthread_sigmask(SIG_BLOCK, &usr2, &old), 0);
+        atomic_store(&sigwait_tid, (int)syscall(SYS_gettid));
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, late_signal, NULL) == 0);
+        gmp_sched_stats st;
+        CHECK(gmp_stats(&st, NULL, 0) >= 0);
+        uint64_t wrapped = st.unseen_wrapped;
+        double t0 = now_sec();
+        int sig = 0;
+        long r;
+        if (k == 0) {
+            r = sigwait(&usr2, &sig);
+        } else {
+            siginfo_t info;
+            r = sigwaitinfo(&usr2, &info);
+            sig = r;
+            r = r == SIGUSR2 && info.si_signo == SIGUSR2 ? 0 : -1;
+        }
+        double dt = now_sec() - t0;
+        long during = atomic_load(&spins);
+        CHECK_EQ(pthread_sigmask(SIG_SETMASK, &old, NULL), 0);
+        atomic_store(&sleeper_done, 1);
+        CHECK(pthread_join(t, NULL) == 0);
+        gmp_wg_wait(&helpers);
+        CHECK(gmp_stats(&st, NULL, 0) >= 0);
+        if (r != 0 || sig != SIGUSR2 || dt < 0.35 || dt > 2 || during == 0 ||
+            st.unseen_wrapped == wrapped) {
+            fprintf(stderr, "sigwait: %s returned %ld (signal %d) after %.3f s, %ld spins "
+                    "meanwhile, %llu calls made seen\n", names[k], r, sig, dt, during,
+                    (unsigned long long)(st.unseen_wrapped - wrapped));
+            _exit(1);
+        }
+    }
+    gmp_wg_done(&wg);
+}
+
 /* rawtty: a line read from a terminal with a raw read(2) no hook sees. */
 static int tty_master;
 
@@ -992,6 +1061,8 @@ int main(int argc, char **argv)
         fn = rawsleep_case;
     else if (strcmp(c, "rawtty") == 0)
         fn = rawtty_case;
+    else if (strcmp(c, "sigwait") == 0)
+        fn = sigwait_case;
     if (fn == NULL) {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

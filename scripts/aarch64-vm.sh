@@ -169,10 +169,11 @@ export GMP_TEST_CC=aarch64-linux-gnu-gcc GMP_TEST_RUNNER=$vmrun
 
 # What qemu-user leaves out for want of the unseen-call path, with the plain-libc
 # reference runs as on x86-64 (no GMP_TEST_NO_UNSEEN).
-echo "== contract tests in the machine: C code's own locks, raw sleeps, a raw tty, stdio"
+echo "== contract tests in the machine: C code's own locks, raw sleeps, a raw tty, stdio, sigwait"
 under_qemu 600 "contract tests in the machine" \
     cargo test --release --quiet --target "$target" --test c_interpose -- \
-    contract_locks contract_fds_rawsleep contract_fds_rawtty contract_fds_stdio_bound
+    contract_locks contract_fds_rawsleep contract_fds_rawtty contract_fds_stdio_bound \
+    contract_fds_sigwait
 
 # Preemption by the kernel's own source (a perf event), one program at a time;
 # preempt_regs with SVE vectors live in one of its loops. Left out: bounds on preemptions

@@ -135,9 +135,9 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 under_qemu 420 "netpoller, syscall and schedule
 #   Debian's arm64 builds of them cannot be installed beside the amd64 ones the x86-64
 #   tests use;
 # - the cases whose hooked run itself needs the unseen-call path: C code's own pthread
-#   locks (contract_locks_*), raw sleeps and a raw terminal read (contract_fds_rawsleep,
-#   _rawtty), stdio's unhooked write to a goroutine bound to the writer's thread
-#   (contract_fds_stdio_bound);
+#   locks (contract_locks_*), raw sleeps, a raw terminal read and a signal wait
+#   (contract_fds_rawsleep, _rawtty, _sigwait), stdio's unhooked write to a goroutine
+#   bound to the writer's thread (contract_fds_stdio_bound);
 # - interpose_preload: it runs the host's (x86-64) python3, which cannot load the
 #   aarch64 library;
 # - interpose_offload: it expects three goroutines to run in turn on one thread at
@@ -148,7 +148,8 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 GMP_TEST_NO_UNSEEN=1 under_qemu 420 "interposer
     cargo test --release --quiet --target "$target" --test c_interpose -- \
     --skip interpose_hiredis --skip interpose_memcached --skip interpose_curl \
     --skip interpose_scope --skip interpose_preload --skip interpose_offload --skip contract_locks \
-    --skip contract_fds_rawsleep --skip contract_fds_rawtty --skip contract_fds_stdio_bound
+    --skip contract_fds_rawsleep --skip contract_fds_rawtty --skip contract_fds_stdio_bound \
+    --skip contract_fds_sigwait
 
 # The torture test at a short setting, without the features whose mechanisms qemu-user
 # lacks: "pthread" needs the unseen-call path (above), and "libc" starts children with

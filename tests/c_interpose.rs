@@ -606,6 +606,11 @@ fn contract_fds_rawsleep() {
 }
 
 #[test]
+fn contract_fds_sigwait() {
+    contract_fds("sigwait");
+}
+
+#[test]
 fn contract_fds_rawtty() {
     contract_fds("rawtty");
 }

@@ -295,6 +295,13 @@ fn long_timeout(addr: u64, timeval: bool) -> bool {
     sec.saturating_mul(1_000_000_000).saturating_add(sub) >= SHORTEST_SIGNALLED_NS
 }
 
+/// Whether the kernel sigset at `addr` in this process's memory leaves SIGURG out (false
+/// if it cannot be read).
+fn sigset_lacks_sigurg(addr: u64) -> bool {
+    // SAFETY: a word of bits; the kernel's sigset starts with signals 1-64.
+    unsafe { read_own::<u64>(addr) }.is_some_and(|w| w & (1 << (libc::SIGURG - 1)) == 0)
+}
+
 /// The msghdr at `addr` in this process's memory (None if the program freed it).
 fn read_msghdr(addr: u64) -> Option<libc::msghdr> {
     // SAFETY: msghdr is plain data (pointers and integers).
@@ -455,6 +462,14 @@ pub(super) fn restartable(c: &Call) -> Restart {
         libc::SYS_pselect6 if a[4] == 0 || long_timeout(a[4], false) => Restart::AfterEintr,
         #[cfg(target_arch = "x86_64")]
         libc::SYS_select if a[4] == 0 || long_timeout(a[4], true) => Restart::AfterEintr,
+        // A wait for signals the thread blocks, without a timeout (sigwait, sigwaitinfo):
+        // after our handler the kernel returns EINTR, and the same call again waits as the
+        // first. Not when SIGURG is in the set (the program would be given our signal). It
+        // stays on the thread (`wrapped`): signals directed at the thread are its own.
+        // (sigsuspend and pause are not taken: they end when a handler of the program's
+        // runs, and one that ran in the same instant as ours would be lost with the EINTR,
+        // the module doc's one ambiguity; here it would leave the program waiting.)
+        libc::SYS_rt_sigtimedwait if a[2] == 0 && sigset_lacks_sigurg(a[0]) => Restart::AfterEintr,
         // An absolute deadline (CPython's time.sleep).
         libc::SYS_clock_nanosleep if a[1] & libc::TIMER_ABSTIME as u64 != 0 => Restart::AfterEintr,
         // Relative sleeps whose caller passed `rem` (glibc's sleep does): the kernel
@@ -855,8 +870,10 @@ pub(super) extern "C" fn wrapped(regs: *mut crate::arch::SavedRegs) {
             crate::sys::raw_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) as i64
         }
     };
-    // A PI futex's owner is the calling thread: that call stays on it.
-    let thread_bound = nr == libc::SYS_futex as u64 && matches!(a[1] & 0x7f, 6 | 13);
+    // A PI futex's owner is the calling thread, and a signal wait waits for the signals
+    // directed at it: those calls stay on it.
+    let thread_bound = nr == libc::SYS_futex as u64 && matches!(a[1] & 0x7f, 6 | 13)
+        || nr == libc::SYS_rt_sigtimedwait as u64;
     let in_syscall = |f: &dyn Fn() -> i64| -> u64 {
         let entered = syscall::entersyscall().is_ok();
         let ret = f() as u64;
