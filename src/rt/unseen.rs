@@ -1138,6 +1138,26 @@ mod tests {
             restartable(&call(libc::SYS_clock_nanosleep, [1, 1, 8, 0, 0, 0])),
             Restart::AfterEintr
         );
+        // sigwait: only without a timeout, and only for a set without SIGURG.
+        let usr2: u64 = 1 << (libc::SIGUSR2 - 1);
+        let with_urg: u64 = usr2 | 1 << (libc::SIGURG - 1);
+        let (s1, s2) = (&usr2 as *const u64 as u64, &with_urg as *const u64 as u64);
+        assert_eq!(
+            restartable(&call(libc::SYS_rt_sigtimedwait, [s1, 0, 0, 8, 0, 0])),
+            Restart::AfterEintr
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_rt_sigtimedwait, [s1, 0, l, 8, 0, 0])),
+            Restart::No
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_rt_sigtimedwait, [s2, 0, 0, 8, 0, 0])),
+            Restart::No
+        );
+        assert_eq!(
+            restartable(&call(libc::SYS_rt_sigsuspend, [s1, 8, 0, 0, 0, 0])),
+            Restart::No
+        );
         assert_eq!(
             restartable(&call(libc::SYS_clock_nanosleep, [1, 0, l, 0, 0, 0])),
             Restart::Resume
@@ -1335,6 +1355,35 @@ mod tests {
         let f = std::fs::File::open("/proc/self/stat").unwrap();
         use std::os::fd::AsRawFd;
         assert_eq!(restartable(&read(f.as_raw_fd())), Restart::No);
+        // Copies between descriptors: sendfile from a file into the pipe goes on past a
+        // cut; splice and tee are rewound; a file as sendfile's output never sleeps.
+        let (p0, p1, file) = (fds[0] as u64, fds[1] as u64, f.as_raw_fd() as u64);
+        let with = |nr: i64, args: [u64; 6]| Call {
+            nr,
+            args,
+            sp: 0,
+            pc: 0,
+        };
+        assert_eq!(
+            restartable(&with(libc::SYS_sendfile, [p1, file, 0, 1, 0, 0])),
+            Restart::Partial
+        );
+        assert_eq!(
+            restartable(&with(libc::SYS_sendfile, [file, p0, 0, 1, 0, 0])),
+            Restart::No
+        );
+        assert_eq!(
+            restartable(&with(libc::SYS_splice, [file, 0, p1, 0, 1, 0])),
+            Restart::Rewound
+        );
+        assert_eq!(
+            restartable(&with(libc::SYS_tee, [p0, p1, 1, 0, 0, 0])),
+            Restart::Rewound
+        );
+        assert_eq!(
+            restartable(&with(libc::SYS_tee, [p0, file, 1, 0, 0, 0])),
+            Restart::No
+        );
         // SAFETY: our pipe.
         unsafe {
             crate::sys::real::close(fds[0]);
