@@ -495,7 +495,8 @@ fn waits_for_thread(out: &mut Out, g: &G) {
     } else {
         locked
     };
-    if m.is_null() {
+    // A goroutine started locked that has not run yet takes the first M free for it.
+    if m.is_null() || m == LOCK_AT_START {
         return;
     }
     // SAFETY: Ms and Gs are never freed; the words are read racily, for the report only.
