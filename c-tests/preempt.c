@@ -5,7 +5,9 @@
  *   hog       GOMAXPROCS=1, one goroutine spins in a loop that calls nothing: another
  *             goroutine's 1 ms sleep wakes within 30 ms, 100 times in a row; the main
  *             thread's gmp_maxprocs and its WaitGroup wait are not starved.
- *   fair      4 CPU-bound goroutines at GOMAXPROCS=1 for a second each get 25% +- 10%.
+ *   fair      4 CPU-bound goroutines at GOMAXPROCS=1 for a second each get 25% +- 6%
+ *             (slices measured from when sysmon first sees them, with a sleep that
+ *             depends on the queues, gave one of them 33% every run: rt/sysmon.rs).
  *   regs      (GMP_DEBUG=asyncpreemptstress=1) loops computing in SSE, AVX2 and, where
  *             the CPU has it, AVX-512 registers (on aarch64: NEON, 4 and 16
  *             accumulators), with long doubles and with a changed rounding mode (MXCSR,
@@ -165,7 +167,7 @@ static void case_fair(void)
     for (int i = 0; i < FAIR_N; i++) {
         double share = (double)d[i] / (double)total;
         printf("fair: goroutine %d got %.1f%%\n", i, 100 * share);
-        CHECK(share > 0.15 && share < 0.35);
+        CHECK(share > 0.19 && share < 0.31);
     }
 }
 

@@ -1253,6 +1253,8 @@ pub struct SysmonTick {
     pub unseenwhen: i64,
     /// This slice's halfway look was made (`preempt::look`).
     pub halfway: bool,
+    /// When sysmon first asked this slice's goroutine to yield (0: not yet).
+    pub preemptwhen: i64,
 }
 
 impl SysmonTick {
@@ -1267,6 +1269,7 @@ impl SysmonTick {
             syscallwhen: 0,
             unseenwhen: 0,
             halfway: false,
+            preemptwhen: 0,
         }
     }
 }

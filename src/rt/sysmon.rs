@@ -19,6 +19,18 @@
 //! it has been seen; a P that has run `FORCE_PREEMPT_NS` on one slice is marked for
 //! preemption (`P::preempt`). Its deep sleep (every P idle) also ends when a P leaves the
 //! idle list (`pidleget`), or nothing would mark a P that then runs a goroutine forever.
+//!
+//! A slice is measured from the round that first sees it, so the sleeps around its start
+//! and end decide its length. Go's sleep is the same 10 ms at both ends once backed off,
+//! and every slice of CPU-bound goroutines comes to 20 ms. Ours is shortened while
+//! goroutines wait in the global queue, and a slice started in such a stretch would be
+//! measured more finely than one started after it: four CPU-bound goroutines at
+//! GOMAXPROCS=1 fell into a cycle of 12, 15, 20 and 12 ms slices, the same goroutine
+//! always getting the same one (`preempt fair`). So after asking a P to yield, sysmon
+//! looks again every `WATCH_DELAY_US` until the new slice is seen (for at most
+//! `WATCH_NS`: a goroutine in libc may take longer to stop), and it wakes at the end of
+//! the earliest slice that is not yet due: each slice then lasts `FORCE_PREEMPT_NS` and
+//! the time to see and stop it, whatever the queues held.
 
 use core::sync::atomic::Ordering;
 use core::time::Duration;
@@ -37,6 +49,10 @@ const WAKEABLE_US: u64 = 1_000;
 /// The longest sleep while hand-off calls a scope's end interrupted may still be inside
 /// the kernel (`scopecall::rekick`).
 const KICK_DELAY_US: u64 = 1_000;
+/// The sleep while a P asked to yield has not been seen starting a new slice.
+const WATCH_DELAY_US: u64 = 100;
+/// How long after asking sysmon watches so closely.
+const WATCH_NS: i64 = 2_000_000;
 /// A syscall holding a P with nothing queued is left alone this long (Go: 10 ms).
 const SYSCALL_GRACE_NS: i64 = 10_000_000;
 
@@ -188,6 +204,8 @@ fn sysmon_loop() -> ! {
         pending: true,
         period,
     };
+    // The last round's `Slices`: when a slice is due next, whether one is being watched.
+    let mut slices = Slices::default();
     loop {
         if idle == 0 {
             delay = MIN_DELAY_US;
@@ -212,13 +230,22 @@ fn sysmon_loop() -> ! {
             let left_us = ((due - crate::sys::nanotime()).max(0) / 1000) as u64;
             delay = delay.min(left_us.max(MIN_DELAY_US));
         }
-        if delay >= WAKEABLE_US {
-            let until = crate::sys::nanotime() + delay as i64 * 1000;
+        // The slices (module doc): this sleep only, the back-off goes on as it was.
+        let mut sleep = delay;
+        if slices.watching {
+            sleep = sleep.min(WATCH_DELAY_US);
+        }
+        if slices.next_due != 0 {
+            let left_us = ((slices.next_due - crate::sys::nanotime()).max(0) / 1000) as u64;
+            sleep = sleep.min(left_us.max(MIN_DELAY_US));
+        }
+        if sleep >= WAKEABLE_US {
+            let until = crate::sys::nanotime() + sleep as i64 * 1000;
             SLEEP_UNTIL.store(until, Ordering::SeqCst);
             // `syscall_unseen`: a syscall that started after our last look but before the
             // flag went up did not wake us; don't sleep long on it. Nor past a timer that
             // nobody watches, put on a heap meanwhile (`wake_for_timer`).
-            if wakeable_sleep(WAIT_TIMED, Some(Duration::from_micros(delay)), || {
+            if wakeable_sleep(WAIT_TIMED, Some(Duration::from_micros(sleep)), || {
                 let due = unwatched_timer();
                 !syscall_unseen() && (due == 0 || due >= until)
             }) {
@@ -231,7 +258,7 @@ fn sysmon_loop() -> ! {
             }
         } else {
             // SAFETY: usleep has no preconditions.
-            unsafe { crate::sys::real::usleep(delay as libc::c_uint) };
+            unsafe { crate::sys::real::usleep(sleep as libc::c_uint) };
         }
         // Nothing runs: sleep until a syscall starts (all Ps idle means no P can be in
         // one; a goroutine must first get a P, then enter a syscall, which wakes us).
@@ -270,7 +297,9 @@ fn sysmon_loop() -> ! {
         // Goroutines waiting on fds while every P is busy: nobody else polls.
         netpoll::sysmon_poll(now);
         run_unwatched_timers(now);
-        if retake(now) != 0 || preempt::STRESS.load(Ordering::Relaxed) {
+        let (taken, s) = retake(now);
+        slices = s;
+        if taken != 0 || preempt::STRESS.load(Ordering::Relaxed) {
             idle = 0;
         } else {
             idle += 1;
@@ -278,10 +307,20 @@ fn sysmon_loop() -> ! {
     }
 }
 
+/// What `retake` saw of the running slices, for the next sleep (module doc).
+#[derive(Default, Clone, Copy)]
+struct Slices {
+    /// When the earliest slice not yet asked to end reaches `FORCE_PREEMPT_NS` (0: none).
+    next_due: i64,
+    /// A P was asked to yield less than `WATCH_NS` ago and has not started a new slice.
+    watching: bool,
+}
+
 /// Takes the Ps blocked in syscalls for more than a round and hands them off; records the
-/// running goroutines' slices. Returns how many Ps it took.
-fn retake(now: i64) -> u32 {
+/// running goroutines' slices. Returns how many Ps it took, and what it saw of the slices.
+fn retake(now: i64) -> (u32, Slices) {
     let mut n = 0;
+    let mut slices = Slices::default();
     // Every P ever created, not only the first GOMAXPROCS: a P removed by a shrink while
     // its M was in a syscall must still be retaken, or its run queue would be stranded
     // (handed off, it is retired by pidleput or by its next M's schedule).
@@ -299,9 +338,13 @@ fn retake(now: i64) -> u32 {
                 pd.schedtick = t;
                 pd.schedwhen = now;
                 pd.halfway = false;
+                pd.preemptwhen = 0;
             } else if s == P_RUNNING {
                 if now - pd.schedwhen >= FORCE_PREEMPT_NS || preempt::STRESS.load(Ordering::Relaxed)
                 {
+                    if pd.preemptwhen == 0 {
+                        pd.preemptwhen = now;
+                    }
                     preempt::preemptone(p);
                 } else if now - pd.schedwhen >= FORCE_PREEMPT_NS / 2 && !pd.halfway {
                     // Halfway through a long slice: the look the end of the slice compares
@@ -322,6 +365,16 @@ fn retake(now: i64) -> u32 {
                         n += 1;
                     }
                 }
+            }
+        }
+        if s == P_RUNNING {
+            if pd.preemptwhen == 0 {
+                let due = pd.schedwhen + FORCE_PREEMPT_NS;
+                if slices.next_due == 0 || due < slices.next_due {
+                    slices.next_due = due;
+                }
+            } else if now - pd.preemptwhen < WATCH_NS {
+                slices.watching = true;
             }
         }
         if s != P_SYSCALL {
@@ -350,7 +403,7 @@ fn retake(now: i64) -> u32 {
             stopm::handoffp(pp);
         }
     }
-    n
+    (n, slices)
 }
 
 /// Whether P `p`, held for `held` ns by an M that is blocked, should go to another M. Go's
