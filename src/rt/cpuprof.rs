@@ -72,7 +72,18 @@ static EPOCH: AtomicU32 = AtomicU32::new(0);
 /// Starts a profile sampling at `hz` (<= 0: `DEFAULT_HZ`) that `stop` writes to `fd`.
 /// Err: EINVAL (hz above `MAX_HZ`), EBADF (fd not open), EBUSY (a profile runs, or the
 /// program has its own SIGPROF handler or profiling timer), or EAGAIN (no thread).
+///
+/// Made as a blocking call (the trace's `start` is too): `WRITER` is held across calls
+/// into libc (the writer thread's creation, allocations) that can wait inside libc, where
+/// the unseen-call path would hand the P on; a goroutine that then waited for `WRITER`
+/// holding that P, as a runtime lock's waiter does, would keep it from the holder for
+/// good (a hang the fuzzer found at GOMAXPROCS=1). Inside the blocking call neither holds
+/// a P.
 pub(crate) fn start(fd: i32, hz: i32) -> Result<(), i32> {
+    super::syscall::blocking(|| start_blocking(fd, hz))
+}
+
+fn start_blocking(fd: i32, hz: i32) -> Result<(), i32> {
     let hz = if hz <= 0 { DEFAULT_HZ } else { hz };
     if hz > MAX_HZ {
         return Err(libc::EINVAL);
@@ -125,7 +136,12 @@ pub(crate) fn start(fd: i32, hz: i32) -> Result<(), i32> {
 }
 
 /// Stops the profile and writes it. Err: EINVAL (none runs), or the errno of the write.
+/// A blocking call, as `start`.
 pub(crate) fn stop() -> Result<(), i32> {
+    super::syscall::blocking(stop_blocking)
+}
+
+fn stop_blocking() -> Result<(), i32> {
     let w = {
         let mut guard = WRITER.lock().unwrap_or_else(|e| e.into_inner());
         match core::mem::replace(&mut *guard, State::Stopping) {
