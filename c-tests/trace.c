@@ -3,12 +3,15 @@
  *
  * Runs a workload that makes every kind of event -- spawns (from C main and from
  * goroutines), channel ping-pong (unparks), yields, blocking calls long enough for sysmon
- * to hand their P off, and more goroutines than Ps (steals) -- between gmp_trace_start(argv[1])
+ * to hand their P off, and more goroutines than Ps (steals; and a phase that queues
+ * goroutines on a P it keeps busy, for the other P to steal) -- between gmp_trace_start(argv[1])
  * and gmp_trace_stop() (argv[1], default trace.trace). tests/c_debug.rs then checks the
  * file with scripts/check-trace.py. With argv[2] = "env", the trace comes from GMP_TRACE
  * and ends at exit instead.
  */
 #include "check.h"
+
+#include <stdatomic.h>
 
 #include <errno.h>
 #include <string.h>
@@ -67,6 +70,30 @@ void trace_worker(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* The steal phase: a goroutine queues STOLEN goroutines on its own P and keeps that P
+ * busy until they have run, so the other P's M, woken by the spawns, can only run them
+ * by stealing (or, after a whole slice, preemption lets them run here). */
+#define STOLEN 8
+static atomic_int stolen_ran;
+
+void trace_stolen(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&stolen_ran, 1);
+    gmp_wg_done(&wg);
+}
+
+void trace_spawner(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < STOLEN; i++)
+        CHECK_OK(gmp_go(trace_stolen, NULL));
+    int64_t t0 = gmp_now();
+    while (atomic_load(&stolen_ran) < STOLEN && gmp_now() - t0 < 1000000000)
+        ;
+    gmp_wg_done(&wg);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = argc >= 2 ? argv[1] : "trace.trace";
@@ -80,6 +107,10 @@ int main(int argc, char **argv)
     for (intptr_t i = 0; i < WORKERS; i++)
         CHECK_OK(gmp_go(trace_worker, (void *)i));
     CHECK_OK(gmp_wg_wait(&wg));
+    CHECK_OK(gmp_wg_add(&wg, STOLEN + 1));
+    CHECK_OK(gmp_go(trace_spawner, NULL));
+    CHECK_OK(gmp_wg_wait(&wg));
+    CHECK_EQ(atomic_load(&stolen_ran), STOLEN);
     if (!from_env) {
         CHECK_OK(gmp_trace_stop());
         CHECK_EQ(gmp_trace_stop(), -EINVAL);
