@@ -619,6 +619,37 @@ static void sendfile_case(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* Round 4 of the sendfile case, many times: each sendfile into a blocking stream socket
+ * moves the whole MiB in one call. The writer's goroutine makes one hooked call after
+ * another without switching, so sysmon keeps finding its P running between them, and
+ * must not take a sendfile it then sees asleep for an unseen call. */
+static void sendfile_socket_case(void *arg)
+{
+    (void)arg;
+    char path[] = "/tmp/gmp-contract-fds-XXXXXX";
+    int f = mkstemp(path);
+    CHECK(f >= 0);
+    unlink(path);
+    char *buf = pattern(MIB);
+    CHECK_EQ(write(f, buf, MIB), MIB);
+    free(buf);
+    for (int i = 0; i < 200; i++) {
+        int p[2];
+        CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
+        struct reader rd = {p[0], 0};
+        gmp_wg_add(&helpers, 1);
+        CHECK(gmp_go(reader_go, &rd) >= 0);
+        off_t off = 0;
+        CHECK_EQ(sendfile(p[1], f, &off, MIB), MIB);
+        CHECK_EQ(off, MIB);
+        close(p[1]);
+        gmp_wg_wait(&helpers);
+        CHECK_EQ(rd.got, MIB);
+    }
+    close(f);
+    gmp_wg_done(&wg);
+}
+
 static void *thread_fill(void *arg)
 {
     int fd = (int)(intptr_t)arg;
@@ -1044,6 +1075,8 @@ int main(int argc, char **argv)
         fn = child_case;
     else if (strcmp(c, "sendfile") == 0)
         fn = sendfile_case;
+    else if (strcmp(c, "sendfile_socket") == 0)
+        fn = sendfile_socket_case;
     else if (strcmp(c, "nonblock") == 0)
         fn = nonblock_case;
     else if (strcmp(c, "aliases") == 0)

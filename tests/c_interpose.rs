@@ -534,6 +534,14 @@ fn contract_fds_bigwrite() {
     expect_case("contract_fds", "bigwrite", &plain_env(Some("1")));
 }
 
+/// At the default GOMAXPROCS and at 1 (with the hooks only: the reference is round 4 of
+/// `contract_fds_sendfile`).
+#[test]
+fn contract_fds_sendfile_socket() {
+    expect_case("contract_fds", "sendfile_socket", &[]);
+    expect_case("contract_fds", "sendfile_socket", &[("GMP_MAXPROCS", "1")]);
+}
+
 #[test]
 fn contract_fds_bigsend() {
     contract_fds("bigsend");

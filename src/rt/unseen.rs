@@ -13,7 +13,9 @@
 //!   at most once per `LOOK_AFTER_NS` per P. It reads `/proc/self/task/<tid>/syscall`:
 //!   the number, arguments, stack pointer and return address of the call the thread
 //!   sleeps in. Calls whose restart is exact (`restartable`) are recorded in the M
-//!   (`m.unseen`) and the M gets a SIGURG tagged `sigpreempt::MAGIC_UNSEEN`.
+//!   (`m.unseen`) and the M gets a SIGURG tagged `sigpreempt::MAGIC_UNSEEN` — if, after
+//!   the reading, its goroutine is still RUNNING on its P: the thread may have entered a
+//!   hooked call since sysmon found the P running (`runs_unseen`).
 //! - **The M's handler decides** (`divert`, on the M's own thread, so it races with
 //!   nobody for its P): the interrupted context must be that very call — the PC at the
 //!   `syscall` instruction with the number in rax (the kernel rewound a restartable call:
@@ -508,8 +510,27 @@ fn missed() -> bool {
     false
 }
 
-/// Sysmon: looks at M `m`, holding P `p` since `since` without a switch, and signals it if
-/// it sleeps in a restartable unseen call. True if it signalled.
+/// Whether M `m` runs a goroutine on its P outside every blocking call the runtime knows
+/// of (`divert`'s first check, made by sysmon before the signal). Read after /proc showed
+/// the thread asleep in a call: to be seen asleep it went through the kernel's scheduler,
+/// whose full barrier follows the stores `syscall::entersyscall` made before the call,
+/// and reading its call waits for it under its run queue's lock; so a hooked call's
+/// G_SYSCALL and P_SYSCALL are visible here.
+fn runs_unseen(m: &M) -> bool {
+    let gp = m.curg.load(Ordering::Acquire);
+    let pp = m.p.load(Ordering::Acquire);
+    // SAFETY: Gs and Ps are never freed.
+    unsafe {
+        !gp.is_null()
+            && !pp.is_null()
+            && (*gp).status.load(Ordering::Acquire) == G_RUNNING
+            && (*pp).status.load(Ordering::Acquire) == P_RUNNING
+            && core::ptr::eq((*pp).m.load(Ordering::Acquire), m)
+    }
+}
+
+/// Sysmon: looks at M `m`, found holding its P without a switch for a while, and signals
+/// it if it sleeps in a restartable unseen call. True if it signalled.
 pub(super) fn look(m: &M) -> bool {
     let tid = m.tid.load(Ordering::Relaxed);
     if tid == 0 || m.dead.load(Ordering::Relaxed) {
@@ -534,6 +555,14 @@ pub(super) fn look(m: &M) -> bool {
     // against: a thread back in an identical one is as safe to signal (see the module doc
     // for the window left).
     if read_call(m, tid) != Some(c) {
+        return false;
+    }
+    // And the call is still unseen. Sysmon chose this M when it found its P running, but
+    // the thread may have gone into a hooked call since (a loop of sendfiles, each through
+    // the hand-off): the same /proc line, with the goroutine in G_SYSCALL. The signal
+    // would cut that call short and `divert` would refuse it, leaving the short count to
+    // the program.
+    if !runs_unseen(m) {
         return false;
     }
     let s = &m.unseen;
