@@ -97,15 +97,25 @@ static const struct gmp_stack_mark *find(const struct gmp_stack_mark *m, int n, 
     exit(1);
 }
 
+/* Every mark. A start function's first mark may come between the sizing call and the
+ * read (goroutines are measured as they end, on their threads): the read returns the
+ * larger count, and is made again when the marks no longer fit. */
 static struct gmp_stack_mark *read_all(int *n)
 {
-    int total = gmp_stack_usage(NULL, 0);
-    CHECK(total >= 0);
-    struct gmp_stack_mark *m = calloc((size_t)total + 1, sizeof *m);
-    CHECK(m != NULL);
-    CHECK_EQ(gmp_stack_usage(m, (size_t)total), total);
-    *n = total;
-    return m;
+    for (;;) {
+        int total = gmp_stack_usage(NULL, 0);
+        CHECK(total >= 0);
+        size_t room = (size_t)total + 1;
+        struct gmp_stack_mark *m = calloc(room, sizeof *m);
+        CHECK(m != NULL);
+        int got = gmp_stack_usage(m, room);
+        CHECK(got >= total);
+        if ((size_t)got <= room) {
+            *n = got;
+            return m;
+        }
+        free(m);
+    }
 }
 
 /* How many of `f`'s goroutines have been measured (0: none yet). */
