@@ -21,7 +21,8 @@
  *              -- with -ETIMEDOUT, in a goroutine and in the main thread.
  *   race       2000 rounds: a holder's unlock races with the cancel of three scoped
  *              waiters (each gets the lock or -ECANCELED), an unscoped waiter always gets
- *              it, and each round ends with the words at 0.
+ *              it, and each round ends, once the holder's unlock has returned, with the
+ *              words at 0.
  *   storm      16 goroutines lock and unlock one mutex (and one rwmutex) 3000 times each,
  *              half of them in scopes with deadlines of 0 to 200 µs, some holding the lock
  *              across a sleep (so waiters starve and the mutex hands itself over): the
@@ -388,13 +389,14 @@ static void race_locker(void *arg)
     send_int(results, r);
 }
 
-static gmp_chan *race_go;
+static gmp_chan *race_go, *race_done;
 
 static void race_holder(void *arg)
 {
     (void)arg;
     CHECK_EQ(recv_int(race_go), 1);
     CHECK_OK(gmp_mutex_unlock(&rmu));
+    send_int(race_done, 1);
 }
 
 static void step_race(void)
@@ -420,6 +422,10 @@ static void step_race(void)
         }
         CHECK(zeros >= 1); /* the unscoped one always */
         got += zeros - 1;
+        /* The words are idle once every unlock has returned: the holder's release may
+         * still be running the ghost it dequeued (WOKEN set for it, the count added)
+         * after the waiters it did not reach have finished. */
+        CHECK_EQ(recv_int(race_done), 1);
         check_mutex_idle(&rmu);
     }
     printf("scope_locks: race: %d scoped locks taken, %d cancelled\n", got, cancelled);
@@ -502,6 +508,7 @@ int main(void)
     CHECK_OK(gmp_chan_make(&go_unlock, sizeof(int), 1));
     CHECK_OK(gmp_chan_make(&spawn_req, sizeof(int), 0));
     CHECK_OK(gmp_chan_make(&race_go, sizeof(int), 1));
+    CHECK_OK(gmp_chan_make(&race_done, sizeof(int), 1));
     CHECK_OK(gmp_go(spawner, NULL));
     step_mutex();
     step_after();
@@ -513,6 +520,7 @@ int main(void)
     send_int(spawn_req, 0);
     CHECK_OK(gmp_chan_release(spawn_req));
     CHECK_OK(gmp_chan_release(race_go));
+    CHECK_OK(gmp_chan_release(race_done));
     CHECK_OK(gmp_chan_release(go_unlock));
     CHECK_OK(gmp_chan_release(results));
     printf("scope_locks: mutex and rwmutex waits ended by scopes, the locks exact\n");
