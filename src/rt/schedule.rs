@@ -311,12 +311,20 @@ pub(super) unsafe fn after_switch(m: ThisM<'_>, act: usize) -> Option<(*mut G, b
             // after Go's gopreempt_m, whose schedule looks at the local queue first).
             // Left set, `schedule` would serve the global queue first and take this very
             // goroutine straight back, while the local queue starved behind it.
-            // SAFETY: m holds its P.
-            unsafe {
-                (*m.p.load(Ordering::Relaxed))
-                    .preempt
-                    .store(false, Ordering::Relaxed)
-            };
+            // SAFETY: m holds its P; Ps are never freed.
+            let p = unsafe { &*m.p.load(Ordering::Relaxed) };
+            p.preempt.store(false, Ordering::Relaxed);
+            // A goroutine that can resume only on this M (stopped asynchronously, or
+            // locked) with nothing else waiting: Go's schedule would take it straight
+            // back off the global queue. Through the queue, this M would hand its P away
+            // (`stoplockedm`) and the M that dequeued the goroutine would hand the P back
+            // (`startlockedm`): two sleeps and two wake-ups per slice for nothing.
+            // SAFETY: m holds p.
+            if std::ptr::eq(g.lockedm.load(Ordering::Relaxed), m.m())
+                && unsafe { idle_behind(m, p) }
+            {
+                return Some((gp, false));
+            }
             // Where Go's gopreempt_m puts it: the global run queue's tail, or, for a
             // goroutine that can resume only on this M, the M's own share of that queue.
             if !affinity::affine_m(g).is_null() {
@@ -342,6 +350,24 @@ pub(super) unsafe fn after_switch(m: ThisM<'_>, act: usize) -> Option<(*mut G, b
         }
         _ => throw("schedule: unknown action"),
     }
+}
+
+/// Whether nothing but the goroutine `m` just stopped waits for P `p` (`after_switch`):
+/// `p` is not being retired, and once its due timers have run, its local queue, the global
+/// queue, `m`'s affinity queue and the Ms waiting for a P are all empty — everything
+/// `schedule` would look at before it found that goroutine on the global queue.
+///
+/// # Safety
+/// On `m`'s scheduler stack, holding `p`.
+unsafe fn idle_behind(m: ThisM<'_>, p: &P) -> bool {
+    if p.id >= SCHED.gomaxprocs.load(Ordering::Relaxed) {
+        return false;
+    }
+    check_timers(p);
+    p.runq.is_empty()
+        && SCHED.runqsize.load(Ordering::Relaxed) == 0
+        && m.aff.is_empty()
+        && SCHED.naffwait.load(Ordering::Relaxed) == 0
 }
 
 /// Breaks the M–G association of a G that stopped running.

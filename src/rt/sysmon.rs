@@ -30,7 +30,10 @@
 //! looks again every `WATCH_DELAY_US` until the new slice is seen (for at most
 //! `WATCH_NS`: a goroutine in libc may take longer to stop), and it wakes at the end of
 //! the earliest slice that is not yet due: each slice then lasts `FORCE_PREEMPT_NS` and
-//! the time to see and stop it, whatever the queues held.
+//! the time to see and stop it, whatever the queues held. It watches only while other
+//! goroutines wait (`others_wait`): a goroutine computing alone gets its P straight back
+//! (`schedule::idle_behind`), its next slice is seen at the next backed-off round, and
+//! sysmon wakes about once per 10 ms, as Go's does, not twice.
 
 use core::sync::atomic::Ordering;
 use core::time::Duration;
@@ -373,7 +376,7 @@ fn retake(now: i64) -> (u32, Slices) {
                 if slices.next_due == 0 || due < slices.next_due {
                     slices.next_due = due;
                 }
-            } else if now - pd.preemptwhen < WATCH_NS {
+            } else if now - pd.preemptwhen < WATCH_NS && others_wait(p) {
                 slices.watching = true;
             }
         }
@@ -404,6 +407,19 @@ fn retake(now: i64) -> (u32, Slices) {
         }
     }
     (n, slices)
+}
+
+/// Whether goroutines other than the one running on P `p` wait to run: on its local queue,
+/// on the global queue, on its M's affinity queue, or on an M that waits for a P (a hint,
+/// read without locks). Only then does the moment its next slice starts decide who runs
+/// when (module doc).
+fn others_wait(p: &P) -> bool {
+    let m = p.m.load(Ordering::Acquire);
+    !p.runq.is_empty()
+        || SCHED.runqsize.load(Ordering::Relaxed) > 0
+        || SCHED.naffwait.load(Ordering::Relaxed) > 0
+        // SAFETY: Ms are never freed; the queue's counts are atomics any thread may read.
+        || (!m.is_null() && unsafe { !(*m).aff.is_empty() })
 }
 
 /// Whether P `p`, held for `held` ns by an M that is blocked, should go to another M. Go's
