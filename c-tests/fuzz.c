@@ -64,6 +64,8 @@
  * gmp_now, gmp_goid,
  * gmp_num_cpu, gmp_dump,
  * gmp_set_default_stack_size, SIGUSR2 relayed to a channel (gmp_signal_notify),
+ * sigwait, sigwaitinfo and sigtimedwait for a signal a plain thread sends the waiting
+ * thread (or the actor sends itself first), and a sigtimedwait that times out,
  * entersyscall/exitsyscall pairs (with nested
  * and unpaired calls, and try operations inside), gmp_blocking (with nested calls inside),
  * gmp_syscall (getpid, gettid, nanosleep, refused and unknown numbers), lock sections,
@@ -350,7 +352,7 @@ enum {
     OP_SEND, OP_RECV, OP_SELECT, OP_CLOSE, OP_LENCAP, OP_REPLACE, OP_RETAIN,
     OP_CHAN_INVALID, OP_SELECT_INVALID, OP_MUTEX, OP_RWMUTEX, OP_COND, OP_WG, OP_ONCE,
     OP_YIELD, OP_SLEEP, OP_SPAWN, OP_MAXPROCS, OP_INFO, OP_SYSCALL, OP_LOCK, OP_FD,
-    OP_INVALID, OP_PTHREAD, OP_SIGNAL, OP_SCOPE, NOPS
+    OP_INVALID, OP_PTHREAD, OP_SIGNAL, OP_SCOPE, OP_SIGWAIT, NOPS
 };
 
 /* C code's own pthread mutex (op_pthread) needs the runtime's signal handler, which a
@@ -398,6 +400,7 @@ static const struct opdef opdefs[NOPS] = {
     [OP_PTHREAD] = {"pthread", PTHREAD_WEIGHT, CTX_FULL},
     [OP_SIGNAL] = {"signal", 1, CTX_ALL},
     [OP_SCOPE] = {"scope", 3, CTX_FULL},
+    [OP_SIGWAIT] = {"sigwait", 1, CTX_FULL | CTX_PINLOCK},
 };
 
 static atomic_ulong op_count[NOPS];
@@ -2043,6 +2046,99 @@ static void op_signal(struct actor *a)
     drain_signals(a);
 }
 
+/* op_sigwait: a wait for a signal the thread blocks (sigwait, sigwaitinfo, sigtimedwait),
+ * which no hook sees: under the hooks a goroutine's P goes to others while it waits, and
+ * the wait must end as libc's does, with the signal and never with EINTR. The signal is
+ * sent with tgkill to the waiting thread by a plain thread after 0-3 ms, or by the actor
+ * itself before it waits; a goroutine locks its thread from the mask to the restore.
+ * A signal delivered instead of waited for (a wait that ended without it) is counted. */
+static atomic_ulong sigwait_stray;
+
+static void on_sigwait_stray(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&sigwait_stray, 1);
+}
+
+struct sigwait_send {
+    long tid;
+    int64_t delay_ns;
+};
+
+static void *sigwait_sender(void *arg)
+{
+    struct sigwait_send *s = arg;
+    struct timespec ts = {0, (long)s->delay_ns};
+    nanosleep(&ts, NULL);
+    if (syscall(SYS_tgkill, getpid(), s->tid, SIGRTMIN + 1) != 0)
+        atomic_fetch_add(&sigwait_stray, 1000);
+    free(s);
+    return NULL;
+}
+
+static void op_sigwait(struct actor *a)
+{
+    /* 0 sigwait, 1 sigwaitinfo, 2 sigtimedwait (10 s), 3 sigtimedwait timing out after
+     * 0-2 ms with nothing sent, 4 sigtimedwait(0) for a signal sent before. Inside a
+     * scope (whose end may interrupt what waits) only the last two. */
+    int kind = (int)rnd_below(&a->rng, 5);
+    int64_t delay = (int64_t)rnd_below(&a->rng, 3000) * US;
+    if (a->scoped && kind < 3)
+        kind = 3 + kind % 2;
+    int sig = SIGRTMIN + 1;
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    if (a->goroutine)
+        ACHECK_EQ(a, gmp_lock_os_thread(), a->lockdepth + 1);
+    ACHECK_EQ(a, pthread_sigmask(SIG_BLOCK, &set, &old), 0);
+    long tid = gettid_();
+    if (kind < 3) {
+        struct sigwait_send *s = malloc(sizeof *s);
+        ACHECK(a, s != NULL);
+        s->tid = tid;
+        s->delay_ns = delay;
+        pthread_t t;
+        pthread_attr_t attr;
+        ACHECK_EQ(a, pthread_attr_init(&attr), 0);
+        ACHECK_EQ(a, pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED), 0);
+        ACHECK_EQ(a, pthread_create(&t, &attr, sigwait_sender, s), 0);
+        ACHECK_EQ(a, pthread_attr_destroy(&attr), 0);
+    } else if (kind == 4) {
+        ACHECK_EQ(a, syscall(SYS_tgkill, getpid(), tid, sig), 0);
+    }
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    note_sub(a, "waiting for a signal it blocks");
+    if (kind == 0) {
+        int got = 0;
+        ACHECK_EQ(a, sigwait(&set, &got), 0);
+        ACHECK_EQ(a, got, sig);
+    } else if (kind == 1) {
+        ACHECK_EQ(a, sigwaitinfo(&set, &info), sig);
+    } else if (kind == 2) {
+        struct timespec ts = {10, 0};
+        ACHECK_EQ(a, sigtimedwait(&set, &info, &ts), sig);
+    } else if (kind == 3) {
+        struct timespec ts = {0, (long)(delay * 2 / 3)};
+        errno = 0;
+        ACHECK_EQ(a, sigtimedwait(&set, &info, &ts), -1);
+        ACHECK_EQ(a, errno, EAGAIN);
+    } else {
+        struct timespec ts = {0, 0};
+        ACHECK_EQ(a, sigtimedwait(&set, &info, &ts), sig);
+    }
+    note_sub(a, NULL);
+    if (kind == 1 || kind == 2 || kind == 4) {
+        ACHECK_EQ(a, info.si_signo, sig);
+        ACHECK_EQ(a, info.si_pid, getpid());
+    }
+    ACHECK_EQ(a, gettid_(), tid);
+    ACHECK_EQ(a, pthread_sigmask(SIG_SETMASK, &old, NULL), 0);
+    if (a->goroutine)
+        ACHECK_EQ(a, gmp_unlock_os_thread(), a->lockdepth);
+}
+
 static void op_maxprocs(struct actor *a)
 {
     int n = 1 + (int)rnd_below(&a->rng, 4);
@@ -3081,6 +3177,7 @@ static void run_op(struct actor *a)
     case OP_PTHREAD: op_pthread(a); break;
     case OP_SIGNAL: op_signal(a); break;
     case OP_SCOPE: op_scope(a); break;
+    case OP_SIGWAIT: op_sigwait(a); break;
     default: ACHECK(a, 0);
     }
     if (a->pinned || a->lockdepth > 0)
@@ -3413,6 +3510,8 @@ int main(int argc, char **argv)
     signal(SIGBUS, on_fatal);
     signal(SIGILL, on_fatal);
     signal(SIGFPE, on_fatal);
+    /* op_sigwait's signal, should one be delivered instead of waited for. */
+    signal(SIGRTMIN + 1, on_sigwait_stray);
 
     ncpu_expected = count_cpus();
     struct actor *m = &main_actor;
@@ -3597,6 +3696,7 @@ int main(int argc, char **argv)
     }
     ACHECK(m, atomic_load(&sig_raised) == 0 || atomic_load(&sig_relayed) > 0);
     ACHECK(m, atomic_load(&sig_relayed) <= atomic_load(&sig_raised));
+    ACHECK_EQ(m, atomic_load(&sigwait_stray), 0);
 
     atomic_store(&finished, 1);
     ACHECK_EQ(m, pthread_join(watchdog, NULL), 0);

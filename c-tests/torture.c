@@ -80,6 +80,10 @@
  *    actor's own thread (raise: no other thread's call is interrupted) and the channel
  *    drained without waiting: never more relayed than raised, and at least one relayed
  *    by the end when any was raised;
+ *  - sigwait ("sigwait"): sigwait, sigwaitinfo or sigtimedwait for SIGRTMIN+1, which
+ *    the actor's thread blocks and a plain thread sends it 0-2 ms later (a wait no hook
+ *    sees): the wait returns that signal (never EINTR), on the same thread, and the
+ *    signal is never delivered to its handler;
  *  - metrics ("metrics"): gmp_metrics read meanwhile; counters only grow and a
  *    histogram's buckets add up to its count; the Prometheus text is written whole; the
  *    stack high-water marks (gmp_stack_usage) are whole pages within their stacks,
@@ -162,6 +166,7 @@ enum {
     FT_SIGNAL,
     FT_METRICS,
     FT_SCOPE,
+    FT_SIGWAIT,
     NFEATURES
 };
 
@@ -169,7 +174,7 @@ static const char *const feature_names[NFEATURES] = {
     "spawn", "pinned", "stack", "wg", "yield", "chan", "timeout",
     "select", "mutex", "rwmutex", "cond", "once", "sleep", "blocking",
     "blkunlock", "lock", "maxprocs", "foreign", "pingpong", "quiet", "net", "spin",
-    "libc", "pthread", "signal", "metrics", "scope",
+    "libc", "pthread", "signal", "metrics", "scope", "sigwait",
 };
 
 static unsigned features;
@@ -203,20 +208,21 @@ enum {
     A_SIGNAL,
     A_METRICS,
     A_SCOPE,
+    A_SIGWAIT,
     NACTIONS
 };
 
 static const char *const action_names[NACTIONS] = {
     "spawn", "yield", "send", "recv", "select", "mutex", "rwmutex",
     "cond", "once", "sleep", "blocking", "blkunlock", "lock", "maxprocs", "net", "spin",
-    "libc", "pthread", "signal", "metrics", "scope",
+    "libc", "pthread", "signal", "metrics", "scope", "sigwait",
 };
 
 /* The feature that enables each action. */
 static const int action_feature[NACTIONS] = {
     FT_SPAWN, FT_YIELD, FT_CHAN, FT_CHAN, FT_SELECT, FT_MUTEX, FT_RWMUTEX,
     FT_COND, FT_ONCE, FT_SLEEP, FT_BLOCKING, FT_BLKUNLOCK, FT_LOCK, FT_MAXPROCS, FT_NET, FT_SPIN,
-    FT_LIBC, FT_PTHREAD, FT_SIGNAL, FT_METRICS, FT_SCOPE,
+    FT_LIBC, FT_PTHREAD, FT_SIGNAL, FT_METRICS, FT_SCOPE, FT_SIGWAIT,
 };
 
 static int enabled_actions[NACTIONS];
@@ -1405,6 +1411,71 @@ static void drain_signals(void)
     }
 }
 
+/* A wait for a signal the thread blocks, which no hook sees (its P goes to others
+ * meanwhile): SIGRTMIN+1 sent to the waiting thread by a plain thread after 0-2 ms. A
+ * goroutine locks its thread from the mask to the restore. Counted if ever delivered. */
+static atomic_ulong sigwait_stray;
+
+static void on_sigwait_stray(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&sigwait_stray, 1);
+}
+
+struct sigwait_send {
+    long tid;
+    long delay_ns;
+};
+
+static void *sigwait_sender(void *arg)
+{
+    struct sigwait_send *s = arg;
+    struct timespec ts = {0, s->delay_ns};
+    nanosleep(&ts, NULL);
+    CHECK_EQ(syscall(SYS_tgkill, getpid(), s->tid, SIGRTMIN + 1), 0);
+    free(s);
+    return NULL;
+}
+
+static void do_sigwait(struct actor *a)
+{
+    int kind = (int)rnd_below(&a->rng, 3);
+    int sig = SIGRTMIN + 1;
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    int depth = 0;
+    if (a->goroutine)
+        CHECK((depth = gmp_lock_os_thread()) > 0);
+    CHECK_EQ(pthread_sigmask(SIG_BLOCK, &set, &old), 0);
+    long tid = gettid_();
+    struct sigwait_send *s = malloc(sizeof *s);
+    CHECK(s != NULL);
+    s->tid = tid;
+    s->delay_ns = (long)rnd_below(&a->rng, 2000) * 1000;
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, sigwait_sender, s), 0);
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    if (kind == 0) {
+        int got = 0;
+        CHECK_EQ(sigwait(&set, &got), 0);
+        CHECK_EQ(got, sig);
+    } else if (kind == 1) {
+        CHECK_EQ(sigwaitinfo(&set, &info), sig);
+    } else {
+        struct timespec ts = {10, 0};
+        CHECK_EQ(sigtimedwait(&set, &info, &ts), sig);
+    }
+    if (kind != 0)
+        CHECK(info.si_signo == sig && info.si_pid == getpid());
+    CHECK_EQ(gettid_(), tid);
+    CHECK_EQ(pthread_sigmask(SIG_SETMASK, &old, NULL), 0);
+    if (a->goroutine)
+        CHECK_EQ(gmp_unlock_os_thread(), depth - 1);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+}
+
 static void do_signal(struct actor *a)
 {
     (void)a;
@@ -1572,6 +1643,7 @@ static void run_action(struct actor *a, int act)
     case A_SIGNAL: do_signal(a); break;
     case A_METRICS: do_metrics(a); break;
     case A_SCOPE: do_scope(a); break;
+    case A_SIGWAIT: do_sigwait(a); break;
     default: CHECK(0);
     }
     slot_leave(a);
@@ -1847,6 +1919,8 @@ int main(int argc, char **argv)
     CHECK_OK(gmp_mutex_lock(&never_mu));
     CHECK_OK(gmp_rwmutex_lock(&never_rw));
     CHECK_OK(gmp_chan_make(&silent, 0, 0));
+    /* The sigwait action's signal, should one be delivered instead of waited for. */
+    signal(SIGRTMIN + 1, on_sigwait_stray);
     if (on(FT_SIGNAL)) {
         /* Kept until the process exits: a stop would give SIGUSR1 its default action. */
         int usr1 = SIGUSR1;
@@ -1949,6 +2023,7 @@ int main(int argc, char **argv)
         drain_signals();
         CHECK(atomic_load(&sig_relayed) <= atomic_load(&sig_raised));
     }
+    CHECK_EQ(atomic_load(&sigwait_stray), 0);
 
     /* Every goroutine ends. */
     atomic_store(&main_phase, "waiting for gmp_num_goroutine() == 0");

@@ -290,6 +290,8 @@ fn sysmon_loop() -> ! {
                 // Goroutines ran again: they may leave stacks to trim.
                 trim.pending = true;
             }
+            // The slices seen before the sleep are over: every P was idle.
+            slices = Slices::default();
             idle = 0;
             continue;
         }

@@ -172,16 +172,28 @@ pub(super) enum Restart {
     Partial,
 }
 
-/// The kind of file `fd` is, for the read family (`restartable`).
-fn fd_blocks_restartably(fd: u64, want_rcv: bool) -> bool {
-    // SAFETY: fstat/getsockopt on a number of this process's table into valid buffers; a
-    // stale or closed number only makes them fail.
+/// The file type bits of `fd` (`S_IFMT` of its mode), or None if fstat fails.
+fn fd_type(fd: u64) -> Option<libc::mode_t> {
+    // SAFETY: fstat of a number of this process's table into a valid buffer; a stale or
+    // closed number only makes it fail.
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
-        if libc::syscall(libc::SYS_fstat, fd as i32, &mut st) != 0 {
-            return false;
-        }
-        match st.st_mode & libc::S_IFMT {
+        (libc::syscall(libc::SYS_fstat, fd as i32, &mut st) == 0)
+            .then_some(st.st_mode & libc::S_IFMT)
+    }
+}
+
+/// The kind of file `fd` is, for the read family (`restartable`).
+fn fd_blocks_restartably(fd: u64, want_rcv: bool) -> bool {
+    fd_type(fd).is_some_and(|kind| blocks_restartably(fd, kind, want_rcv))
+}
+
+/// Whether `fd`, of file type `kind`, blocks restartably (`fd_blocks_restartably`).
+fn blocks_restartably(fd: u64, kind: libc::mode_t, want_rcv: bool) -> bool {
+    // SAFETY: getsockopt on a number of this process's table into valid buffers; a stale
+    // or closed number only makes it fail.
+    unsafe {
+        match kind {
             libc::S_IFIFO => true,
             // eventfd, timerfd, signalfd, inotify: anonymous inodes, no type bits.
             0 => true,
@@ -219,13 +231,8 @@ fn fd_blocks_restartably(fd: u64, want_rcv: bool) -> bool {
 /// before they end) or blocks restartably (`fd_blocks_restartably`): one side of a
 /// `sendfile` or `splice`.
 fn file_or_restartable(fd: u64, want_rcv: bool) -> bool {
-    // SAFETY: fstat of a number of this process's table into a valid buffer.
-    let regular = unsafe {
-        let mut st: libc::stat = core::mem::zeroed();
-        libc::syscall(libc::SYS_fstat, fd as i32, &mut st) == 0
-            && st.st_mode & libc::S_IFMT == libc::S_IFREG
-    };
-    regular || fd_blocks_restartably(fd, want_rcv)
+    fd_type(fd)
+        .is_some_and(|kind| kind == libc::S_IFREG || blocks_restartably(fd, kind, want_rcv))
 }
 
 /// If `fd` is a terminal, whether its line discipline reads in canonical mode.
