@@ -147,8 +147,7 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 under_qemu 420 "netpoller, syscall and schedule
 #   in user mode (perf events, CPU-time timers), so the signal is sent with tgkill after a
 #   look, and a goroutine that makes one hooked sendfile after another is often inside
 #   the next by the time it lands, which cuts that sendfile short (the tgkill source's
-#   known limit, HACKING.md; 6 runs of 15 here). The machine runs it
-#   (scripts/aarch64-vm.sh);
+#   known limit, HACKING.md; 6 runs of 15 here);
 # - interpose_cost: it bounds a hook's cost in nanoseconds, which emulated instructions
 #   do not meet (a goroutine's read cost 220 ns more than libc's once).
 echo "== interposer tests under qemu"
