@@ -109,6 +109,10 @@ __attribute__((noinline)) void waiter(void *arg)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "api";
+    /* SIGQUIT's default action, which the runtime replaces with its dump, whatever the
+     * program was started with: a shell's background job (and so `cargo test &`) starts
+     * with SIGQUIT ignored, and the runtime keeps an inherited SIG_IGN. */
+    CHECK(signal(SIGQUIT, SIG_DFL) != SIG_ERR);
     if (strcmp(mode, "api") == 0) {
         const char *path = argc > 2 ? argv[2] : "flight-api.trace";
         CHECK_EQ(gmp_trace_flight_write(-1), -EBADF);
