@@ -147,7 +147,9 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 under_qemu 420 "netpoller, syscall and schedule
 #   in user mode (perf events, CPU-time timers), so the signal is sent with tgkill after a
 #   look, and a goroutine that makes one hooked sendfile after another is often inside
 #   the next by the time it lands, which cuts that sendfile short (the tgkill source's
-#   known limit, HACKING.md; 6 runs of 15 here);
+#   known limit, HACKING.md; 6 runs of 15 here); contract_fds_waitall_preemption_on,
+#   a MSG_WAITALL receive beside a computing goroutine, meets the same race (a short
+#   count once in a CI rehearsal);
 # - interpose_cost: it bounds a hook's cost in nanoseconds, which emulated instructions
 #   do not meet (a goroutine's read cost 220 ns more than libc's once).
 echo "== interposer tests under qemu"
@@ -156,7 +158,8 @@ GMP_TEST_DEBUG=asyncpreemptsig=3 GMP_TEST_NO_UNSEEN=1 under_qemu 420 "interposer
     --skip interpose_hiredis --skip interpose_memcached --skip interpose_curl \
     --skip interpose_scope --skip interpose_preload --skip interpose_offload --skip contract_locks \
     --skip contract_fds_rawsleep --skip contract_fds_rawtty --skip contract_fds_stdio_bound \
-    --skip contract_fds_sigwait --skip contract_fds_sendfile_socket --skip interpose_cost
+    --skip contract_fds_sigwait --skip contract_fds_sendfile_socket --skip interpose_cost \
+    --skip contract_fds_waitall_preemption_on
 
 # The torture test at a short setting, without the features whose mechanisms qemu-user
 # lacks: "pthread" and "sigwait" need the unseen-call path (above), and "libc" starts children with
