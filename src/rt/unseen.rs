@@ -231,8 +231,7 @@ fn blocks_restartably(fd: u64, kind: libc::mode_t, want_rcv: bool) -> bool {
 /// before they end) or blocks restartably (`fd_blocks_restartably`): one side of a
 /// `sendfile` or `splice`.
 fn file_or_restartable(fd: u64, want_rcv: bool) -> bool {
-    fd_type(fd)
-        .is_some_and(|kind| kind == libc::S_IFREG || blocks_restartably(fd, kind, want_rcv))
+    fd_type(fd).is_some_and(|kind| kind == libc::S_IFREG || blocks_restartably(fd, kind, want_rcv))
 }
 
 /// If `fd` is a terminal, whether its line discipline reads in canonical mode.
